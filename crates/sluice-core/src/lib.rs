@@ -1,0 +1,16 @@
+//! sluice-core: the queue model, dispatch rules, backoff, the [`Store`] trait every storage
+//! backend implements, the [`Clock`], and the serde types of the HTTP API ([`wire`]).
+//!
+//! Invariant: no IO here. Nothing in this crate touches the network, the disk or the system
+//! clock except [`SystemClock`], so every rule can be tested with explicit times.
+
+pub mod clock;
+pub mod dispatch;
+pub mod message;
+pub mod notify;
+pub mod queue;
+pub mod store;
+pub mod wire;
+
+pub use clock::{Clock, ManualClock, Millis, SystemClock};
+pub use store::{Store, StoreError, StoreResult};

@@ -1,0 +1,198 @@
+//! Messages as the core and the stores see them (not serializable: see [`crate::wire`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use crate::clock::Millis;
+
+/// String headers carried with a message.
+pub type Headers = BTreeMap<String, String>;
+
+/// What a consumer receives besides the delivery metadata: body and headers.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Payload {
+    /// The body exactly as stored.
+    pub body_bytes: Vec<u8>,
+    /// 0 = JSON text, 1 = opaque bytes.
+    pub body_kind: u8,
+    /// Headers given at enqueue.
+    pub headers: Headers,
+}
+
+impl Payload {
+    /// Size of the body plus headers, for memory accounting.
+    pub fn weight_bytes(&self) -> usize {
+        self.body_bytes.len() + self.headers.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
+    }
+}
+
+/// A message to enqueue, validated.
+#[derive(Debug, Clone)]
+pub struct NewMessage {
+    /// Client idempotency key.
+    pub idempotency_key: Option<String>,
+    /// Body and headers.
+    pub payload: Arc<Payload>,
+    /// Ordering key for `per_key` queues.
+    pub key: Option<String>,
+    /// Higher first.
+    pub priority: i32,
+    /// Invisible before this time.
+    pub visible_at_ms: Millis,
+}
+
+/// Where a message is now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageState {
+    /// Visible and waiting for a consumer.
+    Ready,
+    /// Not visible until a later time (a delay or a retry backoff).
+    Delayed,
+    /// Leased to a consumer.
+    InFlight,
+    /// Acknowledged: done.
+    Acked,
+    /// Moved to a dead-letter queue.
+    Dead,
+}
+
+impl MessageState {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MessageState::Ready => "ready",
+            MessageState::Delayed => "delayed",
+            MessageState::InFlight => "in_flight",
+            MessageState::Acked => "acked",
+            MessageState::Dead => "dead",
+        }
+    }
+}
+
+/// Where a dead-lettered message came from and why it failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeadLetterInfo {
+    /// The queue it failed in.
+    pub source_queue: String,
+    /// The error of the last failed attempt.
+    pub last_error: Option<String>,
+    /// Attempts made in the source queue.
+    pub attempts: u32,
+    /// First delivery in the source queue (or enqueue time if never delivered).
+    pub first_seen_at_ms: Millis,
+    /// When it was dead-lettered.
+    pub last_seen_at_ms: Millis,
+}
+
+/// A lease handle given with each delivery.
+///
+/// Text form: `<message uuid>.<lease number>.<token>`. The lease number grows with every
+/// delivery of the message and the token is random, so a receipt from an earlier delivery never
+/// matches the current lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Receipt {
+    /// The message it leases.
+    pub message_id: Uuid,
+    /// Which delivery of the message this is (counts every lease since enqueue).
+    pub lease_number: u32,
+    /// Random, so receipts cannot be guessed from ids.
+    pub token: u32,
+}
+
+impl Receipt {
+    /// Parses the text form; `None` when it is not a receipt at all.
+    pub fn parse(text: &str) -> Option<Self> {
+        let mut parts = text.split('.');
+        let message_id = Uuid::try_parse(parts.next()?).ok()?;
+        let lease_number = parts.next()?.parse().ok()?;
+        let token = u32::from_str_radix(parts.next()?, 16).ok()?;
+        if parts.next().is_some() {
+            return None;
+        }
+        Some(Self { message_id, lease_number, token })
+    }
+}
+
+impl std::fmt::Display for Receipt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}.{:08x}", self.message_id.as_simple(), self.lease_number, self.token)
+    }
+}
+
+/// A message handed out by a claim.
+#[derive(Debug, Clone)]
+pub struct ClaimedMessage {
+    /// Server-assigned id.
+    pub message_id: Uuid,
+    /// The lease handle for ack, nack and extend.
+    pub receipt: Receipt,
+    /// Body and headers.
+    pub payload: Arc<Payload>,
+    /// Client idempotency key.
+    pub idempotency_key: Option<String>,
+    /// Ordering key.
+    pub key: Option<String>,
+    /// Priority it was enqueued with.
+    pub priority: i32,
+    /// This delivery's attempt number (1-based).
+    pub attempts: u32,
+    /// Enqueue time.
+    pub enqueued_at_ms: Millis,
+    /// First delivery time.
+    pub first_received_at_ms: Millis,
+    /// Error of the previous attempt, if any.
+    pub last_error: Option<String>,
+    /// When the lease runs out.
+    pub lease_expires_at_ms: Millis,
+    /// Set for messages in a dead-letter queue.
+    pub dead_letter: Option<DeadLetterInfo>,
+}
+
+/// Everything known about one message, for lookups.
+#[derive(Debug, Clone)]
+pub struct MessageStatus {
+    /// Server-assigned id.
+    pub message_id: Uuid,
+    /// The queue it is in now (a dead-letter queue once dead).
+    pub queue: String,
+    /// Where it is.
+    pub state: MessageState,
+    /// Client idempotency key.
+    pub idempotency_key: Option<String>,
+    /// Ordering key.
+    pub key: Option<String>,
+    /// Priority.
+    pub priority: i32,
+    /// Deliveries so far.
+    pub attempts: u32,
+    /// Enqueue time.
+    pub enqueued_at_ms: Millis,
+    /// First delivery, if delivered.
+    pub first_received_at_ms: Option<Millis>,
+    /// When it becomes (or became) visible.
+    pub visible_at_ms: Millis,
+    /// Lease deadline while in flight.
+    pub lease_expires_at_ms: Option<Millis>,
+    /// Error of the last failed attempt.
+    pub last_error: Option<String>,
+    /// When it was acked.
+    pub acked_at_ms: Option<Millis>,
+    /// Set when it was dead-lettered.
+    pub dead_letter: Option<DeadLetterInfo>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn receipts_round_trip_and_reject_garbage() {
+        let receipt = Receipt { message_id: Uuid::now_v7(), lease_number: 3, token: 0xdead_beef };
+        assert_eq!(Receipt::parse(&receipt.to_string()), Some(receipt));
+        for garbage in ["", "x", "abc.1.2", &format!("{}.x.1", Uuid::nil()), &format!("{}.1.zz", Uuid::nil()), &format!("{receipt}.1")] {
+            assert_eq!(Receipt::parse(garbage), None, "{garbage}");
+        }
+    }
+}

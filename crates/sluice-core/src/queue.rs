@@ -1,0 +1,206 @@
+//! Queues: names, their validated configuration, and the retry backoff.
+//!
+//! [`QueueConfig`] is the typed, validated form; the wire and TOML forms live in
+//! [`crate::wire::QueueSpec`], which every field of this module can be built from.
+
+use rand::Rng;
+
+use crate::clock::Millis;
+
+/// The longest queue name accepted.
+pub const QUEUE_NAME_LEN_MAX: usize = 80;
+/// Suffix of the dead-letter queue created with a queue when none is named.
+pub const DEAD_LETTER_SUFFIX: &str = ".dlq";
+
+/// Checks a queue name: 1 to 80 characters of `[A-Za-z0-9_.-]`.
+pub fn validate_queue_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("queue name must not be empty".into());
+    }
+    if name.len() > QUEUE_NAME_LEN_MAX {
+        return Err(format!("queue name is {} characters long; at most {QUEUE_NAME_LEN_MAX} are allowed", name.len()));
+    }
+    if let Some(bad) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))) {
+        return Err(format!("queue name contains {bad:?}; only A-Z, a-z, 0-9, '_', '.' and '-' are allowed"));
+    }
+    Ok(())
+}
+
+/// How a queue orders deliveries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Ordering {
+    /// Any order: priority first, then enqueue order, many in flight at once.
+    #[default]
+    Unordered,
+    /// One ordering domain for the whole queue: at most one message in flight, in enqueue order.
+    Fifo,
+    /// FIFO within each message key, keys in parallel; messages without a key are unordered.
+    PerKey,
+}
+
+impl Ordering {
+    /// The wire name: `unordered`, `fifo` or `per_key`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ordering::Unordered => "unordered",
+            Ordering::Fifo => "fifo",
+            Ordering::PerKey => "per_key",
+        }
+    }
+
+    /// Parses a wire name.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "unordered" => Some(Ordering::Unordered),
+            "fifo" => Some(Ordering::Fifo),
+            "per_key" => Some(Ordering::PerKey),
+            _ => None,
+        }
+    }
+}
+
+/// Exponential backoff between failed attempts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Backoff {
+    /// Delay after the first failure.
+    pub initial_ms: Millis,
+    /// The delay never grows past this.
+    pub max_ms: Millis,
+    /// Growth per further failure (at least 1).
+    pub factor: f64,
+    /// With jitter the delay is drawn uniformly from `[d/2, d]` ("equal jitter"), so a burst of
+    /// failures does not come back as a burst.
+    pub jitter: bool,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self { initial_ms: 1_000, max_ms: 60_000, factor: 2.0, jitter: true }
+    }
+}
+
+impl Backoff {
+    /// The longest delay after failed attempt number `attempt` (1-based), before jitter.
+    pub fn ceiling_ms(&self, attempt: u32) -> Millis {
+        let exponent = attempt.saturating_sub(1).min(64) as i32;
+        let grown = self.initial_ms as f64 * self.factor.powi(exponent);
+        if grown.is_finite() { (grown as Millis).min(self.max_ms) } else { self.max_ms }
+    }
+
+    /// The delay to wait after failed attempt number `attempt` (1-based).
+    pub fn delay_ms(&self, attempt: u32) -> Millis {
+        let ceiling = self.ceiling_ms(attempt);
+        if !self.jitter || ceiling < 2 {
+            return ceiling;
+        }
+        rand::rng().random_range(ceiling / 2..=ceiling)
+    }
+}
+
+/// A queue's validated configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueConfig {
+    /// How long a receive leases a message (default 30 s).
+    pub visibility_timeout_ms: Millis,
+    /// Deliveries before a message is dead-lettered (default 5); 0 means retry forever.
+    pub max_attempts: u32,
+    /// Delay between failed attempts.
+    pub backoff: Backoff,
+    /// Where failures go; `None` for a queue that keeps retrying (dead-letter queues themselves).
+    pub dead_letter_queue: Option<String>,
+    /// Largest accepted body in bytes (default 1 MiB).
+    pub max_message_bytes: usize,
+    /// Delivery order.
+    pub ordering: Ordering,
+    /// How long an idempotency key keeps answering with its first message (default 24 h).
+    pub dedup_window_ms: Millis,
+}
+
+impl QueueConfig {
+    /// The defaults for a queue named `name`: its dead-letter queue is `<name>.dlq`.
+    pub fn defaults_for(name: &str) -> Self {
+        Self {
+            visibility_timeout_ms: 30_000,
+            max_attempts: 5,
+            backoff: Backoff::default(),
+            dead_letter_queue: Some(format!("{name}{DEAD_LETTER_SUFFIX}")),
+            max_message_bytes: 1024 * 1024,
+            ordering: Ordering::Unordered,
+            dedup_window_ms: 24 * 60 * 60 * 1000,
+        }
+    }
+
+    /// The configuration given to a dead-letter queue created on behalf of another queue: it
+    /// has no dead-letter queue of its own and never gives up on a message.
+    pub fn for_dead_letter_queue(name: &str) -> Self {
+        Self { dead_letter_queue: None, max_attempts: 0, ..Self::defaults_for(name) }
+    }
+}
+
+/// Limits that hold for every queue, whatever its configuration says.
+pub mod limits {
+    use crate::clock::Millis;
+
+    /// Longest visibility timeout: 12 hours, as SQS.
+    pub const VISIBILITY_TIMEOUT_MS_MAX: Millis = 12 * 60 * 60 * 1000;
+    /// Largest `max_message_bytes` a queue may set.
+    pub const MESSAGE_BYTES_MAX: usize = 10 * 1024 * 1024;
+    /// Most messages in one enqueue batch.
+    pub const BATCH_MESSAGES_MAX: usize = 1000;
+    /// Most body bytes in one enqueue batch.
+    pub const BATCH_BYTES_MAX: usize = 10 * 1024 * 1024;
+    /// Most messages one receive returns.
+    pub const RECEIVE_MAX: usize = 100;
+    /// Longest long poll.
+    pub const WAIT_MS_MAX: Millis = 20_000;
+    /// Longest delay before a message becomes visible: 15 days.
+    pub const DELAY_MS_MAX: Millis = 15 * 24 * 60 * 60 * 1000;
+    /// Longest dedup window: 30 days.
+    pub const DEDUP_WINDOW_MS_MAX: Millis = 30 * 24 * 60 * 60 * 1000;
+    /// Longest idempotency key, message key or header value, in bytes.
+    pub const KEY_BYTES_MAX: usize = 1024;
+    /// Longest error text kept with a message; longer texts are cut.
+    pub const ERROR_BYTES_MAX: usize = 4096;
+
+    // A batch of one maximal message must fit in a batch.
+    const _: () = assert!(MESSAGE_BYTES_MAX <= BATCH_BYTES_MAX);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_names_follow_the_documented_alphabet() {
+        for good in ["a", "orders", "orders.dlq", "A-b_c.9", &"x".repeat(80)] {
+            assert!(validate_queue_name(good).is_ok(), "{good}");
+        }
+        for bad in ["", "with space", "slash/y", "é", &"x".repeat(81)] {
+            assert!(validate_queue_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        let backoff = Backoff { jitter: false, ..Backoff::default() };
+        let delays: Vec<_> = (1..=8).map(|attempt| backoff.delay_ms(attempt)).collect();
+        assert_eq!(delays, [1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000, 60_000]);
+    }
+
+    #[test]
+    fn jitter_stays_between_half_and_the_full_delay() {
+        let backoff = Backoff::default();
+        for attempt in 1..10 {
+            let ceiling = backoff.ceiling_ms(attempt);
+            for _ in 0..50 {
+                let delay = backoff.delay_ms(attempt);
+                assert!(delay >= ceiling / 2 && delay <= ceiling, "{delay} vs {ceiling}");
+            }
+        }
+    }
+
+    #[test]
+    fn huge_attempt_numbers_do_not_overflow() {
+        assert_eq!(Backoff::default().ceiling_ms(u32::MAX), 60_000);
+    }
+}

@@ -1,0 +1,210 @@
+//! The `Store` trait: what every storage backend offers the server.
+//!
+//! The trait speaks queue semantics (enqueue, claim, ack, nack, extend), not SQL, so a shared
+//! PostgreSQL backend serving several server nodes fits it as well as the embedded SQLite one
+//! with its in-memory dispatch index. Every method that depends on time takes `now_ms` from the
+//! caller's [`crate::Clock`]. A method that returns `Ok` after a write has made it durable, as the
+//! store's durability setting defines it.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use crate::clock::Millis;
+use crate::dispatch::{LeaseError, NackOutcome, QueueDepth};
+use crate::message::{ClaimedMessage, MessageStatus, NewMessage, Receipt};
+use crate::notify::Notifier;
+use crate::queue::QueueConfig;
+
+/// Errors by meaning, whatever the backend.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The named queue does not exist.
+    #[error("queue {0:?} does not exist")]
+    QueueNotFound(String),
+    /// The request conflicts with the current state (e.g. deleting a queue in use as a DLQ).
+    #[error("{0}")]
+    Conflict(String),
+    /// A lease operation was refused.
+    #[error(transparent)]
+    Lease(#[from] LeaseError),
+    /// The backend cannot serve now (disk full, writer gone, database down).
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
+    /// Anything else, with its cause.
+    #[error("storage error: {0}")]
+    Other(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// Result alias for store calls.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Create a queue or replace its configuration.
+#[derive(Debug, Clone)]
+pub struct QueuePutParams {
+    /// A valid queue name.
+    pub name: String,
+    /// The full, validated configuration.
+    pub config: QueueConfig,
+    /// Now.
+    pub now_ms: Millis,
+}
+
+/// What a queue put did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueuePut {
+    /// False when the queue existed and was updated.
+    pub created: bool,
+    /// True when its dead-letter queue was created along with it.
+    pub dead_letter_created: bool,
+}
+
+/// A queue with its depth.
+#[derive(Debug, Clone)]
+pub struct QueueInfo {
+    /// Name.
+    pub name: String,
+    /// Configuration.
+    pub config: QueueConfig,
+    /// Depth and counters.
+    pub depth: QueueDepth,
+    /// Messages in its dead-letter queue, if it has one.
+    pub dead_letter_depth: Option<u64>,
+}
+
+/// Enqueue a batch of validated messages into one queue.
+#[derive(Debug, Clone)]
+pub struct EnqueueParams {
+    /// Target queue.
+    pub queue: String,
+    /// One or more messages.
+    pub messages: Vec<NewMessage>,
+    /// Now.
+    pub now_ms: Millis,
+}
+
+/// The result for one enqueued message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Enqueued {
+    /// The new message's id, or the original's for a duplicate idempotency key.
+    pub message_id: Uuid,
+    /// False for a duplicate within the dedup window.
+    pub created: bool,
+}
+
+/// Lease up to `max` messages.
+#[derive(Debug, Clone)]
+pub struct ClaimParams {
+    /// Source queue.
+    pub queue: String,
+    /// 1..=100.
+    pub max: usize,
+    /// Lease length; the queue's visibility timeout when `None`.
+    pub lease_ms: Option<Millis>,
+    /// Now.
+    pub now_ms: Millis,
+}
+
+/// Claimed messages, and when to look again if there were none.
+#[derive(Debug, Clone, Default)]
+pub struct Claim {
+    /// Leased messages, at most `max`.
+    pub messages: Vec<ClaimedMessage>,
+    /// The next time a message of this queue becomes claimable without an enqueue.
+    pub next_change_at_ms: Option<Millis>,
+}
+
+/// Ack a batch of leases in one queue.
+#[derive(Debug, Clone)]
+pub struct AckParams {
+    /// Queue of the leases.
+    pub queue: String,
+    /// Receipts from receive.
+    pub receipts: Vec<Receipt>,
+    /// Now.
+    pub now_ms: Millis,
+}
+
+/// Nack one lease.
+#[derive(Debug, Clone)]
+pub struct NackParams {
+    /// Queue of the lease.
+    pub queue: String,
+    /// Receipt from receive.
+    pub receipt: Receipt,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// Explicit retry delay instead of the backoff.
+    pub delay_ms: Option<Millis>,
+    /// Dead-letter at once.
+    pub permanent: bool,
+    /// Now.
+    pub now_ms: Millis,
+}
+
+/// Extend one lease.
+#[derive(Debug, Clone)]
+pub struct ExtendParams {
+    /// Queue of the lease.
+    pub queue: String,
+    /// Receipt from receive.
+    pub receipt: Receipt,
+    /// New lease length from now.
+    pub timeout_ms: Millis,
+    /// Now.
+    pub now_ms: Millis,
+}
+
+/// How to find a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MessageRef {
+    /// By server id.
+    Id(Uuid),
+    /// By client idempotency key (within the dedup window).
+    IdempotencyKey(String),
+}
+
+/// Look a message up.
+#[derive(Debug, Clone)]
+pub struct MessageGetParams {
+    /// The queue it was enqueued to (it may be in that queue's DLQ now).
+    pub queue: String,
+    /// Which message.
+    pub by: MessageRef,
+    /// Now.
+    pub now_ms: Millis,
+}
+
+/// A storage backend.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Creates or updates a queue; creates its dead-letter queue when missing.
+    async fn queue_put(&self, params: QueuePutParams) -> StoreResult<QueuePut>;
+    /// One queue with its depth.
+    async fn queue_get(&self, name: &str, now_ms: Millis) -> StoreResult<QueueInfo>;
+    /// All queues with their depth, by name.
+    async fn queue_list(&self, now_ms: Millis) -> StoreResult<Vec<QueueInfo>>;
+    /// Deletes a queue and its messages. Refused with `Conflict` while another queue uses it as
+    /// its dead-letter queue.
+    async fn queue_delete(&self, name: &str) -> StoreResult<u64>;
+    /// Stores messages durably; one result per message, in order.
+    async fn message_enqueue(&self, params: EnqueueParams) -> StoreResult<Vec<Enqueued>>;
+    /// Leases ready messages. Leases are not made durable: after a restart, leased messages are
+    /// visible again.
+    async fn message_claim(&self, params: ClaimParams) -> StoreResult<Claim>;
+    /// Acks leases; one result per receipt. Successful acks are durable when this returns.
+    async fn message_ack(&self, params: AckParams) -> StoreResult<Vec<Result<(), LeaseError>>>;
+    /// Records a failed attempt durably.
+    async fn message_nack(&self, params: NackParams) -> StoreResult<NackOutcome>;
+    /// Pushes a lease's deadline out; returns the new deadline.
+    async fn message_extend(&self, params: ExtendParams) -> StoreResult<Millis>;
+    /// Where a message is now; `None` when unknown (or acked long ago).
+    async fn message_get(&self, params: MessageGetParams) -> StoreResult<Option<MessageStatus>>;
+    /// Background upkeep: expire leases, drop old records. Cheap when there is nothing to do.
+    async fn maintain(&self, now_ms: Millis) -> StoreResult<()>;
+    /// Long-poll wake-ups of this store's queues.
+    fn notifier(&self) -> Arc<Notifier>;
+    /// Flushes and closes; later calls fail with `Unavailable`.
+    async fn close(&self) -> StoreResult<()>;
+}

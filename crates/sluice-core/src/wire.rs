@@ -1,0 +1,587 @@
+//! The JSON shapes of the HTTP API v1, shared by the server and the client.
+//!
+//! These types are a promise to the outside world: field names carry their unit (`_ms`) and
+//! times are RFC 3339 strings. Validation into core types happens here too, so the server, the
+//! config file and the client agree on what is valid.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::value::RawValue;
+use utoipa::ToSchema;
+
+use crate::clock::Millis;
+use crate::queue::{Backoff, Ordering, QueueConfig, limits};
+
+/// Queue settings as given over the API or in the config file; every field is optional and
+/// falls back to the current value (update) or the default (create).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QueueSpec {
+    /// Lease length of a receive, in ms (default 30000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visibility_timeout_ms: Option<i64>,
+    /// Deliveries before dead-lettering (default 5; 0 = retry forever).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    /// Retry backoff.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<BackoffSpec>,
+    /// Dead-letter queue name (default `<name>.dlq`); an empty string means none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_letter_queue: Option<String>,
+    /// Largest body in bytes (default 1048576).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_message_bytes: Option<usize>,
+    /// `unordered` (default), `fifo` or `per_key`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ordering: Option<String>,
+    /// Idempotency window in ms (default 86400000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedup_window_ms: Option<i64>,
+}
+
+/// Backoff settings; missing fields keep their current or default value.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BackoffSpec {
+    /// First delay in ms (default 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial_ms: Option<i64>,
+    /// Largest delay in ms (default 60000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_ms: Option<i64>,
+    /// Growth per attempt (default 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub factor: Option<f64>,
+    /// Equal jitter: a delay in `[d/2, d]` (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<bool>,
+}
+
+impl QueueSpec {
+    /// Applies this spec on top of `base`, validating every field. Errors name the field.
+    pub fn apply_to(&self, mut base: QueueConfig) -> Result<QueueConfig, String> {
+        if let Some(ms) = self.visibility_timeout_ms {
+            check_range("visibility_timeout_ms", ms, 1, limits::VISIBILITY_TIMEOUT_MS_MAX)?;
+            base.visibility_timeout_ms = ms;
+        }
+        if let Some(max_attempts) = self.max_attempts {
+            base.max_attempts = max_attempts;
+        }
+        if let Some(backoff) = &self.backoff {
+            base.backoff = backoff.apply_to(base.backoff)?;
+        }
+        if let Some(dlq) = &self.dead_letter_queue {
+            if dlq.is_empty() {
+                base.dead_letter_queue = None;
+            } else {
+                crate::queue::validate_queue_name(dlq).map_err(|e| format!("dead_letter_queue: {e}"))?;
+                base.dead_letter_queue = Some(dlq.clone());
+            }
+        }
+        if let Some(bytes) = self.max_message_bytes {
+            check_range("max_message_bytes", bytes as i64, 1, limits::MESSAGE_BYTES_MAX as i64)?;
+            base.max_message_bytes = bytes;
+        }
+        if let Some(ordering) = &self.ordering {
+            base.ordering = Ordering::parse(ordering).ok_or_else(|| format!("ordering: {ordering:?} is not one of unordered, fifo, per_key"))?;
+        }
+        if let Some(ms) = self.dedup_window_ms {
+            check_range("dedup_window_ms", ms, 0, limits::DEDUP_WINDOW_MS_MAX)?;
+            base.dedup_window_ms = ms;
+        }
+        Ok(base)
+    }
+}
+
+impl BackoffSpec {
+    fn apply_to(&self, mut base: Backoff) -> Result<Backoff, String> {
+        if let Some(ms) = self.initial_ms {
+            check_range("backoff.initial_ms", ms, 0, limits::DELAY_MS_MAX)?;
+            base.initial_ms = ms;
+        }
+        if let Some(ms) = self.max_ms {
+            check_range("backoff.max_ms", ms, 0, limits::DELAY_MS_MAX)?;
+            base.max_ms = ms;
+        }
+        if let Some(factor) = self.factor {
+            if !(1.0..=100.0).contains(&factor) {
+                return Err(format!("backoff.factor must be between 1 and 100, got {factor}"));
+            }
+            base.factor = factor;
+        }
+        if let Some(jitter) = self.jitter {
+            base.jitter = jitter;
+        }
+        if base.max_ms < base.initial_ms {
+            return Err(format!("backoff.max_ms ({}) is less than backoff.initial_ms ({})", base.max_ms, base.initial_ms));
+        }
+        Ok(base)
+    }
+}
+
+fn check_range(field: &str, value: i64, min: i64, max: i64) -> Result<(), String> {
+    if value < min || value > max {
+        return Err(format!("{field} must be between {min} and {max}, got {value}"));
+    }
+    Ok(())
+}
+
+/// A queue's settings as the API shows them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct QueueConfigOut {
+    /// Lease length in ms.
+    pub visibility_timeout_ms: i64,
+    /// Deliveries before dead-lettering (0 = forever).
+    pub max_attempts: u32,
+    /// Retry backoff.
+    pub backoff: BackoffOut,
+    /// Dead-letter queue, if any.
+    pub dead_letter_queue: Option<String>,
+    /// Largest body in bytes.
+    pub max_message_bytes: usize,
+    /// `unordered`, `fifo` or `per_key`.
+    pub ordering: String,
+    /// Idempotency window in ms.
+    pub dedup_window_ms: i64,
+}
+
+/// Backoff as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct BackoffOut {
+    /// First delay in ms.
+    pub initial_ms: i64,
+    /// Largest delay in ms.
+    pub max_ms: i64,
+    /// Growth per attempt.
+    pub factor: f64,
+    /// Equal jitter on or off.
+    pub jitter: bool,
+}
+
+impl From<&QueueConfig> for QueueConfigOut {
+    fn from(config: &QueueConfig) -> Self {
+        Self {
+            visibility_timeout_ms: config.visibility_timeout_ms,
+            max_attempts: config.max_attempts,
+            backoff: BackoffOut {
+                initial_ms: config.backoff.initial_ms,
+                max_ms: config.backoff.max_ms,
+                factor: config.backoff.factor,
+                jitter: config.backoff.jitter,
+            },
+            dead_letter_queue: config.dead_letter_queue.clone(),
+            max_message_bytes: config.max_message_bytes,
+            ordering: config.ordering.as_str().to_owned(),
+            dedup_window_ms: config.dedup_window_ms,
+        }
+    }
+}
+
+/// A queue, its settings and its stats.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct QueueOut {
+    /// Name.
+    pub name: String,
+    /// Settings.
+    pub config: QueueConfigOut,
+    /// Depth and counters.
+    pub stats: QueueStatsOut,
+}
+
+/// Answer to `PUT /v1/queues/{queue}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct QueuePutOut {
+    /// False when an existing queue was updated.
+    pub created: bool,
+    /// The queue as it is now.
+    pub queue: QueueOut,
+}
+
+/// `GET /v1/queues`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct QueueListOut {
+    /// Every queue, by name.
+    pub queues: Vec<QueueOut>,
+}
+
+/// `DELETE /v1/queues/{queue}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct QueueDeleteOut {
+    /// Always true.
+    pub deleted: bool,
+    /// Messages removed with it.
+    pub messages_removed: u64,
+}
+
+/// Depth and counters of a queue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct QueueStatsOut {
+    /// Visible, waiting for a consumer.
+    pub ready: u64,
+    /// Waiting for a delay or backoff to end.
+    pub delayed: u64,
+    /// Leased to consumers.
+    pub in_flight: u64,
+    /// Messages in this queue's dead-letter queue.
+    pub dead_lettered: Option<u64>,
+    /// Age of the oldest ready message in ms.
+    pub oldest_ready_age_ms: Option<i64>,
+    /// Since the server started.
+    pub counters: CountersOut,
+}
+
+/// Counters since the server started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CountersOut {
+    /// Accepted messages (duplicates not counted).
+    pub enqueued: u64,
+    /// Deliveries.
+    pub delivered: u64,
+    /// Acks.
+    pub acked: u64,
+    /// Nacks.
+    pub nacked: u64,
+    /// Moved to the dead-letter queue.
+    pub dead_lettered: u64,
+    /// Leases that ran out.
+    pub lease_expired: u64,
+}
+
+/// One message to enqueue. Give `body` (any JSON) or `body_base64` (bytes), not both.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MessageIn {
+    /// Idempotency key: the same key within the dedup window returns the first message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Any JSON value.
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Object)]
+    pub body: Option<Box<RawValue>>,
+    /// Bytes, standard base64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_base64: Option<String>,
+    /// String headers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<BTreeMap<String, String>>,
+    /// Ordering key for `per_key` queues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Higher first (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
+    /// Invisible for this long, in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<i64>,
+    /// Invisible until this RFC 3339 time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<String>,
+}
+
+/// Deserializes a present field as `Some`, even when it is JSON `null`.
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(deserializer: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(deserializer).map(Some)
+}
+
+/// `{"messages": [...]}`: a batch of up to 1000 messages or 10 MiB.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MessageBatchIn {
+    /// The messages.
+    pub messages: Vec<MessageIn>,
+}
+
+/// The result for one enqueued message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct EnqueueOut {
+    /// Server id (the original's for a duplicate).
+    #[schema(value_type = String)]
+    pub message_id: uuid::Uuid,
+    /// False for a duplicate idempotency key within the window.
+    pub created: bool,
+}
+
+/// Answer to a batch enqueue: one result per message, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct EnqueueBatchOut {
+    /// Per message.
+    pub results: Vec<EnqueueOut>,
+}
+
+/// `POST /v1/queues/{queue}/receive`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiveIn {
+    /// 1..=100 (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<i64>,
+    /// Long poll: wait up to this long for a message, 0..=20000 (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<i64>,
+    /// Lease length for these messages (default: the queue's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visibility_timeout_ms: Option<i64>,
+}
+
+/// One delivered message.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ReceivedMessage {
+    /// Server id.
+    #[schema(value_type = String)]
+    pub message_id: uuid::Uuid,
+    /// Lease handle for ack, nack and extend.
+    pub receipt: String,
+    /// JSON body, when it was enqueued as JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Object)]
+    pub body: Option<Box<RawValue>>,
+    /// Byte body in base64, when it was enqueued as bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_base64: Option<String>,
+    /// Headers.
+    pub headers: BTreeMap<String, String>,
+    /// Idempotency key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Ordering key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Priority.
+    pub priority: i32,
+    /// This delivery's attempt number, from 1.
+    pub attempts: u32,
+    /// RFC 3339.
+    pub enqueued_at: String,
+    /// RFC 3339.
+    pub first_received_at: String,
+    /// RFC 3339.
+    pub lease_expires_at: String,
+    /// Error of the previous attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// Where a dead-lettered message came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_letter: Option<DeadLetterOut>,
+}
+
+/// Dead-letter metadata.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DeadLetterOut {
+    /// The queue it failed in.
+    pub source_queue: String,
+    /// Error of the last attempt.
+    pub last_error: Option<String>,
+    /// Attempts made there.
+    pub attempts: u32,
+    /// RFC 3339.
+    pub first_seen_at: String,
+    /// RFC 3339.
+    pub last_seen_at: String,
+}
+
+/// Answer to receive.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ReceiveOut {
+    /// Zero or more messages.
+    pub messages: Vec<ReceivedMessage>,
+}
+
+/// `POST /v1/queues/{queue}/ack`: one receipt or many.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AckIn {
+    /// One receipt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<String>,
+    /// Many receipts (up to 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipts: Option<Vec<String>>,
+}
+
+/// The result for one receipt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct AckResult {
+    /// The receipt.
+    pub receipt: String,
+    /// True when acked.
+    pub acked: bool,
+    /// Why not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorDetail>,
+}
+
+/// Answer to ack (200 when every receipt was acked).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct AckOut {
+    /// How many were acked.
+    pub acked: usize,
+    /// Per receipt, in order.
+    pub results: Vec<AckResult>,
+}
+
+/// `POST /v1/queues/{queue}/nack`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NackIn {
+    /// The lease.
+    pub receipt: String,
+    /// What went wrong (kept as `last_error`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Retry after this many ms instead of the backoff.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<i64>,
+    /// Dead-letter at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permanent: Option<bool>,
+}
+
+/// Answer to nack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct NackOut {
+    /// `delayed`, `ready` or `dead`.
+    pub state: String,
+    /// When it is visible again (RFC 3339), for a retry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visible_at: Option<String>,
+    /// The dead-letter queue it went to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_letter_queue: Option<String>,
+}
+
+/// `POST /v1/queues/{queue}/extend`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExtendIn {
+    /// The lease.
+    pub receipt: String,
+    /// New lease length from now, in ms.
+    pub visibility_timeout_ms: i64,
+}
+
+/// Answer to extend.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ExtendOut {
+    /// RFC 3339.
+    pub lease_expires_at: String,
+}
+
+/// Where a message is now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct MessageStatusOut {
+    /// Server id.
+    #[schema(value_type = String)]
+    pub message_id: uuid::Uuid,
+    /// The queue it is in now (its DLQ once dead).
+    pub queue: String,
+    /// `ready`, `delayed`, `in_flight`, `acked` or `dead`.
+    pub state: String,
+    /// Idempotency key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Ordering key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Priority.
+    pub priority: i32,
+    /// Deliveries so far.
+    pub attempts: u32,
+    /// RFC 3339.
+    pub enqueued_at: String,
+    /// RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_received_at: Option<String>,
+    /// RFC 3339.
+    pub visible_at: String,
+    /// RFC 3339, while in flight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_expires_at: Option<String>,
+    /// Error of the last failed attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// RFC 3339, once acked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acked_at: Option<String>,
+    /// Set once dead-lettered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_letter: Option<DeadLetterOut>,
+}
+
+/// The body of every error response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub error: ErrorDetail,
+}
+
+/// A stable code and a human message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Stable machine code, e.g. `queue_not_found`, `stale_receipt`, `invalid_field`.
+    pub code: String,
+    /// What to fix.
+    pub message: String,
+    /// Per-item results where a batch was partly refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub details: Option<serde_json::Value>,
+}
+
+/// Health answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct HealthOut {
+    /// `ok`, or why not.
+    pub status: String,
+}
+
+/// Converts epoch ms to the wire time format.
+pub fn time_out(ms: Millis) -> String {
+    crate::clock::format_rfc3339(ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(spec: serde_json::Value) -> Result<QueueConfig, String> {
+        let spec: QueueSpec = serde_json::from_value(spec).map_err(|e| e.to_string())?;
+        spec.apply_to(QueueConfig::defaults_for("q"))
+    }
+
+    #[test]
+    fn an_empty_spec_gives_the_documented_defaults() {
+        let config = check(serde_json::json!({})).unwrap();
+        assert_eq!(config.visibility_timeout_ms, 30_000);
+        assert_eq!(config.max_attempts, 5);
+        assert_eq!(config.dead_letter_queue.as_deref(), Some("q.dlq"));
+        assert_eq!(config.max_message_bytes, 1 << 20);
+        assert_eq!(config.dedup_window_ms, 86_400_000);
+        assert_eq!(config.backoff, Backoff { initial_ms: 1_000, max_ms: 60_000, factor: 2.0, jitter: true });
+    }
+
+    #[test]
+    fn invalid_fields_are_named_in_the_error() {
+        for (spec, field) in [
+            (serde_json::json!({"visibility_timeout_ms": 0}), "visibility_timeout_ms"),
+            (serde_json::json!({"ordering": "random"}), "ordering"),
+            (serde_json::json!({"backoff": {"factor": 0.5}}), "backoff.factor"),
+            (serde_json::json!({"backoff": {"initial_ms": 5000, "max_ms": 10}}), "backoff.max_ms"),
+            (serde_json::json!({"dead_letter_queue": "bad name"}), "dead_letter_queue"),
+            (serde_json::json!({"max_message_bytes": 0}), "max_message_bytes"),
+            (serde_json::json!({"colour": "red"}), "colour"),
+        ] {
+            let error = check(spec.clone()).unwrap_err();
+            assert!(error.contains(field), "{spec} gave {error}");
+        }
+    }
+
+    #[test]
+    fn a_null_body_is_present_but_a_missing_one_is_not() {
+        let null: MessageIn = serde_json::from_str(r#"{"body": null}"#).unwrap();
+        assert_eq!(null.body.map(|raw| raw.get().to_owned()).as_deref(), Some("null"));
+        let missing: MessageIn = serde_json::from_str(r#"{"body_base64": "AA=="}"#).unwrap();
+        assert!(missing.body.is_none());
+    }
+}
