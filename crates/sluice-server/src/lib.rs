@@ -1,1 +1,120 @@
-//! placeholder
+//! sluice-server: the whole server as a library.
+//!
+//! [`serve`] is what `sluice serve` calls: load the config, open the store, bind, print the ready
+//! line, serve until a signal. [`run`] is the server as one call over a bound listener and a
+//! shutdown future, which is what tests and embedders use.
+
+pub mod api;
+pub mod config;
+pub mod error;
+mod maintenance;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use sluice_core::store::QueuePutParams;
+use sluice_core::{Clock, ManualClock, Store, SystemClock};
+use sluice_store_sqlite::{SharedSqliteStore, SqliteOptions};
+use tokio::net::TcpListener;
+
+pub use crate::config::Config;
+
+/// Options from the command line; each overrides the config file.
+#[derive(Debug, Clone, Default)]
+pub struct ServeOptions {
+    /// `host:port` to listen on (`127.0.0.1:0` picks a free port).
+    pub listen: Option<String>,
+    /// Data directory.
+    pub data_dir: Option<PathBuf>,
+    /// TOML config file.
+    pub config_path: Option<PathBuf>,
+    /// `fsync` or `os`.
+    pub durability: Option<String>,
+}
+
+/// Boxed error for the binary.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Runs the server until SIGTERM or ctrl-c. Prints `sluice listening on http://ADDR` on stdout
+/// once it accepts connections.
+pub async fn serve(options: ServeOptions) -> Result<(), BoxError> {
+    let mut config = Config::load(&options)?;
+    // Test-clock mode is for integration tests only, so it has no flag and no config key.
+    config.test_clock = std::env::var("SLUICE_TEST_CLOCK").is_ok_and(|v| v == "1");
+    let listener = TcpListener::bind(config.listen).await.map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    let address = listener.local_addr()?;
+    run(config, listener, shutdown_signal(), move || {
+        println!("sluice listening on http://{address}");
+    })
+    .await
+}
+
+/// Serves on `listener` until `shutdown` completes; `on_ready` runs once the store is open.
+pub async fn run(config: Config, listener: TcpListener, shutdown: impl Future<Output = ()> + Send + 'static, on_ready: impl FnOnce()) -> Result<(), BoxError> {
+    let (clock, manual_clock): (Arc<dyn Clock>, Option<ManualClock>) = if config.test_clock {
+        let manual = ManualClock::new(SystemClock.now_ms());
+        (Arc::new(manual.clone()), Some(manual))
+    } else {
+        (Arc::new(SystemClock), None)
+    };
+    let started = std::time::Instant::now();
+    let mut options = SqliteOptions::new(&config.data_dir);
+    options.durability = config.durability;
+    options.payload_cache_bytes = config.payload_cache_bytes;
+    options.acked_retention_ms = config.acked_retention_ms;
+    let open_clock = clock.clone();
+    let store = tokio::task::spawn_blocking(move || SharedSqliteStore::open(options, open_clock.now_ms())).await??;
+    let store: Arc<dyn Store> = Arc::new(store);
+    for (name, queue_config) in &config.queues {
+        store.queue_put(QueuePutParams { name: name.clone(), config: queue_config.clone(), now_ms: clock.now_ms() }).await?;
+    }
+    tracing::info!(data_dir = %config.data_dir.display(), durability = ?config.durability, elapsed_ms = started.elapsed().as_millis() as u64, "store open");
+
+    let shutting_down = Arc::new(AtomicBool::new(false));
+    let state = api::AppState { store: store.clone(), clock: clock.clone(), manual_clock, shutting_down: shutting_down.clone() };
+    let maintenance = tokio::spawn(maintenance::run(store.clone(), clock.clone(), shutting_down.clone()));
+    let app = api::router(state);
+    on_ready();
+    tracing::info!(listen = %listener.local_addr()?, "listening");
+
+    let notify_store = store.clone();
+    let flag = shutting_down.clone();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            tracing::info!("shutting down");
+            flag.store(true, Ordering::SeqCst);
+            // Long polls see the flag and return at once.
+            notify_store.notifier().wake_all();
+        })
+        .await?;
+    shutting_down.store(true, Ordering::SeqCst);
+    maintenance.abort();
+    store.close().await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Completes on SIGTERM or ctrl-c.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = terminate => {}
+    }
+}

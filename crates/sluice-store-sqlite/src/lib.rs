@@ -1,1 +1,495 @@
-//! placeholder
+//! sluice-store-sqlite: the embedded default store.
+//!
+//! SQLite is the durable record, written by one writer thread with group commit
+//! ([`writer`]). Dispatch never reads SQLite: the in-memory [`Index`] holds the ready order,
+//! lanes, delays and leases, and is rebuilt from the `messages` table at start ([`load`]).
+//! Bodies of recent messages are kept in memory up to a budget; older ones are read back by
+//! primary key from a small pool of read-only connections.
+//!
+//! Leases are not written to disk. After a restart every message that was in flight is visible
+//! again at once; its delivery still counts as an attempt, because claims record attempts.
+
+mod load;
+mod schema;
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+
+use async_trait::async_trait;
+use parking_lot::Mutex;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use sluice_core::dispatch::{Index, LeaseError, NackOutcome, Seq};
+use sluice_core::message::{DeadLetterInfo, MessageState, MessageStatus, Payload};
+use sluice_core::notify::Notifier;
+use sluice_core::queue::QueueConfig;
+use sluice_core::store::*;
+use sluice_core::{Millis, Store};
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+use crate::writer::{WriteOp, Writer, config_to_json};
+
+/// When a write counts as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// After the WAL is fsynced: survives a machine crash.
+    #[default]
+    Fsync,
+    /// After the write reached the OS: survives a crash of the process, not of the machine.
+    Os,
+}
+
+/// How to open the store.
+#[derive(Debug, Clone)]
+pub struct SqliteOptions {
+    /// Directory holding `sluice.db`; created if missing.
+    pub data_dir: PathBuf,
+    /// Fsync or not.
+    pub durability: Durability,
+    /// Bytes of message bodies kept in memory for fast delivery (default 64 MiB).
+    pub payload_cache_bytes: usize,
+    /// How long acked messages stay answerable by id (default 1 h).
+    pub acked_retention_ms: Millis,
+}
+
+impl SqliteOptions {
+    /// Defaults for a data directory.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self { data_dir: data_dir.into(), durability: Durability::Fsync, payload_cache_bytes: 64 << 20, acked_retention_ms: 60 * 60 * 1000 }
+    }
+}
+
+/// The SQLite store. Cheap to share behind an `Arc`.
+pub struct SqliteStore {
+    index: Arc<Mutex<Index>>,
+    writer: Mutex<Option<Sender<WriteOp>>>,
+    writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    readers: Mutex<Vec<Connection>>,
+    db_path: PathBuf,
+    notifier: Arc<Notifier>,
+    options: SqliteOptions,
+    closed: AtomicBool,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore").field("db_path", &self.db_path).finish_non_exhaustive()
+    }
+}
+
+/// Sorts SQLite errors by meaning: a full or failing disk makes the store unavailable.
+fn store_error(error: rusqlite::Error) -> StoreError {
+    use rusqlite::ErrorCode::*;
+    match error.sqlite_error_code() {
+        Some(DiskFull | SystemIoFailure | CannotOpen | ReadOnly | DatabaseBusy | DatabaseLocked) => StoreError::Unavailable(error.to_string()),
+        _ => StoreError::Other(Box::new(error)),
+    }
+}
+
+impl SqliteStore {
+    /// Opens (or creates) the store and rebuilds the dispatch index from disk.
+    pub fn open(options: SqliteOptions, now_ms: Millis) -> StoreResult<Self> {
+        std::fs::create_dir_all(&options.data_dir).map_err(|e| StoreError::Unavailable(format!("cannot create {}: {e}", options.data_dir.display())))?;
+        let db_path = options.data_dir.join("sluice.db");
+        let conn = Connection::open(&db_path).map_err(store_error)?;
+        schema::open_writer(&conn, options.durability).map_err(store_error)?;
+        let mut index = Index::new();
+        let next_seq = load::load(&conn, &mut index, now_ms).map_err(store_error)?;
+        let index = Arc::new(Mutex::new(index));
+        let notifier = Arc::new(Notifier::default());
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let writer = Writer { conn, index: index.clone(), notifier: notifier.clone(), next_seq, payload_cache_bytes: options.payload_cache_bytes };
+        let writer_thread = std::thread::Builder::new()
+            .name("sluice-sqlite-writer".into())
+            .spawn(move || writer.run(receiver))
+            .map_err(|e| StoreError::Unavailable(format!("cannot start the writer thread: {e}")))?;
+        Ok(Self {
+            index,
+            writer: Mutex::new(Some(sender)),
+            writer_thread: Mutex::new(Some(writer_thread)),
+            readers: Mutex::new(Vec::new()),
+            db_path,
+            notifier,
+            options,
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    /// The database file.
+    pub fn db_path(&self) -> &Path {
+        &self.db_path
+    }
+
+    fn send(&self, op: WriteOp) -> StoreResult<()> {
+        let writer = self.writer.lock();
+        let sender = writer.as_ref().ok_or_else(|| StoreError::Unavailable("the store is closed".into()))?;
+        sender.send(op).map_err(|_| StoreError::Unavailable("the writer thread has stopped".into()))
+    }
+
+    async fn wait<T>(reply: oneshot::Receiver<StoreResult<T>>) -> StoreResult<T> {
+        reply.await.map_err(|_| StoreError::Unavailable("the writer thread has stopped".into()))?
+    }
+
+    /// Runs `f` on a pooled read-only connection, off the async threads.
+    async fn read<T: Send + 'static>(self: &Arc<Self>, f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static) -> StoreResult<T> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = match store.readers.lock().pop() {
+                Some(conn) => conn,
+                None => {
+                    let conn = Connection::open_with_flags(&store.db_path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX).map_err(store_error)?;
+                    schema::open_reader(&conn).map_err(store_error)?;
+                    conn
+                }
+            };
+            let result = f(&conn).map_err(store_error);
+            store.readers.lock().push(conn);
+            result
+        })
+        .await
+        .map_err(|e| StoreError::Other(Box::new(e)))?
+    }
+
+    fn queue_info(&self, index: &Index, name: &str, now_ms: Millis) -> StoreResult<QueueInfo> {
+        let config = index.queue_config(name).ok_or_else(|| StoreError::QueueNotFound(name.to_owned()))?;
+        let depth = index.depth(name, now_ms).unwrap_or_default();
+        let dead_letter_depth = config.dead_letter_queue.as_deref().map(|dlq| index.queue_len(dlq));
+        Ok(QueueInfo { name: name.to_owned(), config: (*config).clone(), depth, dead_letter_depth })
+    }
+}
+
+/// A store handle that can hand itself to blocking readers.
+#[derive(Debug, Clone)]
+pub struct SharedSqliteStore(pub Arc<SqliteStore>);
+
+impl SharedSqliteStore {
+    /// Opens the store.
+    pub fn open(options: SqliteOptions, now_ms: Millis) -> StoreResult<Self> {
+        Ok(Self(Arc::new(SqliteStore::open(options, now_ms)?)))
+    }
+}
+
+#[async_trait]
+impl Store for SharedSqliteStore {
+    async fn queue_put(&self, params: QueuePutParams) -> StoreResult<QueuePut> {
+        let store = &self.0;
+        let (created, dlq_to_create) = {
+            let index = store.index.lock();
+            let existing = index.queue_config(&params.name);
+            if let Some(existing) = &existing {
+                if existing.ordering != params.config.ordering && index.queue_len(&params.name) > 0 {
+                    return Err(StoreError::Conflict(format!(
+                        "cannot change ordering from {} to {} while the queue holds messages",
+                        existing.ordering.as_str(),
+                        params.config.ordering.as_str()
+                    )));
+                }
+            }
+            let dlq = params.config.dead_letter_queue.clone().filter(|dlq| index.queue_config(dlq).is_none() && dlq != &params.name);
+            (existing.is_none(), dlq)
+        };
+        let mut queues = vec![(params.name.clone(), params.config.clone())];
+        if let Some(dlq) = &dlq_to_create {
+            queues.push((dlq.clone(), QueueConfig::for_dead_letter_queue(dlq)));
+        }
+        let (reply, wait) = oneshot::channel();
+        let rows = queues.iter().map(|(name, config)| (name.clone(), config_to_json(config))).collect();
+        store.send(WriteOp::QueuePut { queues: rows, now_ms: params.now_ms, reply })?;
+        SqliteStore::wait(wait).await?;
+        let mut index = store.index.lock();
+        for (name, config) in queues {
+            index.queue_put(&name, config).map_err(StoreError::Conflict)?;
+        }
+        Ok(QueuePut { created, dead_letter_created: dlq_to_create.is_some() })
+    }
+
+    async fn queue_get(&self, name: &str, now_ms: Millis) -> StoreResult<QueueInfo> {
+        let index = self.0.index.lock();
+        self.0.queue_info(&index, name, now_ms)
+    }
+
+    async fn queue_list(&self, now_ms: Millis) -> StoreResult<Vec<QueueInfo>> {
+        let index = self.0.index.lock();
+        index.queue_names().iter().map(|name| self.0.queue_info(&index, name, now_ms)).collect()
+    }
+
+    async fn queue_delete(&self, name: &str) -> StoreResult<u64> {
+        let store = &self.0;
+        {
+            let index = store.index.lock();
+            if index.queue_config(name).is_none() {
+                return Err(StoreError::QueueNotFound(name.to_owned()));
+            }
+            let users: Vec<_> = index
+                .queue_names()
+                .into_iter()
+                .filter(|other| &**other != name && index.queue_config(other).and_then(|c| c.dead_letter_queue.clone()).as_deref() == Some(name))
+                .collect();
+            if !users.is_empty() {
+                let users: Vec<&str> = users.iter().map(|u| &**u).collect();
+                return Err(StoreError::Conflict(format!("queue {name:?} is the dead-letter queue of {}; delete those first", users.join(", "))));
+            }
+        }
+        let (reply, wait) = oneshot::channel();
+        store.send(WriteOp::QueueDelete { name: name.to_owned(), reply })?;
+        SqliteStore::wait(wait).await?;
+        let removed = store.index.lock().queue_remove(name);
+        store.notifier.wake(name);
+        Ok(removed)
+    }
+
+    async fn message_enqueue(&self, params: EnqueueParams) -> StoreResult<Vec<Enqueued>> {
+        let store = &self.0;
+        let (queue, dedup_window_ms) = {
+            let index = store.index.lock();
+            let config = index.queue_config(&params.queue).ok_or_else(|| StoreError::QueueNotFound(params.queue.clone()))?;
+            (index.queue_name(&params.queue).expect("config found"), config.dedup_window_ms)
+        };
+        let (reply, wait) = oneshot::channel();
+        store.send(WriteOp::Enqueue { queue, dedup_window_ms, now_ms: params.now_ms, messages: params.messages, reply })?;
+        SqliteStore::wait(wait).await
+    }
+
+    async fn message_claim(&self, params: ClaimParams) -> StoreResult<Claim> {
+        let store = &self.0;
+        let (claimed, next_change_at_ms) = {
+            let mut index = store.index.lock();
+            let config = index.queue_config(&params.queue).ok_or_else(|| StoreError::QueueNotFound(params.queue.clone()))?;
+            let changes = index.tick_queue(&params.queue, params.now_ms);
+            if !changes.is_empty() {
+                if let Some(dlq) = &config.dead_letter_queue {
+                    store.notifier.wake(dlq);
+                }
+                store.send(WriteOp::Apply { changes, now_ms: params.now_ms, reply: None })?;
+            }
+            let lease_ms = params.lease_ms.unwrap_or(config.visibility_timeout_ms);
+            let claimed = index.claim(&params.queue, params.max, lease_ms, params.now_ms, rand::random);
+            if !claimed.is_empty() {
+                let records = claimed.iter().map(|c| (c.seq, c.message.attempts, c.message.first_received_at_ms)).collect();
+                store.send(WriteOp::Claimed { records })?;
+            }
+            (claimed, index.next_change_at(&params.queue))
+        };
+        let missing: Vec<Seq> = claimed.iter().filter(|c| !c.payload_cached).map(|c| c.seq).collect();
+        let mut payloads = if missing.is_empty() { Vec::new() } else { self.0.read(move |conn| read_payloads(conn, &missing)).await? };
+        let messages = claimed
+            .into_iter()
+            .map(|mut c| {
+                if !c.payload_cached {
+                    if let Some(position) = payloads.iter().position(|(seq, _)| *seq == c.seq) {
+                        c.message.payload = Arc::new(payloads.swap_remove(position).1);
+                    }
+                }
+                c.message
+            })
+            .collect();
+        Ok(Claim { messages, next_change_at_ms })
+    }
+
+    async fn message_ack(&self, params: AckParams) -> StoreResult<Vec<Result<(), LeaseError>>> {
+        let store = &self.0;
+        let mut results = Vec::with_capacity(params.receipts.len());
+        let wait = {
+            let mut index = store.index.lock();
+            if index.queue_config(&params.queue).is_none() {
+                return Err(StoreError::QueueNotFound(params.queue));
+            }
+            let mut seqs = Vec::new();
+            for receipt in &params.receipts {
+                match index.ack(&params.queue, receipt, params.now_ms) {
+                    Ok(seq) => {
+                        seqs.push(seq);
+                        results.push(Ok(()));
+                    }
+                    Err(error) => results.push(Err(error)),
+                }
+            }
+            if seqs.is_empty() {
+                None
+            } else {
+                let (reply, wait) = oneshot::channel();
+                // Sent under the index lock so the disk sees changes in the order the index made them.
+                store.send(WriteOp::Ack { seqs, now_ms: params.now_ms, reply })?;
+                Some(wait)
+            }
+        };
+        if let Some(wait) = wait {
+            SqliteStore::wait(wait).await?;
+            // An ack can unblock the next message of a lane.
+            store.notifier.wake(&params.queue);
+        }
+        Ok(results)
+    }
+
+    async fn message_nack(&self, params: NackParams) -> StoreResult<NackOutcome> {
+        let store = &self.0;
+        let error = params.error.map(|e| Arc::from(truncate(e)));
+        let (outcome, wait) = {
+            let mut index = store.index.lock();
+            if index.queue_config(&params.queue).is_none() {
+                return Err(StoreError::QueueNotFound(params.queue));
+            }
+            let (change, outcome) = index.nack(&params.queue, &params.receipt, error, params.delay_ms, params.permanent, params.now_ms)?;
+            let (reply, wait) = oneshot::channel();
+            store.send(WriteOp::Apply { changes: vec![change], now_ms: params.now_ms, reply: Some(reply) })?;
+            (outcome, wait)
+        };
+        SqliteStore::wait(wait).await?;
+        store.notifier.wake(&params.queue);
+        if let NackOutcome::DeadLettered { queue } = &outcome {
+            store.notifier.wake(queue);
+        }
+        Ok(outcome)
+    }
+
+    async fn message_extend(&self, params: ExtendParams) -> StoreResult<Millis> {
+        let mut index = self.0.index.lock();
+        if index.queue_config(&params.queue).is_none() {
+            return Err(StoreError::QueueNotFound(params.queue));
+        }
+        Ok(index.extend(&params.queue, &params.receipt, params.timeout_ms, params.now_ms)?)
+    }
+
+    async fn message_get(&self, params: MessageGetParams) -> StoreResult<Option<MessageStatus>> {
+        let store = &self.0;
+        if store.index.lock().queue_config(&params.queue).is_none() {
+            return Err(StoreError::QueueNotFound(params.queue));
+        }
+        let id = match params.by {
+            MessageRef::Id(id) => id,
+            MessageRef::IdempotencyKey(key) => {
+                let queue = params.queue.clone();
+                let now_ms = params.now_ms;
+                let found = store.read(move |conn| find_by_idempotency_key(conn, &queue, &key, now_ms)).await?;
+                match found {
+                    Some(id) => id,
+                    None => return Ok(None),
+                }
+            }
+        };
+        let belongs = |status: &MessageStatus| status.queue == params.queue || status.dead_letter.as_ref().is_some_and(|d| d.source_queue == params.queue);
+        if let Some(status) = store.index.lock().status(&id) {
+            return Ok(Some(status).filter(belongs));
+        }
+        let status = store.read(move |conn| read_status(conn, id)).await?;
+        Ok(status.filter(belongs))
+    }
+
+    async fn maintain(&self, now_ms: Millis) -> StoreResult<()> {
+        let store = &self.0;
+        let changes = store.index.lock().tick_all(now_ms);
+        if !changes.is_empty() {
+            store.send(WriteOp::Apply { changes, now_ms, reply: None })?;
+            store.notifier.wake_all();
+        }
+        store.send(WriteOp::Cleanup { now_ms, acked_before_ms: now_ms - store.options.acked_retention_ms })
+    }
+
+    fn notifier(&self) -> Arc<Notifier> {
+        self.0.notifier.clone()
+    }
+
+    async fn close(&self) -> StoreResult<()> {
+        let store = &self.0;
+        if store.closed.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let (reply, wait) = oneshot::channel();
+        if store.send(WriteOp::Flush { reply }).is_ok() {
+            let _ = SqliteStore::wait(wait).await;
+        }
+        store.writer.lock().take();
+        let thread = store.writer_thread.lock().take();
+        if let Some(thread) = thread {
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
+        store.notifier.wake_all();
+        Ok(())
+    }
+}
+
+fn truncate(mut text: String) -> String {
+    let max = sluice_core::queue::limits::ERROR_BYTES_MAX;
+    if text.len() > max {
+        let mut cut = max;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+    }
+    text
+}
+
+fn read_payloads(conn: &Connection, seqs: &[Seq]) -> rusqlite::Result<Vec<(Seq, Payload)>> {
+    let mut statement = conn.prepare_cached("SELECT body, body_kind, headers FROM messages WHERE seq = ?1")?;
+    let mut payloads = Vec::with_capacity(seqs.len());
+    for &seq in seqs {
+        let row = statement
+            .query_row(params![seq as i64], |row| {
+                let body: Option<Vec<u8>> = row.get(0)?;
+                let kind: u8 = row.get(1)?;
+                let headers: Option<String> = row.get(2)?;
+                Ok(Payload { body_bytes: body.unwrap_or_default(), body_kind: kind, headers: headers.and_then(|h| serde_json::from_str(&h).ok()).unwrap_or_default() })
+            })
+            .optional()?;
+        if let Some(payload) = row {
+            payloads.push((seq, payload));
+        }
+    }
+    Ok(payloads)
+}
+
+fn find_by_idempotency_key(conn: &Connection, queue: &str, key: &str, now_ms: Millis) -> rusqlite::Result<Option<Uuid>> {
+    let found: Option<Vec<u8>> = conn
+        .prepare_cached("SELECT message_id FROM idempotency WHERE queue = ?1 AND key = ?2 AND expires_at > ?3")?
+        .query_row(params![queue, key, now_ms], |row| row.get(0))
+        .optional()?;
+    Ok(found.and_then(|bytes| Uuid::from_slice(&bytes).ok()))
+}
+
+/// Status of a message the index does not hold: acked (or gone).
+fn read_status(conn: &Connection, id: Uuid) -> rusqlite::Result<Option<MessageStatus>> {
+    conn.prepare_cached(
+        "SELECT queue, state, idempotency_key, msg_key, priority, attempts, enqueued_at, first_received_at, visible_at, last_error, acked_at,
+                dead_source_queue, dead_last_error, dead_attempts, dead_first_seen_at, dead_last_seen_at
+         FROM messages WHERE id = ?1",
+    )?
+    .query_row(params![id.as_bytes()], |row| {
+        let state: i64 = row.get(1)?;
+        let dead_source_queue: Option<String> = row.get(11)?;
+        let dead_letter = match dead_source_queue {
+            Some(source_queue) => Some(DeadLetterInfo {
+                source_queue,
+                last_error: row.get(12)?,
+                attempts: row.get(13)?,
+                first_seen_at_ms: row.get(14)?,
+                last_seen_at_ms: row.get(15)?,
+            }),
+            None => None,
+        };
+        Ok(MessageStatus {
+            message_id: id,
+            queue: row.get(0)?,
+            // Live rows not in the index do not exist while the store runs; treat them as ready.
+            state: if state == schema::STATE_ACKED { MessageState::Acked } else { MessageState::Ready },
+            idempotency_key: row.get(2)?,
+            key: row.get(3)?,
+            priority: row.get(4)?,
+            attempts: row.get(5)?,
+            enqueued_at_ms: row.get(6)?,
+            first_received_at_ms: row.get(7)?,
+            visible_at_ms: row.get(8)?,
+            lease_expires_at_ms: None,
+            last_error: row.get(9)?,
+            acked_at_ms: row.get(10)?,
+            dead_letter,
+        })
+    })
+    .optional()
+}
+
+#[cfg(test)]
+mod tests;

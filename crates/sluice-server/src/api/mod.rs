@@ -1,0 +1,128 @@
+//! The HTTP API v1: one module per resource, each with its handlers; [`router`] joins them.
+
+mod delivery;
+mod health;
+mod messages;
+mod queues;
+mod test_clock;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Request};
+use axum::routing::{get, post};
+use serde::de::DeserializeOwned;
+use sluice_core::{Clock, ManualClock, Millis, Store};
+use tower_http::catch_panic::CatchPanicLayer;
+use utoipa::OpenApi;
+
+use crate::error::ApiError;
+
+/// Largest request body: a 10 MiB batch plus base64 and JSON overhead.
+pub const REQUEST_BYTES_MAX: usize = 16 * 1024 * 1024;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    /// The store.
+    pub store: Arc<dyn Store>,
+    /// The clock every time-dependent rule reads.
+    pub clock: Arc<dyn Clock>,
+    /// Set in test-clock mode only.
+    pub manual_clock: Option<ManualClock>,
+    /// Set once shutdown begins: long polls return, readiness fails.
+    pub shutting_down: Arc<AtomicBool>,
+}
+
+impl AppState {
+    /// Now, by the server's clock.
+    pub fn now_ms(&self) -> Millis {
+        self.clock.now_ms()
+    }
+
+    /// True once shutdown began.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+}
+
+/// JSON body extractor that ignores the content type (so `curl -d` works) and answers with our
+/// error shape.
+pub struct ApiJson<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = Bytes::from_request(request, state).await?;
+        parse_json(&bytes).map(ApiJson)
+    }
+}
+
+/// Parses JSON, mapping serde's message into a 400.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::malformed_json("the request body is empty; a JSON object is required"));
+    }
+    serde_json::from_slice(bytes).map_err(|e| ApiError::malformed_json(format!("invalid JSON body: {e}")))
+}
+
+/// Path extractor with our error shape.
+#[derive(FromRequestParts)]
+#[from_request(via(axum::extract::Path), rejection(ApiError))]
+pub struct ApiPath<T>(pub T);
+
+/// Query extractor with our error shape.
+#[derive(FromRequestParts)]
+#[from_request(via(axum::extract::Query), rejection(ApiError))]
+pub struct ApiQuery<T>(pub T);
+
+/// The OpenAPI document of every route.
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "sluice", description = "Durable queue server: HTTP API v1"),
+    paths(
+        queues::list, queues::put, queues::get_one, queues::delete, queues::stats,
+        messages::enqueue, messages::get_by_id, messages::get_by_idempotency_key,
+        delivery::receive, delivery::ack, delivery::nack, delivery::extend,
+        health::healthz, health::readyz, openapi_json,
+    )
+)]
+pub struct ApiDoc;
+
+/// `GET /v1/openapi.json`.
+#[utoipa::path(get, path = "/v1/openapi.json", responses((status = 200, description = "This document")))]
+async fn openapi_json() -> axum::Json<utoipa::openapi::OpenApi> {
+    axum::Json(ApiDoc::openapi())
+}
+
+/// Every route of the server.
+pub fn router(state: AppState) -> Router {
+    let mut v1 = Router::new()
+        .route("/v1/openapi.json", get(openapi_json))
+        .route("/v1/queues", get(queues::list))
+        .route("/v1/queues/{queue}", get(queues::get_one).put(queues::put).delete(queues::delete))
+        .route("/v1/queues/{queue}/stats", get(queues::stats))
+        .route("/v1/queues/{queue}/messages", post(messages::enqueue).get(messages::get_by_idempotency_key))
+        .route("/v1/queues/{queue}/messages/{message_id}", get(messages::get_by_id))
+        .route("/v1/queues/{queue}/receive", post(delivery::receive))
+        .route("/v1/queues/{queue}/ack", post(delivery::ack))
+        .route("/v1/queues/{queue}/nack", post(delivery::nack))
+        .route("/v1/queues/{queue}/extend", post(delivery::extend))
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz));
+    if state.manual_clock.is_some() {
+        v1 = v1.route("/v1/_test/clock/advance", post(test_clock::advance));
+    }
+    v1.fallback(|| async { ApiError::route_not_found() })
+        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
+        .layer(DefaultBodyLimit::max(REQUEST_BYTES_MAX))
+        .layer(CatchPanicLayer::custom(|_| {
+            use axum::response::IntoResponse;
+            tracing::error!("a request handler panicked");
+            ApiError::unavailable("internal error; see the server log").into_response()
+        }))
+        .with_state(state)
+}

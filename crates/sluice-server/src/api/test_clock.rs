@@ -1,0 +1,38 @@
+//! `POST /v1/_test/clock/advance`: moves the manual clock (test-clock mode only).
+//!
+//! Mounted only when the server runs with `SLUICE_TEST_CLOCK=1`, so integration tests can check
+//! visibility, backoff and delays without sleeping.
+
+use axum::Json;
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+
+use super::{ApiJson, AppState};
+use crate::error::ApiError;
+
+/// How far to move.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdvanceIn {
+    /// Milliseconds, at least 0.
+    pub ms: i64,
+}
+
+/// The new time.
+#[derive(Debug, Serialize)]
+pub struct AdvanceOut {
+    /// RFC 3339.
+    pub now: String,
+}
+
+/// Moves the clock and wakes every long poll so it looks again.
+pub async fn advance(State(app): State<AppState>, ApiJson(input): ApiJson<AdvanceIn>) -> Result<Json<AdvanceOut>, ApiError> {
+    let clock = app.manual_clock.as_ref().ok_or_else(ApiError::route_not_found)?;
+    if input.ms < 0 {
+        return Err(ApiError::invalid_field("ms must be at least 0"));
+    }
+    let now_ms = clock.advance(input.ms);
+    app.store.maintain(now_ms).await?;
+    app.store.notifier().wake_all();
+    Ok(Json(AdvanceOut { now: sluice_core::wire::time_out(now_ms) }))
+}

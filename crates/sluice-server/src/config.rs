@@ -1,0 +1,136 @@
+//! Configuration: the TOML file as written ([`RawConfig`]), then validated ([`Config`]).
+//!
+//! Precedence, lowest first: built-in defaults, the config file, then command-line flags (which
+//! the CLI also fills from `SLUICE_*` environment variables). Nothing reads the environment or a
+//! file after start.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use sluice_core::queue::{QueueConfig, validate_queue_name};
+use sluice_core::wire::QueueSpec;
+use sluice_store_sqlite::Durability;
+
+use crate::ServeOptions;
+
+/// The default listen address: loopback, on a port no common service uses.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7566";
+/// The default data directory, relative to the working directory.
+pub const DEFAULT_DATA_DIR: &str = "sluice-data";
+
+/// The config file as written; every field optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    /// `[server]`.
+    #[serde(default)]
+    pub server: RawServer,
+    /// `[queues.<name>]`: queues applied at start.
+    #[serde(default)]
+    pub queues: BTreeMap<String, QueueSpec>,
+}
+
+/// `[server]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    /// `host:port`.
+    pub listen: Option<String>,
+    /// Data directory.
+    pub data_dir: Option<PathBuf>,
+    /// `fsync` (default) or `os`.
+    pub durability: Option<String>,
+    /// Bytes of message bodies kept in memory (default 64 MiB).
+    pub payload_cache_bytes: Option<usize>,
+    /// How long acked messages stay answerable by id, in ms (default 1 h).
+    pub acked_retention_ms: Option<i64>,
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// Data directory.
+    pub data_dir: PathBuf,
+    /// Fsync or not.
+    pub durability: Durability,
+    /// Body cache budget.
+    pub payload_cache_bytes: usize,
+    /// Acked-record retention.
+    pub acked_retention_ms: i64,
+    /// Queues to create or update at start.
+    pub queues: Vec<(String, QueueConfig)>,
+    /// Use a manual clock moved by `POST /v1/_test/clock/advance` (tests only).
+    pub test_clock: bool,
+}
+
+impl Config {
+    /// Reads the file named in `options` (if any) and applies the flags on top.
+    pub fn load(options: &ServeOptions) -> Result<Self, String> {
+        let raw = match &options.config_path {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
+                toml::from_str::<RawConfig>(&text).map_err(|e| format!("config file {}: {e}", path.display()))?
+            }
+            None => RawConfig::default(),
+        };
+        Self::from_raw(raw, options)
+    }
+
+    /// Validates a raw config with the command-line flags on top.
+    pub fn from_raw(raw: RawConfig, options: &ServeOptions) -> Result<Self, String> {
+        let listen = options.listen.clone().or(raw.server.listen).unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+        let listen = listen.parse().map_err(|e| format!("listen address {listen:?}: {e}"))?;
+        let durability = match options.durability.clone().or(raw.server.durability).as_deref() {
+            None | Some("fsync") => Durability::Fsync,
+            Some("os") => Durability::Os,
+            Some(other) => return Err(format!("durability {other:?} is not one of fsync, os")),
+        };
+        let mut queues = Vec::new();
+        for (name, spec) in raw.queues {
+            validate_queue_name(&name).map_err(|e| format!("[queues.{name}]: {e}"))?;
+            let config = spec.apply_to(QueueConfig::defaults_for(&name)).map_err(|e| format!("[queues.{name}]: {e}"))?;
+            queues.push((name, config));
+        }
+        Ok(Self {
+            listen,
+            data_dir: options.data_dir.clone().or(raw.server.data_dir).unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)),
+            durability,
+            payload_cache_bytes: raw.server.payload_cache_bytes.unwrap_or(64 << 20),
+            acked_retention_ms: raw.server.acked_retention_ms.unwrap_or(60 * 60 * 1000),
+            queues,
+            test_clock: false,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(toml_text: &str, options: ServeOptions) -> Result<Config, String> {
+        let raw = toml::from_str::<RawConfig>(toml_text).map_err(|e| e.to_string())?;
+        Config::from_raw(raw, &options)
+    }
+
+    #[test]
+    fn flags_win_over_the_file_and_defaults_fill_the_rest() {
+        let config = check("[server]\nlisten = \"127.0.0.1:9\"\ndurability = \"os\"\n", ServeOptions { listen: Some("127.0.0.1:0".into()), ..Default::default() }).unwrap();
+        assert_eq!(config.listen.port(), 0);
+        assert_eq!(config.durability, Durability::Os);
+        assert_eq!(config.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
+    }
+
+    #[test]
+    fn queues_in_the_file_are_validated() {
+        let config = check("[queues.orders]\nordering = \"per_key\"\nmax_attempts = 3\n", ServeOptions::default()).unwrap();
+        assert_eq!(config.queues[0].0, "orders");
+        assert_eq!(config.queues[0].1.max_attempts, 3);
+        assert!(check("[queues.orders]\nordering = \"sideways\"\n", ServeOptions::default()).unwrap_err().contains("ordering"));
+        assert!(check("[queues.\"bad name\"]\n", ServeOptions::default()).is_err());
+        assert!(check("[server]\nport = 1\n", ServeOptions::default()).unwrap_err().contains("port"));
+    }
+}

@@ -1,0 +1,140 @@
+//! `ApiError`: the one place an error becomes an HTTP status and a stable code.
+
+use axum::Json;
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use sluice_core::dispatch::LeaseError;
+use sluice_core::store::StoreError;
+use sluice_core::wire::{ErrorBody, ErrorDetail};
+
+/// An error answer: status, stable code, human message, optional details.
+#[derive(Debug)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Stable machine code.
+    pub code: &'static str,
+    /// What to fix.
+    pub message: String,
+    /// Per-item results for partly refused batches.
+    pub details: Option<serde_json::Value>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self { status, code, message: message.into(), details: None }
+    }
+
+    /// 400: the body is not JSON of the expected shape.
+    pub fn malformed_json(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "malformed_json", message)
+    }
+
+    /// 400: a receipt that is not a receipt.
+    pub fn malformed_receipt(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "malformed_receipt", message)
+    }
+
+    /// 404: no such queue.
+    pub fn queue_not_found(queue: &str) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "queue_not_found", format!("queue {queue:?} does not exist"))
+    }
+
+    /// 404: no such message.
+    pub fn message_not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "message_not_found", message)
+    }
+
+    /// 404: no such route.
+    pub fn route_not_found() -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", "no such route; see GET /v1/openapi.json")
+    }
+
+    /// 405.
+    pub fn method_not_allowed() -> Self {
+        Self::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this route does not take that method")
+    }
+
+    /// 409: stale receipt.
+    pub fn stale_receipt(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, "stale_receipt", message)
+    }
+
+    /// 413.
+    pub fn too_large(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", message)
+    }
+
+    /// 422: a field is out of range or of the wrong form; the message names it.
+    pub fn invalid_field(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_field", message)
+    }
+
+    /// 503.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+    }
+
+    /// Attaches per-item details.
+    pub fn with_details(mut self, details: serde_json::Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody { error: ErrorDetail { code: self.code.to_owned(), message: self.message, details: self.details } };
+        (self.status, Json(body)).into_response()
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::QueueNotFound(queue) => Self::queue_not_found(&queue),
+            StoreError::Conflict(message) => Self::new(StatusCode::CONFLICT, "conflict", message),
+            StoreError::Lease(error) => error.into(),
+            StoreError::Unavailable(message) => {
+                tracing::warn!(%message, "store unavailable");
+                Self::unavailable(message)
+            }
+            StoreError::Other(source) => {
+                tracing::error!(error = %source, "internal store error");
+                Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error; see the server log")
+            }
+        }
+    }
+}
+
+impl From<LeaseError> for ApiError {
+    fn from(error: LeaseError) -> Self {
+        match error {
+            LeaseError::Stale | LeaseError::NotInQueue => Self::stale_receipt(error.to_string()),
+            LeaseError::NoDeadLetterQueue => Self::invalid_field("permanent: the queue has no dead-letter queue"),
+        }
+    }
+}
+
+impl From<BytesRejection> for ApiError {
+    fn from(rejection: BytesRejection) -> Self {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            Self::too_large("the request body is larger than 16 MiB")
+        } else {
+            Self::malformed_json(rejection.body_text())
+        }
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(rejection: PathRejection) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "malformed_path", rejection.body_text())
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(rejection: QueryRejection) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "malformed_query", rejection.body_text())
+    }
+}

@@ -1,0 +1,85 @@
+//! The SQLite schema and the connection settings every connection gets.
+//!
+//! `messages` is the durable record of every live message (state 0) and, for a while, of acked
+//! ones (state 1, body dropped). `seq` is the global enqueue order the dispatch index sorts by.
+
+use rusqlite::Connection;
+
+use crate::Durability;
+
+/// Bumped with every change below; `PRAGMA user_version` records what a file has.
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS queues (
+    name        TEXT PRIMARY KEY,
+    config      TEXT NOT NULL,
+    created_at  INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    seq                 INTEGER PRIMARY KEY,
+    id                  BLOB NOT NULL,
+    queue               TEXT NOT NULL,
+    state               INTEGER NOT NULL,
+    priority            INTEGER NOT NULL,
+    msg_key             TEXT,
+    idempotency_key     TEXT,
+    visible_at          INTEGER NOT NULL,
+    enqueued_at         INTEGER NOT NULL,
+    attempts            INTEGER NOT NULL,
+    first_received_at   INTEGER,
+    last_error          TEXT,
+    body                BLOB,
+    body_kind           INTEGER NOT NULL,
+    headers             TEXT,
+    acked_at            INTEGER,
+    dead_source_queue   TEXT,
+    dead_last_error     TEXT,
+    dead_attempts       INTEGER,
+    dead_first_seen_at  INTEGER,
+    dead_last_seen_at   INTEGER
+);
+CREATE UNIQUE INDEX IF NOT EXISTS messages_by_id ON messages(id);
+CREATE INDEX IF NOT EXISTS messages_acked ON messages(acked_at) WHERE state = 1;
+CREATE TABLE IF NOT EXISTS idempotency (
+    queue       TEXT NOT NULL,
+    key         TEXT NOT NULL,
+    message_id  BLOB NOT NULL,
+    expires_at  INTEGER NOT NULL,
+    PRIMARY KEY (queue, key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS idempotency_by_expiry ON idempotency(expires_at);
+";
+
+/// Message states in the `state` column.
+pub const STATE_LIVE: i64 = 0;
+/// Acked; body and headers dropped.
+pub const STATE_ACKED: i64 = 1;
+
+/// Settings for the writer connection, then the schema.
+pub fn open_writer(conn: &Connection, durability: Durability) -> rusqlite::Result<()> {
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    // FULL: a commit returns after the WAL is fsynced. NORMAL (in WAL mode): no fsync at commit,
+    // which survives a crash of the process but not of the machine.
+    let synchronous = match durability {
+        Durability::Fsync => "FULL",
+        Durability::Os => "NORMAL",
+    };
+    conn.pragma_update(None, "synchronous", synchronous)?;
+    conn.pragma_update(None, "busy_timeout", 5_000)?;
+    conn.pragma_update(None, "cache_size", -65_536)?;
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
+    let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    if version < SCHEMA_VERSION {
+        conn.execute_batch(SCHEMA)?;
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    }
+    Ok(())
+}
+
+/// Settings for a read-only connection.
+pub fn open_reader(conn: &Connection) -> rusqlite::Result<()> {
+    conn.pragma_update(None, "busy_timeout", 5_000)?;
+    conn.pragma_update(None, "cache_size", -16_384)?;
+    Ok(())
+}

@@ -1,0 +1,300 @@
+//! The single writer: one OS thread owns the write connection and commits in groups.
+//!
+//! Requests arrive on a channel. The thread takes everything waiting (up to a cap), applies it in
+//! one `BEGIN IMMEDIATE … COMMIT`, so one fsync covers the whole group, and only then answers the
+//! waiters and publishes new messages to the dispatch index. While one group is being synced the
+//! next one gathers, so throughput grows with concurrency instead of with fsyncs.
+
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, TryRecvError};
+
+use parking_lot::Mutex;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use sluice_core::dispatch::{Change, Entry, Index, Seq};
+use sluice_core::message::NewMessage;
+use sluice_core::notify::Notifier;
+use sluice_core::store::{Enqueued, StoreError, StoreResult};
+use sluice_core::{Millis, queue::QueueConfig};
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+use crate::schema::{STATE_ACKED, STATE_LIVE};
+
+/// Most operations applied in one transaction.
+const GROUP_OPS_MAX: usize = 4_096;
+/// Acked records removed per cleanup pass, so cleanup never holds the writer for long.
+const CLEANUP_ROWS_MAX: i64 = 20_000;
+
+/// One request to the writer.
+pub enum WriteOp {
+    /// Store new messages; the reply comes after commit and after the index has them.
+    Enqueue { queue: Arc<str>, dedup_window_ms: Millis, now_ms: Millis, messages: Vec<NewMessage>, reply: oneshot::Sender<StoreResult<Vec<Enqueued>>> },
+    /// Record deliveries (attempt counts survive a restart). Nobody waits for it.
+    Claimed { records: Vec<(Seq, u32, Millis)> },
+    /// Mark messages acked.
+    Ack { seqs: Vec<Seq>, now_ms: Millis, reply: oneshot::Sender<StoreResult<()>> },
+    /// Persist retries and dead-letter moves; `reply` is `None` for background changes.
+    Apply { changes: Vec<Change>, now_ms: Millis, reply: Option<oneshot::Sender<StoreResult<()>>> },
+    /// Create or replace queue definitions.
+    QueuePut { queues: Vec<(String, String)>, now_ms: Millis, reply: oneshot::Sender<StoreResult<()>> },
+    /// Delete a queue and everything in it.
+    QueueDelete { name: String, reply: oneshot::Sender<StoreResult<()>> },
+    /// Drop acked records older than `acked_before_ms` and expired idempotency keys.
+    Cleanup { now_ms: Millis, acked_before_ms: Millis },
+    /// Answered once everything sent before it is committed.
+    Flush { reply: oneshot::Sender<StoreResult<()>> },
+}
+
+/// What the writer thread owns.
+pub struct Writer {
+    pub conn: Connection,
+    pub index: Arc<Mutex<Index>>,
+    pub notifier: Arc<Notifier>,
+    pub next_seq: Seq,
+    pub payload_cache_bytes: usize,
+}
+
+/// The outcome of applying one op inside the transaction, answered after commit.
+enum Pending {
+    Enqueue { reply: oneshot::Sender<StoreResult<Vec<Enqueued>>>, results: Vec<Enqueued>, entries: Vec<Entry>, queue: Arc<str>, now_ms: Millis },
+    Unit(oneshot::Sender<StoreResult<()>>),
+    Nothing,
+}
+
+impl Writer {
+    /// Runs until every sender is gone.
+    pub fn run(mut self, ops: Receiver<WriteOp>) {
+        let mut group = Vec::with_capacity(GROUP_OPS_MAX);
+        while let Ok(first) = ops.recv() {
+            group.push(first);
+            while group.len() < GROUP_OPS_MAX {
+                match ops.try_recv() {
+                    Ok(op) => group.push(op),
+                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+                }
+            }
+            self.commit_group(&mut group);
+        }
+        if let Err(error) = self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);") {
+            tracing::warn!(%error, "final checkpoint failed");
+        }
+    }
+
+    fn commit_group(&mut self, group: &mut Vec<WriteOp>) {
+        let first_seq = self.next_seq;
+        let outcome = self.apply_group(group);
+        match outcome {
+            Ok(pendings) => self.publish(pendings),
+            Err(error) => {
+                self.next_seq = first_seq;
+                tracing::error!(%error, ops = group.len(), "group commit failed; nothing in it was stored");
+                let message = error.to_string();
+                for op in group.drain(..) {
+                    fail_op(op, &message);
+                }
+            }
+        }
+        group.clear();
+    }
+
+    fn apply_group(&mut self, group: &mut Vec<WriteOp>) -> rusqlite::Result<Vec<Pending>> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut pendings = Vec::with_capacity(group.len());
+        for op in group.drain(..) {
+            pendings.push(apply(&tx, op, &mut self.next_seq, self.payload_cache_bytes)?);
+        }
+        tx.commit()?;
+        Ok(pendings)
+    }
+
+    /// After commit: new messages enter the index, waiters are woken, callers answered.
+    fn publish(&mut self, pendings: Vec<Pending>) {
+        let mut woken: Vec<Arc<str>> = Vec::new();
+        {
+            let mut index = self.index.lock();
+            for pending in &pendings {
+                if let Pending::Enqueue { entries, queue, now_ms, .. } = pending {
+                    if index.queue_config(queue).is_none() {
+                        continue; // deleted meanwhile
+                    }
+                    for entry in entries {
+                        let mut entry = entry.clone();
+                        if index.cached_payload_bytes() > self.payload_cache_bytes {
+                            entry.payload = None;
+                        }
+                        index.insert(entry, *now_ms);
+                    }
+                    index.count_enqueued(queue, entries.len() as u64);
+                    if !entries.is_empty() && !woken.contains(queue) {
+                        woken.push(queue.clone());
+                    }
+                }
+            }
+        }
+        for queue in &woken {
+            self.notifier.wake(queue);
+        }
+        for pending in pendings {
+            match pending {
+                Pending::Enqueue { reply, results, .. } => {
+                    let _ = reply.send(Ok(results));
+                }
+                Pending::Unit(reply) => {
+                    let _ = reply.send(Ok(()));
+                }
+                Pending::Nothing => {}
+            }
+        }
+    }
+}
+
+fn fail_op(op: WriteOp, message: &str) {
+    let error = || StoreError::Unavailable(message.to_owned());
+    match op {
+        WriteOp::Enqueue { reply, .. } => {
+            let _ = reply.send(Err(error()));
+        }
+        WriteOp::Ack { reply, .. } | WriteOp::QueuePut { reply, .. } | WriteOp::QueueDelete { reply, .. } | WriteOp::Flush { reply } => {
+            let _ = reply.send(Err(error()));
+        }
+        WriteOp::Apply { reply: Some(reply), .. } => {
+            let _ = reply.send(Err(error()));
+        }
+        WriteOp::Apply { reply: None, .. } | WriteOp::Claimed { .. } | WriteOp::Cleanup { .. } => {}
+    }
+}
+
+fn apply(tx: &rusqlite::Transaction<'_>, op: WriteOp, next_seq: &mut Seq, payload_cache_bytes: usize) -> rusqlite::Result<Pending> {
+    Ok(match op {
+        WriteOp::Enqueue { queue, dedup_window_ms, now_ms, messages, reply } => {
+            let mut results = Vec::with_capacity(messages.len());
+            let mut entries = Vec::with_capacity(messages.len());
+            for message in messages {
+                if let Some(key) = &message.idempotency_key {
+                    if let Some(existing) = find_idempotent(tx, &queue, key, now_ms)? {
+                        results.push(Enqueued { message_id: existing, created: false });
+                        continue;
+                    }
+                }
+                let seq = *next_seq;
+                *next_seq += 1;
+                let id = Uuid::now_v7();
+                insert_message(tx, seq, id, &queue, &message, now_ms)?;
+                if let Some(key) = &message.idempotency_key {
+                    tx.prepare_cached("INSERT OR REPLACE INTO idempotency (queue, key, message_id, expires_at) VALUES (?1, ?2, ?3, ?4)")?
+                        .execute(params![&*queue, key, id.as_bytes(), now_ms + dedup_window_ms])?;
+                }
+                let mut entry = Entry::new(seq, id, queue.clone(), message.priority, message.key.as_deref().map(Arc::from), now_ms, message.visible_at_ms);
+                entry.idempotency_key = message.idempotency_key.as_deref().map(Arc::from);
+                if payload_cache_bytes > 0 {
+                    entry.payload = Some(message.payload.clone());
+                }
+                entries.push(entry);
+                results.push(Enqueued { message_id: id, created: true });
+            }
+            Pending::Enqueue { reply, results, entries, queue, now_ms }
+        }
+        WriteOp::Claimed { records } => {
+            let mut statement = tx.prepare_cached("UPDATE messages SET attempts = ?2, first_received_at = ?3 WHERE seq = ?1")?;
+            for (seq, attempts, first_received_at_ms) in records {
+                statement.execute(params![seq as i64, attempts, first_received_at_ms])?;
+            }
+            Pending::Nothing
+        }
+        WriteOp::Ack { seqs, now_ms, reply } => {
+            let mut statement = tx.prepare_cached("UPDATE messages SET state = ?2, acked_at = ?3, body = NULL, headers = NULL WHERE seq = ?1")?;
+            for seq in seqs {
+                statement.execute(params![seq as i64, STATE_ACKED, now_ms])?;
+            }
+            Pending::Unit(reply)
+        }
+        WriteOp::Apply { changes, now_ms, reply } => {
+            for change in changes {
+                apply_change(tx, change, now_ms)?;
+            }
+            reply.map_or(Pending::Nothing, Pending::Unit)
+        }
+        WriteOp::QueuePut { queues, now_ms, reply } => {
+            for (name, config) in queues {
+                tx.prepare_cached(
+                    "INSERT INTO queues (name, config, created_at) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (name) DO UPDATE SET config = excluded.config",
+                )?
+                .execute(params![name, config, now_ms])?;
+            }
+            Pending::Unit(reply)
+        }
+        WriteOp::QueueDelete { name, reply } => {
+            tx.execute("DELETE FROM messages WHERE queue = ?1", params![name])?;
+            tx.execute("DELETE FROM idempotency WHERE queue = ?1", params![name])?;
+            tx.execute("DELETE FROM queues WHERE name = ?1", params![name])?;
+            Pending::Unit(reply)
+        }
+        WriteOp::Cleanup { now_ms, acked_before_ms } => {
+            tx.prepare_cached("DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE state = ?1 AND acked_at < ?2 LIMIT ?3)")?
+                .execute(params![STATE_ACKED, acked_before_ms, CLEANUP_ROWS_MAX])?;
+            tx.prepare_cached("DELETE FROM idempotency WHERE (queue, key) IN (SELECT queue, key FROM idempotency WHERE expires_at < ?1 LIMIT ?2)")?
+                .execute(params![now_ms, CLEANUP_ROWS_MAX])?;
+            Pending::Nothing
+        }
+        WriteOp::Flush { reply } => Pending::Unit(reply),
+    })
+}
+
+fn find_idempotent(tx: &rusqlite::Transaction<'_>, queue: &str, key: &str, now_ms: Millis) -> rusqlite::Result<Option<Uuid>> {
+    let found: Option<Vec<u8>> = tx
+        .prepare_cached("SELECT message_id FROM idempotency WHERE queue = ?1 AND key = ?2 AND expires_at > ?3")?
+        .query_row(params![queue, key, now_ms], |row| row.get(0))
+        .optional()?;
+    Ok(found.and_then(|bytes| Uuid::from_slice(&bytes).ok()))
+}
+
+fn insert_message(tx: &rusqlite::Transaction<'_>, seq: Seq, id: Uuid, queue: &str, message: &NewMessage, now_ms: Millis) -> rusqlite::Result<()> {
+    let headers = if message.payload.headers.is_empty() { None } else { serde_json::to_string(&message.payload.headers).ok() };
+    tx.prepare_cached(
+        "INSERT INTO messages (seq, id, queue, state, priority, msg_key, idempotency_key, visible_at, enqueued_at, attempts, body, body_kind, headers)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10, ?11, ?12)",
+    )?
+    .execute(params![
+        seq as i64,
+        id.as_bytes(),
+        queue,
+        STATE_LIVE,
+        message.priority,
+        message.key,
+        message.idempotency_key,
+        message.visible_at_ms,
+        now_ms,
+        message.payload.body_bytes,
+        message.payload.body_kind,
+        headers,
+    ])?;
+    Ok(())
+}
+
+fn apply_change(tx: &rusqlite::Transaction<'_>, change: Change, now_ms: Millis) -> rusqlite::Result<()> {
+    match change {
+        Change::Retried { seq, attempts, visible_at_ms, last_error } => {
+            tx.prepare_cached("UPDATE messages SET attempts = ?2, visible_at = ?3, last_error = ?4 WHERE seq = ?1")?
+                .execute(params![seq as i64, attempts, visible_at_ms, last_error.as_deref()])?;
+        }
+        Change::DeadLettered { seq, queue, info } => {
+            tx.prepare_cached(
+                "UPDATE messages SET queue = ?2, attempts = 0, first_received_at = NULL, visible_at = ?3, last_error = ?4,
+                 dead_source_queue = ?5, dead_last_error = ?4, dead_attempts = ?6, dead_first_seen_at = ?7, dead_last_seen_at = ?8
+                 WHERE seq = ?1",
+            )?
+            .execute(params![seq as i64, &*queue, now_ms, info.last_error, info.source_queue, info.attempts, info.first_seen_at_ms, info.last_seen_at_ms])?;
+        }
+    }
+    Ok(())
+}
+
+/// Queue config as stored: the wire spec with every field set.
+pub fn config_to_json(config: &QueueConfig) -> String {
+    let mut out = serde_json::to_value(sluice_core::wire::QueueConfigOut::from(config)).unwrap_or_default();
+    if config.dead_letter_queue.is_none() {
+        out["dead_letter_queue"] = serde_json::Value::String(String::new());
+    }
+    out.to_string()
+}
