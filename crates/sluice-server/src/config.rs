@@ -116,6 +116,18 @@ mod tests {
         Config::from_raw(raw, &options)
     }
 
+    /// `config.default.toml` is the reference: it must parse, and its values must be the defaults.
+    #[test]
+    fn the_reference_config_file_matches_the_defaults() {
+        let text = include_str!("../../../config.default.toml");
+        let from_file = check(text, ServeOptions::default()).unwrap();
+        let defaults = Config::from_raw(RawConfig::default(), &ServeOptions::default()).unwrap();
+        assert_eq!(format!("{from_file:?}"), format!("{defaults:?}"));
+        let commented_queue: String = text.lines().filter_map(|line| line.strip_prefix("# ")).filter(|line| line.starts_with('[') || line.contains(" = ")).map(|line| format!("{line}\n")).collect();
+        let queue = check(&commented_queue, ServeOptions::default()).unwrap();
+        assert_eq!(queue.queues[0].1, QueueConfig::defaults_for("orders"));
+    }
+
     #[test]
     fn flags_win_over_the_file_and_defaults_fill_the_rest() {
         let config = check("[server]\nlisten = \"127.0.0.1:9\"\ndurability = \"os\"\n", ServeOptions { listen: Some("127.0.0.1:0".into()), ..Default::default() }).unwrap();
