@@ -126,3 +126,38 @@ pub fn router(state: AppState) -> Router {
         }))
         .with_state(state)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every route the router serves is in the OpenAPI document, with the methods it takes.
+    #[test]
+    fn the_openapi_document_describes_every_route() {
+        let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
+        let expected = [
+            ("/v1/queues", "get"),
+            ("/v1/queues/{queue}", "get"),
+            ("/v1/queues/{queue}", "put"),
+            ("/v1/queues/{queue}", "delete"),
+            ("/v1/queues/{queue}/stats", "get"),
+            ("/v1/queues/{queue}/messages", "post"),
+            ("/v1/queues/{queue}/messages", "get"),
+            ("/v1/queues/{queue}/messages/{message_id}", "get"),
+            ("/v1/queues/{queue}/receive", "post"),
+            ("/v1/queues/{queue}/ack", "post"),
+            ("/v1/queues/{queue}/nack", "post"),
+            ("/v1/queues/{queue}/extend", "post"),
+            ("/v1/openapi.json", "get"),
+            ("/healthz", "get"),
+            ("/readyz", "get"),
+        ];
+        for (path, method) in expected {
+            assert!(doc["paths"][path][method].is_object(), "{method} {path} is missing from the OpenAPI document");
+        }
+        assert_eq!(doc["paths"].as_object().unwrap().len(), 12, "a route was added: list it above");
+        for schema in ["MessageIn", "ReceivedMessage", "QueueSpec", "ErrorBody"] {
+            assert!(doc["components"]["schemas"][schema].is_object(), "schema {schema} is missing");
+        }
+    }
+}
