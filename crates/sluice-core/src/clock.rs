@@ -39,7 +39,9 @@ pub struct ManualClock {
 impl ManualClock {
     /// A manual clock starting at `start_ms`.
     pub fn new(start_ms: Millis) -> Self {
-        Self { now_ms: Arc::new(AtomicI64::new(start_ms)) }
+        Self {
+            now_ms: Arc::new(AtomicI64::new(start_ms)),
+        }
     }
 
     /// Moves time forward by `delta_ms` (negative values are ignored: time never runs back).
@@ -68,7 +70,8 @@ pub fn format_rfc3339(ms: Millis) -> String {
 
 /// Parses an RFC 3339 timestamp into epoch milliseconds.
 pub fn parse_rfc3339(text: &str) -> Option<Millis> {
-    let at = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
+    let at =
+        time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
     Some((at.unix_timestamp_nanos() / 1_000_000) as Millis)
 }
 

@@ -16,7 +16,9 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::clock::Millis;
-use crate::message::{ClaimedMessage, DeadLetterInfo, MessageState, MessageStatus, Payload, Receipt};
+use crate::message::{
+    ClaimedMessage, DeadLetterInfo, MessageState, MessageStatus, Payload, Receipt,
+};
 use crate::queue::{Ordering, QueueConfig};
 
 /// Position in global enqueue order, assigned by the store; FIFO order within a priority.
@@ -62,7 +64,15 @@ pub struct Entry {
 impl Entry {
     /// A new entry in `queue`; it is placed when inserted.
     #[allow(clippy::too_many_arguments)]
-    pub fn new(seq: Seq, id: Uuid, queue: Arc<str>, priority: i32, key: Option<Arc<str>>, enqueued_at_ms: Millis, visible_at_ms: Millis) -> Self {
+    pub fn new(
+        seq: Seq,
+        id: Uuid,
+        queue: Arc<str>,
+        priority: i32,
+        key: Option<Arc<str>>,
+        enqueued_at_ms: Millis,
+        visible_at_ms: Millis,
+    ) -> Self {
         Self {
             seq,
             id,
@@ -87,7 +97,10 @@ impl Entry {
 enum Place {
     Ready,
     Delayed,
-    Leased { deadline_ms: Millis, token: u32 },
+    Leased {
+        deadline_ms: Millis,
+        token: u32,
+    },
     /// Behind the active message of its lane.
     Waiting,
 }
@@ -96,9 +109,18 @@ enum Place {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
     /// A failed attempt (nack or expired lease): visible again at `visible_at_ms`.
-    Retried { seq: Seq, attempts: u32, visible_at_ms: Millis, last_error: Option<Arc<str>> },
+    Retried {
+        seq: Seq,
+        attempts: u32,
+        visible_at_ms: Millis,
+        last_error: Option<Arc<str>>,
+    },
     /// Moved to the dead-letter queue `queue`, with attempts reset.
-    DeadLettered { seq: Seq, queue: Arc<str>, info: Arc<DeadLetterInfo> },
+    DeadLettered {
+        seq: Seq,
+        queue: Arc<str>,
+        info: Arc<DeadLetterInfo>,
+    },
 }
 
 /// Why a lease operation was refused.
@@ -258,13 +280,22 @@ impl Index {
 
     /// The interned name of a queue.
     pub fn queue_name(&self, name: &str) -> Option<Arc<str>> {
-        self.queues.get_key_value(name).map(|(name, _)| name.clone())
+        self.queues
+            .get_key_value(name)
+            .map(|(name, _)| name.clone())
     }
 
     /// Removes a queue and every message in it; returns how many messages went.
     pub fn queue_remove(&mut self, name: &str) -> u64 {
-        let Some(state) = self.queues.remove(name) else { return 0 };
-        let seqs: Vec<Seq> = self.entries.values().filter(|e| &*e.queue == name).map(|e| e.seq).collect();
+        let Some(state) = self.queues.remove(name) else {
+            return 0;
+        };
+        let seqs: Vec<Seq> = self
+            .entries
+            .values()
+            .filter(|e| &*e.queue == name)
+            .map(|e| e.seq)
+            .collect();
         for seq in seqs {
             if let Some(entry) = self.entries.remove(&seq) {
                 self.forget(&entry);
@@ -301,10 +332,18 @@ impl Index {
                 lane.members.insert(seq);
                 if lane.active.is_none() {
                     lane.active = Some(seq);
-                    Self::activate(state, self.entries.get_mut(&seq).expect("just inserted"), now_ms);
+                    Self::activate(
+                        state,
+                        self.entries.get_mut(&seq).expect("just inserted"),
+                        now_ms,
+                    );
                 }
             }
-            None => Self::activate(state, self.entries.get_mut(&seq).expect("just inserted"), now_ms),
+            None => Self::activate(
+                state,
+                self.entries.get_mut(&seq).expect("just inserted"),
+                now_ms,
+            ),
         }
     }
 
@@ -358,7 +397,9 @@ impl Index {
     fn forget(&mut self, entry: &Entry) {
         self.by_id.remove(&entry.id);
         if let Some(payload) = &entry.payload {
-            self.cached_payload_bytes = self.cached_payload_bytes.saturating_sub(payload.weight_bytes());
+            self.cached_payload_bytes = self
+                .cached_payload_bytes
+                .saturating_sub(payload.weight_bytes());
         }
     }
 
@@ -375,7 +416,10 @@ impl Index {
     }
 
     fn activate_waiting(&mut self, queue: &str, seq: Seq, now_ms: Millis) {
-        let (Some(state), Some(entry)) = (self.queues.get_mut(queue), self.entries.get_mut(&seq)) else { return };
+        let (Some(state), Some(entry)) = (self.queues.get_mut(queue), self.entries.get_mut(&seq))
+        else {
+            return;
+        };
         if entry.place == Place::Waiting {
             Self::activate(state, entry, now_ms);
         }
@@ -384,7 +428,9 @@ impl Index {
     /// Makes due delayed messages ready and handles expired leases of one queue.
     pub fn tick_queue(&mut self, queue: &str, now_ms: Millis) -> Vec<Change> {
         let mut changes = Vec::new();
-        let Some(state) = self.queues.get_mut(queue) else { return changes };
+        let Some(state) = self.queues.get_mut(queue) else {
+            return changes;
+        };
         while let Some(&(visible_at_ms, seq)) = state.delayed.first() {
             if visible_at_ms > now_ms {
                 break;
@@ -412,7 +458,10 @@ impl Index {
             if let Some(state) = self.queues.get_mut(queue) {
                 state.counters.lease_expired += 1;
             }
-            changes.extend(self.fail(seq, Arc::from(LEASE_EXPIRED_ERROR), Some(0), false, now_ms).map(|(change, _)| change));
+            changes.extend(
+                self.fail(seq, Arc::from(LEASE_EXPIRED_ERROR), Some(0), false, now_ms)
+                    .map(|(change, _)| change),
+            );
         }
         changes
     }
@@ -420,17 +469,33 @@ impl Index {
     /// Ticks every queue; returns the changes to persist.
     pub fn tick_all(&mut self, now_ms: Millis) -> Vec<Change> {
         let names = self.queue_names();
-        names.iter().flat_map(|name| self.tick_queue(name, now_ms)).collect()
+        names
+            .iter()
+            .flat_map(|name| self.tick_queue(name, now_ms))
+            .collect()
     }
 
     /// Leases up to `max` ready messages of `queue` for `lease_ms`. `token` makes each receipt
     /// unguessable. The caller must have ticked the queue first.
-    pub fn claim(&mut self, queue: &str, max: usize, lease_ms: Millis, now_ms: Millis, mut token: impl FnMut() -> u32) -> Vec<Claimed> {
+    pub fn claim(
+        &mut self,
+        queue: &str,
+        max: usize,
+        lease_ms: Millis,
+        now_ms: Millis,
+        mut token: impl FnMut() -> u32,
+    ) -> Vec<Claimed> {
         let mut claimed = Vec::new();
-        let Some(state) = self.queues.get_mut(queue) else { return claimed };
+        let Some(state) = self.queues.get_mut(queue) else {
+            return claimed;
+        };
         while claimed.len() < max {
-            let Some((_, seq)) = state.ready.pop_first() else { break };
-            let Some(entry) = self.entries.get_mut(&seq) else { continue };
+            let Some((_, seq)) = state.ready.pop_first() else {
+                break;
+            };
+            let Some(entry) = self.entries.get_mut(&seq) else {
+                continue;
+            };
             let deadline_ms = now_ms + lease_ms;
             let token = token();
             entry.attempts += 1;
@@ -442,8 +507,15 @@ impl Index {
             debug_assert!(deadline_ms > now_ms || lease_ms == 0);
             let message = ClaimedMessage {
                 message_id: entry.id,
-                receipt: Receipt { message_id: entry.id, lease_number: entry.lease_number, token },
-                payload: entry.payload.clone().unwrap_or_else(|| Arc::new(Payload::default())),
+                receipt: Receipt {
+                    message_id: entry.id,
+                    lease_number: entry.lease_number,
+                    token,
+                },
+                payload: entry
+                    .payload
+                    .clone()
+                    .unwrap_or_else(|| Arc::new(Payload::default())),
                 idempotency_key: entry.idempotency_key.as_deref().map(str::to_owned),
                 key: entry.key.as_deref().map(str::to_owned),
                 priority: entry.priority,
@@ -454,7 +526,11 @@ impl Index {
                 lease_expires_at_ms: deadline_ms,
                 dead_letter: entry.dead_letter.as_deref().cloned(),
             };
-            claimed.push(Claimed { seq, payload_cached: entry.payload.is_some(), message });
+            claimed.push(Claimed {
+                seq,
+                payload_cached: entry.payload.is_some(),
+                message,
+            });
         }
         claimed
     }
@@ -466,19 +542,32 @@ impl Index {
 
     /// Checks that `receipt` is the current lease of a message in `queue`.
     fn leased_entry(&self, queue: &str, receipt: &Receipt) -> Result<Seq, LeaseError> {
-        let seq = self.by_id.get(&receipt.message_id).copied().ok_or(LeaseError::Stale)?;
+        let seq = self
+            .by_id
+            .get(&receipt.message_id)
+            .copied()
+            .ok_or(LeaseError::Stale)?;
         let entry = &self.entries[&seq];
         if &*entry.queue != queue {
             return Err(LeaseError::NotInQueue);
         }
         match entry.place {
-            Place::Leased { token, .. } if token == receipt.token && entry.lease_number == receipt.lease_number => Ok(seq),
+            Place::Leased { token, .. }
+                if token == receipt.token && entry.lease_number == receipt.lease_number =>
+            {
+                Ok(seq)
+            }
             _ => Err(LeaseError::Stale),
         }
     }
 
     /// Acks a lease: the message is done and leaves the index. Returns its seq.
-    pub fn ack(&mut self, queue: &str, receipt: &Receipt, now_ms: Millis) -> Result<Seq, LeaseError> {
+    pub fn ack(
+        &mut self,
+        queue: &str,
+        receipt: &Receipt,
+        now_ms: Millis,
+    ) -> Result<Seq, LeaseError> {
         let seq = self.leased_entry(queue, receipt)?;
         self.remove(seq, now_ms);
         if let Some(state) = self.queues.get_mut(queue) {
@@ -489,9 +578,21 @@ impl Index {
 
     /// Nacks a lease: the message is retried after `delay_ms` (or the queue's backoff), or
     /// dead-lettered when `permanent` or out of attempts.
-    pub fn nack(&mut self, queue: &str, receipt: &Receipt, error: Option<Arc<str>>, delay_ms: Option<Millis>, permanent: bool, now_ms: Millis) -> Result<(Change, NackOutcome), LeaseError> {
+    pub fn nack(
+        &mut self,
+        queue: &str,
+        receipt: &Receipt,
+        error: Option<Arc<str>>,
+        delay_ms: Option<Millis>,
+        permanent: bool,
+        now_ms: Millis,
+    ) -> Result<(Change, NackOutcome), LeaseError> {
         let seq = self.leased_entry(queue, receipt)?;
-        let has_dlq = self.queues.get(queue).and_then(|s| s.config.dead_letter_queue.as_ref()).is_some();
+        let has_dlq = self
+            .queues
+            .get(queue)
+            .and_then(|s| s.config.dead_letter_queue.as_ref())
+            .is_some();
         if permanent && !has_dlq {
             return Err(LeaseError::NoDeadLetterQueue);
         }
@@ -499,16 +600,31 @@ impl Index {
             state.counters.nacked += 1;
         }
         let error = error.unwrap_or_else(|| Arc::from("nacked"));
-        Ok(self.fail(seq, error, delay_ms, permanent, now_ms).expect("entry checked above"))
+        Ok(self
+            .fail(seq, error, delay_ms, permanent, now_ms)
+            .expect("entry checked above"))
     }
 
     /// A failed attempt of a leased message: retry later, or dead-letter.
-    fn fail(&mut self, seq: Seq, error: Arc<str>, delay_ms: Option<Millis>, permanent: bool, now_ms: Millis) -> Option<(Change, NackOutcome)> {
+    fn fail(
+        &mut self,
+        seq: Seq,
+        error: Arc<str>,
+        delay_ms: Option<Millis>,
+        permanent: bool,
+        now_ms: Millis,
+    ) -> Option<(Change, NackOutcome)> {
         let entry = self.entries.get(&seq)?;
         let config = self.queues.get(&*entry.queue)?.config.clone();
         let out_of_attempts = config.max_attempts > 0 && entry.attempts >= config.max_attempts;
-        if let Some(dlq) = config.dead_letter_queue.as_deref().filter(|_| permanent || out_of_attempts) {
-            return self.dead_letter(seq, dlq, error, now_ms).map(|(change, queue)| (change, NackOutcome::DeadLettered { queue }));
+        if let Some(dlq) = config
+            .dead_letter_queue
+            .as_deref()
+            .filter(|_| permanent || out_of_attempts)
+        {
+            return self
+                .dead_letter(seq, dlq, error, now_ms)
+                .map(|(change, queue)| (change, NackOutcome::DeadLettered { queue }));
         }
         let delay_ms = delay_ms.unwrap_or_else(|| config.backoff.delay_ms(entry.attempts));
         let state = self.queues.get_mut(&*entry.queue)?;
@@ -525,14 +641,33 @@ impl Index {
         entry.last_error = Some(error.clone());
         entry.visible_at_ms = now_ms + delay_ms.max(0);
         Self::activate(state, entry, now_ms);
-        let change = Change::Retried { seq, attempts: entry.attempts, visible_at_ms: entry.visible_at_ms, last_error: Some(error) };
-        Some((change, NackOutcome::Retry { visible_at_ms: entry.visible_at_ms }))
+        let change = Change::Retried {
+            seq,
+            attempts: entry.attempts,
+            visible_at_ms: entry.visible_at_ms,
+            last_error: Some(error),
+        };
+        Some((
+            change,
+            NackOutcome::Retry {
+                visible_at_ms: entry.visible_at_ms,
+            },
+        ))
     }
 
     /// Moves a message to a dead-letter queue, creating that queue's index if needed.
-    fn dead_letter(&mut self, seq: Seq, dlq: &str, error: Arc<str>, now_ms: Millis) -> Option<(Change, Arc<str>)> {
+    fn dead_letter(
+        &mut self,
+        seq: Seq,
+        dlq: &str,
+        error: Arc<str>,
+        now_ms: Millis,
+    ) -> Option<(Change, Arc<str>)> {
         if !self.queues.contains_key(dlq) {
-            self.queues.insert(Arc::from(dlq), QueueState::new(Arc::new(QueueConfig::for_dead_letter_queue(dlq))));
+            self.queues.insert(
+                Arc::from(dlq),
+                QueueState::new(Arc::new(QueueConfig::for_dead_letter_queue(dlq))),
+            );
         }
         let mut entry = self.entries.remove(&seq)?;
         let source = entry.queue.clone();
@@ -558,21 +693,38 @@ impl Index {
         entry.visible_at_ms = now_ms;
         if let Some(payload) = &entry.payload {
             // insert() counts the payload again.
-            self.cached_payload_bytes = self.cached_payload_bytes.saturating_sub(payload.weight_bytes());
+            self.cached_payload_bytes = self
+                .cached_payload_bytes
+                .saturating_sub(payload.weight_bytes());
         }
         self.insert(entry, now_ms);
         if let Some(state) = self.queues.get_mut(&*dlq_name) {
             state.counters.enqueued += 1;
         }
-        Some((Change::DeadLettered { seq, queue: dlq_name.clone(), info }, dlq_name))
+        Some((
+            Change::DeadLettered {
+                seq,
+                queue: dlq_name.clone(),
+                info,
+            },
+            dlq_name,
+        ))
     }
 
     /// Pushes a lease's deadline to `now + timeout_ms`; returns the new deadline.
-    pub fn extend(&mut self, queue: &str, receipt: &Receipt, timeout_ms: Millis, now_ms: Millis) -> Result<Millis, LeaseError> {
+    pub fn extend(
+        &mut self,
+        queue: &str,
+        receipt: &Receipt,
+        timeout_ms: Millis,
+        now_ms: Millis,
+    ) -> Result<Millis, LeaseError> {
         let seq = self.leased_entry(queue, receipt)?;
         let state = self.queues.get_mut(queue).ok_or(LeaseError::NotInQueue)?;
         let entry = self.entries.get_mut(&seq).ok_or(LeaseError::Stale)?;
-        let Place::Leased { deadline_ms, token } = entry.place else { return Err(LeaseError::Stale) };
+        let Place::Leased { deadline_ms, token } = entry.place else {
+            return Err(LeaseError::Stale);
+        };
         state.leased.remove(&(deadline_ms, seq));
         let deadline_ms = now_ms + timeout_ms;
         entry.place = Place::Leased { deadline_ms, token };
@@ -582,13 +734,21 @@ impl Index {
 
     /// The payload of a message held in memory, if any.
     pub fn payload_of(&self, seq: Seq) -> Option<Arc<Payload>> {
-        self.entries.get(&seq).and_then(|entry| entry.payload.clone())
+        self.entries
+            .get(&seq)
+            .and_then(|entry| entry.payload.clone())
     }
 
     /// Drops a cached payload (to bound memory); the store reads it from disk instead.
     pub fn evict_payload(&mut self, seq: Seq) {
-        if let Some(payload) = self.entries.get_mut(&seq).and_then(|entry| entry.payload.take()) {
-            self.cached_payload_bytes = self.cached_payload_bytes.saturating_sub(payload.weight_bytes());
+        if let Some(payload) = self
+            .entries
+            .get_mut(&seq)
+            .and_then(|entry| entry.payload.take())
+        {
+            self.cached_payload_bytes = self
+                .cached_payload_bytes
+                .saturating_sub(payload.weight_bytes());
         }
     }
 
@@ -610,7 +770,9 @@ impl Index {
             ready: state.total.saturating_sub(in_flight + delayed),
             delayed,
             in_flight,
-            oldest_ready_age_ms: self.oldest_ready_enqueued_at(state).map(|at| (now_ms - at).max(0)),
+            oldest_ready_age_ms: self
+                .oldest_ready_enqueued_at(state)
+                .map(|at| (now_ms - at).max(0)),
             counters: state.counters,
         })
     }
@@ -623,7 +785,9 @@ impl Index {
             if let Some(entry) = self.entries.get(&seq) {
                 oldest = Some(oldest.map_or(entry.enqueued_at_ms, |o| o.min(entry.enqueued_at_ms)));
             }
-            let Some(lower) = priority.checked_sub(1) else { break };
+            let Some(lower) = priority.checked_sub(1) else {
+                break;
+            };
             cursor = state.ready.range((Reverse(lower), 0)..).next().copied();
         }
         oldest
@@ -640,7 +804,11 @@ impl Index {
         Some(MessageStatus {
             message_id: entry.id,
             queue: entry.queue.to_string(),
-            state: if entry.dead_letter.is_some() && state != MessageState::InFlight { MessageState::Dead } else { state },
+            state: if entry.dead_letter.is_some() && state != MessageState::InFlight {
+                MessageState::Dead
+            } else {
+                state
+            },
             idempotency_key: entry.idempotency_key.as_deref().map(str::to_owned),
             key: entry.key.as_deref().map(str::to_owned),
             priority: entry.priority,

@@ -24,7 +24,12 @@ pub struct Payload {
 impl Payload {
     /// Size of the body plus headers, for memory accounting.
     pub fn weight_bytes(&self) -> usize {
-        self.body_bytes.len() + self.headers.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
+        self.body_bytes.len()
+            + self
+                .headers
+                .iter()
+                .map(|(k, v)| k.len() + v.len())
+                .sum::<usize>()
     }
 }
 
@@ -111,13 +116,23 @@ impl Receipt {
         if parts.next().is_some() {
             return None;
         }
-        Some(Self { message_id, lease_number, token })
+        Some(Self {
+            message_id,
+            lease_number,
+            token,
+        })
     }
 }
 
 impl std::fmt::Display for Receipt {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}.{}.{:08x}", self.message_id.as_simple(), self.lease_number, self.token)
+        write!(
+            f,
+            "{}.{}.{:08x}",
+            self.message_id.as_simple(),
+            self.lease_number,
+            self.token
+        )
     }
 }
 
@@ -189,9 +204,20 @@ mod tests {
 
     #[test]
     fn receipts_round_trip_and_reject_garbage() {
-        let receipt = Receipt { message_id: Uuid::now_v7(), lease_number: 3, token: 0xdead_beef };
+        let receipt = Receipt {
+            message_id: Uuid::now_v7(),
+            lease_number: 3,
+            token: 0xdead_beef,
+        };
         assert_eq!(Receipt::parse(&receipt.to_string()), Some(receipt));
-        for garbage in ["", "x", "abc.1.2", &format!("{}.x.1", Uuid::nil()), &format!("{}.1.zz", Uuid::nil()), &format!("{receipt}.1")] {
+        for garbage in [
+            "",
+            "x",
+            "abc.1.2",
+            &format!("{}.x.1", Uuid::nil()),
+            &format!("{}.1.zz", Uuid::nil()),
+            &format!("{receipt}.1"),
+        ] {
             assert_eq!(Receipt::parse(garbage), None, "{garbage}");
         }
     }

@@ -18,10 +18,18 @@ pub fn validate_queue_name(name: &str) -> Result<(), String> {
         return Err("queue name must not be empty".into());
     }
     if name.len() > QUEUE_NAME_LEN_MAX {
-        return Err(format!("queue name is {} characters long; at most {QUEUE_NAME_LEN_MAX} are allowed", name.len()));
+        return Err(format!(
+            "queue name is {} characters long; at most {QUEUE_NAME_LEN_MAX} are allowed",
+            name.len()
+        ));
     }
-    if let Some(bad) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))) {
-        return Err(format!("queue name contains {bad:?}; only A-Z, a-z, 0-9, '_', '.' and '-' are allowed"));
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
+    {
+        return Err(format!(
+            "queue name contains {bad:?}; only A-Z, a-z, 0-9, '_', '.' and '-' are allowed"
+        ));
     }
     Ok(())
 }
@@ -75,7 +83,12 @@ pub struct Backoff {
 
 impl Default for Backoff {
     fn default() -> Self {
-        Self { initial_ms: 1_000, max_ms: 60_000, factor: 2.0, jitter: true }
+        Self {
+            initial_ms: 1_000,
+            max_ms: 60_000,
+            factor: 2.0,
+            jitter: true,
+        }
     }
 }
 
@@ -84,7 +97,11 @@ impl Backoff {
     pub fn ceiling_ms(&self, attempt: u32) -> Millis {
         let exponent = attempt.saturating_sub(1).min(64) as i32;
         let grown = self.initial_ms as f64 * self.factor.powi(exponent);
-        if grown.is_finite() { (grown as Millis).min(self.max_ms) } else { self.max_ms }
+        if grown.is_finite() {
+            (grown as Millis).min(self.max_ms)
+        } else {
+            self.max_ms
+        }
     }
 
     /// The delay to wait after failed attempt number `attempt` (1-based).
@@ -133,7 +150,11 @@ impl QueueConfig {
     /// The configuration given to a dead-letter queue created on behalf of another queue: it
     /// has no dead-letter queue of its own and never gives up on a message.
     pub fn for_dead_letter_queue(name: &str) -> Self {
-        Self { dead_letter_queue: None, max_attempts: 0, ..Self::defaults_for(name) }
+        Self {
+            dead_letter_queue: None,
+            max_attempts: 0,
+            ..Self::defaults_for(name)
+        }
     }
 }
 
@@ -182,9 +203,15 @@ mod tests {
 
     #[test]
     fn backoff_doubles_up_to_the_cap() {
-        let backoff = Backoff { jitter: false, ..Backoff::default() };
+        let backoff = Backoff {
+            jitter: false,
+            ..Backoff::default()
+        };
         let delays: Vec<_> = (1..=8).map(|attempt| backoff.delay_ms(attempt)).collect();
-        assert_eq!(delays, [1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000, 60_000]);
+        assert_eq!(
+            delays,
+            [1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000, 60_000]
+        );
     }
 
     #[test]
@@ -194,7 +221,10 @@ mod tests {
             let ceiling = backoff.ceiling_ms(attempt);
             for _ in 0..50 {
                 let delay = backoff.delay_ms(attempt);
-                assert!(delay >= ceiling / 2 && delay <= ceiling, "{delay} vs {ceiling}");
+                assert!(
+                    delay >= ceiling / 2 && delay <= ceiling,
+                    "{delay} vs {ceiling}"
+                );
             }
         }
     }

@@ -63,7 +63,12 @@ impl QueueSpec {
     /// Applies this spec on top of `base`, validating every field. Errors name the field.
     pub fn apply_to(&self, mut base: QueueConfig) -> Result<QueueConfig, String> {
         if let Some(ms) = self.visibility_timeout_ms {
-            check_range("visibility_timeout_ms", ms, 1, limits::VISIBILITY_TIMEOUT_MS_MAX)?;
+            check_range(
+                "visibility_timeout_ms",
+                ms,
+                1,
+                limits::VISIBILITY_TIMEOUT_MS_MAX,
+            )?;
             base.visibility_timeout_ms = ms;
         }
         if let Some(max_attempts) = self.max_attempts {
@@ -76,16 +81,24 @@ impl QueueSpec {
             if dlq.is_empty() {
                 base.dead_letter_queue = None;
             } else {
-                crate::queue::validate_queue_name(dlq).map_err(|e| format!("dead_letter_queue: {e}"))?;
+                crate::queue::validate_queue_name(dlq)
+                    .map_err(|e| format!("dead_letter_queue: {e}"))?;
                 base.dead_letter_queue = Some(dlq.clone());
             }
         }
         if let Some(bytes) = self.max_message_bytes {
-            check_range("max_message_bytes", bytes as i64, 1, limits::MESSAGE_BYTES_MAX as i64)?;
+            check_range(
+                "max_message_bytes",
+                bytes as i64,
+                1,
+                limits::MESSAGE_BYTES_MAX as i64,
+            )?;
             base.max_message_bytes = bytes;
         }
         if let Some(ordering) = &self.ordering {
-            base.ordering = Ordering::parse(ordering).ok_or_else(|| format!("ordering: {ordering:?} is not one of unordered, fifo, per_key"))?;
+            base.ordering = Ordering::parse(ordering).ok_or_else(|| {
+                format!("ordering: {ordering:?} is not one of unordered, fifo, per_key")
+            })?;
         }
         if let Some(ms) = self.dedup_window_ms {
             check_range("dedup_window_ms", ms, 0, limits::DEDUP_WINDOW_MS_MAX)?;
@@ -107,7 +120,9 @@ impl BackoffSpec {
         }
         if let Some(factor) = self.factor {
             if !(1.0..=100.0).contains(&factor) {
-                return Err(format!("backoff.factor must be between 1 and 100, got {factor}"));
+                return Err(format!(
+                    "backoff.factor must be between 1 and 100, got {factor}"
+                ));
             }
             base.factor = factor;
         }
@@ -115,7 +130,10 @@ impl BackoffSpec {
             base.jitter = jitter;
         }
         if base.max_ms < base.initial_ms {
-            return Err(format!("backoff.max_ms ({}) is less than backoff.initial_ms ({})", base.max_ms, base.initial_ms));
+            return Err(format!(
+                "backoff.max_ms ({}) is less than backoff.initial_ms ({})",
+                base.max_ms, base.initial_ms
+            ));
         }
         Ok(base)
     }
@@ -123,7 +141,9 @@ impl BackoffSpec {
 
 fn check_range(field: &str, value: i64, min: i64, max: i64) -> Result<(), String> {
     if value < min || value > max {
-        return Err(format!("{field} must be between {min} and {max}, got {value}"));
+        return Err(format!(
+            "{field} must be between {min} and {max}, got {value}"
+        ));
     }
     Ok(())
 }
@@ -257,7 +277,11 @@ pub struct MessageIn {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// Any JSON value.
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schema(value_type = Object)]
     pub body: Option<Box<RawValue>>,
     /// Bytes, standard base64.
@@ -281,7 +305,9 @@ pub struct MessageIn {
 }
 
 /// Deserializes a present field as `Some`, even when it is JSON `null`.
-fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(deserializer: D) -> Result<Option<T>, D::Error> {
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Option<T>, D::Error> {
     T::deserialize(deserializer).map(Some)
 }
 
@@ -558,18 +584,41 @@ mod tests {
         assert_eq!(config.dead_letter_queue.as_deref(), Some("q.dlq"));
         assert_eq!(config.max_message_bytes, 1 << 20);
         assert_eq!(config.dedup_window_ms, 86_400_000);
-        assert_eq!(config.backoff, Backoff { initial_ms: 1_000, max_ms: 60_000, factor: 2.0, jitter: true });
+        assert_eq!(
+            config.backoff,
+            Backoff {
+                initial_ms: 1_000,
+                max_ms: 60_000,
+                factor: 2.0,
+                jitter: true
+            }
+        );
     }
 
     #[test]
     fn invalid_fields_are_named_in_the_error() {
         for (spec, field) in [
-            (serde_json::json!({"visibility_timeout_ms": 0}), "visibility_timeout_ms"),
+            (
+                serde_json::json!({"visibility_timeout_ms": 0}),
+                "visibility_timeout_ms",
+            ),
             (serde_json::json!({"ordering": "random"}), "ordering"),
-            (serde_json::json!({"backoff": {"factor": 0.5}}), "backoff.factor"),
-            (serde_json::json!({"backoff": {"initial_ms": 5000, "max_ms": 10}}), "backoff.max_ms"),
-            (serde_json::json!({"dead_letter_queue": "bad name"}), "dead_letter_queue"),
-            (serde_json::json!({"max_message_bytes": 0}), "max_message_bytes"),
+            (
+                serde_json::json!({"backoff": {"factor": 0.5}}),
+                "backoff.factor",
+            ),
+            (
+                serde_json::json!({"backoff": {"initial_ms": 5000, "max_ms": 10}}),
+                "backoff.max_ms",
+            ),
+            (
+                serde_json::json!({"dead_letter_queue": "bad name"}),
+                "dead_letter_queue",
+            ),
+            (
+                serde_json::json!({"max_message_bytes": 0}),
+                "max_message_bytes",
+            ),
             (serde_json::json!({"colour": "red"}), "colour"),
         ] {
             let error = check(spec.clone()).unwrap_err();
@@ -580,7 +629,10 @@ mod tests {
     #[test]
     fn a_null_body_is_present_but_a_missing_one_is_not() {
         let null: MessageIn = serde_json::from_str(r#"{"body": null}"#).unwrap();
-        assert_eq!(null.body.map(|raw| raw.get().to_owned()).as_deref(), Some("null"));
+        assert_eq!(
+            null.body.map(|raw| raw.get().to_owned()).as_deref(),
+            Some("null")
+        );
         let missing: MessageIn = serde_json::from_str(r#"{"body_base64": "AA=="}"#).unwrap();
         assert!(missing.body.is_none());
     }

@@ -72,8 +72,10 @@ impl Config {
     pub fn load(options: &ServeOptions) -> Result<Self, String> {
         let raw = match &options.config_path {
             Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
-                toml::from_str::<RawConfig>(&text).map_err(|e| format!("config file {}: {e}", path.display()))?
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
+                toml::from_str::<RawConfig>(&text)
+                    .map_err(|e| format!("config file {}: {e}", path.display()))?
             }
             None => RawConfig::default(),
         };
@@ -82,9 +84,20 @@ impl Config {
 
     /// Validates a raw config with the command-line flags on top.
     pub fn from_raw(raw: RawConfig, options: &ServeOptions) -> Result<Self, String> {
-        let listen = options.listen.clone().or(raw.server.listen).unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
-        let listen = listen.parse().map_err(|e| format!("listen address {listen:?}: {e}"))?;
-        let durability = match options.durability.clone().or(raw.server.durability).as_deref() {
+        let listen = options
+            .listen
+            .clone()
+            .or(raw.server.listen)
+            .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+        let listen = listen
+            .parse()
+            .map_err(|e| format!("listen address {listen:?}: {e}"))?;
+        let durability = match options
+            .durability
+            .clone()
+            .or(raw.server.durability)
+            .as_deref()
+        {
             None | Some("fsync") => Durability::Fsync,
             Some("os") => Durability::Os,
             Some(other) => return Err(format!("durability {other:?} is not one of fsync, os")),
@@ -92,12 +105,18 @@ impl Config {
         let mut queues = Vec::new();
         for (name, spec) in raw.queues {
             validate_queue_name(&name).map_err(|e| format!("[queues.{name}]: {e}"))?;
-            let config = spec.apply_to(QueueConfig::defaults_for(&name)).map_err(|e| format!("[queues.{name}]: {e}"))?;
+            let config = spec
+                .apply_to(QueueConfig::defaults_for(&name))
+                .map_err(|e| format!("[queues.{name}]: {e}"))?;
             queues.push((name, config));
         }
         Ok(Self {
             listen,
-            data_dir: options.data_dir.clone().or(raw.server.data_dir).unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)),
+            data_dir: options
+                .data_dir
+                .clone()
+                .or(raw.server.data_dir)
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)),
             durability,
             payload_cache_bytes: raw.server.payload_cache_bytes.unwrap_or(64 << 20),
             acked_retention_ms: raw.server.acked_retention_ms.unwrap_or(60 * 60 * 1000),
@@ -123,14 +142,26 @@ mod tests {
         let from_file = check(text, ServeOptions::default()).unwrap();
         let defaults = Config::from_raw(RawConfig::default(), &ServeOptions::default()).unwrap();
         assert_eq!(format!("{from_file:?}"), format!("{defaults:?}"));
-        let commented_queue: String = text.lines().filter_map(|line| line.strip_prefix("# ")).filter(|line| line.starts_with('[') || line.contains(" = ")).map(|line| format!("{line}\n")).collect();
+        let commented_queue: String = text
+            .lines()
+            .filter_map(|line| line.strip_prefix("# "))
+            .filter(|line| line.starts_with('[') || line.contains(" = "))
+            .map(|line| format!("{line}\n"))
+            .collect();
         let queue = check(&commented_queue, ServeOptions::default()).unwrap();
         assert_eq!(queue.queues[0].1, QueueConfig::defaults_for("orders"));
     }
 
     #[test]
     fn flags_win_over_the_file_and_defaults_fill_the_rest() {
-        let config = check("[server]\nlisten = \"127.0.0.1:9\"\ndurability = \"os\"\n", ServeOptions { listen: Some("127.0.0.1:0".into()), ..Default::default() }).unwrap();
+        let config = check(
+            "[server]\nlisten = \"127.0.0.1:9\"\ndurability = \"os\"\n",
+            ServeOptions {
+                listen: Some("127.0.0.1:0".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
         assert_eq!(config.listen.port(), 0);
         assert_eq!(config.durability, Durability::Os);
         assert_eq!(config.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
@@ -138,11 +169,26 @@ mod tests {
 
     #[test]
     fn queues_in_the_file_are_validated() {
-        let config = check("[queues.orders]\nordering = \"per_key\"\nmax_attempts = 3\n", ServeOptions::default()).unwrap();
+        let config = check(
+            "[queues.orders]\nordering = \"per_key\"\nmax_attempts = 3\n",
+            ServeOptions::default(),
+        )
+        .unwrap();
         assert_eq!(config.queues[0].0, "orders");
         assert_eq!(config.queues[0].1.max_attempts, 3);
-        assert!(check("[queues.orders]\nordering = \"sideways\"\n", ServeOptions::default()).unwrap_err().contains("ordering"));
+        assert!(
+            check(
+                "[queues.orders]\nordering = \"sideways\"\n",
+                ServeOptions::default()
+            )
+            .unwrap_err()
+            .contains("ordering")
+        );
         assert!(check("[queues.\"bad name\"]\n", ServeOptions::default()).is_err());
-        assert!(check("[server]\nport = 1\n", ServeOptions::default()).unwrap_err().contains("port"));
+        assert!(
+            check("[server]\nport = 1\n", ServeOptions::default())
+                .unwrap_err()
+                .contains("port")
+        );
     }
 }

@@ -23,7 +23,12 @@ pub struct ApiError {
 
 impl ApiError {
     fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self { status, code, message: message.into(), details: None }
+        Self {
+            status,
+            code,
+            message: message.into(),
+            details: None,
+        }
     }
 
     /// 400: the body is not JSON of the expected shape.
@@ -38,7 +43,11 @@ impl ApiError {
 
     /// 404: no such queue.
     pub fn queue_not_found(queue: &str) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "queue_not_found", format!("queue {queue:?} does not exist"))
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "queue_not_found",
+            format!("queue {queue:?} does not exist"),
+        )
     }
 
     /// 404: no such message.
@@ -48,12 +57,20 @@ impl ApiError {
 
     /// 404: no such route.
     pub fn route_not_found() -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", "no such route; see GET /v1/openapi.json")
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "no such route; see GET /v1/openapi.json",
+        )
     }
 
     /// 405.
     pub fn method_not_allowed() -> Self {
-        Self::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this route does not take that method")
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "this route does not take that method",
+        )
     }
 
     /// 409: stale receipt.
@@ -85,7 +102,13 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = ErrorBody { error: ErrorDetail { code: self.code.to_owned(), message: self.message, details: self.details } };
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code.to_owned(),
+                message: self.message,
+                details: self.details,
+            },
+        };
         (self.status, Json(body)).into_response()
     }
 }
@@ -102,7 +125,11 @@ impl From<StoreError> for ApiError {
             }
             StoreError::Other(source) => {
                 tracing::error!(error = %source, "internal store error");
-                Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error; see the server log")
+                Self::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "internal error; see the server log",
+                )
             }
         }
     }
@@ -112,7 +139,9 @@ impl From<LeaseError> for ApiError {
     fn from(error: LeaseError) -> Self {
         match error {
             LeaseError::Stale | LeaseError::NotInQueue => Self::stale_receipt(error.to_string()),
-            LeaseError::NoDeadLetterQueue => Self::invalid_field("permanent: the queue has no dead-letter queue"),
+            LeaseError::NoDeadLetterQueue => {
+                Self::invalid_field("permanent: the queue has no dead-letter queue")
+            }
         }
     }
 }
@@ -129,12 +158,20 @@ impl From<BytesRejection> for ApiError {
 
 impl From<PathRejection> for ApiError {
     fn from(rejection: PathRejection) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "malformed_path", rejection.body_text())
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "malformed_path",
+            rejection.body_text(),
+        )
     }
 }
 
 impl From<QueryRejection> for ApiError {
     fn from(rejection: QueryRejection) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "malformed_query", rejection.body_text())
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "malformed_query",
+            rejection.body_text(),
+        )
     }
 }

@@ -43,7 +43,9 @@ pub async fn serve(options: ServeOptions) -> Result<(), BoxError> {
     let mut config = Config::load(&options)?;
     // Test-clock mode is for integration tests only, so it has no flag and no config key.
     config.test_clock = std::env::var("SLUICE_TEST_CLOCK").is_ok_and(|v| v == "1");
-    let listener = TcpListener::bind(config.listen).await.map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     let address = listener.local_addr()?;
     run(config, listener, shutdown_signal(), move || {
         println!("sluice listening on http://{address}");
@@ -52,7 +54,12 @@ pub async fn serve(options: ServeOptions) -> Result<(), BoxError> {
 }
 
 /// Serves on `listener` until `shutdown` completes; `on_ready` runs once the store is open.
-pub async fn run(config: Config, listener: TcpListener, shutdown: impl Future<Output = ()> + Send + 'static, on_ready: impl FnOnce()) -> Result<(), BoxError> {
+pub async fn run(
+    config: Config,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    on_ready: impl FnOnce(),
+) -> Result<(), BoxError> {
     let (clock, manual_clock): (Arc<dyn Clock>, Option<ManualClock>) = if config.test_clock {
         let manual = ManualClock::new(SystemClock.now_ms());
         (Arc::new(manual.clone()), Some(manual))
@@ -65,16 +72,33 @@ pub async fn run(config: Config, listener: TcpListener, shutdown: impl Future<Ou
     options.payload_cache_bytes = config.payload_cache_bytes;
     options.acked_retention_ms = config.acked_retention_ms;
     let open_clock = clock.clone();
-    let store = tokio::task::spawn_blocking(move || SharedSqliteStore::open(options, open_clock.now_ms())).await??;
+    let store =
+        tokio::task::spawn_blocking(move || SharedSqliteStore::open(options, open_clock.now_ms()))
+            .await??;
     let store: Arc<dyn Store> = Arc::new(store);
     for (name, queue_config) in &config.queues {
-        store.queue_put(QueuePutParams { name: name.clone(), config: queue_config.clone(), now_ms: clock.now_ms() }).await?;
+        store
+            .queue_put(QueuePutParams {
+                name: name.clone(),
+                config: queue_config.clone(),
+                now_ms: clock.now_ms(),
+            })
+            .await?;
     }
     tracing::info!(data_dir = %config.data_dir.display(), durability = ?config.durability, elapsed_ms = started.elapsed().as_millis() as u64, "store open");
 
     let shutting_down = Arc::new(AtomicBool::new(false));
-    let state = api::AppState { store: store.clone(), clock: clock.clone(), manual_clock, shutting_down: shutting_down.clone() };
-    let maintenance = tokio::spawn(maintenance::run(store.clone(), clock.clone(), shutting_down.clone()));
+    let state = api::AppState {
+        store: store.clone(),
+        clock: clock.clone(),
+        manual_clock,
+        shutting_down: shutting_down.clone(),
+    };
+    let maintenance = tokio::spawn(maintenance::run(
+        store.clone(),
+        clock.clone(),
+        shutting_down.clone(),
+    ));
     let app = api::router(state);
     on_ready();
     tracing::info!(listen = %listener.local_addr()?, "listening");

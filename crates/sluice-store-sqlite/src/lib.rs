@@ -58,7 +58,12 @@ pub struct SqliteOptions {
 impl SqliteOptions {
     /// Defaults for a data directory.
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
-        Self { data_dir: data_dir.into(), durability: Durability::Fsync, payload_cache_bytes: 64 << 20, acked_retention_ms: 60 * 60 * 1000 }
+        Self {
+            data_dir: data_dir.into(),
+            durability: Durability::Fsync,
+            payload_cache_bytes: 64 << 20,
+            acked_retention_ms: 60 * 60 * 1000,
+        }
     }
 }
 
@@ -76,7 +81,9 @@ pub struct SqliteStore {
 
 impl std::fmt::Debug for SqliteStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqliteStore").field("db_path", &self.db_path).finish_non_exhaustive()
+        f.debug_struct("SqliteStore")
+            .field("db_path", &self.db_path)
+            .finish_non_exhaustive()
     }
 }
 
@@ -84,7 +91,9 @@ impl std::fmt::Debug for SqliteStore {
 fn store_error(error: rusqlite::Error) -> StoreError {
     use rusqlite::ErrorCode::*;
     match error.sqlite_error_code() {
-        Some(DiskFull | SystemIoFailure | CannotOpen | ReadOnly | DatabaseBusy | DatabaseLocked) => StoreError::Unavailable(error.to_string()),
+        Some(
+            DiskFull | SystemIoFailure | CannotOpen | ReadOnly | DatabaseBusy | DatabaseLocked,
+        ) => StoreError::Unavailable(error.to_string()),
         _ => StoreError::Other(Box::new(error)),
     }
 }
@@ -92,7 +101,9 @@ fn store_error(error: rusqlite::Error) -> StoreError {
 impl SqliteStore {
     /// Opens (or creates) the store and rebuilds the dispatch index from disk.
     pub fn open(options: SqliteOptions, now_ms: Millis) -> StoreResult<Self> {
-        std::fs::create_dir_all(&options.data_dir).map_err(|e| StoreError::Unavailable(format!("cannot create {}: {e}", options.data_dir.display())))?;
+        std::fs::create_dir_all(&options.data_dir).map_err(|e| {
+            StoreError::Unavailable(format!("cannot create {}: {e}", options.data_dir.display()))
+        })?;
         let db_path = options.data_dir.join("sluice.db");
         let conn = Connection::open(&db_path).map_err(store_error)?;
         schema::open_writer(&conn, options.durability).map_err(store_error)?;
@@ -101,7 +112,13 @@ impl SqliteStore {
         let index = Arc::new(Mutex::new(index));
         let notifier = Arc::new(Notifier::default());
         let (sender, receiver) = std::sync::mpsc::channel();
-        let writer = Writer { conn, index: index.clone(), notifier: notifier.clone(), next_seq, payload_cache_bytes: options.payload_cache_bytes };
+        let writer = Writer {
+            conn,
+            index: index.clone(),
+            notifier: notifier.clone(),
+            next_seq,
+            payload_cache_bytes: options.payload_cache_bytes,
+        };
         let writer_thread = std::thread::Builder::new()
             .name("sluice-sqlite-writer".into())
             .spawn(move || writer.run(receiver))
@@ -125,22 +142,35 @@ impl SqliteStore {
 
     fn send(&self, op: WriteOp) -> StoreResult<()> {
         let writer = self.writer.lock();
-        let sender = writer.as_ref().ok_or_else(|| StoreError::Unavailable("the store is closed".into()))?;
-        sender.send(op).map_err(|_| StoreError::Unavailable("the writer thread has stopped".into()))
+        let sender = writer
+            .as_ref()
+            .ok_or_else(|| StoreError::Unavailable("the store is closed".into()))?;
+        sender
+            .send(op)
+            .map_err(|_| StoreError::Unavailable("the writer thread has stopped".into()))
     }
 
     async fn wait<T>(reply: oneshot::Receiver<StoreResult<T>>) -> StoreResult<T> {
-        reply.await.map_err(|_| StoreError::Unavailable("the writer thread has stopped".into()))?
+        reply
+            .await
+            .map_err(|_| StoreError::Unavailable("the writer thread has stopped".into()))?
     }
 
     /// Runs `f` on a pooled read-only connection, off the async threads.
-    async fn read<T: Send + 'static>(self: &Arc<Self>, f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static) -> StoreResult<T> {
+    async fn read<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> StoreResult<T> {
         let store = self.clone();
         tokio::task::spawn_blocking(move || {
             let conn = match store.readers.lock().pop() {
                 Some(conn) => conn,
                 None => {
-                    let conn = Connection::open_with_flags(&store.db_path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX).map_err(store_error)?;
+                    let conn = Connection::open_with_flags(
+                        &store.db_path,
+                        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                    )
+                    .map_err(store_error)?;
                     schema::open_reader(&conn).map_err(store_error)?;
                     conn
                 }
@@ -154,10 +184,20 @@ impl SqliteStore {
     }
 
     fn queue_info(&self, index: &Index, name: &str, now_ms: Millis) -> StoreResult<QueueInfo> {
-        let config = index.queue_config(name).ok_or_else(|| StoreError::QueueNotFound(name.to_owned()))?;
+        let config = index
+            .queue_config(name)
+            .ok_or_else(|| StoreError::QueueNotFound(name.to_owned()))?;
         let depth = index.depth(name, now_ms).unwrap_or_default();
-        let dead_letter_depth = config.dead_letter_queue.as_deref().map(|dlq| index.queue_len(dlq));
-        Ok(QueueInfo { name: name.to_owned(), config: (*config).clone(), depth, dead_letter_depth })
+        let dead_letter_depth = config
+            .dead_letter_queue
+            .as_deref()
+            .map(|dlq| index.queue_len(dlq));
+        Ok(QueueInfo {
+            name: name.to_owned(),
+            config: (*config).clone(),
+            depth,
+            dead_letter_depth,
+        })
     }
 }
 
@@ -179,16 +219,21 @@ impl Store for SharedSqliteStore {
         let (created, dlq_to_create) = {
             let index = store.index.lock();
             let existing = index.queue_config(&params.name);
-            if let Some(existing) = &existing {
-                if existing.ordering != params.config.ordering && index.queue_len(&params.name) > 0 {
-                    return Err(StoreError::Conflict(format!(
-                        "cannot change ordering from {} to {} while the queue holds messages",
-                        existing.ordering.as_str(),
-                        params.config.ordering.as_str()
-                    )));
-                }
+            if let Some(existing) = &existing
+                && existing.ordering != params.config.ordering
+                && index.queue_len(&params.name) > 0
+            {
+                return Err(StoreError::Conflict(format!(
+                    "cannot change ordering from {} to {} while the queue holds messages",
+                    existing.ordering.as_str(),
+                    params.config.ordering.as_str()
+                )));
             }
-            let dlq = params.config.dead_letter_queue.clone().filter(|dlq| index.queue_config(dlq).is_none() && dlq != &params.name);
+            let dlq = params
+                .config
+                .dead_letter_queue
+                .clone()
+                .filter(|dlq| index.queue_config(dlq).is_none() && dlq != &params.name);
             (existing.is_none(), dlq)
         };
         let mut queues = vec![(params.name.clone(), params.config.clone())];
@@ -196,14 +241,26 @@ impl Store for SharedSqliteStore {
             queues.push((dlq.clone(), QueueConfig::for_dead_letter_queue(dlq)));
         }
         let (reply, wait) = oneshot::channel();
-        let rows = queues.iter().map(|(name, config)| (name.clone(), config_to_json(config))).collect();
-        store.send(WriteOp::QueuePut { queues: rows, now_ms: params.now_ms, reply })?;
+        let rows = queues
+            .iter()
+            .map(|(name, config)| (name.clone(), config_to_json(config)))
+            .collect();
+        store.send(WriteOp::QueuePut {
+            queues: rows,
+            now_ms: params.now_ms,
+            reply,
+        })?;
         SqliteStore::wait(wait).await?;
         let mut index = store.index.lock();
         for (name, config) in queues {
-            index.queue_put(&name, config).map_err(StoreError::Conflict)?;
+            index
+                .queue_put(&name, config)
+                .map_err(StoreError::Conflict)?;
         }
-        Ok(QueuePut { created, dead_letter_created: dlq_to_create.is_some() })
+        Ok(QueuePut {
+            created,
+            dead_letter_created: dlq_to_create.is_some(),
+        })
     }
 
     async fn queue_get(&self, name: &str, now_ms: Millis) -> StoreResult<QueueInfo> {
@@ -213,7 +270,11 @@ impl Store for SharedSqliteStore {
 
     async fn queue_list(&self, now_ms: Millis) -> StoreResult<Vec<QueueInfo>> {
         let index = self.0.index.lock();
-        index.queue_names().iter().map(|name| self.0.queue_info(&index, name, now_ms)).collect()
+        index
+            .queue_names()
+            .iter()
+            .map(|name| self.0.queue_info(&index, name, now_ms))
+            .collect()
     }
 
     async fn queue_delete(&self, name: &str) -> StoreResult<u64> {
@@ -226,15 +287,28 @@ impl Store for SharedSqliteStore {
             let users: Vec<_> = index
                 .queue_names()
                 .into_iter()
-                .filter(|other| &**other != name && index.queue_config(other).and_then(|c| c.dead_letter_queue.clone()).as_deref() == Some(name))
+                .filter(|other| {
+                    &**other != name
+                        && index
+                            .queue_config(other)
+                            .and_then(|c| c.dead_letter_queue.clone())
+                            .as_deref()
+                            == Some(name)
+                })
                 .collect();
             if !users.is_empty() {
                 let users: Vec<&str> = users.iter().map(|u| &**u).collect();
-                return Err(StoreError::Conflict(format!("queue {name:?} is the dead-letter queue of {}; delete those first", users.join(", "))));
+                return Err(StoreError::Conflict(format!(
+                    "queue {name:?} is the dead-letter queue of {}; delete those first",
+                    users.join(", ")
+                )));
             }
         }
         let (reply, wait) = oneshot::channel();
-        store.send(WriteOp::QueueDelete { name: name.to_owned(), reply })?;
+        store.send(WriteOp::QueueDelete {
+            name: name.to_owned(),
+            reply,
+        })?;
         SqliteStore::wait(wait).await?;
         let removed = store.index.lock().queue_remove(name);
         store.notifier.wake(name);
@@ -245,11 +319,22 @@ impl Store for SharedSqliteStore {
         let store = &self.0;
         let (queue, dedup_window_ms) = {
             let index = store.index.lock();
-            let config = index.queue_config(&params.queue).ok_or_else(|| StoreError::QueueNotFound(params.queue.clone()))?;
-            (index.queue_name(&params.queue).expect("config found"), config.dedup_window_ms)
+            let config = index
+                .queue_config(&params.queue)
+                .ok_or_else(|| StoreError::QueueNotFound(params.queue.clone()))?;
+            (
+                index.queue_name(&params.queue).expect("config found"),
+                config.dedup_window_ms,
+            )
         };
         let (reply, wait) = oneshot::channel();
-        store.send(WriteOp::Enqueue { queue, dedup_window_ms, now_ms: params.now_ms, messages: params.messages, reply })?;
+        store.send(WriteOp::Enqueue {
+            queue,
+            dedup_window_ms,
+            now_ms: params.now_ms,
+            messages: params.messages,
+            reply,
+        })?;
         SqliteStore::wait(wait).await
     }
 
@@ -257,36 +342,64 @@ impl Store for SharedSqliteStore {
         let store = &self.0;
         let (claimed, next_change_at_ms) = {
             let mut index = store.index.lock();
-            let config = index.queue_config(&params.queue).ok_or_else(|| StoreError::QueueNotFound(params.queue.clone()))?;
+            let config = index
+                .queue_config(&params.queue)
+                .ok_or_else(|| StoreError::QueueNotFound(params.queue.clone()))?;
             let changes = index.tick_queue(&params.queue, params.now_ms);
             if !changes.is_empty() {
                 if let Some(dlq) = &config.dead_letter_queue {
                     store.notifier.wake(dlq);
                 }
-                store.send(WriteOp::Apply { changes, now_ms: params.now_ms, reply: None })?;
+                store.send(WriteOp::Apply {
+                    changes,
+                    now_ms: params.now_ms,
+                    reply: None,
+                })?;
             }
             let lease_ms = params.lease_ms.unwrap_or(config.visibility_timeout_ms);
-            let claimed = index.claim(&params.queue, params.max, lease_ms, params.now_ms, rand::random);
+            let claimed = index.claim(
+                &params.queue,
+                params.max,
+                lease_ms,
+                params.now_ms,
+                rand::random,
+            );
             if !claimed.is_empty() {
-                let records = claimed.iter().map(|c| (c.seq, c.message.attempts, c.message.first_received_at_ms)).collect();
+                let records = claimed
+                    .iter()
+                    .map(|c| (c.seq, c.message.attempts, c.message.first_received_at_ms))
+                    .collect();
                 store.send(WriteOp::Claimed { records })?;
             }
             (claimed, index.next_change_at(&params.queue))
         };
-        let missing: Vec<Seq> = claimed.iter().filter(|c| !c.payload_cached).map(|c| c.seq).collect();
-        let mut payloads = if missing.is_empty() { Vec::new() } else { self.0.read(move |conn| read_payloads(conn, &missing)).await? };
+        let missing: Vec<Seq> = claimed
+            .iter()
+            .filter(|c| !c.payload_cached)
+            .map(|c| c.seq)
+            .collect();
+        let mut payloads = if missing.is_empty() {
+            Vec::new()
+        } else {
+            self.0
+                .read(move |conn| read_payloads(conn, &missing))
+                .await?
+        };
         let messages = claimed
             .into_iter()
             .map(|mut c| {
-                if !c.payload_cached {
-                    if let Some(position) = payloads.iter().position(|(seq, _)| *seq == c.seq) {
-                        c.message.payload = Arc::new(payloads.swap_remove(position).1);
-                    }
+                if !c.payload_cached
+                    && let Some(position) = payloads.iter().position(|(seq, _)| *seq == c.seq)
+                {
+                    c.message.payload = Arc::new(payloads.swap_remove(position).1);
                 }
                 c.message
             })
             .collect();
-        Ok(Claim { messages, next_change_at_ms })
+        Ok(Claim {
+            messages,
+            next_change_at_ms,
+        })
     }
 
     async fn message_ack(&self, params: AckParams) -> StoreResult<Vec<Result<(), LeaseError>>> {
@@ -312,7 +425,11 @@ impl Store for SharedSqliteStore {
             } else {
                 let (reply, wait) = oneshot::channel();
                 // Sent under the index lock so the disk sees changes in the order the index made them.
-                store.send(WriteOp::Ack { seqs, now_ms: params.now_ms, reply })?;
+                store.send(WriteOp::Ack {
+                    seqs,
+                    now_ms: params.now_ms,
+                    reply,
+                })?;
                 Some(wait)
             }
         };
@@ -332,9 +449,20 @@ impl Store for SharedSqliteStore {
             if index.queue_config(&params.queue).is_none() {
                 return Err(StoreError::QueueNotFound(params.queue));
             }
-            let (change, outcome) = index.nack(&params.queue, &params.receipt, error, params.delay_ms, params.permanent, params.now_ms)?;
+            let (change, outcome) = index.nack(
+                &params.queue,
+                &params.receipt,
+                error,
+                params.delay_ms,
+                params.permanent,
+                params.now_ms,
+            )?;
             let (reply, wait) = oneshot::channel();
-            store.send(WriteOp::Apply { changes: vec![change], now_ms: params.now_ms, reply: Some(reply) })?;
+            store.send(WriteOp::Apply {
+                changes: vec![change],
+                now_ms: params.now_ms,
+                reply: Some(reply),
+            })?;
             (outcome, wait)
         };
         SqliteStore::wait(wait).await?;
@@ -350,7 +478,12 @@ impl Store for SharedSqliteStore {
         if index.queue_config(&params.queue).is_none() {
             return Err(StoreError::QueueNotFound(params.queue));
         }
-        Ok(index.extend(&params.queue, &params.receipt, params.timeout_ms, params.now_ms)?)
+        Ok(index.extend(
+            &params.queue,
+            &params.receipt,
+            params.timeout_ms,
+            params.now_ms,
+        )?)
     }
 
     async fn message_get(&self, params: MessageGetParams) -> StoreResult<Option<MessageStatus>> {
@@ -363,14 +496,22 @@ impl Store for SharedSqliteStore {
             MessageRef::IdempotencyKey(key) => {
                 let queue = params.queue.clone();
                 let now_ms = params.now_ms;
-                let found = store.read(move |conn| find_by_idempotency_key(conn, &queue, &key, now_ms)).await?;
+                let found = store
+                    .read(move |conn| find_by_idempotency_key(conn, &queue, &key, now_ms))
+                    .await?;
                 match found {
                     Some(id) => id,
                     None => return Ok(None),
                 }
             }
         };
-        let belongs = |status: &MessageStatus| status.queue == params.queue || status.dead_letter.as_ref().is_some_and(|d| d.source_queue == params.queue);
+        let belongs = |status: &MessageStatus| {
+            status.queue == params.queue
+                || status
+                    .dead_letter
+                    .as_ref()
+                    .is_some_and(|d| d.source_queue == params.queue)
+        };
         if let Some(status) = store.index.lock().status(&id) {
             return Ok(Some(status).filter(belongs));
         }
@@ -382,10 +523,17 @@ impl Store for SharedSqliteStore {
         let store = &self.0;
         let changes = store.index.lock().tick_all(now_ms);
         if !changes.is_empty() {
-            store.send(WriteOp::Apply { changes, now_ms, reply: None })?;
+            store.send(WriteOp::Apply {
+                changes,
+                now_ms,
+                reply: None,
+            })?;
             store.notifier.wake_all();
         }
-        store.send(WriteOp::Cleanup { now_ms, acked_before_ms: now_ms - store.options.acked_retention_ms })
+        store.send(WriteOp::Cleanup {
+            now_ms,
+            acked_before_ms: now_ms - store.options.acked_retention_ms,
+        })
     }
 
     fn notifier(&self) -> Arc<Notifier> {
@@ -424,7 +572,8 @@ fn truncate(mut text: String) -> String {
 }
 
 fn read_payloads(conn: &Connection, seqs: &[Seq]) -> rusqlite::Result<Vec<(Seq, Payload)>> {
-    let mut statement = conn.prepare_cached("SELECT body, body_kind, headers FROM messages WHERE seq = ?1")?;
+    let mut statement =
+        conn.prepare_cached("SELECT body, body_kind, headers FROM messages WHERE seq = ?1")?;
     let mut payloads = Vec::with_capacity(seqs.len());
     for &seq in seqs {
         let row = statement
@@ -432,7 +581,13 @@ fn read_payloads(conn: &Connection, seqs: &[Seq]) -> rusqlite::Result<Vec<(Seq, 
                 let body: Option<Vec<u8>> = row.get(0)?;
                 let kind: u8 = row.get(1)?;
                 let headers: Option<String> = row.get(2)?;
-                Ok(Payload { body_bytes: body.unwrap_or_default(), body_kind: kind, headers: headers.and_then(|h| serde_json::from_str(&h).ok()).unwrap_or_default() })
+                Ok(Payload {
+                    body_bytes: body.unwrap_or_default(),
+                    body_kind: kind,
+                    headers: headers
+                        .and_then(|h| serde_json::from_str(&h).ok())
+                        .unwrap_or_default(),
+                })
             })
             .optional()?;
         if let Some(payload) = row {
@@ -442,9 +597,16 @@ fn read_payloads(conn: &Connection, seqs: &[Seq]) -> rusqlite::Result<Vec<(Seq, 
     Ok(payloads)
 }
 
-fn find_by_idempotency_key(conn: &Connection, queue: &str, key: &str, now_ms: Millis) -> rusqlite::Result<Option<Uuid>> {
+fn find_by_idempotency_key(
+    conn: &Connection,
+    queue: &str,
+    key: &str,
+    now_ms: Millis,
+) -> rusqlite::Result<Option<Uuid>> {
     let found: Option<Vec<u8>> = conn
-        .prepare_cached("SELECT message_id FROM idempotency WHERE queue = ?1 AND key = ?2 AND expires_at > ?3")?
+        .prepare_cached(
+            "SELECT message_id FROM idempotency WHERE queue = ?1 AND key = ?2 AND expires_at > ?3",
+        )?
         .query_row(params![queue, key, now_ms], |row| row.get(0))
         .optional()?;
     Ok(found.and_then(|bytes| Uuid::from_slice(&bytes).ok()))

@@ -19,7 +19,9 @@ use crate::schema::STATE_LIVE;
 /// Loads queues and live messages into `index`; returns the next free seq.
 pub fn load(conn: &Connection, index: &mut Index, now_ms: Millis) -> rusqlite::Result<Seq> {
     let mut statement = conn.prepare("SELECT name, config FROM queues")?;
-    let queues = statement.query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))?;
+    let queues = statement.query_map([], |row| {
+        Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+    })?;
     for queue in queues {
         let (name, config) = queue?;
         let config = serde_json::from_str::<QueueSpec>(&config)
@@ -29,7 +31,9 @@ pub fn load(conn: &Connection, index: &mut Index, now_ms: Millis) -> rusqlite::R
                 tracing::warn!(queue = %name, %error, "stored queue config is unreadable; using defaults");
                 QueueConfig::defaults_for(&name)
             });
-        index.queue_put(&name, config).map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?;
+        index
+            .queue_put(&name, config)
+            .map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?;
     }
     let mut statement = conn.prepare(
         "SELECT seq, id, queue, priority, msg_key, idempotency_key, visible_at, enqueued_at, attempts, first_received_at, last_error,
@@ -40,11 +44,23 @@ pub fn load(conn: &Connection, index: &mut Index, now_ms: Millis) -> rusqlite::R
     let mut loaded = 0u64;
     while let Some(row) = rows.next()? {
         let queue: String = row.get(2)?;
-        let Some(queue) = index.queue_name(&queue) else { continue };
+        let Some(queue) = index.queue_name(&queue) else {
+            continue;
+        };
         let id: Vec<u8> = row.get(1)?;
-        let Ok(id) = Uuid::from_slice(&id) else { continue };
+        let Ok(id) = Uuid::from_slice(&id) else {
+            continue;
+        };
         let key: Option<String> = row.get(4)?;
-        let mut entry = Entry::new(row.get::<_, i64>(0)? as Seq, id, queue, row.get(3)?, key.map(Arc::from), row.get(7)?, row.get(6)?);
+        let mut entry = Entry::new(
+            row.get::<_, i64>(0)? as Seq,
+            id,
+            queue,
+            row.get(3)?,
+            key.map(Arc::from),
+            row.get(7)?,
+            row.get(6)?,
+        );
         entry.idempotency_key = row.get::<_, Option<String>>(5)?.map(Arc::from);
         entry.attempts = row.get(8)?;
         entry.lease_number = entry.attempts;
@@ -62,7 +78,8 @@ pub fn load(conn: &Connection, index: &mut Index, now_ms: Millis) -> rusqlite::R
         index.insert(entry, now_ms);
         loaded += 1;
     }
-    let max_seq: Option<i64> = conn.query_row("SELECT MAX(seq) FROM messages", [], |row| row.get(0))?;
+    let max_seq: Option<i64> =
+        conn.query_row("SELECT MAX(seq) FROM messages", [], |row| row.get(0))?;
     tracing::info!(messages = loaded, "dispatch index rebuilt");
     Ok(max_seq.map_or(1, |max| max as Seq + 1))
 }

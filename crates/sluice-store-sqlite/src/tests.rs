@@ -21,7 +21,11 @@ fn open(dir: &std::path::Path, payload_cache_bytes: usize) -> SharedSqliteStore 
 fn message(body: &str, id: Option<&str>) -> NewMessage {
     NewMessage {
         idempotency_key: id.map(str::to_owned),
-        payload: Arc::new(Payload { body_bytes: body.as_bytes().to_vec(), body_kind: 0, headers: [("h".to_owned(), "v".to_owned())].into() }),
+        payload: Arc::new(Payload {
+            body_bytes: body.as_bytes().to_vec(),
+            body_kind: 0,
+            headers: [("h".to_owned(), "v".to_owned())].into(),
+        }),
         key: None,
         priority: 0,
         visible_at_ms: T0,
@@ -31,15 +35,37 @@ fn message(body: &str, id: Option<&str>) -> NewMessage {
 async fn create_queue(store: &SharedSqliteStore, name: &str) {
     let mut config = QueueConfig::defaults_for(name);
     config.max_attempts = 2;
-    store.queue_put(QueuePutParams { name: name.into(), config, now_ms: T0 }).await.unwrap();
+    store
+        .queue_put(QueuePutParams {
+            name: name.into(),
+            config,
+            now_ms: T0,
+        })
+        .await
+        .unwrap();
 }
 
 async fn enqueue(store: &SharedSqliteStore, messages: Vec<NewMessage>) -> Vec<Enqueued> {
-    store.message_enqueue(EnqueueParams { queue: "q".into(), messages, now_ms: T0 }).await.unwrap()
+    store
+        .message_enqueue(EnqueueParams {
+            queue: "q".into(),
+            messages,
+            now_ms: T0,
+        })
+        .await
+        .unwrap()
 }
 
 async fn claim(store: &SharedSqliteStore, now_ms: Millis) -> Claim {
-    store.message_claim(ClaimParams { queue: "q".into(), max: 10, lease_ms: Some(1_000), now_ms }).await.unwrap()
+    store
+        .message_claim(ClaimParams {
+            queue: "q".into(),
+            max: 10,
+            lease_ms: Some(1_000),
+            now_ms,
+        })
+        .await
+        .unwrap()
 }
 
 #[tokio::test]
@@ -47,10 +73,21 @@ async fn messages_queues_and_attempts_survive_a_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path(), 64 << 20);
     create_queue(&store, "q").await;
-    let ids = enqueue(&store, vec![message("1", None), message("2", None), message("3", None)]).await;
+    let ids = enqueue(
+        &store,
+        vec![message("1", None), message("2", None), message("3", None)],
+    )
+    .await;
     let first = claim(&store, T0).await;
     assert_eq!(first.messages.len(), 3);
-    let acked = store.message_ack(AckParams { queue: "q".into(), receipts: vec![first.messages[0].receipt], now_ms: T0 }).await.unwrap();
+    let acked = store
+        .message_ack(AckParams {
+            queue: "q".into(),
+            receipts: vec![first.messages[0].receipt],
+            now_ms: T0,
+        })
+        .await
+        .unwrap();
     assert!(acked[0].is_ok());
     store.close().await.unwrap();
 
@@ -60,11 +97,30 @@ async fn messages_queues_and_attempts_survive_a_reopen() {
     assert_eq!(queue.config.max_attempts, 2);
     assert_eq!(queue.dead_letter_depth, Some(0));
     let again = claim(&store, T0 + 10).await;
-    let bodies: Vec<_> = again.messages.iter().map(|m| String::from_utf8(m.payload.body_bytes.clone()).unwrap()).collect();
-    assert_eq!(bodies, ["2", "3"], "the in-flight leases came back, the acked message did not");
-    assert!(again.messages.iter().all(|m| m.attempts == 2), "the interrupted delivery counted as an attempt");
+    let bodies: Vec<_> = again
+        .messages
+        .iter()
+        .map(|m| String::from_utf8(m.payload.body_bytes.clone()).unwrap())
+        .collect();
+    assert_eq!(
+        bodies,
+        ["2", "3"],
+        "the in-flight leases came back, the acked message did not"
+    );
+    assert!(
+        again.messages.iter().all(|m| m.attempts == 2),
+        "the interrupted delivery counted as an attempt"
+    );
     assert_eq!(again.messages[0].payload.headers["h"], "v");
-    let status = store.message_get(MessageGetParams { queue: "q".into(), by: MessageRef::Id(ids[0].message_id), now_ms: T0 }).await.unwrap().unwrap();
+    let status = store
+        .message_get(MessageGetParams {
+            queue: "q".into(),
+            by: MessageRef::Id(ids[0].message_id),
+            now_ms: T0,
+        })
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(status.state, MessageState::Acked);
 }
 
@@ -73,14 +129,32 @@ async fn idempotency_keys_hold_across_a_reopen_and_within_a_batch() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path(), 0);
     create_queue(&store, "q").await;
-    let first = enqueue(&store, vec![message("a", Some("k")), message("b", Some("k"))]).await;
+    let first = enqueue(
+        &store,
+        vec![message("a", Some("k")), message("b", Some("k"))],
+    )
+    .await;
     assert!(first[0].created && !first[1].created);
     assert_eq!(first[0].message_id, first[1].message_id);
     store.close().await.unwrap();
     let store = open(dir.path(), 0);
     let again = enqueue(&store, vec![message("c", Some("k"))]).await;
-    assert_eq!(again[0], Enqueued { message_id: first[0].message_id, created: false });
-    let by_key = store.message_get(MessageGetParams { queue: "q".into(), by: MessageRef::IdempotencyKey("k".into()), now_ms: T0 }).await.unwrap().unwrap();
+    assert_eq!(
+        again[0],
+        Enqueued {
+            message_id: first[0].message_id,
+            created: false
+        }
+    );
+    let by_key = store
+        .message_get(MessageGetParams {
+            queue: "q".into(),
+            by: MessageRef::IdempotencyKey("k".into()),
+            now_ms: T0,
+        })
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(by_key.message_id, first[0].message_id);
     let claimed = claim(&store, T0).await;
     assert_eq!(claimed.messages.len(), 1);
@@ -94,15 +168,43 @@ async fn dead_letters_keep_their_metadata_across_a_reopen() {
     create_queue(&store, "q").await;
     let ids = enqueue(&store, vec![message("x", None)]).await;
     let leased = claim(&store, T0).await.messages.remove(0);
-    let nack = NackParams { queue: "q".into(), receipt: leased.receipt, error: Some("boom".into()), delay_ms: None, permanent: true, now_ms: T0 + 5 };
+    let nack = NackParams {
+        queue: "q".into(),
+        receipt: leased.receipt,
+        error: Some("boom".into()),
+        delay_ms: None,
+        permanent: true,
+        now_ms: T0 + 5,
+    };
     store.message_nack(nack).await.unwrap();
     store.close().await.unwrap();
     let store = open(dir.path(), 64 << 20);
-    let status = store.message_get(MessageGetParams { queue: "q".into(), by: MessageRef::Id(ids[0].message_id), now_ms: T0 }).await.unwrap().unwrap();
-    assert_eq!((status.state, status.queue.as_str()), (MessageState::Dead, "q.dlq"));
+    let status = store
+        .message_get(MessageGetParams {
+            queue: "q".into(),
+            by: MessageRef::Id(ids[0].message_id),
+            now_ms: T0,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (status.state, status.queue.as_str()),
+        (MessageState::Dead, "q.dlq")
+    );
     let info = status.dead_letter.unwrap();
-    assert_eq!((info.source_queue.as_str(), info.last_error.as_deref(), info.attempts), ("q", Some("boom"), 1));
-    assert_eq!(store.queue_get("q", T0).await.unwrap().dead_letter_depth, Some(1));
+    assert_eq!(
+        (
+            info.source_queue.as_str(),
+            info.last_error.as_deref(),
+            info.attempts
+        ),
+        ("q", Some("boom"), 1)
+    );
+    assert_eq!(
+        store.queue_get("q", T0).await.unwrap().dead_letter_depth,
+        Some(1)
+    );
 }
 
 #[tokio::test]
@@ -110,7 +212,10 @@ async fn deleting_a_dead_letter_queue_in_use_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path(), 0);
     create_queue(&store, "q").await;
-    assert!(matches!(store.queue_delete("q.dlq").await, Err(StoreError::Conflict(_))));
+    assert!(matches!(
+        store.queue_delete("q.dlq").await,
+        Err(StoreError::Conflict(_))
+    ));
     assert_eq!(store.queue_delete("q").await.unwrap(), 0);
     assert_eq!(store.queue_delete("q.dlq").await.unwrap(), 0);
     assert!(store.queue_list(T0).await.unwrap().is_empty());

@@ -28,21 +28,47 @@ const CLEANUP_ROWS_MAX: i64 = 20_000;
 /// One request to the writer.
 pub enum WriteOp {
     /// Store new messages; the reply comes after commit and after the index has them.
-    Enqueue { queue: Arc<str>, dedup_window_ms: Millis, now_ms: Millis, messages: Vec<NewMessage>, reply: oneshot::Sender<StoreResult<Vec<Enqueued>>> },
+    Enqueue {
+        queue: Arc<str>,
+        dedup_window_ms: Millis,
+        now_ms: Millis,
+        messages: Vec<NewMessage>,
+        reply: oneshot::Sender<StoreResult<Vec<Enqueued>>>,
+    },
     /// Record deliveries (attempt counts survive a restart). Nobody waits for it.
     Claimed { records: Vec<(Seq, u32, Millis)> },
     /// Mark messages acked.
-    Ack { seqs: Vec<Seq>, now_ms: Millis, reply: oneshot::Sender<StoreResult<()>> },
+    Ack {
+        seqs: Vec<Seq>,
+        now_ms: Millis,
+        reply: oneshot::Sender<StoreResult<()>>,
+    },
     /// Persist retries and dead-letter moves; `reply` is `None` for background changes.
-    Apply { changes: Vec<Change>, now_ms: Millis, reply: Option<oneshot::Sender<StoreResult<()>>> },
+    Apply {
+        changes: Vec<Change>,
+        now_ms: Millis,
+        reply: Option<oneshot::Sender<StoreResult<()>>>,
+    },
     /// Create or replace queue definitions.
-    QueuePut { queues: Vec<(String, String)>, now_ms: Millis, reply: oneshot::Sender<StoreResult<()>> },
+    QueuePut {
+        queues: Vec<(String, String)>,
+        now_ms: Millis,
+        reply: oneshot::Sender<StoreResult<()>>,
+    },
     /// Delete a queue and everything in it.
-    QueueDelete { name: String, reply: oneshot::Sender<StoreResult<()>> },
+    QueueDelete {
+        name: String,
+        reply: oneshot::Sender<StoreResult<()>>,
+    },
     /// Drop acked records older than `acked_before_ms` and expired idempotency keys.
-    Cleanup { now_ms: Millis, acked_before_ms: Millis },
+    Cleanup {
+        now_ms: Millis,
+        acked_before_ms: Millis,
+    },
     /// Answered once everything sent before it is committed.
-    Flush { reply: oneshot::Sender<StoreResult<()>> },
+    Flush {
+        reply: oneshot::Sender<StoreResult<()>>,
+    },
 }
 
 /// What the writer thread owns.
@@ -56,7 +82,13 @@ pub struct Writer {
 
 /// The outcome of applying one op inside the transaction, answered after commit.
 enum Pending {
-    Enqueue { reply: oneshot::Sender<StoreResult<Vec<Enqueued>>>, results: Vec<Enqueued>, entries: Vec<Entry>, queue: Arc<str>, now_ms: Millis },
+    Enqueue {
+        reply: oneshot::Sender<StoreResult<Vec<Enqueued>>>,
+        results: Vec<Enqueued>,
+        entries: Vec<Entry>,
+        queue: Arc<str>,
+        now_ms: Millis,
+    },
     Unit(oneshot::Sender<StoreResult<()>>),
     Nothing,
 }
@@ -98,10 +130,17 @@ impl Writer {
     }
 
     fn apply_group(&mut self, group: &mut Vec<WriteOp>) -> rusqlite::Result<Vec<Pending>> {
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut pendings = Vec::with_capacity(group.len());
         for op in group.drain(..) {
-            pendings.push(apply(&tx, op, &mut self.next_seq, self.payload_cache_bytes)?);
+            pendings.push(apply(
+                &tx,
+                op,
+                &mut self.next_seq,
+                self.payload_cache_bytes,
+            )?);
         }
         tx.commit()?;
         Ok(pendings)
@@ -113,7 +152,13 @@ impl Writer {
         {
             let mut index = self.index.lock();
             for pending in &pendings {
-                if let Pending::Enqueue { entries, queue, now_ms, .. } = pending {
+                if let Pending::Enqueue {
+                    entries,
+                    queue,
+                    now_ms,
+                    ..
+                } = pending
+                {
                     if index.queue_config(queue).is_none() {
                         continue; // deleted meanwhile
                     }
@@ -154,27 +199,46 @@ fn fail_op(op: WriteOp, message: &str) {
         WriteOp::Enqueue { reply, .. } => {
             let _ = reply.send(Err(error()));
         }
-        WriteOp::Ack { reply, .. } | WriteOp::QueuePut { reply, .. } | WriteOp::QueueDelete { reply, .. } | WriteOp::Flush { reply } => {
+        WriteOp::Ack { reply, .. }
+        | WriteOp::QueuePut { reply, .. }
+        | WriteOp::QueueDelete { reply, .. }
+        | WriteOp::Flush { reply } => {
             let _ = reply.send(Err(error()));
         }
-        WriteOp::Apply { reply: Some(reply), .. } => {
+        WriteOp::Apply {
+            reply: Some(reply), ..
+        } => {
             let _ = reply.send(Err(error()));
         }
         WriteOp::Apply { reply: None, .. } | WriteOp::Claimed { .. } | WriteOp::Cleanup { .. } => {}
     }
 }
 
-fn apply(tx: &rusqlite::Transaction<'_>, op: WriteOp, next_seq: &mut Seq, payload_cache_bytes: usize) -> rusqlite::Result<Pending> {
+fn apply(
+    tx: &rusqlite::Transaction<'_>,
+    op: WriteOp,
+    next_seq: &mut Seq,
+    payload_cache_bytes: usize,
+) -> rusqlite::Result<Pending> {
     Ok(match op {
-        WriteOp::Enqueue { queue, dedup_window_ms, now_ms, messages, reply } => {
+        WriteOp::Enqueue {
+            queue,
+            dedup_window_ms,
+            now_ms,
+            messages,
+            reply,
+        } => {
             let mut results = Vec::with_capacity(messages.len());
             let mut entries = Vec::with_capacity(messages.len());
             for message in messages {
-                if let Some(key) = &message.idempotency_key {
-                    if let Some(existing) = find_idempotent(tx, &queue, key, now_ms)? {
-                        results.push(Enqueued { message_id: existing, created: false });
-                        continue;
-                    }
+                if let Some(key) = &message.idempotency_key
+                    && let Some(existing) = find_idempotent(tx, &queue, key, now_ms)?
+                {
+                    results.push(Enqueued {
+                        message_id: existing,
+                        created: false,
+                    });
+                    continue;
                 }
                 let seq = *next_seq;
                 *next_seq += 1;
@@ -184,37 +248,68 @@ fn apply(tx: &rusqlite::Transaction<'_>, op: WriteOp, next_seq: &mut Seq, payloa
                     tx.prepare_cached("INSERT OR REPLACE INTO idempotency (queue, key, message_id, expires_at) VALUES (?1, ?2, ?3, ?4)")?
                         .execute(params![&*queue, key, id.as_bytes(), now_ms + dedup_window_ms])?;
                 }
-                let mut entry = Entry::new(seq, id, queue.clone(), message.priority, message.key.as_deref().map(Arc::from), now_ms, message.visible_at_ms);
+                let mut entry = Entry::new(
+                    seq,
+                    id,
+                    queue.clone(),
+                    message.priority,
+                    message.key.as_deref().map(Arc::from),
+                    now_ms,
+                    message.visible_at_ms,
+                );
                 entry.idempotency_key = message.idempotency_key.as_deref().map(Arc::from);
                 if payload_cache_bytes > 0 {
                     entry.payload = Some(message.payload.clone());
                 }
                 entries.push(entry);
-                results.push(Enqueued { message_id: id, created: true });
+                results.push(Enqueued {
+                    message_id: id,
+                    created: true,
+                });
             }
-            Pending::Enqueue { reply, results, entries, queue, now_ms }
+            Pending::Enqueue {
+                reply,
+                results,
+                entries,
+                queue,
+                now_ms,
+            }
         }
         WriteOp::Claimed { records } => {
-            let mut statement = tx.prepare_cached("UPDATE messages SET attempts = ?2, first_received_at = ?3 WHERE seq = ?1")?;
+            let mut statement = tx.prepare_cached(
+                "UPDATE messages SET attempts = ?2, first_received_at = ?3 WHERE seq = ?1",
+            )?;
             for (seq, attempts, first_received_at_ms) in records {
                 statement.execute(params![seq as i64, attempts, first_received_at_ms])?;
             }
             Pending::Nothing
         }
-        WriteOp::Ack { seqs, now_ms, reply } => {
+        WriteOp::Ack {
+            seqs,
+            now_ms,
+            reply,
+        } => {
             let mut statement = tx.prepare_cached("UPDATE messages SET state = ?2, acked_at = ?3, body = NULL, headers = NULL WHERE seq = ?1")?;
             for seq in seqs {
                 statement.execute(params![seq as i64, STATE_ACKED, now_ms])?;
             }
             Pending::Unit(reply)
         }
-        WriteOp::Apply { changes, now_ms, reply } => {
+        WriteOp::Apply {
+            changes,
+            now_ms,
+            reply,
+        } => {
             for change in changes {
                 apply_change(tx, change, now_ms)?;
             }
             reply.map_or(Pending::Nothing, Pending::Unit)
         }
-        WriteOp::QueuePut { queues, now_ms, reply } => {
+        WriteOp::QueuePut {
+            queues,
+            now_ms,
+            reply,
+        } => {
             for (name, config) in queues {
                 tx.prepare_cached(
                     "INSERT INTO queues (name, config, created_at) VALUES (?1, ?2, ?3)
@@ -230,7 +325,10 @@ fn apply(tx: &rusqlite::Transaction<'_>, op: WriteOp, next_seq: &mut Seq, payloa
             tx.execute("DELETE FROM queues WHERE name = ?1", params![name])?;
             Pending::Unit(reply)
         }
-        WriteOp::Cleanup { now_ms, acked_before_ms } => {
+        WriteOp::Cleanup {
+            now_ms,
+            acked_before_ms,
+        } => {
             tx.prepare_cached("DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE state = ?1 AND acked_at < ?2 LIMIT ?3)")?
                 .execute(params![STATE_ACKED, acked_before_ms, CLEANUP_ROWS_MAX])?;
             tx.prepare_cached("DELETE FROM idempotency WHERE (queue, key) IN (SELECT queue, key FROM idempotency WHERE expires_at < ?1 LIMIT ?2)")?
@@ -241,16 +339,34 @@ fn apply(tx: &rusqlite::Transaction<'_>, op: WriteOp, next_seq: &mut Seq, payloa
     })
 }
 
-fn find_idempotent(tx: &rusqlite::Transaction<'_>, queue: &str, key: &str, now_ms: Millis) -> rusqlite::Result<Option<Uuid>> {
+fn find_idempotent(
+    tx: &rusqlite::Transaction<'_>,
+    queue: &str,
+    key: &str,
+    now_ms: Millis,
+) -> rusqlite::Result<Option<Uuid>> {
     let found: Option<Vec<u8>> = tx
-        .prepare_cached("SELECT message_id FROM idempotency WHERE queue = ?1 AND key = ?2 AND expires_at > ?3")?
+        .prepare_cached(
+            "SELECT message_id FROM idempotency WHERE queue = ?1 AND key = ?2 AND expires_at > ?3",
+        )?
         .query_row(params![queue, key, now_ms], |row| row.get(0))
         .optional()?;
     Ok(found.and_then(|bytes| Uuid::from_slice(&bytes).ok()))
 }
 
-fn insert_message(tx: &rusqlite::Transaction<'_>, seq: Seq, id: Uuid, queue: &str, message: &NewMessage, now_ms: Millis) -> rusqlite::Result<()> {
-    let headers = if message.payload.headers.is_empty() { None } else { serde_json::to_string(&message.payload.headers).ok() };
+fn insert_message(
+    tx: &rusqlite::Transaction<'_>,
+    seq: Seq,
+    id: Uuid,
+    queue: &str,
+    message: &NewMessage,
+    now_ms: Millis,
+) -> rusqlite::Result<()> {
+    let headers = if message.payload.headers.is_empty() {
+        None
+    } else {
+        serde_json::to_string(&message.payload.headers).ok()
+    };
     tx.prepare_cached(
         "INSERT INTO messages (seq, id, queue, state, priority, msg_key, idempotency_key, visible_at, enqueued_at, attempts, body, body_kind, headers)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10, ?11, ?12)",
@@ -272,9 +388,18 @@ fn insert_message(tx: &rusqlite::Transaction<'_>, seq: Seq, id: Uuid, queue: &st
     Ok(())
 }
 
-fn apply_change(tx: &rusqlite::Transaction<'_>, change: Change, now_ms: Millis) -> rusqlite::Result<()> {
+fn apply_change(
+    tx: &rusqlite::Transaction<'_>,
+    change: Change,
+    now_ms: Millis,
+) -> rusqlite::Result<()> {
     match change {
-        Change::Retried { seq, attempts, visible_at_ms, last_error } => {
+        Change::Retried {
+            seq,
+            attempts,
+            visible_at_ms,
+            last_error,
+        } => {
             tx.prepare_cached("UPDATE messages SET attempts = ?2, visible_at = ?3, last_error = ?4 WHERE seq = ?1")?
                 .execute(params![seq as i64, attempts, visible_at_ms, last_error.as_deref()])?;
         }
@@ -292,7 +417,8 @@ fn apply_change(tx: &rusqlite::Transaction<'_>, change: Change, now_ms: Millis) 
 
 /// Queue config as stored: the wire spec with every field set.
 pub fn config_to_json(config: &QueueConfig) -> String {
-    let mut out = serde_json::to_value(sluice_core::wire::QueueConfigOut::from(config)).unwrap_or_default();
+    let mut out =
+        serde_json::to_value(sluice_core::wire::QueueConfigOut::from(config)).unwrap_or_default();
     if config.dead_letter_queue.is_none() {
         out["dead_letter_queue"] = serde_json::Value::String(String::new());
     }

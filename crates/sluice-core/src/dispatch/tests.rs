@@ -14,19 +14,32 @@ impl Harness {
     fn new(config: QueueConfig) -> Self {
         let mut index = Index::new();
         index.queue_put("q", config).unwrap();
-        index.queue_put("q.dlq", QueueConfig::for_dead_letter_queue("q.dlq")).unwrap();
+        index
+            .queue_put("q.dlq", QueueConfig::for_dead_letter_queue("q.dlq"))
+            .unwrap();
         Self { index, next_seq: 1 }
     }
 
     fn unordered() -> Self {
         let mut config = QueueConfig::defaults_for("q");
-        config.backoff = Backoff { jitter: false, ..Backoff::default() };
+        config.backoff = Backoff {
+            jitter: false,
+            ..Backoff::default()
+        };
         Self::new(config)
     }
 
     fn enqueue(&mut self, priority: i32, key: Option<&str>, visible_at_ms: Millis) -> Uuid {
         let id = Uuid::now_v7();
-        let entry = Entry::new(self.next_seq, id, Arc::from("q"), priority, key.map(Arc::from), T0, visible_at_ms);
+        let entry = Entry::new(
+            self.next_seq,
+            id,
+            Arc::from("q"),
+            priority,
+            key.map(Arc::from),
+            T0,
+            visible_at_ms,
+        );
         self.next_seq += 1;
         self.index.insert(entry, T0);
         id
@@ -34,11 +47,18 @@ impl Harness {
 
     fn claim(&mut self, max: usize, now_ms: Millis) -> Vec<ClaimedMessage> {
         self.index.tick_queue("q", now_ms);
-        self.index.claim("q", max, 30_000, now_ms, || 7).into_iter().map(|c| c.message).collect()
+        self.index
+            .claim("q", max, 30_000, now_ms, || 7)
+            .into_iter()
+            .map(|c| c.message)
+            .collect()
     }
 
     fn ids(&mut self, max: usize, now_ms: Millis) -> Vec<Uuid> {
-        self.claim(max, now_ms).into_iter().map(|m| m.message_id).collect()
+        self.claim(max, now_ms)
+            .into_iter()
+            .map(|m| m.message_id)
+            .collect()
     }
 }
 
@@ -71,9 +91,15 @@ fn expired_lease_is_a_failed_attempt_and_the_old_receipt_goes_stale() {
     let second = h.claim(1, T0 + 30_000).remove(0);
     assert_eq!((second.message_id, second.attempts), (id, 2));
     assert_eq!(second.last_error.as_deref(), Some(LEASE_EXPIRED_ERROR));
-    assert_eq!(h.index.ack("q", &first.receipt, T0 + 30_001), Err(LeaseError::Stale));
+    assert_eq!(
+        h.index.ack("q", &first.receipt, T0 + 30_001),
+        Err(LeaseError::Stale)
+    );
     assert_eq!(h.index.ack("q", &second.receipt, T0 + 30_001), Ok(1));
-    assert_eq!(h.index.ack("q", &second.receipt, T0 + 30_002), Err(LeaseError::Stale));
+    assert_eq!(
+        h.index.ack("q", &second.receipt, T0 + 30_002),
+        Err(LeaseError::Stale)
+    );
     assert_eq!(h.index.queue_len("q"), 0);
 }
 
@@ -85,9 +111,27 @@ fn nack_waits_for_the_backoff_of_that_attempt() {
     for (attempt, backoff) in [(1, 1_000), (2, 2_000), (3, 4_000)] {
         let message = h.claim(1, now).remove(0);
         assert_eq!(message.attempts, attempt);
-        let (_, outcome) = h.index.nack("q", &message.receipt, Some(Arc::from("boom")), None, false, now).unwrap();
-        assert_eq!(outcome, NackOutcome::Retry { visible_at_ms: now + backoff });
-        assert!(h.claim(1, now + backoff - 1).is_empty(), "visible before its backoff ended");
+        let (_, outcome) = h
+            .index
+            .nack(
+                "q",
+                &message.receipt,
+                Some(Arc::from("boom")),
+                None,
+                false,
+                now,
+            )
+            .unwrap();
+        assert_eq!(
+            outcome,
+            NackOutcome::Retry {
+                visible_at_ms: now + backoff
+            }
+        );
+        assert!(
+            h.claim(1, now + backoff - 1).is_empty(),
+            "visible before its backoff ended"
+        );
         now += backoff;
     }
     assert_eq!(h.claim(1, now)[0].last_error.as_deref(), Some("boom"));
@@ -100,18 +144,58 @@ fn out_of_attempts_moves_to_the_dead_letter_queue_with_its_history() {
     let mut h = Harness::new(config);
     let id = h.enqueue(0, None, T0);
     let first = h.claim(1, T0).remove(0);
-    h.index.nack("q", &first.receipt, Some(Arc::from("e1")), Some(0), false, T0).unwrap();
+    h.index
+        .nack(
+            "q",
+            &first.receipt,
+            Some(Arc::from("e1")),
+            Some(0),
+            false,
+            T0,
+        )
+        .unwrap();
     let second = h.claim(1, T0 + 10).remove(0);
-    let (change, outcome) = h.index.nack("q", &second.receipt, Some(Arc::from("e2")), None, false, T0 + 20).unwrap();
-    assert_eq!(outcome, NackOutcome::DeadLettered { queue: Arc::from("q.dlq") });
-    let Change::DeadLettered { info, .. } = change else { panic!("{change:?}") };
-    assert_eq!((info.source_queue.as_str(), info.last_error.as_deref(), info.attempts), ("q", Some("e2"), 2));
+    let (change, outcome) = h
+        .index
+        .nack(
+            "q",
+            &second.receipt,
+            Some(Arc::from("e2")),
+            None,
+            false,
+            T0 + 20,
+        )
+        .unwrap();
+    assert_eq!(
+        outcome,
+        NackOutcome::DeadLettered {
+            queue: Arc::from("q.dlq")
+        }
+    );
+    let Change::DeadLettered { info, .. } = change else {
+        panic!("{change:?}")
+    };
+    assert_eq!(
+        (
+            info.source_queue.as_str(),
+            info.last_error.as_deref(),
+            info.attempts
+        ),
+        ("q", Some("e2"), 2)
+    );
     assert_eq!((info.first_seen_at_ms, info.last_seen_at_ms), (T0, T0 + 20));
     assert_eq!(h.index.queue_len("q"), 0);
     let status = h.index.status(&id).unwrap();
-    assert_eq!((status.state, status.queue.as_str()), (MessageState::Dead, "q.dlq"));
+    assert_eq!(
+        (status.state, status.queue.as_str()),
+        (MessageState::Dead, "q.dlq")
+    );
     h.index.tick_queue("q.dlq", T0 + 20);
-    let from_dlq = h.index.claim("q.dlq", 1, 1_000, T0 + 20, || 1).remove(0).message;
+    let from_dlq = h
+        .index
+        .claim("q.dlq", 1, 1_000, T0 + 20, || 1)
+        .remove(0)
+        .message;
     assert_eq!((from_dlq.message_id, from_dlq.attempts), (id, 1));
     assert!(h.index.ack("q.dlq", &from_dlq.receipt, T0 + 21).is_ok());
 }
@@ -121,7 +205,10 @@ fn permanent_nack_dead_letters_at_once() {
     let mut h = Harness::unordered();
     h.enqueue(0, None, T0);
     let message = h.claim(1, T0).remove(0);
-    let (_, outcome) = h.index.nack("q", &message.receipt, None, None, true, T0).unwrap();
+    let (_, outcome) = h
+        .index
+        .nack("q", &message.receipt, None, None, true, T0)
+        .unwrap();
     assert!(matches!(outcome, NackOutcome::DeadLettered { .. }));
     assert_eq!(h.index.queue_len("q.dlq"), 1);
 }
@@ -130,7 +217,10 @@ fn permanent_nack_dead_letters_at_once() {
 fn per_key_keeps_one_message_of_a_key_in_flight_and_retries_block_the_key() {
     let mut config = QueueConfig::defaults_for("q");
     config.ordering = Ordering::PerKey;
-    config.backoff = Backoff { jitter: false, ..Backoff::default() };
+    config.backoff = Backoff {
+        jitter: false,
+        ..Backoff::default()
+    };
     let mut h = Harness::new(config);
     let a1 = h.enqueue(0, Some("a"), T0);
     let a2 = h.enqueue(0, Some("a"), T0);
@@ -138,12 +228,21 @@ fn per_key_keeps_one_message_of_a_key_in_flight_and_retries_block_the_key() {
     let free = h.enqueue(0, None, T0);
     let claimed = h.claim(10, T0);
     let ids: Vec<_> = claimed.iter().map(|m| m.message_id).collect();
-    assert_eq!(ids, vec![a1, b1, free], "only lane heads and keyless messages are claimable");
+    assert_eq!(
+        ids,
+        vec![a1, b1, free],
+        "only lane heads and keyless messages are claimable"
+    );
     // a1 fails: a2 must still wait while a1 backs off.
-    h.index.nack("q", &claimed[0].receipt, None, None, false, T0).unwrap();
+    h.index
+        .nack("q", &claimed[0].receipt, None, None, false, T0)
+        .unwrap();
     assert!(h.ids(10, T0 + 999).is_empty());
     let retried = h.claim(10, T0 + 1_000);
-    assert_eq!(retried.iter().map(|m| m.message_id).collect::<Vec<_>>(), vec![a1]);
+    assert_eq!(
+        retried.iter().map(|m| m.message_id).collect::<Vec<_>>(),
+        vec![a1]
+    );
     h.index.ack("q", &retried[0].receipt, T0 + 1_001).unwrap();
     assert_eq!(h.ids(10, T0 + 1_001), vec![a2]);
 }
@@ -156,7 +255,10 @@ fn fifo_is_one_lane_for_the_whole_queue() {
     let first = h.enqueue(0, Some("x"), T0);
     let second = h.enqueue(9, Some("y"), T0);
     let claimed = h.claim(10, T0);
-    assert_eq!(claimed.iter().map(|m| m.message_id).collect::<Vec<_>>(), vec![first]);
+    assert_eq!(
+        claimed.iter().map(|m| m.message_id).collect::<Vec<_>>(),
+        vec![first]
+    );
     h.index.ack("q", &claimed[0].receipt, T0).unwrap();
     assert_eq!(h.ids(10, T0), vec![second]);
 }
@@ -166,7 +268,10 @@ fn extend_moves_the_lease_deadline() {
     let mut h = Harness::unordered();
     h.enqueue(0, None, T0);
     let message = h.claim(1, T0).remove(0);
-    assert_eq!(h.index.extend("q", &message.receipt, 60_000, T0 + 20_000), Ok(T0 + 80_000));
+    assert_eq!(
+        h.index.extend("q", &message.receipt, 60_000, T0 + 20_000),
+        Ok(T0 + 80_000)
+    );
     assert!(h.claim(1, T0 + 79_999).is_empty());
     assert_eq!(h.claim(1, T0 + 80_000)[0].attempts, 2);
 }

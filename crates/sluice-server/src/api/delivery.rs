@@ -16,7 +16,10 @@ use sluice_core::dispatch::NackOutcome;
 use sluice_core::message::{ClaimedMessage, Receipt};
 use sluice_core::queue::limits;
 use sluice_core::store::{AckParams, ClaimParams, ExtendParams, NackParams};
-use sluice_core::wire::{AckIn, AckOut, AckResult, ErrorDetail, ExtendIn, ExtendOut, NackIn, NackOut, ReceiveIn, ReceiveOut, ReceivedMessage, time_out};
+use sluice_core::wire::{
+    AckIn, AckOut, AckResult, ErrorDetail, ExtendIn, ExtendOut, NackIn, NackOut, ReceiveIn,
+    ReceiveOut, ReceivedMessage, time_out,
+};
 use tokio::time::Instant;
 
 use super::messages::dead_letter_out;
@@ -29,19 +32,32 @@ const ACK_RECEIPTS_MAX: usize = 1000;
 /// `POST /v1/queues/{queue}/receive`
 #[utoipa::path(post, path = "/v1/queues/{queue}/receive", params(("queue" = String, Path)), request_body = ReceiveIn,
     responses((status = 200, body = ReceiveOut), (status = 404, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
-pub async fn receive(State(app): State<AppState>, ApiPath(queue): ApiPath<String>, ApiJson(input): ApiJson<ReceiveIn>) -> Result<Json<ReceiveOut>, ApiError> {
+pub async fn receive(
+    State(app): State<AppState>,
+    ApiPath(queue): ApiPath<String>,
+    ApiJson(input): ApiJson<ReceiveIn>,
+) -> Result<Json<ReceiveOut>, ApiError> {
     let max = input.max.unwrap_or(1);
     if !(1..=limits::RECEIVE_MAX as i64).contains(&max) {
-        return Err(ApiError::invalid_field(format!("max must be between 1 and {}, got {max}", limits::RECEIVE_MAX)));
+        return Err(ApiError::invalid_field(format!(
+            "max must be between 1 and {}, got {max}",
+            limits::RECEIVE_MAX
+        )));
     }
     let wait_ms = input.wait_ms.unwrap_or(0);
     if !(0..=limits::WAIT_MS_MAX).contains(&wait_ms) {
-        return Err(ApiError::invalid_field(format!("wait_ms must be between 0 and {}, got {wait_ms}", limits::WAIT_MS_MAX)));
+        return Err(ApiError::invalid_field(format!(
+            "wait_ms must be between 0 and {}, got {wait_ms}",
+            limits::WAIT_MS_MAX
+        )));
     }
-    if let Some(ms) = input.visibility_timeout_ms {
-        if !(1..=limits::VISIBILITY_TIMEOUT_MS_MAX).contains(&ms) {
-            return Err(ApiError::invalid_field(format!("visibility_timeout_ms must be between 1 and {}, got {ms}", limits::VISIBILITY_TIMEOUT_MS_MAX)));
-        }
+    if let Some(ms) = input.visibility_timeout_ms
+        && !(1..=limits::VISIBILITY_TIMEOUT_MS_MAX).contains(&ms)
+    {
+        return Err(ApiError::invalid_field(format!(
+            "visibility_timeout_ms must be between 1 and {}, got {ms}",
+            limits::VISIBILITY_TIMEOUT_MS_MAX
+        )));
     }
     let deadline = Instant::now() + Duration::from_millis(wait_ms as u64);
     let notify = app.store.notifier().queue(&queue);
@@ -50,12 +66,24 @@ pub async fn receive(State(app): State<AppState>, ApiPath(queue): ApiPath<String
         tokio::pin!(woken);
         woken.as_mut().enable();
         let now_ms = app.now_ms();
-        let claim = app.store.message_claim(ClaimParams { queue: queue.clone(), max: max as usize, lease_ms: input.visibility_timeout_ms, now_ms }).await?;
+        let claim = app
+            .store
+            .message_claim(ClaimParams {
+                queue: queue.clone(),
+                max: max as usize,
+                lease_ms: input.visibility_timeout_ms,
+                now_ms,
+            })
+            .await?;
         if !claim.messages.is_empty() || Instant::now() >= deadline || app.is_shutting_down() {
-            return Ok(Json(ReceiveOut { messages: claim.messages.into_iter().map(received).collect() }));
+            return Ok(Json(ReceiveOut {
+                messages: claim.messages.into_iter().map(received).collect(),
+            }));
         }
         let wake_at = match claim.next_change_at_ms {
-            Some(at) => deadline.min(Instant::now() + Duration::from_millis((at - now_ms).max(1) as u64)),
+            Some(at) => {
+                deadline.min(Instant::now() + Duration::from_millis((at - now_ms).max(1) as u64))
+            }
             None => deadline,
         };
         tokio::select! {
@@ -71,7 +99,10 @@ fn received(message: ClaimedMessage) -> ReceivedMessage {
         let text = String::from_utf8_lossy(&payload.body_bytes).into_owned();
         (RawValue::from_string(text).ok(), None)
     } else {
-        (None, Some(base64::engine::general_purpose::STANDARD.encode(&payload.body_bytes)))
+        (
+            None,
+            Some(base64::engine::general_purpose::STANDARD.encode(&payload.body_bytes)),
+        )
     };
     ReceivedMessage {
         message_id: message.message_id,
@@ -92,7 +123,12 @@ fn received(message: ClaimedMessage) -> ReceivedMessage {
 }
 
 fn parse_receipt(text: &str) -> Result<Receipt, ApiError> {
-    Receipt::parse(text).ok_or_else(|| ApiError::malformed_receipt(format!("{:?} is not a receipt from receive", truncate_for_error(text))))
+    Receipt::parse(text).ok_or_else(|| {
+        ApiError::malformed_receipt(format!(
+            "{:?} is not a receipt from receive",
+            truncate_for_error(text)
+        ))
+    })
 }
 
 fn truncate_for_error(text: &str) -> &str {
@@ -106,51 +142,114 @@ fn truncate_for_error(text: &str) -> &str {
 /// `POST /v1/queues/{queue}/ack`
 #[utoipa::path(post, path = "/v1/queues/{queue}/ack", params(("queue" = String, Path)), request_body = AckIn,
     responses((status = 200, body = AckOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 409, description = "Some receipt was stale; details hold per-receipt results", body = sluice_core::wire::ErrorBody)))]
-pub async fn ack(State(app): State<AppState>, ApiPath(queue): ApiPath<String>, ApiJson(input): ApiJson<AckIn>) -> Result<Response, ApiError> {
-    let texts: Vec<String> = input.receipt.into_iter().chain(input.receipts.unwrap_or_default()).collect();
+pub async fn ack(
+    State(app): State<AppState>,
+    ApiPath(queue): ApiPath<String>,
+    ApiJson(input): ApiJson<AckIn>,
+) -> Result<Response, ApiError> {
+    let texts: Vec<String> = input
+        .receipt
+        .into_iter()
+        .chain(input.receipts.unwrap_or_default())
+        .collect();
     if texts.is_empty() {
-        return Err(ApiError::invalid_field("receipts: give receipt or a non-empty receipts list"));
+        return Err(ApiError::invalid_field(
+            "receipts: give receipt or a non-empty receipts list",
+        ));
     }
     if texts.len() > ACK_RECEIPTS_MAX {
-        return Err(ApiError::too_large(format!("receipts: {} receipts; at most {ACK_RECEIPTS_MAX} per ack", texts.len())));
+        return Err(ApiError::too_large(format!(
+            "receipts: {} receipts; at most {ACK_RECEIPTS_MAX} per ack",
+            texts.len()
+        )));
     }
-    let receipts = texts.iter().map(|text| parse_receipt(text)).collect::<Result<Vec<_>, _>>()?;
-    let outcomes = app.store.message_ack(AckParams { queue, receipts, now_ms: app.now_ms() }).await?;
+    let receipts = texts
+        .iter()
+        .map(|text| parse_receipt(text))
+        .collect::<Result<Vec<_>, _>>()?;
+    let outcomes = app
+        .store
+        .message_ack(AckParams {
+            queue,
+            receipts,
+            now_ms: app.now_ms(),
+        })
+        .await?;
     let results: Vec<AckResult> = texts
         .into_iter()
         .zip(outcomes)
         .map(|(receipt, outcome)| match outcome {
-            Ok(()) => AckResult { receipt, acked: true, error: None },
-            Err(error) => AckResult { receipt, acked: false, error: Some(ErrorDetail { code: "stale_receipt".into(), message: error.to_string(), details: None }) },
+            Ok(()) => AckResult {
+                receipt,
+                acked: true,
+                error: None,
+            },
+            Err(error) => AckResult {
+                receipt,
+                acked: false,
+                error: Some(ErrorDetail {
+                    code: "stale_receipt".into(),
+                    message: error.to_string(),
+                    details: None,
+                }),
+            },
         })
         .collect();
     let acked = results.iter().filter(|r| r.acked).count();
     if acked == results.len() {
         return Ok((StatusCode::OK, Json(AckOut { acked, results })).into_response());
     }
-    let message = format!("{} of {} receipts are stale: those messages are no longer leased with them", results.len() - acked, results.len());
-    Err(ApiError::stale_receipt(message).with_details(serde_json::to_value(AckOut { acked, results }).unwrap_or_default()))
+    let message = format!(
+        "{} of {} receipts are stale: those messages are no longer leased with them",
+        results.len() - acked,
+        results.len()
+    );
+    Err(ApiError::stale_receipt(message)
+        .with_details(serde_json::to_value(AckOut { acked, results }).unwrap_or_default()))
 }
 
 /// `POST /v1/queues/{queue}/nack`
 #[utoipa::path(post, path = "/v1/queues/{queue}/nack", params(("queue" = String, Path)), request_body = NackIn,
     responses((status = 200, body = NackOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 409, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
-pub async fn nack(State(app): State<AppState>, ApiPath(queue): ApiPath<String>, ApiJson(input): ApiJson<NackIn>) -> Result<Json<NackOut>, ApiError> {
+pub async fn nack(
+    State(app): State<AppState>,
+    ApiPath(queue): ApiPath<String>,
+    ApiJson(input): ApiJson<NackIn>,
+) -> Result<Json<NackOut>, ApiError> {
     let receipt = parse_receipt(&input.receipt)?;
-    if let Some(delay) = input.delay_ms {
-        if !(0..=limits::DELAY_MS_MAX).contains(&delay) {
-            return Err(ApiError::invalid_field(format!("delay_ms must be between 0 and {}", limits::DELAY_MS_MAX)));
-        }
+    if let Some(delay) = input.delay_ms
+        && !(0..=limits::DELAY_MS_MAX).contains(&delay)
+    {
+        return Err(ApiError::invalid_field(format!(
+            "delay_ms must be between 0 and {}",
+            limits::DELAY_MS_MAX
+        )));
     }
     let now_ms = app.now_ms();
-    let params = NackParams { queue, receipt, error: input.error, delay_ms: input.delay_ms, permanent: input.permanent.unwrap_or(false), now_ms };
+    let params = NackParams {
+        queue,
+        receipt,
+        error: input.error,
+        delay_ms: input.delay_ms,
+        permanent: input.permanent.unwrap_or(false),
+        now_ms,
+    };
     let out = match app.store.message_nack(params).await? {
         NackOutcome::Retry { visible_at_ms } => NackOut {
-            state: if visible_at_ms > now_ms { "delayed" } else { "ready" }.into(),
+            state: if visible_at_ms > now_ms {
+                "delayed"
+            } else {
+                "ready"
+            }
+            .into(),
             visible_at: Some(time_out(visible_at_ms)),
             dead_letter_queue: None,
         },
-        NackOutcome::DeadLettered { queue } => NackOut { state: "dead".into(), visible_at: None, dead_letter_queue: Some(queue.to_string()) },
+        NackOutcome::DeadLettered { queue } => NackOut {
+            state: "dead".into(),
+            visible_at: None,
+            dead_letter_queue: Some(queue.to_string()),
+        },
     };
     Ok(Json(out))
 }
@@ -158,11 +257,28 @@ pub async fn nack(State(app): State<AppState>, ApiPath(queue): ApiPath<String>, 
 /// `POST /v1/queues/{queue}/extend`
 #[utoipa::path(post, path = "/v1/queues/{queue}/extend", params(("queue" = String, Path)), request_body = ExtendIn,
     responses((status = 200, body = ExtendOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 409, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
-pub async fn extend(State(app): State<AppState>, ApiPath(queue): ApiPath<String>, ApiJson(input): ApiJson<ExtendIn>) -> Result<Json<ExtendOut>, ApiError> {
+pub async fn extend(
+    State(app): State<AppState>,
+    ApiPath(queue): ApiPath<String>,
+    ApiJson(input): ApiJson<ExtendIn>,
+) -> Result<Json<ExtendOut>, ApiError> {
     let receipt = parse_receipt(&input.receipt)?;
     if !(0..=limits::VISIBILITY_TIMEOUT_MS_MAX).contains(&input.visibility_timeout_ms) {
-        return Err(ApiError::invalid_field(format!("visibility_timeout_ms must be between 0 and {}", limits::VISIBILITY_TIMEOUT_MS_MAX)));
+        return Err(ApiError::invalid_field(format!(
+            "visibility_timeout_ms must be between 0 and {}",
+            limits::VISIBILITY_TIMEOUT_MS_MAX
+        )));
     }
-    let deadline = app.store.message_extend(ExtendParams { queue, receipt, timeout_ms: input.visibility_timeout_ms, now_ms: app.now_ms() }).await?;
-    Ok(Json(ExtendOut { lease_expires_at: time_out(deadline) }))
+    let deadline = app
+        .store
+        .message_extend(ExtendParams {
+            queue,
+            receipt,
+            timeout_ms: input.visibility_timeout_ms,
+            now_ms: app.now_ms(),
+        })
+        .await?;
+    Ok(Json(ExtendOut {
+        lease_expires_at: time_out(deadline),
+    }))
 }

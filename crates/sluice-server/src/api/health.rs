@@ -10,17 +10,34 @@ use super::AppState;
 /// `GET /healthz`: the process is alive.
 #[utoipa::path(get, path = "/healthz", responses((status = 200, body = HealthOut)))]
 pub async fn healthz() -> Json<HealthOut> {
-    Json(HealthOut { status: "ok".into() })
+    Json(HealthOut {
+        status: "ok".into(),
+    })
 }
 
 /// `GET /readyz`: the store accepts work and the server is not shutting down.
 #[utoipa::path(get, path = "/readyz", responses((status = 200, body = HealthOut), (status = 503, body = HealthOut)))]
 pub async fn readyz(State(app): State<AppState>) -> (StatusCode, Json<HealthOut>) {
     if app.is_shutting_down() {
-        return (StatusCode::SERVICE_UNAVAILABLE, Json(HealthOut { status: "shutting down".into() }));
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(HealthOut {
+                status: "shutting down".into(),
+            }),
+        );
     }
     match app.store.queue_list(app.now_ms()).await {
-        Ok(_) => (StatusCode::OK, Json(HealthOut { status: "ok".into() })),
-        Err(error) => (StatusCode::SERVICE_UNAVAILABLE, Json(HealthOut { status: error.to_string() })),
+        Ok(_) => (
+            StatusCode::OK,
+            Json(HealthOut {
+                status: "ok".into(),
+            }),
+        ),
+        Err(error) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(HealthOut {
+                status: error.to_string(),
+            }),
+        ),
     }
 }

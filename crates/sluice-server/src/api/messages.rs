@@ -12,7 +12,10 @@ use serde::Deserialize;
 use sluice_core::message::{MessageStatus, NewMessage, Payload};
 use sluice_core::queue::{QueueConfig, limits};
 use sluice_core::store::{EnqueueParams, MessageGetParams, MessageRef};
-use sluice_core::wire::{DeadLetterOut, EnqueueBatchOut, EnqueueOut, MessageBatchIn, MessageIn, MessageStatusOut, time_out};
+use sluice_core::wire::{
+    DeadLetterOut, EnqueueBatchOut, EnqueueOut, MessageBatchIn, MessageIn, MessageStatusOut,
+    time_out,
+};
 use sluice_core::{Millis, clock::parse_rfc3339};
 use uuid::Uuid;
 
@@ -26,32 +29,66 @@ use crate::error::ApiError;
         (status = 200, description = "Stored durably: EnqueueOut for one message, EnqueueBatchOut for a batch", body = EnqueueOut),
         (status = 400, body = sluice_core::wire::ErrorBody), (status = 404, body = sluice_core::wire::ErrorBody),
         (status = 413, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
-pub async fn enqueue(State(app): State<AppState>, ApiPath(queue): ApiPath<String>, body: Bytes) -> Result<Response, ApiError> {
+pub async fn enqueue(
+    State(app): State<AppState>,
+    ApiPath(queue): ApiPath<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let now_ms = app.now_ms();
     let config = app.store.queue_get(&queue, now_ms).await?.config;
     let (inputs, is_batch) = split_batch(&body)?;
     if is_batch {
         if inputs.is_empty() {
-            return Err(ApiError::invalid_field("messages: a batch needs at least one message"));
+            return Err(ApiError::invalid_field(
+                "messages: a batch needs at least one message",
+            ));
         }
         if inputs.len() > limits::BATCH_MESSAGES_MAX {
-            return Err(ApiError::too_large(format!("messages: {} messages in one batch; at most {} are allowed", inputs.len(), limits::BATCH_MESSAGES_MAX)));
+            return Err(ApiError::too_large(format!(
+                "messages: {} messages in one batch; at most {} are allowed",
+                inputs.len(),
+                limits::BATCH_MESSAGES_MAX
+            )));
         }
     }
     let mut messages = Vec::with_capacity(inputs.len());
     let mut batch_bytes = 0usize;
     for (position, input) in inputs.into_iter().enumerate() {
-        let prefix = if is_batch { format!("messages[{position}].") } else { String::new() };
+        let prefix = if is_batch {
+            format!("messages[{position}].")
+        } else {
+            String::new()
+        };
         let message = validate(input, &config, now_ms, &prefix)?;
         batch_bytes += message.payload.body_bytes.len();
         messages.push(message);
     }
     if batch_bytes > limits::BATCH_BYTES_MAX {
-        return Err(ApiError::too_large(format!("messages: the batch holds {batch_bytes} body bytes; at most {} are allowed", limits::BATCH_BYTES_MAX)));
+        return Err(ApiError::too_large(format!(
+            "messages: the batch holds {batch_bytes} body bytes; at most {} are allowed",
+            limits::BATCH_BYTES_MAX
+        )));
     }
-    let results = app.store.message_enqueue(EnqueueParams { queue, messages, now_ms }).await?;
-    let results: Vec<EnqueueOut> = results.into_iter().map(|r| EnqueueOut { message_id: r.message_id, created: r.created }).collect();
-    Ok(if is_batch { Json(EnqueueBatchOut { results }).into_response() } else { Json(results[0]).into_response() })
+    let results = app
+        .store
+        .message_enqueue(EnqueueParams {
+            queue,
+            messages,
+            now_ms,
+        })
+        .await?;
+    let results: Vec<EnqueueOut> = results
+        .into_iter()
+        .map(|r| EnqueueOut {
+            message_id: r.message_id,
+            created: r.created,
+        })
+        .collect();
+    Ok(if is_batch {
+        Json(EnqueueBatchOut { results }).into_response()
+    } else {
+        Json(results[0]).into_response()
+    })
 }
 
 /// Tells a batch (`{"messages": [...]}`) from a single message without parsing bodies twice.
@@ -65,42 +102,77 @@ fn split_batch(body: &[u8]) -> Result<(Vec<MessageIn>, bool), ApiError> {
 }
 
 /// Checks one message against the queue's limits and builds what the store takes.
-fn validate(input: MessageIn, config: &QueueConfig, now_ms: Millis, prefix: &str) -> Result<NewMessage, ApiError> {
-    let invalid = |field: &str, why: String| ApiError::invalid_field(format!("{prefix}{field}: {why}"));
+fn validate(
+    input: MessageIn,
+    config: &QueueConfig,
+    now_ms: Millis,
+    prefix: &str,
+) -> Result<NewMessage, ApiError> {
+    let invalid =
+        |field: &str, why: String| ApiError::invalid_field(format!("{prefix}{field}: {why}"));
     let (body_bytes, body_kind) = match (input.body, input.body_base64) {
         (Some(raw), None) => (raw.get().as_bytes().to_vec(), 0u8),
         (None, Some(text)) => {
-            let bytes = base64::engine::general_purpose::STANDARD.decode(text.as_bytes()).map_err(|e| invalid("body_base64", format!("not valid base64: {e}")))?;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(text.as_bytes())
+                .map_err(|e| invalid("body_base64", format!("not valid base64: {e}")))?;
             (bytes, 1u8)
         }
-        (Some(_), Some(_)) => return Err(invalid("body", "give body or body_base64, not both".into())),
-        (None, None) => return Err(invalid("body", "a message needs body (any JSON) or body_base64".into())),
+        (Some(_), Some(_)) => {
+            return Err(invalid("body", "give body or body_base64, not both".into()));
+        }
+        (None, None) => {
+            return Err(invalid(
+                "body",
+                "a message needs body (any JSON) or body_base64".into(),
+            ));
+        }
     };
     if body_bytes.len() > config.max_message_bytes {
-        return Err(ApiError::too_large(format!("{prefix}body: {} bytes; the queue accepts at most {}", body_bytes.len(), config.max_message_bytes)));
+        return Err(ApiError::too_large(format!(
+            "{prefix}body: {} bytes; the queue accepts at most {}",
+            body_bytes.len(),
+            config.max_message_bytes
+        )));
     }
     for (field, value) in [("id", &input.id), ("key", &input.key)] {
-        if let Some(value) = value {
-            if value.is_empty() || value.len() > limits::KEY_BYTES_MAX {
-                return Err(invalid(field, format!("must be 1 to {} bytes long", limits::KEY_BYTES_MAX)));
-            }
+        if let Some(value) = value
+            && (value.is_empty() || value.len() > limits::KEY_BYTES_MAX)
+        {
+            return Err(invalid(
+                field,
+                format!("must be 1 to {} bytes long", limits::KEY_BYTES_MAX),
+            ));
         }
     }
     let headers = input.headers.unwrap_or_default();
     let header_bytes: usize = headers.iter().map(|(k, v)| k.len() + v.len()).sum();
     if headers.len() > 64 || header_bytes > 64 * 1024 {
-        return Err(invalid("headers", "at most 64 headers and 64 KiB in all".into()));
+        return Err(invalid(
+            "headers",
+            "at most 64 headers and 64 KiB in all".into(),
+        ));
     }
     let visible_at_ms = match (input.delay_ms, input.not_before) {
-        (Some(_), Some(_)) => return Err(invalid("delay_ms", "give delay_ms or not_before, not both".into())),
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                "delay_ms",
+                "give delay_ms or not_before, not both".into(),
+            ));
+        }
         (Some(delay), None) => {
             if !(0..=limits::DELAY_MS_MAX).contains(&delay) {
-                return Err(invalid("delay_ms", format!("must be between 0 and {}", limits::DELAY_MS_MAX)));
+                return Err(invalid(
+                    "delay_ms",
+                    format!("must be between 0 and {}", limits::DELAY_MS_MAX),
+                ));
             }
             now_ms + delay
         }
         (None, Some(text)) => {
-            let at = parse_rfc3339(&text).ok_or_else(|| invalid("not_before", format!("{text:?} is not an RFC 3339 time")))?;
+            let at = parse_rfc3339(&text).ok_or_else(|| {
+                invalid("not_before", format!("{text:?} is not an RFC 3339 time"))
+            })?;
             if at - now_ms > limits::DELAY_MS_MAX {
                 return Err(invalid("not_before", "is more than 15 days away".into()));
             }
@@ -110,7 +182,11 @@ fn validate(input: MessageIn, config: &QueueConfig, now_ms: Millis, prefix: &str
     };
     Ok(NewMessage {
         idempotency_key: input.id,
-        payload: Arc::new(Payload { body_bytes, body_kind, headers }),
+        payload: Arc::new(Payload {
+            body_bytes,
+            body_kind,
+            headers,
+        }),
         key: input.key,
         priority: input.priority.unwrap_or(0),
         visible_at_ms,
@@ -120,8 +196,12 @@ fn validate(input: MessageIn, config: &QueueConfig, now_ms: Millis, prefix: &str
 /// `GET /v1/queues/{queue}/messages/{message_id}`
 #[utoipa::path(get, path = "/v1/queues/{queue}/messages/{message_id}", params(("queue" = String, Path), ("message_id" = String, Path)),
     responses((status = 200, body = MessageStatusOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
-pub async fn get_by_id(State(app): State<AppState>, ApiPath((queue, message_id)): ApiPath<(String, String)>) -> Result<Json<MessageStatusOut>, ApiError> {
-    let id = Uuid::try_parse(&message_id).map_err(|_| ApiError::message_not_found(format!("{message_id:?} is not a message id")))?;
+pub async fn get_by_id(
+    State(app): State<AppState>,
+    ApiPath((queue, message_id)): ApiPath<(String, String)>,
+) -> Result<Json<MessageStatusOut>, ApiError> {
+    let id = Uuid::try_parse(&message_id)
+        .map_err(|_| ApiError::message_not_found(format!("{message_id:?} is not a message id")))?;
     lookup(&app, queue, MessageRef::Id(id), &message_id).await
 }
 
@@ -135,15 +215,35 @@ pub struct IdempotencyQuery {
 /// `GET /v1/queues/{queue}/messages?id={idempotency key}`
 #[utoipa::path(get, path = "/v1/queues/{queue}/messages", params(("queue" = String, Path), ("id" = String, Query, description = "Idempotency key")),
     responses((status = 200, body = MessageStatusOut), (status = 404, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
-pub async fn get_by_idempotency_key(State(app): State<AppState>, ApiPath(queue): ApiPath<String>, ApiQuery(query): ApiQuery<IdempotencyQuery>) -> Result<Json<MessageStatusOut>, ApiError> {
-    let key = query.id.ok_or_else(|| ApiError::invalid_field("id: give the idempotency key as ?id=..."))?;
+pub async fn get_by_idempotency_key(
+    State(app): State<AppState>,
+    ApiPath(queue): ApiPath<String>,
+    ApiQuery(query): ApiQuery<IdempotencyQuery>,
+) -> Result<Json<MessageStatusOut>, ApiError> {
+    let key = query
+        .id
+        .ok_or_else(|| ApiError::invalid_field("id: give the idempotency key as ?id=..."))?;
     let shown = format!("idempotency key {key:?}");
     lookup(&app, queue, MessageRef::IdempotencyKey(key), &shown).await
 }
 
-async fn lookup(app: &AppState, queue: String, by: MessageRef, shown: &str) -> Result<Json<MessageStatusOut>, ApiError> {
-    let status = app.store.message_get(MessageGetParams { queue: queue.clone(), by, now_ms: app.now_ms() }).await?;
-    let status = status.ok_or_else(|| ApiError::message_not_found(format!("no message {shown} in queue {queue:?}")))?;
+async fn lookup(
+    app: &AppState,
+    queue: String,
+    by: MessageRef,
+    shown: &str,
+) -> Result<Json<MessageStatusOut>, ApiError> {
+    let status = app
+        .store
+        .message_get(MessageGetParams {
+            queue: queue.clone(),
+            by,
+            now_ms: app.now_ms(),
+        })
+        .await?;
+    let status = status.ok_or_else(|| {
+        ApiError::message_not_found(format!("no message {shown} in queue {queue:?}"))
+    })?;
     Ok(Json(status_out(status)))
 }
 

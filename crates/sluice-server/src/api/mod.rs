@@ -64,9 +64,12 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
 /// Parses JSON, mapping serde's message into a 400.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Err(ApiError::malformed_json("the request body is empty; a JSON object is required"));
+        return Err(ApiError::malformed_json(
+            "the request body is empty; a JSON object is required",
+        ));
     }
-    serde_json::from_slice(bytes).map_err(|e| ApiError::malformed_json(format!("invalid JSON body: {e}")))
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::malformed_json(format!("invalid JSON body: {e}")))
 }
 
 /// Path extractor with our error shape.
@@ -84,10 +87,21 @@ pub struct ApiQuery<T>(pub T);
 #[openapi(
     info(title = "sluice", description = "Durable queue server: HTTP API v1"),
     paths(
-        queues::list, queues::put, queues::get_one, queues::delete, queues::stats,
-        messages::enqueue, messages::get_by_id, messages::get_by_idempotency_key,
-        delivery::receive, delivery::ack, delivery::nack, delivery::extend,
-        health::healthz, health::readyz, openapi_json,
+        queues::list,
+        queues::put,
+        queues::get_one,
+        queues::delete,
+        queues::stats,
+        messages::enqueue,
+        messages::get_by_id,
+        messages::get_by_idempotency_key,
+        delivery::receive,
+        delivery::ack,
+        delivery::nack,
+        delivery::extend,
+        health::healthz,
+        health::readyz,
+        openapi_json,
     )
 )]
 pub struct ApiDoc;
@@ -103,10 +117,19 @@ pub fn router(state: AppState) -> Router {
     let mut v1 = Router::new()
         .route("/v1/openapi.json", get(openapi_json))
         .route("/v1/queues", get(queues::list))
-        .route("/v1/queues/{queue}", get(queues::get_one).put(queues::put).delete(queues::delete))
+        .route(
+            "/v1/queues/{queue}",
+            get(queues::get_one).put(queues::put).delete(queues::delete),
+        )
         .route("/v1/queues/{queue}/stats", get(queues::stats))
-        .route("/v1/queues/{queue}/messages", post(messages::enqueue).get(messages::get_by_idempotency_key))
-        .route("/v1/queues/{queue}/messages/{message_id}", get(messages::get_by_id))
+        .route(
+            "/v1/queues/{queue}/messages",
+            post(messages::enqueue).get(messages::get_by_idempotency_key),
+        )
+        .route(
+            "/v1/queues/{queue}/messages/{message_id}",
+            get(messages::get_by_id),
+        )
         .route("/v1/queues/{queue}/receive", post(delivery::receive))
         .route("/v1/queues/{queue}/ack", post(delivery::ack))
         .route("/v1/queues/{queue}/nack", post(delivery::nack))
@@ -153,11 +176,21 @@ mod tests {
             ("/readyz", "get"),
         ];
         for (path, method) in expected {
-            assert!(doc["paths"][path][method].is_object(), "{method} {path} is missing from the OpenAPI document");
+            assert!(
+                doc["paths"][path][method].is_object(),
+                "{method} {path} is missing from the OpenAPI document"
+            );
         }
-        assert_eq!(doc["paths"].as_object().unwrap().len(), 12, "a route was added: list it above");
+        assert_eq!(
+            doc["paths"].as_object().unwrap().len(),
+            12,
+            "a route was added: list it above"
+        );
         for schema in ["MessageIn", "ReceivedMessage", "QueueSpec", "ErrorBody"] {
-            assert!(doc["components"]["schemas"][schema].is_object(), "schema {schema} is missing");
+            assert!(
+                doc["components"]["schemas"][schema].is_object(),
+                "schema {schema} is missing"
+            );
         }
     }
 }

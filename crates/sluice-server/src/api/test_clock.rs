@@ -26,13 +26,21 @@ pub struct AdvanceOut {
 }
 
 /// Moves the clock and wakes every long poll so it looks again.
-pub async fn advance(State(app): State<AppState>, ApiJson(input): ApiJson<AdvanceIn>) -> Result<Json<AdvanceOut>, ApiError> {
-    let clock = app.manual_clock.as_ref().ok_or_else(ApiError::route_not_found)?;
+pub async fn advance(
+    State(app): State<AppState>,
+    ApiJson(input): ApiJson<AdvanceIn>,
+) -> Result<Json<AdvanceOut>, ApiError> {
+    let clock = app
+        .manual_clock
+        .as_ref()
+        .ok_or_else(ApiError::route_not_found)?;
     if input.ms < 0 {
         return Err(ApiError::invalid_field("ms must be at least 0"));
     }
     let now_ms = clock.advance(input.ms);
     app.store.maintain(now_ms).await?;
     app.store.notifier().wake_all();
-    Ok(Json(AdvanceOut { now: sluice_core::wire::time_out(now_ms) }))
+    Ok(Json(AdvanceOut {
+        now: sluice_core::wire::time_out(now_ms),
+    }))
 }
