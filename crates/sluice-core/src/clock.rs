@@ -57,13 +57,15 @@ impl Clock for ManualClock {
     }
 }
 
-/// Formats epoch milliseconds as RFC 3339 in UTC, e.g. `2026-11-25T22:10:00.123Z`.
+/// Formats epoch milliseconds as RFC 3339 in UTC with exactly three fractional digits, e.g.
+/// `2026-11-25T22:10:00.120Z`, so every timestamp has the same width.
 pub fn format_rfc3339(ms: Millis) -> String {
+    const FORMAT: &[time::format_description::BorrowedFormatItem<'_>] = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
     let nanos = i128::from(ms) * 1_000_000;
     match time::OffsetDateTime::from_unix_timestamp_nanos(nanos) {
-        Ok(at) => at
-            .format(&time::format_description::well_known::Rfc3339)
-            .unwrap_or_else(|_| ms.to_string()),
+        Ok(at) => at.format(FORMAT).unwrap_or_else(|_| ms.to_string()),
         Err(_) => ms.to_string(),
     }
 }
@@ -93,6 +95,10 @@ mod tests {
         let ms = 1_795_000_000_123;
         let text = format_rfc3339(ms);
         assert!(text.ends_with('Z'), "{text}");
+        assert_eq!(
+            format_rfc3339(1_795_000_000_120),
+            "2026-11-18T11:06:40.120Z"
+        );
         assert_eq!(parse_rfc3339(&text), Some(ms));
         assert_eq!(parse_rfc3339("yesterday"), None);
     }

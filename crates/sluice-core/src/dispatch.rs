@@ -58,6 +58,8 @@ pub struct Entry {
     pub payload: Option<Arc<Payload>>,
     /// Set once dead-lettered.
     pub dead_letter: Option<Arc<DeadLetterInfo>>,
+    /// The token of a lease that ran out, which may still ack until the next delivery.
+    expired_lease_token: Option<u32>,
     place: Place,
 }
 
@@ -88,6 +90,7 @@ impl Entry {
             last_error: None,
             payload: None,
             dead_letter: None,
+            expired_lease_token: None,
             place: Place::Waiting,
         }
     }
@@ -449,6 +452,9 @@ impl Index {
             expired.push(seq);
             state.leased.pop_first();
             if let Some(entry) = self.entries.get_mut(&seq) {
+                if let Place::Leased { token, .. } = entry.place {
+                    entry.expired_lease_token = Some(token);
+                }
                 // Put it back in the ready set so the failure path below finds it where it expects.
                 entry.place = Place::Ready;
                 state.ready.insert((Reverse(entry.priority), seq));
@@ -501,6 +507,7 @@ impl Index {
             entry.attempts += 1;
             entry.lease_number += 1;
             entry.first_received_at_ms.get_or_insert(now_ms);
+            entry.expired_lease_token = None;
             entry.place = Place::Leased { deadline_ms, token };
             state.leased.insert((deadline_ms, seq));
             state.counters.delivered += 1;
@@ -568,12 +575,30 @@ impl Index {
         receipt: &Receipt,
         now_ms: Millis,
     ) -> Result<Seq, LeaseError> {
-        let seq = self.leased_entry(queue, receipt)?;
+        // A lease that ran out still acks until the message is handed out again (or
+        // dead-lettered): the work was done, and nobody else holds the message.
+        let seq = match self.leased_entry(queue, receipt) {
+            Ok(seq) => seq,
+            Err(LeaseError::Stale) => self
+                .expired_entry(queue, receipt)
+                .ok_or(LeaseError::Stale)?,
+            Err(error) => return Err(error),
+        };
         self.remove(seq, now_ms);
         if let Some(state) = self.queues.get_mut(queue) {
             state.counters.acked += 1;
         }
         Ok(seq)
+    }
+
+    /// The seq of a message whose lease `receipt` ran out and which nobody holds since.
+    fn expired_entry(&self, queue: &str, receipt: &Receipt) -> Option<Seq> {
+        let seq = *self.by_id.get(&receipt.message_id)?;
+        let entry = self.entries.get(&seq)?;
+        let not_leased = !matches!(entry.place, Place::Leased { .. });
+        let same_lease = entry.lease_number == receipt.lease_number
+            && entry.expired_lease_token == Some(receipt.token);
+        (&*entry.queue == queue && not_leased && same_lease).then_some(seq)
     }
 
     /// Nacks a lease: the message is retried after `delay_ms` (or the queue's backoff), or

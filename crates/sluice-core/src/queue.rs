@@ -23,6 +23,11 @@ pub fn validate_queue_name(name: &str) -> Result<(), String> {
             name.len()
         ));
     }
+    if name == "." || name == ".." {
+        return Err(format!(
+            "queue name {name:?} is reserved: URLs cannot carry it as a path segment"
+        ));
+    }
     if let Some(bad) = name
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
@@ -196,7 +201,7 @@ mod tests {
         for good in ["a", "orders", "orders.dlq", "A-b_c.9", &"x".repeat(80)] {
             assert!(validate_queue_name(good).is_ok(), "{good}");
         }
-        for bad in ["", "with space", "slash/y", "é", &"x".repeat(81)] {
+        for bad in ["", ".", "..", "with space", "slash/y", "é", &"x".repeat(81)] {
             assert!(validate_queue_name(bad).is_err(), "{bad}");
         }
     }

@@ -297,3 +297,29 @@ fn changing_the_ordering_of_a_busy_queue_is_refused() {
     fifo.ordering = Ordering::Fifo;
     assert!(h.index.queue_put("q", fifo).is_err());
 }
+
+#[test]
+fn a_lease_that_ran_out_still_acks_until_the_message_goes_out_again() {
+    let mut h = Harness::unordered();
+    h.enqueue(0, None, T0);
+    h.enqueue(0, None, T0);
+    let leased = h.claim(2, T0);
+    h.index.tick_queue("q", T0 + 30_000);
+    assert_eq!(
+        h.index.ack("q", &leased[0].receipt, T0 + 30_001),
+        Ok(1),
+        "nobody holds it: the late ack wins"
+    );
+    let again = h.claim(1, T0 + 30_002);
+    assert_eq!(again[0].message_id, leased[1].message_id);
+    assert_eq!(
+        h.index.ack("q", &leased[1].receipt, T0 + 30_003),
+        Err(LeaseError::Stale),
+        "handed out again: the old receipt is stale"
+    );
+    assert!(
+        h.index
+            .nack("q", &leased[1].receipt, None, None, false, T0 + 30_003)
+            .is_err()
+    );
+}

@@ -1,0 +1,202 @@
+//! `sluice recv`, `ack`, `nack` and `extend`: taking messages off a queue and settling them.
+//!
+//! Reaches the server only through [`sluice_client::Client`]. Times on the command line are
+//! seconds (fractions allowed); they cross the API as ms.
+
+use std::time::Duration;
+
+use sluice_client::Client;
+use sluice_client::wire::{AckOut, ExtendIn, NackIn, ReceiveIn, ReceivedMessage};
+
+use crate::output;
+
+/// Most receipts in one ack request.
+const ACK_BATCH_MAX: usize = 1000;
+
+/// Flags of `sluice recv`.
+#[derive(Debug, clap::Args)]
+pub struct RecvArgs {
+    /// Queue name.
+    queue: String,
+    /// Most messages to take, 1 to 100.
+    #[arg(long, default_value_t = 1)]
+    max: i64,
+    /// Wait up to this many seconds (at most 20) for a message to arrive.
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds, default_value = "0")]
+    wait: Duration,
+    /// Lease length for these messages in seconds [default: the queue's].
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    visibility_timeout: Option<Duration>,
+    /// Ack every message after printing it.
+    #[arg(long)]
+    ack: bool,
+}
+
+/// Flags of `sluice ack`.
+#[derive(Debug, clap::Args)]
+pub struct AckArgs {
+    /// Queue name.
+    queue: String,
+    /// Receipts from `recv`.
+    #[arg(required = true)]
+    receipts: Vec<String>,
+}
+
+/// Flags of `sluice nack`.
+#[derive(Debug, clap::Args)]
+pub struct NackArgs {
+    /// Queue name.
+    queue: String,
+    /// Receipt from `recv`.
+    receipt: String,
+    /// What went wrong; kept with the message as its last error.
+    #[arg(long, value_name = "TEXT")]
+    error: Option<String>,
+    /// Retry after this many ms instead of the queue's backoff.
+    #[arg(long, value_name = "MS")]
+    delay_ms: Option<i64>,
+    /// Dead-letter the message now instead of retrying.
+    #[arg(long, conflicts_with = "delay_ms")]
+    permanent: bool,
+}
+
+/// Flags of `sluice extend`.
+#[derive(Debug, clap::Args)]
+pub struct ExtendArgs {
+    /// Queue name.
+    queue: String,
+    /// Receipt from `recv`.
+    receipt: String,
+    /// The lease now ends this many seconds from now.
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    visibility_timeout: Duration,
+}
+
+/// Runs `sluice recv`.
+pub async fn recv(client: &Client, args: RecvArgs, json: bool) -> anyhow::Result<()> {
+    let request = ReceiveIn {
+        max: Some(args.max),
+        wait_ms: Some(millis(args.wait)),
+        visibility_timeout_ms: args.visibility_timeout.map(millis),
+    };
+    let out = client.receive(&args.queue, &request).await?;
+    if json {
+        output::json(&out)?;
+    } else if out.messages.is_empty() {
+        eprintln!("no messages");
+    } else {
+        let mut table = output::table(&["message_id", "attempts", "receipt", "body"]);
+        for message in &out.messages {
+            table.add_row(vec![
+                message.message_id.to_string(),
+                message.attempts.to_string(),
+                message.receipt.clone(),
+                body_text(message),
+            ]);
+        }
+        output::print_table(&table)?;
+    }
+    if args.ack && !out.messages.is_empty() {
+        let receipts = out
+            .messages
+            .into_iter()
+            .map(|message| message.receipt)
+            .collect();
+        let acked = ack_all(client, &args.queue, receipts).await?;
+        eprintln!("acked {}", acked.acked);
+    }
+    Ok(())
+}
+
+/// Runs `sluice ack`.
+pub async fn ack(client: &Client, args: AckArgs, json: bool) -> anyhow::Result<()> {
+    let out = ack_all(client, &args.queue, args.receipts).await?;
+    if json {
+        return output::json(&out);
+    }
+    output::line(format_args!("acked {}", out.acked))
+}
+
+/// Runs `sluice nack`.
+pub async fn nack(client: &Client, args: NackArgs, json: bool) -> anyhow::Result<()> {
+    let request = NackIn {
+        receipt: args.receipt,
+        error: args.error,
+        delay_ms: args.delay_ms,
+        permanent: args.permanent.then_some(true),
+    };
+    let out = client.nack(&args.queue, &request).await?;
+    if json {
+        return output::json(&out);
+    }
+    let mut text = out.state.clone();
+    if let Some(visible_at) = &out.visible_at {
+        text.push_str(&format!(", visible again at {visible_at}"));
+    }
+    if let Some(queue) = &out.dead_letter_queue {
+        text.push_str(&format!(", moved to {queue}"));
+    }
+    output::line(text)
+}
+
+/// Runs `sluice extend`.
+pub async fn extend(client: &Client, args: ExtendArgs, json: bool) -> anyhow::Result<()> {
+    let request = ExtendIn {
+        receipt: args.receipt,
+        visibility_timeout_ms: millis(args.visibility_timeout),
+    };
+    let out = client.extend(&args.queue, &request).await?;
+    if json {
+        return output::json(&out);
+    }
+    output::line(format_args!("lease expires at {}", out.lease_expires_at))
+}
+
+/// Acks receipts in requests of up to [`ACK_BATCH_MAX`], merging the answers.
+async fn ack_all(client: &Client, queue: &str, receipts: Vec<String>) -> anyhow::Result<AckOut> {
+    let mut total = AckOut {
+        acked: 0,
+        results: Vec::with_capacity(receipts.len()),
+    };
+    for chunk in receipts.chunks(ACK_BATCH_MAX) {
+        let out = client.ack(queue, chunk.to_vec()).await?;
+        total.acked += out.acked;
+        total.results.extend(out.results);
+    }
+    Ok(total)
+}
+
+/// A message body for a table cell: compact JSON, or `base64:...` for bytes.
+fn body_text(message: &ReceivedMessage) -> String {
+    match (&message.body, &message.body_base64) {
+        (Some(body), _) => output::compact_json(body.get()),
+        (None, Some(bytes)) => format!("base64:{bytes}"),
+        (None, None) => String::new(),
+    }
+}
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn parse_seconds(text: &str) -> Result<Duration, String> {
+    let seconds: f64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    Duration::try_from_secs_f64(seconds)
+        .map_err(|_| format!("{text:?} is not a number of seconds from 0 up"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_may_have_fractions_but_not_signs() {
+        assert_eq!(parse_seconds("1.5"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_seconds("0"), Ok(Duration::ZERO));
+        assert!(parse_seconds("-1").is_err());
+        assert!(parse_seconds("soon").is_err());
+        assert!(parse_seconds("NaN").is_err());
+    }
+}

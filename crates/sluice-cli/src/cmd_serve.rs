@@ -1,0 +1,79 @@
+//! `sluice serve`: flags, logging and a call to [`sluice_server::serve`]; nothing else.
+//!
+//! Logs go to stderr. Stdout belongs to the server, which prints exactly one ready line
+//! (`sluice listening on http://HOST:PORT`) that scripts and tests wait for.
+
+use std::path::PathBuf;
+
+use std::io::IsTerminal;
+
+use anyhow::Context;
+use tracing_subscriber::EnvFilter;
+
+/// Flags of `sluice serve`; each overrides the config file.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on, `host:port` (`127.0.0.1:0` picks a free port).
+    #[arg(long, env = "SLUICE_LISTEN", value_name = "ADDR")]
+    listen: Option<String>,
+    /// Data directory.
+    #[arg(long, env = "SLUICE_DATA", value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// TOML config file.
+    #[arg(long, env = "SLUICE_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// `fsync`: a 200 means the write reached the disk; `os`: it reached the OS page cache.
+    #[arg(long, env = "SLUICE_DURABILITY", value_parser = ["fsync", "os"])]
+    durability: Option<String>,
+    /// Log line format on stderr. The level filter comes from SLUICE_LOG or RUST_LOG
+    /// (default `info`).
+    #[arg(long, env = "SLUICE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// How log lines look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Runs the server until SIGTERM or ctrl-c (the server handles the signals).
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    install_tracing(args.log_format)?;
+    let options = sluice_server::ServeOptions {
+        listen: args.listen,
+        data_dir: args.data,
+        config_path: args.config,
+        durability: args.durability,
+    };
+    sluice_server::serve(options)
+        .await
+        .map_err(|error| anyhow::anyhow!(error))
+}
+
+/// Installs the global tracing subscriber, writing to stderr.
+fn install_tracing(format: LogFormat) -> anyhow::Result<()> {
+    let (variable, directives) = ["SLUICE_LOG", "RUST_LOG"]
+        .into_iter()
+        .find_map(|name| {
+            std::env::var(name)
+                .ok()
+                .filter(|value| !value.trim().is_empty())
+                .map(|value| (name, value))
+        })
+        .unwrap_or(("default", "info".to_owned()));
+    let filter = EnvFilter::try_new(&directives)
+        .with_context(|| format!("invalid log filter {directives:?} (from {variable})"))?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    let result = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+    result.map_err(|error| anyhow::anyhow!("cannot install the log subscriber: {error}"))
+}

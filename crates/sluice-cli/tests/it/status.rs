@@ -1,0 +1,90 @@
+//! Message status lookups, by message id and by idempotency key.
+
+use serde_json::json;
+
+use crate::support::{TestServer, parse_time, receipt};
+
+#[tokio::test]
+async fn status_follows_a_message_through_its_states() {
+    // Proves GET .../messages/{id} and GET .../messages?id={key} show the same message as it
+    // goes delayed -> ready -> in_flight -> acked, with the fields each state carries.
+    let server = TestServer::builder().test_clock(true).start().await;
+    server.put_queue("q", json!({})).await;
+    let now = server.now().await;
+    let sent = server.send("q", json!({"body": 1, "id": "order-7", "key": "customer-3", "priority": 4, "delay_ms": 1000})).await;
+    let id = sent["message_id"].as_str().unwrap().to_owned();
+    let by_id = format!("/v1/queues/q/messages/{id}");
+    let by_key = "/v1/queues/q/messages?id=order-7";
+
+    let status = server.get(&by_id).await.ok();
+    assert_eq!(status["state"], "delayed", "{status}");
+    assert_eq!(status["message_id"], id.as_str());
+    assert_eq!(status["queue"], "q");
+    assert_eq!(status["id"], "order-7");
+    assert_eq!(status["key"], "customer-3");
+    assert_eq!(status["priority"], 4);
+    assert_eq!(status["attempts"], 0);
+    assert_eq!(parse_time(&status["enqueued_at"]), now);
+    assert_eq!(parse_time(&status["visible_at"]), now + 1000);
+    assert_eq!(
+        server.get(by_key).await.ok(),
+        status,
+        "lookup by idempotency key differs"
+    );
+
+    server.advance_clock(1000).await;
+    assert_eq!(server.get(&by_id).await.ok()["state"], "ready");
+
+    let message = server.receive("q", json!({})).await.remove(0);
+    let status = server.get(&by_id).await.ok();
+    assert_eq!(status["state"], "in_flight", "{status}");
+    assert_eq!(status["attempts"], 1);
+    assert_eq!(status["lease_expires_at"], message["lease_expires_at"]);
+    assert_eq!(status["first_received_at"], message["first_received_at"]);
+    assert_eq!(server.get(by_key).await.ok(), status);
+
+    server.ack("q", receipt(&message)).await;
+    let status = server.get(&by_id).await.ok();
+    assert_eq!(status["state"], "acked", "{status}");
+    assert_eq!(parse_time(&status["acked_at"]), now + 1000);
+    assert_eq!(server.get(by_key).await.ok()["state"], "acked");
+}
+
+#[tokio::test]
+async fn unknown_messages_are_404_message_not_found() {
+    // Proves an unknown message id, an unknown idempotency key, and a message id looked up in
+    // another queue all answer 404 message_not_found; an id that is not a uuid is a 4xx.
+    let server = TestServer::builder().start().await;
+    server.put_queue("q", json!({})).await;
+    server.put_queue("other", json!({})).await;
+    let id = server.send("q", json!({"body": 1, "id": "known"})).await["message_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let unknown = uuid::Uuid::now_v7();
+    server
+        .get(&format!("/v1/queues/q/messages/{unknown}"))
+        .await
+        .error(404, "message_not_found");
+    server
+        .get("/v1/queues/q/messages?id=unknown-key")
+        .await
+        .error(404, "message_not_found");
+    server
+        .get(&format!("/v1/queues/other/messages/{id}"))
+        .await
+        .error(404, "message_not_found");
+    server
+        .get("/v1/queues/other/messages?id=known")
+        .await
+        .error(404, "message_not_found");
+    server
+        .get("/v1/queues/q/messages/not-a-uuid")
+        .await
+        .client_error();
+    server
+        .get(&format!("/v1/queues/missing/messages/{id}"))
+        .await
+        .error(404, "queue_not_found");
+}

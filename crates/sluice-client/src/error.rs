@@ -1,0 +1,161 @@
+//! The client's error type: what went wrong with one request, sorted by who is to blame.
+//!
+//! The server's JSON error body becomes [`Error::Api`] with its stable `code`; everything that
+//! prevented a well-formed answer (connection, timeout, a body of the wrong shape) has a variant
+//! of its own, so callers can match on meaning rather than on strings.
+
+use sluice_core::wire::{AckResult, ErrorBody};
+
+/// A `Result` with the client's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why a request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The server answered with an error status and its JSON error body
+    /// `{"error": {"code", "message", "details"}}`.
+    #[error("{code}: {message}")]
+    Api {
+        /// HTTP status, e.g. 404.
+        status: u16,
+        /// Stable machine code, e.g. `queue_not_found` or `stale_receipt`.
+        code: String,
+        /// What to fix, in words.
+        message: String,
+        /// Per-item results where a batch was partly refused (e.g. the per-receipt results of
+        /// an ack that met a stale receipt).
+        details: Option<serde_json::Value>,
+    },
+    /// The request did not get an answer: the connection failed, timed out or broke.
+    #[error("request to the sluice server failed")]
+    Transport(#[source] reqwest::Error),
+    /// The server answered, but the body was not the JSON the API promises for that status.
+    #[error("cannot decode the server's answer (HTTP {status}): {body}")]
+    Decode {
+        /// HTTP status of the answer.
+        status: u16,
+        /// The start of the body as text, for the error message.
+        body: String,
+        /// What serde said.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A base URL the client cannot use.
+    #[error("invalid server URL {url:?}: {reason}")]
+    InvalidUrl {
+        /// The URL as given.
+        url: String,
+        /// Why it does not work.
+        reason: String,
+    },
+    /// A queue name or id that cannot be put in a URL path (empty, `.` or `..`).
+    #[error("{what} {value:?} cannot be used in a URL path")]
+    InvalidPathSegment {
+        /// What the value is, e.g. `queue name`.
+        what: &'static str,
+        /// The value as given.
+        value: String,
+    },
+}
+
+impl Error {
+    /// The API error code (`queue_not_found`, `stale_receipt`, ...), for [`Error::Api`] only.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            Self::Api { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+
+    /// The HTTP status of the answer, when there was one.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Self::Api { status, .. } | Self::Decode { status, .. } => Some(*status),
+            Self::Transport(error) => error.status().map(|status| status.as_u16()),
+            Self::InvalidUrl { .. } | Self::InvalidPathSegment { .. } => None,
+        }
+    }
+
+    /// For a `409 stale_receipt` answer to an ack: the per-receipt results from `details`
+    /// (the receipts that were current have been acked all the same).
+    pub fn ack_results(&self) -> Option<Vec<AckResult>> {
+        let Self::Api {
+            details: Some(details),
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let results = details.get("results").unwrap_or(details);
+        serde_json::from_value(results.clone()).ok()
+    }
+
+    /// Builds the error for a non-2xx answer from its status and body.
+    pub(crate) fn from_response(status: u16, body: &[u8]) -> Self {
+        match serde_json::from_slice::<ErrorBody>(body) {
+            Ok(ErrorBody { error }) => Self::Api {
+                status,
+                code: error.code,
+                message: error.message,
+                details: error.details,
+            },
+            Err(source) => Self::Decode {
+                status,
+                body: snippet(body),
+                source,
+            },
+        }
+    }
+}
+
+/// The first few hundred bytes of a body as text, for error messages.
+pub(crate) fn snippet(body: &[u8]) -> String {
+    const SNIPPET_BYTES_MAX: usize = 300;
+    let text = String::from_utf8_lossy(&body[..body.len().min(SNIPPET_BYTES_MAX)]);
+    let mut text = text.trim().to_owned();
+    if body.len() > SNIPPET_BYTES_MAX {
+        text.push_str("...");
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_body_becomes_an_api_error_with_its_code() {
+        let error = Error::from_response(
+            404,
+            br#"{"error": {"code": "queue_not_found", "message": "no queue \"q\""}}"#,
+        );
+        assert_eq!(error.code(), Some("queue_not_found"));
+        assert_eq!(error.status(), Some(404));
+        assert_eq!(error.to_string(), r#"queue_not_found: no queue "q""#);
+    }
+
+    #[test]
+    fn a_body_that_is_not_an_error_body_is_a_decode_error() {
+        let error = Error::from_response(502, b"<html>Bad Gateway</html>");
+        assert!(
+            matches!(error, Error::Decode { status: 502, .. }),
+            "{error:?}"
+        );
+        assert!(error.to_string().contains("Bad Gateway"));
+    }
+
+    #[test]
+    fn the_ack_results_of_a_stale_receipt_answer_are_readable() {
+        let error = Error::from_response(
+            409,
+            br#"{"error": {"code": "stale_receipt", "message": "m", "details": {"results": [
+                {"receipt": "a", "acked": true},
+                {"receipt": "b", "acked": false, "error": {"code": "stale_receipt", "message": "x"}}
+            ]}}}"#,
+        );
+        let results = error.ack_results().unwrap();
+        assert_eq!(results.len(), 2);
+        assert!(results[0].acked);
+        assert!(!results[1].acked);
+    }
+}
