@@ -1,13 +1,808 @@
-//! `sluice bench`: a load generator against a running server.
+//! `sluice bench`: starts a server of its own (or uses `--url`), runs fixed scenarios against it
+//! over HTTP and prints what it measured, as text or as JSON with `--json`.
 //!
-//! Placeholder so the binary compiles; the real benchmark replaces this file.
+//! This file owns the flags, the order of the scenarios and the report. The load itself is in
+//! [`load`], the child process in [`server`]. Like every client command it reaches the server
+//! only through `sluice_client`; it starts the server as a child process (the current
+//! executable with `serve`), never in-process, so the figures include real HTTP over loopback.
+//!
+//! Every message body is a JSON string whose JSON text is `--body-bytes` long (1024 by default),
+//! starting with the time it was sent, so consumers can measure enqueue-to-receive latency.
 
-/// Flags of `sluice bench`.
-#[derive(Debug, clap::Args)]
-pub struct BenchArgs {}
+mod load;
+mod server;
 
-/// Runs the benchmark.
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde::Serialize;
+use sluice_client::Client;
+use sluice_client::wire::QueueSpec;
+
+use self::load::{
+    Bodies, Consumers, EndToEndLoad, EndToEndReport, EnqueueLoad, EnqueueReport, LatencyReport,
+    LatencySummary, PacedLoad,
+};
+use self::server::{Memory, ServerProcess, StopOutcome};
+
+/// Flags of `sluice bench`. The defaults take a few minutes on two cores.
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// Bench the server at this URL instead of starting one (then the restart scenario and the
+    /// memory figure are skipped). The global `--url` and SLUICE_URL count too; unset, the bench
+    /// starts its own server.
+    // Same id as the global `--url`, so clap hands us its value; the empty default means "unset".
+    #[arg(
+        long,
+        value_name = "URL",
+        default_value = "",
+        hide_default_value = true
+    )]
+    url: String,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Durability of the server the bench starts.
+    #[arg(long, value_parser = ["fsync", "os"], default_value = "fsync")]
+    durability: String,
+    /// Scenarios to run, comma-separated.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "single,batch,e2e,latency,sequential,restart"
+    )]
+    scenarios: Vec<Scenario>,
+    /// Size of each message body as JSON text, in bytes.
+    #[arg(long, default_value_t = 1024)]
+    body_bytes: usize,
+    /// Most seconds any one scenario (or the fill of the restart scenario) may run.
+    #[arg(long, default_value_t = 120)]
+    time_limit_secs: u64,
+    /// Where the server's data directory goes (a fresh temporary directory inside it).
+    #[arg(long, value_name = "DIR")]
+    work_dir: Option<PathBuf>,
+
+    /// Scenario 1: messages sent one per request.
+    #[arg(long, default_value_t = 50_000, help_heading = "Scenario sizes")]
+    single_messages: u64,
+    /// Scenario 1: concurrent clients.
+    #[arg(long, default_value_t = 32, help_heading = "Scenario sizes")]
+    single_clients: usize,
+    /// Scenario 2: messages sent in batches.
+    #[arg(long, default_value_t = 200_000, help_heading = "Scenario sizes")]
+    batch_messages: u64,
+    /// Scenario 2: concurrent clients.
+    #[arg(long, default_value_t = 32, help_heading = "Scenario sizes")]
+    batch_clients: usize,
+    /// Scenario 2: messages per request.
+    #[arg(long, default_value_t = 100, help_heading = "Scenario sizes")]
+    batch_size: usize,
+    /// Scenario 3: messages sent and consumed.
+    #[arg(long, default_value_t = 200_000, help_heading = "Scenario sizes")]
+    e2e_messages: u64,
+    /// Scenario 3: producer tasks.
+    #[arg(long, default_value_t = 4, help_heading = "Scenario sizes")]
+    e2e_producers: usize,
+    /// Scenario 3: requests each producer keeps in flight.
+    #[arg(long, default_value_t = 4, help_heading = "Scenario sizes")]
+    e2e_inflight: usize,
+    /// Scenario 3: messages per enqueue request.
+    #[arg(long, default_value_t = 10, help_heading = "Scenario sizes")]
+    e2e_batch: usize,
+    /// Scenarios 3 and 4: consumer tasks.
+    #[arg(long, default_value_t = 4, help_heading = "Scenario sizes")]
+    consumers: usize,
+    /// Scenarios 3 and 4: `max` of each receive.
+    #[arg(long, default_value_t = 10, help_heading = "Scenario sizes")]
+    receive_max: i64,
+    /// Scenarios 3 and 4: `wait_ms` of each receive (long polling).
+    #[arg(long, default_value_t = 1_000, help_heading = "Scenario sizes")]
+    wait_ms: i64,
+    /// Scenario 4: messages per second, one per request.
+    #[arg(long, default_value_t = 2_000, help_heading = "Scenario sizes")]
+    latency_rate: u64,
+    /// Scenario 4: measured seconds.
+    #[arg(long, default_value_t = 10, help_heading = "Scenario sizes")]
+    latency_secs: u64,
+    /// Scenario 4: unmeasured seconds at the same rate before.
+    #[arg(long, default_value_t = 1, help_heading = "Scenario sizes")]
+    latency_warmup_secs: u64,
+    /// Scenario 5: sequential single-message enqueues.
+    #[arg(long, default_value_t = 2_000, help_heading = "Scenario sizes")]
+    sequential_requests: u64,
+    /// Scenario 7: messages queued before the restart.
+    #[arg(long, default_value_t = 1_000_000, help_heading = "Scenario sizes")]
+    restart_messages: u64,
+    /// Scenario 7: concurrent clients filling the queue.
+    #[arg(long, default_value_t = 4, help_heading = "Scenario sizes")]
+    restart_clients: usize,
+    /// Scenario 7: messages per fill request.
+    #[arg(long, default_value_t = 1_000, help_heading = "Scenario sizes")]
+    restart_batch: usize,
+    /// Scenario 7: body size of the queued messages, in bytes of JSON text.
+    #[arg(long, default_value_t = 1024, help_heading = "Scenario sizes")]
+    restart_body_bytes: usize,
+}
+
+/// The scenarios, in the order they run. The server's memory (scenario 6) is read whenever the
+/// bench started the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Scenario {
+    /// 1: enqueue with single-message requests.
+    Single,
+    /// 2: enqueue in batches.
+    Batch,
+    /// 3: producers and consumers at once, every message checked.
+    E2e,
+    /// 4: enqueue-to-receive latency at a steady rate.
+    Latency,
+    /// 5: one durable enqueue at a time.
+    Sequential,
+    /// 7: restart time with many messages queued.
+    Restart,
+}
+
+/// Runs the selected scenarios and prints the report on stdout (progress goes to stderr).
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
-    let _ = args;
-    anyhow::bail!("bench not built yet")
+    let time_limit = Duration::from_secs(args.time_limit_secs);
+    let bodies = Bodies::new(args.body_bytes);
+    let work_parent = args.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let work = tempfile::Builder::new()
+        .prefix("sluice-bench-")
+        .tempdir_in(&work_parent)
+        .with_context(|| format!("cannot create a directory in {}", work_parent.display()))?;
+    let exe = std::env::current_exe().context("cannot find the sluice executable")?;
+    let spawned = args.url.is_empty();
+
+    let mut report = Report {
+        sluice_version: env!("CARGO_PKG_VERSION"),
+        server: if spawned {
+            "started by the bench"
+        } else {
+            "external"
+        },
+        url: String::new(),
+        durability: spawned.then(|| args.durability.clone()),
+        body: format!("a JSON string of {} bytes as JSON text", args.body_bytes),
+        body_bytes: args.body_bytes,
+        server_ready_s: None,
+        single: None,
+        batch: None,
+        end_to_end: None,
+        latency: None,
+        sequential: None,
+        server_memory: None,
+        server_stop: None,
+        restart: None,
+        notes: Vec::new(),
+    };
+    let server = if spawned {
+        progress("starting the server");
+        let server = ServerProcess::start(
+            &exe,
+            &work.path().join("data"),
+            &args.durability,
+            &work.path().join("server.log"),
+        )
+        .await?;
+        report.server_ready_s = Some(server.ready_after.as_secs_f64());
+        Some(server)
+    } else {
+        None
+    };
+    report.url = server
+        .as_ref()
+        .map_or_else(|| args.url.clone(), |server| server.url.clone());
+    let client = Client::new(&report.url)?;
+    client
+        .healthz()
+        .await
+        .with_context(|| format!("the server at {} does not answer", report.url))?;
+
+    let selected = |scenario| args.scenarios.contains(&scenario);
+    if selected(Scenario::Single) {
+        progress("1. enqueue, single-message requests");
+        let load = EnqueueLoad {
+            messages: args.single_messages,
+            clients: args.single_clients,
+            batch_size: 1,
+            time_limit,
+        };
+        report.single = Some(
+            scenario(&client, server.as_ref(), "single", |queue| {
+                load::enqueue_load(&client, queue, &bodies, load)
+            })
+            .await?,
+        );
+    }
+    if selected(Scenario::Batch) {
+        progress("2. enqueue, batches");
+        let load = EnqueueLoad {
+            messages: args.batch_messages,
+            clients: args.batch_clients,
+            batch_size: args.batch_size,
+            time_limit,
+        };
+        report.batch = Some(
+            scenario(&client, server.as_ref(), "batch", |queue| {
+                load::enqueue_load(&client, queue, &bodies, load)
+            })
+            .await?,
+        );
+    }
+    let consumers = Consumers {
+        count: args.consumers,
+        receive_max: args.receive_max,
+        wait_ms: args.wait_ms,
+    };
+    if selected(Scenario::E2e) {
+        progress("3. end to end");
+        let load = EndToEndLoad {
+            messages: args.e2e_messages,
+            producers: args.e2e_producers,
+            inflight: args.e2e_inflight,
+            batch_size: args.e2e_batch,
+            consumers,
+            time_limit,
+        };
+        report.end_to_end = Some(
+            scenario(&client, server.as_ref(), "e2e", |queue| {
+                load::end_to_end(&client, queue, &bodies, load)
+            })
+            .await?,
+        );
+    }
+    if selected(Scenario::Latency) {
+        progress("4. latency at a steady rate");
+        let load = PacedLoad {
+            rate: args.latency_rate,
+            duration: Duration::from_secs(args.latency_secs),
+            warmup: Duration::from_secs(args.latency_warmup_secs),
+            consumers,
+            time_limit,
+        };
+        report.latency = Some(
+            scenario(&client, server.as_ref(), "latency", |queue| {
+                load::paced_latency(&client, queue, &bodies, load)
+            })
+            .await?,
+        );
+    }
+    if selected(Scenario::Sequential) {
+        progress("5. one durable enqueue at a time");
+        let load = EnqueueLoad {
+            messages: args.sequential_requests,
+            clients: 1,
+            batch_size: 1,
+            time_limit,
+        };
+        report.sequential = Some(
+            scenario(&client, server.as_ref(), "sequential", |queue| {
+                load::enqueue_load(&client, queue, &bodies, load)
+            })
+            .await?,
+        );
+    }
+    if let Some(server) = server {
+        report.server_memory = server.memory();
+        progress("stopping the server");
+        report.server_stop = Some(server.stop().await?);
+    } else {
+        report
+            .notes
+            .push("the server's memory is not measured for an external server".into());
+    }
+    if selected(Scenario::Restart) {
+        if spawned {
+            progress("7. restart with a full queue");
+            report.restart = Some(restart(&args, &exe, work.path(), time_limit).await?);
+        } else {
+            report
+                .notes
+                .push("the restart scenario needs a server of the bench's own; skipped".into());
+        }
+    }
+
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.text());
+    }
+    Ok(())
+}
+
+/// Everything measured, as printed with `--json`.
+#[derive(Debug, Serialize)]
+struct Report {
+    sluice_version: &'static str,
+    /// `started by the bench` or `external`.
+    server: &'static str,
+    url: String,
+    durability: Option<String>,
+    body: String,
+    body_bytes: usize,
+    /// From spawning the server (empty data dir) to its ready line.
+    server_ready_s: Option<f64>,
+    single: Option<Measured<EnqueueReport>>,
+    batch: Option<Measured<EnqueueReport>>,
+    end_to_end: Option<Measured<EndToEndReport>>,
+    latency: Option<Measured<LatencyReport>>,
+    sequential: Option<Measured<EnqueueReport>>,
+    /// Of the server that ran scenarios 1-5, read just before it was stopped.
+    server_memory: Option<Memory>,
+    server_stop: Option<StopOutcome>,
+    restart: Option<RestartReport>,
+    notes: Vec<String>,
+}
+
+/// A scenario's figures plus the CPU both sides used meanwhile (100 = one core busy).
+#[derive(Debug, Serialize)]
+struct Measured<T> {
+    #[serde(flatten)]
+    result: T,
+    queue: String,
+    wall_s: f64,
+    server_cpu_percent: Option<f64>,
+    bench_cpu_percent: Option<f64>,
+}
+
+/// Scenario 7.
+#[derive(Debug, Serialize)]
+struct RestartReport {
+    body_bytes: usize,
+    fill: EnqueueReport,
+    /// Of the server that took the fill, read before SIGTERM.
+    fill_server_memory: Option<Memory>,
+    /// SIGTERM to exit, for the server holding the fill.
+    stop: StopOutcome,
+    /// After that stop.
+    data_dir_bytes: u64,
+    /// From spawning the second server on the same data dir to its ready line.
+    ready_s: f64,
+    /// `ready` in the queue's stats after the restart.
+    ready_after_restart: Option<u64>,
+    /// Of the restarted server, once ready.
+    memory_after_restart: Option<Memory>,
+    second_stop: StopOutcome,
+}
+
+/// Runs one load against a fresh queue, measures CPU meanwhile, then deletes the queue (and its
+/// dead-letter queue) so the next scenario starts from the same state.
+async fn scenario<T, F, Fut>(
+    client: &Client,
+    server: Option<&ServerProcess>,
+    name: &str,
+    load: F,
+) -> anyhow::Result<Measured<T>>
+where
+    F: FnOnce(&str) -> Fut,
+    Fut: Future<Output = T>,
+{
+    let queue = format!("bench-{name}-{:08x}", rand::random::<u32>());
+    client
+        .queue_put(&queue, &QueueSpec::default())
+        .await
+        .with_context(|| format!("cannot create queue {queue}"))?;
+    let server_cpu_before = server.and_then(ServerProcess::cpu_time);
+    let bench_cpu_before = server::own_cpu_time();
+    let started = std::time::Instant::now();
+    let result = load(&queue).await;
+    let wall = started.elapsed();
+    let percent = |before: Option<Duration>, after: Option<Duration>| {
+        Some((after?.saturating_sub(before?)).as_secs_f64() / wall.as_secs_f64() * 100.0)
+    };
+    let server_cpu_percent = percent(server_cpu_before, server.and_then(ServerProcess::cpu_time));
+    let bench_cpu_percent = percent(bench_cpu_before, server::own_cpu_time());
+    for name in [queue.clone(), format!("{queue}.dlq")] {
+        if let Err(error) = client.queue_delete(&name).await {
+            progress(&format!("cannot delete queue {name}: {error}"));
+        }
+    }
+    Ok(Measured {
+        result,
+        queue,
+        wall_s: wall.as_secs_f64(),
+        server_cpu_percent,
+        bench_cpu_percent,
+    })
+}
+
+/// Scenario 7: fill a queue on a fresh server, stop it with SIGTERM, start it again on the same
+/// data dir and time that start.
+async fn restart(
+    args: &BenchArgs,
+    exe: &std::path::Path,
+    work: &std::path::Path,
+    time_limit: Duration,
+) -> anyhow::Result<RestartReport> {
+    let data = work.join("restart-data");
+    let log = work.join("restart-server.log");
+    let first = ServerProcess::start(exe, &data, &args.durability, &log).await?;
+    let client = Client::new(&first.url)?;
+    let queue = "bench-restart";
+    client
+        .queue_put(queue, &QueueSpec::default())
+        .await
+        .context("cannot create the restart queue")?;
+    let load = EnqueueLoad {
+        messages: args.restart_messages,
+        clients: args.restart_clients,
+        batch_size: args.restart_batch,
+        time_limit,
+    };
+    let fill =
+        load::enqueue_load(&client, queue, &Bodies::new(args.restart_body_bytes), load).await;
+    let fill_server_memory = first.memory();
+    progress("7. stopping the filled server");
+    let stop = first.stop().await?;
+    let data_dir_bytes = server::dir_size(&data)?;
+
+    progress("7. starting it again");
+    let second = ServerProcess::start(exe, &data, &args.durability, &log).await?;
+    let memory_after_restart = second.memory();
+    let stats = Client::new(&second.url)?.queue_stats(queue).await;
+    let second_stop = second.stop().await?;
+    Ok(RestartReport {
+        body_bytes: args.restart_body_bytes,
+        fill,
+        fill_server_memory,
+        stop,
+        data_dir_bytes,
+        ready_s: second.ready_after.as_secs_f64(),
+        ready_after_restart: stats.ok().map(|stats| stats.ready),
+        memory_after_restart,
+        second_stop,
+    })
+}
+
+fn progress(what: &str) {
+    eprintln!("bench: {what}");
+}
+
+impl Report {
+    /// The human-readable report.
+    fn text(&self) -> String {
+        let mut out = Vec::new();
+        let server = match (&self.durability, self.server_ready_s) {
+            (Some(durability), Some(ready_s)) => {
+                format!(
+                    "a server started by the bench (durability {durability}, ready in {ready_s:.2} s)"
+                )
+            }
+            _ => format!("the server at {}", self.url),
+        };
+        out.push(format!("sluice bench {}: {server}", self.sluice_version));
+        out.push(format!("message bodies: {}", self.body));
+        if let Some(single) = &self.single {
+            out.push(String::new());
+            out.push(format!(
+                "1. enqueue, one message per request, {} clients",
+                single.result.clients
+            ));
+            enqueue_lines(&mut out, single);
+        }
+        if let Some(batch) = &self.batch {
+            out.push(String::new());
+            out.push(format!(
+                "2. enqueue, batches of {}, {} clients",
+                batch.result.batch_size, batch.result.clients
+            ));
+            enqueue_lines(&mut out, batch);
+        }
+        if let Some(e2e) = &self.end_to_end {
+            let r = &e2e.result;
+            out.push(String::new());
+            out.push(format!(
+                "3. end to end: {} producers (batches of {}, {} in flight each), {} consumers (receive max {}, wait_ms {}, one ack per batch)",
+                r.producers, r.batch_size, r.inflight_per_producer, r.consumers, r.receive_max, r.wait_ms
+            ));
+            out.push(format!(
+                "   {} msgs sent, received and acked in {:.2} s: {} msgs/s (producers alone: {} msgs/s over {:.2} s)",
+                thousands(r.delivery.distinct),
+                r.elapsed_s,
+                thousands(r.msgs_per_s as u64),
+                thousands(r.produce_msgs_per_s as u64),
+                r.produce_elapsed_s
+            ));
+            delivery_line(&mut out, r.enqueued, &r.delivery);
+            if let Some(latency) = &r.enqueue_to_receive {
+                out.push(format!(
+                    "   enqueue-to-receive under this load: {}",
+                    latency_text(latency)
+                ));
+            }
+            failure_lines(
+                &mut out,
+                r.errors,
+                r.first_error.as_deref(),
+                r.hit_time_limit,
+            );
+            cpu_line(&mut out, e2e);
+        }
+        if let Some(latency) = &self.latency {
+            let r = &latency.result;
+            out.push(String::new());
+            out.push(format!(
+                "4. latency at {} msgs/s, one message per request, {} s measured after {} s warm-up, {} long-polling consumers",
+                thousands(r.target_rate),
+                r.duration_s,
+                r.warmup_s,
+                r.consumers
+            ));
+            out.push(format!("   achieved rate {:.0} msgs/s", r.achieved_rate));
+            match &r.enqueue_to_receive {
+                Some(summary) => {
+                    out.push(format!("   enqueue-to-receive: {}", latency_text(summary)))
+                }
+                None => out.push("   enqueue-to-receive: no samples".into()),
+            }
+            if let Some(summary) = &r.enqueue_request {
+                out.push(format!("   enqueue request: {}", latency_text(summary)));
+            }
+            delivery_line(&mut out, r.enqueued, &r.delivery);
+            failure_lines(
+                &mut out,
+                r.errors,
+                r.first_error.as_deref(),
+                r.hit_time_limit,
+            );
+            cpu_line(&mut out, latency);
+        }
+        if let Some(sequential) = &self.sequential {
+            out.push(String::new());
+            out.push("5. one durable enqueue at a time (single client, sequential)".into());
+            enqueue_lines(&mut out, sequential);
+        }
+        if let Some(memory) = &self.server_memory {
+            out.push(String::new());
+            out.push(format!(
+                "6. server memory after the scenarios above: peak RSS (VmHWM) {}, RSS now {}",
+                mib(memory.peak_rss_kib),
+                mib(memory.rss_kib)
+            ));
+        }
+        if let Some(stop) = &self.server_stop {
+            out.push(format!("   stopped {}", stop_text(stop)));
+        }
+        if let Some(restart) = &self.restart {
+            out.push(String::new());
+            out.push(format!(
+                "7. restart with {} messages queued ({}-byte bodies)",
+                thousands(restart.fill.messages),
+                restart.body_bytes
+            ));
+            out.push(format!(
+                "   fill: {} clients, batches of {}: {} msgs in {:.2} s = {} msgs/s",
+                restart.fill.clients,
+                restart.fill.batch_size,
+                thousands(restart.fill.messages),
+                restart.fill.elapsed_s,
+                thousands(restart.fill.msgs_per_s as u64)
+            ));
+            failure_lines(
+                &mut out,
+                restart.fill.errors,
+                restart.fill.first_error.as_deref(),
+                restart.fill.hit_time_limit,
+            );
+            if let Some(memory) = &restart.fill_server_memory {
+                out.push(format!(
+                    "   server peak RSS with the queue full: {}",
+                    mib(memory.peak_rss_kib)
+                ));
+            }
+            out.push(format!("   stopped {}", stop_text(&restart.stop)));
+            out.push(format!(
+                "   data dir: {}",
+                bytes_text(restart.data_dir_bytes)
+            ));
+            out.push(format!(
+                "   restart: spawn to ready line in {:.2} s",
+                restart.ready_s
+            ));
+            match restart.ready_after_restart {
+                Some(ready) => out.push(format!(
+                    "   ready after the restart: {}{}",
+                    thousands(ready),
+                    if ready == restart.fill.messages {
+                        " (all of them)"
+                    } else {
+                        " (NOT all of them)"
+                    }
+                )),
+                None => out.push("   ready after the restart: the stats request failed".into()),
+            }
+            if let Some(memory) = &restart.memory_after_restart {
+                out.push(format!(
+                    "   RSS of the restarted server once ready: {}",
+                    mib(memory.rss_kib)
+                ));
+            }
+            out.push(format!(
+                "   restarted server stopped {}",
+                stop_text(&restart.second_stop)
+            ));
+        }
+        for note in &self.notes {
+            out.push(format!("note: {note}"));
+        }
+        out.push(String::new());
+        out.join("\n")
+    }
+}
+
+fn enqueue_lines(out: &mut Vec<String>, measured: &Measured<EnqueueReport>) {
+    let r = &measured.result;
+    out.push(format!(
+        "   {} msgs in {} requests, {:.2} s: {} msgs/s",
+        thousands(r.messages),
+        thousands(r.requests),
+        r.elapsed_s,
+        thousands(r.msgs_per_s as u64)
+    ));
+    if let Some(latency) = &r.request_latency {
+        out.push(format!("   request: {}", latency_text(latency)));
+    }
+    failure_lines(out, r.errors, r.first_error.as_deref(), r.hit_time_limit);
+    cpu_line(out, measured);
+}
+
+fn delivery_line(out: &mut Vec<String>, enqueued: u64, delivery: &load::Delivery) {
+    out.push(format!(
+        "   {} enqueued, {} distinct received, {} duplicates, {} missing, {} acked",
+        thousands(enqueued),
+        thousands(delivery.distinct),
+        thousands(delivery.duplicates),
+        thousands(delivery.missing),
+        thousands(delivery.acked)
+    ));
+}
+
+fn failure_lines(out: &mut Vec<String>, errors: u64, first: Option<&str>, hit_time_limit: bool) {
+    if errors > 0 {
+        out.push(format!(
+            "   FAILED REQUESTS: {errors}, the first: {}",
+            first.unwrap_or("?")
+        ));
+    }
+    if hit_time_limit {
+        out.push("   stopped by the time limit before finishing".into());
+    }
+}
+
+fn cpu_line<T>(out: &mut Vec<String>, measured: &Measured<T>) {
+    let percent =
+        |value: Option<f64>| value.map_or_else(|| "?".to_owned(), |value| format!("{value:.0}%"));
+    out.push(format!(
+        "   CPU (100% = one core): server {}, bench {}",
+        percent(measured.server_cpu_percent),
+        percent(measured.bench_cpu_percent)
+    ));
+}
+
+fn latency_text(summary: &LatencySummary) -> String {
+    format!(
+        "p50 {}, p90 {}, p99 {}, p99.9 {}, max {} ({} samples)",
+        ms(summary.p50_us),
+        ms(summary.p90_us),
+        ms(summary.p99_us),
+        ms(summary.p999_us),
+        ms(summary.max_us),
+        thousands(summary.count)
+    )
+}
+
+fn stop_text(stop: &StopOutcome) -> String {
+    let how = match (stop.killed, stop.exit_code) {
+        (true, _) => "killed after ignoring SIGTERM".to_owned(),
+        (false, Some(code)) => format!("exit code {code}"),
+        (false, None) => "ended by a signal".to_owned(),
+    };
+    format!("{:.2} s after SIGTERM ({how})", stop.elapsed_s)
+}
+
+fn ms(us: u64) -> String {
+    format!("{:.2} ms", us as f64 / 1000.0)
+}
+
+fn mib(kib: u64) -> String {
+    format!("{:.1} MiB", kib as f64 / 1024.0)
+}
+
+fn bytes_text(bytes: u64) -> String {
+    format!(
+        "{:.2} GiB ({} bytes)",
+        bytes as f64 / (1u64 << 30) as f64,
+        thousands(bytes)
+    )
+}
+
+/// `1234567` as `1,234,567`.
+fn thousands(value: u64) -> String {
+    let digits = value.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser, Subcommand};
+
+    use super::*;
+
+    /// The globals of the real `Cli` in main.rs, which `BenchArgs` must get along with.
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[arg(
+            long,
+            global = true,
+            env = "SLUICE_BENCH_TEST_URL_UNSET",
+            default_value = "http://127.0.0.1:7566"
+        )]
+        url: String,
+        #[arg(long, global = true)]
+        json: bool,
+        #[command(subcommand)]
+        command: Command,
+    }
+
+    #[derive(Debug, Subcommand)]
+    enum Command {
+        Bench(BenchArgs),
+    }
+
+    fn parse(args: &[&str]) -> BenchArgs {
+        let Command::Bench(args) = Cli::try_parse_from(args).unwrap().command;
+        args
+    }
+
+    #[test]
+    fn the_bench_flags_fit_under_the_global_ones() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn url_is_unset_unless_given_before_or_after_the_subcommand() {
+        assert_eq!(parse(&["sluice", "bench"]).url, "");
+        assert_eq!(
+            parse(&["sluice", "bench", "--url", "http://h:1"]).url,
+            "http://h:1"
+        );
+        assert_eq!(
+            parse(&["sluice", "--url", "http://h:1", "bench"]).url,
+            "http://h:1"
+        );
+        assert!(parse(&["sluice", "--json", "bench"]).json);
+        assert!(parse(&["sluice", "bench", "--json"]).json);
+        assert!(!parse(&["sluice", "bench"]).json);
+    }
+
+    #[test]
+    fn scenarios_are_a_comma_separated_list() {
+        assert_eq!(parse(&["sluice", "bench"]).scenarios.len(), 6);
+        assert_eq!(
+            parse(&["sluice", "bench", "--scenarios", "e2e,latency"]).scenarios,
+            [Scenario::E2e, Scenario::Latency]
+        );
+    }
+
+    #[test]
+    fn thousands_are_separated() {
+        for (value, text) in [
+            (0, "0"),
+            (999, "999"),
+            (1_000, "1,000"),
+            (1_234_567, "1,234,567"),
+        ] {
+            assert_eq!(thousands(value), text);
+        }
+    }
 }

@@ -10,7 +10,9 @@
 //! others wait behind it, so at most one message of a key is in flight and a retry blocks the key.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 use uuid::Uuid;
@@ -216,7 +218,7 @@ impl QueueState {
             ready: BTreeSet::new(),
             delayed: BTreeSet::new(),
             leased: BTreeSet::new(),
-            lanes: HashMap::new(),
+            lanes: HashMap::default(),
             total: 0,
             counters: Counters::default(),
         }

@@ -9,6 +9,7 @@
 //! Leases are not written to disk. After a restart every message that was in flight is visible
 //! again at once; its delivery still counts as an attempt, because claims record attempts.
 
+mod checkpoint;
 mod load;
 mod schema;
 mod writer;
@@ -72,6 +73,8 @@ pub struct SqliteStore {
     index: Arc<Mutex<Index>>,
     writer: Mutex<Option<Sender<WriteOp>>>,
     writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    checkpoint: Arc<checkpoint::CheckpointSignal>,
+    checkpoint_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     readers: Mutex<Vec<Connection>>,
     db_path: PathBuf,
     notifier: Arc<Notifier>,
@@ -112,13 +115,21 @@ impl SqliteStore {
         let index = Arc::new(Mutex::new(index));
         let notifier = Arc::new(Notifier::default());
         let (sender, receiver) = std::sync::mpsc::channel();
+        let checkpoint = Arc::new(checkpoint::CheckpointSignal::default());
         let writer = Writer {
             conn,
             index: index.clone(),
             notifier: notifier.clone(),
             next_seq,
             payload_cache_bytes: options.payload_cache_bytes,
+            checkpoint: checkpoint.clone(),
         };
+        let checkpoint_path = db_path.clone();
+        let checkpoint_signal = checkpoint.clone();
+        let checkpoint_thread = std::thread::Builder::new()
+            .name("sluice-sqlite-checkpoint".into())
+            .spawn(move || checkpoint::run(checkpoint_path, checkpoint_signal))
+            .map_err(|e| StoreError::Unavailable(format!("cannot start the checkpoint thread: {e}")))?;
         let writer_thread = std::thread::Builder::new()
             .name("sluice-sqlite-writer".into())
             .spawn(move || writer.run(receiver))
@@ -127,6 +138,8 @@ impl SqliteStore {
             index,
             writer: Mutex::new(Some(sender)),
             writer_thread: Mutex::new(Some(writer_thread)),
+            checkpoint,
+            checkpoint_thread: Mutex::new(Some(checkpoint_thread)),
             readers: Mutex::new(Vec::new()),
             db_path,
             notifier,
@@ -549,9 +562,13 @@ impl Store for SharedSqliteStore {
         if store.send(WriteOp::Flush { reply }).is_ok() {
             let _ = SqliteStore::wait(wait).await;
         }
+        store.checkpoint.stop.store(true, Ordering::SeqCst);
         store.writer.lock().take();
-        let thread = store.writer_thread.lock().take();
-        if let Some(thread) = thread {
+        let threads = [store.checkpoint_thread.lock().take(), store.writer_thread.lock().take()];
+        for thread in threads.iter().flatten() {
+            thread.thread().unpark();
+        }
+        for thread in threads.into_iter().flatten() {
             let _ = tokio::task::spawn_blocking(move || thread.join()).await;
         }
         store.notifier.wake_all();

@@ -69,6 +69,10 @@ pub fn open_writer(conn: &Connection, durability: Durability) -> rusqlite::Resul
     conn.pragma_update(None, "busy_timeout", 5_000)?;
     conn.pragma_update(None, "cache_size", -65_536)?;
     conn.pragma_update(None, "temp_store", "MEMORY")?;
+    // The checkpointer thread copies the WAL into the database file; commits never do.
+    conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+    // After a checkpoint has emptied the WAL, it is cut back to this size.
+    conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
     let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
     if version < SCHEMA_VERSION {
         conn.execute_batch(SCHEMA)?;

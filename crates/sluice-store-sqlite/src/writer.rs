@@ -78,6 +78,7 @@ pub struct Writer {
     pub notifier: Arc<Notifier>,
     pub next_seq: Seq,
     pub payload_cache_bytes: usize,
+    pub checkpoint: Arc<crate::checkpoint::CheckpointSignal>,
 }
 
 /// The outcome of applying one op inside the transaction, answered after commit.
@@ -116,7 +117,10 @@ impl Writer {
         let first_seq = self.next_seq;
         let outcome = self.apply_group(group);
         match outcome {
-            Ok(pendings) => self.publish(pendings),
+            Ok(pendings) => {
+                self.checkpoint.dirty.store(true, std::sync::atomic::Ordering::Relaxed);
+                self.publish(pendings)
+            }
             Err(error) => {
                 self.next_seq = first_seq;
                 tracing::error!(%error, ops = group.len(), "group commit failed; nothing in it was stored");
@@ -147,11 +151,11 @@ impl Writer {
     }
 
     /// After commit: new messages enter the index, waiters are woken, callers answered.
-    fn publish(&mut self, pendings: Vec<Pending>) {
+    fn publish(&mut self, mut pendings: Vec<Pending>) {
         let mut woken: Vec<Arc<str>> = Vec::new();
         {
             let mut index = self.index.lock();
-            for pending in &pendings {
+            for pending in &mut pendings {
                 if let Pending::Enqueue {
                     entries,
                     queue,
@@ -162,15 +166,15 @@ impl Writer {
                     if index.queue_config(queue).is_none() {
                         continue; // deleted meanwhile
                     }
-                    for entry in entries {
-                        let mut entry = entry.clone();
+                    let count = entries.len() as u64;
+                    for mut entry in entries.drain(..) {
                         if index.cached_payload_bytes() > self.payload_cache_bytes {
                             entry.payload = None;
                         }
                         index.insert(entry, *now_ms);
                     }
-                    index.count_enqueued(queue, entries.len() as u64);
-                    if !entries.is_empty() && !woken.contains(queue) {
+                    index.count_enqueued(queue, count);
+                    if count > 0 && !woken.contains(queue) {
                         woken.push(queue.clone());
                     }
                 }
