@@ -10,6 +10,7 @@
 //! again at once; its delivery still counts as an attempt, because claims record attempts.
 
 mod checkpoint;
+mod claims;
 mod load;
 mod schema;
 mod writer;
@@ -123,13 +124,17 @@ impl SqliteStore {
             next_seq,
             payload_cache_bytes: options.payload_cache_bytes,
             checkpoint: checkpoint.clone(),
+            claims: Default::default(),
+            flush_all_claims: false,
         };
         let checkpoint_path = db_path.clone();
         let checkpoint_signal = checkpoint.clone();
         let checkpoint_thread = std::thread::Builder::new()
             .name("sluice-sqlite-checkpoint".into())
             .spawn(move || checkpoint::run(checkpoint_path, checkpoint_signal))
-            .map_err(|e| StoreError::Unavailable(format!("cannot start the checkpoint thread: {e}")))?;
+            .map_err(|e| {
+                StoreError::Unavailable(format!("cannot start the checkpoint thread: {e}"))
+            })?;
         let writer_thread = std::thread::Builder::new()
             .name("sluice-sqlite-writer".into())
             .spawn(move || writer.run(receiver))
@@ -564,7 +569,10 @@ impl Store for SharedSqliteStore {
         }
         store.checkpoint.stop.store(true, Ordering::SeqCst);
         store.writer.lock().take();
-        let threads = [store.checkpoint_thread.lock().take(), store.writer_thread.lock().take()];
+        let threads = [
+            store.checkpoint_thread.lock().take(),
+            store.writer_thread.lock().take(),
+        ];
         for thread in threads.iter().flatten() {
             thread.thread().unpark();
         }

@@ -6,7 +6,8 @@
 //! next one gathers, so throughput grows with concurrency instead of with fsyncs.
 
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::time::Instant;
 
 use parking_lot::Mutex;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
@@ -18,6 +19,7 @@ use sluice_core::{Millis, queue::QueueConfig};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
+use crate::claims::DeferredClaims;
 use crate::schema::{STATE_ACKED, STATE_LIVE};
 
 /// Most operations applied in one transaction.
@@ -79,6 +81,9 @@ pub struct Writer {
     pub next_seq: Seq,
     pub payload_cache_bytes: usize,
     pub checkpoint: Arc<crate::checkpoint::CheckpointSignal>,
+    pub claims: DeferredClaims,
+    /// Write every deferred claim record in the next group (on flush and at the end).
+    pub flush_all_claims: bool,
 }
 
 /// The outcome of applying one op inside the transaction, answered after commit.
@@ -98,8 +103,22 @@ impl Writer {
     /// Runs until every sender is gone.
     pub fn run(mut self, ops: Receiver<WriteOp>) {
         let mut group = Vec::with_capacity(GROUP_OPS_MAX);
-        while let Ok(first) = ops.recv() {
-            group.push(first);
+        loop {
+            // Wait for work, or until a deferred claim record falls due.
+            let first = match self.claims.next_due() {
+                Some(due) => {
+                    match ops.recv_timeout(due.saturating_duration_since(Instant::now())) {
+                        Ok(op) => Some(op),
+                        Err(RecvTimeoutError::Timeout) => None,
+                        Err(RecvTimeoutError::Disconnected) => break,
+                    }
+                }
+                None => match ops.recv() {
+                    Ok(op) => Some(op),
+                    Err(_) => break,
+                },
+            };
+            group.extend(first);
             while group.len() < GROUP_OPS_MAX {
                 match ops.try_recv() {
                     Ok(op) => group.push(op),
@@ -108,6 +127,8 @@ impl Writer {
             }
             self.commit_group(&mut group);
         }
+        self.flush_all_claims = true;
+        self.commit_group(&mut group);
         if let Err(error) = self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);") {
             tracing::warn!(%error, "final checkpoint failed");
         }
@@ -118,7 +139,9 @@ impl Writer {
         let outcome = self.apply_group(group);
         match outcome {
             Ok(pendings) => {
-                self.checkpoint.dirty.store(true, std::sync::atomic::Ordering::Relaxed);
+                self.checkpoint
+                    .dirty
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
                 self.publish(pendings)
             }
             Err(error) => {
@@ -139,12 +162,27 @@ impl Writer {
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut pendings = Vec::with_capacity(group.len());
         for op in group.drain(..) {
+            if matches!(op, WriteOp::Flush { .. }) {
+                self.flush_all_claims = true;
+            }
             pendings.push(apply(
                 &tx,
                 op,
                 &mut self.next_seq,
                 self.payload_cache_bytes,
+                &mut self.claims,
             )?);
+        }
+        let due = self
+            .claims
+            .take_due(Instant::now(), std::mem::take(&mut self.flush_all_claims));
+        if !due.is_empty() {
+            let mut statement = tx.prepare_cached(
+                "UPDATE messages SET attempts = ?2, first_received_at = ?3 WHERE seq = ?1",
+            )?;
+            for (seq, attempts, first_received_at_ms) in due {
+                statement.execute(params![seq as i64, attempts, first_received_at_ms])?;
+            }
         }
         tx.commit()?;
         Ok(pendings)
@@ -223,6 +261,7 @@ fn apply(
     op: WriteOp,
     next_seq: &mut Seq,
     payload_cache_bytes: usize,
+    claims: &mut DeferredClaims,
 ) -> rusqlite::Result<Pending> {
     Ok(match op {
         WriteOp::Enqueue {
@@ -280,11 +319,9 @@ fn apply(
             }
         }
         WriteOp::Claimed { records } => {
-            let mut statement = tx.prepare_cached(
-                "UPDATE messages SET attempts = ?2, first_received_at = ?3 WHERE seq = ?1",
-            )?;
+            let now = Instant::now();
             for (seq, attempts, first_received_at_ms) in records {
-                statement.execute(params![seq as i64, attempts, first_received_at_ms])?;
+                claims.record(seq, attempts, first_received_at_ms, now);
             }
             Pending::Nothing
         }
@@ -295,6 +332,7 @@ fn apply(
         } => {
             let mut statement = tx.prepare_cached("UPDATE messages SET state = ?2, acked_at = ?3, body = NULL, headers = NULL WHERE seq = ?1")?;
             for seq in seqs {
+                claims.forget(seq);
                 statement.execute(params![seq as i64, STATE_ACKED, now_ms])?;
             }
             Pending::Unit(reply)
@@ -305,6 +343,9 @@ fn apply(
             reply,
         } => {
             for change in changes {
+                claims.forget(match &change {
+                    Change::Retried { seq, .. } | Change::DeadLettered { seq, .. } => *seq,
+                });
                 apply_change(tx, change, now_ms)?;
             }
             reply.map_or(Pending::Nothing, Pending::Unit)
