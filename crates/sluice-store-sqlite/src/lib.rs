@@ -11,6 +11,7 @@
 
 mod checkpoint;
 mod claims;
+mod ids;
 mod load;
 mod schema;
 mod writer;
@@ -642,9 +643,9 @@ fn read_status(conn: &Connection, id: Uuid) -> rusqlite::Result<Option<MessageSt
     conn.prepare_cached(
         "SELECT queue, state, idempotency_key, msg_key, priority, attempts, enqueued_at, first_received_at, visible_at, last_error, acked_at,
                 dead_source_queue, dead_last_error, dead_attempts, dead_first_seen_at, dead_last_seen_at
-         FROM messages WHERE id = ?1",
+         FROM messages WHERE seq = ?1 AND id = ?2",
     )?
-    .query_row(params![id.as_bytes()], |row| {
+    .query_row(params![ids::decode(&id).map_or(-1, |seq| seq as i64), id.as_bytes()], |row| {
         let state: i64 = row.get(1)?;
         let dead_source_queue: Option<String> = row.get(11)?;
         let dead_letter = match dead_source_queue {

@@ -39,7 +39,6 @@ CREATE TABLE IF NOT EXISTS messages (
     dead_first_seen_at  INTEGER,
     dead_last_seen_at   INTEGER
 );
-CREATE UNIQUE INDEX IF NOT EXISTS messages_by_id ON messages(id);
 CREATE INDEX IF NOT EXISTS messages_acked ON messages(acked_at) WHERE state = 1;
 CREATE TABLE IF NOT EXISTS idempotency (
     queue       TEXT NOT NULL,
@@ -58,6 +57,8 @@ pub const STATE_ACKED: i64 = 1;
 
 /// Settings for the writer connection, then the schema.
 pub fn open_writer(conn: &Connection, durability: Durability) -> rusqlite::Result<()> {
+    // Only takes effect on a new, empty file.
+    conn.pragma_update(None, "page_size", 16_384)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     // FULL: a commit returns after the WAL is fsynced. NORMAL (in WAL mode): no fsync at commit,
     // which survives a crash of the process but not of the machine.
@@ -71,8 +72,6 @@ pub fn open_writer(conn: &Connection, durability: Durability) -> rusqlite::Resul
     conn.pragma_update(None, "temp_store", "MEMORY")?;
     // The checkpointer thread copies the WAL into the database file; commits never do.
     conn.pragma_update(None, "wal_autocheckpoint", 0)?;
-    // After a checkpoint has emptied the WAL, it is cut back to this size.
-    conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
     let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
     if version < SCHEMA_VERSION {
         conn.execute_batch(SCHEMA)?;

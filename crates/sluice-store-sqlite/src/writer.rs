@@ -285,7 +285,7 @@ fn apply(
                 }
                 let seq = *next_seq;
                 *next_seq += 1;
-                let id = Uuid::now_v7();
+                let id = crate::ids::encode(seq, now_ms);
                 insert_message(tx, seq, id, &queue, &message, now_ms)?;
                 if let Some(key) = &message.idempotency_key {
                     tx.prepare_cached("INSERT OR REPLACE INTO idempotency (queue, key, message_id, expires_at) VALUES (?1, ?2, ?3, ?4)")?
