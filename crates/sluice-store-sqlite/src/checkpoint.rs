@@ -38,10 +38,10 @@ pub fn run(db_path: PathBuf, signal: Arc<CheckpointSignal>) {
     while !signal.stop.load(Ordering::SeqCst) {
         // Woken early by close (unpark), so shutdown does not wait out the interval.
         std::thread::park_timeout(CHECKPOINT_INTERVAL);
-        if signal.dirty.swap(false, Ordering::SeqCst) {
-            if let Err(error) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-                tracing::warn!(%error, "checkpoint failed");
-            }
+        if signal.dirty.swap(false, Ordering::SeqCst)
+            && let Err(error) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+        {
+            tracing::warn!(%error, "checkpoint failed");
         }
     }
 }
