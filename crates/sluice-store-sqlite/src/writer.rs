@@ -24,6 +24,8 @@ use crate::schema::{STATE_ACKED, STATE_LIVE};
 
 /// Most operations applied in one transaction.
 const GROUP_OPS_MAX: usize = 4_096;
+/// A group commit slower than this is logged: it stalled every request waiting on it.
+const SLOW_GROUP: std::time::Duration = std::time::Duration::from_millis(50);
 /// Acked records removed per cleanup pass, so cleanup never holds the writer for long.
 const CLEANUP_ROWS_MAX: i64 = 20_000;
 
@@ -157,6 +159,7 @@ impl Writer {
     }
 
     fn apply_group(&mut self, group: &mut Vec<WriteOp>) -> rusqlite::Result<Vec<Pending>> {
+        let started = Instant::now();
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -184,7 +187,17 @@ impl Writer {
                 statement.execute(params![seq as i64, attempts, first_received_at_ms])?;
             }
         }
+        let applied = started.elapsed();
         tx.commit()?;
+        let total = started.elapsed();
+        if total >= SLOW_GROUP {
+            tracing::warn!(
+                ops = pendings.len(),
+                apply_ms = applied.as_millis() as u64,
+                commit_ms = (total - applied).as_millis() as u64,
+                "slow group commit"
+            );
+        }
         Ok(pendings)
     }
 
