@@ -12,6 +12,7 @@
 mod load;
 mod server;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -24,7 +25,7 @@ use self::load::{
     Bodies, Consumers, EndToEndLoad, EndToEndReport, EnqueueLoad, EnqueueReport, LatencyReport,
     LatencySummary, PacedLoad,
 };
-use self::server::{Memory, ServerProcess, StopOutcome};
+use self::server::{CpuSample, CpuUse, Memory, ServerProcess, StopOutcome};
 
 /// Flags of `sluice bench`. The defaults take a few minutes on two cores.
 #[derive(clap::Args, Debug)]
@@ -63,6 +64,9 @@ pub struct BenchArgs {
     /// Where the server's data directory goes (a fresh temporary directory inside it).
     #[arg(long, value_name = "DIR")]
     work_dir: Option<PathBuf>,
+    /// Keep the data directories and server logs instead of deleting them at the end.
+    #[arg(long)]
+    keep_data: bool,
 
     /// Scenario 1: messages sent one per request.
     #[arg(long, default_value_t = 50_000, help_heading = "Scenario sizes")]
@@ -158,6 +162,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
 
     let mut report = Report {
         sluice_version: env!("CARGO_PKG_VERSION"),
+        cores: std::thread::available_parallelism().map_or(0, usize::from),
         server: if spawned {
             "started by the bench"
         } else {
@@ -211,8 +216,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             time_limit,
         };
         report.single = Some(
-            scenario(&client, server.as_ref(), "single", |queue| {
-                load::enqueue_load(&client, queue, &bodies, load)
+            scenario(&client, server.as_ref(), "single", async |queue| {
+                load::enqueue_load(&client, queue, &bodies, load).await
             })
             .await?,
         );
@@ -226,8 +231,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             time_limit,
         };
         report.batch = Some(
-            scenario(&client, server.as_ref(), "batch", |queue| {
-                load::enqueue_load(&client, queue, &bodies, load)
+            scenario(&client, server.as_ref(), "batch", async |queue| {
+                load::enqueue_load(&client, queue, &bodies, load).await
             })
             .await?,
         );
@@ -248,8 +253,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             time_limit,
         };
         report.end_to_end = Some(
-            scenario(&client, server.as_ref(), "e2e", |queue| {
-                load::end_to_end(&client, queue, &bodies, load)
+            scenario(&client, server.as_ref(), "e2e", async |queue| {
+                load::end_to_end(&client, queue, &bodies, load).await
             })
             .await?,
         );
@@ -264,8 +269,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             time_limit,
         };
         report.latency = Some(
-            scenario(&client, server.as_ref(), "latency", |queue| {
-                load::paced_latency(&client, queue, &bodies, load)
+            scenario(&client, server.as_ref(), "latency", async |queue| {
+                load::paced_latency(&client, queue, &bodies, load).await
             })
             .await?,
         );
@@ -279,8 +284,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             time_limit,
         };
         report.sequential = Some(
-            scenario(&client, server.as_ref(), "sequential", |queue| {
-                load::enqueue_load(&client, queue, &bodies, load)
+            scenario(&client, server.as_ref(), "sequential", async |queue| {
+                load::enqueue_load(&client, queue, &bodies, load).await
             })
             .await?,
         );
@@ -305,6 +310,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
     }
 
+    if args.keep_data {
+        let kept = work.keep();
+        report.notes.push(format!(
+            "data directories and server logs kept in {}",
+            kept.display()
+        ));
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -317,6 +329,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
 #[derive(Debug, Serialize)]
 struct Report {
     sluice_version: &'static str,
+    /// CPUs this process may use.
+    cores: usize,
     /// `started by the bench` or `external`.
     server: &'static str,
     url: String,
@@ -337,15 +351,14 @@ struct Report {
     notes: Vec<String>,
 }
 
-/// A scenario's figures plus the CPU both sides used meanwhile (100 = one core busy).
+/// A scenario's figures plus the CPU used meanwhile.
 #[derive(Debug, Serialize)]
 struct Measured<T> {
     #[serde(flatten)]
     result: T,
     queue: String,
     wall_s: f64,
-    server_cpu_percent: Option<f64>,
-    bench_cpu_percent: Option<f64>,
+    cpu: CpuUse,
 }
 
 /// Scenario 7.
@@ -359,6 +372,8 @@ struct RestartReport {
     stop: StopOutcome,
     /// After that stop.
     data_dir_bytes: u64,
+    /// The files in it.
+    data_dir_files: BTreeMap<String, u64>,
     /// From spawning the second server on the same data dir to its ready line.
     ready_s: f64,
     /// `ready` in the queue's stats after the restart.
@@ -370,31 +385,22 @@ struct RestartReport {
 
 /// Runs one load against a fresh queue, measures CPU meanwhile, then deletes the queue (and its
 /// dead-letter queue) so the next scenario starts from the same state.
-async fn scenario<T, F, Fut>(
+async fn scenario<T>(
     client: &Client,
     server: Option<&ServerProcess>,
     name: &str,
-    load: F,
-) -> anyhow::Result<Measured<T>>
-where
-    F: FnOnce(&str) -> Fut,
-    Fut: Future<Output = T>,
-{
+    load: impl AsyncFnOnce(&str) -> T,
+) -> anyhow::Result<Measured<T>> {
     let queue = format!("bench-{name}-{:08x}", rand::random::<u32>());
     client
         .queue_put(&queue, &QueueSpec::default())
         .await
         .with_context(|| format!("cannot create queue {queue}"))?;
-    let server_cpu_before = server.and_then(ServerProcess::cpu_time);
-    let bench_cpu_before = server::own_cpu_time();
+    let cpu_before = CpuSample::take(server);
     let started = std::time::Instant::now();
     let result = load(&queue).await;
     let wall = started.elapsed();
-    let percent = |before: Option<Duration>, after: Option<Duration>| {
-        Some((after?.saturating_sub(before?)).as_secs_f64() / wall.as_secs_f64() * 100.0)
-    };
-    let server_cpu_percent = percent(server_cpu_before, server.and_then(ServerProcess::cpu_time));
-    let bench_cpu_percent = percent(bench_cpu_before, server::own_cpu_time());
+    let cpu = CpuSample::take(server).since(&cpu_before);
     for name in [queue.clone(), format!("{queue}.dlq")] {
         if let Err(error) = client.queue_delete(&name).await {
             progress(&format!("cannot delete queue {name}: {error}"));
@@ -404,8 +410,7 @@ where
         result,
         queue,
         wall_s: wall.as_secs_f64(),
-        server_cpu_percent,
-        bench_cpu_percent,
+        cpu,
     })
 }
 
@@ -437,10 +442,12 @@ async fn restart(
     let fill_server_memory = first.memory();
     progress("7. stopping the filled server");
     let stop = first.stop().await?;
-    let data_dir_bytes = server::dir_size(&data)?;
+    let data_dir_files = server::file_sizes(&data)?;
+    let data_dir_bytes = data_dir_files.values().sum();
 
     progress("7. starting it again");
     let second = ServerProcess::start(exe, &data, &args.durability, &log).await?;
+    let ready_s = second.ready_after.as_secs_f64();
     let memory_after_restart = second.memory();
     let stats = Client::new(&second.url)?.queue_stats(queue).await;
     let second_stop = second.stop().await?;
@@ -450,7 +457,8 @@ async fn restart(
         fill_server_memory,
         stop,
         data_dir_bytes,
-        ready_s: second.ready_after.as_secs_f64(),
+        data_dir_files,
+        ready_s,
         ready_after_restart: stats.ok().map(|stats| stats.ready),
         memory_after_restart,
         second_stop,
@@ -473,7 +481,10 @@ impl Report {
             }
             _ => format!("the server at {}", self.url),
         };
-        out.push(format!("sluice bench {}: {server}", self.sluice_version));
+        out.push(format!(
+            "sluice bench {}: {server}, {} cores",
+            self.sluice_version, self.cores
+        ));
         out.push(format!("message bodies: {}", self.body));
         if let Some(single) = &self.single {
             out.push(String::new());
@@ -513,6 +524,7 @@ impl Report {
                     latency_text(latency)
                 ));
             }
+            consumer_lines(&mut out, &r.consumer_requests);
             failure_lines(
                 &mut out,
                 r.errors,
@@ -541,6 +553,7 @@ impl Report {
             if let Some(summary) = &r.enqueue_request {
                 out.push(format!("   enqueue request: {}", latency_text(summary)));
             }
+            consumer_lines(&mut out, &r.consumer_requests);
             delivery_line(&mut out, r.enqueued, &r.delivery);
             failure_lines(
                 &mut out,
@@ -594,9 +607,15 @@ impl Report {
                 ));
             }
             out.push(format!("   stopped {}", stop_text(&restart.stop)));
+            let files: Vec<String> = restart
+                .data_dir_files
+                .iter()
+                .map(|(name, bytes)| format!("{name} {}", bytes_text(*bytes)))
+                .collect();
             out.push(format!(
-                "   data dir: {}",
-                bytes_text(restart.data_dir_bytes)
+                "   data dir: {} ({})",
+                bytes_text(restart.data_dir_bytes),
+                files.join(", ")
             ));
             out.push(format!(
                 "   restart: spawn to ready line in {:.2} s",
@@ -649,6 +668,18 @@ fn enqueue_lines(out: &mut Vec<String>, measured: &Measured<EnqueueReport>) {
     cpu_line(out, measured);
 }
 
+fn consumer_lines(out: &mut Vec<String>, requests: &load::ConsumerRequests) {
+    if let Some(summary) = &requests.receive_request {
+        out.push(format!(
+            "   receive request (non-empty): {}",
+            latency_text(summary)
+        ));
+    }
+    if let Some(summary) = &requests.ack_request {
+        out.push(format!("   ack request: {}", latency_text(summary)));
+    }
+}
+
 fn delivery_line(out: &mut Vec<String>, enqueued: u64, delivery: &load::Delivery) {
     out.push(format!(
         "   {} enqueued, {} distinct received, {} duplicates, {} missing, {} acked",
@@ -673,12 +704,24 @@ fn failure_lines(out: &mut Vec<String>, errors: u64, first: Option<&str>, hit_ti
 }
 
 fn cpu_line<T>(out: &mut Vec<String>, measured: &Measured<T>) {
+    let cpu = &measured.cpu;
     let percent =
         |value: Option<f64>| value.map_or_else(|| "?".to_owned(), |value| format!("{value:.0}%"));
+    let threads: Vec<String> = cpu
+        .server_threads_percent
+        .iter()
+        .map(|(name, value)| format!("{name} {value:.0}%"))
+        .collect();
+    let threads = if threads.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", threads.join(", "))
+    };
     out.push(format!(
-        "   CPU (100% = one core): server {}, bench {}",
-        percent(measured.server_cpu_percent),
-        percent(measured.bench_cpu_percent)
+        "   CPU (100% = one core): server {}{threads}, bench {}, anything else {}",
+        percent(cpu.server_percent),
+        percent(cpu.bench_percent),
+        percent(cpu.other_percent)
     ));
 }
 
@@ -712,11 +755,11 @@ fn mib(kib: u64) -> String {
 }
 
 fn bytes_text(bytes: u64) -> String {
-    format!(
-        "{:.2} GiB ({} bytes)",
-        bytes as f64 / (1u64 << 30) as f64,
-        thousands(bytes)
-    )
+    if bytes >= 1 << 30 {
+        format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+    }
 }
 
 /// `1234567` as `1,234,567`.

@@ -119,6 +119,11 @@ impl LatencySummary {
     }
 }
 
+/// A duration in whole µs, at least 1 (the histograms start at 1).
+fn micros(duration: Duration) -> u64 {
+    (duration.as_micros() as u64).max(1)
+}
+
 /// A histogram of µs from 1 µs to 10 min, 3 significant digits.
 fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 600_000_000, 3).expect("the bounds are valid")
@@ -235,7 +240,7 @@ pub async fn enqueue_load(
                     };
                     match stored {
                         Ok(stored) => {
-                            latency.saturating_record(sent.elapsed().as_micros().max(1) as u64);
+                            latency.saturating_record(micros(sent.elapsed()));
                             messages += stored;
                             requests += 1;
                         }
@@ -330,12 +335,24 @@ pub struct EndToEndReport {
     pub msgs_per_s: f64,
     /// From a message's send time to its arrival at a consumer (includes queueing under load).
     pub enqueue_to_receive: Option<LatencySummary>,
+    /// The consumers' requests.
+    #[serde(flatten)]
+    pub consumer_requests: ConsumerRequests,
     /// Failed requests (enqueue, receive or ack).
     pub errors: u64,
     /// The first failure.
     pub first_error: Option<String>,
     /// True when the time limit ended it.
     pub hit_time_limit: bool,
+}
+
+/// How long the consumers' requests took.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ConsumerRequests {
+    /// Receives that brought messages (empty long polls left out).
+    pub receive_request: Option<LatencySummary>,
+    /// Acks.
+    pub ack_request: Option<LatencySummary>,
 }
 
 /// What the consumers saw.
@@ -437,6 +454,7 @@ pub async fn end_to_end(
             0.0
         },
         enqueue_to_receive: LatencySummary::of(&tracker.latency),
+        consumer_requests: tracker.consumer_requests(),
         errors: shared.failures.count(),
         first_error: shared.failures.first(),
         hit_time_limit: Instant::now() >= deadline,
@@ -485,6 +503,9 @@ pub struct LatencyReport {
     pub enqueue_to_receive: Option<LatencySummary>,
     /// One enqueue request, sent after the warm-up.
     pub enqueue_request: Option<LatencySummary>,
+    /// The consumers' requests.
+    #[serde(flatten)]
+    pub consumer_requests: ConsumerRequests,
     /// Failed requests.
     pub errors: u64,
     /// The first failure.
@@ -582,6 +603,7 @@ pub async fn paced_latency(
         delivery: shared.delivery(&tracker),
         enqueue_to_receive: LatencySummary::of(&tracker.latency),
         enqueue_request: LatencySummary::of(&enqueue_latency),
+        consumer_requests: tracker.consumer_requests(),
         errors: shared.failures.count(),
         first_error: shared.failures.first(),
         hit_time_limit: Instant::now() >= deadline,
@@ -621,7 +643,20 @@ struct Tracker {
     duplicates: u64,
     /// Send-to-receive time of messages sent at or after `measure_from_us`.
     latency: Histogram<u64>,
+    /// Time of each receive that brought messages.
+    receive_latency: Histogram<u64>,
+    /// Time of each ack.
+    ack_latency: Histogram<u64>,
     measure_from_us: u64,
+}
+
+impl Tracker {
+    fn consumer_requests(&self) -> ConsumerRequests {
+        ConsumerRequests {
+            receive_request: LatencySummary::of(&self.receive_latency),
+            ack_request: LatencySummary::of(&self.ack_latency),
+        }
+    }
 }
 
 impl Shared {
@@ -646,6 +681,8 @@ impl Shared {
                 deliveries: 0,
                 duplicates: 0,
                 latency: histogram(),
+                receive_latency: histogram(),
+                ack_latency: histogram(),
                 measure_from_us,
             }),
             failures: Failures::default(),
@@ -693,6 +730,7 @@ async fn consume(client: Client, shared: Arc<Shared>) {
     let mut empty_polls_after_done = 0;
     while Instant::now() < shared.deadline && !shared.all_received() {
         let done = shared.producers_done.load(Ordering::Acquire);
+        let receive_sent = Instant::now();
         let messages = match client.receive(&shared.queue, &request).await {
             Ok(out) => out.messages,
             Err(error) => {
@@ -715,6 +753,9 @@ async fn consume(client: Client, shared: Arc<Shared>) {
         let mut receipts = Vec::with_capacity(messages.len());
         {
             let mut tracker = shared.tracker.lock().expect("never poisoned");
+            tracker
+                .receive_latency
+                .saturating_record(micros(receive_sent.elapsed()));
             for message in messages {
                 tracker.deliveries += 1;
                 if !tracker.ids.insert(message.message_id) {
@@ -730,9 +771,17 @@ async fn consume(client: Client, shared: Arc<Shared>) {
                 receipts.push(message.receipt);
             }
         }
+        let ack_sent = Instant::now();
         match client.ack(&shared.queue, receipts).await {
             Ok(out) => {
                 shared.acked.fetch_add(out.acked as u64, Ordering::Relaxed);
+                let took = micros(ack_sent.elapsed());
+                shared
+                    .tracker
+                    .lock()
+                    .expect("never poisoned")
+                    .ack_latency
+                    .saturating_record(took);
             }
             Err(error) => shared.failures.record("ack", &error),
         }

@@ -4,6 +4,7 @@
 //! It knows only what any operator knows: the command line, the ready line on stdout and what
 //! Linux reports about the process. It must not reach into the server's internals.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -144,8 +145,28 @@ impl ServerProcess {
     }
 
     /// User plus system CPU time the server has used so far.
-    pub fn cpu_time(&self) -> Option<Duration> {
+    fn cpu_time(&self) -> Option<Duration> {
         cpu_time(&format!("/proc/{}/stat", self.pid))
+    }
+
+    /// CPU time so far per thread name (threads of one name added up; threads that already
+    /// ended are not counted).
+    fn thread_cpu_times(&self) -> BTreeMap<String, Duration> {
+        let mut times = BTreeMap::new();
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.pid)) else {
+            return times;
+        };
+        for task in tasks.flatten() {
+            let path = task.path();
+            let (Ok(name), Some(time)) = (
+                std::fs::read_to_string(path.join("comm")),
+                cpu_time(&path.join("stat").to_string_lossy()),
+            ) else {
+                continue;
+            };
+            *times.entry(name.trim().to_owned()).or_default() += time;
+        }
+        times
     }
 
     /// Sends SIGTERM and waits for the exit; kills the process if it does not stop in time.
@@ -187,9 +208,97 @@ impl ServerProcess {
     }
 }
 
-/// CPU time used by this process (the load generator) so far.
-pub fn own_cpu_time() -> Option<Duration> {
-    cpu_time("/proc/self/stat")
+/// CPU time used so far by the server, its threads, the bench and the whole machine.
+#[derive(Debug, Clone)]
+pub struct CpuSample {
+    at: Instant,
+    server: Option<Duration>,
+    server_threads: BTreeMap<String, Duration>,
+    bench: Option<Duration>,
+    machine: Option<Duration>,
+}
+
+/// CPU use over an interval, in percent of one core (so up to 100 × cores).
+#[derive(Debug, Clone, Serialize)]
+pub struct CpuUse {
+    /// The server process.
+    pub server_percent: Option<f64>,
+    /// The server per thread name (e.g. `tokio-rt-worker`, `sluice-sqlite-w`).
+    pub server_threads_percent: BTreeMap<String, f64>,
+    /// The bench (load generator) process.
+    pub bench_percent: Option<f64>,
+    /// The whole machine (user, system, interrupts and steal; not idle or iowait).
+    pub machine_percent: Option<f64>,
+    /// The machine minus the server and the bench: anything else running meanwhile (unknown
+    /// for an external server).
+    pub other_percent: Option<f64>,
+}
+
+impl CpuSample {
+    /// Reads the counters now.
+    pub fn take(server: Option<&ServerProcess>) -> Self {
+        Self {
+            at: Instant::now(),
+            server: server.and_then(ServerProcess::cpu_time),
+            server_threads: server
+                .map(ServerProcess::thread_cpu_times)
+                .unwrap_or_default(),
+            bench: cpu_time("/proc/self/stat"),
+            machine: machine_busy_time(),
+        }
+    }
+
+    /// The use between `before` and this sample.
+    pub fn since(&self, before: &CpuSample) -> CpuUse {
+        let wall = self.at.duration_since(before.at).as_secs_f64().max(1e-9);
+        let percent = |after: Option<Duration>, before: Option<Duration>| {
+            Some(after?.saturating_sub(before?).as_secs_f64() / wall * 100.0)
+        };
+        let server_percent = percent(self.server, before.server);
+        let bench_percent = percent(self.bench, before.bench);
+        let machine_percent = percent(self.machine, before.machine);
+        let server_threads_percent = self
+            .server_threads
+            .iter()
+            .map(|(name, after)| {
+                let before = before.server_threads.get(name).copied().unwrap_or_default();
+                (
+                    name.clone(),
+                    after.saturating_sub(before).as_secs_f64() / wall * 100.0,
+                )
+            })
+            .collect();
+        // Unknown without the server's figure: an external server on this machine would count.
+        let other_percent = match (machine_percent, server_percent, bench_percent) {
+            (Some(machine), Some(server), Some(bench)) => Some((machine - server - bench).max(0.0)),
+            _ => None,
+        };
+        CpuUse {
+            server_percent,
+            server_threads_percent,
+            bench_percent,
+            machine_percent,
+            other_percent,
+        }
+    }
+}
+
+/// Busy CPU time of the whole machine from the `cpu` line of `/proc/stat`: user, nice,
+/// system, irq, softirq and steal (idle and iowait left out).
+fn machine_busy_time() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()?
+        .strip_prefix("cpu ")?
+        .split_whitespace()
+        .map(|field| field.parse().ok())
+        .collect::<Option<_>>()?;
+    let busy = [0, 1, 2, 5, 6, 7]
+        .iter()
+        .map(|&index| fields.get(index).copied().unwrap_or(0))
+        .sum::<u64>();
+    Some(Duration::from_secs_f64(busy as f64 / TICKS_PER_SECOND))
 }
 
 /// `utime + stime` from a `/proc/<pid>/stat` file.
@@ -205,19 +314,28 @@ fn cpu_time(path: &str) -> Option<Duration> {
     ))
 }
 
-/// Total size of the files under `dir`, in bytes.
-pub fn dir_size(dir: &Path) -> std::io::Result<u64> {
-    let mut total = 0;
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let metadata = entry.metadata()?;
-        total += if metadata.is_dir() {
-            dir_size(&entry.path())?
-        } else {
-            metadata.len()
-        };
+/// The size in bytes of each file under `dir`, by path relative to `dir`.
+pub fn file_sizes(dir: &Path) -> std::io::Result<BTreeMap<String, u64>> {
+    let mut sizes = BTreeMap::new();
+    let mut pending = vec![dir.to_owned()];
+    while let Some(next) = pending.pop() {
+        for entry in std::fs::read_dir(&next)? {
+            let entry = entry?;
+            let metadata = entry.metadata()?;
+            if metadata.is_dir() {
+                pending.push(entry.path());
+            } else {
+                let path = entry.path();
+                let name = path
+                    .strip_prefix(dir)
+                    .unwrap_or(&path)
+                    .to_string_lossy()
+                    .into_owned();
+                sizes.insert(name, metadata.len());
+            }
+        }
     }
-    Ok(total)
+    Ok(sizes)
 }
 
 /// The last lines of the server's log, for an error message.
@@ -232,7 +350,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn own_cpu_time_is_readable() {
-        assert!(own_cpu_time().is_some());
+    fn cpu_counters_are_readable() {
+        let sample = CpuSample::take(None);
+        assert!(sample.bench.is_some() && sample.machine.is_some());
+        let used = CpuSample::take(None).since(&sample);
+        assert!(used.bench_percent.is_some() && used.server_percent.is_none());
     }
 }
