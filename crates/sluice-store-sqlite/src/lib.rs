@@ -568,16 +568,16 @@ impl Store for SharedSqliteStore {
         if store.send(WriteOp::Flush { reply }).is_ok() {
             let _ = SqliteStore::wait(wait).await;
         }
+        // The checkpoint thread stops first, so the writer's final checkpoint is not blocked by it.
         store.checkpoint.stop.store(true, Ordering::SeqCst);
-        store.writer.lock().take();
-        let threads = [
-            store.checkpoint_thread.lock().take(),
-            store.writer_thread.lock().take(),
-        ];
-        for thread in threads.iter().flatten() {
+        let checkpoint_thread = store.checkpoint_thread.lock().take();
+        if let Some(thread) = checkpoint_thread {
             thread.thread().unpark();
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
         }
-        for thread in threads.into_iter().flatten() {
+        store.writer.lock().take();
+        let writer_thread = store.writer_thread.lock().take();
+        if let Some(thread) = writer_thread {
             let _ = tokio::task::spawn_blocking(move || thread.join()).await;
         }
         store.notifier.wake_all();

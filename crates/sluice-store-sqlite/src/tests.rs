@@ -220,3 +220,16 @@ async fn deleting_a_dead_letter_queue_in_use_is_refused() {
     assert_eq!(store.queue_delete("q.dlq").await.unwrap(), 0);
     assert!(store.queue_list(T0).await.unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn a_clean_close_leaves_no_wal_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), 0);
+    create_queue(&store, "q").await;
+    let messages = (0..2_000).map(|i| message(&i.to_string(), None)).collect();
+    enqueue(&store, messages).await;
+    store.close().await.unwrap();
+    let wal = dir.path().join("sluice.db-wal");
+    let wal_bytes = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    assert_eq!(wal_bytes, 0, "the final checkpoint should empty the WAL");
+}
