@@ -98,6 +98,9 @@ pub struct BenchArgs {
     /// Scenarios 3 and 4: consumer tasks.
     #[arg(long, default_value_t = 4, help_heading = "Scenario sizes")]
     consumers: usize,
+    /// Scenarios 3 and 4: acks each consumer keeps in flight while receiving the next batch.
+    #[arg(long, default_value_t = 4, help_heading = "Scenario sizes")]
+    acks_in_flight: usize,
     /// Scenarios 3 and 4: `max` of each receive.
     #[arg(long, default_value_t = 10, help_heading = "Scenario sizes")]
     receive_max: i64,
@@ -239,6 +242,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     let consumers = Consumers {
         count: args.consumers,
+        acks_in_flight: args.acks_in_flight,
         receive_max: args.receive_max,
         wait_ms: args.wait_ms,
     };
@@ -506,8 +510,8 @@ impl Report {
             let r = &e2e.result;
             out.push(String::new());
             out.push(format!(
-                "3. end to end: {} producers (batches of {}, {} in flight each), {} consumers (receive max {}, wait_ms {}, one ack per batch)",
-                r.producers, r.batch_size, r.inflight_per_producer, r.consumers, r.receive_max, r.wait_ms
+                "3. end to end: {} producers (batches of {}, {} in flight each), {} consumers (receive max {}, wait_ms {}, one ack per batch, up to {} acks in flight each)",
+                r.producers, r.batch_size, r.inflight_per_producer, r.consumers, r.receive_max, r.wait_ms, r.acks_in_flight
             ));
             out.push(format!(
                 "   {} msgs sent, received and acked in {:.2} s: {} msgs/s (producers alone: {} msgs/s over {:.2} s)",

@@ -40,7 +40,7 @@ struct Cli {
 enum Command {
     /// Run the server (logs on stderr; stdout gets one ready line).
     Serve(cmd_serve::ServeArgs),
-    /// Load-test a running server.
+    /// Measure a server: throughput, latency, memory, restart time (starts its own unless --url is given).
     Bench(bench::BenchArgs),
     /// Create, list, inspect and delete queues.
     #[command(subcommand)]

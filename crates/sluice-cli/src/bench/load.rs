@@ -280,8 +280,12 @@ pub async fn enqueue_load(
 /// How consumers receive and ack, in [`end_to_end`] and [`paced_latency`].
 #[derive(Debug, Clone, Copy)]
 pub struct Consumers {
-    /// Concurrent consumers, each with one receive or ack in flight.
+    /// Concurrent consumers, each with one receive in flight.
     pub count: usize,
+    /// Acks each consumer may have in flight while it receives the next batch (at least 1).
+    /// A worker that processes a batch while fetching the next one behaves like this; with 1,
+    /// every receive waits for the previous batch's durable ack.
+    pub acks_in_flight: usize,
     /// `max` of each receive.
     pub receive_max: i64,
     /// `wait_ms` of each receive (long polling).
@@ -316,6 +320,8 @@ pub struct EndToEndReport {
     pub batch_size: usize,
     /// Consumer tasks.
     pub consumers: usize,
+    /// Acks each consumer keeps in flight.
+    pub acks_in_flight: usize,
     /// `max` of each receive.
     pub receive_max: i64,
     /// `wait_ms` of each receive.
@@ -441,6 +447,7 @@ pub async fn end_to_end(
         inflight_per_producer: load.inflight,
         batch_size: load.batch_size,
         consumers: load.consumers.count,
+        acks_in_flight: load.consumers.acks_in_flight,
         receive_max: load.consumers.receive_max,
         wait_ms: load.consumers.wait_ms,
         enqueued,
@@ -489,6 +496,8 @@ pub struct LatencyReport {
     pub warmup_s: f64,
     /// Consumer tasks.
     pub consumers: usize,
+    /// Acks each consumer keeps in flight.
+    pub acks_in_flight: usize,
     /// `max` of each receive.
     pub receive_max: i64,
     /// `wait_ms` of each receive.
@@ -597,6 +606,7 @@ pub async fn paced_latency(
         duration_s: load.duration.as_secs_f64(),
         warmup_s: load.warmup.as_secs_f64(),
         consumers: load.consumers.count,
+        acks_in_flight: load.consumers.acks_in_flight,
         receive_max: load.consumers.receive_max,
         wait_ms: load.consumers.wait_ms,
         enqueued: shared.enqueued.load(Ordering::Acquire),
@@ -718,7 +728,8 @@ fn spawn_consumers(client: &Client, shared: &Arc<Shared>) -> Vec<tokio::task::Jo
         .collect()
 }
 
-/// One consumer: receive with a long poll, note what arrived, ack the whole batch in one call;
+/// One consumer: receive with a long poll, note what arrived, ack the whole batch in one call
+/// (in the background, up to `acks_in_flight` at once);
 /// until every confirmed message has arrived, or the deadline, or the producers are done and the
 /// queue stays empty.
 async fn consume(client: Client, shared: Arc<Shared>) {
@@ -728,6 +739,10 @@ async fn consume(client: Client, shared: Arc<Shared>) {
         visibility_timeout_ms: None,
     };
     let mut empty_polls_after_done = 0;
+    let acks = Arc::new(tokio::sync::Semaphore::new(
+        shared.consumers.acks_in_flight.max(1),
+    ));
+    let mut pending_acks = tokio::task::JoinSet::new();
     while Instant::now() < shared.deadline && !shared.all_received() {
         let done = shared.producers_done.load(Ordering::Acquire);
         let receive_sent = Instant::now();
@@ -771,25 +786,41 @@ async fn consume(client: Client, shared: Arc<Shared>) {
                 receipts.push(message.receipt);
             }
         }
-        let ack_sent = Instant::now();
-        match client.ack(&shared.queue, receipts).await {
-            Ok(out) => {
-                shared.acked.fetch_add(out.acked as u64, Ordering::Relaxed);
-                let took = micros(ack_sent.elapsed());
-                shared
-                    .tracker
-                    .lock()
-                    .expect("never poisoned")
-                    .ack_latency
-                    .saturating_record(took);
-            }
-            Err(error) => shared.failures.record("ack", &error),
-        }
-        shared.last_ack_us.fetch_max(
-            shared.started.elapsed().as_micros() as u64,
-            Ordering::Relaxed,
-        );
+        // Wait for a free ack slot, then ack in the background and go on receiving.
+        let permit = match acks.clone().acquire_owned().await {
+            Ok(permit) => permit,
+            Err(_) => break,
+        };
+        let (client, ack_shared) = (client.clone(), shared.clone());
+        pending_acks.spawn(async move {
+            let _permit = permit;
+            ack_batch(&client, &ack_shared, receipts).await;
+        });
+        while pending_acks.try_join_next().is_some() {}
     }
+    while pending_acks.join_next().await.is_some() {}
+}
+
+/// Acks one batch and records how long it took.
+async fn ack_batch(client: &Client, shared: &Shared, receipts: Vec<String>) {
+    let ack_sent = Instant::now();
+    match client.ack(&shared.queue, receipts).await {
+        Ok(out) => {
+            shared.acked.fetch_add(out.acked as u64, Ordering::Relaxed);
+            let took = micros(ack_sent.elapsed());
+            shared
+                .tracker
+                .lock()
+                .expect("never poisoned")
+                .ack_latency
+                .saturating_record(took);
+        }
+        Err(error) => shared.failures.record("ack", &error),
+    }
+    shared.last_ack_us.fetch_max(
+        shared.started.elapsed().as_micros() as u64,
+        Ordering::Relaxed,
+    );
 }
 
 #[cfg(test)]
