@@ -322,16 +322,7 @@ pub fn parse_message(text: &str) -> anyhow::Result<MessageIn> {
         );
     }
     let body = RawValue::from_string(text.to_owned())?;
-    Ok(MessageIn {
-        id: None,
-        body: Some(body),
-        body_base64: None,
-        headers: None,
-        key: None,
-        priority: None,
-        delay_ms: None,
-        not_before: None,
-    })
+    Ok(MessageIn::json(body))
 }
 
 /// Fills the fields a message leaves unset from the command line.

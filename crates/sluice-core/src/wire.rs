@@ -304,6 +304,22 @@ pub struct MessageIn {
     pub not_before: Option<String>,
 }
 
+impl MessageIn {
+    /// A message with this JSON body and nothing else set.
+    pub fn json(body: Box<RawValue>) -> Self {
+        Self {
+            id: None,
+            body: Some(body),
+            body_base64: None,
+            headers: None,
+            key: None,
+            priority: None,
+            delay_ms: None,
+            not_before: None,
+        }
+    }
+}
+
 /// Deserializes a present field as `Some`, even when it is JSON `null`.
 fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     deserializer: D,

@@ -66,16 +66,7 @@ impl Bodies {
         text.push_str(&self.padding[..padding]);
         text.push('"');
         let body = RawValue::from_string(text).expect("a quoted ASCII string is valid JSON");
-        MessageIn {
-            id: None,
-            body: Some(body),
-            body_base64: None,
-            headers: None,
-            key: None,
-            priority: None,
-            delay_ms: None,
-            not_before: None,
-        }
+        MessageIn::json(body)
     }
 
     /// The send time stamped into a body by [`Bodies::message`].
