@@ -35,6 +35,12 @@ pub fn run(db_path: PathBuf, signal: Arc<CheckpointSignal>) {
         }
     };
     let _ = conn.pragma_update(None, "busy_timeout", 5_000);
+    // FULL: sync the WAL before copying it, and the database before the WAL may be reused. The
+    // writer's commits rely on this (they do not sync themselves).
+    if let Err(error) = conn.pragma_update(None, "synchronous", "FULL") {
+        tracing::error!(%error, "checkpointer cannot turn syncing on");
+        return;
+    }
     while !signal.stop.load(Ordering::SeqCst) {
         // Woken early by close (unpark), so shutdown does not wait out the interval.
         std::thread::park_timeout(CHECKPOINT_INTERVAL);

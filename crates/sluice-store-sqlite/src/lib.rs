@@ -13,7 +13,9 @@ mod checkpoint;
 mod claims;
 mod ids;
 mod load;
+mod publish;
 mod schema;
+mod sync;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -118,10 +120,34 @@ impl SqliteStore {
         let notifier = Arc::new(Notifier::default());
         let (sender, receiver) = std::sync::mpsc::channel();
         let checkpoint = Arc::new(checkpoint::CheckpointSignal::default());
-        let writer = Writer {
-            conn,
+        let publisher = Arc::new(publish::Publisher {
             index: index.clone(),
             notifier: notifier.clone(),
+            payload_cache_bytes: options.payload_cache_bytes,
+        });
+        let failed = Arc::new(AtomicBool::new(false));
+        let (syncer, syncer_thread) = match options.durability {
+            Durability::Fsync => {
+                // Bounded: if syncs fall behind, the writer waits instead of piling up groups.
+                let (sender, groups) = std::sync::mpsc::sync_channel(64);
+                let wal_path = options.data_dir.join("sluice.db-wal");
+                let (publisher, failed) = (publisher.clone(), failed.clone());
+                let thread = std::thread::Builder::new()
+                    .name("sluice-sqlite-sync".into())
+                    .spawn(move || sync::run(wal_path, groups, publisher, failed))
+                    .map_err(|e| {
+                        StoreError::Unavailable(format!("cannot start the sync thread: {e}"))
+                    })?;
+                (Some(sender), Some(thread))
+            }
+            Durability::Os => (None, None),
+        };
+        let writer = Writer {
+            conn,
+            publisher,
+            syncer,
+            syncer_thread,
+            failed,
             next_seq,
             payload_cache_bytes: options.payload_cache_bytes,
             checkpoint: checkpoint.clone(),

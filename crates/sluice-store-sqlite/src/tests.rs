@@ -233,3 +233,27 @@ async fn a_clean_close_leaves_no_wal_behind() {
     let wal_bytes = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
     assert_eq!(wal_bytes, 0, "the final checkpoint should empty the WAL");
 }
+
+/// With durability "os" nothing waits for a sync, and what was committed is still there after a
+/// reopen (the process ended cleanly; the kernel kept the writes).
+#[tokio::test]
+async fn durability_os_stores_and_reloads_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = SqliteOptions::new(dir.path());
+    options.durability = super::Durability::Os;
+    let store = SharedSqliteStore::open(options.clone(), T0).unwrap();
+    create_queue(&store, "q").await;
+    let ids = enqueue(&store, vec![message("1", None), message("2", Some("k"))]).await;
+    assert_eq!(claim(&store, T0).await.messages.len(), 2);
+    store.close().await.unwrap();
+    let store = SharedSqliteStore::open(options, T0).unwrap();
+    let again = enqueue(&store, vec![message("3", Some("k"))]).await;
+    assert_eq!(
+        again[0],
+        Enqueued {
+            message_id: ids[1].message_id,
+            created: false
+        }
+    );
+    assert_eq!(claim(&store, T0).await.messages.len(), 2);
+}

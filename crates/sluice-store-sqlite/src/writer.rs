@@ -1,25 +1,26 @@
 //! The single writer: one OS thread owns the write connection and commits in groups.
 //!
-//! Requests arrive on a channel. The thread takes everything waiting (up to a cap), applies it in
-//! one `BEGIN IMMEDIATE … COMMIT`, so one fsync covers the whole group, and only then answers the
-//! waiters and publishes new messages to the dispatch index. While one group is being synced the
-//! next one gathers, so throughput grows with concurrency instead of with fsyncs.
+//! Requests arrive on a channel. The thread takes everything waiting (up to a cap) and applies it
+//! in one `BEGIN IMMEDIATE … COMMIT`. The commit itself does not sync (`synchronous=OFF`): the
+//! group goes to the syncer thread ([`crate::sync`]), which fsyncs the WAL once for every group
+//! waiting and only then publishes new messages to the dispatch index and answers the callers.
+//! Meanwhile this thread applies the next group, so applying and syncing overlap and throughput
+//! grows with concurrency instead of with fsyncs.
 
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
 use std::time::Instant;
 
-use parking_lot::Mutex;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use sluice_core::dispatch::{Change, Entry, Index, Seq};
+use sluice_core::dispatch::{Change, Entry, Seq};
 use sluice_core::message::NewMessage;
-use sluice_core::notify::Notifier;
 use sluice_core::store::{Enqueued, StoreError, StoreResult};
 use sluice_core::{Millis, queue::QueueConfig};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use crate::claims::DeferredClaims;
+use crate::publish::Publisher;
 use crate::schema::{STATE_ACKED, STATE_LIVE};
 
 /// Most operations applied in one transaction.
@@ -78,8 +79,12 @@ pub enum WriteOp {
 /// What the writer thread owns.
 pub struct Writer {
     pub conn: Connection,
-    pub index: Arc<Mutex<Index>>,
-    pub notifier: Arc<Notifier>,
+    pub publisher: Arc<Publisher>,
+    /// Committed groups go here to be made durable; `None` with `durability = "os"`.
+    pub syncer: Option<SyncSender<Vec<Pending>>>,
+    pub syncer_thread: Option<std::thread::JoinHandle<()>>,
+    /// Set by the syncer when a sync failed: no write can be trusted to reach the disk now.
+    pub failed: Arc<std::sync::atomic::AtomicBool>,
     pub next_seq: Seq,
     pub payload_cache_bytes: usize,
     pub checkpoint: Arc<crate::checkpoint::CheckpointSignal>,
@@ -88,8 +93,8 @@ pub struct Writer {
     pub flush_all_claims: bool,
 }
 
-/// The outcome of applying one op inside the transaction, answered after commit.
-enum Pending {
+/// The outcome of applying one op inside the transaction, answered once durable.
+pub enum Pending {
     Enqueue {
         reply: oneshot::Sender<StoreResult<Vec<Enqueued>>>,
         results: Vec<Enqueued>,
@@ -131,6 +136,15 @@ impl Writer {
         }
         self.flush_all_claims = true;
         self.commit_group(&mut group);
+        // Let the syncer answer the last groups, then checkpoint with syncing on: this
+        // connection runs with synchronous=OFF because the syncer does its syncs.
+        self.syncer = None;
+        if let Some(thread) = self.syncer_thread.take() {
+            let _ = thread.join();
+        }
+        if let Err(error) = self.conn.pragma_update(None, "synchronous", "FULL") {
+            tracing::warn!(%error, "cannot turn syncing on for the final checkpoint");
+        }
         // The checkpoint thread has stopped by now, so this one can finish: the next start then
         // has no WAL to replay. A busy result (1 in the first column) means it could not.
         match self
@@ -147,6 +161,15 @@ impl Writer {
     }
 
     fn commit_group(&mut self, group: &mut Vec<WriteOp>) {
+        if self.failed.load(std::sync::atomic::Ordering::SeqCst) {
+            for op in group.drain(..) {
+                fail_op(
+                    op,
+                    "a WAL sync failed earlier; the store takes no more writes",
+                );
+            }
+            return;
+        }
         let first_seq = self.next_seq;
         let outcome = self.apply_group(group);
         match outcome {
@@ -154,7 +177,17 @@ impl Writer {
                 self.checkpoint
                     .dirty
                     .store(true, std::sync::atomic::Ordering::Relaxed);
-                self.publish(pendings)
+                match &self.syncer {
+                    // The syncer makes the group durable and answers it, while this thread
+                    // goes on with the next group.
+                    Some(syncer) => {
+                        if let Err(unsent) = syncer.send(pendings) {
+                            self.publisher
+                                .fail(unsent.0, "the WAL sync thread has stopped");
+                        }
+                    }
+                    None => self.publisher.publish(pendings),
+                }
             }
             Err(error) => {
                 self.next_seq = first_seq;
@@ -209,52 +242,6 @@ impl Writer {
             );
         }
         Ok(pendings)
-    }
-
-    /// After commit: new messages enter the index, waiters are woken, callers answered.
-    fn publish(&mut self, mut pendings: Vec<Pending>) {
-        let mut woken: Vec<Arc<str>> = Vec::new();
-        {
-            let mut index = self.index.lock();
-            for pending in &mut pendings {
-                if let Pending::Enqueue {
-                    entries,
-                    queue,
-                    now_ms,
-                    ..
-                } = pending
-                {
-                    if index.queue_config(queue).is_none() {
-                        continue; // deleted meanwhile
-                    }
-                    let count = entries.len() as u64;
-                    for mut entry in entries.drain(..) {
-                        if index.cached_payload_bytes() > self.payload_cache_bytes {
-                            entry.payload = None;
-                        }
-                        index.insert(entry, *now_ms);
-                    }
-                    index.count_enqueued(queue, count);
-                    if count > 0 && !woken.contains(queue) {
-                        woken.push(queue.clone());
-                    }
-                }
-            }
-        }
-        for queue in &woken {
-            self.notifier.wake(queue);
-        }
-        for pending in pendings {
-            match pending {
-                Pending::Enqueue { reply, results, .. } => {
-                    let _ = reply.send(Ok(results));
-                }
-                Pending::Unit(reply) => {
-                    let _ = reply.send(Ok(()));
-                }
-                Pending::Nothing => {}
-            }
-        }
     }
 }
 

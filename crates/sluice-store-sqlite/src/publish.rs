@@ -1,0 +1,83 @@
+//! Answering a durable group: new messages enter the dispatch index, long polls are woken, and
+//! the callers get their replies. Nothing is published before the group is on disk.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use sluice_core::dispatch::Index;
+use sluice_core::notify::Notifier;
+use sluice_core::store::StoreError;
+
+use crate::writer::Pending;
+
+/// What publishing needs.
+pub struct Publisher {
+    pub index: Arc<Mutex<Index>>,
+    pub notifier: Arc<Notifier>,
+    /// Body bytes the index may hold in memory.
+    pub payload_cache_bytes: usize,
+}
+
+impl Publisher {
+    /// After commit: new messages enter the index, waiters are woken, callers answered.
+    pub fn publish(&self, mut pendings: Vec<Pending>) {
+        let mut woken: Vec<Arc<str>> = Vec::new();
+        {
+            let mut index = self.index.lock();
+            for pending in &mut pendings {
+                if let Pending::Enqueue {
+                    entries,
+                    queue,
+                    now_ms,
+                    ..
+                } = pending
+                {
+                    if index.queue_config(queue).is_none() {
+                        continue; // deleted meanwhile
+                    }
+                    let count = entries.len() as u64;
+                    for mut entry in entries.drain(..) {
+                        if index.cached_payload_bytes() > self.payload_cache_bytes {
+                            entry.payload = None;
+                        }
+                        index.insert(entry, *now_ms);
+                    }
+                    index.count_enqueued(queue, count);
+                    if count > 0 && !woken.contains(queue) {
+                        woken.push(queue.clone());
+                    }
+                }
+            }
+        }
+        for queue in &woken {
+            self.notifier.wake(queue);
+        }
+        for pending in pendings {
+            match pending {
+                Pending::Enqueue { reply, results, .. } => {
+                    let _ = reply.send(Ok(results));
+                }
+                Pending::Unit(reply) => {
+                    let _ = reply.send(Ok(()));
+                }
+                Pending::Nothing => {}
+            }
+        }
+    }
+
+    /// Answers every caller of a group that could not be made durable.
+    pub fn fail(&self, pendings: Vec<Pending>, message: &str) {
+        let error = || StoreError::Unavailable(message.to_owned());
+        for pending in pendings {
+            match pending {
+                Pending::Enqueue { reply, .. } => {
+                    let _ = reply.send(Err(error()));
+                }
+                Pending::Unit(reply) => {
+                    let _ = reply.send(Err(error()));
+                }
+                Pending::Nothing => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! The syncer: makes committed groups durable, then answers them.
+//!
+//! The writer commits with `synchronous=OFF`, so a commit only writes WAL frames to the OS. This
+//! thread takes every group committed so far, calls `fdatasync` once on the WAL file (which covers
+//! all frames written before the call), and then publishes and answers those groups in commit
+//! order. While it syncs, the writer applies the next group: the two overlap instead of
+//! alternating.
+//!
+//! Why this is as safe as `synchronous=FULL`: nothing is published or answered before the sync
+//! that covers it returns, and the checkpointer (its own connection, `synchronous=FULL`) syncs
+//! the WAL before it copies frames into the database and syncs the database before the WAL can
+//! be reused. If a sync fails, the page cache can no longer be trusted to reach the disk, so the
+//! store stops taking writes (the failed callers get 503) rather than retrying.
+
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
+
+use crate::publish::Publisher;
+use crate::writer::Pending;
+
+/// Runs until the writer drops its sender.
+pub fn run(
+    wal_path: PathBuf,
+    groups: Receiver<Vec<Pending>>,
+    publisher: Arc<Publisher>,
+    failed: Arc<AtomicBool>,
+) {
+    let mut wal: Option<File> = None;
+    while let Ok(first) = groups.recv() {
+        let mut batch = vec![first];
+        while let Ok(group) = groups.try_recv() {
+            batch.push(group);
+        }
+        let synced = if failed.load(Ordering::SeqCst) {
+            Err("an earlier WAL sync failed; the store takes no more writes".to_owned())
+        } else {
+            sync_wal(&mut wal, &wal_path)
+        };
+        match synced {
+            Ok(()) => {
+                for group in batch {
+                    publisher.publish(group);
+                }
+            }
+            Err(message) => {
+                if !failed.swap(true, Ordering::SeqCst) {
+                    tracing::error!(%message, "WAL sync failed; refusing further writes");
+                }
+                for group in batch {
+                    publisher.fail(group, &message);
+                }
+            }
+        }
+    }
+}
+
+fn sync_wal(wal: &mut Option<File>, wal_path: &PathBuf) -> Result<(), String> {
+    if wal.is_none() {
+        // SQLite creates the WAL with the first write; open it once, keep it open.
+        *wal = Some(
+            File::open(wal_path).map_err(|e| format!("cannot open {}: {e}", wal_path.display()))?,
+        );
+    }
+    let file = wal.as_ref().expect("opened above");
+    file.sync_data()
+        .map_err(|e| format!("fdatasync of the WAL failed: {e}"))
+}
