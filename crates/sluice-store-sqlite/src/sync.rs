@@ -18,8 +18,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 
+use std::time::{Duration, Instant};
+
 use crate::publish::Publisher;
 use crate::writer::Pending;
+
+/// A sync slower than this is logged: every caller of those groups waited for it.
+const SLOW_SYNC: Duration = Duration::from_millis(50);
 
 /// Runs until the writer drops its sender.
 pub fn run(
@@ -34,11 +39,20 @@ pub fn run(
         while let Ok(group) = groups.try_recv() {
             batch.push(group);
         }
+        let started = Instant::now();
         let synced = if failed.load(Ordering::SeqCst) {
             Err("an earlier WAL sync failed; the store takes no more writes".to_owned())
         } else {
             sync_wal(&mut wal, &wal_path)
         };
+        let took = started.elapsed();
+        if took >= SLOW_SYNC {
+            tracing::warn!(
+                groups = batch.len(),
+                sync_ms = took.as_millis() as u64,
+                "slow WAL sync"
+            );
+        }
         match synced {
             Ok(()) => {
                 for group in batch {
