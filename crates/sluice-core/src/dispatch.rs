@@ -290,23 +290,23 @@ impl Index {
             .map(|(name, _)| name.clone())
     }
 
-    /// Removes a queue and every message in it; returns how many messages went.
-    pub fn queue_remove(&mut self, name: &str) -> u64 {
-        let Some(state) = self.queues.remove(name) else {
-            return 0;
-        };
+    /// Removes a queue and every message in it; returns the seqs of the messages that went.
+    pub fn queue_remove(&mut self, name: &str) -> Vec<Seq> {
+        if self.queues.remove(name).is_none() {
+            return Vec::new();
+        }
         let seqs: Vec<Seq> = self
             .entries
             .values()
             .filter(|e| &*e.queue == name)
             .map(|e| e.seq)
             .collect();
-        for seq in seqs {
-            if let Some(entry) = self.entries.remove(&seq) {
+        for seq in &seqs {
+            if let Some(entry) = self.entries.remove(seq) {
                 self.forget(&entry);
             }
         }
-        state.total
+        seqs
     }
 
     /// Total bytes of payloads held in memory.

@@ -246,6 +246,9 @@ impl SqliteStore {
     }
 }
 
+/// Rows deleted per transaction when a queue is deleted.
+const PURGE_CHUNK_ROWS: usize = 10_000;
+
 /// A store handle that can hand itself to blocking readers.
 #[derive(Debug, Clone)]
 pub struct SharedSqliteStore(pub Arc<SqliteStore>);
@@ -324,8 +327,8 @@ impl Store for SharedSqliteStore {
 
     async fn queue_delete(&self, name: &str) -> StoreResult<u64> {
         let store = &self.0;
-        {
-            let index = store.index.lock();
+        let wait = {
+            let mut index = store.index.lock();
             if index.queue_config(name).is_none() {
                 return Err(StoreError::QueueNotFound(name.to_owned()));
             }
@@ -348,16 +351,28 @@ impl Store for SharedSqliteStore {
                     users.join(", ")
                 )));
             }
-        }
-        let (reply, wait) = oneshot::channel();
-        store.send(WriteOp::QueueDelete {
-            name: name.to_owned(),
-            reply,
-        })?;
-        SqliteStore::wait(wait).await?;
-        let removed = store.index.lock().queue_remove(name);
+            // The rows go by primary key, a chunk per transaction, so a big queue never holds
+            // the writer for long; the index already knows which rows are live. The queue row
+            // goes with the first chunk: rows of a deleted queue left by a crash are removed at
+            // the next start. Sent under the lock, so no later write can come between them.
+            let seqs = index.queue_remove(name);
+            let mut chunks = seqs.chunks(PURGE_CHUNK_ROWS);
+            let (reply, wait) = oneshot::channel();
+            store.send(WriteOp::QueueDelete {
+                name: name.to_owned(),
+                seqs: chunks.next().unwrap_or_default().to_vec(),
+                reply,
+            })?;
+            for chunk in chunks {
+                store.send(WriteOp::Purge {
+                    seqs: chunk.to_vec(),
+                })?;
+            }
+            (wait, seqs.len() as u64)
+        };
+        SqliteStore::wait(wait.0).await?;
         store.notifier.wake(name);
-        Ok(removed)
+        Ok(wait.1)
     }
 
     async fn message_enqueue(&self, params: EnqueueParams) -> StoreResult<Vec<Enqueued>> {

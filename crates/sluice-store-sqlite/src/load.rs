@@ -42,9 +42,12 @@ pub fn load(conn: &Connection, index: &mut Index, now_ms: Millis) -> rusqlite::R
     )?;
     let mut rows = statement.query(params![STATE_LIVE])?;
     let mut loaded = 0u64;
+    let mut orphans = Vec::new();
     while let Some(row) = rows.next()? {
         let queue: String = row.get(2)?;
         let Some(queue) = index.queue_name(&queue) else {
+            // Left by a queue deletion that a crash interrupted.
+            orphans.push(row.get::<_, i64>(0)? as Seq);
             continue;
         };
         let id: Vec<u8> = row.get(1)?;
@@ -77,6 +80,14 @@ pub fn load(conn: &Connection, index: &mut Index, now_ms: Millis) -> rusqlite::R
         }
         index.insert(entry, now_ms);
         loaded += 1;
+    }
+    drop(rows);
+    drop(statement);
+    if !orphans.is_empty() {
+        tracing::info!(rows = orphans.len(), "removing rows of deleted queues");
+        let tx = conn.unchecked_transaction()?;
+        crate::writer::delete_rows(&tx, &orphans)?;
+        tx.commit()?;
     }
     let max_seq: Option<i64> =
         conn.query_row("SELECT MAX(seq) FROM messages", [], |row| row.get(0))?;

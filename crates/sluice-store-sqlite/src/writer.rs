@@ -61,10 +61,14 @@ pub enum WriteOp {
         reply: oneshot::Sender<StoreResult<()>>,
     },
     /// Delete a queue and everything in it.
+    /// Delete a queue's definition and idempotency keys, and the first chunk of its rows.
     QueueDelete {
         name: String,
+        seqs: Vec<Seq>,
         reply: oneshot::Sender<StoreResult<()>>,
     },
+    /// Delete more rows of a deleted queue. Nobody waits for it.
+    Purge { seqs: Vec<Seq> },
     /// Drop acked records older than `acked_before_ms` and expired idempotency keys.
     Cleanup {
         now_ms: Millis,
@@ -74,6 +78,13 @@ pub enum WriteOp {
     Flush {
         reply: oneshot::Sender<StoreResult<()>>,
     },
+}
+
+impl WriteOp {
+    /// Ops that do a lot of work: each is committed in a group of its own.
+    fn is_heavy(&self) -> bool {
+        matches!(self, WriteOp::QueueDelete { .. } | WriteOp::Purge { .. })
+    }
 }
 
 /// What the writer thread owns.
@@ -126,7 +137,9 @@ impl Writer {
                 },
             };
             group.extend(first);
-            while group.len() < GROUP_OPS_MAX {
+            // A chunk of a queue deletion ends the group, so chunks commit one by one and other
+            // writes get in between them.
+            while group.len() < GROUP_OPS_MAX && !group.last().is_some_and(WriteOp::is_heavy) {
                 match ops.try_recv() {
                     Ok(op) => group.push(op),
                     Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
@@ -262,7 +275,10 @@ fn fail_op(op: WriteOp, message: &str) {
         } => {
             let _ = reply.send(Err(error()));
         }
-        WriteOp::Apply { reply: None, .. } | WriteOp::Claimed { .. } | WriteOp::Cleanup { .. } => {}
+        WriteOp::Apply { reply: None, .. }
+        | WriteOp::Claimed { .. }
+        | WriteOp::Cleanup { .. }
+        | WriteOp::Purge { .. } => {}
     }
 }
 
@@ -374,11 +390,15 @@ fn apply(
             }
             Pending::Unit(reply)
         }
-        WriteOp::QueueDelete { name, reply } => {
-            tx.execute("DELETE FROM messages WHERE queue = ?1", params![name])?;
+        WriteOp::QueueDelete { name, seqs, reply } => {
             tx.execute("DELETE FROM idempotency WHERE queue = ?1", params![name])?;
             tx.execute("DELETE FROM queues WHERE name = ?1", params![name])?;
+            delete_rows(tx, &seqs)?;
             Pending::Unit(reply)
+        }
+        WriteOp::Purge { seqs } => {
+            delete_rows(tx, &seqs)?;
+            Pending::Nothing
         }
         WriteOp::Cleanup {
             now_ms,
@@ -392,6 +412,15 @@ fn apply(
         }
         WriteOp::Flush { reply } => Pending::Unit(reply),
     })
+}
+
+/// Deletes message rows by primary key.
+pub fn delete_rows(conn: &Connection, seqs: &[Seq]) -> rusqlite::Result<()> {
+    let mut statement = conn.prepare_cached("DELETE FROM messages WHERE seq = ?1")?;
+    for &seq in seqs {
+        statement.execute(params![seq as i64])?;
+    }
+    Ok(())
 }
 
 fn find_idempotent(
