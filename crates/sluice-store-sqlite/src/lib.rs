@@ -247,7 +247,7 @@ impl SqliteStore {
 }
 
 /// Rows deleted per transaction when a queue is deleted.
-const PURGE_CHUNK_ROWS: usize = 10_000;
+const PURGE_CHUNK_ROWS: usize = 2_000;
 
 /// A store handle that can hand itself to blocking readers.
 #[derive(Debug, Clone)]
@@ -355,7 +355,9 @@ impl Store for SharedSqliteStore {
             // the writer for long; the index already knows which rows are live. The queue row
             // goes with the first chunk: rows of a deleted queue left by a crash are removed at
             // the next start. Sent under the lock, so no later write can come between them.
-            let seqs = index.queue_remove(name);
+            let mut seqs = index.queue_remove(name);
+            // In table order, each chunk touches few pages (the index hands them out unordered).
+            seqs.sort_unstable();
             let mut chunks = seqs.chunks(PURGE_CHUNK_ROWS);
             let (reply, wait) = oneshot::channel();
             store.send(WriteOp::QueueDelete {
