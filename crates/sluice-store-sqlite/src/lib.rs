@@ -1,15 +1,15 @@
 //! sluice-store-sqlite: the embedded default store.
 //!
 //! SQLite is the durable record, written by one writer thread with group commit
-//! ([`writer`]) whose groups a second thread makes durable before anyone is answered ([`sync`]).
+//! (`writer.rs`) whose groups a second thread makes durable before anyone is answered (`sync.rs`).
 //! Dispatch never reads SQLite: the in-memory [`Index`] holds the ready order, lanes, delays and
-//! leases, and is rebuilt from the `messages` table at start ([`load`]). Bodies of recent
+//! leases, and is rebuilt from the `messages` table at start (`load.rs`). Bodies of recent
 //! messages are kept in memory up to a budget; older ones are read back by primary key from a
 //! small pool of read-only connections.
 //!
 //! Leases are not written to disk. After a restart every message that was in flight is visible
 //! again at once; its delivery still counts as an attempt unless the crash came within a second
-//! of it ([`claims`]).
+//! of it (`claims.rs`).
 
 mod checkpoint;
 mod claims;
