@@ -561,7 +561,7 @@ impl Store for SharedSqliteStore {
                 let queue = params.queue.clone();
                 let now_ms = params.now_ms;
                 let found = store
-                    .read(move |conn| find_by_idempotency_key(conn, &queue, &key, now_ms))
+                    .read(move |conn| writer::find_idempotent(conn, &queue, &key, now_ms))
                     .await?;
                 match found {
                     Some(id) => id,
@@ -666,21 +666,6 @@ fn read_payloads(conn: &Connection, seqs: &[Seq]) -> rusqlite::Result<Vec<(Seq, 
         }
     }
     Ok(payloads)
-}
-
-fn find_by_idempotency_key(
-    conn: &Connection,
-    queue: &str,
-    key: &str,
-    now_ms: Millis,
-) -> rusqlite::Result<Option<Uuid>> {
-    let found: Option<Vec<u8>> = conn
-        .prepare_cached(
-            "SELECT message_id FROM idempotency WHERE queue = ?1 AND key = ?2 AND expires_at > ?3",
-        )?
-        .query_row(params![queue, key, now_ms], |row| row.get(0))
-        .optional()?;
-    Ok(found.and_then(|bytes| Uuid::from_slice(&bytes).ok()))
 }
 
 /// Status of a message the index does not hold: acked (or gone).

@@ -423,13 +423,14 @@ pub fn delete_rows(conn: &Connection, seqs: &[Seq]) -> rusqlite::Result<()> {
     Ok(())
 }
 
-fn find_idempotent(
-    tx: &rusqlite::Transaction<'_>,
+/// The message an idempotency key still answers with, if its window is open.
+pub fn find_idempotent(
+    conn: &Connection,
     queue: &str,
     key: &str,
     now_ms: Millis,
 ) -> rusqlite::Result<Option<Uuid>> {
-    let found: Option<Vec<u8>> = tx
+    let found: Option<Vec<u8>> = conn
         .prepare_cached(
             "SELECT message_id FROM idempotency WHERE queue = ?1 AND key = ?2 AND expires_at > ?3",
         )?
