@@ -21,6 +21,7 @@ use crate::clock::Millis;
 use crate::message::{
     ClaimedMessage, DeadLetterInfo, MessageState, MessageStatus, Payload, Receipt,
 };
+use crate::meter::{Meter, Recent};
 use crate::queue::{Ordering, QueueConfig};
 
 /// Position in global enqueue order, assigned by the store; FIFO order within a priority.
@@ -28,6 +29,8 @@ pub type Seq = u64;
 
 /// The error text recorded when a lease runs out.
 pub const LEASE_EXPIRED_ERROR: &str = "visibility timeout expired";
+/// The error text recorded when retention moves a message to the dead-letter queue.
+pub const MAX_AGE_ERROR: &str = "expired: older than the queue's max_age_ms";
 
 /// One message as the index knows it (no body unless cached).
 #[derive(Debug, Clone)]
@@ -96,6 +99,19 @@ impl Entry {
             place: Place::Waiting,
         }
     }
+
+    /// The time retention counts from: when it was dead-lettered for a dead-letter entry, its
+    /// enqueue otherwise.
+    pub fn aged_from_ms(&self) -> Millis {
+        self.dead_letter
+            .as_ref()
+            .map_or(self.enqueued_at_ms, |dead| dead.last_seen_at_ms)
+    }
+
+    /// True while leased to a consumer.
+    pub fn is_leased(&self) -> bool {
+        matches!(self.place, Place::Leased { .. })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +142,19 @@ pub enum Change {
         queue: Arc<str>,
         info: Arc<DeadLetterInfo>,
     },
+    /// Removed by retention.
+    Expired { seq: Seq },
+}
+
+impl Change {
+    /// The message the change is about.
+    pub fn seq(&self) -> Seq {
+        match self {
+            Change::Retried { seq, .. }
+            | Change::DeadLettered { seq, .. }
+            | Change::Expired { seq } => *seq,
+        }
+    }
 }
 
 /// Why a lease operation was refused.
@@ -157,6 +186,14 @@ pub struct Counters {
     pub dead_lettered: u64,
     /// Leases that ran out.
     pub lease_expired: u64,
+    /// Messages removed (or dead-lettered) by retention.
+    pub expired: u64,
+    /// Messages refused because the queue was at `max_depth`.
+    pub rejected: u64,
+    /// Messages cancelled before delivery.
+    pub cancelled: u64,
+    /// Messages removed by purges.
+    pub purged: u64,
 }
 
 /// Depth and counters of one queue.
@@ -170,8 +207,70 @@ pub struct QueueDepth {
     pub in_flight: u64,
     /// Age of the oldest ready message.
     pub oldest_ready_age_ms: Option<Millis>,
+    /// True while deliveries are paused.
+    pub paused: bool,
     /// Since start.
     pub counters: Counters,
+    /// Throughput and latency of the last minutes.
+    pub recent: Recent,
+}
+
+/// Why a cancel did not remove a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelRefused {
+    /// The index holds no such message in that queue.
+    NotHere,
+    /// It is leased to a consumer right now.
+    InFlight,
+}
+
+/// A page of dead-letter entries, newest first.
+#[derive(Debug, Clone, Default)]
+pub struct DeadLetterPage {
+    /// Matching entries.
+    pub entries: Vec<Entry>,
+    /// Where the next page starts, when the scan stopped before the end.
+    pub next: Option<(Millis, Seq)>,
+}
+
+/// Which dead-letter entries to select.
+#[derive(Debug, Clone, Default)]
+pub struct DeadLetterFilter {
+    /// Only entries that came from this queue.
+    pub source_queue: String,
+    /// Case-insensitive substring of the last error.
+    pub error_contains: Option<String>,
+    /// Dead-lettered at or after this time.
+    pub since_ms: Option<Millis>,
+    /// Dead-lettered before this time.
+    pub until_ms: Option<Millis>,
+}
+
+impl DeadLetterFilter {
+    fn matches(&self, entry: &Entry) -> bool {
+        let Some(dead) = &entry.dead_letter else {
+            return false;
+        };
+        if dead.source_queue != self.source_queue {
+            return false;
+        }
+        if self
+            .since_ms
+            .is_some_and(|since| dead.last_seen_at_ms < since)
+            || self
+                .until_ms
+                .is_some_and(|until| dead.last_seen_at_ms >= until)
+        {
+            return false;
+        }
+        match &self.error_contains {
+            None => true,
+            Some(needle) => dead
+                .last_error
+                .as_deref()
+                .is_some_and(|error| error.to_lowercase().contains(&needle.to_lowercase())),
+        }
+    }
 }
 
 /// One message leased by [`Index::claim`].
@@ -200,6 +299,13 @@ struct Lane {
     active: Option<Seq>,
 }
 
+/// The delivery budget of a rate-limited queue.
+#[derive(Debug, Clone, Copy)]
+struct TokenBucket {
+    tokens: f64,
+    at_ms: Millis,
+}
+
 #[derive(Debug)]
 struct QueueState {
     config: Arc<QueueConfig>,
@@ -207,8 +313,16 @@ struct QueueState {
     delayed: BTreeSet<(Millis, Seq)>,
     leased: BTreeSet<(Millis, Seq)>,
     lanes: HashMap<Arc<str>, Lane>,
+    /// Every message of the queue by (the time its retention counts from, seq): retention takes
+    /// from the front, dead-letter listings read from the back.
+    members: BTreeSet<(Millis, Seq)>,
     total: u64,
+    /// Enqueues admitted by the depth check but not yet in the index.
+    reserved: u64,
+    paused: bool,
+    bucket: Option<TokenBucket>,
     counters: Counters,
+    meter: Meter,
 }
 
 impl QueueState {
@@ -219,9 +333,54 @@ impl QueueState {
             delayed: BTreeSet::new(),
             leased: BTreeSet::new(),
             lanes: HashMap::default(),
+            members: BTreeSet::new(),
             total: 0,
+            reserved: 0,
+            paused: false,
+            bucket: None,
             counters: Counters::default(),
+            meter: Meter::default(),
         }
+    }
+
+    /// How many messages a claim may take now: paused, in-flight and rate limits applied.
+    fn claimable(&mut self, max: usize, now_ms: Millis) -> usize {
+        if self.paused {
+            return 0;
+        }
+        let mut allowed = max;
+        if let Some(limit) = self.config.max_in_flight {
+            allowed = allowed.min((limit as usize).saturating_sub(self.leased.len()));
+        }
+        if let Some(bucket) = self.refilled_bucket(now_ms) {
+            allowed = allowed.min(bucket.tokens.floor() as usize);
+        }
+        allowed
+    }
+
+    /// The token bucket brought up to `now_ms` (full when first used).
+    fn refilled_bucket(&mut self, now_ms: Millis) -> Option<TokenBucket> {
+        let limit = self.config.rate_limit?;
+        let burst = f64::from(limit.burst.max(1));
+        let bucket = self.bucket.get_or_insert(TokenBucket {
+            tokens: burst,
+            at_ms: now_ms,
+        });
+        let elapsed_ms = (now_ms - bucket.at_ms).max(0) as f64;
+        bucket.tokens = (bucket.tokens + elapsed_ms * limit.per_second / 1000.0).min(burst);
+        bucket.at_ms = bucket.at_ms.max(now_ms);
+        Some(*bucket)
+    }
+
+    /// When the rate limit lets the next delivery through, if it is what holds one back.
+    fn next_token_at(&self) -> Option<Millis> {
+        let limit = self.config.rate_limit?;
+        let bucket = self.bucket?;
+        if bucket.tokens >= 1.0 || self.ready.is_empty() || self.paused {
+            return None;
+        }
+        let wait_ms = ((1.0 - bucket.tokens) * 1000.0 / limit.per_second).ceil() as Millis;
+        Some(bucket.at_ms + wait_ms.max(1))
     }
 
     fn lane_of(&self, key: Option<&Arc<str>>) -> Option<Arc<str>> {
@@ -262,6 +421,9 @@ impl Index {
                         state.total
                     ));
                 }
+                if state.config.rate_limit != config.rate_limit {
+                    state.bucket = None;
+                }
                 state.config = config;
             }
             None => {
@@ -292,15 +454,10 @@ impl Index {
 
     /// Removes a queue and every message in it; returns the seqs of the messages that went.
     pub fn queue_remove(&mut self, name: &str) -> Vec<Seq> {
-        if self.queues.remove(name).is_none() {
+        let Some(state) = self.queues.remove(name) else {
             return Vec::new();
-        }
-        let seqs: Vec<Seq> = self
-            .entries
-            .values()
-            .filter(|e| &*e.queue == name)
-            .map(|e| e.seq)
-            .collect();
+        };
+        let seqs: Vec<Seq> = state.members.iter().map(|&(_, seq)| seq).collect();
         for seq in &seqs {
             if let Some(entry) = self.entries.remove(seq) {
                 self.forget(&entry);
@@ -327,6 +484,7 @@ impl Index {
         let state = self.queues.get_mut(&*entry.queue).expect("interned above");
         let seq = entry.seq;
         state.total += 1;
+        state.members.insert((entry.aged_from_ms(), seq));
         let lane = state.lane_of(entry.key.as_ref());
         entry.place = Place::Waiting;
         self.by_id.insert(entry.id, seq);
@@ -352,11 +510,61 @@ impl Index {
         }
     }
 
-    /// Counts a newly accepted message for the queue's counters.
-    pub fn count_enqueued(&mut self, queue: &str, count: u64) {
+    /// Counts newly accepted messages for the queue's counters.
+    pub fn count_enqueued(&mut self, queue: &str, count: u64, now_ms: Millis) {
         if let Some(state) = self.queues.get_mut(queue) {
             state.counters.enqueued += count;
+            state.meter.enqueued(count, now_ms);
         }
+    }
+
+    /// Admits `count` more messages against the queue's `max_depth`, counting them until
+    /// [`Index::release`]. Refused with the depth (stored plus admitted) when they do not fit,
+    /// and counted as rejected.
+    pub fn reserve(&mut self, queue: &str, count: u64) -> Result<(), u64> {
+        let Some(state) = self.queues.get_mut(queue) else {
+            return Ok(());
+        };
+        let depth = state.total + state.reserved;
+        if let Some(max_depth) = state.config.max_depth
+            && depth + count > max_depth
+        {
+            state.counters.rejected += count;
+            return Err(depth);
+        }
+        state.reserved += count;
+        Ok(())
+    }
+
+    /// Ends a reservation made by [`Index::reserve`] (the messages are in the index now, or
+    /// were not stored).
+    pub fn release(&mut self, queue: &str, count: u64) {
+        if let Some(state) = self.queues.get_mut(queue) {
+            state.reserved = state.reserved.saturating_sub(count);
+        }
+    }
+
+    /// Acks per second over the last minute: how fast the queue drains.
+    pub fn ack_rate(&self, queue: &str, now_ms: Millis) -> f64 {
+        self.queues.get(queue).map_or(0.0, |state| {
+            state.meter.recent(now_ms).last_1m.acked as f64 / 60.0
+        })
+    }
+
+    /// Pauses or resumes deliveries; returns false for an unknown queue.
+    pub fn set_paused(&mut self, queue: &str, paused: bool) -> bool {
+        match self.queues.get_mut(queue) {
+            Some(state) => {
+                state.paused = paused;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// True while the queue's deliveries are paused.
+    pub fn is_paused(&self, queue: &str) -> bool {
+        self.queues.get(queue).is_some_and(|state| state.paused)
     }
 
     fn activate(state: &mut QueueState, entry: &mut Entry, now_ms: Millis) {
@@ -385,6 +593,7 @@ impl Index {
         }
         entry.place = Place::Waiting;
         state.total = state.total.saturating_sub(1);
+        state.members.remove(&(entry.aged_from_ms(), entry.seq));
         // The next member of the lane becomes active when this one leaves.
         let lane_key = state.lane_of(entry.key.as_ref())?;
         let lane = state.lanes.get_mut(&lane_key)?;
@@ -465,6 +674,7 @@ impl Index {
         for seq in expired {
             if let Some(state) = self.queues.get_mut(queue) {
                 state.counters.lease_expired += 1;
+                state.meter.failed(now_ms);
             }
             changes.extend(
                 self.fail(seq, Arc::from(LEASE_EXPIRED_ERROR), Some(0), false, now_ms)
@@ -497,6 +707,7 @@ impl Index {
         let Some(state) = self.queues.get_mut(queue) else {
             return claimed;
         };
+        let max = state.claimable(max, now_ms);
         while claimed.len() < max {
             let Some((_, seq)) = state.ready.pop_first() else {
                 break;
@@ -540,6 +751,9 @@ impl Index {
                 payload_cached: entry.payload.is_some(),
                 message,
             });
+        }
+        if let Some(bucket) = &mut state.bucket {
+            bucket.tokens -= claimed.len() as f64;
         }
         claimed
     }
@@ -586,9 +800,12 @@ impl Index {
                 .ok_or(LeaseError::Stale)?,
             Err(error) => return Err(error),
         };
-        self.remove(seq, now_ms);
+        let entry = self.remove(seq, now_ms);
         if let Some(state) = self.queues.get_mut(queue) {
             state.counters.acked += 1;
+            if let Some(entry) = entry {
+                state.meter.acked(entry.enqueued_at_ms, now_ms);
+            }
         }
         Ok(seq)
     }
@@ -625,6 +842,7 @@ impl Index {
         }
         if let Some(state) = self.queues.get_mut(queue) {
             state.counters.nacked += 1;
+            state.meter.failed(now_ms);
         }
         let error = error.unwrap_or_else(|| Arc::from("nacked"));
         Ok(self
@@ -727,6 +945,7 @@ impl Index {
         self.insert(entry, now_ms);
         if let Some(state) = self.queues.get_mut(&*dlq_name) {
             state.counters.enqueued += 1;
+            state.meter.enqueued(1, now_ms);
         }
         Some((
             Change::DeadLettered {
@@ -785,7 +1004,11 @@ impl Index {
         let state = self.queues.get(queue)?;
         let delayed = state.delayed.first().map(|&(at, _)| at);
         let leased = state.leased.first().map(|&(at, _)| at);
-        delayed.into_iter().chain(leased).min()
+        delayed
+            .into_iter()
+            .chain(leased)
+            .chain(state.next_token_at())
+            .min()
     }
 
     /// Depth and counters of a queue.
@@ -800,7 +1023,9 @@ impl Index {
             oldest_ready_age_ms: self
                 .oldest_ready_enqueued_at(state)
                 .map(|at| (now_ms - at).max(0)),
+            paused: state.paused,
             counters: state.counters,
+            recent: state.meter.recent(now_ms),
         })
     }
 
@@ -846,13 +1071,181 @@ impl Index {
             lease_expires_at_ms,
             last_error: entry.last_error.as_deref().map(str::to_owned),
             acked_at_ms: None,
+            finished_at_ms: None,
             dead_letter: entry.dead_letter.as_deref().cloned(),
+            result: None,
+            replayed_as: None,
         })
     }
 
     /// How many messages a queue holds in every state.
     pub fn queue_len(&self, queue: &str) -> u64 {
         self.queues.get(queue).map_or(0, |state| state.total)
+    }
+
+    /// The entry of a live message.
+    pub fn entry(&self, seq: Seq) -> Option<&Entry> {
+        self.entries.get(&seq)
+    }
+
+    /// Retention: removes (or dead-letters, as the queue says) messages older than their
+    /// queue's `max_age_ms`, looking at no more than `budget` messages. Leased messages are left
+    /// to their consumer and looked at again once their lease ends.
+    pub fn expire(&mut self, now_ms: Millis, budget: usize) -> Vec<Change> {
+        let mut changes = Vec::new();
+        let mut looked = 0;
+        for name in self.queue_names() {
+            let Some(state) = self.queues.get(&*name) else {
+                continue;
+            };
+            let config = state.config.clone();
+            let cutoff = now_ms.saturating_sub(config.max_age_ms);
+            let due: Vec<Seq> = state
+                .members
+                .iter()
+                .take_while(|&&(aged_from, _)| aged_from <= cutoff)
+                .take(budget - looked)
+                .map(|&(_, seq)| seq)
+                .collect();
+            looked += due.len();
+            for seq in due {
+                if self.entries.get(&seq).is_none_or(Entry::is_leased) {
+                    continue;
+                }
+                if let Some(state) = self.queues.get_mut(&*name) {
+                    state.counters.expired += 1;
+                }
+                let dead_letter = config
+                    .dead_letter_queue
+                    .as_deref()
+                    .filter(|_| config.on_expire == crate::queue::OnExpire::DeadLetter);
+                match dead_letter {
+                    Some(dlq) => changes.extend(
+                        self.dead_letter(seq, dlq, Arc::from(MAX_AGE_ERROR), now_ms)
+                            .map(|(change, _)| change),
+                    ),
+                    None => {
+                        if self.remove(seq, now_ms).is_some() {
+                            changes.push(Change::Expired { seq });
+                        }
+                    }
+                }
+            }
+            if looked >= budget {
+                break;
+            }
+        }
+        changes
+    }
+
+    /// Cancels a message of `queue` that is not leased: it leaves the index.
+    pub fn cancel(
+        &mut self,
+        queue: &str,
+        id: &Uuid,
+        now_ms: Millis,
+    ) -> Result<Entry, CancelRefused> {
+        let seq = self.seq_of(id).ok_or(CancelRefused::NotHere)?;
+        let entry = self.entries.get(&seq).ok_or(CancelRefused::NotHere)?;
+        if &*entry.queue != queue {
+            return Err(CancelRefused::NotHere);
+        }
+        if entry.is_leased() {
+            return Err(CancelRefused::InFlight);
+        }
+        let entry = self.remove(seq, now_ms).ok_or(CancelRefused::NotHere)?;
+        if let Some(state) = self.queues.get_mut(queue) {
+            state.counters.cancelled += 1;
+        }
+        Ok(entry)
+    }
+
+    /// The seqs of every message of `queue`, oldest first: a snapshot for a purge.
+    pub fn members(&self, queue: &str) -> Vec<Seq> {
+        self.queues.get(queue).map_or_else(Vec::new, |state| {
+            state.members.iter().map(|&(_, seq)| seq).collect()
+        })
+    }
+
+    /// Removes those of `seqs` that are still in `queue` and not leased (a purge, or an operator
+    /// deleting dead letters); returns the removed entries.
+    pub fn remove_unleased(&mut self, queue: &str, seqs: &[Seq], now_ms: Millis) -> Vec<Entry> {
+        let mut removed = Vec::with_capacity(seqs.len());
+        for &seq in seqs {
+            let Some(entry) = self.entries.get(&seq) else {
+                continue;
+            };
+            if &*entry.queue != queue || entry.is_leased() {
+                continue;
+            }
+            removed.extend(self.remove(seq, now_ms));
+        }
+        removed
+    }
+
+    /// Counts messages removed by a purge.
+    pub fn count_purged(&mut self, queue: &str, count: u64) {
+        if let Some(state) = self.queues.get_mut(queue) {
+            state.counters.purged += count;
+        }
+    }
+
+    /// Dead-letter entries of `dlq` matching `filter`, oldest first, at most `limit`: the order
+    /// a replay re-enqueues them in.
+    pub fn dead_letters_oldest_first(
+        &self,
+        dlq: &str,
+        filter: &DeadLetterFilter,
+        limit: usize,
+    ) -> Vec<Entry> {
+        let Some(state) = self.queues.get(dlq) else {
+            return Vec::new();
+        };
+        state
+            .members
+            .iter()
+            .filter_map(|(_, seq)| self.entries.get(seq))
+            .filter(|entry| filter.matches(entry))
+            .take(limit)
+            .cloned()
+            .collect()
+    }
+
+    /// Dead-letter entries of the dead-letter queue `dlq` matching `filter`, newest first,
+    /// starting below `before` (a previous page's `next`). Stops after `limit` matches or after
+    /// looking at `scan_max` entries, so one call never holds the index for long.
+    pub fn dead_letters(
+        &self,
+        dlq: &str,
+        filter: &DeadLetterFilter,
+        before: Option<(Millis, Seq)>,
+        limit: usize,
+        scan_max: usize,
+    ) -> DeadLetterPage {
+        let mut page = DeadLetterPage::default();
+        let Some(state) = self.queues.get(dlq) else {
+            return page;
+        };
+        let range = match before {
+            Some(before) => state.members.range(..before),
+            None => state.members.range(..),
+        };
+        let mut looked = 0;
+        for &(aged_from, seq) in range.rev() {
+            if page.entries.len() >= limit || looked >= scan_max {
+                // Resume at this very entry: `before` is exclusive, and nothing between this
+                // entry and (aged_from, seq + 1) is left to look at.
+                page.next = Some((aged_from, seq + 1));
+                return page;
+            }
+            looked += 1;
+            if let Some(entry) = self.entries.get(&seq)
+                && filter.matches(entry)
+            {
+                page.entries.push(entry.clone());
+            }
+        }
+        page
     }
 }
 

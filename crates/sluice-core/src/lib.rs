@@ -7,6 +7,7 @@
 pub mod clock;
 pub mod dispatch;
 pub mod message;
+pub mod meter;
 pub mod notify;
 pub mod queue;
 pub mod store;

@@ -61,6 +61,16 @@ pub enum MessageState {
     Acked,
     /// Moved to a dead-letter queue.
     Dead,
+    /// Removed by retention (`max_age_ms`).
+    Expired,
+    /// Cancelled before delivery.
+    Cancelled,
+    /// Removed by a purge.
+    Purged,
+    /// A dead letter that was replayed as a new message (`replayed_as`).
+    Replayed,
+    /// A dead letter an operator deleted.
+    Deleted,
 }
 
 impl MessageState {
@@ -72,7 +82,23 @@ impl MessageState {
             MessageState::InFlight => "in_flight",
             MessageState::Acked => "acked",
             MessageState::Dead => "dead",
+            MessageState::Expired => "expired",
+            MessageState::Cancelled => "cancelled",
+            MessageState::Purged => "purged",
+            MessageState::Replayed => "replayed",
+            MessageState::Deleted => "deleted",
         }
+    }
+
+    /// True for states a message never leaves.
+    pub fn is_final(self) -> bool {
+        !matches!(
+            self,
+            MessageState::Ready
+                | MessageState::Delayed
+                | MessageState::InFlight
+                | MessageState::Dead
+        )
     }
 }
 
@@ -194,8 +220,14 @@ pub struct MessageStatus {
     pub last_error: Option<String>,
     /// When it was acked.
     pub acked_at_ms: Option<Millis>,
+    /// When it reached its final state (acked, expired, cancelled, purged, replayed, deleted).
+    pub finished_at_ms: Option<Millis>,
     /// Set when it was dead-lettered.
     pub dead_letter: Option<DeadLetterInfo>,
+    /// The result JSON its consumer acked it with.
+    pub result: Option<String>,
+    /// For a replayed dead letter: the id of the new message.
+    pub replayed_as: Option<Uuid>,
 }
 
 #[cfg(test)]

@@ -3,6 +3,8 @@
 //! [`QueueConfig`] is the typed, validated form; the wire and TOML forms live in
 //! [`crate::wire::QueueSpec`], which every field of this module can be built from.
 
+use std::sync::Arc;
+
 use rand::Rng;
 
 use crate::clock::Millis;
@@ -11,6 +13,11 @@ use crate::clock::Millis;
 pub const QUEUE_NAME_LEN_MAX: usize = 80;
 /// Suffix of the dead-letter queue created with a queue when none is named.
 pub const DEAD_LETTER_SUFFIX: &str = ".dlq";
+
+/// Default retention: 4 days, as SQS.
+pub const DEFAULT_MAX_AGE_MS: Millis = 4 * 24 * 60 * 60 * 1000;
+/// Default retention of a dead-letter queue: 14 days, so failures outlive a long weekend.
+pub const DEAD_LETTER_MAX_AGE_MS: Millis = 14 * 24 * 60 * 60 * 1000;
 
 /// Checks a queue name: 1 to 80 characters of `[A-Za-z0-9_.-]`.
 pub fn validate_queue_name(name: &str) -> Result<(), String> {
@@ -136,6 +143,109 @@ pub struct QueueConfig {
     pub ordering: Ordering,
     /// How long an idempotency key keeps answering with its first message (default 24 h).
     pub dedup_window_ms: Millis,
+    /// Messages older than this are removed (default 4 days, as SQS; 14 days for a DLQ).
+    pub max_age_ms: Millis,
+    /// What happens to a message that reaches `max_age_ms`.
+    pub on_expire: OnExpire,
+    /// Most messages the queue may hold (ready + delayed + in flight); enqueues beyond it are
+    /// refused with 503. `None`: unbounded.
+    pub max_depth: Option<u64>,
+    /// Most leases out at once. `None`: unbounded.
+    pub max_in_flight: Option<u32>,
+    /// Deliveries per second, as a token bucket. `None`: unlimited.
+    pub rate_limit: Option<RateLimit>,
+    /// JSON Schema every JSON body enqueued through the API must satisfy.
+    pub schema: Option<Arc<MessageSchema>>,
+}
+
+/// What to do with a message that reached the queue's `max_age_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnExpire {
+    /// Remove it (counted as expired).
+    #[default]
+    Drop,
+    /// Move it to the dead-letter queue (dropped when the queue has none).
+    DeadLetter,
+}
+
+impl OnExpire {
+    /// The wire name: `drop` or `dead_letter`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnExpire::Drop => "drop",
+            OnExpire::DeadLetter => "dead_letter",
+        }
+    }
+
+    /// Parses a wire name.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "drop" => Some(OnExpire::Drop),
+            "dead_letter" => Some(OnExpire::DeadLetter),
+            _ => None,
+        }
+    }
+}
+
+/// A token bucket: `per_second` tokens flow in, at most `burst` are kept, a delivery takes one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateLimit {
+    /// Sustained deliveries per second (> 0).
+    pub per_second: f64,
+    /// Deliveries allowed at once after a quiet spell (>= 1).
+    pub burst: u32,
+}
+
+/// A compiled JSON Schema for message bodies, with the document it came from.
+pub struct MessageSchema {
+    source: serde_json::Value,
+    validator: jsonschema::Validator,
+}
+
+/// One way a body fails its queue's schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaViolation {
+    /// JSON Pointer into the body (`""` is the whole body).
+    pub path: String,
+    /// Why it fails.
+    pub reason: String,
+}
+
+impl MessageSchema {
+    /// Compiles a schema; the error says what is wrong with it.
+    pub fn compile(source: serde_json::Value) -> Result<Self, String> {
+        let validator = jsonschema::validator_for(&source)
+            .map_err(|e| format!("schema: not a valid JSON Schema: {e}"))?;
+        Ok(Self { source, validator })
+    }
+
+    /// The schema document.
+    pub fn source(&self) -> &serde_json::Value {
+        &self.source
+    }
+
+    /// Every violation of `body` (empty when it is valid).
+    pub fn violations(&self, body: &serde_json::Value) -> Vec<SchemaViolation> {
+        self.validator
+            .iter_errors(body)
+            .map(|error| SchemaViolation {
+                path: error.instance_path().as_str().to_owned(),
+                reason: error.to_string(),
+            })
+            .collect()
+    }
+}
+
+impl std::fmt::Debug for MessageSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("MessageSchema").field(&self.source).finish()
+    }
+}
+
+impl PartialEq for MessageSchema {
+    fn eq(&self, other: &Self) -> bool {
+        self.source == other.source
+    }
 }
 
 impl QueueConfig {
@@ -149,6 +259,12 @@ impl QueueConfig {
             max_message_bytes: 1024 * 1024,
             ordering: Ordering::Unordered,
             dedup_window_ms: 24 * 60 * 60 * 1000,
+            max_age_ms: DEFAULT_MAX_AGE_MS,
+            on_expire: OnExpire::Drop,
+            max_depth: None,
+            max_in_flight: None,
+            rate_limit: None,
+            schema: None,
         }
     }
 
@@ -158,6 +274,7 @@ impl QueueConfig {
         Self {
             dead_letter_queue: None,
             max_attempts: 0,
+            max_age_ms: DEAD_LETTER_MAX_AGE_MS,
             ..Self::defaults_for(name)
         }
     }
@@ -187,6 +304,14 @@ pub mod limits {
     pub const KEY_BYTES_MAX: usize = 1024;
     /// Longest error text kept with a message; longer texts are cut.
     pub const ERROR_BYTES_MAX: usize = 4096;
+    /// Longest retention: 365 days.
+    pub const MAX_AGE_MS_MAX: Millis = 365 * 24 * 60 * 60 * 1000;
+    /// Shortest retention: one second.
+    pub const MAX_AGE_MS_MIN: Millis = 1000;
+    /// Largest result an ack may carry, in bytes of JSON.
+    pub const RESULT_BYTES_MAX: usize = 64 * 1024;
+    /// Largest JSON Schema document, in bytes.
+    pub const SCHEMA_BYTES_MAX: usize = 256 * 1024;
 
     // A batch of one maximal message must fit in a batch.
     const _: () = assert!(MESSAGE_BYTES_MAX <= BATCH_BYTES_MAX);

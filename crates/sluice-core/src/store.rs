@@ -12,8 +12,8 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 use crate::clock::Millis;
-use crate::dispatch::{LeaseError, NackOutcome, QueueDepth};
-use crate::message::{ClaimedMessage, MessageStatus, NewMessage, Receipt};
+use crate::dispatch::{DeadLetterFilter, LeaseError, NackOutcome, QueueDepth, Seq};
+use crate::message::{ClaimedMessage, MessageState, MessageStatus, NewMessage, Payload, Receipt};
 use crate::notify::Notifier;
 use crate::queue::QueueConfig;
 
@@ -32,6 +32,22 @@ pub enum StoreError {
     /// The backend cannot serve now (disk full, writer gone, database down).
     #[error("storage unavailable: {0}")]
     Unavailable(String),
+    /// The queue is at its `max_depth`: nothing of the batch was stored.
+    #[error(
+        "queue {queue:?} is full: it holds {depth} of at most {max_depth} messages, and {refused} more were refused"
+    )]
+    QueueFull {
+        /// The queue.
+        queue: String,
+        /// Messages it holds (or has admitted).
+        depth: u64,
+        /// Its limit.
+        max_depth: u64,
+        /// Messages in the refused batch.
+        refused: u64,
+        /// A suggested wait before retrying, from how fast the queue drains.
+        retry_after_s: u64,
+    },
     /// Anything else, with its cause.
     #[error("storage error: {0}")]
     Other(#[source] Box<dyn std::error::Error + Send + Sync>),
@@ -122,6 +138,8 @@ pub struct AckParams {
     pub queue: String,
     /// Receipts from receive.
     pub receipts: Vec<Receipt>,
+    /// JSON result kept with every message acked (the API allows it with one receipt).
+    pub result: Option<String>,
     /// Now.
     pub now_ms: Millis,
 }
@@ -176,6 +194,94 @@ pub struct MessageGetParams {
     pub now_ms: Millis,
 }
 
+/// What a cancel found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// Removed before delivery.
+    Cancelled { message_id: Uuid },
+    /// No such message (or it left the records long ago).
+    NotFound,
+    /// Leased to a consumer now.
+    AlreadyProcessing { message_id: Uuid },
+    /// Acked, dead-lettered, expired, cancelled or purged already.
+    AlreadyCompleted {
+        message_id: Uuid,
+        state: MessageState,
+    },
+}
+
+/// Select dead letters of a queue.
+#[derive(Debug, Clone)]
+pub struct DeadLetterQuery {
+    /// The source queue (its dead-letter queue is searched).
+    pub queue: String,
+    /// What to match.
+    pub filter: DeadLetterFilter,
+    /// Continue below this position (from a previous page).
+    pub before: Option<(Millis, Seq)>,
+    /// Most entries returned.
+    pub limit: usize,
+}
+
+/// One dead letter as stores report it.
+#[derive(Debug, Clone)]
+pub struct DeadLetter {
+    /// Its status (queue, state, metadata, `dead_letter` info, replay record).
+    pub status: MessageStatus,
+    /// Body and headers, when asked for.
+    pub payload: Option<Payload>,
+    /// Body size in bytes, when known.
+    pub body_bytes: Option<u64>,
+}
+
+/// A page of dead letters.
+#[derive(Debug, Clone)]
+pub struct DeadLetters {
+    /// The dead-letter queue searched.
+    pub dead_letter_queue: String,
+    /// Newest first.
+    pub entries: Vec<DeadLetter>,
+    /// Where the next page starts.
+    pub next: Option<(Millis, Seq)>,
+}
+
+/// Which dead letters to replay or delete.
+#[derive(Debug, Clone)]
+pub enum DeadLetterSelection {
+    /// These ids.
+    Ids(Vec<Uuid>),
+    /// Every entry matching, up to a limit per call.
+    Matching(DeadLetterFilter),
+}
+
+/// Replay dead letters as fresh messages.
+#[derive(Debug, Clone)]
+pub struct ReplayParams {
+    /// The source queue whose dead-letter queue is read.
+    pub queue: String,
+    /// Which entries.
+    pub selection: DeadLetterSelection,
+    /// Most entries this call replays.
+    pub limit: usize,
+    /// Only count.
+    pub dry_run: bool,
+    /// Where the new messages go (default: each entry's source queue).
+    pub target_queue: Option<String>,
+    /// Now.
+    pub now_ms: Millis,
+}
+
+/// What a replay did.
+#[derive(Debug, Clone, Default)]
+pub struct Replay {
+    /// Matching entries (all of them for a dry run; those taken otherwise).
+    pub matched: u64,
+    /// (dead letter id, new message id), in order.
+    pub replayed: Vec<(Uuid, Uuid)>,
+    /// More matching entries are left.
+    pub more: bool,
+}
+
 /// A storage backend.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -201,7 +307,29 @@ pub trait Store: Send + Sync + 'static {
     async fn message_extend(&self, params: ExtendParams) -> StoreResult<Millis>;
     /// Where a message is now; `None` when unknown (or acked long ago).
     async fn message_get(&self, params: MessageGetParams) -> StoreResult<Option<MessageStatus>>;
-    /// Background upkeep: expire leases, drop old records. Cheap when there is nothing to do.
+    /// Pauses or resumes deliveries of a queue, durably.
+    async fn queue_pause(&self, name: &str, paused: bool) -> StoreResult<()>;
+    /// Removes every message of a queue that is not in flight; returns how many went.
+    async fn queue_purge(&self, name: &str, now_ms: Millis) -> StoreResult<u64>;
+    /// Cancels a message that is not being processed.
+    async fn message_cancel(&self, params: MessageGetParams) -> StoreResult<CancelOutcome>;
+    /// Lists dead letters of a queue, newest first.
+    async fn dead_letter_list(&self, query: DeadLetterQuery) -> StoreResult<DeadLetters>;
+    /// One dead letter of a queue with its payload (also after it was replayed or deleted,
+    /// while its record is kept).
+    async fn dead_letter_get(&self, queue: &str, id: Uuid) -> StoreResult<Option<DeadLetter>>;
+    /// Replays dead letters into their source queue (or a target) as new messages, with
+    /// attempts reset; records the new id on each entry.
+    async fn dead_letter_replay(&self, params: ReplayParams) -> StoreResult<Replay>;
+    /// Deletes dead letters of a queue; returns how many went.
+    async fn dead_letter_delete(
+        &self,
+        queue: &str,
+        selection: DeadLetterSelection,
+        now_ms: Millis,
+    ) -> StoreResult<u64>;
+    /// Background upkeep: expire leases, apply retention, drop old records. Cheap when there is
+    /// nothing to do.
     async fn maintain(&self, now_ms: Millis) -> StoreResult<()>;
     /// Long-poll wake-ups of this store's queues.
     fn notifier(&self) -> Arc<Notifier>;

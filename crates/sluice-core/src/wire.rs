@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
 use crate::clock::Millis;
-use crate::queue::{Backoff, Ordering, QueueConfig, limits};
+use crate::queue::{Backoff, MessageSchema, OnExpire, Ordering, QueueConfig, RateLimit, limits};
 
 /// Queue settings as given over the API or in the config file; every field is optional and
 /// falls back to the current value (update) or the default (create).
@@ -39,6 +39,41 @@ pub struct QueueSpec {
     /// Idempotency window in ms (default 86400000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dedup_window_ms: Option<i64>,
+    /// Retention in ms: older messages are removed (default 345600000, 4 days; 14 days for a
+    /// dead-letter queue).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age_ms: Option<i64>,
+    /// `drop` (default) or `dead_letter`: what retention does with an old message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_expire: Option<String>,
+    /// Most messages held (ready + delayed + in flight); 0 or null = unbounded (default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_depth: Option<u64>,
+    /// Most leases out at once; 0 or null = unbounded (default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_in_flight: Option<u32>,
+    /// Deliveries per second as a token bucket; `per_second: 0` turns it off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimitSpec>,
+    /// JSON Schema for JSON bodies; `null` removes it.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<Object>)]
+    pub schema: Option<serde_json::Value>,
+}
+
+/// Rate limit settings.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitSpec {
+    /// Sustained deliveries per second; 0 turns the limit off.
+    pub per_second: f64,
+    /// Deliveries allowed at once after a quiet spell (default: one second's worth, at least 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u32>,
 }
 
 /// Backoff settings; missing fields keep their current or default value.
@@ -104,7 +139,67 @@ impl QueueSpec {
             check_range("dedup_window_ms", ms, 0, limits::DEDUP_WINDOW_MS_MAX)?;
             base.dedup_window_ms = ms;
         }
+        if let Some(ms) = self.max_age_ms {
+            check_range(
+                "max_age_ms",
+                ms,
+                limits::MAX_AGE_MS_MIN,
+                limits::MAX_AGE_MS_MAX,
+            )?;
+            base.max_age_ms = ms;
+        }
+        if let Some(on_expire) = &self.on_expire {
+            base.on_expire = OnExpire::parse(on_expire).ok_or_else(|| {
+                format!("on_expire: {on_expire:?} is not one of drop, dead_letter")
+            })?;
+        }
+        if let Some(depth) = self.max_depth {
+            base.max_depth = (depth > 0).then_some(depth);
+        }
+        if let Some(in_flight) = self.max_in_flight {
+            base.max_in_flight = (in_flight > 0).then_some(in_flight);
+        }
+        if let Some(rate) = &self.rate_limit {
+            base.rate_limit = rate.to_limit()?;
+        }
+        if let Some(schema) = &self.schema {
+            base.schema = match schema {
+                serde_json::Value::Null => None,
+                schema => {
+                    if schema.to_string().len() > limits::SCHEMA_BYTES_MAX {
+                        return Err(format!(
+                            "schema: larger than {} bytes",
+                            limits::SCHEMA_BYTES_MAX
+                        ));
+                    }
+                    Some(std::sync::Arc::new(MessageSchema::compile(schema.clone())?))
+                }
+            };
+        }
         Ok(base)
+    }
+}
+
+impl RateLimitSpec {
+    fn to_limit(&self) -> Result<Option<RateLimit>, String> {
+        if !self.per_second.is_finite() || !(0.0..=1_000_000.0).contains(&self.per_second) {
+            return Err(format!(
+                "rate_limit.per_second must be between 0 and 1000000, got {}",
+                self.per_second
+            ));
+        }
+        if self.per_second == 0.0 {
+            return Ok(None);
+        }
+        let burst = match self.burst {
+            Some(0) => return Err("rate_limit.burst must be at least 1".into()),
+            Some(burst) => burst,
+            None => self.per_second.ceil().max(1.0) as u32,
+        };
+        Ok(Some(RateLimit {
+            per_second: self.per_second,
+            burst,
+        }))
     }
 }
 
@@ -165,6 +260,28 @@ pub struct QueueConfigOut {
     pub ordering: String,
     /// Idempotency window in ms.
     pub dedup_window_ms: i64,
+    /// Retention in ms.
+    pub max_age_ms: i64,
+    /// `drop` or `dead_letter`.
+    pub on_expire: String,
+    /// Most messages held; null = unbounded.
+    pub max_depth: Option<u64>,
+    /// Most leases out at once; null = unbounded.
+    pub max_in_flight: Option<u32>,
+    /// Delivery rate limit; null = none.
+    pub rate_limit: Option<RateLimitOut>,
+    /// JSON Schema for bodies; null = none.
+    #[schema(value_type = Option<Object>)]
+    pub schema: Option<serde_json::Value>,
+}
+
+/// Rate limit as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RateLimitOut {
+    /// Sustained deliveries per second.
+    pub per_second: f64,
+    /// Deliveries allowed at once.
+    pub burst: u32,
 }
 
 /// Backoff as the API shows it.
@@ -195,6 +312,15 @@ impl From<&QueueConfig> for QueueConfigOut {
             max_message_bytes: config.max_message_bytes,
             ordering: config.ordering.as_str().to_owned(),
             dedup_window_ms: config.dedup_window_ms,
+            max_age_ms: config.max_age_ms,
+            on_expire: config.on_expire.as_str().to_owned(),
+            max_depth: config.max_depth,
+            max_in_flight: config.max_in_flight,
+            rate_limit: config.rate_limit.map(|limit| RateLimitOut {
+                per_second: limit.per_second,
+                burst: limit.burst,
+            }),
+            schema: config.schema.as_ref().map(|schema| schema.source().clone()),
         }
     }
 }
@@ -248,8 +374,46 @@ pub struct QueueStatsOut {
     pub dead_lettered: Option<u64>,
     /// Age of the oldest ready message in ms.
     pub oldest_ready_age_ms: Option<i64>,
+    /// True while deliveries are paused.
+    pub paused: bool,
     /// Since the server started.
     pub counters: CountersOut,
+    /// Over the last 60 seconds.
+    pub last_1m: ThroughputOut,
+    /// Over the last 300 seconds.
+    pub last_5m: ThroughputOut,
+    /// Enqueue-to-ack latency over the last five minutes; null before the first ack.
+    pub latency_ms: Option<LatencyOut>,
+}
+
+/// Messages through a queue over a recent span.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ThroughputOut {
+    /// Messages accepted.
+    pub enqueued: u64,
+    /// Messages acked.
+    pub acked: u64,
+    /// Failed attempts (nacks and leases that ran out).
+    pub failed: u64,
+    /// Accepted per second.
+    pub enqueued_per_s: f64,
+    /// Acked per second.
+    pub acked_per_s: f64,
+    /// Failed per second.
+    pub failed_per_s: f64,
+}
+
+/// Enqueue-to-ack latency percentiles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct LatencyOut {
+    /// Acks measured.
+    pub samples: u64,
+    /// Median, ms.
+    pub p50: u64,
+    /// 95th percentile, ms.
+    pub p95: u64,
+    /// 99th percentile, ms.
+    pub p99: u64,
 }
 
 /// Counters since the server started.
@@ -267,6 +431,14 @@ pub struct CountersOut {
     pub dead_lettered: u64,
     /// Leases that ran out.
     pub lease_expired: u64,
+    /// Removed or dead-lettered by retention.
+    pub expired: u64,
+    /// Refused at `max_depth`.
+    pub rejected: u64,
+    /// Cancelled before delivery.
+    pub cancelled: u64,
+    /// Removed by purges.
+    pub purged: u64,
 }
 
 /// One message to enqueue. Give `body` (any JSON) or `body_base64` (bytes), not both.
@@ -336,17 +508,24 @@ pub struct MessageBatchIn {
 }
 
 /// The result for one enqueued message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct EnqueueOut {
     /// Server id (the original's for a duplicate).
     #[schema(value_type = String)]
     pub message_id: uuid::Uuid,
     /// False for a duplicate idempotency key within the window.
     pub created: bool,
+    /// For a duplicate: where the first message is now (`ready`, `in_flight`, `acked`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// For a duplicate whose first message was acked with a result: that result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<serde_json::Value>,
 }
 
 /// Answer to a batch enqueue: one result per message, in order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct EnqueueBatchOut {
     /// Per message.
     pub results: Vec<EnqueueOut>,
@@ -440,6 +619,11 @@ pub struct AckIn {
     /// Many receipts (up to 1000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receipts: Option<Vec<String>>,
+    /// A small JSON result (up to 64 KiB) kept with the message: a later enqueue with the same
+    /// idempotency key gets it back. Only with `receipt`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<Box<RawValue>>,
 }
 
 /// The result for one receipt.
@@ -511,14 +695,15 @@ pub struct ExtendOut {
 }
 
 /// Where a message is now.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct MessageStatusOut {
     /// Server id.
     #[schema(value_type = String)]
     pub message_id: uuid::Uuid,
     /// The queue it is in now (its DLQ once dead).
     pub queue: String,
-    /// `ready`, `delayed`, `in_flight`, `acked` or `dead`.
+    /// `ready`, `delayed`, `in_flight`, `acked`, `dead`, `expired`, `cancelled`, `purged`,
+    /// `replayed` or `deleted`.
     pub state: String,
     /// Idempotency key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -546,9 +731,226 @@ pub struct MessageStatusOut {
     /// RFC 3339, once acked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acked_at: Option<String>,
+    /// RFC 3339, once in a final state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
     /// Set once dead-lettered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dead_letter: Option<DeadLetterOut>,
+    /// The result its consumer acked it with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<serde_json::Value>,
+    /// For a replayed dead letter: the new message's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub replayed_as: Option<uuid::Uuid>,
+}
+
+/// `POST /v1/queues/{queue}/cancel`: name the message by `message_id` or by idempotency `id`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CancelIn {
+    /// Server id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    /// Idempotency key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
+/// Answer to cancel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CancelOut {
+    /// `cancelled`, `not_found`, `already_processing` or `already_completed`.
+    pub outcome: String,
+    /// The message, when found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub message_id: Option<uuid::Uuid>,
+    /// Its state now (`cancelled`, `in_flight`, `acked`, `dead`, ...), when found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+}
+
+/// Answer to purge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PurgeOut {
+    /// Messages removed.
+    pub purged: u64,
+    /// Messages left because they are in flight.
+    pub in_flight: u64,
+}
+
+/// `POST /v1/queues/{queue}/drain`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DrainIn {
+    /// How long to wait, 0..=900000 ms (default 30000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<i64>,
+}
+
+/// Answer to drain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DrainOut {
+    /// True when the queue held no ready, delayed or in-flight message.
+    pub drained: bool,
+    /// How long the call waited, ms.
+    pub waited_ms: u64,
+    /// Left when it returned.
+    pub ready: u64,
+    /// Left when it returned.
+    pub delayed: u64,
+    /// Left when it returned.
+    pub in_flight: u64,
+}
+
+/// One dead letter.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DeadLetterEntryOut {
+    /// Its id (the id it had in the source queue).
+    #[schema(value_type = String)]
+    pub message_id: uuid::Uuid,
+    /// The dead-letter queue holding it.
+    pub queue: String,
+    /// The queue it failed in.
+    pub source_queue: String,
+    /// `dead`, `in_flight` (someone consumes the DLQ), `replayed` or `deleted`.
+    pub state: String,
+    /// Error of the last attempt.
+    pub last_error: Option<String>,
+    /// Attempts made in the source queue.
+    pub attempts: u32,
+    /// RFC 3339: first enqueued.
+    pub enqueued_at: String,
+    /// RFC 3339: first delivery in the source queue.
+    pub first_seen_at: String,
+    /// RFC 3339: when it was dead-lettered.
+    pub last_seen_at: String,
+    /// Idempotency key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Ordering key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Priority.
+    pub priority: i32,
+    /// Body size in bytes, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_bytes: Option<u64>,
+    /// JSON body (`GET .../dlq/{message_id}` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub body: Option<Box<RawValue>>,
+    /// Byte body in base64 (`GET .../dlq/{message_id}` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_base64: Option<String>,
+    /// Headers (`GET .../dlq/{message_id}` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<BTreeMap<String, String>>,
+    /// RFC 3339, once replayed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replayed_at: Option<String>,
+    /// The new message a replay created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub replayed_as: Option<uuid::Uuid>,
+}
+
+/// `GET /v1/queues/{queue}/dlq`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DeadLetterListOut {
+    /// The dead-letter queue.
+    pub dead_letter_queue: String,
+    /// Newest first.
+    pub entries: Vec<DeadLetterEntryOut>,
+    /// Pass as `cursor` for the next page; absent at the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// `POST /v1/queues/{queue}/dlq/replay`: which dead letters to replay (all of this queue's when
+/// no filter is given).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayIn {
+    /// These entries only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ids: Option<Vec<String>>,
+    /// Case-insensitive substring of the last error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Dead-lettered at or after this RFC 3339 time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// Dead-lettered before this RFC 3339 time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+    /// Most entries replayed by this call, 1..=10000 (default 1000); call again for more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+    /// Only count what matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<bool>,
+    /// Replay into this queue instead of the source queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_queue: Option<String>,
+}
+
+/// One replayed entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ReplayedOut {
+    /// The dead letter.
+    #[schema(value_type = String)]
+    pub dead_letter_id: uuid::Uuid,
+    /// The new message.
+    #[schema(value_type = String)]
+    pub message_id: uuid::Uuid,
+}
+
+/// Answer to replay.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ReplayOut {
+    /// True when nothing was replayed, only counted.
+    pub dry_run: bool,
+    /// Entries matching (for a dry run: all of them; otherwise those taken by this call).
+    pub matched: u64,
+    /// Entries replayed by this call.
+    pub replayed: u64,
+    /// True when more matching entries are left (call again).
+    pub more: bool,
+    /// The queue they went to.
+    pub target_queue: String,
+    /// Per entry.
+    pub results: Vec<ReplayedOut>,
+}
+
+/// `POST /v1/queues/{queue}/dlq/{message_id}/replay`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayOneIn {
+    /// Replay into this queue instead of the source queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_queue: Option<String>,
+}
+
+/// Answer to deleting dead letters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DeadLetterDeleteOut {
+    /// Entries deleted.
+    pub deleted: u64,
+}
+
+/// One way a body fails its queue's schema (in the `details` of a 422 `schema_violation`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SchemaViolationOut {
+    /// Position of the message in a batch (0 for a single message).
+    pub index: usize,
+    /// JSON Pointer into the body.
+    pub path: String,
+    /// Why it fails.
+    pub reason: String,
 }
 
 /// The body of every error response.

@@ -19,6 +19,8 @@ pub struct ApiError {
     pub message: String,
     /// Per-item results for partly refused batches.
     pub details: Option<serde_json::Value>,
+    /// Seconds for a `Retry-After` header.
+    pub retry_after_s: Option<u64>,
 }
 
 impl ApiError {
@@ -28,7 +30,17 @@ impl ApiError {
             code,
             message: message.into(),
             details: None,
+            retry_after_s: None,
         }
+    }
+
+    /// 422: bodies fail the queue's JSON Schema.
+    pub fn schema_violation(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "schema_violation",
+            message,
+        )
     }
 
     /// 400: the body is not JSON of the expected shape.
@@ -109,7 +121,13 @@ impl IntoResponse for ApiError {
                 details: self.details,
             },
         };
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if let Some(seconds) = self.retry_after_s {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, seconds.into());
+        }
+        response
     }
 }
 
@@ -119,6 +137,24 @@ impl From<StoreError> for ApiError {
             StoreError::QueueNotFound(queue) => Self::queue_not_found(&queue),
             StoreError::Conflict(message) => Self::new(StatusCode::CONFLICT, "conflict", message),
             StoreError::Lease(error) => error.into(),
+            StoreError::QueueFull {
+                depth,
+                max_depth,
+                refused,
+                retry_after_s,
+                ..
+            } => {
+                let message = error.to_string();
+                let mut error = Self::new(StatusCode::SERVICE_UNAVAILABLE, "queue_full", message)
+                    .with_details(serde_json::json!({
+                        "accepted": 0,
+                        "refused": refused,
+                        "depth": depth,
+                        "max_depth": max_depth,
+                    }));
+                error.retry_after_s = Some(retry_after_s);
+                error
+            }
             StoreError::Unavailable(message) => {
                 tracing::warn!(%message, "store unavailable");
                 Self::unavailable(message)

@@ -94,6 +94,7 @@ async fn main() {
         acked += receipts.len();
         store
             .message_ack(AckParams {
+                result: None,
                 queue: queue.clone(),
                 receipts,
                 now_ms: SystemClock.now_ms(),

@@ -13,7 +13,9 @@
 
 mod checkpoint;
 mod claims;
+mod dead_letters;
 mod ids;
+mod lifecycle;
 mod load;
 mod publish;
 mod schema;
@@ -250,6 +252,17 @@ impl SqliteStore {
 
 /// Rows deleted per transaction when a queue is deleted.
 const PURGE_CHUNK_ROWS: usize = 2_000;
+/// Messages retention looks at per maintenance tick, so expiry never holds the index for long.
+const EXPIRE_PER_TICK: usize = 5_000;
+
+/// Seconds a refused producer should wait: the time the queue takes to drain the batch at its
+/// recent ack rate, between 1 and 60 (10 when nothing is being acked).
+fn retry_after_s(count: u64, acks_per_s: f64) -> u64 {
+    if acks_per_s <= 0.0 {
+        return 10;
+    }
+    ((count as f64 / acks_per_s).ceil() as u64).clamp(1, 60)
+}
 
 /// A store handle that can hand itself to blocking readers.
 #[derive(Debug, Clone)]
@@ -381,25 +394,49 @@ impl Store for SharedSqliteStore {
 
     async fn message_enqueue(&self, params: EnqueueParams) -> StoreResult<Vec<Enqueued>> {
         let store = &self.0;
-        let (queue, dedup_window_ms) = {
-            let index = store.index.lock();
+        let count = params.messages.len() as u64;
+        let (queue, dedup_window_ms, reserved) = {
+            let mut index = store.index.lock();
             let config = index
                 .queue_config(&params.queue)
                 .ok_or_else(|| StoreError::QueueNotFound(params.queue.clone()))?;
+            // The depth check counts messages on their way to disk too, so concurrent batches
+            // cannot overshoot the limit together. All or nothing for a batch.
+            if let Some(max_depth) = config.max_depth {
+                index.reserve(&params.queue, count).map_err(|depth| {
+                    let drain_rate = index.ack_rate(&params.queue, params.now_ms);
+                    StoreError::QueueFull {
+                        queue: params.queue.clone(),
+                        depth,
+                        max_depth,
+                        refused: count,
+                        retry_after_s: retry_after_s(count, drain_rate),
+                    }
+                })?;
+            }
             (
                 index.queue_name(&params.queue).expect("config found"),
                 config.dedup_window_ms,
+                config.max_depth.is_some(),
             )
         };
         let (reply, wait) = oneshot::channel();
-        store.send(WriteOp::Enqueue {
-            queue,
+        let sent = store.send(WriteOp::Enqueue {
+            queue: queue.clone(),
             dedup_window_ms,
             now_ms: params.now_ms,
             messages: params.messages,
             reply,
-        })?;
-        SqliteStore::wait(wait).await
+        });
+        let result = match sent {
+            Ok(()) => SqliteStore::wait(wait).await,
+            Err(error) => Err(error),
+        };
+        if reserved {
+            // Published by now (or failed): the index counts what was stored.
+            store.index.lock().release(&queue, count);
+        }
+        result
     }
 
     async fn message_claim(&self, params: ClaimParams) -> StoreResult<Claim> {
@@ -491,6 +528,7 @@ impl Store for SharedSqliteStore {
                 // Sent under the index lock so the disk sees changes in the order the index made them.
                 store.send(WriteOp::Ack {
                     seqs,
+                    result: params.result,
                     now_ms: params.now_ms,
                     reply,
                 })?;
@@ -555,19 +593,11 @@ impl Store for SharedSqliteStore {
         if store.index.lock().queue_config(&params.queue).is_none() {
             return Err(StoreError::QueueNotFound(params.queue));
         }
-        let id = match params.by {
-            MessageRef::Id(id) => id,
-            MessageRef::IdempotencyKey(key) => {
-                let queue = params.queue.clone();
-                let now_ms = params.now_ms;
-                let found = store
-                    .read(move |conn| writer::find_idempotent(conn, &queue, &key, now_ms))
-                    .await?;
-                match found {
-                    Some(id) => id,
-                    None => return Ok(None),
-                }
-            }
+        let Some(id) = self
+            .resolve(&params.queue, params.by.clone(), params.now_ms)
+            .await?
+        else {
+            return Ok(None);
         };
         let belongs = |status: &MessageStatus| {
             status.queue == params.queue
@@ -585,7 +615,12 @@ impl Store for SharedSqliteStore {
 
     async fn maintain(&self, now_ms: Millis) -> StoreResult<()> {
         let store = &self.0;
-        let changes = store.index.lock().tick_all(now_ms);
+        let changes = {
+            let mut index = store.index.lock();
+            let mut changes = index.tick_all(now_ms);
+            changes.extend(index.expire(now_ms, EXPIRE_PER_TICK));
+            changes
+        };
         if !changes.is_empty() {
             store.send(WriteOp::Apply {
                 changes,
@@ -598,6 +633,39 @@ impl Store for SharedSqliteStore {
             now_ms,
             acked_before_ms: now_ms - store.options.acked_retention_ms,
         })
+    }
+
+    async fn queue_pause(&self, name: &str, paused: bool) -> StoreResult<()> {
+        self.pause(name, paused).await
+    }
+
+    async fn queue_purge(&self, name: &str, now_ms: Millis) -> StoreResult<u64> {
+        self.purge(name, now_ms).await
+    }
+
+    async fn message_cancel(&self, params: MessageGetParams) -> StoreResult<CancelOutcome> {
+        self.cancel(params).await
+    }
+
+    async fn dead_letter_list(&self, query: DeadLetterQuery) -> StoreResult<DeadLetters> {
+        self.list_dead_letters(query).await
+    }
+
+    async fn dead_letter_get(&self, queue: &str, id: Uuid) -> StoreResult<Option<DeadLetter>> {
+        self.get_dead_letter(queue, id).await
+    }
+
+    async fn dead_letter_replay(&self, params: ReplayParams) -> StoreResult<Replay> {
+        self.replay_dead_letters(params).await
+    }
+
+    async fn dead_letter_delete(
+        &self,
+        queue: &str,
+        selection: DeadLetterSelection,
+        now_ms: Millis,
+    ) -> StoreResult<u64> {
+        self.delete_dead_letters(queue, selection, now_ms).await
     }
 
     fn notifier(&self) -> Arc<Notifier> {
@@ -668,11 +736,11 @@ fn read_payloads(conn: &Connection, seqs: &[Seq]) -> rusqlite::Result<Vec<(Seq, 
     Ok(payloads)
 }
 
-/// Status of a message the index does not hold: acked (or gone).
+/// Status of a message as stored: for one the index does not hold, in a final state (or gone).
 fn read_status(conn: &Connection, id: Uuid) -> rusqlite::Result<Option<MessageStatus>> {
     conn.prepare_cached(
         "SELECT queue, state, idempotency_key, msg_key, priority, attempts, enqueued_at, first_received_at, visible_at, last_error, acked_at,
-                dead_source_queue, dead_last_error, dead_attempts, dead_first_seen_at, dead_last_seen_at
+                dead_source_queue, dead_last_error, dead_attempts, dead_first_seen_at, dead_last_seen_at, result, replayed_as
          FROM messages WHERE seq = ?1 AND id = ?2",
     )?
     .query_row(params![ids::decode(&id).map_or(-1, |seq| seq as i64), id.as_bytes()], |row| {
@@ -688,11 +756,13 @@ fn read_status(conn: &Connection, id: Uuid) -> rusqlite::Result<Option<MessageSt
             }),
             None => None,
         };
+        let state = schema::message_state(state);
+        let finished_at_ms: Option<Millis> = row.get(10)?;
+        let replayed_as: Option<Vec<u8>> = row.get(17)?;
         Ok(MessageStatus {
             message_id: id,
             queue: row.get(0)?,
-            // Live rows not in the index do not exist while the store runs; treat them as ready.
-            state: if state == schema::STATE_ACKED { MessageState::Acked } else { MessageState::Ready },
+            state,
             idempotency_key: row.get(2)?,
             key: row.get(3)?,
             priority: row.get(4)?,
@@ -702,8 +772,11 @@ fn read_status(conn: &Connection, id: Uuid) -> rusqlite::Result<Option<MessageSt
             visible_at_ms: row.get(8)?,
             lease_expires_at_ms: None,
             last_error: row.get(9)?,
-            acked_at_ms: row.get(10)?,
+            acked_at_ms: finished_at_ms.filter(|_| state == MessageState::Acked),
+            finished_at_ms: finished_at_ms.filter(|_| state.is_final()),
             dead_letter,
+            result: row.get(16)?,
+            replayed_as: replayed_as.and_then(|bytes| Uuid::from_slice(&bytes).ok()),
         })
     })
     .optional()

@@ -18,12 +18,16 @@ use crate::schema::STATE_LIVE;
 
 /// Loads queues and live messages into `index`; returns the next free seq.
 pub fn load(conn: &Connection, index: &mut Index, now_ms: Millis) -> rusqlite::Result<Seq> {
-    let mut statement = conn.prepare("SELECT name, config FROM queues")?;
+    let mut statement = conn.prepare("SELECT name, config, paused FROM queues")?;
     let queues = statement.query_map([], |row| {
-        Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+        Ok((
+            row.get::<_, String>(0)?,
+            row.get::<_, String>(1)?,
+            row.get::<_, bool>(2)?,
+        ))
     })?;
     for queue in queues {
-        let (name, config) = queue?;
+        let (name, config, paused) = queue?;
         let config = serde_json::from_str::<QueueSpec>(&config)
             .map_err(|e| e.to_string())
             .and_then(|spec| spec.apply_to(QueueConfig::defaults_for(&name)))
@@ -34,6 +38,7 @@ pub fn load(conn: &Connection, index: &mut Index, now_ms: Millis) -> rusqlite::R
         index
             .queue_put(&name, config)
             .map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?;
+        index.set_paused(&name, paused);
     }
     let mut statement = conn.prepare(
         "SELECT seq, id, queue, priority, msg_key, idempotency_key, visible_at, enqueued_at, attempts, first_received_at, last_error,

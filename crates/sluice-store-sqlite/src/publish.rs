@@ -42,7 +42,7 @@ impl Publisher {
                         }
                         index.insert(entry, *now_ms);
                     }
-                    index.count_enqueued(queue, count);
+                    index.count_enqueued(queue, count, *now_ms);
                     if count > 0 && !woken.contains(queue) {
                         woken.push(queue.clone());
                     }

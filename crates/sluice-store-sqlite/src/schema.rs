@@ -7,8 +7,8 @@ use rusqlite::Connection;
 
 use crate::Durability;
 
-/// Bumped with every change below; `PRAGMA user_version` records what a file has.
-const SCHEMA_VERSION: i64 = 1;
+/// Bumped with every migration below; `PRAGMA user_version` records what a file has.
+const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS queues (
@@ -50,10 +50,45 @@ CREATE TABLE IF NOT EXISTS idempotency (
 CREATE INDEX IF NOT EXISTS idempotency_by_expiry ON idempotency(expires_at);
 ";
 
+/// Version 2: paused queues, ack results, replay records, and every final state (not only acked)
+/// found by the cleanup through one index. `acked_at` holds the time of the final state.
+const MIGRATION_2: &str = "
+ALTER TABLE queues ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE messages ADD COLUMN result TEXT;
+ALTER TABLE messages ADD COLUMN replayed_as BLOB;
+DROP INDEX IF EXISTS messages_acked;
+CREATE INDEX IF NOT EXISTS messages_finished ON messages(acked_at) WHERE state > 0;
+";
+
 /// Message states in the `state` column.
 pub const STATE_LIVE: i64 = 0;
 /// Acked; body and headers dropped.
 pub const STATE_ACKED: i64 = 1;
+/// Removed by retention.
+pub const STATE_EXPIRED: i64 = 2;
+/// Cancelled before delivery.
+pub const STATE_CANCELLED: i64 = 3;
+/// Removed by a purge.
+pub const STATE_PURGED: i64 = 4;
+/// A dead letter replayed as a new message (body kept for inspection).
+pub const STATE_REPLAYED: i64 = 5;
+/// A dead letter deleted by an operator.
+pub const STATE_DELETED: i64 = 6;
+
+/// The core's name for a stored state.
+pub fn message_state(state: i64) -> sluice_core::message::MessageState {
+    use sluice_core::message::MessageState;
+    match state {
+        STATE_ACKED => MessageState::Acked,
+        STATE_EXPIRED => MessageState::Expired,
+        STATE_CANCELLED => MessageState::Cancelled,
+        STATE_PURGED => MessageState::Purged,
+        STATE_REPLAYED => MessageState::Replayed,
+        STATE_DELETED => MessageState::Deleted,
+        // Live rows not in the index do not exist while the store runs.
+        _ => MessageState::Ready,
+    }
+}
 
 /// Settings for the writer connection, then the schema.
 pub fn open_writer(conn: &Connection, durability: Durability) -> rusqlite::Result<()> {
@@ -71,9 +106,15 @@ pub fn open_writer(conn: &Connection, durability: Durability) -> rusqlite::Resul
     // The checkpointer thread copies the WAL into the database file; commits never do.
     conn.pragma_update(None, "wal_autocheckpoint", 0)?;
     let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
-    if version < SCHEMA_VERSION {
+    if version < 1 {
         conn.execute_batch(SCHEMA)?;
-        conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+        conn.pragma_update(None, "user_version", 1)?;
+    }
+    if version < 2 {
+        // The version is bumped in the same transaction, so a crash never leaves it half done.
+        conn.execute_batch(&format!(
+            "BEGIN; {MIGRATION_2} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+        ))?;
     }
     Ok(())
 }

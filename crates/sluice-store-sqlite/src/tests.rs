@@ -82,6 +82,7 @@ async fn messages_queues_and_attempts_survive_a_reopen() {
     assert_eq!(first.messages.len(), 3);
     let acked = store
         .message_ack(AckParams {
+            result: None,
             queue: "q".into(),
             receipts: vec![first.messages[0].receipt],
             now_ms: T0,

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use sluice_core::dispatch::{Change, Entry, Seq};
-use sluice_core::message::NewMessage;
+use sluice_core::message::{NewMessage, Payload};
 use sluice_core::store::{Enqueued, StoreError, StoreResult};
 use sluice_core::{Millis, queue::QueueConfig};
 use tokio::sync::oneshot;
@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 use crate::claims::DeferredClaims;
 use crate::publish::Publisher;
-use crate::schema::{STATE_ACKED, STATE_LIVE};
+use crate::schema::{STATE_ACKED, STATE_EXPIRED, STATE_LIVE, STATE_REPLAYED};
 
 /// Most operations applied in one transaction.
 const GROUP_OPS_MAX: usize = 4_096;
@@ -42,10 +42,33 @@ pub enum WriteOp {
     },
     /// Record deliveries (attempt counts survive a restart). Nobody waits for it.
     Claimed { records: Vec<(Seq, u32, Millis)> },
-    /// Mark messages acked.
+    /// Mark messages acked, with the consumer's result.
     Ack {
         seqs: Vec<Seq>,
+        result: Option<String>,
         now_ms: Millis,
+        reply: oneshot::Sender<StoreResult<()>>,
+    },
+    /// Put messages in a final state (cancelled, purged, deleted): the index has let them go.
+    /// The body is dropped unless `keep_body`.
+    Finish {
+        seqs: Vec<Seq>,
+        state: i64,
+        now_ms: Millis,
+        reply: Option<oneshot::Sender<StoreResult<()>>>,
+    },
+    /// Copy dead letters into `target` as new messages and mark them replayed.
+    Replay {
+        target: Arc<str>,
+        items: Vec<ReplayItem>,
+        dedup_window_ms: Millis,
+        now_ms: Millis,
+        reply: oneshot::Sender<StoreResult<Vec<Enqueued>>>,
+    },
+    /// Pause or resume a queue.
+    QueuePause {
+        name: String,
+        paused: bool,
         reply: oneshot::Sender<StoreResult<()>>,
     },
     /// Persist retries and dead-letter moves; `reply` is `None` for background changes.
@@ -80,10 +103,24 @@ pub enum WriteOp {
     },
 }
 
+/// One dead letter to replay: what the new message's index entry needs besides its body,
+/// which is copied on disk.
+pub struct ReplayItem {
+    pub seq: Seq,
+    pub idempotency_key: Option<Arc<str>>,
+    pub key: Option<Arc<str>>,
+    pub priority: i32,
+    pub payload: Option<Arc<Payload>>,
+}
+
 impl WriteOp {
     /// Ops that do a lot of work: each is committed in a group of its own.
     fn is_heavy(&self) -> bool {
-        matches!(self, WriteOp::QueueDelete { .. } | WriteOp::Purge { .. })
+        match self {
+            WriteOp::QueueDelete { .. } | WriteOp::Purge { .. } | WriteOp::Replay { .. } => true,
+            WriteOp::Finish { seqs, .. } => seqs.len() > 100,
+            _ => false,
+        }
     }
 }
 
@@ -264,7 +301,16 @@ fn fail_op(op: WriteOp, message: &str) {
         WriteOp::Enqueue { reply, .. } => {
             let _ = reply.send(Err(error()));
         }
+        WriteOp::Replay { reply, .. } => {
+            let _ = reply.send(Err(error()));
+        }
+        WriteOp::Finish {
+            reply: Some(reply), ..
+        } => {
+            let _ = reply.send(Err(error()));
+        }
         WriteOp::Ack { reply, .. }
+        | WriteOp::QueuePause { reply, .. }
         | WriteOp::QueuePut { reply, .. }
         | WriteOp::QueueDelete { reply, .. }
         | WriteOp::Flush { reply } => {
@@ -276,6 +322,7 @@ fn fail_op(op: WriteOp, message: &str) {
             let _ = reply.send(Err(error()));
         }
         WriteOp::Apply { reply: None, .. }
+        | WriteOp::Finish { reply: None, .. }
         | WriteOp::Claimed { .. }
         | WriteOp::Cleanup { .. }
         | WriteOp::Purge { .. } => {}
@@ -353,14 +400,96 @@ fn apply(
         }
         WriteOp::Ack {
             seqs,
+            result,
             now_ms,
             reply,
         } => {
-            let mut statement = tx.prepare_cached("UPDATE messages SET state = ?2, acked_at = ?3, body = NULL, headers = NULL WHERE seq = ?1")?;
+            let mut statement = tx.prepare_cached("UPDATE messages SET state = ?2, acked_at = ?3, body = NULL, headers = NULL, result = ?4 WHERE seq = ?1")?;
             for seq in seqs {
                 claims.forget(seq);
-                statement.execute(params![seq as i64, STATE_ACKED, now_ms])?;
+                statement.execute(params![seq as i64, STATE_ACKED, now_ms, result])?;
             }
+            Pending::Unit(reply)
+        }
+        WriteOp::Finish {
+            seqs,
+            state,
+            now_ms,
+            reply,
+        } => {
+            finish_rows(tx, &seqs, state, now_ms, claims)?;
+            reply.map_or(Pending::Nothing, Pending::Unit)
+        }
+        WriteOp::Replay {
+            target,
+            items,
+            dedup_window_ms,
+            now_ms,
+            reply,
+        } => {
+            let mut results = Vec::with_capacity(items.len());
+            let mut entries = Vec::with_capacity(items.len());
+            for item in items {
+                let seq = *next_seq;
+                *next_seq += 1;
+                let id = crate::ids::encode(seq, now_ms);
+                let copied = tx
+                    .prepare_cached(
+                        "INSERT INTO messages (seq, id, queue, state, priority, msg_key, idempotency_key, visible_at, enqueued_at, attempts, body, body_kind, headers)
+                         SELECT ?1, ?2, ?3, ?4, priority, msg_key, idempotency_key, ?5, ?5, 0, body, body_kind, headers FROM messages WHERE seq = ?6",
+                    )?
+                    .execute(params![seq as i64, id.as_bytes(), &*target, STATE_LIVE, now_ms, item.seq as i64])?;
+                if copied == 0 {
+                    // The index had it but the row is gone: nothing to replay.
+                    *next_seq -= 1;
+                    results.push(Enqueued {
+                        message_id: Uuid::nil(),
+                        created: false,
+                    });
+                    continue;
+                }
+                claims.forget(item.seq);
+                tx.prepare_cached(
+                    "UPDATE messages SET state = ?2, acked_at = ?3, replayed_as = ?4 WHERE seq = ?1",
+                )?
+                .execute(params![item.seq as i64, STATE_REPLAYED, now_ms, id.as_bytes()])?;
+                if let Some(key) = &item.idempotency_key {
+                    // The key now answers with the live replay, not the dead letter.
+                    tx.prepare_cached("INSERT OR REPLACE INTO idempotency (queue, key, message_id, expires_at) VALUES (?1, ?2, ?3, ?4)")?
+                        .execute(params![&*target, &**key, id.as_bytes(), now_ms + dedup_window_ms])?;
+                }
+                let mut entry = Entry::new(
+                    seq,
+                    id,
+                    target.clone(),
+                    item.priority,
+                    item.key,
+                    now_ms,
+                    now_ms,
+                );
+                entry.idempotency_key = item.idempotency_key;
+                entry.payload = item.payload.filter(|_| payload_cache_bytes > 0);
+                entries.push(entry);
+                results.push(Enqueued {
+                    message_id: id,
+                    created: true,
+                });
+            }
+            Pending::Enqueue {
+                reply,
+                results,
+                entries,
+                queue: target,
+                now_ms,
+            }
+        }
+        WriteOp::QueuePause {
+            name,
+            paused,
+            reply,
+        } => {
+            tx.prepare_cached("UPDATE queues SET paused = ?2 WHERE name = ?1")?
+                .execute(params![name, paused])?;
             Pending::Unit(reply)
         }
         WriteOp::Apply {
@@ -369,10 +498,8 @@ fn apply(
             reply,
         } => {
             for change in changes {
-                claims.forget(match &change {
-                    Change::Retried { seq, .. } | Change::DeadLettered { seq, .. } => *seq,
-                });
-                apply_change(tx, change, now_ms)?;
+                claims.forget(change.seq());
+                apply_change(tx, change, now_ms, claims)?;
             }
             reply.map_or(Pending::Nothing, Pending::Unit)
         }
@@ -404,14 +531,32 @@ fn apply(
             now_ms,
             acked_before_ms,
         } => {
-            tx.prepare_cached("DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE state = ?1 AND acked_at < ?2 LIMIT ?3)")?
-                .execute(params![STATE_ACKED, acked_before_ms, CLEANUP_ROWS_MAX])?;
+            tx.prepare_cached("DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE state > 0 AND acked_at < ?1 LIMIT ?2)")?
+                .execute(params![acked_before_ms, CLEANUP_ROWS_MAX])?;
             tx.prepare_cached("DELETE FROM idempotency WHERE (queue, key) IN (SELECT queue, key FROM idempotency WHERE expires_at < ?1 LIMIT ?2)")?
                 .execute(params![now_ms, CLEANUP_ROWS_MAX])?;
             Pending::Nothing
         }
         WriteOp::Flush { reply } => Pending::Unit(reply),
     })
+}
+
+/// Puts messages in a final state, dropping their bodies (a replayed one keeps it).
+fn finish_rows(
+    tx: &rusqlite::Transaction<'_>,
+    seqs: &[Seq],
+    state: i64,
+    now_ms: Millis,
+    claims: &mut DeferredClaims,
+) -> rusqlite::Result<()> {
+    let mut statement = tx.prepare_cached(
+        "UPDATE messages SET state = ?2, acked_at = ?3, body = NULL, headers = NULL WHERE seq = ?1",
+    )?;
+    for &seq in seqs {
+        claims.forget(seq);
+        statement.execute(params![seq as i64, state, now_ms])?;
+    }
+    Ok(())
 }
 
 /// Deletes message rows by primary key.
@@ -477,8 +622,10 @@ fn apply_change(
     tx: &rusqlite::Transaction<'_>,
     change: Change,
     now_ms: Millis,
+    claims: &mut DeferredClaims,
 ) -> rusqlite::Result<()> {
     match change {
+        Change::Expired { seq } => finish_rows(tx, &[seq], STATE_EXPIRED, now_ms, claims)?,
         Change::Retried {
             seq,
             attempts,

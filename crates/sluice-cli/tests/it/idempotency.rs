@@ -68,7 +68,7 @@ async fn a_repeated_key_returns_the_first_message_and_stores_nothing() {
         .await;
     assert_eq!(
         repeat,
-        json!({"message_id": first["message_id"], "created": false})
+        json!({"message_id": first["message_id"], "created": false, "state": "ready"})
     );
 
     let batch = server
@@ -77,12 +77,12 @@ async fn a_repeated_key_returns_the_first_message_and_stores_nothing() {
     let results = batch["results"].as_array().expect("results");
     assert_eq!(
         results[0],
-        json!({"message_id": first["message_id"], "created": false})
+        json!({"message_id": first["message_id"], "created": false, "state": "ready"})
     );
     assert_eq!(results[1]["created"], true);
     assert_eq!(
         results[2],
-        json!({"message_id": results[1]["message_id"], "created": false})
+        json!({"message_id": results[1]["message_id"], "created": false, "state": "ready"})
     );
 
     let elsewhere = server

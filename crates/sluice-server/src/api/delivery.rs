@@ -167,11 +167,28 @@ pub async fn ack(
         .iter()
         .map(|text| parse_receipt(text))
         .collect::<Result<Vec<_>, _>>()?;
+    let result = match input.result {
+        None => None,
+        Some(_) if texts.len() != 1 => {
+            return Err(ApiError::invalid_field(
+                "result: give a result with a single receipt",
+            ));
+        }
+        Some(raw) if raw.get().len() > limits::RESULT_BYTES_MAX => {
+            return Err(ApiError::too_large(format!(
+                "result: {} bytes; at most {} are kept",
+                raw.get().len(),
+                limits::RESULT_BYTES_MAX
+            )));
+        }
+        Some(raw) => Some(raw.get().to_owned()),
+    };
     let outcomes = app
         .store
         .message_ack(AckParams {
             queue,
             receipts,
+            result,
             now_ms: app.now_ms(),
         })
         .await?;

@@ -11,10 +11,10 @@ use base64::Engine;
 use serde::Deserialize;
 use sluice_core::message::{MessageStatus, NewMessage, Payload};
 use sluice_core::queue::{QueueConfig, limits};
-use sluice_core::store::{EnqueueParams, MessageGetParams, MessageRef};
+use sluice_core::store::{CancelOutcome, EnqueueParams, MessageGetParams, MessageRef};
 use sluice_core::wire::{
-    DeadLetterOut, EnqueueBatchOut, EnqueueOut, MessageBatchIn, MessageIn, MessageStatusOut,
-    time_out,
+    CancelIn, CancelOut, DeadLetterOut, EnqueueBatchOut, EnqueueOut, MessageBatchIn, MessageIn,
+    MessageStatusOut, SchemaViolationOut, time_out,
 };
 use sluice_core::{Millis, clock::parse_rfc3339};
 use uuid::Uuid;
@@ -28,7 +28,9 @@ use crate::error::ApiError;
     responses(
         (status = 200, description = "Stored durably: EnqueueOut for one message, EnqueueBatchOut for a batch", body = EnqueueOut),
         (status = 400, body = sluice_core::wire::ErrorBody), (status = 404, body = sluice_core::wire::ErrorBody),
-        (status = 413, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
+        (status = 413, body = sluice_core::wire::ErrorBody),
+        (status = 422, description = "invalid_field, or schema_violation with every violation in details.violations", body = sluice_core::wire::ErrorBody),
+        (status = 503, description = "queue_full (with Retry-After) or unavailable", body = sluice_core::wire::ErrorBody)))]
 pub async fn enqueue(
     State(app): State<AppState>,
     ApiPath(queue): ApiPath<String>,
@@ -69,6 +71,10 @@ pub async fn enqueue(
             limits::BATCH_BYTES_MAX
         )));
     }
+    if let Some(schema) = &config.schema {
+        check_schema(schema, &messages)?;
+    }
+    let queue_name = queue.clone();
     let results = app
         .store
         .message_enqueue(EnqueueParams {
@@ -77,18 +83,156 @@ pub async fn enqueue(
             now_ms,
         })
         .await?;
-    let results: Vec<EnqueueOut> = results
-        .into_iter()
-        .map(|r| EnqueueOut {
-            message_id: r.message_id,
-            created: r.created,
-        })
-        .collect();
+    let mut out = Vec::with_capacity(results.len());
+    for result in results {
+        out.push(if result.created {
+            EnqueueOut {
+                message_id: result.message_id,
+                created: true,
+                state: None,
+                result: None,
+            }
+        } else {
+            duplicate_out(&app, &queue_name, result.message_id).await?
+        });
+    }
+    let results = out;
     Ok(if is_batch {
         Json(EnqueueBatchOut { results }).into_response()
     } else {
-        Json(results[0]).into_response()
+        Json(results.into_iter().next()).into_response()
     })
+}
+
+/// A duplicate's answer: where the first message is now and, once acked, its result, so a
+/// retried request learns the first outcome instead of causing a second run.
+async fn duplicate_out(
+    app: &AppState,
+    queue: &str,
+    message_id: Uuid,
+) -> Result<EnqueueOut, ApiError> {
+    let status = app
+        .store
+        .message_get(MessageGetParams {
+            queue: queue.to_owned(),
+            by: MessageRef::Id(message_id),
+            now_ms: app.now_ms(),
+        })
+        .await?;
+    Ok(EnqueueOut {
+        message_id,
+        created: false,
+        state: status.as_ref().map(|s| s.state.as_str().to_owned()),
+        result: status
+            .and_then(|s| s.result)
+            .and_then(|text| serde_json::from_str(&text).ok()),
+    })
+}
+
+/// Every violation of every message of a batch, or nothing stored.
+fn check_schema(
+    schema: &sluice_core::queue::MessageSchema,
+    messages: &[NewMessage],
+) -> Result<(), ApiError> {
+    let mut violations = Vec::new();
+    for (index, message) in messages.iter().enumerate() {
+        if message.payload.body_kind != 0 {
+            violations.push(SchemaViolationOut {
+                index,
+                path: String::new(),
+                reason: "this queue has a schema: give a JSON body, not body_base64".into(),
+            });
+            continue;
+        }
+        let body: serde_json::Value = match serde_json::from_slice(&message.payload.body_bytes) {
+            Ok(body) => body,
+            Err(error) => {
+                violations.push(SchemaViolationOut {
+                    index,
+                    path: String::new(),
+                    reason: format!("not JSON: {error}"),
+                });
+                continue;
+            }
+        };
+        violations.extend(schema.violations(&body).into_iter().map(|violation| {
+            SchemaViolationOut {
+                index,
+                path: violation.path,
+                reason: violation.reason,
+            }
+        }));
+    }
+    if violations.is_empty() {
+        return Ok(());
+    }
+    let summary: Vec<String> = violations
+        .iter()
+        .take(5)
+        .map(|v| format!("message {} at {:?}: {}", v.index, v.path, v.reason))
+        .collect();
+    Err(ApiError::schema_violation(format!(
+        "{} schema violation(s); nothing was stored: {}",
+        violations.len(),
+        summary.join("; ")
+    ))
+    .with_details(serde_json::json!({ "violations": violations })))
+}
+
+/// `POST /v1/queues/{queue}/cancel`: cancel a message that is not being processed.
+#[utoipa::path(post, path = "/v1/queues/{queue}/cancel", params(("queue" = String, Path)), request_body = CancelIn,
+    responses((status = 200, description = "outcome: cancelled, not_found, already_processing or already_completed", body = CancelOut),
+        (status = 404, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
+pub async fn cancel(
+    State(app): State<AppState>,
+    ApiPath(queue): ApiPath<String>,
+    super::ApiJson(input): super::ApiJson<CancelIn>,
+) -> Result<Json<CancelOut>, ApiError> {
+    let by = match (input.message_id, input.id) {
+        (Some(id), None) => match Uuid::try_parse(&id) {
+            Ok(id) => MessageRef::Id(id),
+            // No message has an id that is not a UUID.
+            Err(_) => {
+                app.store.queue_get(&queue, app.now_ms()).await?;
+                return Ok(Json(CancelOut {
+                    outcome: "not_found".into(),
+                    message_id: None,
+                    state: None,
+                }));
+            }
+        },
+        (None, Some(key)) => MessageRef::IdempotencyKey(key),
+        _ => {
+            return Err(ApiError::invalid_field(
+                "give message_id or id (the idempotency key), not both",
+            ));
+        }
+    };
+    let outcome = app
+        .store
+        .message_cancel(MessageGetParams {
+            queue,
+            by,
+            now_ms: app.now_ms(),
+        })
+        .await?;
+    let (outcome, message_id, state) = match outcome {
+        CancelOutcome::Cancelled { message_id } => {
+            ("cancelled", Some(message_id), Some("cancelled"))
+        }
+        CancelOutcome::NotFound => ("not_found", None, None),
+        CancelOutcome::AlreadyProcessing { message_id } => {
+            ("already_processing", Some(message_id), Some("in_flight"))
+        }
+        CancelOutcome::AlreadyCompleted { message_id, state } => {
+            ("already_completed", Some(message_id), Some(state.as_str()))
+        }
+    };
+    Ok(Json(CancelOut {
+        outcome: outcome.into(),
+        message_id,
+        state: state.map(str::to_owned),
+    }))
 }
 
 /// Tells a batch (`{"messages": [...]}`) from a single message without parsing bodies twice.
@@ -247,7 +391,8 @@ async fn lookup(
     Ok(Json(status_out(status)))
 }
 
-fn status_out(status: MessageStatus) -> MessageStatusOut {
+/// The wire form of a message's status.
+pub fn status_out(status: MessageStatus) -> MessageStatusOut {
     MessageStatusOut {
         message_id: status.message_id,
         queue: status.queue,
@@ -262,7 +407,12 @@ fn status_out(status: MessageStatus) -> MessageStatusOut {
         lease_expires_at: status.lease_expires_at_ms.map(time_out),
         last_error: status.last_error,
         acked_at: status.acked_at_ms.map(time_out),
+        finished_at: status.finished_at_ms.map(time_out),
         dead_letter: status.dead_letter.as_ref().map(dead_letter_out),
+        result: status
+            .result
+            .and_then(|text| serde_json::from_str(&text).ok()),
+        replayed_as: status.replayed_as,
     }
 }
 

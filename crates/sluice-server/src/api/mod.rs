@@ -1,5 +1,6 @@
 //! The HTTP API v1: one module per resource, each with its handlers; [`router`] joins them.
 
+mod dead_letters;
 mod delivery;
 mod health;
 mod messages;
@@ -12,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Request};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use serde::de::DeserializeOwned;
 use sluice_core::{Clock, ManualClock, Millis, Store};
 use tower_http::catch_panic::CatchPanicLayer;
@@ -92,6 +93,17 @@ pub struct ApiQuery<T>(pub T);
         queues::get_one,
         queues::delete,
         queues::stats,
+        queues::pause,
+        queues::resume,
+        queues::purge,
+        queues::drain,
+        messages::cancel,
+        dead_letters::list,
+        dead_letters::get_one,
+        dead_letters::delete_one,
+        dead_letters::purge,
+        dead_letters::replay,
+        dead_letters::replay_one,
         messages::enqueue,
         messages::get_by_id,
         messages::get_by_idempotency_key,
@@ -122,6 +134,24 @@ pub fn router(state: AppState) -> Router {
             get(queues::get_one).put(queues::put).delete(queues::delete),
         )
         .route("/v1/queues/{queue}/stats", get(queues::stats))
+        .route("/v1/queues/{queue}/pause", post(queues::pause))
+        .route("/v1/queues/{queue}/resume", post(queues::resume))
+        .route("/v1/queues/{queue}/purge", post(queues::purge))
+        .route("/v1/queues/{queue}/drain", post(queues::drain))
+        .route("/v1/queues/{queue}/cancel", post(messages::cancel))
+        .route(
+            "/v1/queues/{queue}/dlq",
+            get(dead_letters::list).delete(dead_letters::purge),
+        )
+        .route("/v1/queues/{queue}/dlq/replay", post(dead_letters::replay))
+        .route(
+            "/v1/queues/{queue}/dlq/{message_id}",
+            get(dead_letters::get_one).merge(delete(dead_letters::delete_one)),
+        )
+        .route(
+            "/v1/queues/{queue}/dlq/{message_id}/replay",
+            post(dead_letters::replay_one),
+        )
         .route(
             "/v1/queues/{queue}/messages",
             post(messages::enqueue).get(messages::get_by_idempotency_key),
@@ -171,6 +201,17 @@ mod tests {
             ("/v1/queues/{queue}/ack", "post"),
             ("/v1/queues/{queue}/nack", "post"),
             ("/v1/queues/{queue}/extend", "post"),
+            ("/v1/queues/{queue}/pause", "post"),
+            ("/v1/queues/{queue}/resume", "post"),
+            ("/v1/queues/{queue}/purge", "post"),
+            ("/v1/queues/{queue}/drain", "post"),
+            ("/v1/queues/{queue}/cancel", "post"),
+            ("/v1/queues/{queue}/dlq", "get"),
+            ("/v1/queues/{queue}/dlq", "delete"),
+            ("/v1/queues/{queue}/dlq/replay", "post"),
+            ("/v1/queues/{queue}/dlq/{message_id}", "get"),
+            ("/v1/queues/{queue}/dlq/{message_id}", "delete"),
+            ("/v1/queues/{queue}/dlq/{message_id}/replay", "post"),
             ("/v1/openapi.json", "get"),
             ("/healthz", "get"),
             ("/readyz", "get"),
@@ -183,7 +224,7 @@ mod tests {
         }
         assert_eq!(
             doc["paths"].as_object().unwrap().len(),
-            12,
+            21,
             "a route was added: list it above"
         );
         for schema in ["MessageIn", "ReceivedMessage", "QueueSpec", "ErrorBody"] {

@@ -2,12 +2,14 @@
 
 use axum::Json;
 use axum::extract::State;
+use sluice_core::meter::Throughput;
 use sluice_core::queue::{QueueConfig, validate_queue_name};
 use sluice_core::store::{QueueInfo, QueuePutParams};
 use sluice_core::wire::{
-    CountersOut, QueueConfigOut, QueueDeleteOut, QueueListOut, QueueOut, QueuePutOut, QueueSpec,
-    QueueStatsOut,
+    CountersOut, DrainIn, DrainOut, LatencyOut, PurgeOut, QueueConfigOut, QueueDeleteOut,
+    QueueListOut, QueueOut, QueuePutOut, QueueSpec, QueueStatsOut, ThroughputOut,
 };
+use tokio::time::{Duration, Instant};
 
 use super::{ApiJson, ApiPath, AppState};
 use crate::error::ApiError;
@@ -30,6 +32,7 @@ fn stats_out(info: &QueueInfo) -> QueueStatsOut {
         in_flight: depth.in_flight,
         dead_lettered: info.dead_letter_depth,
         oldest_ready_age_ms: depth.oldest_ready_age_ms,
+        paused: depth.paused,
         counters: CountersOut {
             enqueued: counters.enqueued,
             delivered: counters.delivered,
@@ -37,7 +40,31 @@ fn stats_out(info: &QueueInfo) -> QueueStatsOut {
             nacked: counters.nacked,
             dead_lettered: counters.dead_lettered,
             lease_expired: counters.lease_expired,
+            expired: counters.expired,
+            rejected: counters.rejected,
+            cancelled: counters.cancelled,
+            purged: counters.purged,
         },
+        last_1m: throughput_out(depth.recent.last_1m, 60.0),
+        last_5m: throughput_out(depth.recent.last_5m, 300.0),
+        latency_ms: (depth.recent.latency.samples > 0).then_some(LatencyOut {
+            samples: depth.recent.latency.samples,
+            p50: depth.recent.latency.p50_ms,
+            p95: depth.recent.latency.p95_ms,
+            p99: depth.recent.latency.p99_ms,
+        }),
+    }
+}
+
+fn throughput_out(counts: Throughput, seconds: f64) -> ThroughputOut {
+    let rate = |count: u64| (count as f64 / seconds * 100.0).round() / 100.0;
+    ThroughputOut {
+        enqueued: counts.enqueued,
+        acked: counts.acked,
+        failed: counts.failed,
+        enqueued_per_s: rate(counts.enqueued),
+        acked_per_s: rate(counts.acked),
+        failed_per_s: rate(counts.failed),
     }
 }
 
@@ -121,4 +148,95 @@ pub async fn stats(
 ) -> Result<Json<QueueStatsOut>, ApiError> {
     let info = app.store.queue_get(&name, app.now_ms()).await?;
     Ok(Json(stats_out(&info)))
+}
+
+/// `POST /v1/queues/{queue}/pause`: deliveries stop; enqueues are still stored.
+#[utoipa::path(post, path = "/v1/queues/{queue}/pause", params(("queue" = String, Path)),
+    responses((status = 200, body = QueueOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+pub async fn pause(
+    State(app): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<QueueOut>, ApiError> {
+    set_paused(&app, &name, true).await
+}
+
+/// `POST /v1/queues/{queue}/resume`
+#[utoipa::path(post, path = "/v1/queues/{queue}/resume", params(("queue" = String, Path)),
+    responses((status = 200, body = QueueOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+pub async fn resume(
+    State(app): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<QueueOut>, ApiError> {
+    set_paused(&app, &name, false).await
+}
+
+async fn set_paused(app: &AppState, name: &str, paused: bool) -> Result<Json<QueueOut>, ApiError> {
+    app.store.queue_pause(name, paused).await?;
+    let info = app.store.queue_get(name, app.now_ms()).await?;
+    Ok(Json(queue_out(&info)))
+}
+
+/// `POST /v1/queues/{queue}/purge`: removes every message that is not in flight.
+#[utoipa::path(post, path = "/v1/queues/{queue}/purge", params(("queue" = String, Path)),
+    responses((status = 200, body = PurgeOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+pub async fn purge(
+    State(app): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<PurgeOut>, ApiError> {
+    let purged = app.store.queue_purge(&name, app.now_ms()).await?;
+    let info = app.store.queue_get(&name, app.now_ms()).await?;
+    Ok(Json(PurgeOut {
+        purged,
+        in_flight: info.depth.in_flight,
+    }))
+}
+
+/// Longest drain wait.
+const DRAIN_TIMEOUT_MS_MAX: i64 = 15 * 60 * 1000;
+/// How often a drain looks again when nothing wakes it: retention and lease expiry run in the
+/// background without waking waiters.
+const DRAIN_RECHECK: Duration = Duration::from_millis(100);
+
+/// `POST /v1/queues/{queue}/drain`: waits until the queue is empty, or the timeout.
+#[utoipa::path(post, path = "/v1/queues/{queue}/drain", params(("queue" = String, Path)), request_body = DrainIn,
+    responses((status = 200, body = DrainOut), (status = 404, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
+pub async fn drain(
+    State(app): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+    body: axum::body::Bytes,
+) -> Result<Json<DrainOut>, ApiError> {
+    let input: DrainIn = if body.iter().all(u8::is_ascii_whitespace) {
+        DrainIn::default()
+    } else {
+        super::parse_json(&body)?
+    };
+    let timeout_ms = input.timeout_ms.unwrap_or(30_000);
+    if !(0..=DRAIN_TIMEOUT_MS_MAX).contains(&timeout_ms) {
+        return Err(ApiError::invalid_field(format!(
+            "timeout_ms must be between 0 and {DRAIN_TIMEOUT_MS_MAX}, got {timeout_ms}"
+        )));
+    }
+    let started = Instant::now();
+    let deadline = started + Duration::from_millis(timeout_ms as u64);
+    let notify = app.store.notifier().queue(&name);
+    loop {
+        let woken = notify.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        let depth = app.store.queue_get(&name, app.now_ms()).await?.depth;
+        let drained = depth.ready + depth.delayed + depth.in_flight == 0;
+        if drained || Instant::now() >= deadline || app.is_shutting_down() {
+            return Ok(Json(DrainOut {
+                drained,
+                waited_ms: started.elapsed().as_millis() as u64,
+                ready: depth.ready,
+                delayed: depth.delayed,
+                in_flight: depth.in_flight,
+            }));
+        }
+        tokio::select! {
+            _ = woken => {}
+            _ = tokio::time::sleep_until(deadline.min(Instant::now() + DRAIN_RECHECK)) => {}
+        }
+    }
 }
