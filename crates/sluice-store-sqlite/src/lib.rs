@@ -512,10 +512,19 @@ impl Store for SharedSqliteStore {
                 return Err(StoreError::QueueNotFound(params.queue));
             }
             let mut seqs = Vec::new();
+            let mut memos = Vec::new();
             for receipt in &params.receipts {
+                let memo = index
+                    .seq_of(&receipt.message_id)
+                    .and_then(|seq| index.entry(seq))
+                    .and_then(|entry| {
+                        let key = entry.idempotency_key.clone()?;
+                        Some((entry.queue.clone(), key, entry.id))
+                    });
                 match index.ack(&params.queue, receipt, params.now_ms) {
                     Ok(seq) => {
                         seqs.push(seq);
+                        memos.extend(memo);
                         results.push(Ok(()));
                     }
                     Err(error) => results.push(Err(error)),
@@ -528,6 +537,7 @@ impl Store for SharedSqliteStore {
                 // Sent under the index lock so the disk sees changes in the order the index made them.
                 store.send(WriteOp::Ack {
                     seqs,
+                    memos,
                     result: params.result,
                     now_ms: params.now_ms,
                     reply,
@@ -593,12 +603,13 @@ impl Store for SharedSqliteStore {
         if store.index.lock().queue_config(&params.queue).is_none() {
             return Err(StoreError::QueueNotFound(params.queue));
         }
-        let Some(id) = self
+        let Some(record) = self
             .resolve(&params.queue, params.by.clone(), params.now_ms)
             .await?
         else {
             return Ok(None);
         };
+        let id = record.message_id;
         let belongs = |status: &MessageStatus| {
             status.queue == params.queue
                 || status
@@ -610,6 +621,12 @@ impl Store for SharedSqliteStore {
             return Ok(Some(status).filter(belongs));
         }
         let status = store.read(move |conn| read_status(conn, id)).await?;
+        if status.is_none()
+            && let (Some(_), MessageRef::IdempotencyKey(key)) = (record.acked_at_ms, &params.by)
+        {
+            // The acked record is gone but the key's window is open: it remembers the outcome.
+            return Ok(Some(remembered_ack(&params.queue, key, record)));
+        }
         Ok(status.filter(belongs))
     }
 
@@ -695,6 +712,38 @@ impl Store for SharedSqliteStore {
         }
         store.notifier.wake_all();
         Ok(())
+    }
+}
+
+/// What an idempotency key remembers of a message acked longer ago than its record is kept.
+fn remembered_ack(queue: &str, key: &str, record: writer::IdempotencyRecord) -> MessageStatus {
+    let acked_at_ms = record.acked_at_ms.unwrap_or_default();
+    // Message ids are UUIDv7 stamped at enqueue.
+    let enqueued_at_ms = record
+        .message_id
+        .get_timestamp()
+        .map_or(acked_at_ms, |stamp| {
+            let (seconds, nanos) = stamp.to_unix();
+            seconds as Millis * 1000 + Millis::from(nanos / 1_000_000)
+        });
+    MessageStatus {
+        message_id: record.message_id,
+        queue: queue.to_owned(),
+        state: MessageState::Acked,
+        idempotency_key: Some(key.to_owned()),
+        key: None,
+        priority: 0,
+        attempts: 0,
+        enqueued_at_ms,
+        first_received_at_ms: None,
+        visible_at_ms: enqueued_at_ms,
+        lease_expires_at_ms: None,
+        last_error: None,
+        acked_at_ms: Some(acked_at_ms),
+        finished_at_ms: Some(acked_at_ms),
+        dead_letter: None,
+        result: record.result,
+        replayed_as: None,
     }
 }
 

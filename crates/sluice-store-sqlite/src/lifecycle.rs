@@ -5,25 +5,29 @@ use sluice_core::dispatch::{CancelRefused, Seq};
 use sluice_core::message::MessageState;
 use sluice_core::store::{CancelOutcome, MessageGetParams, MessageRef, StoreError, StoreResult};
 use tokio::sync::oneshot;
-use uuid::Uuid;
 
 use crate::schema::{STATE_CANCELLED, STATE_PURGED};
-use crate::writer::{self, WriteOp};
+use crate::writer::{self, IdempotencyRecord, WriteOp};
 use crate::{PURGE_CHUNK_ROWS, SharedSqliteStore, SqliteStore};
 
 /// Entries a purge takes out of the index per lock: deliveries go on between chunks.
 const PURGE_INDEX_CHUNK: usize = 10_000;
 
 impl SharedSqliteStore {
-    /// The id a lookup names, resolving an idempotency key through the durable record.
+    /// The message a lookup names, resolving an idempotency key through its durable record
+    /// (which also remembers the ack and result).
     pub(crate) async fn resolve(
         &self,
         queue: &str,
         by: MessageRef,
         now_ms: Millis,
-    ) -> StoreResult<Option<Uuid>> {
+    ) -> StoreResult<Option<IdempotencyRecord>> {
         match by {
-            MessageRef::Id(id) => Ok(Some(id)),
+            MessageRef::Id(message_id) => Ok(Some(IdempotencyRecord {
+                message_id,
+                acked_at_ms: None,
+                result: None,
+            })),
             MessageRef::IdempotencyKey(key) => {
                 let queue = queue.to_owned();
                 self.0
@@ -102,6 +106,7 @@ impl SharedSqliteStore {
         let Some(id) = self
             .resolve(&params.queue, params.by.clone(), params.now_ms)
             .await?
+            .map(|record| record.message_id)
         else {
             return Ok(CancelOutcome::NotFound);
         };

@@ -51,11 +51,15 @@ CREATE INDEX IF NOT EXISTS idempotency_by_expiry ON idempotency(expires_at);
 ";
 
 /// Version 2: paused queues, ack results, replay records, and every final state (not only acked)
-/// found by the cleanup through one index. `acked_at` holds the time of the final state.
+/// found by the cleanup through one index. `acked_at` holds the time of the final state. An
+/// idempotency key also remembers its message's ack and result for the whole dedup window, which
+/// can outlast the message's own record.
 const MIGRATION_2: &str = "
 ALTER TABLE queues ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE messages ADD COLUMN result TEXT;
 ALTER TABLE messages ADD COLUMN replayed_as BLOB;
+ALTER TABLE idempotency ADD COLUMN acked_at INTEGER;
+ALTER TABLE idempotency ADD COLUMN result TEXT;
 DROP INDEX IF EXISTS messages_acked;
 CREATE INDEX IF NOT EXISTS messages_finished ON messages(acked_at) WHERE state > 0;
 ";

@@ -42,9 +42,11 @@ pub enum WriteOp {
     },
     /// Record deliveries (attempt counts survive a restart). Nobody waits for it.
     Claimed { records: Vec<(Seq, u32, Millis)> },
-    /// Mark messages acked, with the consumer's result.
+    /// Mark messages acked, with the consumer's result; `memos` are the idempotency keys
+    /// (queue, key, message) that remember it.
     Ack {
         seqs: Vec<Seq>,
+        memos: Vec<(Arc<str>, Arc<str>, Uuid)>,
         result: Option<String>,
         now_ms: Millis,
         reply: oneshot::Sender<StoreResult<()>>,
@@ -351,7 +353,7 @@ fn apply(
                     && let Some(existing) = find_idempotent(tx, &queue, key, now_ms)?
                 {
                     results.push(Enqueued {
-                        message_id: existing,
+                        message_id: existing.message_id,
                         created: false,
                     });
                     continue;
@@ -400,6 +402,7 @@ fn apply(
         }
         WriteOp::Ack {
             seqs,
+            memos,
             result,
             now_ms,
             reply,
@@ -408,6 +411,10 @@ fn apply(
             for seq in seqs {
                 claims.forget(seq);
                 statement.execute(params![seq as i64, STATE_ACKED, now_ms, result])?;
+            }
+            let mut statement = tx.prepare_cached("UPDATE idempotency SET acked_at = ?4, result = ?5 WHERE queue = ?1 AND key = ?2 AND message_id = ?3")?;
+            for (queue, key, id) in memos {
+                statement.execute(params![&*queue, &*key, id.as_bytes(), now_ms, result])?;
             }
             Pending::Unit(reply)
         }
@@ -568,20 +575,39 @@ pub fn delete_rows(conn: &Connection, seqs: &[Seq]) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// The message an idempotency key still answers with, if its window is open.
+/// What an idempotency key answers with while its window is open.
+#[derive(Debug, Clone)]
+pub struct IdempotencyRecord {
+    /// The first message.
+    pub message_id: Uuid,
+    /// When that message was acked, if it was.
+    pub acked_at_ms: Option<Millis>,
+    /// The result it was acked with.
+    pub result: Option<String>,
+}
+
+/// The record an idempotency key still answers with, if its window is open.
 pub fn find_idempotent(
     conn: &Connection,
     queue: &str,
     key: &str,
     now_ms: Millis,
-) -> rusqlite::Result<Option<Uuid>> {
-    let found: Option<Vec<u8>> = conn
+) -> rusqlite::Result<Option<IdempotencyRecord>> {
+    let found: Option<(Vec<u8>, Option<Millis>, Option<String>)> = conn
         .prepare_cached(
-            "SELECT message_id FROM idempotency WHERE queue = ?1 AND key = ?2 AND expires_at > ?3",
+            "SELECT message_id, acked_at, result FROM idempotency WHERE queue = ?1 AND key = ?2 AND expires_at > ?3",
         )?
-        .query_row(params![queue, key, now_ms], |row| row.get(0))
+        .query_row(params![queue, key, now_ms], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })
         .optional()?;
-    Ok(found.and_then(|bytes| Uuid::from_slice(&bytes).ok()))
+    Ok(found.and_then(|(id, acked_at_ms, result)| {
+        Some(IdempotencyRecord {
+            message_id: Uuid::from_slice(&id).ok()?,
+            acked_at_ms,
+            result,
+        })
+    }))
 }
 
 fn insert_message(

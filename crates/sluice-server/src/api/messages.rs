@@ -75,6 +75,7 @@ pub async fn enqueue(
         check_schema(schema, &messages)?;
     }
     let queue_name = queue.clone();
+    let keys: Vec<Option<String>> = messages.iter().map(|m| m.idempotency_key.clone()).collect();
     let results = app
         .store
         .message_enqueue(EnqueueParams {
@@ -84,7 +85,7 @@ pub async fn enqueue(
         })
         .await?;
     let mut out = Vec::with_capacity(results.len());
-    for result in results {
+    for (result, key) in results.into_iter().zip(keys) {
         out.push(if result.created {
             EnqueueOut {
                 message_id: result.message_id,
@@ -93,7 +94,7 @@ pub async fn enqueue(
                 result: None,
             }
         } else {
-            duplicate_out(&app, &queue_name, result.message_id).await?
+            duplicate_out(&app, &queue_name, result.message_id, key).await?
         });
     }
     let results = out;
@@ -110,15 +111,19 @@ async fn duplicate_out(
     app: &AppState,
     queue: &str,
     message_id: Uuid,
+    key: Option<String>,
 ) -> Result<EnqueueOut, ApiError> {
+    // By key: the key remembers the ack and result even after the message's record is gone.
+    let by = key.map_or(MessageRef::Id(message_id), MessageRef::IdempotencyKey);
     let status = app
         .store
         .message_get(MessageGetParams {
             queue: queue.to_owned(),
-            by: MessageRef::Id(message_id),
+            by,
             now_ms: app.now_ms(),
         })
-        .await?;
+        .await?
+        .filter(|status| status.message_id == message_id);
     Ok(EnqueueOut {
         message_id,
         created: false,
