@@ -40,6 +40,10 @@ pub struct AckArgs {
     /// Receipts from `recv`.
     #[arg(required = true)]
     receipts: Vec<String>,
+    /// A JSON result kept with the message (up to 64 KiB; one receipt only): a later send with
+    /// the same idempotency key, and `status --by-key`, get it back.
+    #[arg(long, value_name = "JSON")]
+    result: Option<String>,
 }
 
 /// Flags of `sluice nack`.
@@ -110,7 +114,19 @@ pub async fn recv(client: &Client, args: RecvArgs, json: bool) -> anyhow::Result
 
 /// Runs `sluice ack`.
 pub async fn ack(client: &Client, args: AckArgs, json: bool) -> anyhow::Result<()> {
-    let out = ack_all(client, &args.queue, args.receipts).await?;
+    let out = match &args.result {
+        Some(result) => {
+            let [receipt] = args.receipts.as_slice() else {
+                anyhow::bail!("--result goes with exactly one receipt");
+            };
+            let result: serde_json::Value = serde_json::from_str(result)
+                .map_err(|error| anyhow::anyhow!("--result is not JSON: {error}"))?;
+            client
+                .ack_with_result(&args.queue, receipt, &result)
+                .await?
+        }
+        None => ack_all(client, &args.queue, args.receipts).await?,
+    };
     if json {
         return output::json(&out);
     }

@@ -2,14 +2,20 @@
 //! reaches a server only over HTTP, through [`sluice_client`].
 //!
 //! This file owns argument parsing, dispatch and how errors are shown: `error: <code>: <message>`
-//! on stderr and a non-zero exit. The commands live in `cmd_*` modules, printing in `output`.
+//! on stderr and a non-zero exit. A command whose outcome is printed but is not the one asked
+//! for (a drain that timed out, a cancel that found the message in flight) ends with [`Exit`]:
+//! its own exit code and no `error:` line. The commands live in `cmd_*` modules, printing in
+//! `output`.
 
 mod bench;
+mod cmd_cancel;
+mod cmd_dlq;
 mod cmd_message;
 mod cmd_queue;
 mod cmd_recv;
 mod cmd_send;
 mod cmd_serve;
+mod cmd_stats;
 mod output;
 
 use std::process::ExitCode;
@@ -42,9 +48,14 @@ enum Command {
     Serve(cmd_serve::ServeArgs),
     /// Measure a server: throughput, latency, memory, restart time (starts its own unless --url is given).
     Bench(bench::BenchArgs),
-    /// Create, list, inspect and delete queues.
+    /// Create, list, inspect, pause, purge, drain and delete queues.
     #[command(subcommand)]
     Queue(cmd_queue::QueueCommand),
+    /// Depth, throughput and latency: every queue as one table, or one queue in detail.
+    Stats(cmd_stats::StatsArgs),
+    /// Inspect, replay and delete a queue's dead letters.
+    #[command(subcommand)]
+    Dlq(cmd_dlq::DlqCommand),
     /// Enqueue a message given as JSON, or one per line from a file or stdin.
     Send(cmd_send::SendArgs),
     /// Receive (claim) messages and print them.
@@ -57,7 +68,23 @@ enum Command {
     Extend(cmd_recv::ExtendArgs),
     /// Show where a message is now, by message id or idempotency key.
     Status(cmd_message::StatusArgs),
+    /// Cancel a message that has not been delivered yet, by message id or idempotency key.
+    #[command(after_help = cmd_cancel::EXIT_CODES)]
+    Cancel(cmd_cancel::CancelArgs),
 }
+
+/// Ends the command with this exit code and no `error:` line: the command ran and printed its
+/// outcome, but the outcome is not the one asked for (e.g. a drain that timed out).
+#[derive(Debug)]
+pub struct Exit(pub u8);
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit code {}", self.0)
+    }
+}
+
+impl std::error::Error for Exit {}
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -65,10 +92,13 @@ async fn main() -> ExitCode {
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
-        Err(error) => {
-            report(&error);
-            ExitCode::FAILURE
-        }
+        Err(error) => match error.downcast_ref::<Exit>() {
+            Some(Exit(code)) => ExitCode::from(*code),
+            None => {
+                report(&error);
+                ExitCode::FAILURE
+            }
+        },
     }
 }
 
@@ -79,6 +109,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(args) => cmd_serve::run(args).await,
         Command::Bench(args) => bench::run(args).await,
         Command::Queue(command) => cmd_queue::run(&client()?, command, json).await,
+        Command::Stats(args) => cmd_stats::run(&client()?, args, json).await,
+        Command::Dlq(command) => cmd_dlq::run(&client()?, command, json).await,
+        Command::Cancel(args) => cmd_cancel::run(&client()?, args, json).await,
         Command::Send(args) => cmd_send::run(&client()?, args, json).await,
         Command::Recv(args) => cmd_recv::recv(&client()?, args, json).await,
         Command::Ack(args) => cmd_recv::ack(&client()?, args, json).await,
@@ -92,13 +125,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 /// the whole cause chain for the rest.
 fn report(error: &anyhow::Error) {
     eprintln!("error: {error:#}");
-    if let Some(sluice_client::Error::Api {
-        details: Some(details),
-        ..
-    }) = error.downcast_ref::<sluice_client::Error>()
-    {
+    let Some(api) = error.downcast_ref::<sluice_client::Error>() else {
+        return;
+    };
+    if let Some(details) = api.details() {
         let details = serde_json::to_string_pretty(details).unwrap_or_else(|_| details.to_string());
         eprintln!("details: {details}");
+    }
+    if let Some(after) = api.retry_after() {
+        eprintln!("retry after: {}s", after.as_secs());
     }
 }
 

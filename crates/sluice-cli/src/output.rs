@@ -5,6 +5,7 @@
 //! `awk` and `grep` work on them.
 
 use std::io::{IsTerminal, Write};
+use std::time::Duration;
 
 use comfy_table::{ContentArrangement, Table, presets};
 use serde::Serialize;
@@ -53,6 +54,15 @@ pub fn print_table(table: &Table) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Stops a destructive command typed at a terminal without `--yes`; in a script (stdin not a
+/// terminal) it goes ahead.
+pub fn require_yes(yes: bool, what: &str) -> anyhow::Result<()> {
+    if !yes && std::io::stdin().is_terminal() {
+        anyhow::bail!("{what} cannot be undone; run again with --yes to go ahead");
+    }
+    Ok(())
+}
+
 /// A duration in ms for people: `850ms`, `12.3s`, `4m05s`, `2h03m`, `3d04h`.
 pub fn human_ms(ms: i64) -> String {
     let sign = if ms < 0 { "-" } else { "" };
@@ -75,6 +85,139 @@ pub fn human_ms(ms: i64) -> String {
 /// An optional count, `-` when absent.
 pub fn or_dash<T: ToString>(value: Option<T>) -> String {
     value.map_or_else(|| "-".to_owned(), |value| value.to_string())
+}
+
+/// A rate per second for a table cell: `0`, `2.35`, `12.3`, `1530`.
+pub fn rate(per_second: f64) -> String {
+    if per_second == 0.0 {
+        "0".to_owned()
+    } else if per_second < 10.0 {
+        format!("{per_second:.2}")
+    } else if per_second < 100.0 {
+        format!("{per_second:.1}")
+    } else {
+        format!("{per_second:.0}")
+    }
+}
+
+/// `text` cut to at most `max` characters, ending in `...` when cut; line breaks become spaces
+/// so a table row stays one line.
+pub fn cut(text: &str, max: usize) -> String {
+    let text = text.replace(['\n', '\r'], " ");
+    if text.chars().count() <= max {
+        return text;
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(3)).collect();
+    out.push_str("...");
+    out
+}
+
+/// Parses a duration for the command line: a number with a unit, `1500ms`, `30s`, `1.5s`,
+/// `5m`, `2h` or `4d`; a bare whole number is milliseconds, like the API's `_ms` fields.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let scale_ms = match unit.trim() {
+        "" | "ms" => 1.0,
+        "s" => 1_000.0,
+        "m" => 60_000.0,
+        "h" => 3_600_000.0,
+        "d" => 86_400_000.0,
+        _ => {
+            return Err(format!(
+                "{text:?} is not a duration: use a unit of ms, s, m, h or d, e.g. 30s, 5m, 1500ms"
+            ));
+        }
+    };
+    let number: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration, e.g. 30s, 5m, 1500ms"))?;
+    let ms = (number * scale_ms).round();
+    if !ms.is_finite() || ms > i64::MAX as f64 / 2.0 {
+        return Err(format!("{text:?} is too long a duration"));
+    }
+    Ok(Duration::from_millis(ms as u64))
+}
+
+/// A duration as whole milliseconds for the API.
+pub fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Reads a point in time for the command line: an RFC 3339 time (e.g. `2025-01-31T12:00:00Z`),
+/// kept as given, or a duration meaning that long ago (`90m`, `2d`), as RFC 3339 in UTC.
+pub fn parse_time(text: &str) -> Result<String, String> {
+    if sluice_core::clock::parse_rfc3339(text).is_some() {
+        return Ok(text.to_owned());
+    }
+    let Ok(ago) = parse_duration(text) else {
+        return Err(format!(
+            "{text:?} is not an RFC 3339 time (e.g. 2025-01-31T12:00:00Z) or a duration ago (e.g. 2h)"
+        ));
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let at = now.saturating_sub(ago);
+    Ok(sluice_core::clock::format_rfc3339(millis(at)))
+}
+
+/// Indents JSON text for people, keeping numbers and strings exactly as written (like
+/// [`compact_json`], which it starts from).
+pub fn pretty_json(json: &str) -> String {
+    let compact = compact_json(json);
+    let mut out = String::with_capacity(compact.len() * 2);
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut chars = compact.chars().peekable();
+    let newline = |out: &mut String, depth: usize| {
+        out.push('\n');
+        out.push_str(&"  ".repeat(depth));
+    };
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                out.push(c);
+            }
+            '{' | '[' => {
+                out.push(c);
+                if matches!(chars.peek(), Some('}' | ']')) {
+                    out.push(chars.next().expect("peeked"));
+                } else {
+                    depth += 1;
+                    newline(&mut out, depth);
+                }
+            }
+            '}' | ']' => {
+                depth = depth.saturating_sub(1);
+                newline(&mut out, depth);
+                out.push(c);
+            }
+            ',' => {
+                out.push(c);
+                newline(&mut out, depth);
+            }
+            ':' => out.push_str(": "),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Removes the whitespace between JSON tokens, keeping numbers and strings exactly as written
@@ -120,6 +263,62 @@ mod tests {
         ] {
             assert_eq!(human_ms(ms), expected, "{ms}");
         }
+    }
+
+    #[test]
+    fn durations_take_a_unit_and_bare_numbers_are_ms() {
+        for (text, ms) in [
+            ("1500ms", 1500),
+            ("1500", 1500),
+            ("30s", 30_000),
+            ("1.5s", 1500),
+            ("5m", 300_000),
+            ("2h", 7_200_000),
+            ("4d", 345_600_000),
+            ("0s", 0),
+        ] {
+            assert_eq!(
+                parse_duration(text),
+                Ok(Duration::from_millis(ms)),
+                "{text}"
+            );
+        }
+        for text in ["", "s", "-1s", "5 minutes", "1e3", "soon", "1.2.3s"] {
+            assert!(parse_duration(text).is_err(), "{text}");
+        }
+    }
+
+    #[test]
+    fn times_must_be_rfc_3339() {
+        assert!(parse_time("2025-01-31T12:00:00Z").is_ok());
+        assert!(parse_time("2025-01-31T12:00:00.5+02:00").is_ok());
+        assert!(parse_time("yesterday").is_err());
+        assert!(parse_time("2025-01-31").is_err());
+        let ago = parse_time("1h").unwrap();
+        let ms = sluice_core::clock::parse_rfc3339(&ago).unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        assert!((now - 3_600_000 - ms).abs() < 60_000, "{ago}");
+    }
+
+    #[test]
+    fn long_text_is_cut_with_an_ellipsis() {
+        assert_eq!(cut("short", 10), "short");
+        assert_eq!(cut("a\nb", 10), "a b");
+        assert_eq!(cut("0123456789abc", 10), "0123456...");
+    }
+
+    #[test]
+    fn pretty_json_indents_without_touching_values() {
+        assert_eq!(
+            pretty_json(
+                r#"{"a":[1,2.50],"b":{},"c":"x, {y}: z","d":[],"e":123456789012345678901234567890}"#
+            ),
+            "{\n  \"a\": [\n    1,\n    2.50\n  ],\n  \"b\": {},\n  \"c\": \"x, {y}: z\",\n  \"d\": [],\n  \"e\": 123456789012345678901234567890\n}"
+        );
+        assert_eq!(pretty_json("\"s\""), "\"s\"");
     }
 
     #[test]

@@ -245,6 +245,471 @@ fn an_unreachable_server_is_an_error_naming_the_cause() {
     assert!(out.stderr.contains("127.0.0.1:1"), "{out:?}");
 }
 
+#[test]
+fn a_paused_queue_delivers_nothing_until_resumed() {
+    let server = Server::start();
+    server.sluice(&["queue", "create", "held"]).assert_success();
+    server.sluice(&["send", "held", "\"a\""]).assert_success();
+
+    let paused = server.sluice(&["queue", "pause", "held"]);
+    paused.assert_success();
+    assert!(
+        paused.stdout.starts_with("paused queue held (ready 1,"),
+        "{paused:?}"
+    );
+    let queue = server.sluice_json(&["queue", "get", "held"]);
+    assert_eq!(queue["stats"]["paused"], true, "{queue}");
+    let nothing = server.sluice_json(&["recv", "held"]);
+    assert_eq!(nothing["messages"], json!([]), "{nothing}");
+    // Enqueues are still stored while paused.
+    server.sluice(&["send", "held", "\"b\""]).assert_success();
+
+    let resumed = server.sluice_json(&["queue", "resume", "held"]);
+    assert_eq!(resumed["stats"]["paused"], false, "{resumed}");
+    assert_eq!(resumed["stats"]["ready"], 2, "{resumed}");
+    let received = server.sluice_json(&["recv", "held", "--max", "10"]);
+    assert_eq!(
+        received["messages"].as_array().map(Vec::len),
+        Some(2),
+        "{received}"
+    );
+}
+
+#[test]
+fn purge_removes_waiting_messages_and_drain_reports_what_is_left() {
+    let server = Server::start();
+    server.sluice(&["queue", "create", "full"]).assert_success();
+    server
+        .sluice_with_stdin(&["send", "full"], "1\n2\n3\n")
+        .assert_success();
+
+    let drain = server.sluice(&["queue", "drain", "full", "--timeout", "200ms"]);
+    assert_eq!(drain.status.code(), Some(3), "{drain:?}");
+    assert!(
+        drain.stdout.starts_with("not drained after ") && drain.stdout.contains("ready 3,"),
+        "{drain:?}"
+    );
+    assert!(!drain.stderr.contains("error:"), "{drain:?}");
+
+    let received = server.sluice_json(&["recv", "full", "--visibility-timeout", "60"]);
+    let receipt = received["messages"][0]["receipt"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // stdin is not a terminal here, so no --yes is needed.
+    let purged = server.sluice(&["queue", "purge", "full"]);
+    purged.assert_success();
+    assert_eq!(
+        purged.stdout.trim(),
+        "purged 2 messages from full (1 in flight left)",
+        "{purged:?}"
+    );
+    let purged = server.sluice_json(&["queue", "purge", "full", "--yes"]);
+    assert_eq!(purged, json!({"purged": 0, "in_flight": 1}));
+
+    server.sluice(&["ack", "full", &receipt]).assert_success();
+    let drained = server.sluice(&["queue", "drain", "full", "--timeout", "5s"]);
+    drained.assert_success();
+    assert!(
+        drained.stdout.starts_with("drained full in "),
+        "{drained:?}"
+    );
+    let drained = server.sluice_json(&["queue", "drain", "full"]);
+    assert_eq!(drained["drained"], true, "{drained}");
+}
+
+#[test]
+fn cancel_reports_its_outcome_in_words_and_exit_status() {
+    let server = Server::start();
+    server
+        .sluice(&["queue", "create", "orders"])
+        .assert_success();
+    let first = server.sluice_json(&["send", "orders", "1", "--id", "order-1"]);
+    let id = first["message_id"].as_str().unwrap().to_owned();
+    server
+        .sluice(&["send", "orders", "2", "--id", "order-2"])
+        .assert_success();
+
+    let cancelled = server.sluice(&["cancel", "orders", &id]);
+    cancelled.assert_success();
+    assert_eq!(
+        cancelled.stdout.trim(),
+        format!("cancelled: {id} is cancelled"),
+        "{cancelled:?}"
+    );
+    let again = server.sluice(&["cancel", "orders", &id]);
+    assert_eq!(again.status.code(), Some(5), "{again:?}");
+    assert!(again.stdout.starts_with("already_completed: "), "{again:?}");
+    assert!(again.stderr.is_empty(), "{again:?}");
+
+    let unknown = server.sluice_json_status(&["cancel", "orders", "--key", "no-such-key"], 3);
+    assert_eq!(unknown["outcome"], "not_found", "{unknown}");
+
+    server
+        .sluice_json(&["recv", "orders", "--visibility-timeout", "60"])
+        .to_string();
+    let busy = server.sluice(&["cancel", "orders", "--key", "order-2"]);
+    assert_eq!(busy.status.code(), Some(4), "{busy:?}");
+    assert!(busy.stdout.starts_with("already_processing: "), "{busy:?}");
+
+    let bad = server.sluice(&["cancel", "orders", "not-a-uuid"]);
+    assert_eq!(bad.status.code(), Some(1), "{bad:?}");
+    assert!(bad.stderr.starts_with("error: "), "{bad:?}");
+}
+
+#[test]
+fn dead_letters_are_listed_shown_replayed_and_received_again() {
+    let server = Server::start();
+    server.sluice(&["queue", "create", "work"]).assert_success();
+    let sent = server.sluice_json(&[
+        "send",
+        "work",
+        "{\"n\": 1, \"big\": 123456789012345678901234567890}",
+        "--header",
+        "trace=abc",
+    ]);
+    let id = sent["message_id"].as_str().unwrap().to_owned();
+    let long_error = format!("boom: {}", "x".repeat(200));
+    dead_letter_one(&server, "work", &long_error);
+
+    let table = server.sluice(&["dlq", "list", "work"]);
+    table.assert_success();
+    let row = table
+        .stdout
+        .lines()
+        .find(|line| line.contains(&id))
+        .unwrap_or_else(|| panic!("no row for {id}: {table:?}"));
+    assert!(row.contains("boom: xxx") && row.contains("..."), "{row}");
+    assert!(!row.contains(&long_error), "the error is cut: {row}");
+
+    let listed = server.sluice_json(&["dlq", "list", "work", "--error", "BOOM", "--all"]);
+    assert_eq!(listed["dead_letter_queue"], "work.dlq", "{listed}");
+    assert_eq!(listed["entries"][0]["message_id"], id.as_str(), "{listed}");
+    let none = server.sluice_json(&["dlq", "list", "work", "--error", "no such text"]);
+    assert_eq!(none["entries"], json!([]), "{none}");
+    let later = server.sluice_json(&["dlq", "list", "work", "--since", "2999-01-01T00:00:00Z"]);
+    assert_eq!(later["entries"], json!([]), "{later}");
+
+    let shown = server.sluice(&["dlq", "show", "work", &id]);
+    shown.assert_success();
+    for text in [
+        "trace: abc",
+        "\"n\": 1",
+        "\"big\": 123456789012345678901234567890",
+        "work.dlq",
+    ] {
+        assert!(shown.stdout.contains(text), "{text}: {shown:?}");
+    }
+
+    let dry = server.sluice(&["dlq", "replay", "work", "--dry-run"]);
+    dry.assert_success();
+    assert_eq!(dry.stdout.trim(), "would replay 1 into work", "{dry:?}");
+    let replayed = server.sluice(&["dlq", "replay", "work", "--error", "boom", "--batch", "10"]);
+    replayed.assert_success();
+    assert_eq!(
+        replayed.stdout.trim(),
+        "replayed 1 of 1 into work",
+        "{replayed:?}"
+    );
+
+    let received = server.sluice_json(&["recv", "work"]);
+    let message = &received["messages"][0];
+    assert_eq!(message["body"]["n"], 1, "{received}");
+    assert_eq!(message["attempts"], 1, "{received}");
+    assert_eq!(message["headers"]["trace"], "abc", "{received}");
+    assert_ne!(
+        message["message_id"],
+        id.as_str(),
+        "a replay is a new message"
+    );
+    let empty = server.sluice_json(&["dlq", "list", "work"]);
+    assert_eq!(empty["entries"], json!([]), "{empty}");
+    let record = server.sluice_json(&["dlq", "show", "work", &id]);
+    assert_eq!(record["state"], "replayed", "{record}");
+    assert_eq!(record["replayed_as"], message["message_id"], "{record}");
+
+    // One id goes through the single-entry route.
+    let receipt = message["receipt"].as_str().unwrap().to_owned();
+    server
+        .sluice(&["nack", "work", &receipt, "--permanent", "--error", "again"])
+        .assert_success();
+    let dead_id = message["message_id"].as_str().unwrap().to_owned();
+    let one = server.sluice_json(&["dlq", "replay", "work", &dead_id]);
+    assert_eq!(one["replayed"], 1, "{one}");
+    assert_eq!(
+        one["results"][0]["dead_letter_id"],
+        dead_id.as_str(),
+        "{one}"
+    );
+    let again = server.sluice_json(&["recv", "work"]);
+    assert_eq!(again["messages"][0]["body"]["n"], 1, "{again}");
+}
+
+#[test]
+fn a_filtered_replay_goes_in_batches_until_every_match_is_back() {
+    let server = Server::start();
+    server.sluice(&["queue", "create", "bulk"]).assert_success();
+    let input: String = (0..12).map(|n| format!("{n}\n")).collect();
+    server
+        .sluice_with_stdin(&["send", "bulk"], &input)
+        .assert_success();
+    let received = server.sluice_json(&["recv", "bulk", "--max", "12"]);
+    let messages = received["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 12, "{received}");
+    for (n, message) in messages.iter().enumerate() {
+        let error = if n % 3 == 0 {
+            "timeout talking to db"
+        } else {
+            "Payment declined"
+        };
+        server
+            .sluice(&[
+                "nack",
+                "bulk",
+                message["receipt"].as_str().unwrap(),
+                "--permanent",
+                "--error",
+                error,
+            ])
+            .assert_success();
+    }
+
+    let dry = server.sluice_json(&["dlq", "replay", "bulk", "--error", "payment", "--dry-run"]);
+    assert_eq!(
+        (&dry["dry_run"], &dry["matched"]),
+        (&json!(true), &json!(8)),
+        "{dry}"
+    );
+    let replayed = server.sluice(&[
+        "dlq", "replay", "bulk", "--error", "payment", "--batch", "3", "--since", "1h",
+    ]);
+    replayed.assert_success();
+    assert_eq!(
+        replayed.stdout.trim(),
+        "replayed 8 of 8 into bulk",
+        "{replayed:?}"
+    );
+    let stats = server.sluice_json(&["queue", "stats", "bulk"]);
+    assert_eq!(stats["ready"], 8, "{stats}");
+    let left = server.sluice_json(&["dlq", "list", "bulk", "--all"]);
+    let left = left["entries"].as_array().unwrap();
+    assert_eq!(left.len(), 4, "{left:?}");
+    assert!(
+        left.iter()
+            .all(|entry| entry["last_error"] == "timeout talking to db"),
+        "{left:?}"
+    );
+
+    let rest = server.sluice_json(&["dlq", "replay", "bulk", "--batch", "3"]);
+    assert_eq!(
+        (&rest["matched"], &rest["replayed"]),
+        (&json!(4), &json!(4)),
+        "{rest}"
+    );
+    assert_eq!(rest["results"].as_array().map(Vec::len), Some(4), "{rest}");
+}
+
+#[test]
+fn dead_letters_can_be_deleted_one_by_one_or_all_at_once() {
+    let server = Server::start();
+    server.sluice(&["queue", "create", "jobs"]).assert_success();
+    for n in 0..3 {
+        server
+            .sluice(&["send", "jobs", &n.to_string()])
+            .assert_success();
+        dead_letter_one(&server, "jobs", "bad");
+    }
+    let listed = server.sluice_json(&["dlq", "list", "jobs", "--limit", "1", "--all"]);
+    let entries = listed["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 3, "--all follows the cursor: {listed}");
+    let page = server.sluice(&["dlq", "list", "jobs", "--limit", "1"]);
+    page.assert_success();
+    assert!(page.stderr.contains("--cursor "), "{page:?}");
+
+    let id = entries[0]["message_id"].as_str().unwrap();
+    let deleted = server.sluice(&["dlq", "delete", "jobs", id]);
+    deleted.assert_success();
+    assert_eq!(
+        deleted.stdout.trim(),
+        "deleted 1 dead letter(s)",
+        "{deleted:?}"
+    );
+    let missing = server.sluice(&["dlq", "delete", "jobs", id]);
+    assert!(!missing.status.success(), "{missing:?}");
+    assert!(missing.stderr.starts_with("error: "), "{missing:?}");
+
+    let purged = server.sluice_json(&["dlq", "purge", "jobs", "--yes"]);
+    assert_eq!(purged, json!({"deleted": 2}));
+    let stats = server.sluice_json(&["queue", "stats", "jobs"]);
+    assert_eq!(stats["dead_lettered"], 0, "{stats}");
+}
+
+#[test]
+fn stats_shows_every_queue_in_one_table_and_one_in_detail() {
+    let server = Server::start();
+    server
+        .sluice(&["queue", "create", "metrics"])
+        .assert_success();
+    server.sluice(&["send", "metrics", "1"]).assert_success();
+    server
+        .sluice(&["recv", "metrics", "--ack"])
+        .assert_success();
+    server.sluice(&["send", "metrics", "2"]).assert_success();
+
+    let table = server.sluice(&["stats"]);
+    table.assert_success();
+    let header = table.stdout.lines().next().unwrap_or_default();
+    for column in ["name", "ready", "paused", "p99"] {
+        assert!(header.contains(column), "{column}: {table:?}");
+    }
+    let row: Vec<&str> = table
+        .stdout
+        .lines()
+        .find(|line| line.split_whitespace().next() == Some("metrics"))
+        .unwrap_or_else(|| panic!("no metrics row: {table:?}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(&row[1..5], ["1", "0", "0", "no"], "{table:?}");
+    assert!(
+        table.stdout.contains("metrics.dlq"),
+        "every queue is listed: {table:?}"
+    );
+
+    let detail = server.sluice(&["stats", "metrics"]);
+    detail.assert_success();
+    for text in ["latency p50", "acked, last 1m", "rejected"] {
+        assert!(detail.stdout.contains(text), "{text}: {detail:?}");
+    }
+    let stats = server.sluice_json(&["stats", "metrics"]);
+    assert_eq!(stats["counters"]["acked"], 1, "{stats}");
+    assert_eq!(stats["last_1m"]["enqueued"], 2, "{stats}");
+    assert_eq!(stats["latency_ms"]["samples"], 1, "{stats}");
+}
+
+#[test]
+fn an_ack_result_comes_back_to_a_duplicate_send() {
+    let server = Server::start();
+    server.sluice(&["queue", "create", "pay"]).assert_success();
+    server
+        .sluice(&["send", "pay", "{\"amount\": 5}", "--id", "p-1"])
+        .assert_success();
+    let received = server.sluice_json(&["recv", "pay"]);
+    let receipt = received["messages"][0]["receipt"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let two = server.sluice(&["ack", "pay", &receipt, "other", "--result", "1"]);
+    assert!(!two.status.success(), "{two:?}");
+    assert!(two.stderr.contains("exactly one receipt"), "{two:?}");
+    let bad = server.sluice(&["ack", "pay", &receipt, "--result", "{oops"]);
+    assert!(bad.stderr.contains("--result is not JSON"), "{bad:?}");
+
+    let acked = server.sluice(&["ack", "pay", &receipt, "--result", "{\"charge\": \"ch_1\"}"]);
+    acked.assert_success();
+    assert_eq!(acked.stdout.trim(), "acked 1", "{acked:?}");
+    let again = server.sluice_json(&["send", "pay", "{\"amount\": 5}", "--id", "p-1"]);
+    assert_eq!(again["created"], false, "{again}");
+    assert_eq!(again["state"], "acked", "{again}");
+    assert_eq!(again["result"], json!({"charge": "ch_1"}), "{again}");
+}
+
+#[test]
+fn queue_settings_for_pace_and_retention_are_set_and_enforced() {
+    let server = Server::start();
+    let schema = server.root.path().join("schema.json");
+    std::fs::write(
+        &schema,
+        r#"{"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}}"#,
+    )
+    .unwrap();
+    let created = server.sluice_json(&[
+        "queue",
+        "create",
+        "paced",
+        "--max-age",
+        "2h",
+        "--on-expire",
+        "dead_letter",
+        "--max-depth",
+        "1",
+        "--max-in-flight",
+        "5",
+        "--rate-limit",
+        "100",
+        "--burst",
+        "7",
+        "--schema",
+        schema.to_str().unwrap(),
+    ]);
+    let config = &created["queue"]["config"];
+    assert_eq!(config["max_age_ms"], 7_200_000, "{created}");
+    assert_eq!(config["on_expire"], "dead_letter", "{created}");
+    assert_eq!(config["max_depth"], 1, "{created}");
+    assert_eq!(config["max_in_flight"], 5, "{created}");
+    assert_eq!(
+        config["rate_limit"],
+        json!({"per_second": 100.0, "burst": 7}),
+        "{created}"
+    );
+    assert_eq!(config["schema"]["required"], json!(["n"]), "{created}");
+
+    let invalid = server.sluice(&["send", "paced", "{\"n\": \"one\"}"]);
+    assert!(
+        invalid.stderr.contains("error: schema_violation: "),
+        "{invalid:?}"
+    );
+    server
+        .sluice(&["send", "paced", "{\"n\": 1}"])
+        .assert_success();
+    let full = server.sluice(&["send", "paced", "{\"n\": 2}"]);
+    assert!(!full.status.success(), "{full:?}");
+    assert!(full.stderr.contains("error: queue_full: "), "{full:?}");
+    assert!(full.stderr.contains("retry after: "), "{full:?}");
+
+    let updated = server.sluice_json(&[
+        "queue",
+        "update",
+        "paced",
+        "--schema",
+        "none",
+        "--max-depth",
+        "0",
+        "--rate-limit",
+        "0",
+    ]);
+    let config = &updated["queue"]["config"];
+    assert_eq!(updated["created"], false, "{updated}");
+    assert_eq!(config["schema"], Value::Null, "{updated}");
+    assert_eq!(config["max_depth"], Value::Null, "{updated}");
+    assert_eq!(config["rate_limit"], Value::Null, "{updated}");
+    assert_eq!(
+        config["max_in_flight"], 5,
+        "fields not given stay: {updated}"
+    );
+    server
+        .sluice(&["send", "paced", "\"free\""])
+        .assert_success();
+
+    let absent = server.sluice(&["queue", "update", "nope", "--max-depth", "3"]);
+    assert!(
+        absent.stderr.contains("error: queue_not_found: "),
+        "update does not create: {absent:?}"
+    );
+}
+
+/// Receives one message of `queue` and nacks it with `permanent`, so it lands in the DLQ.
+fn dead_letter_one(server: &Server, queue: &str, error: &str) {
+    let received = server.sluice_json(&["recv", queue]);
+    let receipt = received["messages"][0]["receipt"]
+        .as_str()
+        .unwrap_or_else(|| panic!("nothing received from {queue}: {received}"))
+        .to_owned();
+    let nacked = server.sluice_json(&["nack", queue, &receipt, "--permanent", "--error", error]);
+    assert_eq!(nacked["state"], "dead", "{nacked}");
+}
+
 /// A running `sluice serve`; stopped with SIGTERM (then SIGKILL) on drop.
 struct Server {
     child: Child,
@@ -323,6 +788,16 @@ impl Server {
         command.arg("--json");
         let out = run(command, None);
         out.assert_success();
+        serde_json::from_str(&out.stdout)
+            .unwrap_or_else(|error| panic!("stdout is not JSON ({error}): {out:?}"))
+    }
+
+    /// Runs `sluice --url URL --json ARGS...`, asserts its exit code and parses stdout.
+    fn sluice_json_status(&self, args: &[&str], code: i32) -> Value {
+        let mut command = self.command(args);
+        command.arg("--json");
+        let out = run(command, None);
+        assert_eq!(out.status.code(), Some(code), "{out:?}");
         serde_json::from_str(&out.stdout)
             .unwrap_or_else(|error| panic!("stdout is not JSON ({error}): {out:?}"))
     }

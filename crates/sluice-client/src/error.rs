@@ -23,8 +23,11 @@ pub enum Error {
         /// What to fix, in words.
         message: String,
         /// Per-item results where a batch was partly refused (e.g. the per-receipt results of
-        /// an ack that met a stale receipt).
+        /// an ack that met a stale receipt, or the depth of a full queue).
         details: Option<serde_json::Value>,
+        /// The `Retry-After` header in seconds, when the server sent one (e.g. with
+        /// `503 queue_full`: when a retry may find room).
+        retry_after: Option<u64>,
     },
     /// The request did not get an answer: the connection failed, timed out or broke.
     #[error("request to the sluice server failed")]
@@ -76,6 +79,26 @@ impl Error {
         }
     }
 
+    /// How long the server asked the caller to wait before retrying (its `Retry-After`
+    /// header), e.g. for `503 queue_full`; [`Error::Api`] only.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            Self::Api {
+                retry_after: Some(seconds),
+                ..
+            } => Some(std::time::Duration::from_secs(*seconds)),
+            _ => None,
+        }
+    }
+
+    /// The `details` of an [`Error::Api`], when the server sent any.
+    pub fn details(&self) -> Option<&serde_json::Value> {
+        match self {
+            Self::Api { details, .. } => details.as_ref(),
+            _ => None,
+        }
+    }
+
     /// For a `409 stale_receipt` answer to an ack: the per-receipt results from `details`
     /// (the receipts that were current have been acked all the same).
     pub fn ack_results(&self) -> Option<Vec<AckResult>> {
@@ -90,14 +113,15 @@ impl Error {
         serde_json::from_value(results.clone()).ok()
     }
 
-    /// Builds the error for a non-2xx answer from its status and body.
-    pub(crate) fn from_response(status: u16, body: &[u8]) -> Self {
+    /// Builds the error for a non-2xx answer from its status, `Retry-After` seconds and body.
+    pub(crate) fn from_response(status: u16, retry_after: Option<u64>, body: &[u8]) -> Self {
         match serde_json::from_slice::<ErrorBody>(body) {
             Ok(ErrorBody { error }) => Self::Api {
                 status,
                 code: error.code,
                 message: error.message,
                 details: error.details,
+                retry_after,
             },
             Err(source) => Self::Decode {
                 status,
@@ -106,6 +130,12 @@ impl Error {
             },
         }
     }
+}
+
+/// Reads a `Retry-After` header given in seconds (the form sluice sends); an HTTP date or
+/// anything else gives `None`.
+pub(crate) fn parse_retry_after(value: &str) -> Option<u64> {
+    value.trim().parse().ok()
 }
 
 /// The first few hundred bytes of a body as text, for error messages.
@@ -127,6 +157,7 @@ mod tests {
     fn an_error_body_becomes_an_api_error_with_its_code() {
         let error = Error::from_response(
             404,
+            None,
             br#"{"error": {"code": "queue_not_found", "message": "no queue \"q\""}}"#,
         );
         assert_eq!(error.code(), Some("queue_not_found"));
@@ -136,7 +167,7 @@ mod tests {
 
     #[test]
     fn a_body_that_is_not_an_error_body_is_a_decode_error() {
-        let error = Error::from_response(502, b"<html>Bad Gateway</html>");
+        let error = Error::from_response(502, None, b"<html>Bad Gateway</html>");
         assert!(
             matches!(error, Error::Decode { status: 502, .. }),
             "{error:?}"
@@ -148,6 +179,7 @@ mod tests {
     fn the_ack_results_of_a_stale_receipt_answer_are_readable() {
         let error = Error::from_response(
             409,
+            None,
             br#"{"error": {"code": "stale_receipt", "message": "m", "details": {"results": [
                 {"receipt": "a", "acked": true},
                 {"receipt": "b", "acked": false, "error": {"code": "stale_receipt", "message": "x"}}
@@ -157,5 +189,19 @@ mod tests {
         assert_eq!(results.len(), 2);
         assert!(results[0].acked);
         assert!(!results[1].acked);
+    }
+
+    #[test]
+    fn a_full_queue_error_keeps_its_retry_after_and_details() {
+        let error = Error::from_response(
+            503,
+            parse_retry_after(" 7 "),
+            br#"{"error": {"code": "queue_full", "message": "full", "details":
+                {"accepted": 0, "refused": 2, "depth": 10, "max_depth": 10}}}"#,
+        );
+        assert_eq!(error.code(), Some("queue_full"));
+        assert_eq!(error.retry_after(), Some(std::time::Duration::from_secs(7)));
+        assert_eq!(error.details().unwrap()["refused"], 2);
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
     }
 }

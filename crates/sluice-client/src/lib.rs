@@ -15,9 +15,10 @@ use reqwest::{Method, Url};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sluice_core::wire::{
-    AckIn, AckOut, EnqueueBatchOut, EnqueueOut, ExtendIn, ExtendOut, HealthOut, MessageBatchIn,
-    MessageIn, MessageStatusOut, NackIn, NackOut, QueueDeleteOut, QueueListOut, QueueOut,
-    QueuePutOut, QueueSpec, QueueStatsOut, ReceiveIn, ReceiveOut,
+    AckIn, AckOut, CancelIn, CancelOut, DeadLetterDeleteOut, DeadLetterEntryOut, DeadLetterListOut,
+    DrainIn, DrainOut, EnqueueBatchOut, EnqueueOut, ExtendIn, ExtendOut, HealthOut, MessageBatchIn,
+    MessageIn, MessageStatusOut, NackIn, NackOut, PurgeOut, QueueDeleteOut, QueueListOut, QueueOut,
+    QueuePutOut, QueueSpec, QueueStatsOut, ReceiveIn, ReceiveOut, ReplayIn, ReplayOneIn, ReplayOut,
 };
 
 pub use error::{Error, Result};
@@ -34,6 +35,33 @@ pub const RECEIVE_TIMEOUT_MARGIN: Duration = Duration::from_secs(10);
 
 /// Timeout for establishing a TCP connection.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Timeout of requests that may touch many messages at once (purges and replays).
+pub const BULK_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long a drain waits when no timeout is given (the server's default, in ms).
+pub const DRAIN_DEFAULT_TIMEOUT_MS: i64 = 30_000;
+
+/// The longest drain the server accepts, in ms.
+pub const DRAIN_MAX_TIMEOUT_MS: i64 = 900_000;
+
+/// Added to a drain's timeout to get its request timeout, so the server always answers first.
+pub const DRAIN_TIMEOUT_MARGIN: Duration = Duration::from_secs(10);
+
+/// Filters and paging of [`Client::dlq_list`]; every field is optional.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DlqListQuery {
+    /// Entries per page, 1..=1000 (server default 50).
+    pub limit: Option<usize>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+    /// Case-insensitive substring of the entry's last error.
+    pub error: Option<String>,
+    /// Dead-lettered at or after this RFC 3339 time.
+    pub since: Option<String>,
+    /// Dead-lettered before this RFC 3339 time.
+    pub until: Option<String>,
+}
 
 /// A handle to one sluice server.
 ///
@@ -125,6 +153,51 @@ impl Client {
             .await
     }
 
+    /// `POST /v1/queues/{name}/pause`: receives return nothing (long polls wait) until
+    /// [`Client::queue_resume`]; enqueues are still stored and leases already out can still be
+    /// settled. The paused state survives a restart.
+    pub async fn queue_pause(&self, name: &str) -> Result<QueueOut> {
+        let url = self.url(&["v1", "queues", queue_segment(name)?, "pause"])?;
+        self.send(Method::POST, url, Some(&EmptyBody {}), REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// `POST /v1/queues/{name}/resume`: deliveries start again; waiting long polls are woken.
+    pub async fn queue_resume(&self, name: &str) -> Result<QueueOut> {
+        let url = self.url(&["v1", "queues", queue_segment(name)?, "resume"])?;
+        self.send(Method::POST, url, Some(&EmptyBody {}), REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// `POST /v1/queues/{name}/purge`: removes every ready and delayed message; in-flight ones
+    /// stay with their consumers (counted in `in_flight`).
+    pub async fn queue_purge(&self, name: &str) -> Result<PurgeOut> {
+        let url = self.url(&["v1", "queues", queue_segment(name)?, "purge"])?;
+        self.send(Method::POST, url, Some(&EmptyBody {}), BULK_TIMEOUT)
+            .await
+    }
+
+    /// `POST /v1/queues/{name}/drain`: waits until the queue holds no ready, delayed or
+    /// in-flight message, or `timeout_ms` (0..=900000, server default 30000) has passed.
+    /// `drained` in the answer tells which. It does not stop enqueues.
+    ///
+    /// The request's own timeout is the drain timeout plus [`DRAIN_TIMEOUT_MARGIN`], so the
+    /// server always answers before the client gives up.
+    pub async fn queue_drain(&self, name: &str, timeout_ms: Option<i64>) -> Result<DrainOut> {
+        let url = self.url(&["v1", "queues", queue_segment(name)?, "drain"])?;
+        let wait = timeout_ms
+            .unwrap_or(DRAIN_DEFAULT_TIMEOUT_MS)
+            .clamp(0, DRAIN_MAX_TIMEOUT_MS);
+        let body = DrainIn { timeout_ms };
+        self.send(
+            Method::POST,
+            url,
+            Some(&body),
+            Duration::from_millis(wait as u64) + DRAIN_TIMEOUT_MARGIN,
+        )
+        .await
+    }
+
     // ---- messages ----
 
     /// `POST /v1/queues/{queue}/messages` with one message. A success means it is on disk.
@@ -204,6 +277,29 @@ impl Client {
         let body = AckIn {
             receipt: None,
             receipts: Some(receipts),
+            result: None,
+        };
+        self.send(Method::POST, url, Some(&body), REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// `POST /v1/queues/{queue}/ack` with one `receipt` and a `result` (any JSON, up to 64 KiB)
+    /// kept with the message: a later enqueue with the same idempotency key gets it back, and
+    /// so does a lookup by key.
+    pub async fn ack_with_result(
+        &self,
+        queue: &str,
+        receipt: &str,
+        result: &serde_json::Value,
+    ) -> Result<AckOut> {
+        let url = self.url(&["v1", "queues", queue_segment(queue)?, "ack"])?;
+        // A `Value` has string keys only, so serializing it cannot fail.
+        let result =
+            serde_json::value::to_raw_value(result).expect("a serde_json::Value always serializes");
+        let body = AckIn {
+            receipt: Some(receipt.to_owned()),
+            receipts: None,
+            result: Some(result),
         };
         self.send(Method::POST, url, Some(&body), REQUEST_TIMEOUT)
             .await
@@ -221,6 +317,101 @@ impl Client {
     pub async fn extend(&self, queue: &str, request: &ExtendIn) -> Result<ExtendOut> {
         let url = self.url(&["v1", "queues", queue_segment(queue)?, "extend"])?;
         self.send(Method::POST, url, Some(request), REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// `POST /v1/queues/{queue}/cancel`: removes a message that is not delivered yet, named by
+    /// `message_id` or by idempotency `id`. The answer's `outcome` is `cancelled`, `not_found`,
+    /// `already_processing` (in flight) or `already_completed` (`state` says how).
+    pub async fn cancel(&self, queue: &str, request: &CancelIn) -> Result<CancelOut> {
+        let url = self.url(&["v1", "queues", queue_segment(queue)?, "cancel"])?;
+        self.send(Method::POST, url, Some(request), REQUEST_TIMEOUT)
+            .await
+    }
+
+    // ---- dead letters ----
+
+    /// `GET /v1/queues/{queue}/dlq`: one page of the dead letters that came from `queue`,
+    /// newest first. Follow `next_cursor` (as [`DlqListQuery::cursor`]) until it is absent; a
+    /// page may stop early, even empty, on a rare filter.
+    pub async fn dlq_list(&self, queue: &str, query: &DlqListQuery) -> Result<DeadLetterListOut> {
+        let mut url = self.url(&["v1", "queues", queue_segment(queue)?, "dlq"])?;
+        {
+            let mut pairs = url.query_pairs_mut();
+            if let Some(limit) = query.limit {
+                pairs.append_pair("limit", &limit.to_string());
+            }
+            for (name, value) in [
+                ("cursor", &query.cursor),
+                ("error", &query.error),
+                ("since", &query.since),
+                ("until", &query.until),
+            ] {
+                if let Some(value) = value {
+                    pairs.append_pair(name, value);
+                }
+            }
+        }
+        if url.query() == Some("") {
+            url.set_query(None);
+        }
+        self.send(Method::GET, url, None::<&()>, REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// `GET /v1/queues/{queue}/dlq/{message_id}`: one dead letter with its body and headers
+    /// (and, once replayed, `replayed_at` and `replayed_as`).
+    pub async fn dlq_get(&self, queue: &str, message_id: uuid::Uuid) -> Result<DeadLetterEntryOut> {
+        let id = message_id.to_string();
+        let url = self.url(&["v1", "queues", queue_segment(queue)?, "dlq", &id])?;
+        self.send(Method::GET, url, None::<&()>, REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// `POST /v1/queues/{queue}/dlq/replay`: replays the dead letters named by `ids`, or those
+    /// matching the filters, at most `limit` (1..=10000, default 1000) per call: call again
+    /// while `more` is true. With `dry_run` it only counts every match.
+    pub async fn dlq_replay(&self, queue: &str, request: &ReplayIn) -> Result<ReplayOut> {
+        let url = self.url(&["v1", "queues", queue_segment(queue)?, "dlq", "replay"])?;
+        self.send(Method::POST, url, Some(request), BULK_TIMEOUT)
+            .await
+    }
+
+    /// `POST /v1/queues/{queue}/dlq/{message_id}/replay`: replays one dead letter as a fresh
+    /// message in `queue`, or in `target_queue` when given.
+    pub async fn dlq_replay_one(
+        &self,
+        queue: &str,
+        message_id: uuid::Uuid,
+        target_queue: Option<&str>,
+    ) -> Result<ReplayOut> {
+        let id = message_id.to_string();
+        let url = self.url(&["v1", "queues", queue_segment(queue)?, "dlq", &id, "replay"])?;
+        let body = ReplayOneIn {
+            target_queue: target_queue.map(str::to_owned),
+        };
+        self.send(Method::POST, url, Some(&body), REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// `DELETE /v1/queues/{queue}/dlq/{message_id}`: deletes one dead letter
+    /// (`message_not_found` when there is no such entry).
+    pub async fn dlq_delete(
+        &self,
+        queue: &str,
+        message_id: uuid::Uuid,
+    ) -> Result<DeadLetterDeleteOut> {
+        let id = message_id.to_string();
+        let url = self.url(&["v1", "queues", queue_segment(queue)?, "dlq", &id])?;
+        self.send(Method::DELETE, url, None::<&()>, REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// `DELETE /v1/queues/{queue}/dlq`: deletes every dead letter that came from `queue`
+    /// (entries in flight stay).
+    pub async fn dlq_purge(&self, queue: &str) -> Result<DeadLetterDeleteOut> {
+        let url = self.url(&["v1", "queues", queue_segment(queue)?, "dlq"])?;
+        self.send(Method::DELETE, url, None::<&()>, BULK_TIMEOUT)
             .await
     }
 
@@ -271,9 +462,14 @@ impl Client {
         }
         let response = request.send().await.map_err(Error::Transport)?;
         let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|value| value.to_str().ok())
+            .and_then(error::parse_retry_after);
         let bytes = response.bytes().await.map_err(Error::Transport)?;
         if !status.is_success() {
-            return Err(Error::from_response(status.as_u16(), &bytes));
+            return Err(Error::from_response(status.as_u16(), retry_after, &bytes));
         }
         serde_json::from_slice(&bytes).map_err(|source| Error::Decode {
             status: status.as_u16(),
@@ -282,6 +478,10 @@ impl Client {
         })
     }
 }
+
+/// `{}`: the body of POST routes that take no parameters, so a server reading JSON gets JSON.
+#[derive(Serialize)]
+struct EmptyBody {}
 
 /// Checks that a queue name survives as one URL path segment.
 ///

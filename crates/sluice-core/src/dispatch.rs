@@ -1230,15 +1230,13 @@ impl Index {
             Some(before) => state.members.range(..before),
             None => state.members.range(..),
         };
-        let mut looked = 0;
-        for &(aged_from, seq) in range.rev() {
+        for (looked, &(aged_from, seq)) in range.rev().enumerate() {
             if page.entries.len() >= limit || looked >= scan_max {
                 // Resume at this very entry: `before` is exclusive, and nothing between this
                 // entry and (aged_from, seq + 1) is left to look at.
                 page.next = Some((aged_from, seq + 1));
                 return page;
             }
-            looked += 1;
             if let Some(entry) = self.entries.get(&seq)
                 && filter.matches(entry)
             {

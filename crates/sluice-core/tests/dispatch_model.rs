@@ -1,19 +1,24 @@
 //! Model-based test of the dispatch index: random sequences of enqueue, claim, ack, nack,
-//! extend and clock moves against a `per_key` queue, checked after every step against a simple
-//! model of what must hold: nothing is lost or invented, an acked message never comes back, a
-//! key never has two messages in flight, each key's messages are first delivered in enqueue
-//! order, and a current receipt always acks while a replaced one never does.
+//! extend, cancel, purge, retention, pause and clock moves against a `per_key` queue with
+//! `max_in_flight`, checked after every step against a simple model of what must hold: nothing
+//! is lost or invented, an acked message never comes back, a key never has two messages in
+//! flight, no more than `max_in_flight` leases are out, a paused queue delivers nothing, each
+//! key's messages are first delivered in enqueue order, a current receipt always acks while a
+//! replaced one never does, and only unleased messages are cancelled, purged or expired (and
+//! only old ones expire).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use sluice_core::dispatch::{Entry, Index, NackOutcome};
+use sluice_core::dispatch::{CancelRefused, Change, Entry, Index, NackOutcome};
 use sluice_core::message::Receipt;
 use sluice_core::queue::{Backoff, Ordering, QueueConfig};
 use uuid::Uuid;
 
 const LEASE_MS: i64 = 1_000;
+const MAX_IN_FLIGHT: u32 = 3;
+const MAX_AGE_MS: i64 = 20_000;
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -38,6 +43,14 @@ enum Op {
     Advance {
         ms: i64,
     },
+    Cancel {
+        pick: usize,
+    },
+    Purge,
+    Expire,
+    Pause {
+        paused: bool,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -48,6 +61,11 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (any::<usize>(), proptest::bool::weighted(0.2)).prop_map(|(pick, permanent)| Op::Nack { pick, permanent }),
         1 => any::<usize>().prop_map(|pick| Op::Extend { pick }),
         2 => (0i64..2_500).prop_map(|ms| Op::Advance { ms }),
+        1 => any::<usize>().prop_map(|pick| Op::Cancel { pick }),
+        1 => Just(Op::Expire),
+        1 => proptest::bool::weighted(0.3).prop_map(|paused| Op::Pause { paused }),
+        // Rare, or nothing would be left to check.
+        1 => proptest::bool::weighted(0.1).prop_map(|purge| if purge { Op::Purge } else { Op::Expire }),
     ]
 }
 
@@ -57,6 +75,7 @@ struct Known {
     order: usize,
     done: bool,
     delivered: bool,
+    enqueued_at: i64,
 }
 
 /// Leases that ran out on their last attempt move messages to the DLQ; the model follows.
@@ -81,6 +100,8 @@ proptest! {
         config.ordering = Ordering::PerKey;
         config.max_attempts = 3;
         config.backoff = Backoff { initial_ms: 500, max_ms: 2_000, factor: 2.0, jitter: true };
+        config.max_in_flight = Some(MAX_IN_FLIGHT);
+        config.max_age_ms = MAX_AGE_MS;
         let mut index = Index::new();
         index.queue_put("q", config).unwrap();
         index.queue_put("q.dlq", QueueConfig::for_dead_letter_queue("q.dlq")).unwrap();
@@ -91,6 +112,8 @@ proptest! {
         // Receipts handed out from q and not yet used: (receipt, lease deadline).
         let mut outstanding: Vec<(Receipt, i64)> = Vec::new();
         let mut enqueued_per_key: BTreeMap<u8, usize> = BTreeMap::new();
+        let mut id_of_seq: HashMap<u64, Uuid> = HashMap::new();
+        let mut paused = false;
 
         for op in ops {
             match op {
@@ -98,9 +121,10 @@ proptest! {
                     let id = Uuid::now_v7();
                     let order = key.map_or(0, |k| { let n = enqueued_per_key.entry(k).or_default(); *n += 1; *n });
                     let entry = Entry::new(next_seq, id, Arc::from("q"), priority, key.map(|k| Arc::from(k.to_string())), now, now + delay_ms);
+                    id_of_seq.insert(next_seq, id);
                     next_seq += 1;
                     index.insert(entry, now);
-                    known.insert(id, Known { key, order, done: false, delivered: false });
+                    known.insert(id, Known { key, order, done: false, delivered: false, enqueued_at: now });
                 }
                 Op::Claim { max } => {
                     index.tick_queue("q", now);
@@ -108,6 +132,9 @@ proptest! {
                     // Leases that ran out are no longer held.
                     outstanding.retain(|(_, deadline)| *deadline > now);
                     let claimed = index.claim("q", max, LEASE_MS, now, rand::random);
+                    prop_assert!(!paused || claimed.is_empty(), "a paused queue delivered");
+                    let in_flight = index.depth("q", now).unwrap().in_flight;
+                    prop_assert!(in_flight <= u64::from(MAX_IN_FLIGHT), "{in_flight} leases out");
                     let mut in_flight_keys: HashSet<u8> = outstanding.iter().filter_map(|(r, _)| known[&r.message_id].key).collect();
                     for claim in claimed {
                         let id = claim.message.message_id;
@@ -153,6 +180,51 @@ proptest! {
                     }
                 }
                 Op::Advance { ms } => now += ms,
+                Op::Cancel { pick } => {
+                    let live: Vec<Uuid> = known.iter().filter(|(_, m)| !m.done).map(|(id, _)| *id).collect();
+                    if live.is_empty() { continue; }
+                    let id = live[pick % live.len()];
+                    let held = outstanding.iter().any(|(r, deadline)| r.message_id == id && *deadline > now);
+                    match index.cancel("q", &id, now) {
+                        Ok(entry) => {
+                            prop_assert_eq!(entry.id, id);
+                            prop_assert!(!held, "cancelled a message under a live lease");
+                            known.get_mut(&id).unwrap().done = true;
+                            outstanding.retain(|(r, _)| r.message_id != id);
+                        }
+                        Err(CancelRefused::InFlight) => prop_assert!(index.status(&id).is_some_and(|s| s.lease_expires_at_ms.is_some())),
+                        Err(CancelRefused::NotHere) => prop_assert!(false, "a live message of q was not found"),
+                    }
+                }
+                Op::Purge => {
+                    let members = index.members("q");
+                    for entry in index.remove_unleased("q", &members, now) {
+                        let held = outstanding.iter().any(|(r, deadline)| r.message_id == entry.id && *deadline > now);
+                        prop_assert!(!held, "purged a message under a live lease");
+                        known.get_mut(&entry.id).unwrap().done = true;
+                        outstanding.retain(|(r, _)| r.message_id != entry.id);
+                    }
+                }
+                Op::Expire => {
+                    for change in index.expire(now, 5) {
+                        let Change::Expired { seq } = change else {
+                            prop_assert!(false, "on_expire = drop dead-lettered: {change:?}");
+                            continue;
+                        };
+                        let id = id_of_seq[&seq];
+                        let message = known.get_mut(&id).unwrap();
+                        prop_assert!(now - message.enqueued_at >= MAX_AGE_MS, "expired a message {} ms old", now - message.enqueued_at);
+                        prop_assert!(!message.done);
+                        message.done = true;
+                        let held = outstanding.iter().any(|(r, deadline)| r.message_id == id && *deadline > now);
+                        prop_assert!(!held, "expired a message under a live lease");
+                        outstanding.retain(|(r, _)| r.message_id != id);
+                    }
+                }
+                Op::Pause { paused: pause } => {
+                    index.set_paused("q", pause);
+                    paused = pause;
+                }
                 Op::Ack { .. } | Op::Nack { .. } | Op::Extend { .. } => {}
             }
             prop_assert!(follow_dead_letters(&index, &mut known), "a message was lost");
@@ -164,6 +236,7 @@ proptest! {
         }
 
         // In the end, with time moving on, every unfinished message can still be delivered.
+        index.set_paused("q", false);
         now += 10 * 60 * 1000;
         let mut remaining: HashSet<Uuid> = known.iter().filter(|(_, m)| !m.done).map(|(id, _)| *id).collect();
         for _ in 0..10_000 {
