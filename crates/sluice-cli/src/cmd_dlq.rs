@@ -295,6 +295,13 @@ async fn replay(client: &Client, args: ReplayArgs, json: bool) -> anyhow::Result
                 progress.set_length(total.replayed);
             }
             progress.set_position(total.replayed);
+            // Without a terminal (logs, CI) the bar is hidden: a line per tenth instead.
+            let tenth = (total.matched / 10).max(1);
+            if progress.is_hidden()
+                && total.replayed / tenth > (total.replayed - out.replayed) / tenth
+            {
+                eprintln!("progress: replayed {} of {}", total.replayed, total.matched);
+            }
             if !out.more {
                 break;
             }

@@ -62,9 +62,18 @@ pub async fn status(client: &Client, args: StatusArgs, json: bool) -> anyhow::Re
         ("last error", output::or_dash(out.last_error.as_ref())),
         ("acked at", output::or_dash(out.acked_at.as_ref())),
     ];
+    if let Some(finished_at) = &out.finished_at {
+        rows.push(("finished at", finished_at.clone()));
+    }
+    if let Some(result) = &out.result {
+        rows.push(("result", result.to_string()));
+    }
     if let Some(dead) = &out.dead_letter {
         rows.push(("dead-lettered from", dead.source_queue.clone()));
         rows.push(("attempts there", dead.attempts.to_string()));
+    }
+    if let Some(replayed_as) = &out.replayed_as {
+        rows.push(("replayed as", replayed_as.to_string()));
     }
     output::print_table(&output::key_value_table(rows))
 }

@@ -18,6 +18,8 @@ use tempfile::TempDir;
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long one CLI command may take.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a command moving 100,000 messages may take (a debug build on a busy machine).
+const SLOW_COMMAND_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long SIGTERM may take to stop the server before it is killed.
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// What the server prints on stdout when it is ready, followed by its URL.
@@ -699,6 +701,76 @@ fn queue_settings_for_pace_and_retention_are_set_and_enforced() {
     );
 }
 
+#[test]
+fn a_hundred_thousand_dead_letters_are_replayed_with_progress() {
+    // Proves the replay of 100,000 entries: retention moves 100k messages to the DLQ
+    // (max_age 1 s, on_expire dead_letter), `sluice dlq replay` brings every one back in
+    // batches, reporting progress, and the queue holds them all again with the DLQ empty.
+    const COUNT: u64 = 100_000;
+    let server = Server::start();
+    server
+        .sluice(&[
+            "queue",
+            "create",
+            "bulk",
+            "--max-age",
+            "1s",
+            "--on-expire",
+            "dead_letter",
+        ])
+        .assert_success();
+    let lines: String = (0..COUNT).map(|n| format!("{{\"n\": {n}}}\n")).collect();
+    let sent = run_with_timeout(
+        server.command(&["send", "bulk"]),
+        Some(&lines),
+        SLOW_COMMAND_TIMEOUT,
+    );
+    sent.assert_success();
+    // Retention looks at 5,000 messages per 500 ms tick: about 10 s for 100k.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let stats = server.sluice_json(&["stats", "bulk"]);
+        if stats["dead_lettered"] == COUNT && stats["ready"] == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "retention stalled: {stats}");
+        thread::sleep(Duration::from_millis(250));
+    }
+    // Keep the replayed messages this time.
+    server
+        .sluice(&["queue", "update", "bulk", "--max-age", "1d"])
+        .assert_success();
+
+    let replay = run_with_timeout(
+        server.command(&["dlq", "replay", "bulk"]),
+        None,
+        SLOW_COMMAND_TIMEOUT,
+    );
+    replay.assert_success();
+    assert!(
+        replay
+            .stdout
+            .contains("replayed 100000 of 100000 into bulk"),
+        "{replay:?}"
+    );
+    let progress_lines = replay
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("progress: replayed"))
+        .count();
+    assert!(progress_lines >= 9, "a progress line per tenth: {replay:?}");
+
+    let stats = server.sluice_json(&["stats", "bulk"]);
+    assert_eq!(stats["ready"], COUNT, "{stats}");
+    assert_eq!(stats["dead_lettered"], 0, "{stats}");
+    let listed = server.sluice_json(&["dlq", "list", "bulk"]);
+    assert_eq!(
+        listed["entries"].as_array().map(Vec::len),
+        Some(0),
+        "{listed}"
+    );
+}
+
 /// Receives one message of `queue` and nacks it with `permanent`, so it lands in the DLQ.
 fn dead_letter_one(server: &Server, queue: &str, error: &str) {
     let received = server.sluice_json(&["recv", queue]);
@@ -855,7 +927,12 @@ impl std::fmt::Debug for Output {
 }
 
 /// Runs a command to its end, feeding it `stdin`; kills it after [`COMMAND_TIMEOUT`].
-fn run(mut command: Command, stdin: Option<&str>) -> Output {
+fn run(command: Command, stdin: Option<&str>) -> Output {
+    run_with_timeout(command, stdin, COMMAND_TIMEOUT)
+}
+
+/// Runs a command to its end, feeding it `stdin`; kills it after `timeout`.
+fn run_with_timeout(mut command: Command, stdin: Option<&str>, timeout: Duration) -> Output {
     let mut child = command
         .env_remove("SLUICE_URL")
         .stdin(if stdin.is_some() {
@@ -877,7 +954,7 @@ fn run(mut command: Command, stdin: Option<&str>) -> Output {
     }
     let stdout = read_on_thread(child.stdout.take().expect("piped stdout"));
     let stderr = read_on_thread(child.stderr.take().expect("piped stderr"));
-    let deadline = Instant::now() + COMMAND_TIMEOUT;
+    let deadline = Instant::now() + timeout;
     let status = loop {
         if let Some(status) = child.try_wait().expect("wait for sluice") {
             break status;
@@ -885,7 +962,7 @@ fn run(mut command: Command, stdin: Option<&str>) -> Output {
         if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("{command:?} did not finish within {COMMAND_TIMEOUT:?}");
+            panic!("{command:?} did not finish within {timeout:?}");
         }
         thread::sleep(Duration::from_millis(10));
     };
