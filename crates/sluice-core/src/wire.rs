@@ -620,7 +620,7 @@ pub struct AckIn {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receipts: Option<Vec<String>>,
     /// A small JSON result (up to 64 KiB) kept with the message: a later enqueue with the same
-    /// idempotency key gets it back. Only with `receipt`.
+    /// idempotency key gets it back. Only with a single receipt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub result: Option<Box<RawValue>>,

@@ -620,7 +620,18 @@ impl Store for SharedSqliteStore {
         if let Some(status) = store.index.lock().status(&id) {
             return Ok(Some(status).filter(belongs));
         }
-        let status = store.read(move |conn| read_status(conn, id)).await?;
+        let mut status = store.read(move |conn| read_status(conn, id)).await?;
+        if status
+            .as_ref()
+            .is_some_and(|status| !status.state.is_final())
+        {
+            // A live row the index no longer holds: its final state (an ack, expiry, cancel,
+            // purge) is on its way to disk. Wait for the writer, then read what it wrote.
+            let (reply, wait) = oneshot::channel();
+            store.send(WriteOp::Flush { reply })?;
+            SqliteStore::wait(wait).await?;
+            status = store.read(move |conn| read_status(conn, id)).await?;
+        }
         if status.is_none()
             && let (Some(_), MessageRef::IdempotencyKey(key)) = (record.acked_at_ms, &params.by)
         {

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use sluice_core::message::{MessageState, NewMessage, Payload};
+use sluice_core::message::{MessageState, MessageStatus, NewMessage, Payload};
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::*;
 use sluice_core::{Millis, Store};
@@ -300,6 +300,151 @@ async fn a_deleted_queue_stays_deleted_across_reopens() {
         store.queue_get("other", T0).await.unwrap().depth.ready,
         0,
         "orphaned rows were removed at start"
+    );
+    store.close().await.unwrap();
+}
+
+async fn status(store: &SharedSqliteStore, id: uuid::Uuid) -> Option<MessageStatus> {
+    store
+        .message_get(MessageGetParams {
+            queue: "q".into(),
+            by: MessageRef::Id(id),
+            now_ms: T0,
+        })
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn lifecycle_operations_hold_across_a_reopen() {
+    // Cancel, purge, retention, pause and replay each change the durable record: after a
+    // reopen nothing cancelled, purged or expired comes back, the queue is still paused, and a
+    // replayed dead letter is a live message while its entry records the replay.
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), 0);
+    let mut config = QueueConfig::defaults_for("q");
+    config.max_age_ms = 60_000;
+    store
+        .queue_put(QueuePutParams {
+            name: "q".into(),
+            config,
+            now_ms: T0,
+        })
+        .await
+        .unwrap();
+    let ids: Vec<_> = enqueue(
+        &store,
+        (0..4).map(|n| message(&n.to_string(), None)).collect(),
+    )
+    .await
+    .into_iter()
+    .map(|e| e.message_id)
+    .collect();
+    // [0] dead-lettered then replayed, [1] cancelled, [2] and [3] left for purge and expiry.
+    let leased = claim(&store, T0).await;
+    let first = leased
+        .messages
+        .iter()
+        .find(|m| m.message_id == ids[0])
+        .unwrap();
+    store
+        .message_nack(NackParams {
+            queue: "q".into(),
+            receipt: first.receipt,
+            error: Some("boom".into()),
+            delay_ms: None,
+            permanent: true,
+            now_ms: T0,
+        })
+        .await
+        .unwrap();
+    let others: Vec<_> = leased
+        .messages
+        .iter()
+        .filter(|m| m.message_id != ids[0])
+        .map(|m| m.receipt)
+        .collect();
+    for receipt in others {
+        store
+            .message_extend(ExtendParams {
+                queue: "q".into(),
+                receipt,
+                timeout_ms: 0,
+                now_ms: T0,
+            })
+            .await
+            .unwrap();
+    }
+    store.maintain(T0 + 1).await.unwrap();
+    let cancelled = store
+        .message_cancel(MessageGetParams {
+            queue: "q".into(),
+            by: MessageRef::Id(ids[1]),
+            now_ms: T0 + 1,
+        })
+        .await
+        .unwrap();
+    assert_eq!(cancelled, CancelOutcome::Cancelled { message_id: ids[1] });
+    let replay = store
+        .dead_letter_replay(ReplayParams {
+            queue: "q".into(),
+            selection: DeadLetterSelection::Ids(vec![ids[0]]),
+            limit: 10,
+            dry_run: false,
+            target_queue: None,
+            now_ms: T0 + 2,
+        })
+        .await
+        .unwrap();
+    assert_eq!(replay.replayed.len(), 1);
+    let (_, replayed_as) = replay.replayed[0];
+    store.queue_pause("q", true).await.unwrap();
+    // Retention: [2] and [3] are older than a minute; the replay is not.
+    store.maintain(T0 + 60_001).await.unwrap();
+    store.close().await.unwrap();
+
+    let store = open(dir.path(), 0);
+    let info = store.queue_get("q", T0 + 60_001).await.unwrap();
+    assert!(info.depth.paused, "the pause is stored");
+    // Reopened at T0, before the replay's time: it waits as delayed until then.
+    assert_eq!(
+        info.depth.ready + info.depth.delayed,
+        1,
+        "only the replayed message is live"
+    );
+    assert_eq!(info.dead_letter_depth, Some(0));
+    let state = |status: Option<MessageStatus>| status.map(|s| s.state);
+    assert_eq!(
+        state(status(&store, ids[1]).await),
+        Some(MessageState::Cancelled)
+    );
+    assert_eq!(
+        state(status(&store, ids[2]).await),
+        Some(MessageState::Expired)
+    );
+    assert_eq!(
+        state(status(&store, ids[3]).await),
+        Some(MessageState::Expired)
+    );
+    let dead = store.dead_letter_get("q", ids[0]).await.unwrap().unwrap();
+    assert_eq!(dead.status.state, MessageState::Replayed);
+    assert_eq!(dead.status.replayed_as, Some(replayed_as));
+    assert_eq!(
+        dead.payload.unwrap().body_bytes,
+        b"0",
+        "a replayed entry keeps its body"
+    );
+    let live = status(&store, replayed_as).await.unwrap();
+    assert_eq!(live.state, MessageState::Delayed, "until the replay's time");
+    assert_eq!(live.attempts, 0);
+    // Paused: nothing is delivered until resumed.
+    assert!(claim(&store, T0 + 60_001).await.messages.is_empty());
+    store.queue_pause("q", false).await.unwrap();
+    let claimed = claim(&store, T0 + 60_001).await;
+    assert_eq!(claimed.messages.len(), 1);
+    assert_eq!(
+        &*claimed.messages[0].payload.body_bytes, b"0",
+        "the body was copied on disk"
     );
     store.close().await.unwrap();
 }

@@ -5,18 +5,29 @@
 
 mod support;
 
+mod backpressure;
 mod bad_input;
 mod batch;
+mod cancel;
 mod config;
 mod dead_letter;
 mod delay;
+mod dlq_ops;
 mod extend;
 mod idempotency;
+mod lifecycle_stats;
 mod long_poll;
+mod memo_retention;
 mod nack;
 mod ordering;
+mod pace;
+mod pause;
+mod purge_drain;
 mod restart;
+mod result_memo;
+mod retention;
 mod round_trip;
+mod schema;
 mod stats;
 mod status;
 mod visibility;

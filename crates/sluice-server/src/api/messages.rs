@@ -207,9 +207,14 @@ pub async fn cancel(
             }
         },
         (None, Some(key)) => MessageRef::IdempotencyKey(key),
-        _ => {
+        (Some(_), Some(_)) => {
             return Err(ApiError::invalid_field(
                 "give message_id or id (the idempotency key), not both",
+            ));
+        }
+        (None, None) => {
+            return Err(ApiError::invalid_field(
+                "name the message: give message_id, or id (its idempotency key)",
             ));
         }
     };

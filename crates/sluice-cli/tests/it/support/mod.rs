@@ -182,6 +182,11 @@ impl TestServer {
         self.request(Method::POST, path, Some(&body)).await
     }
 
+    /// A POST without a body (pause, resume, purge, drain).
+    pub async fn post_empty(&self, path: &str) -> Reply {
+        self.request(Method::POST, path, None).await
+    }
+
     pub async fn put(&self, path: &str, body: Value) -> Reply {
         self.request(Method::PUT, path, Some(&body)).await
     }
@@ -271,6 +276,32 @@ impl TestServer {
         let stats = reply.ok();
         let _: sluice_core::wire::QueueStatsOut = reply.parse();
         stats
+    }
+
+    /// `GET /v1/queues/{queue}/messages/{message_id}` (asserts 200).
+    pub async fn message_status(&self, queue: &str, message_id: &str) -> Value {
+        self.get(&format!("/v1/queues/{queue}/messages/{message_id}"))
+            .await
+            .ok()
+    }
+
+    /// Polls `GET /v1/queues/{queue}/stats` every 50 ms until `done` holds, for at most
+    /// `timeout` of real time; returns the last stats either way (the caller asserts).
+    /// For work done by the server's background task, which runs every 500 ms.
+    pub async fn stats_until(
+        &self,
+        queue: &str,
+        timeout: Duration,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let stats = self.stats(queue).await;
+            if done(&stats) || tokio::time::Instant::now() >= deadline {
+                return stats;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     // ---- process management ---------------------------------------------------------------
@@ -413,11 +444,14 @@ pub struct Reply {
     pub request: String,
     pub status: StatusCode,
     pub text: String,
+    /// The response headers (e.g. `Retry-After`).
+    pub headers: reqwest::header::HeaderMap,
 }
 
 impl Reply {
     async fn read(request: String, response: reqwest::Response) -> Reply {
         let status = response.status();
+        let headers = response.headers().clone();
         let text = response
             .text()
             .await
@@ -426,7 +460,20 @@ impl Reply {
             request,
             status,
             text,
+            headers,
         }
+    }
+
+    /// A response header as text, if present (panics when it is not valid text).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(|value| {
+            value.to_str().unwrap_or_else(|e| {
+                panic!(
+                    "{}: header {name} is not text ({e}): {value:?}",
+                    self.request
+                )
+            })
+        })
     }
 
     /// The body as JSON (panics when it is not JSON).
@@ -548,6 +595,19 @@ pub fn parse_time(value: &Value) -> Millis {
 /// Formats epoch ms as RFC 3339.
 pub fn format_time(ms: Millis) -> String {
     sluice_core::clock::format_rfc3339(ms)
+}
+
+/// The `message_id` of an enqueue answer or a message, as text.
+pub fn message_id(value: &Value) -> String {
+    value["message_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no message_id in {value}"))
+        .to_owned()
+}
+
+/// An RFC 3339 time for a URL query string (`:` and `+` escaped).
+pub fn query_time(ms: Millis) -> String {
+    format_time(ms).replace(':', "%3A").replace('+', "%2B")
 }
 
 /// The receipt of a received message.
