@@ -15,6 +15,7 @@ mod delay;
 mod dlq_ops;
 mod extend;
 mod idempotency;
+mod kill_lifecycle;
 mod lifecycle_stats;
 mod long_poll;
 mod memo_retention;
