@@ -399,6 +399,9 @@ pub struct Index {
     entries: HashMap<Seq, Entry>,
     by_id: HashMap<Uuid, Seq>,
     cached_payload_bytes: usize,
+    /// Where the last retention pass ran out of budget: the next one starts there, so one
+    /// queue's backlog of expiries cannot starve the others.
+    expire_from: Option<Arc<str>>,
 }
 
 impl Index {
@@ -1094,7 +1097,12 @@ impl Index {
     pub fn expire(&mut self, now_ms: Millis, budget: usize) -> Vec<Change> {
         let mut changes = Vec::new();
         let mut looked = 0;
-        for name in self.queue_names() {
+        let mut names = self.queue_names();
+        if let Some(from) = self.expire_from.take() {
+            let start = names.partition_point(|name| *name <= from);
+            names.rotate_left(start);
+        }
+        for name in names {
             let Some(state) = self.queues.get(&*name) else {
                 continue;
             };
@@ -1132,6 +1140,7 @@ impl Index {
                 }
             }
             if looked >= budget {
+                self.expire_from = Some(name);
                 break;
             }
         }

@@ -323,3 +323,80 @@ fn a_lease_that_ran_out_still_acks_until_the_message_goes_out_again() {
             .is_err()
     );
 }
+
+#[test]
+fn retention_takes_turns_between_queues_with_a_backlog() {
+    let mut h = Harness::unordered();
+    h.index
+        .queue_put("a", QueueConfig::defaults_for("a"))
+        .unwrap();
+    for n in 0..10 {
+        h.index.insert(
+            Entry::new(100 + n, Uuid::now_v7(), Arc::from("a"), 0, None, T0, T0),
+            T0,
+        );
+    }
+    let young = h.enqueue(0, None, T0);
+    let later = T0 + QueueConfig::defaults_for("q").max_age_ms;
+    let first = h.index.expire(later, 5);
+    assert_eq!(first.len(), 5, "the budget bounds one pass");
+    assert_eq!(h.index.queue_len("a"), 5);
+    let second = h.index.expire(later, 5);
+    assert!(
+        h.index.status(&young).is_none(),
+        "q gets its turn before a's backlog is done: {second:?}"
+    );
+    assert_eq!(h.index.queue_len("a"), 1);
+    assert!(
+        second
+            .iter()
+            .all(|change| matches!(change, Change::Expired { .. })),
+        "on_expire drop removes: {second:?}"
+    );
+}
+
+#[test]
+fn pace_limits_cap_claims_and_say_when_the_next_token_comes() {
+    let mut config = QueueConfig::defaults_for("q");
+    config.max_in_flight = Some(2);
+    config.rate_limit = Some(crate::queue::RateLimit {
+        per_second: 10.0,
+        burst: 3,
+    });
+    let mut h = Harness::new(config);
+    for _ in 0..10 {
+        h.enqueue(0, None, T0);
+    }
+    assert_eq!(h.claim(10, T0).len(), 2, "max_in_flight");
+    assert_eq!(h.claim(10, T0).len(), 0);
+    let leased = h.index.depth("q", T0).unwrap().in_flight;
+    assert_eq!(leased, 2);
+    // Free the slots: the bucket has one token left of its burst of 3.
+    let mut h2 = h;
+    h2.index
+        .queue_put("q", {
+            let mut c = QueueConfig::defaults_for("q");
+            c.rate_limit = Some(crate::queue::RateLimit {
+                per_second: 10.0,
+                burst: 3,
+            });
+            c
+        })
+        .unwrap();
+    assert_eq!(h2.claim(10, T0).len(), 1, "one token left of the burst");
+    assert_eq!(h2.claim(10, T0).len(), 0);
+    assert_eq!(
+        h2.index.next_change_at("q"),
+        Some(T0 + 100),
+        "the next token comes in 1/10 s"
+    );
+    assert_eq!(h2.claim(10, T0 + 100).len(), 1);
+    h2.index.set_paused("q", true);
+    assert_eq!(h2.claim(10, T0 + 10_000).len(), 0, "paused");
+    h2.index.set_paused("q", false);
+    assert_eq!(
+        h2.claim(10, T0 + 10_000).len(),
+        3,
+        "a full burst after a quiet spell"
+    );
+}
