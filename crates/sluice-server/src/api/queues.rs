@@ -57,7 +57,7 @@ fn stats_out(info: &QueueInfo) -> QueueStatsOut {
 }
 
 fn throughput_out(counts: Throughput, seconds: f64) -> ThroughputOut {
-    let rate = |count: u64| (count as f64 / seconds * 100.0).round() / 100.0;
+    let rate = |count: u64| (count as f64 / seconds * 1000.0).round() / 1000.0;
     ThroughputOut {
         enqueued: counts.enqueued,
         acked: counts.acked,
