@@ -2,13 +2,14 @@
 //! over HTTP and prints what it measured, as text or as JSON with `--json`.
 //!
 //! This file owns the flags, the order of the scenarios and the report. The load itself is in
-//! [`load`], the child process in [`server`]. Like every client command it reaches the server
+//! [`load`], the child process in [`server`], the dead-letter scenario in [`dlq`]. Like every client command it reaches the server
 //! only through `sluice_client`; it starts the server as a child process (the current
 //! executable with `serve`), never in-process, so the figures include real HTTP over loopback.
 //!
 //! Every message body is a JSON string whose JSON text is `--body-bytes` long (1024 by default),
 //! starting with the time it was sent, so consumers can measure enqueue-to-receive latency.
 
+mod dlq;
 mod load;
 mod server;
 
@@ -58,7 +59,8 @@ pub struct BenchArgs {
     /// Size of each message body as JSON text, in bytes.
     #[arg(long, default_value_t = 1024)]
     body_bytes: usize,
-    /// Most seconds any one scenario (or the fill of the restart scenario) may run.
+    /// Most seconds any one scenario (or the fill of the restart scenario, or one step of the
+    /// dlq scenario) may run.
     #[arg(long, default_value_t = 120)]
     time_limit_secs: u64,
     /// Where the server's data directory goes (a fresh temporary directory inside it).
@@ -131,10 +133,15 @@ pub struct BenchArgs {
     /// Scenario 7: body size of the queued messages, in bytes of JSON text.
     #[arg(long, default_value_t = 1024, help_heading = "Scenario sizes")]
     restart_body_bytes: usize,
+    /// Scenario 8: messages that expire into the dead-letter queue, then are listed, replayed
+    /// and purged (bodies of `--body-bytes`).
+    #[arg(long, default_value_t = 100_000, help_heading = "Scenario sizes")]
+    dlq_messages: u64,
 }
 
-/// The scenarios, in the order they run. The server's memory (scenario 6) is read whenever the
-/// bench started the server.
+/// The scenarios, in the order they run, except that 8 runs before 7 (on the server of 1-5, which
+/// 7 does not use). The server's memory (scenario 6) is read whenever the bench started the
+/// server, before scenario 8.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Scenario {
     /// 1: enqueue with single-message requests.
@@ -149,6 +156,10 @@ enum Scenario {
     Sequential,
     /// 7: restart time with many messages queued.
     Restart,
+    /// 8: dead letters: expiry, listing, replay, purge (not run by default). Runs on the server
+    /// of scenarios 1-5 after its memory is read, in a queue named `bench-dlq` that it deletes
+    /// (with `bench-dlq.dlq`) before and after.
+    Dlq,
 }
 
 /// Runs the selected scenarios and prints the report on stdout (progress goes to stderr).
@@ -184,6 +195,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         server_memory: None,
         server_stop: None,
         restart: None,
+        dlq: None,
         notes: Vec::new(),
     };
     let server = if spawned {
@@ -294,8 +306,18 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             .await?,
         );
     }
-    if let Some(server) = server {
+    if let Some(server) = &server {
         report.server_memory = server.memory();
+    }
+    if selected(Scenario::Dlq) {
+        progress("8. dead letters: expiry, listing, replay, purge");
+        let load = dlq::DlqLoad {
+            messages: args.dlq_messages,
+            time_limit,
+        };
+        report.dlq = Some(dlq::run(&client, server.as_ref(), &bodies, args.body_bytes, load).await);
+    }
+    if let Some(server) = server {
         progress("stopping the server");
         report.server_stop = Some(server.stop().await?);
     } else {
@@ -326,6 +348,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     } else {
         print!("{}", report.text());
     }
+    if let Some(failure) = report.dlq.as_ref().and_then(|dlq| dlq.failure.as_ref()) {
+        anyhow::bail!("the dlq scenario failed: {failure}");
+    }
     Ok(())
 }
 
@@ -352,6 +377,7 @@ struct Report {
     server_memory: Option<Memory>,
     server_stop: Option<StopOutcome>,
     restart: Option<RestartReport>,
+    dlq: Option<dlq::DlqReport>,
     notes: Vec<String>,
 }
 
@@ -648,6 +674,10 @@ impl Report {
                 stop_text(&restart.second_stop)
             ));
         }
+        if let Some(dlq) = &self.dlq {
+            out.push(String::new());
+            dlq::text_lines(&mut out, dlq);
+        }
         for note in &self.notes {
             out.push(format!("note: {note}"));
         }
@@ -838,6 +868,23 @@ mod tests {
         assert_eq!(
             parse(&["sluice", "bench", "--scenarios", "e2e,latency"]).scenarios,
             [Scenario::E2e, Scenario::Latency]
+        );
+        assert!(
+            !parse(&["sluice", "bench"])
+                .scenarios
+                .contains(&Scenario::Dlq)
+        );
+        let dlq = parse(&[
+            "sluice",
+            "bench",
+            "--scenarios",
+            "dlq",
+            "--dlq-messages",
+            "5000",
+        ]);
+        assert_eq!(
+            (dlq.scenarios, dlq.dlq_messages),
+            (vec![Scenario::Dlq], 5_000)
         );
     }
 
