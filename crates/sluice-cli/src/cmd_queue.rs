@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use sluice_client::Client;
-use sluice_client::wire::{BackoffSpec, QueueOut, QueueSpec, QueueStatsOut, RateLimitSpec};
+use sluice_client::wire::{
+    BackoffSpec, PushSpec, QueueOut, QueueSpec, QueueStatsOut, RateLimitSpec, SecretRef,
+};
 
 use crate::output;
 
@@ -129,6 +131,14 @@ pub struct CreateArgs {
     /// A JSON Schema file every JSON body must satisfy; `none` removes the schema.
     #[arg(long, value_name = "FILE|none")]
     schema: Option<PathBuf>,
+    /// Push every message to this http(s) URL instead of waiting for consumers; `none` removes
+    /// the destination (other push settings: config file or API).
+    #[arg(long, value_name = "URL|none")]
+    push_url: Option<String>,
+    /// With --push-url: sign pushes (Standard Webhooks) with the `whsec_` secret in this
+    /// environment variable of the server.
+    #[arg(long, value_name = "NAME", requires = "push_url")]
+    push_secret_env: Option<String>,
 }
 
 impl CreateArgs {
@@ -167,6 +177,21 @@ impl CreateArgs {
                 burst: self.burst,
             }),
             schema,
+            push: self.push_url.as_deref().map(|url| {
+                (url != "none").then(|| PushSpec {
+                    url: url.to_owned(),
+                    method: None,
+                    headers: None,
+                    timeout_ms: None,
+                    transform: None,
+                    signing_secret: self.push_secret_env.clone().map(|env| SecretRef {
+                        env: Some(env),
+                        file: None,
+                    }),
+                    retry_client_errors: None,
+                    concurrency: None,
+                })
+            }),
         })
     }
 }

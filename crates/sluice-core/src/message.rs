@@ -46,6 +46,9 @@ pub struct NewMessage {
     pub priority: i32,
     /// Invisible before this time.
     pub visible_at_ms: Millis,
+    /// Set to store the message straight into a dead-letter queue (e.g. a webhook whose body
+    /// fails its queue's schema): enqueue it to that DLQ with this metadata.
+    pub dead_letter: Option<DeadLetterInfo>,
 }
 
 /// Where a message is now.

@@ -156,6 +156,8 @@ pub struct QueueConfig {
     pub rate_limit: Option<RateLimit>,
     /// JSON Schema every JSON body enqueued through the API must satisfy.
     pub schema: Option<Arc<MessageSchema>>,
+    /// Push destination: the server delivers the queue's messages to this URL itself.
+    pub push: Option<Arc<crate::wire::PushSpec>>,
 }
 
 /// What to do with a message that reached the queue's `max_age_ms`.
@@ -265,6 +267,7 @@ impl QueueConfig {
             max_in_flight: None,
             rate_limit: None,
             schema: None,
+            push: None,
         }
     }
 

@@ -328,6 +328,12 @@ pub trait Store: Send + Sync + 'static {
         selection: DeadLetterSelection,
         now_ms: Millis,
     ) -> StoreResult<u64>;
+    /// Stores a webhook endpoint definition (opaque JSON to the store) under `name`.
+    async fn webhook_put(&self, name: &str, spec: String, now_ms: Millis) -> StoreResult<()>;
+    /// Deletes a webhook endpoint definition; false when there was none.
+    async fn webhook_delete(&self, name: &str) -> StoreResult<bool>;
+    /// Every webhook endpoint definition, by name.
+    async fn webhook_list(&self) -> StoreResult<Vec<(String, String)>>;
     /// Background upkeep: expire leases, apply retention, drop old records. Cheap when there is
     /// nothing to do.
     async fn maintain(&self, now_ms: Millis) -> StoreResult<()>;

@@ -11,7 +11,10 @@ use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
 use crate::clock::Millis;
+
+mod hooks;
 use crate::queue::{Backoff, MessageSchema, OnExpire, Ordering, QueueConfig, RateLimit, limits};
+pub use hooks::*;
 
 /// Queue settings as given over the API or in the config file; every field is optional and
 /// falls back to the current value (update) or the default (create).
@@ -63,6 +66,13 @@ pub struct QueueSpec {
     )]
     #[schema(value_type = Option<Object>)]
     pub schema: Option<serde_json::Value>,
+    /// Push destination (the server calls it with each message); `null` removes it.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub push: Option<Option<PushSpec>>,
 }
 
 /// Rate limit settings.
@@ -176,8 +186,53 @@ impl QueueSpec {
                 }
             };
         }
+        if let Some(push) = &self.push {
+            base.push = match push {
+                None => None,
+                Some(push) => {
+                    validate_push(push)?;
+                    Some(std::sync::Arc::new(push.clone()))
+                }
+            };
+        }
         Ok(base)
     }
+}
+
+/// Checks what can be checked without IO: the URL's scheme, the method and the ranges.
+/// (Transforms and secrets are checked by the server, which compiles and reads them.)
+fn validate_push(push: &PushSpec) -> Result<(), String> {
+    let url = push.url.to_ascii_lowercase();
+    let host = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .ok_or_else(|| format!("push.url: {:?} is not an http:// or https:// URL", push.url))?;
+    if host.is_empty() || host.starts_with('/') {
+        return Err(format!("push.url: {:?} has no host", push.url));
+    }
+    if let Some(method) = &push.method
+        && !matches!(method.as_str(), "POST" | "PUT" | "PATCH")
+    {
+        return Err(format!(
+            "push.method: {method:?} is not one of POST, PUT, PATCH"
+        ));
+    }
+    if let Some(ms) = push.timeout_ms {
+        check_range("push.timeout_ms", ms, 1, 300_000)?;
+    }
+    if let Some(concurrency) = push.concurrency {
+        check_range("push.concurrency", i64::from(concurrency), 1, 1000)?;
+    }
+    for name in push.headers.iter().flat_map(|headers| headers.keys()) {
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(format!("push.headers: {name:?} is not a header name"));
+        }
+    }
+    Ok(())
 }
 
 impl RateLimitSpec {
@@ -273,6 +328,8 @@ pub struct QueueConfigOut {
     /// JSON Schema for bodies; null = none.
     #[schema(value_type = Option<Object>)]
     pub schema: Option<serde_json::Value>,
+    /// Push destination; null = none (consumers receive over HTTP).
+    pub push: Option<PushSpec>,
 }
 
 /// Rate limit as the API shows it.
@@ -321,6 +378,7 @@ impl From<&QueueConfig> for QueueConfigOut {
                 burst: limit.burst,
             }),
             schema: config.schema.as_ref().map(|schema| schema.source().clone()),
+            push: config.push.as_deref().cloned(),
         }
     }
 }
@@ -384,6 +442,9 @@ pub struct QueueStatsOut {
     pub last_5m: ThroughputOut,
     /// Enqueue-to-ack latency over the last five minutes; null before the first ack.
     pub latency_ms: Option<LatencyOut>,
+    /// The push destination's deliveries, when the queue has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push: Option<PushStatsOut>,
 }
 
 /// Messages through a queue over a recent span.

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 use sluice_core::queue::{QueueConfig, validate_queue_name};
-use sluice_core::wire::QueueSpec;
+use sluice_core::wire::{QueueSpec, WebhookSpec};
 use sluice_store_sqlite::Durability;
 
 use crate::ServeOptions;
@@ -30,6 +30,9 @@ pub struct RawConfig {
     /// `[queues.<name>]`: queues applied at start.
     #[serde(default)]
     pub queues: BTreeMap<String, QueueSpec>,
+    /// `[webhooks.<name>]`: webhook endpoints applied at start (after the queues).
+    #[serde(default)]
+    pub webhooks: BTreeMap<String, WebhookSpec>,
 }
 
 /// `[server]` as written.
@@ -63,6 +66,8 @@ pub struct Config {
     pub acked_retention_ms: i64,
     /// Queues to create or update at start.
     pub queues: Vec<(String, QueueConfig)>,
+    /// Webhook endpoints to define at start.
+    pub webhooks: Vec<(String, WebhookSpec)>,
     /// Use a manual clock moved by `POST /v1/_test/clock/advance` (tests only).
     pub test_clock: bool,
 }
@@ -108,6 +113,9 @@ impl Config {
             let config = spec
                 .apply_to(QueueConfig::defaults_for(&name))
                 .map_err(|e| format!("[queues.{name}]: {e}"))?;
+            if let Some(push) = &config.push {
+                crate::push::validate(push).map_err(|e| format!("[queues.{name}]: {e}"))?;
+            }
             queues.push((name, config));
         }
         Ok(Self {
@@ -121,6 +129,7 @@ impl Config {
             payload_cache_bytes: raw.server.payload_cache_bytes.unwrap_or(64 << 20),
             acked_retention_ms: raw.server.acked_retention_ms.unwrap_or(60 * 60 * 1000),
             queues,
+            webhooks: raw.webhooks.into_iter().collect(),
             test_clock: false,
         })
     }

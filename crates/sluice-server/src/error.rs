@@ -67,6 +67,16 @@ impl ApiError {
         Self::new(StatusCode::NOT_FOUND, "message_not_found", message)
     }
 
+    /// 404 with a code of its own (e.g. `webhook_not_found`).
+    pub fn not_found_code(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, code, message)
+    }
+
+    /// 401: a webhook's signature is missing, wrong or stale; `code` says which.
+    pub fn unauthorized(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, code, message)
+    }
+
     /// 404: no such route.
     pub fn route_not_found() -> Self {
         Self::new(

@@ -8,6 +8,9 @@ pub mod api;
 pub mod config;
 pub mod error;
 mod maintenance;
+pub mod push;
+mod secrets;
+pub mod webhooks;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -88,18 +91,23 @@ pub async fn run(
     tracing::info!(data_dir = %config.data_dir.display(), durability = ?config.durability, elapsed_ms = started.elapsed().as_millis() as u64, "store open");
 
     let shutting_down = Arc::new(AtomicBool::new(false));
+    let push = push::Dispatcher::new(store.clone(), clock.clone(), shutting_down.clone())?;
     let state = api::AppState {
         store: store.clone(),
         clock: clock.clone(),
         manual_clock,
         shutting_down: shutting_down.clone(),
+        webhooks: Arc::new(webhooks::Registry::default()),
+        push: push.clone(),
     };
+    load_webhooks(&state, &config).await?;
+    let push_task = tokio::spawn(push.run());
     let maintenance = tokio::spawn(maintenance::run(
         store.clone(),
         clock.clone(),
         shutting_down.clone(),
     ));
-    let app = api::router(state);
+    let app = api::router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
     on_ready();
     tracing::info!(listen = %listener.local_addr()?, "listening");
 
@@ -116,8 +124,34 @@ pub async fn run(
         .await?;
     shutting_down.store(true, Ordering::SeqCst);
     maintenance.abort();
+    push_task.abort();
     store.close().await?;
     tracing::info!("stopped");
+    Ok(())
+}
+
+/// Serves the stored webhook endpoints, then defines (and stores) the config file's, which win.
+/// A stored endpoint that no longer compiles (a secret's variable is gone) is skipped with an
+/// error in the log; a config file endpoint that does not compile stops the start.
+async fn load_webhooks(state: &api::AppState, config: &Config) -> Result<(), BoxError> {
+    for (name, stored) in state.store.webhook_list().await? {
+        let compiled = serde_json::from_str(&stored)
+            .map_err(|e| e.to_string())
+            .and_then(|spec| webhooks::Endpoint::compile(&name, spec));
+        match compiled {
+            Ok(endpoint) => {
+                state.webhooks.insert(endpoint);
+            }
+            Err(error) => {
+                tracing::error!(webhook = %name, %error, "stored webhook endpoint not served")
+            }
+        }
+    }
+    for (name, spec) in &config.webhooks {
+        api::webhooks::define(state, name, spec.clone())
+            .await
+            .map_err(|e| format!("[webhooks.{name}]: {}", e.message))?;
+    }
     Ok(())
 }
 

@@ -55,6 +55,7 @@ async fn main() {
                         key: None,
                         priority: 0,
                         visible_at_ms: 0,
+                        dead_letter: None,
                     })
                     .collect();
                 store

@@ -663,6 +663,46 @@ impl Store for SharedSqliteStore {
         })
     }
 
+    async fn webhook_put(&self, name: &str, spec: String, now_ms: Millis) -> StoreResult<()> {
+        let (reply, wait) = oneshot::channel();
+        self.0.send(WriteOp::WebhookPut {
+            name: name.to_owned(),
+            spec,
+            now_ms,
+            reply,
+        })?;
+        SqliteStore::wait(wait).await
+    }
+
+    async fn webhook_delete(&self, name: &str) -> StoreResult<bool> {
+        let exists = self
+            .webhook_list()
+            .await?
+            .iter()
+            .any(|(existing, _)| existing == name);
+        if !exists {
+            return Ok(false);
+        }
+        let (reply, wait) = oneshot::channel();
+        self.0.send(WriteOp::WebhookDelete {
+            name: name.to_owned(),
+            reply,
+        })?;
+        SqliteStore::wait(wait).await?;
+        Ok(true)
+    }
+
+    async fn webhook_list(&self) -> StoreResult<Vec<(String, String)>> {
+        self.0
+            .read(|conn| {
+                let mut statement =
+                    conn.prepare_cached("SELECT name, spec FROM webhooks ORDER BY name")?;
+                let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+                rows.collect()
+            })
+            .await
+    }
+
     async fn queue_pause(&self, name: &str, paused: bool) -> StoreResult<()> {
         self.pause(name, paused).await
     }

@@ -50,7 +50,7 @@ CREATE TABLE IF NOT EXISTS idempotency (
 CREATE INDEX IF NOT EXISTS idempotency_by_expiry ON idempotency(expires_at);
 ";
 
-/// Version 2: paused queues, ack results, replay records, and every final state (not only acked)
+/// Version 2: webhook endpoint definitions, paused queues, ack results, replay records, and every final state (not only acked)
 /// found by the cleanup through one index. `acked_at` holds the time of the final state. An
 /// idempotency key also remembers its message's ack and result for the whole dedup window, which
 /// can outlast the message's own record.
@@ -62,6 +62,11 @@ ALTER TABLE idempotency ADD COLUMN acked_at INTEGER;
 ALTER TABLE idempotency ADD COLUMN result TEXT;
 DROP INDEX IF EXISTS messages_acked;
 CREATE INDEX IF NOT EXISTS messages_finished ON messages(acked_at) WHERE state > 0;
+CREATE TABLE IF NOT EXISTS webhooks (
+    name        TEXT PRIMARY KEY,
+    spec        TEXT NOT NULL,
+    created_at  INTEGER NOT NULL
+);
 ";
 
 /// Message states in the `state` column.

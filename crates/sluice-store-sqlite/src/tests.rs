@@ -29,6 +29,7 @@ fn message(body: &str, id: Option<&str>) -> NewMessage {
         key: None,
         priority: 0,
         visible_at_ms: T0,
+        dead_letter: None,
     }
 }
 

@@ -67,6 +67,18 @@ pub enum WriteOp {
         now_ms: Millis,
         reply: oneshot::Sender<StoreResult<Vec<Enqueued>>>,
     },
+    /// Create or replace a webhook endpoint definition.
+    WebhookPut {
+        name: String,
+        spec: String,
+        now_ms: Millis,
+        reply: oneshot::Sender<StoreResult<()>>,
+    },
+    /// Delete a webhook endpoint definition.
+    WebhookDelete {
+        name: String,
+        reply: oneshot::Sender<StoreResult<()>>,
+    },
     /// Pause or resume a queue.
     QueuePause {
         name: String,
@@ -313,6 +325,8 @@ fn fail_op(op: WriteOp, message: &str) {
         }
         WriteOp::Ack { reply, .. }
         | WriteOp::QueuePause { reply, .. }
+        | WriteOp::WebhookPut { reply, .. }
+        | WriteOp::WebhookDelete { reply, .. }
         | WriteOp::QueuePut { reply, .. }
         | WriteOp::QueueDelete { reply, .. }
         | WriteOp::Flush { reply } => {
@@ -376,6 +390,12 @@ fn apply(
                     message.visible_at_ms,
                 );
                 entry.idempotency_key = message.idempotency_key.as_deref().map(Arc::from);
+                entry.last_error = message
+                    .dead_letter
+                    .as_ref()
+                    .and_then(|dead| dead.last_error.as_deref())
+                    .map(Arc::from);
+                entry.dead_letter = message.dead_letter.clone().map(Arc::new);
                 if payload_cache_bytes > 0 {
                     entry.payload = Some(message.payload.clone());
                 }
@@ -489,6 +509,24 @@ fn apply(
                 queue: target,
                 now_ms,
             }
+        }
+        WriteOp::WebhookPut {
+            name,
+            spec,
+            now_ms,
+            reply,
+        } => {
+            tx.prepare_cached(
+                "INSERT INTO webhooks (name, spec, created_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (name) DO UPDATE SET spec = excluded.spec",
+            )?
+            .execute(params![name, spec, now_ms])?;
+            Pending::Unit(reply)
+        }
+        WriteOp::WebhookDelete { name, reply } => {
+            tx.prepare_cached("DELETE FROM webhooks WHERE name = ?1")?
+                .execute(params![name])?;
+            Pending::Unit(reply)
         }
         WriteOp::QueuePause {
             name,
@@ -623,9 +661,11 @@ fn insert_message(
     } else {
         serde_json::to_string(&message.payload.headers).ok()
     };
+    let dead = message.dead_letter.as_ref();
     tx.prepare_cached(
-        "INSERT INTO messages (seq, id, queue, state, priority, msg_key, idempotency_key, visible_at, enqueued_at, attempts, body, body_kind, headers)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10, ?11, ?12)",
+        "INSERT INTO messages (seq, id, queue, state, priority, msg_key, idempotency_key, visible_at, enqueued_at, attempts, body, body_kind, headers,
+                              last_error, dead_source_queue, dead_last_error, dead_attempts, dead_first_seen_at, dead_last_seen_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10, ?11, ?12, ?13, ?14, ?13, ?15, ?16, ?17)",
     )?
     .execute(params![
         seq as i64,
@@ -640,6 +680,11 @@ fn insert_message(
         message.payload.body_bytes,
         message.payload.body_kind,
         headers,
+        dead.and_then(|d| d.last_error.as_deref()),
+        dead.map(|d| d.source_queue.as_str()),
+        dead.map(|d| d.attempts),
+        dead.map(|d| d.first_seen_at_ms),
+        dead.map(|d| d.last_seen_at_ms),
     ])?;
     Ok(())
 }

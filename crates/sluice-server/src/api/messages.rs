@@ -344,6 +344,7 @@ fn validate(
         key: input.key,
         priority: input.priority.unwrap_or(0),
         visible_at_ms,
+        dead_letter: None,
     })
 }
 

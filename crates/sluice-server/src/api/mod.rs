@@ -6,6 +6,7 @@ mod health;
 mod messages;
 mod queues;
 mod test_clock;
+pub mod webhooks;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,6 +36,10 @@ pub struct AppState {
     pub manual_clock: Option<ManualClock>,
     /// Set once shutdown begins: long polls return, readiness fails.
     pub shutting_down: Arc<AtomicBool>,
+    /// Webhook endpoints served at `/hooks/{name}`.
+    pub webhooks: Arc<crate::webhooks::Registry>,
+    /// Push workers (for their stats, and to wake them when a queue changes).
+    pub push: Arc<crate::push::Dispatcher>,
 }
 
 impl AppState {
@@ -111,6 +116,11 @@ pub struct ApiQuery<T>(pub T);
         delivery::ack,
         delivery::nack,
         delivery::extend,
+        webhooks::list,
+        webhooks::put,
+        webhooks::get_one,
+        webhooks::delete,
+        crate::webhooks::ingress::receive,
         health::healthz,
         health::readyz,
         openapi_json,
@@ -164,6 +174,14 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/queues/{queue}/ack", post(delivery::ack))
         .route("/v1/queues/{queue}/nack", post(delivery::nack))
         .route("/v1/queues/{queue}/extend", post(delivery::extend))
+        .route("/v1/webhooks", get(webhooks::list))
+        .route(
+            "/v1/webhooks/{name}",
+            get(webhooks::get_one)
+                .put(webhooks::put)
+                .delete(webhooks::delete),
+        )
+        .route("/hooks/{name}", post(crate::webhooks::ingress::receive))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz));
     if state.manual_clock.is_some() {
@@ -212,6 +230,11 @@ mod tests {
             ("/v1/queues/{queue}/dlq/{message_id}", "get"),
             ("/v1/queues/{queue}/dlq/{message_id}", "delete"),
             ("/v1/queues/{queue}/dlq/{message_id}/replay", "post"),
+            ("/v1/webhooks", "get"),
+            ("/v1/webhooks/{name}", "get"),
+            ("/v1/webhooks/{name}", "put"),
+            ("/v1/webhooks/{name}", "delete"),
+            ("/hooks/{name}", "post"),
             ("/v1/openapi.json", "get"),
             ("/healthz", "get"),
             ("/readyz", "get"),
@@ -224,7 +247,7 @@ mod tests {
         }
         assert_eq!(
             doc["paths"].as_object().unwrap().len(),
-            21,
+            24,
             "a route was added: list it above"
         );
         for schema in ["MessageIn", "ReceivedMessage", "QueueSpec", "ErrorBody"] {

@@ -15,15 +15,15 @@ use super::{ApiJson, ApiPath, AppState};
 use crate::error::ApiError;
 
 /// The wire form of a queue.
-pub fn queue_out(info: &QueueInfo) -> QueueOut {
+pub fn queue_out(app: &AppState, info: &QueueInfo) -> QueueOut {
     QueueOut {
         name: info.name.clone(),
         config: QueueConfigOut::from(&info.config),
-        stats: stats_out(info),
+        stats: stats_out(app, info),
     }
 }
 
-fn stats_out(info: &QueueInfo) -> QueueStatsOut {
+fn stats_out(app: &AppState, info: &QueueInfo) -> QueueStatsOut {
     let depth = &info.depth;
     let counters = depth.counters;
     QueueStatsOut {
@@ -53,6 +53,7 @@ fn stats_out(info: &QueueInfo) -> QueueStatsOut {
             p95: depth.recent.latency.p95_ms,
             p99: depth.recent.latency.p99_ms,
         }),
+        push: app.push.stats(&info.name),
     }
 }
 
@@ -73,7 +74,7 @@ fn throughput_out(counts: Throughput, seconds: f64) -> ThroughputOut {
 pub async fn list(State(app): State<AppState>) -> Result<Json<QueueListOut>, ApiError> {
     let queues = app.store.queue_list(app.now_ms()).await?;
     Ok(Json(QueueListOut {
-        queues: queues.iter().map(queue_out).collect(),
+        queues: queues.iter().map(|info| queue_out(&app, info)).collect(),
     }))
 }
 
@@ -94,6 +95,9 @@ pub async fn put(
         Err(error) => return Err(error.into()),
     };
     let config = spec.apply_to(base).map_err(ApiError::invalid_field)?;
+    if let Some(push) = &config.push {
+        crate::push::validate(push).map_err(ApiError::invalid_field)?;
+    }
     if config.dead_letter_queue.as_deref() == Some(name.as_str()) {
         return Err(ApiError::invalid_field(
             "dead_letter_queue: a queue cannot be its own dead-letter queue",
@@ -107,10 +111,11 @@ pub async fn put(
             now_ms,
         })
         .await?;
+    app.push.refresh();
     let info = app.store.queue_get(&name, now_ms).await?;
     Ok(Json(QueuePutOut {
         created: put.created,
-        queue: queue_out(&info),
+        queue: queue_out(&app, &info),
     }))
 }
 
@@ -122,7 +127,7 @@ pub async fn get_one(
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<QueueOut>, ApiError> {
     let info = app.store.queue_get(&name, app.now_ms()).await?;
-    Ok(Json(queue_out(&info)))
+    Ok(Json(queue_out(&app, &info)))
 }
 
 /// `DELETE /v1/queues/{queue}`: the queue and its messages; its dead-letter queue stays.
@@ -133,6 +138,7 @@ pub async fn delete(
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<QueueDeleteOut>, ApiError> {
     let messages_removed = app.store.queue_delete(&name).await?;
+    app.push.refresh();
     Ok(Json(QueueDeleteOut {
         deleted: true,
         messages_removed,
@@ -147,7 +153,7 @@ pub async fn stats(
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<QueueStatsOut>, ApiError> {
     let info = app.store.queue_get(&name, app.now_ms()).await?;
-    Ok(Json(stats_out(&info)))
+    Ok(Json(stats_out(&app, &info)))
 }
 
 /// `POST /v1/queues/{queue}/pause`: deliveries stop; enqueues are still stored.
@@ -173,7 +179,7 @@ pub async fn resume(
 async fn set_paused(app: &AppState, name: &str, paused: bool) -> Result<Json<QueueOut>, ApiError> {
     app.store.queue_pause(name, paused).await?;
     let info = app.store.queue_get(name, app.now_ms()).await?;
-    Ok(Json(queue_out(&info)))
+    Ok(Json(queue_out(app, &info)))
 }
 
 /// `POST /v1/queues/{queue}/purge`: removes every message that is not in flight.

@@ -1,0 +1,113 @@
+//! Webhook endpoint administration: list, define, show, delete. Senders post to `/hooks/{name}`
+//! (`crate::webhooks::ingress`).
+
+use axum::Json;
+use axum::extract::State;
+use serde::Serialize;
+use sluice_core::wire::{WebhookListOut, WebhookOut, WebhookSpec};
+
+use super::{ApiJson, ApiPath, AppState};
+use crate::error::ApiError;
+use crate::webhooks::Endpoint;
+
+/// Answer to `PUT /v1/webhooks/{name}`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct WebhookPutOut {
+    /// False when an existing endpoint was replaced (its counters start again).
+    pub created: bool,
+    /// The endpoint as it is now.
+    pub webhook: WebhookOut,
+}
+
+/// Answer to `DELETE /v1/webhooks/{name}`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct WebhookDeleteOut {
+    /// Always true.
+    pub deleted: bool,
+}
+
+/// The wire form of an endpoint.
+pub fn webhook_out(endpoint: &Endpoint) -> WebhookOut {
+    WebhookOut {
+        name: endpoint.name.clone(),
+        path: format!("/hooks/{}", endpoint.name),
+        spec: endpoint.spec.clone(),
+        stats: endpoint.stats.out(),
+    }
+}
+
+/// Compiles, stores and serves a definition. Shared by the API and the config file.
+pub async fn define(app: &AppState, name: &str, spec: WebhookSpec) -> Result<bool, ApiError> {
+    let endpoint = Endpoint::compile(name, spec).map_err(ApiError::invalid_field)?;
+    app.store
+        .queue_get(&endpoint.spec.queue, app.now_ms())
+        .await?;
+    let stored = serde_json::to_string(&endpoint.spec)
+        .map_err(|e| ApiError::invalid_field(format!("cannot store the definition: {e}")))?;
+    app.store.webhook_put(name, stored, app.now_ms()).await?;
+    Ok(app.webhooks.insert(endpoint))
+}
+
+/// `GET /v1/webhooks`
+#[utoipa::path(get, path = "/v1/webhooks", responses((status = 200, body = WebhookListOut)))]
+pub async fn list(State(app): State<AppState>) -> Json<WebhookListOut> {
+    Json(WebhookListOut {
+        webhooks: app
+            .webhooks
+            .list()
+            .iter()
+            .map(|endpoint| webhook_out(endpoint))
+            .collect(),
+    })
+}
+
+/// `PUT /v1/webhooks/{name}`: define or replace an endpoint.
+#[utoipa::path(put, path = "/v1/webhooks/{name}", params(("name" = String, Path)), request_body = WebhookSpec,
+    responses((status = 200, body = WebhookPutOut), (status = 400, body = sluice_core::wire::ErrorBody),
+        (status = 404, description = "the queue does not exist", body = sluice_core::wire::ErrorBody),
+        (status = 422, description = "a field, expression or secret is wrong; the message says which", body = sluice_core::wire::ErrorBody)))]
+pub async fn put(
+    State(app): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(spec): ApiJson<WebhookSpec>,
+) -> Result<Json<WebhookPutOut>, ApiError> {
+    let created = define(&app, &name, spec).await?;
+    let endpoint = app
+        .webhooks
+        .get(&name)
+        .ok_or_else(|| ApiError::unavailable("the endpoint vanished while it was defined"))?;
+    Ok(Json(WebhookPutOut {
+        created,
+        webhook: webhook_out(&endpoint),
+    }))
+}
+
+/// `GET /v1/webhooks/{name}`: the definition and its counters.
+#[utoipa::path(get, path = "/v1/webhooks/{name}", params(("name" = String, Path)),
+    responses((status = 200, body = WebhookOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+pub async fn get_one(
+    State(app): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<WebhookOut>, ApiError> {
+    let endpoint = app.webhooks.get(&name).ok_or_else(|| not_found(&name))?;
+    Ok(Json(webhook_out(&endpoint)))
+}
+
+/// `DELETE /v1/webhooks/{name}`
+#[utoipa::path(delete, path = "/v1/webhooks/{name}", params(("name" = String, Path)),
+    responses((status = 200, body = WebhookDeleteOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+pub async fn delete(
+    State(app): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<WebhookDeleteOut>, ApiError> {
+    let stored = app.store.webhook_delete(&name).await?;
+    let served = app.webhooks.remove(&name);
+    if !stored && !served {
+        return Err(not_found(&name));
+    }
+    Ok(Json(WebhookDeleteOut { deleted: true }))
+}
+
+fn not_found(name: &str) -> ApiError {
+    ApiError::not_found_code("webhook_not_found", format!("no webhook endpoint {name:?}"))
+}

@@ -1,0 +1,559 @@
+//! Push delivery: for every queue with a `push` destination, a worker leases messages and calls
+//! the destination, so a team needs no consumer code.
+//!
+//! A worker claims through the store like any consumer, so `max_in_flight`, `rate_limit`,
+//! per-key order and pause hold for pushes too; it waits on the queue's wake-ups like a long
+//! poll. 2xx acks. 408, 429, 5xx, redirects, timeouts and connection errors are retried with the
+//! queue's backoff (a longer `Retry-After` wins); other 4xx dead-letter at once unless the
+//! destination sets `retry_client_errors`. The status and the first bytes of the answer become
+//! the message's `last_error`. A supervisor starts, restarts (on a configuration change) and
+//! stops workers as queues change.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde_json::Value;
+use sluice_core::message::ClaimedMessage;
+use sluice_core::meter::Meter;
+use sluice_core::queue::QueueConfig;
+use sluice_core::store::{AckParams, ClaimParams, NackParams};
+use sluice_core::wire::{LatencyOut, PushSpec, PushStatsOut, time_out};
+use sluice_core::{Clock, Store};
+use sluice_webhooks::expr::Expr;
+use sluice_webhooks::sign::StandardSigner;
+use tokio::sync::{Notify, Semaphore};
+
+use crate::secrets;
+
+/// How often the supervisor looks for queues whose push settings changed.
+const SUPERVISE_INTERVAL: Duration = Duration::from_millis(500);
+/// Default requests in flight per destination.
+const CONCURRENCY_DEFAULT: u32 = 16;
+/// Default request timeout.
+const TIMEOUT_MS_DEFAULT: i64 = 10_000;
+/// Bytes of a failed answer kept in `last_error`.
+const ERROR_BODY_BYTES: usize = 256;
+/// Longest a transform may run.
+const TRANSFORM_TIME_LIMIT: Duration = Duration::from_secs(1);
+/// Longest `Retry-After` honoured.
+const RETRY_AFTER_MAX_MS: i64 = 24 * 60 * 60 * 1000;
+
+/// What a destination did since start.
+#[derive(Debug, Default)]
+pub struct PushStats {
+    delivered: AtomicU64,
+    retried: AtomicU64,
+    failed_permanently: AtomicU64,
+    in_flight: AtomicU64,
+    last: Mutex<(Option<u16>, Option<String>)>,
+    latency: Mutex<Meter>,
+}
+
+impl PushStats {
+    fn out(&self, now_ms: i64) -> PushStatsOut {
+        let (last_status, last_error) = self.last.lock().clone();
+        let latency = self.latency.lock().recent(now_ms).latency;
+        PushStatsOut {
+            delivered: self.delivered.load(Ordering::Relaxed),
+            retried: self.retried.load(Ordering::Relaxed),
+            failed_permanently: self.failed_permanently.load(Ordering::Relaxed),
+            in_flight: self.in_flight.load(Ordering::Relaxed),
+            last_status,
+            last_error,
+            latency_ms: (latency.samples > 0).then_some(LatencyOut {
+                samples: latency.samples,
+                p50: latency.p50_ms,
+                p95: latency.p95_ms,
+                p99: latency.p99_ms,
+            }),
+        }
+    }
+}
+
+/// A running worker and what it was started with.
+struct Worker {
+    config: QueueConfig,
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// All push workers of the server.
+pub struct Dispatcher {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    http: reqwest::Client,
+    workers: Mutex<HashMap<String, Worker>>,
+    /// Stats outlive worker restarts, so counters do not reset on a config change.
+    stats: Mutex<HashMap<String, Arc<PushStats>>>,
+    /// Wakes the supervisor after a queue changed.
+    changed: Notify,
+    shutting_down: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Dispatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dispatcher").finish_non_exhaustive()
+    }
+}
+
+/// What a worker needs, compiled once.
+struct Destination {
+    queue: String,
+    spec: Arc<PushSpec>,
+    config: QueueConfig,
+    method: reqwest::Method,
+    timeout: Duration,
+    transform: Option<Expr>,
+    signer: Option<StandardSigner>,
+    stats: Arc<PushStats>,
+}
+
+/// Checks a push destination the way a worker will use it: the transform compiles and the
+/// signing secret can be read and decoded. Called when a queue is defined.
+pub fn validate(spec: &PushSpec) -> Result<(), String> {
+    compile(spec).map(|_| ())
+}
+
+fn compile(spec: &PushSpec) -> Result<(Option<Expr>, Option<StandardSigner>), String> {
+    let transform = spec
+        .transform
+        .as_deref()
+        .map(|source| Expr::compile(source).map_err(|e| format!("push.transform: {e}")))
+        .transpose()?;
+    let signer = spec
+        .signing_secret
+        .as_ref()
+        .map(|reference| {
+            let secret = secrets::resolve(reference, "push.signing_secret")?;
+            StandardSigner::new(&secret).map_err(|e| format!("push.signing_secret: {e}"))
+        })
+        .transpose()?;
+    Ok((transform, signer))
+}
+
+impl Dispatcher {
+    /// A dispatcher with no workers yet; [`Dispatcher::run`] supervises them.
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        shutting_down: Arc<AtomicBool>,
+    ) -> Result<Arc<Self>, String> {
+        let http = reqwest::Client::builder()
+            // A redirect is a failure (Standard Webhooks' advice): the destination moved.
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("sluice/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .map_err(|e| format!("cannot build the push HTTP client: {e}"))?;
+        Ok(Arc::new(Self {
+            store,
+            clock,
+            http,
+            workers: Mutex::new(HashMap::new()),
+            stats: Mutex::new(HashMap::new()),
+            changed: Notify::new(),
+            shutting_down,
+        }))
+    }
+
+    /// The stats of a queue's destination, if it has one.
+    pub fn stats(&self, queue: &str) -> Option<PushStatsOut> {
+        self.workers.lock().get(queue)?;
+        let stats = self.stats.lock().get(queue).cloned()?;
+        Some(stats.out(self.clock.now_ms()))
+    }
+
+    /// Asks the supervisor to look at the queues now (after a queue was changed).
+    pub fn refresh(&self) {
+        self.changed.notify_one();
+    }
+
+    /// Supervises workers until shutdown, then stops them.
+    pub async fn run(self: Arc<Self>) {
+        while !self.shutting_down.load(Ordering::SeqCst) {
+            self.supervise().await;
+            tokio::select! {
+                _ = self.changed.notified() => {}
+                _ = tokio::time::sleep(SUPERVISE_INTERVAL) => {}
+            }
+        }
+        for (_, worker) in self.workers.lock().drain() {
+            worker.stop.store(true, Ordering::SeqCst);
+        }
+    }
+
+    async fn supervise(self: &Arc<Self>) {
+        let queues = match self.store.queue_list(self.clock.now_ms()).await {
+            Ok(queues) => queues,
+            Err(error) => {
+                tracing::warn!(%error, "push supervisor cannot list queues");
+                return;
+            }
+        };
+        let mut workers = self.workers.lock();
+        let wanted: HashMap<&str, &QueueConfig> = queues
+            .iter()
+            .filter(|info| info.config.push.is_some())
+            .map(|info| (info.name.as_str(), &info.config))
+            .collect();
+        workers.retain(|name, worker| {
+            let keep =
+                wanted.get(name.as_str()) == Some(&&worker.config) && !worker.task.is_finished();
+            if !keep {
+                worker.stop.store(true, Ordering::SeqCst);
+                self.store.notifier().wake(name);
+            }
+            keep
+        });
+        for (name, config) in wanted {
+            if workers.contains_key(name) {
+                continue;
+            }
+            let Some(spec) = config.push.clone() else {
+                continue;
+            };
+            let (transform, signer) = match compile(&spec) {
+                Ok(compiled) => compiled,
+                Err(error) => {
+                    tracing::error!(queue = name, %error, "push destination cannot start");
+                    continue;
+                }
+            };
+            let stats = self
+                .stats
+                .lock()
+                .entry(name.to_owned())
+                .or_default()
+                .clone();
+            let destination = Arc::new(Destination {
+                queue: name.to_owned(),
+                method: spec
+                    .method
+                    .as_deref()
+                    .unwrap_or("POST")
+                    .parse()
+                    .unwrap_or(reqwest::Method::POST),
+                timeout: Duration::from_millis(
+                    spec.timeout_ms.unwrap_or(TIMEOUT_MS_DEFAULT).max(1) as u64,
+                ),
+                spec,
+                config: config.clone(),
+                transform,
+                signer,
+                stats,
+            });
+            let stop = Arc::new(AtomicBool::new(false));
+            let task = tokio::spawn(self.clone().work(destination, stop.clone()));
+            tracing::info!(queue = name, "push worker started");
+            workers.insert(
+                name.to_owned(),
+                Worker {
+                    config: config.clone(),
+                    stop,
+                    task,
+                },
+            );
+        }
+    }
+
+    /// Leases messages and hands each to a delivery task, keeping at most `concurrency` out.
+    async fn work(self: Arc<Self>, destination: Arc<Destination>, stop: Arc<AtomicBool>) {
+        let concurrency = destination
+            .spec
+            .concurrency
+            .or(destination.config.max_in_flight)
+            .unwrap_or(CONCURRENCY_DEFAULT)
+            .max(1) as usize;
+        let slots = Arc::new(Semaphore::new(concurrency));
+        // The lease outlasts the request, so a slow destination is not called twice at once.
+        let lease_ms = destination
+            .config
+            .visibility_timeout_ms
+            .max(destination.timeout.as_millis() as i64 + 5_000);
+        let notify = self.store.notifier().queue(&destination.queue);
+        let stopped = || stop.load(Ordering::SeqCst) || self.shutting_down.load(Ordering::SeqCst);
+        while !stopped() {
+            let Ok(first) = slots.clone().acquire_owned().await else {
+                break;
+            };
+            let woken = notify.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            let now_ms = self.clock.now_ms();
+            let claim = self
+                .store
+                .message_claim(ClaimParams {
+                    queue: destination.queue.clone(),
+                    max: (1 + slots.available_permits()).min(100),
+                    lease_ms: Some(lease_ms),
+                    now_ms,
+                })
+                .await;
+            let claim = match claim {
+                Ok(claim) => claim,
+                Err(error) => {
+                    tracing::warn!(queue = %destination.queue, %error, "push worker cannot claim");
+                    drop(first);
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            if claim.messages.is_empty() {
+                drop(first);
+                let wait = claim
+                    .next_change_at_ms
+                    .map_or(Duration::from_secs(1), |at| {
+                        Duration::from_millis((at - now_ms).clamp(1, 1_000) as u64)
+                    });
+                tokio::select! {
+                    _ = woken => {}
+                    _ = tokio::time::sleep(wait) => {}
+                }
+                continue;
+            }
+            let mut first = Some(first);
+            for message in claim.messages {
+                // Only this loop takes slots, so the ones counted above are still free.
+                let permit = match first.take() {
+                    Some(permit) => permit,
+                    None => match slots.clone().try_acquire_owned() {
+                        Ok(permit) => permit,
+                        Err(_) => slots.clone().acquire_owned().await.expect("never closed"),
+                    },
+                };
+                let dispatcher = self.clone();
+                let destination = destination.clone();
+                tokio::spawn(async move {
+                    dispatcher.deliver(&destination, message).await;
+                    drop(permit);
+                });
+            }
+        }
+    }
+
+    /// One request to the destination, and the ack or nack that follows from its answer.
+    async fn deliver(&self, destination: &Destination, message: ClaimedMessage) {
+        let stats = &destination.stats;
+        stats.in_flight.fetch_add(1, Ordering::Relaxed);
+        let started_ms = self.clock.now_ms();
+        let outcome = self.call(destination, &message).await;
+        stats.in_flight.fetch_sub(1, Ordering::Relaxed);
+        let now_ms = self.clock.now_ms();
+        stats.latency.lock().acked(started_ms, now_ms);
+        let (status, error) = match &outcome {
+            Outcome::Delivered { status } => (Some(*status), None),
+            Outcome::Failed { status, error, .. } => (*status, Some(error.clone())),
+        };
+        {
+            let mut last = stats.last.lock();
+            last.0 = status.or(last.0);
+            if error.is_some() {
+                last.1 = error;
+            }
+        }
+        let result = match outcome {
+            Outcome::Delivered { .. } => {
+                stats.delivered.fetch_add(1, Ordering::Relaxed);
+                self.store
+                    .message_ack(AckParams {
+                        queue: destination.queue.clone(),
+                        receipts: vec![message.receipt],
+                        result: None,
+                        now_ms,
+                    })
+                    .await
+                    .map(|_| ())
+            }
+            Outcome::Failed {
+                error,
+                permanent,
+                retry_after_ms,
+                ..
+            } => {
+                if permanent {
+                    stats.failed_permanently.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    stats.retried.fetch_add(1, Ordering::Relaxed);
+                }
+                let backoff_ms = destination.config.backoff.delay_ms(message.attempts);
+                self.store
+                    .message_nack(NackParams {
+                        queue: destination.queue.clone(),
+                        receipt: message.receipt,
+                        error: Some(error),
+                        delay_ms: Some(retry_after_ms.map_or(backoff_ms, |ms| ms.max(backoff_ms))),
+                        // A queue without a DLQ retries even "permanent" failures.
+                        permanent: permanent && destination.config.dead_letter_queue.is_some(),
+                        now_ms,
+                    })
+                    .await
+                    .map(|_| ())
+            }
+        };
+        if let Err(error) = result {
+            tracing::warn!(queue = %destination.queue, message_id = %message.message_id, %error, "push result not recorded; the lease will run out and the message goes out again");
+        }
+    }
+
+    async fn call(&self, destination: &Destination, message: &ClaimedMessage) -> Outcome {
+        let spec = &destination.spec;
+        let (body, content_type) = match self.request_body(destination, message).await {
+            Ok(body) => body,
+            Err(error) => {
+                return Outcome::Failed {
+                    status: None,
+                    error,
+                    permanent: true,
+                    retry_after_ms: None,
+                };
+            }
+        };
+        let mut request = self
+            .http
+            .request(destination.method.clone(), &spec.url)
+            .timeout(destination.timeout)
+            .header(reqwest::header::CONTENT_TYPE, content_type)
+            .header("sluice-message-id", message.message_id.to_string())
+            .header("sluice-attempt", message.attempts.to_string())
+            .header("sluice-queue", destination.queue.as_str());
+        if let Some(key) = &message.idempotency_key {
+            request = request.header("idempotency-key", key.as_str());
+        }
+        for (name, value) in spec.headers.iter().flatten() {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        if let Some(signer) = &destination.signer {
+            let timestamp_s = self.clock.now_ms().div_euclid(1000);
+            for (name, value) in signer.headers(&message.message_id.to_string(), timestamp_s, &body)
+            {
+                request = request.header(name, value);
+            }
+        }
+        let response = match request.body(body).send().await {
+            Ok(response) => response,
+            Err(error) => {
+                let error = if error.is_timeout() {
+                    format!("timed out after {} ms", destination.timeout.as_millis())
+                } else if error.is_connect() {
+                    format!("cannot connect to {}: {}", spec.url, root_cause(&error))
+                } else {
+                    format!("request failed: {}", root_cause(&error))
+                };
+                return Outcome::Failed {
+                    status: None,
+                    error,
+                    permanent: false,
+                    retry_after_ms: None,
+                };
+            }
+        };
+        let status = response.status();
+        if status.is_success() {
+            return Outcome::Delivered {
+                status: status.as_u16(),
+            };
+        }
+        let retry_after_ms = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .map(|seconds| (seconds * 1000).clamp(0, RETRY_AFTER_MAX_MS));
+        let snippet = read_prefix(response, ERROR_BODY_BYTES).await;
+        let code = status.as_u16();
+        let retryable =
+            matches!(code, 408 | 429) || status.is_server_error() || status.is_redirection();
+        Outcome::Failed {
+            status: Some(code),
+            error: if snippet.is_empty() {
+                format!("HTTP {code}")
+            } else {
+                format!("HTTP {code}: {snippet}")
+            },
+            permanent: !retryable && !spec.retry_client_errors.unwrap_or(false),
+            retry_after_ms,
+        }
+    }
+
+    /// The request body: the message body as stored, or the transform's output.
+    async fn request_body(
+        &self,
+        destination: &Destination,
+        message: &ClaimedMessage,
+    ) -> Result<(Vec<u8>, &'static str), String> {
+        let payload = &message.payload;
+        let Some(transform) = &destination.transform else {
+            let content_type = if payload.body_kind == 0 {
+                "application/json"
+            } else {
+                "application/octet-stream"
+            };
+            return Ok((payload.body_bytes.clone(), content_type));
+        };
+        let body: Value = if payload.body_kind == 0 {
+            serde_json::from_slice(&payload.body_bytes).unwrap_or(Value::Null)
+        } else {
+            use base64::Engine;
+            Value::String(base64::engine::general_purpose::STANDARD.encode(&payload.body_bytes))
+        };
+        let input = serde_json::json!({
+            "body": body,
+            "headers": payload.headers,
+            "message_id": message.message_id.to_string(),
+            "attempts": message.attempts,
+            "enqueued_at": time_out(message.enqueued_at_ms),
+            "key": message.key,
+            "id": message.idempotency_key,
+        });
+        let transform = transform.clone();
+        let work = tokio::task::spawn_blocking(move || transform.first(&input));
+        let output = match tokio::time::timeout(TRANSFORM_TIME_LIMIT, work).await {
+            Ok(Ok(Ok(Some(output)))) => output,
+            Ok(Ok(Ok(None))) => return Err("push transform produced no output".into()),
+            Ok(Ok(Err(error))) => return Err(format!("push transform failed: {error}")),
+            Ok(Err(_)) => return Err("push transform panicked".into()),
+            Err(_) => return Err("push transform ran longer than 1 s".into()),
+        };
+        let bytes = serde_json::to_vec(&output).map_err(|e| e.to_string())?;
+        Ok((bytes, "application/json"))
+    }
+}
+
+enum Outcome {
+    Delivered {
+        status: u16,
+    },
+    Failed {
+        status: Option<u16>,
+        error: String,
+        permanent: bool,
+        retry_after_ms: Option<i64>,
+    },
+}
+
+/// The first `max` bytes of an answer's body, as text on one line.
+async fn read_prefix(mut response: reqwest::Response, max: usize) -> String {
+    let mut bytes = Vec::new();
+    while bytes.len() < max {
+        match response.chunk().await {
+            Ok(Some(chunk)) => bytes.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    bytes.truncate(max);
+    String::from_utf8_lossy(&bytes)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = error;
+    while let Some(source) = cause.source() {
+        cause = source;
+    }
+    cause.to_string()
+}

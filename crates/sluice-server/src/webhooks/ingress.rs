@@ -1,0 +1,562 @@
+//! `POST /hooks/{name}`: verify, shape, enqueue, answer `202 Accepted`.
+//!
+//! The order matters: the size limit and the signature are checked on the raw bytes before
+//! anything is parsed or stored; a body that cannot become a valid message (not JSON where JSON
+//! is required, a failing expression, a schema violation) is stored in the queue's dead-letter
+//! queue with the reason instead of being bounced, so nothing a sender delivered is lost.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::{Body, Bytes};
+use axum::extract::{ConnectInfo, Path, State};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+use sluice_core::Millis;
+use sluice_core::message::{DeadLetterInfo, NewMessage, Payload};
+use sluice_core::queue::{QueueConfig, limits};
+use sluice_core::store::{EnqueueParams, StoreError};
+use sluice_core::wire::{WebhookReceiptOut, time_out};
+use sluice_webhooks::verify::Request;
+
+use super::{Endpoint, IdSource, Outcome};
+use crate::api::AppState;
+use crate::error::ApiError;
+
+/// Longest time the expressions of one request may run.
+const EXPRESSION_TIME_LIMIT: Duration = Duration::from_secs(1);
+/// Request headers never stored with a message.
+const HEADERS_NOT_STORED: [&str; 4] = [
+    "authorization",
+    "cookie",
+    "proxy-authorization",
+    "x-api-key",
+];
+/// Most headers stored with a message (the message limits).
+const STORED_HEADERS_MAX: usize = 64;
+const STORED_HEADER_BYTES_MAX: usize = 64 * 1024;
+
+/// What the expressions made of an event.
+#[derive(Debug, Default)]
+struct Shaped {
+    keep: bool,
+    idempotency_key: Option<String>,
+    body: Option<Value>,
+    key: Option<String>,
+    priority: Option<i32>,
+}
+
+/// `POST /hooks/{name}`
+#[utoipa::path(post, path = "/hooks/{name}", params(("name" = String, Path, description = "Webhook endpoint")),
+    request_body(content = Object, description = "The sender's payload, as it signs it"),
+    responses(
+        (status = 202, description = "Stored (or dead-lettered, see `dead_lettered`)", body = WebhookReceiptOut),
+        (status = 200, description = "A duplicate delivery, or ignored by the filter", body = WebhookReceiptOut),
+        (status = 401, description = "Signature missing, wrong or stale", body = sluice_core::wire::ErrorBody),
+        (status = 404, body = sluice_core::wire::ErrorBody), (status = 413, body = sluice_core::wire::ErrorBody),
+        (status = 503, description = "queue_full, with Retry-After", body = sluice_core::wire::ErrorBody)))]
+pub async fn receive(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let Some(endpoint) = app.webhooks.get(&name) else {
+        return ApiError::not_found_code(
+            "webhook_not_found",
+            format!("no webhook endpoint {name:?}"),
+        )
+        .into_response();
+    };
+    match handle(&app, &endpoint, peer, &uri, &headers, body).await {
+        Ok((status, outcome, receipt)) => {
+            endpoint.stats.count(outcome);
+            (status, Json(receipt)).into_response()
+        }
+        Err((reason, error)) => {
+            endpoint.stats.count(Outcome::Rejected(reason));
+            error.into_response()
+        }
+    }
+}
+
+type Handled = Result<(StatusCode, Outcome, WebhookReceiptOut), (&'static str, ApiError)>;
+
+async fn handle(
+    app: &AppState,
+    endpoint: &Arc<Endpoint>,
+    peer: SocketAddr,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: Body,
+) -> Handled {
+    let bytes = match axum::body::to_bytes(body, endpoint.max_body_bytes).await {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            return Err((
+                "too_large",
+                ApiError::too_large(format!(
+                    "the body is larger than this endpoint's max_body_bytes ({})",
+                    endpoint.max_body_bytes
+                )),
+            ));
+        }
+    };
+    let now_ms = app.now_ms();
+    if let Some(verifier) = &endpoint.verifier {
+        let url = signed_url(endpoint, uri, headers);
+        let request = Request {
+            url: &url,
+            headers,
+            body: &bytes,
+        };
+        if let Err(error) = verifier.verify(&request, now_ms.div_euclid(1000)) {
+            return Err((
+                error.code(),
+                ApiError::unauthorized(error.code(), error.to_string()),
+            ));
+        }
+    }
+    let config = app
+        .store
+        .queue_get(&endpoint.spec.queue, now_ms)
+        .await
+        .map_err(|e| ("queue_not_found", ApiError::from(e)))?
+        .config;
+    let event = Event::new(headers, uri, &bytes, peer, now_ms);
+    if let Some(parse_error) = &event.parse_error {
+        return dead_letter(
+            app,
+            endpoint,
+            &config,
+            &event,
+            &bytes,
+            parse_error.clone(),
+            now_ms,
+        )
+        .await;
+    }
+    let shaped = match shape(endpoint, &event).await {
+        Ok(shaped) => shaped,
+        Err(error) => {
+            return dead_letter(app, endpoint, &config, &event, &bytes, error, now_ms).await;
+        }
+    };
+    if !shaped.keep {
+        return Ok((
+            StatusCode::OK,
+            Outcome::Ignored,
+            WebhookReceiptOut {
+                ignored: Some(true),
+                ..WebhookReceiptOut::default()
+            },
+        ));
+    }
+    let body = shaped.body.clone().unwrap_or_else(|| event.body.clone());
+    if let Some(schema) = &config.schema {
+        let violations = schema.violations(&body);
+        if !violations.is_empty() {
+            let reasons: Vec<String> = violations
+                .iter()
+                .map(|v| format!("at {:?}: {}", v.path, v.reason))
+                .collect();
+            let error = format!("the body fails the queue's schema: {}", reasons.join("; "));
+            return dead_letter(app, endpoint, &config, &event, &bytes, error, now_ms).await;
+        }
+    }
+    let payload = match (&shaped.body, &event.body) {
+        // Not JSON, not transformed: stored as the bytes received.
+        (None, Value::String(_)) if event.raw => Payload {
+            body_bytes: bytes.to_vec(),
+            body_kind: 1,
+            headers: stored_headers(endpoint, headers),
+        },
+        _ => Payload {
+            body_bytes: serde_json::to_vec(&body).unwrap_or_default(),
+            body_kind: 0,
+            headers: stored_headers(endpoint, headers),
+        },
+    };
+    if payload.body_bytes.len() > config.max_message_bytes {
+        let error = format!(
+            "the message is {} bytes; the queue accepts at most {}",
+            payload.body_bytes.len(),
+            config.max_message_bytes
+        );
+        return dead_letter(app, endpoint, &config, &event, &bytes, error, now_ms).await;
+    }
+    let message = NewMessage {
+        idempotency_key: shaped.idempotency_key.clone(),
+        payload: Arc::new(payload),
+        key: shaped.key,
+        priority: shaped.priority.unwrap_or(0),
+        visible_at_ms: now_ms,
+        dead_letter: None,
+    };
+    let enqueued = enqueue(app, &endpoint.spec.queue, message, now_ms).await?;
+    if enqueued.created {
+        Ok((
+            StatusCode::ACCEPTED,
+            Outcome::Accepted,
+            WebhookReceiptOut {
+                queued: true,
+                message_id: Some(enqueued.message_id),
+                idempotency_key: shaped.idempotency_key,
+                ..WebhookReceiptOut::default()
+            },
+        ))
+    } else {
+        Ok((
+            StatusCode::OK,
+            Outcome::Duplicate,
+            WebhookReceiptOut {
+                queued: true,
+                message_id: Some(enqueued.message_id),
+                idempotency_key: shaped.idempotency_key,
+                duplicate: Some(true),
+                ..WebhookReceiptOut::default()
+            },
+        ))
+    }
+}
+
+async fn enqueue(
+    app: &AppState,
+    queue: &str,
+    message: NewMessage,
+    now_ms: Millis,
+) -> Result<sluice_core::store::Enqueued, (&'static str, ApiError)> {
+    let results = app
+        .store
+        .message_enqueue(EnqueueParams {
+            queue: queue.to_owned(),
+            messages: vec![message],
+            now_ms,
+        })
+        .await
+        .map_err(|error| {
+            let reason = match &error {
+                StoreError::QueueFull { .. } => "queue_full",
+                StoreError::QueueNotFound(_) => "queue_not_found",
+                _ => "unavailable",
+            };
+            (reason, ApiError::from(error))
+        })?;
+    results.into_iter().next().ok_or((
+        "unavailable",
+        ApiError::unavailable("the store returned no result"),
+    ))
+}
+
+/// Stores an event that cannot become a message straight into the queue's dead-letter queue,
+/// with the reason, so it can be inspected and replayed once the cause is fixed.
+async fn dead_letter(
+    app: &AppState,
+    endpoint: &Endpoint,
+    config: &QueueConfig,
+    event: &Event,
+    bytes: &Bytes,
+    error: String,
+    now_ms: Millis,
+) -> Handled {
+    let Some(dlq) = config.dead_letter_queue.clone() else {
+        return Err((
+            "invalid_event",
+            ApiError::invalid_field(format!(
+                "{error} (the queue {:?} has no dead-letter queue to keep it in)",
+                endpoint.spec.queue
+            )),
+        ));
+    };
+    let error = cut(error, limits::ERROR_BYTES_MAX);
+    let (body_bytes, body_kind) = match serde_json::from_slice::<Value>(bytes) {
+        Ok(_) => (bytes.to_vec(), 0),
+        Err(_) => (bytes.to_vec(), 1),
+    };
+    let message = NewMessage {
+        idempotency_key: None,
+        payload: Arc::new(Payload {
+            body_bytes,
+            body_kind,
+            headers: stored_headers(endpoint, &event.headers_map),
+        }),
+        key: None,
+        priority: 0,
+        visible_at_ms: now_ms,
+        dead_letter: Some(DeadLetterInfo {
+            source_queue: endpoint.spec.queue.clone(),
+            last_error: Some(error.clone()),
+            attempts: 0,
+            first_seen_at_ms: now_ms,
+            last_seen_at_ms: now_ms,
+        }),
+    };
+    let enqueued = enqueue(app, &dlq, message, now_ms).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Outcome::DeadLettered,
+        WebhookReceiptOut {
+            queued: false,
+            message_id: Some(enqueued.message_id),
+            dead_lettered: Some(true),
+            error: Some(error),
+            ..WebhookReceiptOut::default()
+        },
+    ))
+}
+
+/// The URL the sender signed (Twilio): the configured public URL, or this server's own, with
+/// the request's query.
+fn signed_url(endpoint: &Endpoint, uri: &Uri, headers: &HeaderMap) -> String {
+    let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
+    match &endpoint.spec.public_url {
+        Some(public) => format!("{}{query}", public.trim_end_matches('?')),
+        None => {
+            let host = headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or("localhost");
+            format!("http://{host}{}{query}", uri.path())
+        }
+    }
+}
+
+/// The event expressions see, and the body as parsed.
+struct Event {
+    /// `{"body", "headers", "query", "source_ip", "received_at"}`.
+    value: Value,
+    /// The body: JSON, form fields as an object, or the text.
+    body: Value,
+    /// True when the body is neither JSON nor a form (kept as bytes unless transformed).
+    raw: bool,
+    /// Why a body that had to be JSON is not.
+    parse_error: Option<String>,
+    headers_map: HeaderMap,
+}
+
+impl Event {
+    fn new(headers: &HeaderMap, uri: &Uri, bytes: &[u8], peer: SocketAddr, now_ms: Millis) -> Self {
+        let content_type = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        let mut parse_error = None;
+        let mut raw = false;
+        let body = if content_type.contains("json") {
+            serde_json::from_slice(bytes).unwrap_or_else(|e| {
+                parse_error = Some(format!("the body is not valid JSON ({content_type}): {e}"));
+                Value::String(String::from_utf8_lossy(bytes).into_owned())
+            })
+        } else if content_type.starts_with("application/x-www-form-urlencoded") {
+            Value::Object(
+                form_urlencoded::parse(bytes)
+                    .map(|(k, v)| (k.into_owned(), Value::String(v.into_owned())))
+                    .collect(),
+            )
+        } else {
+            serde_json::from_slice(bytes).unwrap_or_else(|_| {
+                raw = true;
+                Value::String(String::from_utf8_lossy(bytes).into_owned())
+            })
+        };
+        let header_values: serde_json::Map<String, Value> = headers
+            .iter()
+            .filter_map(|(name, value)| {
+                Some((
+                    name.as_str().to_owned(),
+                    Value::String(value.to_str().ok()?.to_owned()),
+                ))
+            })
+            .collect();
+        let query: serde_json::Map<String, Value> = uri
+            .query()
+            .map(|q| {
+                form_urlencoded::parse(q.as_bytes())
+                    .map(|(k, v)| (k.into_owned(), Value::String(v.into_owned())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let value = serde_json::json!({
+            "body": body,
+            "headers": header_values,
+            "query": query,
+            "source_ip": peer.ip().to_string(),
+            "received_at": time_out(now_ms),
+        });
+        Self {
+            value,
+            body,
+            raw,
+            parse_error,
+            headers_map: headers.clone(),
+        }
+    }
+}
+
+/// Runs the endpoint's expressions on a blocking thread with a time limit: a jq program can
+/// loop forever and cannot be interrupted, so it must never run on the async workers.
+async fn shape(endpoint: &Arc<Endpoint>, event: &Event) -> Result<Shaped, String> {
+    let header_id = |name: &str| {
+        event
+            .headers_map
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+    };
+    if !endpoint.has_expressions() {
+        return Ok(Shaped {
+            keep: true,
+            idempotency_key: match &endpoint.id_source {
+                IdSource::Header(name) => header_id(name),
+                _ => None,
+            },
+            ..Shaped::default()
+        });
+    }
+    let header_key = match &endpoint.id_source {
+        IdSource::Header(name) => header_id(name),
+        _ => None,
+    };
+    let endpoint = endpoint.clone();
+    let input = event.value.clone();
+    let work = tokio::task::spawn_blocking(move || run_expressions(&endpoint, &input));
+    let mut shaped = match tokio::time::timeout(EXPRESSION_TIME_LIMIT, work).await {
+        Ok(Ok(result)) => result?,
+        Ok(Err(_)) => return Err("an expression panicked".into()),
+        Err(_) => {
+            return Err(format!(
+                "the endpoint's expressions ran longer than {} ms",
+                EXPRESSION_TIME_LIMIT.as_millis()
+            ));
+        }
+    };
+    if shaped.idempotency_key.is_none() {
+        shaped.idempotency_key = header_key;
+    }
+    Ok(shaped)
+}
+
+fn run_expressions(endpoint: &Endpoint, input: &Value) -> Result<Shaped, String> {
+    if let Some(filter) = &endpoint.filter {
+        let keep = filter
+            .first(input)
+            .map_err(|e| format!("filter failed: {e}"))?
+            .is_some_and(|v| !matches!(v, Value::Null | Value::Bool(false)));
+        if !keep {
+            return Ok(Shaped::default());
+        }
+    }
+    let idempotency_key = match &endpoint.id_source {
+        IdSource::Expression(expr) => expr
+            .first(input)
+            .map_err(|e| format!("idempotency expression failed: {e}"))?
+            .and_then(|v| scalar_text(&v)),
+        _ => None,
+    };
+    let body = match &endpoint.transform {
+        Some(transform) => Some(
+            transform
+                .first(input)
+                .map_err(|e| format!("transform failed: {e}"))?
+                .ok_or("transform produced no output")?,
+        ),
+        None => None,
+    };
+    let key = match &endpoint.key {
+        Some(expr) => expr
+            .first(input)
+            .map_err(|e| format!("key expression failed: {e}"))?
+            .and_then(|v| scalar_text(&v)),
+        None => None,
+    };
+    let priority = match &endpoint.priority {
+        Some(expr) => match expr
+            .first(input)
+            .map_err(|e| format!("priority expression failed: {e}"))?
+        {
+            None | Some(Value::Null) => None,
+            Some(Value::Number(n)) => Some(
+                n.as_i64()
+                    .and_then(|n| i32::try_from(n).ok())
+                    .ok_or_else(|| format!("priority expression gave {n}, not a 32-bit integer"))?,
+            ),
+            Some(other) => return Err(format!("priority expression gave {other}, not an integer")),
+        },
+        None => None,
+    };
+    for (field, value) in [("idempotency key", &idempotency_key), ("key", &key)] {
+        if value
+            .as_ref()
+            .is_some_and(|v| v.len() > limits::KEY_BYTES_MAX)
+        {
+            return Err(format!(
+                "the {field} is longer than {} bytes",
+                limits::KEY_BYTES_MAX
+            ));
+        }
+    }
+    Ok(Shaped {
+        keep: true,
+        idempotency_key,
+        body,
+        key,
+        priority,
+    })
+}
+
+/// A string or number as text; anything else is no key.
+fn scalar_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// The request headers kept with the message (lowercase names), within the message limits,
+/// without credentials; plus `sluice-webhook: <endpoint>`.
+fn stored_headers(endpoint: &Endpoint, headers: &HeaderMap) -> BTreeMap<String, String> {
+    let mut stored = BTreeMap::new();
+    stored.insert("sluice-webhook".to_owned(), endpoint.name.clone());
+    let mut bytes = 0;
+    for (name, value) in headers {
+        let name = name.as_str();
+        if HEADERS_NOT_STORED.contains(&name) || stored.len() >= STORED_HEADERS_MAX {
+            continue;
+        }
+        let Ok(value) = value.to_str() else {
+            continue;
+        };
+        if bytes + name.len() + value.len() > STORED_HEADER_BYTES_MAX {
+            continue;
+        }
+        bytes += name.len() + value.len();
+        stored
+            .entry(name.to_owned())
+            .and_modify(|existing: &mut String| {
+                existing.push_str(", ");
+                existing.push_str(value);
+            })
+            .or_insert_with(|| value.to_owned());
+    }
+    stored
+}
+
+fn cut(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
+}

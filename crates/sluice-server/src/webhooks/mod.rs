@@ -1,0 +1,302 @@
+//! Webhook endpoints: definitions compiled into verifiers and expressions ([`Endpoint`]), the
+//! set of them the server serves ([`Registry`]), and the ingress route ([`ingress`]).
+//!
+//! Definitions come from the config file (applied at every start) and the admin API; both are
+//! stored, so endpoints defined over the API survive restarts. Secrets are read from their
+//! environment variables or files when a definition is compiled.
+
+pub mod ingress;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::{Mutex, RwLock};
+use sluice_core::queue::validate_queue_name;
+use sluice_core::wire::{IdempotencySpec, VerifySpec, WebhookSpec, WebhookStatsOut};
+use sluice_webhooks::expr::Expr;
+use sluice_webhooks::verify::{GenericHmac, HmacAlgorithm, Scheme, SignatureEncoding, Verifier};
+
+use crate::secrets;
+
+/// Default largest webhook body.
+pub const MAX_BODY_BYTES_DEFAULT: usize = 1024 * 1024;
+/// Largest body an endpoint may accept.
+pub const MAX_BODY_BYTES_MAX: usize = 10 * 1024 * 1024;
+/// Default clock tolerance of timestamped schemes.
+pub const TOLERANCE_S_DEFAULT: i64 = 300;
+
+/// Where an endpoint takes a message's idempotency key from.
+#[derive(Debug, Clone)]
+pub enum IdSource {
+    /// A request header (case-insensitive).
+    Header(String),
+    /// An expression over the event.
+    Expression(Expr),
+    /// No key: every delivery is a new message.
+    None,
+}
+
+/// Counts of one endpoint since start.
+#[derive(Debug, Default)]
+pub struct EndpointStats {
+    received: AtomicU64,
+    accepted: AtomicU64,
+    duplicates: AtomicU64,
+    ignored: AtomicU64,
+    dead_lettered: AtomicU64,
+    rejected: Mutex<BTreeMap<String, u64>>,
+}
+
+/// What became of one request.
+#[derive(Debug, Clone, Copy)]
+pub enum Outcome {
+    Accepted,
+    Duplicate,
+    Ignored,
+    DeadLettered,
+    Rejected(&'static str),
+}
+
+impl EndpointStats {
+    /// Counts a request and its outcome.
+    pub fn count(&self, outcome: Outcome) {
+        self.received.fetch_add(1, Ordering::Relaxed);
+        let counter = match outcome {
+            Outcome::Accepted => &self.accepted,
+            Outcome::Duplicate => &self.duplicates,
+            Outcome::Ignored => &self.ignored,
+            Outcome::DeadLettered => &self.dead_lettered,
+            Outcome::Rejected(reason) => {
+                *self.rejected.lock().entry(reason.to_owned()).or_default() += 1;
+                return;
+            }
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The wire form.
+    pub fn out(&self) -> WebhookStatsOut {
+        WebhookStatsOut {
+            received: self.received.load(Ordering::Relaxed),
+            accepted: self.accepted.load(Ordering::Relaxed),
+            duplicates: self.duplicates.load(Ordering::Relaxed),
+            ignored: self.ignored.load(Ordering::Relaxed),
+            dead_lettered: self.dead_lettered.load(Ordering::Relaxed),
+            rejected: self.rejected.lock().clone(),
+        }
+    }
+}
+
+/// A compiled endpoint.
+#[derive(Debug)]
+pub struct Endpoint {
+    /// Its name (the path segment of `/hooks/{name}`).
+    pub name: String,
+    /// The definition it was compiled from.
+    pub spec: WebhookSpec,
+    /// `None` for `scheme = "none"`.
+    pub verifier: Option<Verifier>,
+    /// Idempotency key source.
+    pub id_source: IdSource,
+    /// Keep events whose first output is truthy.
+    pub filter: Option<Expr>,
+    /// The stored body.
+    pub transform: Option<Expr>,
+    /// The message key.
+    pub key: Option<Expr>,
+    /// The message priority.
+    pub priority: Option<Expr>,
+    /// Largest body.
+    pub max_body_bytes: usize,
+    /// Counters.
+    pub stats: EndpointStats,
+}
+
+impl Endpoint {
+    /// True when any expression runs on the event.
+    pub fn has_expressions(&self) -> bool {
+        self.filter.is_some()
+            || self.transform.is_some()
+            || self.key.is_some()
+            || self.priority.is_some()
+            || matches!(self.id_source, IdSource::Expression(_))
+    }
+
+    /// Compiles a definition: the scheme, its secrets (read now), every expression. The error
+    /// names the field and what is wrong with it.
+    pub fn compile(name: &str, spec: WebhookSpec) -> Result<Self, String> {
+        validate_queue_name(name).map_err(|e| e.replace("queue name", "webhook name"))?;
+        validate_queue_name(&spec.queue).map_err(|e| format!("queue: {e}"))?;
+        let (scheme, verifier) = compile_verify(&spec.verify)?;
+        let compile = |field: &str, source: &Option<String>| {
+            source
+                .as_deref()
+                .map(|source| Expr::compile(source).map_err(|e| format!("{field}: {e}")))
+                .transpose()
+        };
+        let id_source = match &spec.idempotency {
+            Some(IdempotencySpec {
+                header: Some(header),
+                expression: None,
+            }) => IdSource::Header(header.to_ascii_lowercase()),
+            Some(IdempotencySpec {
+                header: None,
+                expression: Some(source),
+            }) => IdSource::Expression(
+                Expr::compile(source).map_err(|e| format!("idempotency.expression: {e}"))?,
+            ),
+            Some(_) => {
+                return Err("idempotency: give header or expression, not both".into());
+            }
+            None => match scheme.as_ref() {
+                Some(scheme) => match (scheme.delivery_id_header(), scheme.default_id_expression())
+                {
+                    (Some(header), _) => IdSource::Header(header.to_ascii_lowercase()),
+                    // The scheme's expressions are over the body; the event wraps it.
+                    (None, Some(path)) => IdSource::Expression(
+                        Expr::compile(&format!(".body | {path}"))
+                            .map_err(|e| format!("idempotency: {e}"))?,
+                    ),
+                    (None, None) => IdSource::None,
+                },
+                None => IdSource::None,
+            },
+        };
+        let max_body_bytes = spec.max_body_bytes.unwrap_or(MAX_BODY_BYTES_DEFAULT);
+        if !(1..=MAX_BODY_BYTES_MAX).contains(&max_body_bytes) {
+            return Err(format!(
+                "max_body_bytes must be between 1 and {MAX_BODY_BYTES_MAX}, got {max_body_bytes}"
+            ));
+        }
+        if let Some(url) = &spec.public_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(format!(
+                "public_url: {url:?} is not an http:// or https:// URL"
+            ));
+        }
+        Ok(Self {
+            name: name.to_owned(),
+            filter: compile("filter", &spec.filter)?,
+            transform: compile("transform", &spec.transform)?,
+            key: compile("key", &spec.key)?,
+            priority: compile("priority", &spec.priority)?,
+            verifier,
+            id_source,
+            max_body_bytes,
+            spec,
+            stats: EndpointStats::default(),
+        })
+    }
+}
+
+/// The scheme and its verifier (`None` for `scheme = "none"`).
+fn compile_verify(spec: &VerifySpec) -> Result<(Option<Scheme>, Option<Verifier>), String> {
+    let hmac_only = [
+        ("header", spec.header.is_some()),
+        ("algorithm", spec.algorithm.is_some()),
+        ("encoding", spec.encoding.is_some()),
+        ("prefix", spec.prefix.is_some()),
+    ];
+    if spec.scheme != "hmac"
+        && let Some((field, _)) = hmac_only.iter().find(|(_, given)| *given)
+    {
+        return Err(format!("verify.{field}: only for scheme \"hmac\""));
+    }
+    let scheme = match spec.scheme.as_str() {
+        "none" => {
+            if !spec.secrets.is_empty() {
+                return Err("verify.secrets: scheme \"none\" takes no secrets".into());
+            }
+            return Ok((None, None));
+        }
+        "standard_webhooks" => Scheme::StandardWebhooks,
+        "github" => Scheme::GitHub,
+        "stripe" => Scheme::Stripe,
+        "slack" => Scheme::Slack,
+        "shopify" => Scheme::Shopify,
+        "pagerduty" => Scheme::PagerDuty,
+        "twilio" => Scheme::Twilio,
+        "hmac" => Scheme::Hmac(GenericHmac {
+            header: spec
+                .header
+                .clone()
+                .ok_or("verify.header: scheme \"hmac\" needs the signature's header")?,
+            algorithm: match spec.algorithm.as_deref() {
+                None | Some("sha256") => HmacAlgorithm::Sha256,
+                Some("sha1") => HmacAlgorithm::Sha1,
+                Some("sha512") => HmacAlgorithm::Sha512,
+                Some(other) => {
+                    return Err(format!(
+                        "verify.algorithm: {other:?} is not one of sha1, sha256, sha512"
+                    ));
+                }
+            },
+            encoding: match spec.encoding.as_deref() {
+                None | Some("hex") => SignatureEncoding::Hex,
+                Some("base64") => SignatureEncoding::Base64,
+                Some(other) => {
+                    return Err(format!(
+                        "verify.encoding: {other:?} is not one of hex, base64"
+                    ));
+                }
+            },
+            prefix: spec.prefix.clone(),
+        }),
+        other => {
+            return Err(format!(
+                "verify.scheme: {other:?} is not one of standard_webhooks, github, stripe, slack, shopify, pagerduty, twilio, hmac, none"
+            ));
+        }
+    };
+    if spec.secrets.is_empty() {
+        return Err(format!(
+            "verify.secrets: scheme {:?} needs at least one secret ({{env = \"NAME\"}} or {{file = \"PATH\"}})",
+            spec.scheme
+        ));
+    }
+    let secrets = secrets::resolve_all(&spec.secrets, "verify.secrets")?;
+    let tolerance_s = spec.tolerance_s.unwrap_or(TOLERANCE_S_DEFAULT);
+    if !(1..=86_400).contains(&tolerance_s) {
+        return Err(format!(
+            "verify.tolerance_s must be between 1 and 86400, got {tolerance_s}"
+        ));
+    }
+    let verifier = Verifier::new(scheme.clone(), secrets, tolerance_s)
+        .map_err(|e| format!("verify.secrets: {e}"))?;
+    Ok((Some(scheme), Some(verifier)))
+}
+
+/// The endpoints the server serves, by name.
+#[derive(Debug, Default)]
+pub struct Registry {
+    endpoints: RwLock<HashMap<String, Arc<Endpoint>>>,
+}
+
+impl Registry {
+    /// The endpoint called `name`.
+    pub fn get(&self, name: &str) -> Option<Arc<Endpoint>> {
+        self.endpoints.read().get(name).cloned()
+    }
+
+    /// Every endpoint, by name.
+    pub fn list(&self) -> Vec<Arc<Endpoint>> {
+        let mut all: Vec<_> = self.endpoints.read().values().cloned().collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
+    }
+
+    /// Adds or replaces an endpoint (its counters start again); true when it is new.
+    pub fn insert(&self, endpoint: Endpoint) -> bool {
+        self.endpoints
+            .write()
+            .insert(endpoint.name.clone(), Arc::new(endpoint))
+            .is_none()
+    }
+
+    /// Removes an endpoint; true when it existed.
+    pub fn remove(&self, name: &str) -> bool {
+        self.endpoints.write().remove(name).is_some()
+    }
+}
