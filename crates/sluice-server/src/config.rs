@@ -70,6 +70,8 @@ pub struct Config {
     pub webhooks: Vec<(String, WebhookSpec)>,
     /// Use a manual clock moved by `POST /v1/_test/clock/advance` (tests only).
     pub test_clock: bool,
+    /// Where the manual clock starts, in epoch ms (default: now).
+    pub test_clock_start_ms: Option<i64>,
 }
 
 impl Config {
@@ -131,6 +133,7 @@ impl Config {
             queues,
             webhooks: raw.webhooks.into_iter().collect(),
             test_clock: false,
+            test_clock_start_ms: None,
         })
     }
 }

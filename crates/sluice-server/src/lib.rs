@@ -7,6 +7,7 @@
 pub mod api;
 pub mod config;
 pub mod error;
+mod expr_pool;
 mod maintenance;
 pub mod push;
 mod secrets;
@@ -46,6 +47,10 @@ pub async fn serve(options: ServeOptions) -> Result<(), BoxError> {
     let mut config = Config::load(&options)?;
     // Test-clock mode is for integration tests only, so it has no flag and no config key.
     config.test_clock = std::env::var("SLUICE_TEST_CLOCK").is_ok_and(|v| v == "1");
+    // Where the test clock starts (epoch ms), e.g. at the time of recorded webhook signatures.
+    config.test_clock_start_ms = std::env::var("SLUICE_TEST_CLOCK_START_MS")
+        .ok()
+        .and_then(|v| v.parse().ok());
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
@@ -64,7 +69,7 @@ pub async fn run(
     on_ready: impl FnOnce(),
 ) -> Result<(), BoxError> {
     let (clock, manual_clock): (Arc<dyn Clock>, Option<ManualClock>) = if config.test_clock {
-        let manual = ManualClock::new(SystemClock.now_ms());
+        let manual = ManualClock::new(config.test_clock_start_ms.unwrap_or(SystemClock.now_ms()));
         (Arc::new(manual.clone()), Some(manual))
     } else {
         (Arc::new(SystemClock), None)

@@ -26,6 +26,7 @@ use sluice_webhooks::expr::Expr;
 use sluice_webhooks::sign::StandardSigner;
 use tokio::sync::{Notify, Semaphore};
 
+use crate::expr_pool::ExprPool;
 use crate::secrets;
 
 /// How often the supervisor looks for queues whose push settings changed.
@@ -509,14 +510,12 @@ impl Dispatcher {
             "id": message.idempotency_key,
         });
         let transform = transform.clone();
-        let work = tokio::task::spawn_blocking(move || transform.first(&input));
-        let output = match tokio::time::timeout(TRANSFORM_TIME_LIMIT, work).await {
-            Ok(Ok(Ok(Some(output)))) => output,
-            Ok(Ok(Ok(None))) => return Err("push transform produced no output".into()),
-            Ok(Ok(Err(error))) => return Err(format!("push transform failed: {error}")),
-            Ok(Err(_)) => return Err("push transform panicked".into()),
-            Err(_) => return Err("push transform ran longer than 1 s".into()),
-        };
+        let output = ExprPool::global()
+            .run(TRANSFORM_TIME_LIMIT, move || transform.first(&input))
+            .await
+            .map_err(|e| format!("push transform: {e}"))?
+            .map_err(|e| format!("push transform failed: {e}"))?
+            .ok_or("push transform produced no output")?;
         let bytes = serde_json::to_vec(&output).map_err(|e| e.to_string())?;
         Ok((bytes, "application/json"))
     }

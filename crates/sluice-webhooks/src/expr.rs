@@ -166,8 +166,8 @@ impl Expr {
     /// Compiles a jq program.
     ///
     /// The error is one line fit for a 422 answer: what is wrong and where (line and column in
-    /// the source, both from 1), for example ``expected closing brace at line 1, column 4`` (for `{.a`) or
-    /// ``undefined filter `env/0` at line 1, column 1``.
+    /// the source, both from 1), for example ``expected closing brace at line 1, column 4``
+    /// (for `{.a`) or ``undefined filter `env/0` at line 1, column 1``.
     ///
     /// Compiling happens on a short-lived thread with a [`COMPILE_STACK_SIZE`] stack, because
     /// jaq's parser and compiler recurse once per nesting level of the program; the calling

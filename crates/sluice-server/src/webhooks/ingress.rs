@@ -26,6 +26,7 @@ use sluice_webhooks::verify::Request;
 use super::{Endpoint, IdSource, Outcome};
 use crate::api::AppState;
 use crate::error::ApiError;
+use crate::expr_pool::ExprPool;
 
 /// Longest time the expressions of one request may run.
 const EXPRESSION_TIME_LIMIT: Duration = Duration::from_secs(1);
@@ -427,17 +428,11 @@ async fn shape(endpoint: &Arc<Endpoint>, event: &Event) -> Result<Shaped, String
     };
     let endpoint = endpoint.clone();
     let input = event.value.clone();
-    let work = tokio::task::spawn_blocking(move || run_expressions(&endpoint, &input));
-    let mut shaped = match tokio::time::timeout(EXPRESSION_TIME_LIMIT, work).await {
-        Ok(Ok(result)) => result?,
-        Ok(Err(_)) => return Err("an expression panicked".into()),
-        Err(_) => {
-            return Err(format!(
-                "the endpoint's expressions ran longer than {} ms",
-                EXPRESSION_TIME_LIMIT.as_millis()
-            ));
-        }
-    };
+    let mut shaped = ExprPool::global()
+        .run(EXPRESSION_TIME_LIMIT, move || {
+            run_expressions(&endpoint, &input)
+        })
+        .await??;
     if shaped.idempotency_key.is_none() {
         shaped.idempotency_key = header_key;
     }
