@@ -46,9 +46,17 @@ pub struct TestServerBuilder {
     config: Option<String>,
     test_clock: bool,
     durability: Option<String>,
+    env: Vec<(String, String)>,
 }
 
 impl TestServerBuilder {
+    /// An environment variable of the server process (secrets of webhook endpoints, or
+    /// `SLUICE_TEST_CLOCK_START_MS` to start the test clock at a given time).
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.env.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
     /// TOML written to a file and passed as `--config`.
     pub fn config(mut self, toml: &str) -> Self {
         self.config = Some(toml.to_owned());
@@ -352,6 +360,9 @@ impl TestServer {
                 command.env("SLUICE_TEST_CLOCK", "1");
             } else {
                 command.env_remove("SLUICE_TEST_CLOCK");
+            }
+            for (name, value) in &self.builder.env {
+                command.env(name, value);
             }
             let mut child = command.spawn().expect("spawn the sluice binary");
             let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
