@@ -107,6 +107,9 @@ pub struct Enqueued {
     pub message_id: Uuid,
     /// False for a duplicate within the dedup window.
     pub created: bool,
+    /// Messages the queue held (in any state) when this one was stored: how many are ahead of
+    /// it, give or take priorities and delays. 0 for a duplicate.
+    pub position: u64,
 }
 
 /// Lease up to `max` messages.

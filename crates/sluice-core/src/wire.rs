@@ -576,6 +576,10 @@ pub struct EnqueueOut {
     pub message_id: uuid::Uuid,
     /// False for a duplicate idempotency key within the window.
     pub created: bool,
+    /// For a new message: how many messages the queue held when it was stored (ahead of it,
+    /// give or take priorities and delays).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<u64>,
     /// For a duplicate: where the first message is now (`ready`, `in_flight`, `acked`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,

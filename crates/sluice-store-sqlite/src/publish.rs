@@ -27,6 +27,7 @@ impl Publisher {
             for pending in &mut pendings {
                 if let Pending::Enqueue {
                     entries,
+                    results,
                     queue,
                     now_ms,
                     ..
@@ -36,9 +37,14 @@ impl Publisher {
                         continue; // deleted meanwhile
                     }
                     let count = entries.len() as u64;
+                    // Entries are the created results, in order.
+                    let mut created = results.iter_mut().filter(|result| result.created);
                     for mut entry in entries.drain(..) {
                         if index.cached_payload_bytes() > self.payload_cache_bytes {
                             entry.payload = None;
+                        }
+                        if let Some(result) = created.next() {
+                            result.position = index.queue_len(&entry.queue);
                         }
                         index.insert(entry, *now_ms);
                     }

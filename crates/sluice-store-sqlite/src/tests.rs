@@ -145,7 +145,8 @@ async fn idempotency_keys_hold_across_a_reopen_and_within_a_batch() {
         again[0],
         Enqueued {
             message_id: first[0].message_id,
-            created: false
+            created: false,
+            position: 0,
         }
     );
     let by_key = store
@@ -254,7 +255,8 @@ async fn durability_os_stores_and_reloads_the_same() {
         again[0],
         Enqueued {
             message_id: ids[1].message_id,
-            created: false
+            created: false,
+            position: 0,
         }
     );
     assert_eq!(claim(&store, T0).await.messages.len(), 2);

@@ -369,6 +369,7 @@ fn apply(
                     results.push(Enqueued {
                         message_id: existing.message_id,
                         created: false,
+                        position: 0,
                     });
                     continue;
                 }
@@ -403,6 +404,7 @@ fn apply(
                 results.push(Enqueued {
                     message_id: id,
                     created: true,
+                    position: 0,
                 });
             }
             Pending::Enqueue {
@@ -472,6 +474,7 @@ fn apply(
                     results.push(Enqueued {
                         message_id: Uuid::nil(),
                         created: false,
+                        position: 0,
                     });
                     continue;
                 }
@@ -500,6 +503,7 @@ fn apply(
                 results.push(Enqueued {
                     message_id: id,
                     created: true,
+                    position: 0,
                 });
             }
             Pending::Enqueue {

@@ -90,6 +90,7 @@ pub async fn enqueue(
             EnqueueOut {
                 message_id: result.message_id,
                 created: true,
+                position: Some(result.position),
                 state: None,
                 result: None,
             }
@@ -127,6 +128,7 @@ async fn duplicate_out(
     Ok(EnqueueOut {
         message_id,
         created: false,
+        position: None,
         state: status.as_ref().map(|s| s.state.as_str().to_owned()),
         result: status
             .and_then(|s| s.result)
