@@ -1,0 +1,130 @@
+//! Errors by meaning, whatever the backend: the server's JSON errors and the embedded store's
+//! errors map onto the same variants.
+
+/// Result alias of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What went wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The queue does not exist.
+    #[error("queue {0:?} does not exist")]
+    QueueNotFound(String),
+    /// The queue is at its `max_depth`; nothing was stored. Retry after `retry_after`.
+    #[error("queue is full; retry in {retry_after:?}")]
+    QueueFull {
+        /// When a retry may find room.
+        retry_after: std::time::Duration,
+    },
+    /// The lease is gone (it ran out and the message went out again, or it was settled).
+    #[error("the lease is no longer held: {0}")]
+    StaleLease(String),
+    /// The request was refused as invalid (a field, a schema violation, a size limit).
+    #[error("{code}: {message}")]
+    Invalid {
+        /// The server's stable code (`invalid_field`, `schema_violation`, `too_large`, ...).
+        code: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A message body does not encode to JSON, or does not decode into the event type.
+    #[error("cannot (de)serialize the event: {0}")]
+    Serde(#[from] serde_json::Error),
+    /// The backend cannot serve now (server unreachable, store closed, disk full).
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+    /// Anything else the server said, with its code.
+    #[error("{code}: {message} (HTTP {status})")]
+    Other {
+        /// HTTP status (0 for the embedded backend).
+        status: u16,
+        /// Stable code.
+        code: String,
+        /// Message.
+        message: String,
+    },
+}
+
+impl From<sluice_client::Error> for Error {
+    fn from(error: sluice_client::Error) -> Self {
+        match error {
+            sluice_client::Error::Api {
+                status,
+                code,
+                message,
+                retry_after,
+                ..
+            } => match (status, code.as_str()) {
+                (_, "queue_not_found") => Error::QueueNotFound(message),
+                (_, "queue_full") => Error::QueueFull {
+                    retry_after: std::time::Duration::from_secs(retry_after.unwrap_or(1)),
+                },
+                (_, "stale_receipt") => Error::StaleLease(message),
+                (400 | 413 | 422, _) => Error::Invalid { code, message },
+                (503, _) => Error::Unavailable(message),
+                _ => Error::Other {
+                    status,
+                    code,
+                    message,
+                },
+            },
+            other => Error::Unavailable(other.to_string()),
+        }
+    }
+}
+
+impl From<sluice_core::StoreError> for Error {
+    fn from(error: sluice_core::StoreError) -> Self {
+        use sluice_core::StoreError;
+        match error {
+            StoreError::QueueNotFound(queue) => Error::QueueNotFound(queue),
+            StoreError::QueueFull { retry_after_s, .. } => Error::QueueFull {
+                retry_after: std::time::Duration::from_secs(retry_after_s),
+            },
+            StoreError::Lease(lease) => Error::StaleLease(lease.to_string()),
+            StoreError::Conflict(message) => Error::Other {
+                status: 409,
+                code: "conflict".into(),
+                message,
+            },
+            StoreError::Unavailable(message) => Error::Unavailable(message),
+            StoreError::Other(source) => Error::Unavailable(source.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_errors_map_by_code() {
+        let api = |status, code: &str, retry_after| sluice_client::Error::Api {
+            status,
+            code: code.into(),
+            message: "m".into(),
+            details: None,
+            retry_after,
+        };
+        assert!(matches!(
+            Error::from(api(404, "queue_not_found", None)),
+            Error::QueueNotFound(_)
+        ));
+        assert!(matches!(
+            Error::from(api(503, "queue_full", Some(7))),
+            Error::QueueFull { retry_after } if retry_after.as_secs() == 7
+        ));
+        assert!(matches!(
+            Error::from(api(409, "stale_receipt", None)),
+            Error::StaleLease(_)
+        ));
+        assert!(matches!(
+            Error::from(api(422, "schema_violation", None)),
+            Error::Invalid { code, .. } if code == "schema_violation"
+        ));
+        assert!(matches!(
+            Error::from(api(503, "unavailable", None)),
+            Error::Unavailable(_)
+        ));
+    }
+}

@@ -1,0 +1,252 @@
+//! [`Http`]: the backend of a sluice server, over its HTTP API.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use base64::Engine;
+use serde_json::value::RawValue;
+use sluice_client::Client;
+use sluice_client::wire::{CancelIn, ExtendIn, MessageIn, NackIn, QueueSpec, ReceiveIn};
+
+use crate::backend::{
+    Backend, CancelOutcome, Delivery, Enqueued, MessageInfo, MessageRef, Nack, NackOutcome,
+    Outgoing, QueueStats,
+};
+use crate::{Error, Result};
+
+/// Most messages one enqueue request carries (the server's batch limit).
+const BATCH_MAX: usize = 1000;
+/// The longest long poll the server allows.
+const WAIT_MAX: Duration = Duration::from_secs(20);
+
+/// A sluice server.
+#[derive(Debug, Clone)]
+pub struct Http {
+    client: Client,
+}
+
+impl Http {
+    /// A backend for the server at `url` (e.g. `http://127.0.0.1:7566`).
+    pub fn new(url: &str) -> Result<Self> {
+        Ok(Self {
+            client: Client::new(url)?,
+        })
+    }
+
+    /// The typed HTTP client underneath, for the routes this trait does not cover.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+}
+
+fn millis(duration: Duration) -> i64 {
+    duration.as_millis().min(i64::MAX as u128) as i64
+}
+
+fn time(rfc3339: &str) -> SystemTime {
+    sluice_core::clock::parse_rfc3339(rfc3339)
+        .and_then(|ms| u64::try_from(ms).ok())
+        .map_or(UNIX_EPOCH, |ms| UNIX_EPOCH + Duration::from_millis(ms))
+}
+
+#[async_trait]
+impl Backend for Http {
+    async fn ensure_queue(&self, queue: &str) -> Result<()> {
+        match self.client.queue_get(queue).await {
+            Ok(_) => Ok(()),
+            Err(sluice_client::Error::Api { code, .. }) if code == "queue_not_found" => {
+                self.client.queue_put(queue, &QueueSpec::default()).await?;
+                Ok(())
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    async fn enqueue(&self, queue: &str, messages: Vec<Outgoing>) -> Result<Vec<Enqueued>> {
+        let mut results = Vec::with_capacity(messages.len());
+        let mut inputs = Vec::with_capacity(messages.len());
+        for message in messages {
+            let text = String::from_utf8(message.body).map_err(|_| Error::Invalid {
+                code: "invalid_field".into(),
+                message: "body: not UTF-8 JSON text".into(),
+            })?;
+            let body = RawValue::from_string(text)?;
+            let mut input = MessageIn::json(body);
+            input.id = message.id;
+            input.key = message.key;
+            input.priority = (message.priority != 0).then_some(message.priority);
+            input.delay_ms = message.delay.map(millis);
+            inputs.push(input);
+        }
+        let mut inputs = inputs.into_iter().peekable();
+        while inputs.peek().is_some() {
+            let chunk: Vec<MessageIn> = inputs.by_ref().take(BATCH_MAX).collect();
+            if chunk.len() == 1 {
+                let message = chunk.into_iter().next().expect("one");
+                let out = self.client.enqueue(queue, &message).await?;
+                results.push(Enqueued {
+                    message_id: out.message_id,
+                    created: out.created,
+                    position: out.position.unwrap_or(0),
+                });
+            } else {
+                let out = self.client.enqueue_batch(queue, chunk).await?;
+                results.extend(out.results.into_iter().map(|out| Enqueued {
+                    message_id: out.message_id,
+                    created: out.created,
+                    position: out.position.unwrap_or(0),
+                }));
+            }
+        }
+        Ok(results)
+    }
+
+    async fn lease(
+        &self,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<Vec<Delivery>> {
+        let out = self
+            .client
+            .receive(
+                queue,
+                &ReceiveIn {
+                    max: Some(max.clamp(1, 100) as i64),
+                    wait_ms: Some(millis(wait.min(WAIT_MAX))),
+                    visibility_timeout_ms: Some(millis(lease).max(1)),
+                },
+            )
+            .await?;
+        Ok(out
+            .messages
+            .into_iter()
+            .map(|message| Delivery {
+                message_id: message.message_id,
+                receipt: message.receipt,
+                body: match (message.body, message.body_base64) {
+                    (Some(raw), _) => raw.get().as_bytes().to_vec(),
+                    (None, Some(text)) => base64::engine::general_purpose::STANDARD
+                        .decode(text)
+                        .unwrap_or_default(),
+                    (None, None) => Vec::new(),
+                },
+                id: message.id,
+                key: message.key,
+                attempt: message.attempts,
+                enqueued_at: time(&message.enqueued_at),
+                last_error: message.last_error,
+            })
+            .collect())
+    }
+
+    async fn ack(&self, queue: &str, receipt: &str) -> Result<()> {
+        self.client.ack(queue, vec![receipt.to_owned()]).await?;
+        Ok(())
+    }
+
+    async fn nack(&self, queue: &str, receipt: &str, nack: Nack) -> Result<NackOutcome> {
+        let out = self
+            .client
+            .nack(
+                queue,
+                &NackIn {
+                    receipt: receipt.to_owned(),
+                    error: Some(nack.error),
+                    delay_ms: nack.delay.map(millis),
+                    permanent: nack.permanent.then_some(true),
+                },
+            )
+            .await?;
+        Ok(if out.state == "dead" {
+            NackOutcome::DeadLettered
+        } else {
+            NackOutcome::Retried
+        })
+    }
+
+    async fn extend(&self, queue: &str, receipt: &str, lease: Duration) -> Result<()> {
+        self.client
+            .extend(
+                queue,
+                &ExtendIn {
+                    receipt: receipt.to_owned(),
+                    visibility_timeout_ms: millis(lease),
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn stats(&self, queue: &str) -> Result<QueueStats> {
+        let stats = self.client.queue_stats(queue).await?;
+        Ok(QueueStats {
+            ready: stats.ready,
+            delayed: stats.delayed,
+            in_flight: stats.in_flight,
+            processed: stats.counters.acked,
+            dead_lettered: stats.dead_lettered.unwrap_or(0),
+            paused: stats.paused,
+        })
+    }
+
+    async fn set_paused(&self, queue: &str, paused: bool) -> Result<()> {
+        if paused {
+            self.client.queue_pause(queue).await?;
+        } else {
+            self.client.queue_resume(queue).await?;
+        }
+        Ok(())
+    }
+
+    async fn cancel(&self, queue: &str, message: MessageRef) -> Result<CancelOutcome> {
+        let request = match message {
+            MessageRef::Id(id) => CancelIn {
+                message_id: Some(id.to_string()),
+                id: None,
+            },
+            MessageRef::IdempotencyId(key) => CancelIn {
+                message_id: None,
+                id: Some(key),
+            },
+        };
+        let out = self.client.cancel(queue, &request).await?;
+        Ok(match out.outcome.as_str() {
+            "cancelled" => CancelOutcome::Cancelled,
+            "already_processing" => CancelOutcome::AlreadyProcessing,
+            "already_completed" => CancelOutcome::AlreadyCompleted(out.state.unwrap_or_default()),
+            _ => CancelOutcome::NotFound,
+        })
+    }
+
+    async fn get(&self, queue: &str, message: MessageRef) -> Result<Option<MessageInfo>> {
+        let found = match message {
+            MessageRef::Id(id) => self.client.message_get(queue, id).await,
+            MessageRef::IdempotencyId(key) => {
+                self.client
+                    .message_get_by_idempotency_key(queue, &key)
+                    .await
+            }
+        };
+        match found {
+            Ok(status) => Ok(Some(MessageInfo {
+                message_id: status.message_id,
+                state: status.state,
+                attempts: status.attempts,
+                last_error: status.last_error,
+            })),
+            Err(sluice_client::Error::Api { code, .. }) if code == "message_not_found" => Ok(None),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    async fn drain(&self, queue: &str, timeout: Duration) -> Result<bool> {
+        let timeout_ms = millis(timeout).min(sluice_client::DRAIN_MAX_TIMEOUT_MS);
+        Ok(self
+            .client
+            .queue_drain(queue, Some(timeout_ms))
+            .await?
+            .drained)
+    }
+}

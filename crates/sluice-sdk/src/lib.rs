@@ -1,0 +1,68 @@
+//! sluice-sdk: typed producers and a worker runtime for sluice queues.
+//!
+//! The same code runs on a sluice server ([`Http`]) or with the queue inside the process
+//! ([`Embedded`], a SQLite file or a temporary store, with an optional test clock that makes
+//! delays and retries instant and deterministic). Both implement [`Backend`], the seam where
+//! other brokers can plug in.
+//!
+//! - [`Queue<T>`]: enqueue events of any serde type (with an idempotency id, key, priority,
+//!   delay), enqueue many, status, pause/resume, cancel, drain, get.
+//! - [`Worker<T>`]: runs an async handler with a fixed concurrency, keeps leases alive while it
+//!   runs, acks on success, retries failures with a [`RetryPolicy`], dead-letters what is not
+//!   retryable or out of attempts (and calls `on_dead_letter`), and shuts down gracefully on
+//!   SIGTERM or ctrl-c.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use serde::{Deserialize, Serialize};
+//! use sluice_sdk::{Embedded, Queue, Worker};
+//!
+//! #[derive(Debug, Serialize, Deserialize)]
+//! struct Order { id: u32, total_cents: u64 }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // A store inside the process; `Http::new("http://127.0.0.1:7566")?` talks to a server instead.
+//! let backend = Arc::new(Embedded::temporary().await?);
+//! let orders: Queue<Order> = Queue::open(backend, "orders").await?;
+//!
+//! // Producer: a second enqueue with the same id stores nothing.
+//! let first = orders.enqueue(&Order { id: 7, total_cents: 4250 }).id("order-7").await?;
+//! let again = orders.enqueue(&Order { id: 7, total_cents: 4250 }).id("order-7").await?;
+//! assert!(first.created && !again.created);
+//!
+//! // Worker: 4 handlers at most; stops here once the queue is empty.
+//! let worker = Worker::new(orders.clone(), 4);
+//! let handle = worker.handle();
+//! let report = worker
+//!     .on_empty(move |_| { let handle = handle.clone(); async move { handle.shutdown() } })
+//!     .run(|ctx| async move {
+//!         println!("charging order {} (attempt {})", ctx.event.id, ctx.attempt);
+//!         Ok(())
+//!     })
+//!     .await?;
+//! assert_eq!(report.processed, 1);
+//! # Ok(())
+//! # }
+//! ```
+
+mod backend;
+mod embedded;
+mod error;
+mod http;
+mod queue;
+mod worker;
+
+pub use backend::{
+    Backend, CancelOutcome, Delivery, Enqueued, MessageInfo, MessageRef, Nack, NackOutcome,
+    Outgoing, QueueStats,
+};
+pub use embedded::{Embedded, EmbeddedBuilder};
+pub use error::{Error, Result};
+pub use http::Http;
+pub use queue::{Enqueue, EnqueuedMany, Envelope, Queue};
+pub use worker::{
+    Backoff, BoxError, Context, DeadLetterContext, EmptyContext, RetryPolicy, SlotState, Worker,
+    WorkerHandle, WorkerReport, WorkerStatus,
+};

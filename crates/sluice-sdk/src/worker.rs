@@ -1,0 +1,687 @@
+//! [`Worker`]: runs a handler over a queue's events with a fixed concurrency.
+//!
+//! Each of the `concurrency` slots leases one message at a time, decodes it, and runs the
+//! handler while a heartbeat keeps the lease. Success acks; failure is retried with the
+//! worker's [`RetryPolicy`] (a backoff per attempt) or dead-lettered when the error is not
+//! retryable or the attempts are used up, and then `on_dead_letter` runs. A body that does not
+//! decode into the event type is dead-lettered with the decode error. On shutdown (SIGTERM,
+//! ctrl-c, or the future given to [`Worker::run_until`]) slots stop leasing, running handlers get
+//! a grace period, and whatever is still running after it is released back to the queue.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::sync::{Mutex, Notify};
+use tokio::task::JoinSet;
+use uuid::Uuid;
+
+use crate::backend::{Delivery, Nack, NackOutcome, QueueStats};
+use crate::{Error, Queue, Result};
+
+/// An error returned by a handler.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+type DeadLetterHook<T> = Arc<dyn Fn(T, String, DeadLetterContext) -> BoxFuture + Send + Sync>;
+type EmptyHook = Arc<dyn Fn(EmptyContext) -> BoxFuture + Send + Sync>;
+type Retryable = Arc<dyn Fn(&BoxError) -> bool + Send + Sync>;
+
+/// What a handler gets with each event.
+#[derive(Debug, Clone)]
+pub struct Context<T> {
+    /// The decoded event.
+    pub event: T,
+    /// The message.
+    pub message_id: Uuid,
+    /// Its idempotency id, if it was enqueued with one.
+    pub idempotency_id: Option<String>,
+    /// This delivery's number, from 1.
+    pub attempt: u32,
+    /// When it was enqueued.
+    pub enqueued_at: SystemTime,
+    /// When this attempt started.
+    pub processing_started_at: SystemTime,
+    /// Which slot runs it, `0..concurrency`.
+    pub slot: usize,
+    /// Events this worker finished (acked) before this one.
+    pub processed: u64,
+    /// Messages waiting in the queue (ready or delayed), as last seen by the worker.
+    pub pending: u64,
+}
+
+/// What `on_dead_letter` gets besides the event and the error.
+#[derive(Debug, Clone)]
+pub struct DeadLetterContext {
+    /// The message.
+    pub message_id: Uuid,
+    /// Its idempotency id.
+    pub idempotency_id: Option<String>,
+    /// The attempt that failed last.
+    pub attempt: u32,
+    /// The slot that ran it.
+    pub slot: usize,
+}
+
+/// What `on_empty` gets.
+#[derive(Debug, Clone, Copy)]
+pub struct EmptyContext {
+    /// Events this worker finished so far.
+    pub processed: u64,
+}
+
+/// Delay between attempts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Backoff {
+    /// The same delay after every failure.
+    Fixed(Duration),
+    /// `initial · factor^(attempt-1)`, at most `max`.
+    Exponential {
+        /// After the first failure.
+        initial: Duration,
+        /// The cap.
+        max: Duration,
+        /// Growth per failure.
+        factor: f64,
+    },
+}
+
+impl Backoff {
+    /// The delay after failed attempt `attempt` (1-based).
+    pub fn delay(&self, attempt: u32) -> Duration {
+        match *self {
+            Backoff::Fixed(delay) => delay,
+            Backoff::Exponential {
+                initial,
+                max,
+                factor,
+            } => {
+                let grown = initial.as_secs_f64()
+                    * factor
+                        .max(1.0)
+                        .powi(attempt.saturating_sub(1).min(64) as i32);
+                if grown.is_finite() {
+                    Duration::from_secs_f64(grown).min(max)
+                } else {
+                    max
+                }
+            }
+        }
+    }
+}
+
+/// When and how often to retry.
+#[derive(Clone)]
+pub struct RetryPolicy {
+    max_attempts: u32,
+    backoff: Backoff,
+    retryable: Retryable,
+}
+
+impl std::fmt::Debug for RetryPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RetryPolicy")
+            .field("max_attempts", &self.max_attempts)
+            .field("backoff", &self.backoff)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for RetryPolicy {
+    /// 5 attempts, exponential backoff from 1 s doubling to 60 s, every error retryable.
+    fn default() -> Self {
+        Self {
+            max_attempts: 5,
+            backoff: Backoff::Exponential {
+                initial: Duration::from_secs(1),
+                max: Duration::from_secs(60),
+                factor: 2.0,
+            },
+            retryable: Arc::new(|_| true),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// Up to `max_attempts` deliveries (at least 1), with the default backoff.
+    pub fn new(max_attempts: u32) -> Self {
+        Self {
+            max_attempts: max_attempts.max(1),
+            ..Self::default()
+        }
+    }
+
+    /// The delay between attempts.
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Errors for which `retryable` is false go to the dead-letter queue at once.
+    pub fn retry_if(
+        mut self,
+        retryable: impl Fn(&BoxError) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.retryable = Arc::new(retryable);
+        self
+    }
+}
+
+/// What one slot is doing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SlotState {
+    /// Its index.
+    pub slot: usize,
+    /// The message it runs now.
+    pub current: Option<Uuid>,
+    /// Events it finished.
+    pub processed: u64,
+}
+
+/// A running worker's state.
+#[derive(Debug, Clone)]
+pub struct WorkerStatus {
+    /// The queue's numbers.
+    pub queue: QueueStats,
+    /// Each slot.
+    pub slots: Vec<SlotState>,
+}
+
+/// A handle on a worker, to see its slots while it runs.
+#[derive(Clone)]
+pub struct WorkerHandle {
+    shared: Arc<Shared>,
+    queue: Arc<dyn crate::Backend>,
+    name: Arc<str>,
+}
+
+impl std::fmt::Debug for WorkerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerHandle")
+            .field("queue", &self.name)
+            .finish()
+    }
+}
+
+impl WorkerHandle {
+    /// The queue's numbers and every slot's state.
+    pub async fn status(&self) -> Result<WorkerStatus> {
+        Ok(WorkerStatus {
+            queue: self.queue.stats(&self.name).await?,
+            slots: self.shared.slots.lock().await.clone(),
+        })
+    }
+
+    /// Asks the worker to stop: like SIGTERM.
+    pub fn shutdown(&self) {
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        self.shared.stop.notify_waiters();
+    }
+}
+
+/// What a finished run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkerReport {
+    /// Events acked.
+    pub processed: u64,
+    /// Failed attempts that will be retried.
+    pub retried: u64,
+    /// Events sent to the dead-letter queue.
+    pub dead_lettered: u64,
+    /// Events still running at the end of the grace period, put back in the queue.
+    pub released: u64,
+}
+
+/// State shared by the slots.
+struct Shared {
+    stopping: AtomicBool,
+    stop: Notify,
+    processed: AtomicU64,
+    retried: AtomicU64,
+    dead_lettered: AtomicU64,
+    released: AtomicU64,
+    pending: AtomicU64,
+    /// Set after each finished event: the next empty lease checks whether the queue emptied.
+    empty_armed: AtomicBool,
+    slots: Mutex<Vec<SlotState>>,
+}
+
+/// Runs a handler over a queue's events.
+pub struct Worker<T> {
+    queue: Queue<T>,
+    concurrency: usize,
+    retry: RetryPolicy,
+    lease: Duration,
+    poll_wait: Duration,
+    grace: Duration,
+    on_dead_letter: Option<DeadLetterHook<T>>,
+    on_empty: Option<EmptyHook>,
+    shared: Arc<Shared>,
+}
+
+impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
+    /// A worker running at most `concurrency` handlers at once (there is no default: pick what
+    /// the work and its downstream can take). `concurrency` 0 is refused when it runs.
+    pub fn new(queue: Queue<T>, concurrency: usize) -> Self {
+        let slots = (0..concurrency)
+            .map(|slot| SlotState {
+                slot,
+                ..SlotState::default()
+            })
+            .collect();
+        Self {
+            queue,
+            concurrency,
+            retry: RetryPolicy::default(),
+            lease: Duration::from_secs(30),
+            poll_wait: Duration::from_secs(1),
+            grace: Duration::from_secs(30),
+            on_dead_letter: None,
+            on_empty: None,
+            shared: Arc::new(Shared {
+                stopping: AtomicBool::new(false),
+                stop: Notify::new(),
+                processed: AtomicU64::new(0),
+                retried: AtomicU64::new(0),
+                dead_lettered: AtomicU64::new(0),
+                released: AtomicU64::new(0),
+                pending: AtomicU64::new(0),
+                empty_armed: AtomicBool::new(false),
+                slots: Mutex::new(slots),
+            }),
+        }
+    }
+
+    /// How failures are retried (default: [`RetryPolicy::default`]).
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// The lease taken on each message (default 30 s); a heartbeat renews it every third of
+    /// that while the handler runs, so a slow handler keeps its message.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease.max(Duration::from_millis(30));
+        self
+    }
+
+    /// How long running handlers may take to finish after shutdown starts (default 30 s).
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// How long an idle slot waits in one long poll (default 1 s); it also bounds how long
+    /// shutdown waits for idle slots.
+    pub fn poll_wait(mut self, wait: Duration) -> Self {
+        self.poll_wait = wait;
+        self
+    }
+
+    /// Runs after an event went to the dead-letter queue, with the event and the last error.
+    pub fn on_dead_letter<F, Fut>(mut self, hook: F) -> Self
+    where
+        F: Fn(T, String, DeadLetterContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.on_dead_letter = Some(Arc::new(move |event, error, ctx| {
+            Box::pin(hook(event, error, ctx))
+        }));
+        self
+    }
+
+    /// Runs when the queue has emptied after the worker processed events.
+    pub fn on_empty<F, Fut>(mut self, hook: F) -> Self
+    where
+        F: Fn(EmptyContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.on_empty = Some(Arc::new(move |ctx| Box::pin(hook(ctx))));
+        self
+    }
+
+    /// A handle to watch the worker's slots or stop it.
+    pub fn handle(&self) -> WorkerHandle {
+        WorkerHandle {
+            shared: self.shared.clone(),
+            queue: self.queue.backend().clone(),
+            name: Arc::from(self.queue.name()),
+        }
+    }
+
+    /// Runs until SIGTERM or ctrl-c.
+    pub async fn run<H, Fut>(self, handler: H) -> Result<WorkerReport>
+    where
+        H: Fn(Context<T>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<(), BoxError>> + Send + 'static,
+    {
+        self.run_until(handler, shutdown_signal()).await
+    }
+
+    /// Runs until `shutdown` completes (or [`WorkerHandle::shutdown`] is called).
+    pub async fn run_until<H, Fut, S>(self, handler: H, shutdown: S) -> Result<WorkerReport>
+    where
+        H: Fn(Context<T>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<(), BoxError>> + Send + 'static,
+        S: Future<Output = ()> + Send,
+    {
+        if self.concurrency == 0 {
+            return Err(Error::Invalid {
+                code: "invalid_field".into(),
+                message: "concurrency must be at least 1".into(),
+            });
+        }
+        let worker = Arc::new(self);
+        let handler = Arc::new(handler);
+        let mut slots = JoinSet::new();
+        for slot in 0..worker.concurrency {
+            slots.spawn(worker.clone().slot(slot, handler.clone()));
+        }
+        let pending = tokio::spawn(worker.clone().watch_pending());
+        let shared = worker.shared.clone();
+        tokio::select! {
+            _ = shutdown => {}
+            _ = stop_requested(&shared) => {}
+            _ = async { while slots.join_next().await.is_some() {} } => {}
+        }
+        shared.stopping.store(true, Ordering::SeqCst);
+        shared.stop.notify_waiters();
+        // Running handlers get the grace period; slots still busy after it are aborted and
+        // their messages released.
+        let graceful = tokio::time::timeout(worker.grace, async {
+            while slots.join_next().await.is_some() {}
+        })
+        .await;
+        if graceful.is_err() {
+            slots.shutdown().await;
+        }
+        pending.abort();
+        Ok(WorkerReport {
+            processed: shared.processed.load(Ordering::SeqCst),
+            retried: shared.retried.load(Ordering::SeqCst),
+            dead_lettered: shared.dead_lettered.load(Ordering::SeqCst),
+            released: shared.released.load(Ordering::SeqCst),
+        })
+    }
+
+    /// Keeps `pending` roughly current for the handlers' context.
+    async fn watch_pending(self: Arc<Self>) {
+        loop {
+            if let Ok(stats) = self.queue.status().await {
+                self.shared
+                    .pending
+                    .store(stats.ready + stats.delayed, Ordering::Relaxed);
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    async fn slot<H, Fut>(self: Arc<Self>, slot: usize, handler: Arc<H>)
+    where
+        H: Fn(Context<T>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<(), BoxError>> + Send + 'static,
+    {
+        let backend = self.queue.backend().clone();
+        let name = self.queue.name().to_owned();
+        while !self.shared.stopping.load(Ordering::SeqCst) {
+            let leased = backend.lease(&name, 1, self.lease, self.poll_wait).await;
+            let deliveries = match leased {
+                Ok(deliveries) => deliveries,
+                Err(error) => {
+                    tracing::warn!(queue = %name, %error, "lease failed; retrying in 1 s");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            if deliveries.is_empty() {
+                self.maybe_empty().await;
+                continue;
+            }
+            for delivery in deliveries {
+                // Released on drop if the slot is aborted after the grace period.
+                let guard = Release {
+                    backend: backend.clone(),
+                    queue: name.clone(),
+                    receipt: Some(delivery.receipt.clone()),
+                    shared: self.shared.clone(),
+                };
+                self.process(slot, delivery, handler.as_ref(), guard).await;
+            }
+        }
+    }
+
+    async fn maybe_empty(&self) {
+        let Some(hook) = &self.on_empty else {
+            return;
+        };
+        if !self.shared.empty_armed.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        match self.queue.status().await {
+            Ok(stats) if stats.ready + stats.delayed + stats.in_flight == 0 => {
+                hook(EmptyContext {
+                    processed: self.shared.processed.load(Ordering::SeqCst),
+                })
+                .await;
+            }
+            // Not empty yet (another slot is still busy): look again at the next empty lease.
+            _ => self.shared.empty_armed.store(true, Ordering::SeqCst),
+        }
+    }
+
+    async fn process<H, Fut>(
+        &self,
+        slot: usize,
+        delivery: Delivery,
+        handler: &H,
+        mut guard: Release,
+    ) where
+        H: Fn(Context<T>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<(), BoxError>> + Send + 'static,
+    {
+        let backend = self.queue.backend().clone();
+        let name = self.queue.name();
+        let event: T = match serde_json::from_slice(&delivery.body) {
+            Ok(event) => event,
+            Err(error) => {
+                let nack = Nack {
+                    error: format!("cannot decode the event: {error}"),
+                    delay: None,
+                    permanent: true,
+                };
+                guard.receipt = None;
+                if let Err(error) = backend.nack(name, &delivery.receipt, nack).await {
+                    tracing::warn!(queue = %name, %error, "nack of an undecodable event failed");
+                }
+                self.shared.dead_lettered.fetch_add(1, Ordering::SeqCst);
+                self.shared.empty_armed.store(true, Ordering::SeqCst);
+                return;
+            }
+        };
+        self.set_current(slot, Some(delivery.message_id)).await;
+        let ctx = Context {
+            event,
+            message_id: delivery.message_id,
+            idempotency_id: delivery.id.clone(),
+            attempt: delivery.attempt,
+            enqueued_at: delivery.enqueued_at,
+            processing_started_at: SystemTime::now(),
+            slot,
+            processed: self.shared.processed.load(Ordering::SeqCst),
+            pending: self.shared.pending.load(Ordering::Relaxed),
+        };
+        // The heartbeat keeps the lease while the handler runs.
+        let heartbeat = tokio::spawn({
+            let backend = backend.clone();
+            let name = name.to_owned();
+            let receipt = delivery.receipt.clone();
+            let lease = self.lease;
+            async move {
+                loop {
+                    tokio::time::sleep(lease / 3).await;
+                    if let Err(error) = backend.extend(&name, &receipt, lease).await {
+                        tracing::warn!(queue = %name, %error, "lease extension failed");
+                        return;
+                    }
+                }
+            }
+        });
+        let _heartbeat = AbortOnDrop(heartbeat.abort_handle());
+        // A panicking handler is a failed attempt, not a dead slot. If the slot is aborted at
+        // the end of the grace period, the handler is aborted with it.
+        let task = tokio::spawn(handler(ctx));
+        let _handler = AbortOnDrop(task.abort_handle());
+        let outcome = task.await;
+        heartbeat.abort();
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(join) => Err(format!("the handler panicked: {join}").into()),
+        };
+        guard.receipt = None;
+        match outcome {
+            Ok(()) => match backend.ack(name, &delivery.receipt).await {
+                Ok(()) => {
+                    self.shared.processed.fetch_add(1, Ordering::SeqCst);
+                    self.count_slot(slot).await;
+                }
+                Err(error) => {
+                    tracing::warn!(queue = %name, %error, "ack failed; the message will come back")
+                }
+            },
+            Err(error) => self.fail(slot, &delivery, error).await,
+        }
+        self.set_current(slot, None).await;
+        self.shared.empty_armed.store(true, Ordering::SeqCst);
+    }
+
+    async fn fail(&self, slot: usize, delivery: &Delivery, error: BoxError) {
+        let backend = self.queue.backend();
+        let name = self.queue.name();
+        let retryable = (self.retry.retryable)(&error);
+        let last_attempt = delivery.attempt >= self.retry.max_attempts;
+        let text = error.to_string();
+        let nack = Nack {
+            error: text.clone(),
+            delay: Some(self.retry.backoff.delay(delivery.attempt)),
+            permanent: !retryable || last_attempt,
+        };
+        match backend.nack(name, &delivery.receipt, nack).await {
+            Ok(NackOutcome::Retried) => {
+                self.shared.retried.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok(NackOutcome::DeadLettered) => {
+                self.shared.dead_lettered.fetch_add(1, Ordering::SeqCst);
+                if let Some(hook) = &self.on_dead_letter
+                    && let Ok(event) = serde_json::from_slice::<T>(&delivery.body)
+                {
+                    hook(
+                        event,
+                        text,
+                        DeadLetterContext {
+                            message_id: delivery.message_id,
+                            idempotency_id: delivery.id.clone(),
+                            attempt: delivery.attempt,
+                            slot,
+                        },
+                    )
+                    .await;
+                }
+            }
+            Err(error) => {
+                tracing::warn!(queue = %name, %error, "nack failed; the lease will run out and the message comes back")
+            }
+        }
+    }
+
+    async fn set_current(&self, slot: usize, current: Option<Uuid>) {
+        if let Some(state) = self.shared.slots.lock().await.get_mut(slot) {
+            state.current = current;
+        }
+    }
+
+    async fn count_slot(&self, slot: usize) {
+        if let Some(state) = self.shared.slots.lock().await.get_mut(slot) {
+            state.processed += 1;
+        }
+    }
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Completes once [`WorkerHandle::shutdown`] was called (before or after this started).
+async fn stop_requested(shared: &Shared) {
+    loop {
+        let notified = shared.stop.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if shared.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        notified.await;
+    }
+}
+
+/// Puts a message back in the queue if its slot is aborted before settling it.
+struct Release {
+    backend: Arc<dyn crate::Backend>,
+    queue: String,
+    receipt: Option<String>,
+    shared: Arc<Shared>,
+}
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        let Some(receipt) = self.receipt.take() else {
+            return;
+        };
+        self.shared.released.fetch_add(1, Ordering::SeqCst);
+        let backend = self.backend.clone();
+        let queue = std::mem::take(&mut self.queue);
+        // Visible again at once; the attempt counts, as for any interrupted delivery.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let nack = Nack {
+                    error: "released: the worker shut down before the handler finished".into(),
+                    delay: Some(Duration::ZERO),
+                    permanent: false,
+                };
+                if let Err(error) = backend.nack(&queue, &receipt, nack).await {
+                    tracing::warn!(%queue, %error, "release failed; the lease will run out instead");
+                }
+            });
+        }
+    }
+}
+
+/// Completes on SIGTERM or ctrl-c.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = terminate => {}
+    }
+}
