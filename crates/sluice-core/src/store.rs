@@ -292,6 +292,8 @@ pub trait Store: Send + Sync + 'static {
     async fn queue_put(&self, params: QueuePutParams) -> StoreResult<QueuePut>;
     /// One queue with its depth.
     async fn queue_get(&self, name: &str, now_ms: Millis) -> StoreResult<QueueInfo>;
+    /// One queue's configuration only: cheap, for the paths every message takes.
+    async fn queue_config(&self, name: &str) -> StoreResult<Arc<QueueConfig>>;
     /// All queues with their depth, by name.
     async fn queue_list(&self, now_ms: Millis) -> StoreResult<Vec<QueueInfo>>;
     /// Deletes a queue and its messages. Refused with `Conflict` while another queue uses it as

@@ -331,6 +331,14 @@ impl Store for SharedSqliteStore {
         self.0.queue_info(&index, name, now_ms)
     }
 
+    async fn queue_config(&self, name: &str) -> StoreResult<Arc<QueueConfig>> {
+        self.0
+            .index
+            .lock()
+            .queue_config(name)
+            .ok_or_else(|| StoreError::QueueNotFound(name.to_owned()))
+    }
+
     async fn queue_list(&self, now_ms: Millis) -> StoreResult<Vec<QueueInfo>> {
         let index = self.0.index.lock();
         index

@@ -37,7 +37,7 @@ pub async fn enqueue(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let now_ms = app.now_ms();
-    let config = app.store.queue_get(&queue, now_ms).await?.config;
+    let config = app.store.queue_config(&queue).await?;
     let (inputs, is_batch) = split_batch(&body)?;
     if is_batch {
         if inputs.is_empty() {

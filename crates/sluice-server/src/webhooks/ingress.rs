@@ -31,11 +31,22 @@ use crate::expr_pool::ExprPool;
 /// Longest time the expressions of one request may run.
 const EXPRESSION_TIME_LIMIT: Duration = Duration::from_secs(1);
 /// Request headers never stored with a message.
-const HEADERS_NOT_STORED: [&str; 4] = [
+const HEADERS_NOT_STORED: [&str; 14] = [
     "authorization",
     "cookie",
     "proxy-authorization",
     "x-api-key",
+    // What only concerned the connection.
+    "host",
+    "connection",
+    "content-length",
+    "transfer-encoding",
+    "accept-encoding",
+    "keep-alive",
+    "te",
+    "upgrade",
+    "expect",
+    "proxy-connection",
 ];
 /// Most headers stored with a message (the message limits).
 const STORED_HEADERS_MAX: usize = 64;
@@ -126,11 +137,15 @@ async fn handle(
     }
     let config = app
         .store
-        .queue_get(&endpoint.spec.queue, now_ms)
+        .queue_config(&endpoint.spec.queue)
         .await
-        .map_err(|e| ("queue_not_found", ApiError::from(e)))?
-        .config;
-    let event = Event::new(headers, uri, &bytes, peer, now_ms);
+        .map_err(|e| ("queue_not_found", ApiError::from(e)))?;
+    let event = Event::new(
+        (headers, uri, &bytes, peer),
+        now_ms,
+        config.schema.is_some(),
+        endpoint.has_expressions(),
+    );
     if let Some(parse_error) = &event.parse_error {
         return dead_letter(
             app,
@@ -159,9 +174,13 @@ async fn handle(
             },
         ));
     }
-    let body = shaped.body.clone().unwrap_or_else(|| event.body.clone());
     if let Some(schema) = &config.schema {
-        let violations = schema.violations(&body);
+        let body = shaped
+            .body
+            .as_ref()
+            .or(event.body.as_ref())
+            .unwrap_or(&Value::Null);
+        let violations = schema.violations(body);
         if !violations.is_empty() {
             let reasons: Vec<String> = violations
                 .iter()
@@ -171,18 +190,19 @@ async fn handle(
             return dead_letter(app, endpoint, &config, &event, &bytes, error, now_ms).await;
         }
     }
-    let payload = match (&shaped.body, &event.body) {
-        // Not JSON, not transformed: stored as the bytes received.
-        (None, Value::String(_)) if event.raw => Payload {
-            body_bytes: bytes.to_vec(),
-            body_kind: 1,
-            headers: stored_headers(endpoint, headers),
-        },
-        _ => Payload {
-            body_bytes: serde_json::to_vec(&body).unwrap_or_default(),
-            body_kind: 0,
-            headers: stored_headers(endpoint, headers),
-        },
+    let (body_bytes, body_kind) = match (&shaped.body, event.form) {
+        (Some(transformed), _) => (serde_json::to_vec(transformed).unwrap_or_default(), 0),
+        (None, BodyForm::Json) => (bytes.to_vec(), 0),
+        (None, BodyForm::Form) => (
+            serde_json::to_vec(event.body.as_ref().unwrap_or(&Value::Null)).unwrap_or_default(),
+            0,
+        ),
+        (None, BodyForm::Raw) => (bytes.to_vec(), 1),
+    };
+    let payload = Payload {
+        body_bytes,
+        body_kind,
+        headers: stored_headers(endpoint, headers),
     };
     if payload.body_bytes.len() > config.max_message_bytes {
         let error = format!(
@@ -328,73 +348,101 @@ fn signed_url(endpoint: &Endpoint, uri: &Uri, headers: &HeaderMap) -> String {
     }
 }
 
-/// The event expressions see, and the body as parsed.
+/// How a webhook body was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyForm {
+    /// JSON: stored as the bytes received (keys, spacing and big numbers untouched).
+    Json,
+    /// `application/x-www-form-urlencoded`: stored as a JSON object of its fields.
+    Form,
+    /// Anything else: stored as bytes.
+    Raw,
+}
+
+/// The request as expressions and checks see it. Parsing costs, so what nobody needs is not
+/// built: the body as a value only for expressions, a schema or a form; the event object only
+/// for expressions.
 struct Event {
-    /// `{"body", "headers", "query", "source_ip", "received_at"}`.
-    value: Value,
-    /// The body: JSON, form fields as an object, or the text.
-    body: Value,
-    /// True when the body is neither JSON nor a form (kept as bytes unless transformed).
-    raw: bool,
+    form: BodyForm,
+    /// The body: JSON, form fields as an object, or the text (when needed).
+    body: Option<Value>,
+    /// `{"body", "headers", "query", "source_ip", "received_at"}` (for expressions).
+    value: Option<Value>,
     /// Why a body that had to be JSON is not.
     parse_error: Option<String>,
     headers_map: HeaderMap,
 }
 
 impl Event {
-    fn new(headers: &HeaderMap, uri: &Uri, bytes: &[u8], peer: SocketAddr, now_ms: Millis) -> Self {
+    fn new(
+        request: (&HeaderMap, &Uri, &[u8], SocketAddr),
+        now_ms: Millis,
+        needs_body: bool,
+        needs_event: bool,
+    ) -> Self {
+        let (headers, uri, bytes, peer) = request;
         let content_type = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_ascii_lowercase();
+        let text = || Value::String(String::from_utf8_lossy(bytes).into_owned());
+        let needs_body = needs_body || needs_event;
         let mut parse_error = None;
-        let mut raw = false;
-        let body = if content_type.contains("json") {
-            serde_json::from_slice(bytes).unwrap_or_else(|e| {
-                parse_error = Some(format!("the body is not valid JSON ({content_type}): {e}"));
-                Value::String(String::from_utf8_lossy(bytes).into_owned())
-            })
-        } else if content_type.starts_with("application/x-www-form-urlencoded") {
-            Value::Object(
-                form_urlencoded::parse(bytes)
-                    .map(|(k, v)| (k.into_owned(), Value::String(v.into_owned())))
-                    .collect(),
-            )
+        let (form, body) = if content_type.starts_with("application/x-www-form-urlencoded") {
+            let fields = form_urlencoded::parse(bytes)
+                .map(|(k, v)| (k.into_owned(), Value::String(v.into_owned())))
+                .collect();
+            (BodyForm::Form, Some(Value::Object(fields)))
         } else {
-            serde_json::from_slice(bytes).unwrap_or_else(|_| {
-                raw = true;
-                Value::String(String::from_utf8_lossy(bytes).into_owned())
-            })
+            let json_required = content_type.contains("json");
+            let parsed = if needs_body {
+                serde_json::from_slice::<Value>(bytes).map(Some)
+            } else {
+                serde_json::from_slice::<serde::de::IgnoredAny>(bytes).map(|_| None)
+            };
+            match parsed {
+                Ok(body) => (BodyForm::Json, body),
+                Err(error) => {
+                    if json_required {
+                        parse_error = Some(format!(
+                            "the body is not valid JSON ({content_type}): {error}"
+                        ));
+                    }
+                    (BodyForm::Raw, needs_body.then(text))
+                }
+            }
         };
-        let header_values: serde_json::Map<String, Value> = headers
-            .iter()
-            .filter_map(|(name, value)| {
-                Some((
-                    name.as_str().to_owned(),
-                    Value::String(value.to_str().ok()?.to_owned()),
-                ))
+        let value = needs_event.then(|| {
+            let header_values: serde_json::Map<String, Value> = headers
+                .iter()
+                .filter_map(|(name, value)| {
+                    Some((
+                        name.as_str().to_owned(),
+                        Value::String(value.to_str().ok()?.to_owned()),
+                    ))
+                })
+                .collect();
+            let query: serde_json::Map<String, Value> = uri
+                .query()
+                .map(|q| {
+                    form_urlencoded::parse(q.as_bytes())
+                        .map(|(k, v)| (k.into_owned(), Value::String(v.into_owned())))
+                        .collect()
+                })
+                .unwrap_or_default();
+            serde_json::json!({
+                "body": body.clone().unwrap_or(Value::Null),
+                "headers": header_values,
+                "query": query,
+                "source_ip": peer.ip().to_string(),
+                "received_at": time_out(now_ms),
             })
-            .collect();
-        let query: serde_json::Map<String, Value> = uri
-            .query()
-            .map(|q| {
-                form_urlencoded::parse(q.as_bytes())
-                    .map(|(k, v)| (k.into_owned(), Value::String(v.into_owned())))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let value = serde_json::json!({
-            "body": body,
-            "headers": header_values,
-            "query": query,
-            "source_ip": peer.ip().to_string(),
-            "received_at": time_out(now_ms),
         });
         Self {
-            value,
+            form,
             body,
-            raw,
+            value,
             parse_error,
             headers_map: headers.clone(),
         }
@@ -427,7 +475,7 @@ async fn shape(endpoint: &Arc<Endpoint>, event: &Event) -> Result<Shaped, String
         _ => None,
     };
     let endpoint = endpoint.clone();
-    let input = event.value.clone();
+    let input = event.value.clone().unwrap_or(Value::Null);
     let mut shaped = ExprPool::global()
         .run(EXPRESSION_TIME_LIMIT, move || {
             run_expressions(&endpoint, &input)
