@@ -2,8 +2,10 @@
 //! over HTTP and prints what it measured, as text or as JSON with `--json`.
 //!
 //! This file owns the flags, the order of the scenarios and the report. The load itself is in
-//! [`load`], the child process in [`server`], the dead-letter scenario in [`dlq`]. Like every client command it reaches the server
-//! only through `sluice_client`; it starts the server as a child process (the current
+//! [`load`], the child process in [`server`], the dead-letter scenario in [`dlq`], the webhook
+//! scenario in [`webhooks`]. Like every client command it reaches the server only through
+//! `sluice_client` (the webhook scenario also posts to `/hooks/{name}` as a sender would, and
+//! serves a push destination of its own); it starts the server as a child process (the current
 //! executable with `serve`), never in-process, so the figures include real HTTP over loopback.
 //!
 //! Every message body is a JSON string whose JSON text is `--body-bytes` long (1024 by default),
@@ -12,6 +14,7 @@
 mod dlq;
 mod load;
 mod server;
+mod webhooks;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -137,10 +140,16 @@ pub struct BenchArgs {
     /// and purged (bodies of `--body-bytes`).
     #[arg(long, default_value_t = 100_000, help_heading = "Scenario sizes")]
     dlq_messages: u64,
+    /// Scenario 9: signed webhook requests (bodies of about `--body-bytes`), then pushed.
+    #[arg(long, default_value_t = 50_000, help_heading = "Scenario sizes")]
+    webhook_requests: u64,
+    /// Scenario 9: concurrent webhook senders.
+    #[arg(long, default_value_t = 32, help_heading = "Scenario sizes")]
+    webhook_clients: usize,
 }
 
-/// The scenarios, in the order they run, except that 8 runs before 7 (on the server of 1-5, which
-/// 7 does not use). The server's memory (scenario 6) is read whenever the bench started the
+/// The scenarios, in the order they run, except that 8 and 9 run before 7 (on the server of 1-5,
+/// which 7 does not use). The server's memory (scenario 6) is read whenever the bench started the
 /// server, before scenario 8.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Scenario {
@@ -160,6 +169,11 @@ enum Scenario {
     /// of scenarios 1-5 after its memory is read, in a queue named `bench-dlq` that it deletes
     /// (with `bench-dlq.dlq`) before and after.
     Dlq,
+    /// 9: webhooks: signed ingress and push delivery (not run by default). Needs a server of the
+    /// bench's own (it hands the server the signing secret); runs on the server of scenarios 1-5
+    /// after scenario 8, in a queue named `bench-hooks` with the endpoint `bench`, both deleted
+    /// before and after.
+    Webhooks,
 }
 
 /// Runs the selected scenarios and prints the report on stdout (progress goes to stderr).
@@ -196,8 +210,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         server_stop: None,
         restart: None,
         dlq: None,
+        webhooks: None,
         notes: Vec::new(),
     };
+    let webhook_secret = webhooks::new_secret();
     let server = if spawned {
         progress("starting the server");
         let server = ServerProcess::start(
@@ -205,6 +221,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             &work.path().join("data"),
             &args.durability,
             &work.path().join("server.log"),
+            Some(&webhook_secret),
         )
         .await?;
         report.server_ready_s = Some(server.ready_after.as_secs_f64());
@@ -317,6 +334,25 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         };
         report.dlq = Some(dlq::run(&client, server.as_ref(), &bodies, args.body_bytes, load).await);
     }
+    if selected(Scenario::Webhooks) {
+        match &server {
+            Some(server) => {
+                progress("9. webhooks: signed ingress and push delivery");
+                let load = webhooks::WebhooksLoad {
+                    requests: args.webhook_requests,
+                    clients: args.webhook_clients,
+                    time_limit,
+                };
+                report.webhooks = Some(
+                    webhooks::run(&client, server, &webhook_secret, args.body_bytes, load).await,
+                );
+            }
+            None => report.notes.push(
+                "the webhooks scenario needs a server of the bench's own (it hands the server the signing secret); skipped"
+                    .into(),
+            ),
+        }
+    }
     if let Some(server) = server {
         progress("stopping the server");
         report.server_stop = Some(server.stop().await?);
@@ -351,6 +387,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     if let Some(failure) = report.dlq.as_ref().and_then(|dlq| dlq.failure.as_ref()) {
         anyhow::bail!("the dlq scenario failed: {failure}");
     }
+    if let Some(failure) = report
+        .webhooks
+        .as_ref()
+        .and_then(|webhooks| webhooks.failure.as_ref())
+    {
+        anyhow::bail!("the webhooks scenario failed: {failure}");
+    }
     Ok(())
 }
 
@@ -378,6 +421,7 @@ struct Report {
     server_stop: Option<StopOutcome>,
     restart: Option<RestartReport>,
     dlq: Option<dlq::DlqReport>,
+    webhooks: Option<webhooks::WebhooksReport>,
     notes: Vec<String>,
 }
 
@@ -454,7 +498,7 @@ async fn restart(
 ) -> anyhow::Result<RestartReport> {
     let data = work.join("restart-data");
     let log = work.join("restart-server.log");
-    let first = ServerProcess::start(exe, &data, &args.durability, &log).await?;
+    let first = ServerProcess::start(exe, &data, &args.durability, &log, None).await?;
     let client = Client::new(&first.url)?;
     let queue = "bench-restart";
     client
@@ -476,7 +520,7 @@ async fn restart(
     let data_dir_bytes = data_dir_files.values().sum();
 
     progress("7. starting it again");
-    let second = ServerProcess::start(exe, &data, &args.durability, &log).await?;
+    let second = ServerProcess::start(exe, &data, &args.durability, &log, None).await?;
     let ready_s = second.ready_after.as_secs_f64();
     let memory_after_restart = second.memory();
     let stats = Client::new(&second.url)?.queue_stats(queue).await;
@@ -678,6 +722,10 @@ impl Report {
             out.push(String::new());
             dlq::text_lines(&mut out, dlq);
         }
+        if let Some(webhooks) = &self.webhooks {
+            out.push(String::new());
+            webhooks::text_lines(&mut out, webhooks);
+        }
         for note in &self.notes {
             out.push(format!("note: {note}"));
         }
@@ -738,7 +786,10 @@ fn failure_lines(out: &mut Vec<String>, errors: u64, first: Option<&str>, hit_ti
 }
 
 fn cpu_line<T>(out: &mut Vec<String>, measured: &Measured<T>) {
-    let cpu = &measured.cpu;
+    cpu_use_line(out, &measured.cpu);
+}
+
+fn cpu_use_line(out: &mut Vec<String>, cpu: &CpuUse) {
     let percent =
         |value: Option<f64>| value.map_or_else(|| "?".to_owned(), |value| format!("{value:.0}%"));
     let threads: Vec<String> = cpu
@@ -885,6 +936,34 @@ mod tests {
         assert_eq!(
             (dlq.scenarios, dlq.dlq_messages),
             (vec![Scenario::Dlq], 5_000)
+        );
+        assert!(
+            !parse(&["sluice", "bench"])
+                .scenarios
+                .contains(&Scenario::Webhooks)
+        );
+        let defaults = parse(&["sluice", "bench"]);
+        assert_eq!(
+            (defaults.webhook_requests, defaults.webhook_clients),
+            (50_000, 32)
+        );
+        let hooks = parse(&[
+            "sluice",
+            "bench",
+            "--scenarios",
+            "webhooks",
+            "--webhook-requests",
+            "2000",
+            "--webhook-clients",
+            "8",
+        ]);
+        assert_eq!(
+            (
+                hooks.scenarios,
+                hooks.webhook_requests,
+                hooks.webhook_clients
+            ),
+            (vec![Scenario::Webhooks], 2_000, 8)
         );
     }
 

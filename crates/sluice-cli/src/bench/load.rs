@@ -97,7 +97,7 @@ pub struct LatencySummary {
 
 impl LatencySummary {
     /// `None` for an empty histogram.
-    fn of(histogram: &Histogram<u64>) -> Option<Self> {
+    pub fn of(histogram: &Histogram<u64>) -> Option<Self> {
         (!histogram.is_empty()).then(|| Self {
             count: histogram.len(),
             p50_us: histogram.value_at_quantile(0.50),
@@ -111,12 +111,12 @@ impl LatencySummary {
 }
 
 /// A duration in whole µs, at least 1 (the histograms start at 1).
-fn micros(duration: Duration) -> u64 {
+pub fn micros(duration: Duration) -> u64 {
     (duration.as_micros() as u64).max(1)
 }
 
 /// A histogram of µs from 1 µs to 10 min, 3 significant digits.
-fn histogram() -> Histogram<u64> {
+pub fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 600_000_000, 3).expect("the bounds are valid")
 }
 

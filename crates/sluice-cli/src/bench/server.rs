@@ -23,6 +23,11 @@ const READY_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long the server may take to stop after SIGTERM before it is killed.
 const STOP_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// The environment variable through which the bench hands the server it starts the `whsec_`
+/// secret of the webhooks scenario (the endpoint it defines names this variable). Set only for
+/// that purpose.
+pub const WEBHOOK_SECRET_ENV: &str = "SLUICE_BENCH_WEBHOOK_SECRET";
+
 /// Linux reports CPU time in clock ticks of 1/100 s (`USER_HZ`, fixed at 100 for user space).
 const TICKS_PER_SECOND: f64 = 100.0;
 
@@ -60,12 +65,14 @@ pub struct Memory {
 
 impl ServerProcess {
     /// Starts `exe serve` on a free loopback port with `data_dir` and `durability`, appending its
-    /// log (stderr) to `log`, and waits for the ready line.
+    /// log (stderr) to `log`, and waits for the ready line. With `webhook_secret`, the server
+    /// gets it in [`WEBHOOK_SECRET_ENV`].
     pub async fn start(
         exe: &Path,
         data_dir: &Path,
         durability: &str,
         log: &Path,
+        webhook_secret: Option<&str>,
     ) -> anyhow::Result<Self> {
         let log_file = std::fs::OpenOptions::new()
             .create(true)
@@ -73,7 +80,11 @@ impl ServerProcess {
             .open(log)
             .with_context(|| format!("cannot open {}", log.display()))?;
         let started = Instant::now();
-        let mut child = Command::new(exe)
+        let mut command = Command::new(exe);
+        if let Some(secret) = webhook_secret {
+            command.env(WEBHOOK_SECRET_ENV, secret);
+        }
+        let mut child = command
             .arg("serve")
             .args([
                 "--listen",

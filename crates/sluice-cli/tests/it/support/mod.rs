@@ -7,6 +7,10 @@
 //! binaries, each of which uses a part of it.
 #![allow(dead_code)]
 
+pub mod hooks;
+
+pub mod destination;
+
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
