@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use serde_json::Value;
+use sluice_core::dispatch::NackOutcome;
 use sluice_core::message::ClaimedMessage;
 use sluice_core::meter::Meter;
 use sluice_core::queue::QueueConfig;
@@ -307,7 +308,8 @@ impl Dispatcher {
                 let wait = claim
                     .next_change_at_ms
                     .map_or(Duration::from_secs(1), |at| {
-                        Duration::from_millis((at - now_ms).clamp(1, 1_000) as u64)
+                        // At least 10 ms: on a test clock time may stand still.
+                        Duration::from_millis((at - now_ms).clamp(10, 1_000) as u64)
                     });
                 tokio::select! {
                     _ = woken => {}
@@ -374,13 +376,9 @@ impl Dispatcher {
                 retry_after_ms,
                 ..
             } => {
-                if permanent {
-                    stats.failed_permanently.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    stats.retried.fetch_add(1, Ordering::Relaxed);
-                }
                 let backoff_ms = destination.config.backoff.delay_ms(message.attempts);
-                self.store
+                let nacked = self
+                    .store
                     .message_nack(NackParams {
                         queue: destination.queue.clone(),
                         receipt: message.receipt,
@@ -390,8 +388,15 @@ impl Dispatcher {
                         permanent: permanent && destination.config.dead_letter_queue.is_some(),
                         now_ms,
                     })
-                    .await
-                    .map(|_| ())
+                    .await;
+                // Out of attempts counts as a permanent failure, not a retry.
+                match &nacked {
+                    Ok(NackOutcome::DeadLettered { .. }) => {
+                        stats.failed_permanently.fetch_add(1, Ordering::Relaxed)
+                    }
+                    _ => stats.retried.fetch_add(1, Ordering::Relaxed),
+                };
+                nacked.map(|_| ())
             }
         };
         if let Err(error) = result {

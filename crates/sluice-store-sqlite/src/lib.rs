@@ -522,16 +522,19 @@ impl Store for SharedSqliteStore {
             let mut seqs = Vec::new();
             let mut memos = Vec::new();
             for receipt in &params.receipts {
-                let memo = index
+                let entry = index
                     .seq_of(&receipt.message_id)
-                    .and_then(|seq| index.entry(seq))
-                    .and_then(|entry| {
-                        let key = entry.idempotency_key.clone()?;
-                        Some((entry.queue.clone(), key, entry.id))
-                    });
+                    .and_then(|seq| index.entry(seq));
+                // The acked record keeps the delivery count the lease had.
+                let attempts = entry.map(|entry| (entry.attempts, entry.first_received_at_ms));
+                let memo = entry.and_then(|entry| {
+                    let key = entry.idempotency_key.clone()?;
+                    Some((entry.queue.clone(), key, entry.id))
+                });
                 match index.ack(&params.queue, receipt, params.now_ms) {
                     Ok(seq) => {
-                        seqs.push(seq);
+                        let (attempts, first_received_at_ms) = attempts.unwrap_or_default();
+                        seqs.push((seq, attempts, first_received_at_ms));
                         memos.extend(memo);
                         results.push(Ok(()));
                     }

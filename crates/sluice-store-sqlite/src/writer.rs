@@ -45,7 +45,8 @@ pub enum WriteOp {
     /// Mark messages acked, with the consumer's result; `memos` are the idempotency keys
     /// (queue, key, message) that remember it.
     Ack {
-        seqs: Vec<Seq>,
+        /// (message, its attempts, its first delivery).
+        seqs: Vec<(Seq, u32, Option<Millis>)>,
         memos: Vec<(Arc<str>, Arc<str>, Uuid)>,
         result: Option<String>,
         now_ms: Millis,
@@ -429,10 +430,17 @@ fn apply(
             now_ms,
             reply,
         } => {
-            let mut statement = tx.prepare_cached("UPDATE messages SET state = ?2, acked_at = ?3, body = NULL, headers = NULL, result = ?4 WHERE seq = ?1")?;
-            for seq in seqs {
+            let mut statement = tx.prepare_cached("UPDATE messages SET state = ?2, acked_at = ?3, body = NULL, headers = NULL, result = ?4, attempts = ?5, first_received_at = ?6 WHERE seq = ?1")?;
+            for (seq, attempts, first_received_at_ms) in seqs {
                 claims.forget(seq);
-                statement.execute(params![seq as i64, STATE_ACKED, now_ms, result])?;
+                statement.execute(params![
+                    seq as i64,
+                    STATE_ACKED,
+                    now_ms,
+                    result,
+                    attempts,
+                    first_received_at_ms
+                ])?;
             }
             let mut statement = tx.prepare_cached("UPDATE idempotency SET acked_at = ?4, result = ?5 WHERE queue = ?1 AND key = ?2 AND message_id = ?3")?;
             for (queue, key, id) in memos {

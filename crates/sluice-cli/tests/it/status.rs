@@ -88,3 +88,29 @@ async fn unknown_messages_are_404_message_not_found() {
         .await
         .error(404, "queue_not_found");
 }
+
+#[tokio::test]
+async fn an_acked_record_keeps_the_attempts_and_first_delivery_of_its_last_lease() {
+    // Proves the acked record is written with the lease's delivery count and first delivery
+    // time: a message nacked once and acked on its second delivery reads attempts 2.
+    let server = TestServer::builder().test_clock(true).start().await;
+    server.put_queue("q", json!({})).await;
+    let id = crate::support::message_id(&server.send("q", json!({"body": 1})).await);
+    let first = server.receive("q", json!({})).await.remove(0);
+    let first_received = parse_time(&first["first_received_at"]);
+    server
+        .nack("q", json!({"receipt": receipt(&first), "delay_ms": 0}))
+        .await;
+    server.advance_clock(1_000).await;
+    let second = server.receive("q", json!({})).await.remove(0);
+    assert_eq!(second["attempts"], 2);
+    server.ack("q", receipt(&second)).await;
+    let status = server.get(&format!("/v1/queues/q/messages/{id}")).await.ok();
+    assert_eq!(status["state"], "acked", "{status}");
+    assert_eq!(status["attempts"], 2, "{status}");
+    assert_eq!(
+        parse_time(&status["first_received_at"]),
+        first_received,
+        "{status}"
+    );
+}

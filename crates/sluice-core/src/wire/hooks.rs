@@ -195,7 +195,8 @@ pub struct PushStatsOut {
     pub delivered: u64,
     /// Failed attempts that will be retried.
     pub retried: u64,
-    /// Answers that sent the message to the dead-letter queue at once.
+    /// Failures that sent the message to the dead-letter queue: a permanent answer, or the
+    /// last attempt.
     pub failed_permanently: u64,
     /// Requests in flight now.
     pub in_flight: u64,
