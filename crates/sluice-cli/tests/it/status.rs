@@ -105,7 +105,10 @@ async fn an_acked_record_keeps_the_attempts_and_first_delivery_of_its_last_lease
     let second = server.receive("q", json!({})).await.remove(0);
     assert_eq!(second["attempts"], 2);
     server.ack("q", receipt(&second)).await;
-    let status = server.get(&format!("/v1/queues/q/messages/{id}")).await.ok();
+    let status = server
+        .get(&format!("/v1/queues/q/messages/{id}"))
+        .await
+        .ok();
     assert_eq!(status["state"], "acked", "{status}");
     assert_eq!(status["attempts"], 2, "{status}");
     assert_eq!(
