@@ -81,6 +81,12 @@ impl From<sluice_core::StoreError> for Error {
             StoreError::QueueFull { retry_after_s, .. } => Error::QueueFull {
                 retry_after: std::time::Duration::from_secs(retry_after_s),
             },
+            StoreError::Lease(sluice_core::dispatch::LeaseError::NoDeadLetterQueue) => {
+                Error::Invalid {
+                    code: "invalid_field".into(),
+                    message: "permanent: the queue has no dead-letter queue".into(),
+                }
+            }
             StoreError::Lease(lease) => Error::StaleLease(lease.to_string()),
             StoreError::Conflict(message) => Error::Other {
                 status: 409,

@@ -115,6 +115,11 @@ impl Backoff {
 }
 
 /// When and how often to retry.
+///
+/// The queue's own `max_attempts` still applies on the broker: a message is dead-lettered when
+/// either limit is reached, so give the queue at least as many attempts as the policy (or 0,
+/// "retry forever", and let the policy decide). A queue without a dead-letter queue keeps
+/// retrying what the policy would dead-letter.
 #[derive(Clone)]
 pub struct RetryPolicy {
     max_attempts: u32,
@@ -323,6 +328,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
     }
 
     /// Runs after an event went to the dead-letter queue, with the event and the last error.
+    /// (A body that does not decode into the event type is dead-lettered without it: there is
+    /// no event to hand over.)
     pub fn on_dead_letter<F, Fut>(mut self, hook: F) -> Self
     where
         F: Fn(T, String, DeadLetterContext) -> Fut + Send + Sync + 'static,
@@ -564,12 +571,24 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
         let retryable = (self.retry.retryable)(&error);
         let last_attempt = delivery.attempt >= self.retry.max_attempts;
         let text = error.to_string();
+        let delay = Some(self.retry.backoff.delay(delivery.attempt));
         let nack = Nack {
             error: text.clone(),
-            delay: Some(self.retry.backoff.delay(delivery.attempt)),
+            delay,
             permanent: !retryable || last_attempt,
         };
-        match backend.nack(name, &delivery.receipt, nack).await {
+        let mut nacked = backend.nack(name, &delivery.receipt, nack).await;
+        if let Err(Error::Invalid { message, .. }) = &nacked {
+            // A queue without a dead-letter queue keeps every message: retry instead.
+            tracing::warn!(queue = %name, %message, "cannot dead-letter; the message will be retried");
+            let retry = Nack {
+                error: text.clone(),
+                delay,
+                permanent: false,
+            };
+            nacked = backend.nack(name, &delivery.receipt, retry).await;
+        }
+        match nacked {
             Ok(NackOutcome::Retried) => {
                 self.shared.retried.fetch_add(1, Ordering::SeqCst);
             }
