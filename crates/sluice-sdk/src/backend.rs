@@ -161,6 +161,11 @@ pub trait Backend: Send + Sync + 'static {
     async fn cancel(&self, queue: &str, message: MessageRef) -> Result<CancelOutcome>;
     /// Where a message is.
     async fn get(&self, queue: &str, message: MessageRef) -> Result<Option<MessageInfo>>;
+    /// Now, by the backend's clock (the embedded store's test clock, say).
+    fn now(&self) -> SystemTime {
+        SystemTime::now()
+    }
+
     /// Waits until the queue holds no ready, delayed or in-flight message, or `timeout`; true
     /// when it emptied.
     async fn drain(&self, queue: &str, timeout: Duration) -> Result<bool> {

@@ -226,6 +226,10 @@ fn store_ref(message: MessageRef) -> StoreRef {
 
 #[async_trait]
 impl Backend for Embedded {
+    fn now(&self) -> SystemTime {
+        system_time(self.clock.now_ms())
+    }
+
     async fn ensure_queue(&self, queue: &str) -> Result<()> {
         match self.store.queue_get(queue, self.clock.now_ms()).await {
             Ok(_) => Ok(()),

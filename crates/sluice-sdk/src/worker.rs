@@ -27,6 +27,9 @@ use crate::{Error, Queue, Result};
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// How long a stopping worker waits for acks and nacks already on their way.
+const SETTLE_WAIT: Duration = Duration::from_secs(10);
 type DeadLetterHook<T> = Arc<dyn Fn(T, String, DeadLetterContext) -> BoxFuture + Send + Sync>;
 type EmptyHook = Arc<dyn Fn(EmptyContext) -> BoxFuture + Send + Sync>;
 type Retryable = Arc<dyn Fn(&BoxError) -> bool + Send + Sync>;
@@ -250,6 +253,10 @@ struct Shared {
     dead_lettered: AtomicU64,
     released: AtomicU64,
     pending: AtomicU64,
+    /// Messages leased and not yet acked or nacked.
+    unsettled: AtomicU64,
+    /// Acks and nacks on their way (they outlive an aborted slot).
+    settling: AtomicU64,
     /// Set after each finished event: the next empty lease checks whether the queue emptied.
     empty_armed: AtomicBool,
     slots: Mutex<Vec<SlotState>>,
@@ -295,6 +302,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
                 dead_lettered: AtomicU64::new(0),
                 released: AtomicU64::new(0),
                 pending: AtomicU64::new(0),
+                unsettled: AtomicU64::new(0),
+                settling: AtomicU64::new(0),
                 empty_armed: AtomicBool::new(false),
                 slots: Mutex::new(slots),
             }),
@@ -406,6 +415,16 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
         if graceful.is_err() {
             slots.shutdown().await;
         }
+        // Acks and nacks already sent finish (bounded), so the report counts them.
+        let settled = tokio::time::timeout(SETTLE_WAIT, async {
+            while shared.settling.load(Ordering::SeqCst) > 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        if settled.is_err() {
+            tracing::warn!("some acks or nacks did not finish before the worker stopped");
+        }
         pending.abort();
         Ok(WorkerReport {
             processed: shared.processed.load(Ordering::SeqCst),
@@ -448,6 +467,9 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
                 self.maybe_empty().await;
                 continue;
             }
+            self.shared
+                .unsettled
+                .fetch_add(deliveries.len() as u64, Ordering::SeqCst);
             for delivery in deliveries {
                 // Released on drop if the slot is aborted after the grace period.
                 let guard = Release {
@@ -456,7 +478,9 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
                     receipt: Some(delivery.receipt.clone()),
                     shared: self.shared.clone(),
                 };
-                self.process(slot, delivery, handler.as_ref(), guard).await;
+                self.clone()
+                    .process(slot, delivery, handler.as_ref(), guard)
+                    .await;
             }
         }
     }
@@ -465,7 +489,10 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
         let Some(hook) = &self.on_empty else {
             return;
         };
-        if !self.shared.empty_armed.swap(false, Ordering::SeqCst) {
+        // Only once every leased message is settled and counted, so the hook sees final counts.
+        if self.shared.unsettled.load(Ordering::SeqCst) > 0
+            || !self.shared.empty_armed.swap(false, Ordering::SeqCst)
+        {
             return;
         }
         match self.queue.status().await {
@@ -481,7 +508,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
     }
 
     async fn process<H, Fut>(
-        &self,
+        self: Arc<Self>,
         slot: usize,
         delivery: Delivery,
         handler: &H,
@@ -506,6 +533,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
                 }
                 self.shared.dead_lettered.fetch_add(1, Ordering::SeqCst);
                 self.shared.empty_armed.store(true, Ordering::SeqCst);
+                self.shared.unsettled.fetch_sub(1, Ordering::SeqCst);
                 return;
             }
         };
@@ -516,7 +544,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
             idempotency_id: delivery.id.clone(),
             attempt: delivery.attempt,
             enqueued_at: delivery.enqueued_at,
-            processing_started_at: SystemTime::now(),
+            processing_started_at: backend.now(),
             slot,
             processed: self.shared.processed.load(Ordering::SeqCst),
             pending: self.shared.pending.load(Ordering::Relaxed),
@@ -548,21 +576,32 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
             Ok(outcome) => outcome,
             Err(join) => Err(format!("the handler panicked: {join}").into()),
         };
+        // From here the message is settled by a task of its own, which the end of the grace
+        // period does not abort: an ack or nack on its way always lands and is counted.
         guard.receipt = None;
-        match outcome {
-            Ok(()) => match backend.ack(name, &delivery.receipt).await {
-                Ok(()) => {
-                    self.shared.processed.fetch_add(1, Ordering::SeqCst);
-                    self.count_slot(slot).await;
-                }
-                Err(error) => {
-                    tracing::warn!(queue = %name, %error, "ack failed; the message will come back")
-                }
-            },
-            Err(error) => self.fail(slot, &delivery, error).await,
-        }
-        self.set_current(slot, None).await;
-        self.shared.empty_armed.store(true, Ordering::SeqCst);
+        let worker = self.clone();
+        self.shared.settling.fetch_add(1, Ordering::SeqCst);
+        let settle = tokio::spawn(async move {
+            let backend = worker.queue.backend();
+            let name = worker.queue.name();
+            match outcome {
+                Ok(()) => match backend.ack(name, &delivery.receipt).await {
+                    Ok(()) => {
+                        worker.shared.processed.fetch_add(1, Ordering::SeqCst);
+                        worker.count_slot(slot).await;
+                    }
+                    Err(error) => {
+                        tracing::warn!(queue = %name, %error, "ack failed; the message will come back")
+                    }
+                },
+                Err(error) => worker.fail(slot, &delivery, error).await,
+            }
+            worker.set_current(slot, None).await;
+            worker.shared.empty_armed.store(true, Ordering::SeqCst);
+            worker.shared.unsettled.fetch_sub(1, Ordering::SeqCst);
+            worker.shared.settling.fetch_sub(1, Ordering::SeqCst);
+        });
+        let _ = settle.await;
     }
 
     async fn fail(&self, slot: usize, delivery: &Delivery, error: BoxError) {

@@ -1,0 +1,402 @@
+//! The harness the worker suite runs on: one [`Backend`] (an [`Embedded`] store or a sluice
+//! server started in this process), a way to move its clock, and helpers to run a worker with a
+//! shutdown the test controls and to wait for conditions with a bound.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use sluice_client::wire::QueueSpec;
+use sluice_core::queue::{Ordering, QueueConfig};
+use sluice_sdk::{
+    Backend, BoxError, Context, Embedded, Http, Queue, QueueStats, Worker, WorkerReport,
+};
+use sluice_server::ServeOptions;
+use sluice_server::config::{Config, RawConfig};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// Which backend a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// The store inside the process.
+    Embedded,
+    /// A sluice server on 127.0.0.1, over HTTP.
+    Http,
+}
+
+/// Which clock the backend runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clock {
+    /// A manual clock that moves only by [`Harness::advance`].
+    Test,
+    /// The system clock (for what is about real time: heartbeats).
+    Real,
+}
+
+/// A backend to test against, with a way to move its clock.
+pub struct Harness {
+    /// The backend under test.
+    pub backend: Arc<dyn Backend>,
+    /// Which one it is.
+    pub kind: Kind,
+    /// Which clock it runs on.
+    pub clock: Clock,
+    /// Wall-clock time just before the backend started (its clock starts at or after this).
+    pub started_at: SystemTime,
+    inner: Inner,
+}
+
+enum Inner {
+    Embedded(Arc<Embedded>),
+    Http {
+        http: Http,
+        base: String,
+        client: reqwest::Client,
+        _server: Server,
+    },
+}
+
+/// A server running in this process; stopped when dropped.
+struct Server {
+    shutdown: Option<oneshot::Sender<()>>,
+    _task: JoinHandle<()>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+    }
+}
+
+impl Harness {
+    /// A fresh, empty backend of `kind` on `clock`.
+    pub async fn start(kind: Kind, clock: Clock) -> Self {
+        let started_at = SystemTime::now();
+        let (backend, inner): (Arc<dyn Backend>, Inner) = match kind {
+            Kind::Embedded => {
+                let mut builder = Embedded::builder();
+                if clock == Clock::Test {
+                    builder = builder.test_clock(started_at);
+                }
+                let embedded = Arc::new(builder.open().await.expect("open the embedded store"));
+                (embedded.clone(), Inner::Embedded(embedded))
+            }
+            Kind::Http => {
+                let dir = tempfile::tempdir().expect("temporary directory");
+                let mut config = Config::from_raw(
+                    RawConfig::default(),
+                    &ServeOptions {
+                        data_dir: Some(dir.path().to_owned()),
+                        durability: Some("os".into()),
+                        ..Default::default()
+                    },
+                )
+                .expect("server config");
+                config.test_clock = clock == Clock::Test;
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .expect("bind 127.0.0.1:0");
+                let address = listener.local_addr().expect("local address");
+                let (stop, stopped) = oneshot::channel::<()>();
+                let (ready, is_ready) = oneshot::channel::<()>();
+                let task = tokio::spawn(async move {
+                    let shutdown = async move {
+                        let _ = stopped.await;
+                    };
+                    if let Err(error) = sluice_server::run(config, listener, shutdown, move || {
+                        let _ = ready.send(());
+                    })
+                    .await
+                    {
+                        panic!("the server failed: {error}");
+                    }
+                });
+                tokio::time::timeout(Duration::from_secs(10), is_ready)
+                    .await
+                    .expect("the server did not start within 10 s")
+                    .expect("the server stopped before it was ready");
+                let base = format!("http://{address}");
+                let http = Http::new(&base).expect("http backend");
+                let server = Server {
+                    shutdown: Some(stop),
+                    _task: task,
+                    _dir: dir,
+                };
+                (
+                    Arc::new(http.clone()),
+                    Inner::Http {
+                        http,
+                        base,
+                        client: reqwest::Client::new(),
+                        _server: server,
+                    },
+                )
+            }
+        };
+        Self {
+            backend,
+            kind,
+            clock,
+            started_at,
+            inner,
+        }
+    }
+
+    /// Moves the backend's test clock forward (and lets whatever became due happen).
+    pub async fn advance(&self, by: Duration) {
+        assert_eq!(self.clock, Clock::Test, "advance needs a test clock");
+        match &self.inner {
+            Inner::Embedded(embedded) => embedded.advance(by).await,
+            Inner::Http { base, client, .. } => {
+                let response = client
+                    .post(format!("{base}/v1/_test/clock/advance"))
+                    .json(&serde_json::json!({ "ms": by.as_millis() as u64 }))
+                    .send()
+                    .await
+                    .expect("POST /v1/_test/clock/advance");
+                assert!(
+                    response.status().is_success(),
+                    "clock advance answered {}",
+                    response.status()
+                );
+            }
+        }
+    }
+
+    /// A queue with default settings.
+    pub async fn queue<T>(&self, name: &str) -> Queue<T>
+    where
+        T: Serialize + DeserializeOwned + Send + Sync + 'static,
+    {
+        Queue::open(self.backend.clone(), name)
+            .await
+            .expect("open the queue")
+    }
+
+    /// A queue whose messages of one key are delivered one at a time, in order.
+    pub async fn per_key_queue<T>(&self, name: &str) -> Queue<T>
+    where
+        T: Serialize + DeserializeOwned + Send + Sync + 'static,
+    {
+        match &self.inner {
+            Inner::Embedded(embedded) => embedded
+                .put_queue(
+                    name,
+                    QueueConfig {
+                        ordering: Ordering::PerKey,
+                        ..QueueConfig::defaults_for(name)
+                    },
+                )
+                .await
+                .expect("put a per_key queue"),
+            Inner::Http { http, .. } => {
+                http.client()
+                    .queue_put(
+                        name,
+                        &QueueSpec {
+                            ordering: Some("per_key".into()),
+                            ..Default::default()
+                        },
+                    )
+                    .await
+                    .expect("put a per_key queue");
+            }
+        }
+        Queue::new(self.backend.clone(), name)
+    }
+}
+
+/// A worker running in a task until [`Running::stop`] (or drop).
+pub struct Running {
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<sluice_sdk::Result<WorkerReport>>>,
+}
+
+impl Running {
+    /// Runs `worker` with `handler` until stopped.
+    pub fn spawn<T, H, Fut>(worker: Worker<T>, handler: H) -> Self
+    where
+        T: Serialize + DeserializeOwned + Send + Sync + 'static,
+        H: Fn(Context<T>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
+    {
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(worker.run_until(handler, async move {
+            let _ = stopped.await;
+        }));
+        Self {
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    /// Triggers the shutdown without waiting for it.
+    pub fn trigger(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+
+    /// Shuts the worker down and waits (at most 10 s) for its report.
+    pub async fn stop(mut self) -> WorkerReport {
+        self.trigger();
+        let task = self.task.take().expect("not stopped yet");
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("the worker did not stop within 10 s")
+            .expect("the worker task panicked")
+            .expect("the worker failed")
+    }
+
+    /// Waits (at most 10 s) for a worker that was asked to stop another way.
+    pub async fn join(mut self) -> WorkerReport {
+        let task = self.task.take().expect("not stopped yet");
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("the worker did not stop within 10 s")
+            .expect("the worker task panicked")
+            .expect("the worker failed")
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.trigger();
+    }
+}
+
+/// Polls `check` every 10 ms until it holds; panics after `timeout`.
+pub async fn eventually<F, Fut>(what: &str, timeout: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if check().await {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Polls the queue's numbers until `check` holds; panics (with the last numbers) after
+/// `timeout`.
+pub async fn wait_stats<T>(
+    queue: &Queue<T>,
+    what: &str,
+    timeout: Duration,
+    check: impl Fn(&QueueStats) -> bool,
+) -> QueueStats
+where
+    T: Serialize + DeserializeOwned + Send + Sync + 'static,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let stats = queue.status().await.expect("queue status");
+        if check(&stats) {
+            return stats;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}; last stats: {stats:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A backend whose acks are slow, as over a slow network: each ack waits `before` ahead of
+/// reaching the real backend and `after` once it took effect there (a slow response).
+pub struct SlowAcks {
+    /// The real backend.
+    pub inner: Arc<dyn Backend>,
+    /// Delay before the ack reaches the backend.
+    pub before: Duration,
+    /// Delay after the ack took effect.
+    pub after: Duration,
+}
+
+#[async_trait::async_trait]
+impl Backend for SlowAcks {
+    async fn ensure_queue(&self, queue: &str) -> sluice_sdk::Result<()> {
+        self.inner.ensure_queue(queue).await
+    }
+
+    async fn enqueue(
+        &self,
+        queue: &str,
+        messages: Vec<sluice_sdk::Outgoing>,
+    ) -> sluice_sdk::Result<Vec<sluice_sdk::Enqueued>> {
+        self.inner.enqueue(queue, messages).await
+    }
+
+    async fn lease(
+        &self,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+        wait: Duration,
+    ) -> sluice_sdk::Result<Vec<sluice_sdk::Delivery>> {
+        self.inner.lease(queue, max, lease, wait).await
+    }
+
+    async fn ack(&self, queue: &str, receipt: &str) -> sluice_sdk::Result<()> {
+        tokio::time::sleep(self.before).await;
+        self.inner.ack(queue, receipt).await?;
+        tokio::time::sleep(self.after).await;
+        Ok(())
+    }
+
+    async fn nack(
+        &self,
+        queue: &str,
+        receipt: &str,
+        nack: sluice_sdk::Nack,
+    ) -> sluice_sdk::Result<sluice_sdk::NackOutcome> {
+        self.inner.nack(queue, receipt, nack).await
+    }
+
+    async fn extend(&self, queue: &str, receipt: &str, lease: Duration) -> sluice_sdk::Result<()> {
+        self.inner.extend(queue, receipt, lease).await
+    }
+
+    async fn stats(&self, queue: &str) -> sluice_sdk::Result<QueueStats> {
+        self.inner.stats(queue).await
+    }
+
+    async fn set_paused(&self, queue: &str, paused: bool) -> sluice_sdk::Result<()> {
+        self.inner.set_paused(queue, paused).await
+    }
+
+    async fn cancel(
+        &self,
+        queue: &str,
+        message: sluice_sdk::MessageRef,
+    ) -> sluice_sdk::Result<sluice_sdk::CancelOutcome> {
+        self.inner.cancel(queue, message).await
+    }
+
+    async fn get(
+        &self,
+        queue: &str,
+        message: sluice_sdk::MessageRef,
+    ) -> sluice_sdk::Result<Option<sluice_sdk::MessageInfo>> {
+        self.inner.get(queue, message).await
+    }
+
+    async fn drain(&self, queue: &str, timeout: Duration) -> sluice_sdk::Result<bool> {
+        self.inner.drain(queue, timeout).await
+    }
+}

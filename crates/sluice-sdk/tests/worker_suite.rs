@@ -1,0 +1,860 @@
+//! One worker test suite, run against both backends: every test is an async fn taking a
+//! [`Harness`], instantiated once for [`Kind::Embedded`] and once for [`Kind::Http`] (a server
+//! started in this process) by the `suite!` macro at the bottom.
+//!
+//! Handlers never assert (a panicking handler is only a failed attempt): they record what they
+//! saw, and the test checks the records afterwards. Every wait is bounded.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+use sluice_sdk::{
+    Backend, Backoff, BoxError, CancelOutcome, Context, DeadLetterContext, Envelope, Outgoing,
+    Queue, RetryPolicy, Worker,
+};
+use support::{Clock, Harness, Kind, Running, SlowAcks, eventually, wait_stats};
+use uuid::Uuid;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Job {
+    n: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Keyed {
+    key: String,
+    seq: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Order {
+    id: u32,
+    total_cents: u64,
+}
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// What handlers saw that they should not have; checked once the worker stopped.
+#[derive(Clone, Default)]
+struct Problems(Arc<Mutex<Vec<String>>>);
+
+impl Problems {
+    fn report(&self, problem: String) {
+        self.0.lock().unwrap().push(problem);
+    }
+
+    fn assert_none(&self) {
+        let problems = self.0.lock().unwrap();
+        assert!(problems.is_empty(), "handlers saw: {problems:#?}");
+    }
+}
+
+/// Checks the context fields that do not depend on the test.
+fn check_context<T: std::fmt::Debug>(h_started: SystemTime, ctx: &Context<T>, problems: &Problems) {
+    if ctx.enqueued_at > ctx.processing_started_at {
+        problems.report(format!(
+            "{:?}: enqueued_at {:?} after processing_started_at {:?}",
+            ctx.event, ctx.enqueued_at, ctx.processing_started_at
+        ));
+    }
+    // A parse failure would give the epoch; the backend's clock starts at `h_started`.
+    if ctx.enqueued_at + Duration::from_secs(1) < h_started {
+        problems.report(format!(
+            "{:?}: enqueued_at {:?} before the backend started ({h_started:?})",
+            ctx.event, ctx.enqueued_at
+        ));
+    }
+    if ctx.message_id.is_nil() {
+        problems.report(format!("{:?}: nil message_id", ctx.event));
+    }
+}
+
+// 1.
+async fn concurrency_is_never_exceeded_and_every_slot_is_used(h: Harness) {
+    let queue: Queue<Job> = h.queue("jobs").await;
+    let mut ids = HashMap::new();
+    for n in 0..40 {
+        let enqueued = queue
+            .enqueue(&Job { n })
+            .id(format!("job-{n}"))
+            .await
+            .unwrap();
+        assert!(enqueued.created);
+        ids.insert(n, enqueued.message_id);
+    }
+    let ids = Arc::new(ids);
+    let running = Arc::new(AtomicUsize::new(0));
+    let max = Arc::new(AtomicUsize::new(0));
+    let slots = Arc::new(Mutex::new(BTreeSet::new()));
+    let handled = Arc::new(Mutex::new(Vec::new()));
+    let problems = Problems::default();
+    let started = h.started_at;
+    let worker = Worker::new(queue.clone(), 4).poll_wait(Duration::from_millis(100));
+    let run = Running::spawn(worker, {
+        let (running, max, slots, handled, problems, ids) = (
+            running.clone(),
+            max.clone(),
+            slots.clone(),
+            handled.clone(),
+            problems.clone(),
+            ids.clone(),
+        );
+        move |ctx: Context<Job>| {
+            let (running, max, slots, handled, problems, ids) = (
+                running.clone(),
+                max.clone(),
+                slots.clone(),
+                handled.clone(),
+                problems.clone(),
+                ids.clone(),
+            );
+            async move {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                max.fetch_max(now, Ordering::SeqCst);
+                check_context(started, &ctx, &problems);
+                let n = ctx.event.n;
+                if ids.get(&n) != Some(&ctx.message_id) {
+                    problems.report(format!("job {n}: message_id {}", ctx.message_id));
+                }
+                if ctx.idempotency_id.as_deref() != Some(format!("job-{n}").as_str()) {
+                    problems.report(format!("job {n}: idempotency_id {:?}", ctx.idempotency_id));
+                }
+                if ctx.attempt != 1 {
+                    problems.report(format!("job {n}: attempt {}", ctx.attempt));
+                }
+                if ctx.slot >= 4 {
+                    problems.report(format!("job {n}: slot {}", ctx.slot));
+                }
+                slots.lock().unwrap().insert(ctx.slot);
+                tokio::time::sleep(Duration::from_millis(25)).await;
+                handled.lock().unwrap().push(n);
+                running.fetch_sub(1, Ordering::SeqCst);
+                Ok::<(), BoxError>(())
+            }
+        }
+    });
+    wait_stats(&queue, "40 processed", WAIT, |s| s.processed == 40).await;
+    let report = run.stop().await;
+    problems.assert_none();
+    assert_eq!(report.processed, 40);
+    let max = max.load(Ordering::SeqCst);
+    assert!(max <= 4, "{max} handlers ran at once with concurrency 4");
+    assert_eq!(max, 4, "4 handlers never ran at once");
+    assert_eq!(*slots.lock().unwrap(), BTreeSet::from([0, 1, 2, 3]));
+    let mut handled = handled.lock().unwrap().clone();
+    handled.sort_unstable();
+    assert_eq!(handled, (0..40).collect::<Vec<_>>(), "each job once");
+}
+
+// 2.
+async fn per_key_order_is_kept_with_concurrency_8(h: Harness) {
+    let queue: Queue<Keyed> = h.per_key_queue("keyed").await;
+    let keys = ["k0", "k1", "k2", "k3"];
+    let events = (0..15).flat_map(|seq| {
+        keys.iter().map(move |key| {
+            Envelope::new(Keyed {
+                key: (*key).into(),
+                seq,
+            })
+            .key(*key)
+        })
+    });
+    let many = queue.enqueue_many(events).await.unwrap();
+    assert_eq!(many.enqueued, 60);
+    let seen: Arc<Mutex<BTreeMap<String, Vec<u32>>>> = Arc::default();
+    let busy: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+    let problems = Problems::default();
+    let worker = Worker::new(queue.clone(), 8).poll_wait(Duration::from_millis(100));
+    let run = Running::spawn(worker, {
+        let (seen, busy, problems) = (seen.clone(), busy.clone(), problems.clone());
+        move |ctx: Context<Keyed>| {
+            let (seen, busy, problems) = (seen.clone(), busy.clone(), problems.clone());
+            async move {
+                let key = ctx.event.key.clone();
+                {
+                    let mut busy = busy.lock().unwrap();
+                    let count = busy.entry(key.clone()).or_default();
+                    *count += 1;
+                    if *count > 1 {
+                        problems.report(format!("two {key} events at once"));
+                    }
+                }
+                let pause = rand::random_range(0..=5);
+                tokio::time::sleep(Duration::from_millis(pause)).await;
+                seen.lock()
+                    .unwrap()
+                    .entry(key.clone())
+                    .or_default()
+                    .push(ctx.event.seq);
+                *busy.lock().unwrap().get_mut(&key).unwrap() -= 1;
+                Ok::<(), BoxError>(())
+            }
+        }
+    });
+    wait_stats(&queue, "60 processed", WAIT, |s| s.processed == 60).await;
+    let report = run.stop().await;
+    problems.assert_none();
+    assert_eq!(report.processed, 60);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 4);
+    for (key, seqs) in seen.iter() {
+        assert!(
+            seqs.windows(2).all(|pair| pair[0] < pair[1]),
+            "{key} handled out of order: {seqs:?}"
+        );
+        assert_eq!(*seqs, (0..15).collect::<Vec<_>>(), "{key}");
+    }
+}
+
+// 3.
+async fn failing_twice_then_succeeding_retries_with_backoff(h: Harness) {
+    let queue: Queue<Job> = h.queue("retries").await;
+    let enqueued = queue.enqueue(&Job { n: 1 }).id("flaky").await.unwrap();
+    let attempts = Arc::new(Mutex::new(Vec::new()));
+    let problems = Problems::default();
+    let started = h.started_at;
+    let worker = Worker::new(queue.clone(), 2)
+        .poll_wait(Duration::from_millis(100))
+        .retry(RetryPolicy::new(5).backoff(Backoff::Fixed(Duration::from_secs(10))));
+    let run = Running::spawn(worker, {
+        let (attempts, problems) = (attempts.clone(), problems.clone());
+        move |ctx: Context<Job>| {
+            let (attempts, problems) = (attempts.clone(), problems.clone());
+            async move {
+                check_context(started, &ctx, &problems);
+                let calls = {
+                    let mut attempts = attempts.lock().unwrap();
+                    attempts.push(ctx.attempt);
+                    attempts.len()
+                };
+                if calls < 3 {
+                    Err(format!("transient failure {calls}").into())
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    });
+    let calls = || attempts.lock().unwrap().len();
+    for call in 1..=2 {
+        eventually(&format!("call {call}"), WAIT, || async { calls() == call }).await;
+        // The nack landed: the message waits for its backoff.
+        wait_stats(&queue, "the retry delayed", WAIT, |s| {
+            s.delayed == 1 && s.in_flight == 0
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(calls(), call, "retried before the clock moved");
+        h.advance(Duration::from_secs(9)).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(
+            calls(),
+            call,
+            "retried 9 s after a failure, backoff is 10 s"
+        );
+        h.advance(Duration::from_secs(1)).await;
+    }
+    eventually("call 3", WAIT, || async { calls() == 3 }).await;
+    let stats = wait_stats(&queue, "processed", WAIT, |s| s.processed == 1).await;
+    assert_eq!(stats.ready + stats.delayed + stats.in_flight, 0);
+    assert_eq!(stats.dead_lettered, 0);
+    let report = run.stop().await;
+    problems.assert_none();
+    assert_eq!(*attempts.lock().unwrap(), vec![1, 2, 3]);
+    assert_eq!(report.processed, 1);
+    assert_eq!(report.retried, 2);
+    assert_eq!(report.dead_lettered, 0);
+    let info = queue
+        .get(enqueued.message_id)
+        .await
+        .unwrap()
+        .expect("known");
+    assert_eq!(info.state, "acked");
+    assert_eq!(info.attempts, 3);
+}
+
+// 4.
+async fn non_retryable_error_dead_letters_at_once(h: Harness) {
+    let queue: Queue<Order> = h.queue("orders").await;
+    let card = Order {
+        id: 1,
+        total_cents: 4250,
+    };
+    let fatal = queue.enqueue(&card).id("order-1").await.unwrap();
+    let transient = queue
+        .enqueue(&Order {
+            id: 2,
+            total_cents: 100,
+        })
+        .await
+        .unwrap();
+    let calls: Arc<Mutex<Vec<u32>>> = Arc::default();
+    let dead: Arc<Mutex<Vec<(Order, String, DeadLetterContext)>>> = Arc::default();
+    let worker = Worker::new(queue.clone(), 2)
+        .poll_wait(Duration::from_millis(100))
+        .retry(RetryPolicy::new(5).retry_if(|e| !e.to_string().contains("fatal")))
+        .on_dead_letter({
+            let dead = dead.clone();
+            move |order, error, ctx| {
+                let dead = dead.clone();
+                async move { dead.lock().unwrap().push((order, error, ctx)) }
+            }
+        });
+    let run = Running::spawn(worker, {
+        let calls = calls.clone();
+        move |ctx: Context<Order>| {
+            let calls = calls.clone();
+            async move {
+                calls.lock().unwrap().push(ctx.event.id);
+                if ctx.event.id == 1 {
+                    Err("fatal: bad card".into())
+                } else {
+                    Err("transient: try later".into())
+                }
+            }
+        }
+    });
+    let stats = wait_stats(&queue, "one dead, one delayed", WAIT, |s| {
+        s.dead_lettered == 1 && s.delayed == 1 && s.in_flight == 0
+    })
+    .await;
+    assert_eq!(stats.processed, 0);
+    assert_eq!(stats.ready, 0);
+    eventually("on_dead_letter", WAIT, || async {
+        !dead.lock().unwrap().is_empty()
+    })
+    .await;
+    // Nothing more happens: the dead one is not retried, the hook does not run again.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let report = run.stop().await;
+    let mut calls = calls.lock().unwrap().clone();
+    calls.sort_unstable();
+    assert_eq!(calls, vec![1, 2], "each order handled once");
+    let dead = dead.lock().unwrap().clone();
+    assert_eq!(dead.len(), 1, "on_dead_letter runs exactly once");
+    let (order, error, ctx) = &dead[0];
+    assert_eq!(*order, card);
+    assert!(error.contains("fatal: bad card"), "{error}");
+    assert_eq!(ctx.message_id, fatal.message_id);
+    assert_eq!(ctx.idempotency_id.as_deref(), Some("order-1"));
+    assert_eq!(ctx.attempt, 1);
+    assert!(ctx.slot < 2);
+    assert_eq!(report.dead_lettered, 1);
+    assert_eq!(report.retried, 1);
+    assert_eq!(report.processed, 0);
+    let info = queue.get(fatal.message_id).await.unwrap().expect("known");
+    assert_eq!(info.state, "dead");
+    assert!(
+        info.last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("fatal: bad card")),
+        "{info:?}"
+    );
+    let info = queue
+        .get(transient.message_id)
+        .await
+        .unwrap()
+        .expect("known");
+    assert_eq!(info.state, "delayed");
+}
+
+// 5. About real time: the backend runs on the system clock.
+async fn slow_handler_keeps_its_lease_by_heartbeat(h: Harness) {
+    assert_eq!(h.clock, Clock::Real);
+    let queue: Queue<Job> = h.queue("slow").await;
+    let enqueued = queue.enqueue(&Job { n: 1 }).await.unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let contexts: Arc<Mutex<Vec<Context<Job>>>> = Arc::default();
+    // A second slot polls often: it would get the message as soon as the lease ran out.
+    let worker = Worker::new(queue.clone(), 2)
+        .lease(Duration::from_millis(600))
+        .poll_wait(Duration::from_millis(50));
+    let run = Running::spawn(worker, {
+        let (calls, contexts) = (calls.clone(), contexts.clone());
+        move |ctx: Context<Job>| {
+            let (calls, contexts) = (calls.clone(), contexts.clone());
+            async move {
+                calls.fetch_add(1, Ordering::SeqCst);
+                contexts.lock().unwrap().push(ctx);
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                Ok::<(), BoxError>(())
+            }
+        }
+    });
+    wait_stats(&queue, "processed", WAIT, |s| s.processed == 1).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let report = run.stop().await;
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the message ran twice");
+    assert_eq!(report.processed, 1);
+    assert_eq!(report.retried, 0);
+    let stats = queue.status().await.unwrap();
+    assert_eq!(
+        (stats.ready, stats.delayed, stats.in_flight, stats.processed),
+        (0, 0, 0, 1)
+    );
+    let info = queue
+        .get(enqueued.message_id)
+        .await
+        .unwrap()
+        .expect("known");
+    assert_eq!(info.state, "acked");
+    assert_eq!(info.attempts, 1);
+    let ctx = contexts.lock().unwrap()[0].clone();
+    assert_eq!(ctx.message_id, enqueued.message_id);
+    assert_eq!(ctx.idempotency_id, None);
+    assert_eq!(ctx.attempt, 1);
+    assert!(ctx.enqueued_at <= ctx.processing_started_at, "{ctx:?}");
+    let waited = ctx
+        .processing_started_at
+        .duration_since(ctx.enqueued_at)
+        .unwrap();
+    assert!(waited < Duration::from_secs(5), "{ctx:?}");
+    assert!(ctx.enqueued_at + Duration::from_secs(1) >= h.started_at);
+}
+
+// 6.
+async fn undecodable_body_is_dead_lettered_without_the_handler(h: Harness) {
+    let queue: Queue<Order> = h.queue("orders").await;
+    let backend: &Arc<dyn Backend> = queue.backend();
+    let bad = backend
+        .enqueue(
+            "orders",
+            vec![Outgoing {
+                body: b"{\"unexpected\":true}".to_vec(),
+                ..Default::default()
+            }],
+        )
+        .await
+        .unwrap()
+        .remove(0);
+    assert!(bad.created);
+    let calls: Arc<Mutex<Vec<Order>>> = Arc::default();
+    let dead_hook = Arc::new(AtomicUsize::new(0));
+    let worker = Worker::new(queue.clone(), 2)
+        .poll_wait(Duration::from_millis(100))
+        .on_dead_letter({
+            let dead_hook = dead_hook.clone();
+            move |_, _, _| {
+                dead_hook.fetch_add(1, Ordering::SeqCst);
+                async {}
+            }
+        });
+    let run = Running::spawn(worker, {
+        let calls = calls.clone();
+        move |ctx: Context<Order>| {
+            let calls = calls.clone();
+            async move {
+                calls.lock().unwrap().push(ctx.event);
+                Ok::<(), BoxError>(())
+            }
+        }
+    });
+    let stats = wait_stats(&queue, "dead-lettered", WAIT, |s| s.dead_lettered == 1).await;
+    assert_eq!(
+        stats.ready + stats.delayed + stats.in_flight,
+        0,
+        "{stats:?}"
+    );
+    // The worker goes on with the next event.
+    let good = Order {
+        id: 9,
+        total_cents: 1,
+    };
+    queue.enqueue(&good).await.unwrap();
+    wait_stats(&queue, "the good one processed", WAIT, |s| s.processed == 1).await;
+    let report = run.stop().await;
+    assert_eq!(
+        *calls.lock().unwrap(),
+        vec![good],
+        "the handler saw the bad body"
+    );
+    assert_eq!(report.dead_lettered, 1);
+    assert_eq!(report.processed, 1);
+    assert_eq!(queue.status().await.unwrap().dead_lettered, 1);
+    let info = queue.get(bad.message_id).await.unwrap().expect("known");
+    assert_eq!(info.state, "dead");
+    assert!(
+        info.last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("decode")),
+        "{info:?}"
+    );
+}
+
+// 7.
+async fn graceful_shutdown_loses_nothing(h: Harness) {
+    let queue: Queue<Job> = h.queue("shutdown").await;
+    let many = queue
+        .enqueue_many((0..20).map(|n| Envelope::new(Job { n })))
+        .await
+        .unwrap();
+    assert_eq!(many.enqueued, 20);
+    let started = Arc::new(AtomicUsize::new(0));
+    let finished: Arc<Mutex<BTreeSet<u32>>> = Arc::default();
+    let worker = Worker::new(queue.clone(), 4)
+        .poll_wait(Duration::from_millis(100))
+        .shutdown_grace(Duration::from_millis(100));
+    let mut run = Running::spawn(worker, {
+        let (started, finished) = (started.clone(), finished.clone());
+        move |ctx: Context<Job>| {
+            let (started, finished) = (started.clone(), finished.clone());
+            async move {
+                started.fetch_add(1, Ordering::SeqCst);
+                let n = ctx.event.n;
+                tokio::time::sleep(Duration::from_millis(200 + u64::from(n * 53 % 201))).await;
+                finished.lock().unwrap().insert(n);
+                Ok::<(), BoxError>(())
+            }
+        }
+    });
+    // The 6th handler has just started: it needs 200 ms or more, the grace is 100 ms.
+    eventually("6 handlers started", WAIT, || async {
+        started.load(Ordering::SeqCst) >= 6
+    })
+    .await;
+    run.trigger();
+    let report = run.join().await;
+    assert!(report.processed >= 1, "{report:?}");
+    assert!(report.released >= 1, "nothing released: {report:?}");
+    let stats = wait_stats(&queue, "every event acked or ready", WAIT, |s| {
+        s.in_flight == 0 && s.delayed == 0 && s.ready + s.processed == 20
+    })
+    .await;
+    // An ack cut short by the end of the grace period may have landed without the worker
+    // counting it (see `shutdown_during_a_slow_ack_acks_or_releases`): at least what it counted.
+    assert!(stats.processed >= report.processed, "{stats:?} {report:?}");
+    let first: BTreeSet<u32> = finished.lock().unwrap().clone();
+
+    let second: Arc<Mutex<Vec<(u32, u32)>>> = Arc::default();
+    let worker = Worker::new(queue.clone(), 4).poll_wait(Duration::from_millis(100));
+    let run = Running::spawn(worker, {
+        let second = second.clone();
+        move |ctx: Context<Job>| {
+            let second = second.clone();
+            async move {
+                second.lock().unwrap().push((ctx.event.n, ctx.attempt));
+                Ok::<(), BoxError>(())
+            }
+        }
+    });
+    wait_stats(&queue, "all 20 processed", WAIT, |s| s.processed == 20).await;
+    let report2 = run.stop().await;
+    let second = second.lock().unwrap().clone();
+    assert_eq!(stats.processed + report2.processed, 20);
+    assert_eq!(second.len() as u64, 20 - stats.processed, "{second:?}");
+    assert!(
+        second.iter().any(|(_, attempt)| *attempt >= 2),
+        "a released event comes back as a further attempt: {second:?}"
+    );
+    let all: BTreeSet<u32> = first
+        .iter()
+        .copied()
+        .chain(second.iter().map(|(n, _)| *n))
+        .collect();
+    assert_eq!(all, (0..20).collect::<BTreeSet<_>>());
+}
+
+// 8.
+async fn on_empty_fires_when_the_queue_empties(h: Harness) {
+    let queue: Queue<Job> = h.queue("empty").await;
+    queue
+        .enqueue_many((0..10).map(|n| Envelope::new(Job { n })))
+        .await
+        .unwrap();
+    let empties: Arc<Mutex<Vec<(u64, sluice_sdk::QueueStats)>>> = Arc::default();
+    let worker = Worker::new(queue.clone(), 3)
+        .poll_wait(Duration::from_millis(50))
+        .on_empty({
+            let (empties, queue) = (empties.clone(), queue.clone());
+            move |ctx| {
+                let (empties, queue) = (empties.clone(), queue.clone());
+                async move {
+                    let stats = queue.status().await.unwrap();
+                    empties.lock().unwrap().push((ctx.processed, stats));
+                }
+            }
+        });
+    let run = Running::spawn(worker, |ctx: Context<Job>| async move {
+        tokio::time::sleep(Duration::from_millis(10 + u64::from(ctx.event.n % 3) * 10)).await;
+        Ok::<(), BoxError>(())
+    });
+    eventually("on_empty", WAIT, || async {
+        !empties.lock().unwrap().is_empty()
+    })
+    .await;
+    let report = run.stop().await;
+    assert_eq!(report.processed, 10);
+    let empties = empties.lock().unwrap();
+    for (processed, stats) in empties.iter() {
+        assert_eq!(*processed, 10, "on_empty before every event was done");
+        assert_eq!(stats.processed, 10);
+        assert_eq!(stats.ready + stats.delayed + stats.in_flight, 0);
+    }
+}
+
+// 9.
+async fn producer_and_operator_actions(h: Harness) {
+    let queue: Queue<Job> = h.queue("ops").await;
+    let first = queue.enqueue(&Job { n: 1 }).id("a").await.unwrap();
+    assert!(first.created);
+    let again = queue.enqueue(&Job { n: 1 }).id("a").await.unwrap();
+    assert!(!again.created);
+    assert_eq!(again.message_id, first.message_id);
+    assert_eq!(again.position, 0, "a duplicate has position 0");
+    let second = queue.enqueue(&Job { n: 2 }).await.unwrap();
+    assert!(second.created);
+    assert_ne!(second.message_id, first.message_id);
+    assert!(second.position >= 1, "{second:?}");
+    assert!(second.position > first.position, "{first:?} {second:?}");
+
+    let many = queue
+        .enqueue_many([
+            Envelope::new(Job { n: 1 }).id("a"),
+            Envelope::new(Job { n: 3 }).id("c"),
+            Envelope::new(Job { n: 4 }),
+        ])
+        .await
+        .unwrap();
+    assert_eq!((many.enqueued, many.duplicates), (2, 1));
+    assert_eq!(many.results.len(), 3);
+    assert!(!many.results[0].created);
+    assert_eq!(many.results[0].message_id, first.message_id);
+    assert!(many.results[1].created && many.results[2].created);
+
+    let third = many.results[1].message_id;
+    assert_eq!(queue.cancel(third).await.unwrap(), CancelOutcome::Cancelled);
+    assert!(matches!(
+        queue.cancel(third).await.unwrap(),
+        CancelOutcome::AlreadyCompleted(state) if state == "cancelled"
+    ));
+    assert_eq!(
+        queue.cancel(Uuid::now_v7()).await.unwrap(),
+        CancelOutcome::NotFound
+    );
+    assert_eq!(
+        queue.cancel("no-such-id").await.unwrap(),
+        CancelOutcome::NotFound
+    );
+    assert_eq!(
+        queue.get(third).await.unwrap().expect("known").state,
+        "cancelled"
+    );
+    assert_eq!(queue.get(Uuid::now_v7()).await.unwrap(), None);
+    let info = queue.get(first.message_id).await.unwrap().expect("known");
+    assert_eq!((info.state.as_str(), info.attempts), ("ready", 0));
+    assert_eq!(queue.status().await.unwrap().ready, 3);
+    assert!(
+        !queue.drain(Duration::from_millis(100)).await.unwrap(),
+        "drain returned true with 3 ready"
+    );
+
+    queue.pause().await.unwrap();
+    assert!(queue.status().await.unwrap().paused);
+    let handled: Arc<Mutex<Vec<u32>>> = Arc::default();
+    let worker = Worker::new(queue.clone(), 2).poll_wait(Duration::from_millis(50));
+    let run = Running::spawn(worker, {
+        let handled = handled.clone();
+        move |ctx: Context<Job>| {
+            let handled = handled.clone();
+            async move {
+                handled.lock().unwrap().push(ctx.event.n);
+                Ok::<(), BoxError>(())
+            }
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(handled.lock().unwrap().is_empty(), "handled while paused");
+    let stats = queue.status().await.unwrap();
+    assert_eq!((stats.ready, stats.in_flight, stats.processed), (3, 0, 0));
+
+    queue.resume().await.unwrap();
+    assert!(!queue.status().await.unwrap().paused);
+    assert!(
+        queue.drain(Duration::from_secs(5)).await.unwrap(),
+        "the queue did not drain"
+    );
+    let stats = queue.status().await.unwrap();
+    assert_eq!((stats.ready, stats.in_flight, stats.processed), (0, 0, 3));
+    let report = run.stop().await;
+    assert_eq!(report.processed, 3);
+    let mut handled = handled.lock().unwrap().clone();
+    handled.sort_unstable();
+    assert_eq!(handled, vec![1, 2, 4], "the cancelled event was handled");
+    let info = queue.get(first.message_id).await.unwrap().expect("known");
+    assert_eq!((info.state.as_str(), info.attempts), ("acked", 1));
+    assert_eq!(
+        queue.get("a").await.unwrap().expect("known").message_id,
+        first.message_id
+    );
+    assert!(matches!(
+        queue.cancel(first.message_id).await.unwrap(),
+        CancelOutcome::AlreadyCompleted(state) if state == "acked"
+    ));
+}
+
+// 10. `get` after an ack tells how many deliveries it took.
+async fn acked_message_reports_its_attempts(h: Harness) {
+    let queue: Queue<Job> = h.queue("attempts").await;
+    let once = queue.enqueue(&Job { n: 1 }).await.unwrap();
+    let twice = queue.enqueue(&Job { n: 2 }).await.unwrap();
+    let worker = Worker::new(queue.clone(), 2)
+        .poll_wait(Duration::from_millis(50))
+        .retry(RetryPolicy::new(5).backoff(Backoff::Fixed(Duration::ZERO)));
+    let run = Running::spawn(worker, |ctx: Context<Job>| async move {
+        if ctx.event.n == 2 && ctx.attempt == 1 {
+            Err("once more".into())
+        } else {
+            Ok(())
+        }
+    });
+    wait_stats(&queue, "2 processed", WAIT, |s| s.processed == 2).await;
+    let report = run.stop().await;
+    assert_eq!((report.processed, report.retried), (2, 1));
+    let info = queue.get(once.message_id).await.unwrap().expect("known");
+    assert_eq!(
+        (info.state.as_str(), info.attempts),
+        ("acked", 1),
+        "{info:?}"
+    );
+    let info = queue.get(twice.message_id).await.unwrap().expect("known");
+    assert_eq!(
+        (info.state.as_str(), info.attempts),
+        ("acked", 2),
+        "{info:?}"
+    );
+}
+
+// 11. The end of the grace period does not cut an ack short: a handler that finished within
+// the grace has its ack land (and counted), or its message released; not left in flight until
+// the lease runs out.
+async fn shutdown_during_a_slow_ack_acks_or_releases(h: Harness) {
+    let slow: Arc<dyn Backend> = Arc::new(SlowAcks {
+        inner: h.backend.clone(),
+        before: Duration::from_millis(150),
+        after: Duration::from_millis(150),
+    });
+    let queue: Queue<Job> = Queue::open(slow, "slow-acks").await.unwrap();
+    queue.enqueue(&Job { n: 1 }).await.unwrap();
+    let started = Arc::new(AtomicUsize::new(0));
+    let worker = Worker::new(queue.clone(), 1)
+        .poll_wait(Duration::from_millis(50))
+        .shutdown_grace(Duration::from_millis(100));
+    let mut run = Running::spawn(worker, {
+        let started = started.clone();
+        move |_ctx: Context<Job>| {
+            started.fetch_add(1, Ordering::SeqCst);
+            async {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                Ok::<(), BoxError>(())
+            }
+        }
+    });
+    eventually("the handler started", WAIT, || async {
+        started.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    // The handler finishes within the grace; its ack is on the way when the grace ends.
+    run.trigger();
+    let report = run.join().await;
+    let stats = wait_stats(
+        &queue,
+        "acked or ready again",
+        Duration::from_secs(3),
+        |s| s.in_flight == 0 && s.ready + s.processed == 1,
+    )
+    .await;
+    assert_eq!(report.processed, stats.processed, "{report:?} {stats:?}");
+}
+
+// 12. `on_empty` counts every ack, even when ack responses are slow.
+async fn on_empty_counts_every_ack_with_slow_ack_responses(h: Harness) {
+    let slow: Arc<dyn Backend> = Arc::new(SlowAcks {
+        inner: h.backend.clone(),
+        before: Duration::ZERO,
+        after: Duration::from_millis(200),
+    });
+    let queue: Queue<Job> = Queue::open(slow, "slow-empty").await.unwrap();
+    queue
+        .enqueue_many((0..3).map(|n| Envelope::new(Job { n })))
+        .await
+        .unwrap();
+    // Two slots: both finish an event, then one acks the last event while the other polls an
+    // empty queue.
+    let empties: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let worker = Worker::new(queue.clone(), 2)
+        .poll_wait(Duration::from_millis(20))
+        .on_empty({
+            let empties = empties.clone();
+            move |ctx| {
+                empties.lock().unwrap().push(ctx.processed);
+                async {}
+            }
+        });
+    let run = Running::spawn(worker, |_ctx: Context<Job>| async {
+        Ok::<(), BoxError>(())
+    });
+    wait_stats(&queue, "3 processed", WAIT, |s| s.processed == 3).await;
+    // Every ack response is back well after this.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let report = run.stop().await;
+    assert_eq!(report.processed, 3);
+    let empties = empties.lock().unwrap();
+    assert!(!empties.is_empty(), "on_empty never ran");
+    assert!(
+        empties.iter().all(|processed| *processed == 3),
+        "on_empty ran before every ack was counted: processed {empties:?}"
+    );
+}
+
+/// Every test, once per backend. `name: Test` runs on a test clock, `name: Real` on the
+/// system clock.
+macro_rules! suite {
+    ($($(#[$meta:meta])* $test:ident: $clock:ident),* $(,)?) => {
+        mod embedded {
+            use super::*;
+            $(
+                $(#[$meta])*
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    let h = Harness::start(Kind::Embedded, Clock::$clock).await;
+                    tokio::time::timeout(Duration::from_secs(25), super::$test(h))
+                        .await
+                        .expect("the test took more than 25 s");
+                }
+            )*
+        }
+        mod http {
+            use super::*;
+            $(
+                $(#[$meta])*
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    let h = Harness::start(Kind::Http, Clock::$clock).await;
+                    tokio::time::timeout(Duration::from_secs(25), super::$test(h))
+                        .await
+                        .expect("the test took more than 25 s");
+                }
+            )*
+        }
+    };
+}
+
+suite! {
+    concurrency_is_never_exceeded_and_every_slot_is_used: Test,
+    per_key_order_is_kept_with_concurrency_8: Test,
+    failing_twice_then_succeeding_retries_with_backoff: Test,
+    non_retryable_error_dead_letters_at_once: Test,
+    slow_handler_keeps_its_lease_by_heartbeat: Real,
+    undecodable_body_is_dead_lettered_without_the_handler: Test,
+    graceful_shutdown_loses_nothing: Test,
+    on_empty_fires_when_the_queue_empties: Test,
+    producer_and_operator_actions: Test,
+    acked_message_reports_its_attempts: Test,
+    shutdown_during_a_slow_ack_acks_or_releases: Test,
+    on_empty_counts_every_ack_with_slow_ack_responses: Test,
+}
