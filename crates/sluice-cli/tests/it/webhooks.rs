@@ -875,10 +875,11 @@ verify = { scheme = "github", secrets = [{ env = "SLUICE_IT_GITHUB" }] }
 }
 
 #[tokio::test]
-async fn ten_thousand_signed_deliveries_from_32_senders_are_all_stored() {
+async fn ten_thousand_signed_deliveries_from_32_senders_are_all_stored_and_pushed_once() {
     // Proves ingress under concurrency: 10,000 freshly signed Standard Webhooks requests with
     // distinct webhook-ids, from 32 concurrent tasks against a real-time server, are all 202
-    // and the queue then holds exactly 10,000 messages. Bounded to 120 s.
+    // and the queue then holds exactly 10,000 messages; then a push destination receives each
+    // exactly once. Bounded to 120 s per phase.
     const TOTAL: usize = 10_000;
     const SENDERS: usize = 32;
     let server = TestServer::builder()
@@ -929,4 +930,22 @@ async fn ten_thousand_signed_deliveries_from_32_senders_are_all_stored() {
     assert_eq!(stats["ready"], TOTAL as u64, "{stats}");
     let hook = hook_stats(&server, "load").await;
     assert_eq!(hook.accepted, TOTAL as u64, "{hook:?}");
+
+    // Then a push destination receives each of them exactly once.
+    let destination = crate::support::destination::Destination::start().await;
+    server
+        .put_queue(
+            "load",
+            json!({"push": {"url": destination.url("/in"), "concurrency": 32}}),
+        )
+        .await;
+    let received = destination.wait_for(TOTAL, Duration::from_secs(120)).await;
+    let distinct: std::collections::HashSet<String> = received
+        .iter()
+        .map(|request| request.message_id().to_owned())
+        .collect();
+    assert_eq!(distinct.len(), TOTAL, "every webhook pushed");
+    assert_eq!(received.len(), TOTAL, "none pushed twice");
+    let stats = server.stats("load").await;
+    assert_eq!(stats["push"]["delivered"], TOTAL as u64, "{stats}");
 }
