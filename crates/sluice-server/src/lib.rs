@@ -5,10 +5,13 @@
 //! shutdown future, which is what tests and embedders use.
 
 pub mod api;
+mod auth;
 pub mod config;
+mod dashboard;
 pub mod error;
 mod expr_pool;
 mod maintenance;
+mod metrics;
 pub mod push;
 mod secrets;
 pub mod webhooks;

@@ -187,8 +187,16 @@ pub fn router(state: AppState) -> Router {
     if state.manual_clock.is_some() {
         v1 = v1.route("/v1/_test/clock/advance", post(test_clock::advance));
     }
+    let v1 = v1
+        .merge(crate::dashboard::router())
+        .merge(crate::metrics::router());
     v1.fallback(|| async { ApiError::route_not_found() })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
+        // After routing, so the check knows the matched route and its queue.
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::auth::authorize,
+        ))
         .layer(DefaultBodyLimit::max(REQUEST_BYTES_MAX))
         .layer(CatchPanicLayer::custom(|_| {
             use axum::response::IntoResponse;
