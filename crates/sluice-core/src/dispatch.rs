@@ -18,6 +18,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::clock::Millis;
+use crate::histogram::{ACK_LATENCY_BOUNDS_MS, Histogram};
 use crate::message::{
     ClaimedMessage, DeadLetterInfo, MessageState, MessageStatus, Payload, Receipt,
 };
@@ -65,6 +66,8 @@ pub struct Entry {
     pub dead_letter: Option<Arc<DeadLetterInfo>>,
     /// The token of a lease that ran out, which may still ack until the next delivery.
     expired_lease_token: Option<u32>,
+    /// When the current (or last) lease began.
+    leased_at_ms: Option<Millis>,
     place: Place,
 }
 
@@ -96,6 +99,7 @@ impl Entry {
             payload: None,
             dead_letter: None,
             expired_lease_token: None,
+            leased_at_ms: None,
             place: Place::Waiting,
         }
     }
@@ -213,6 +217,8 @@ pub struct QueueDepth {
     pub counters: Counters,
     /// Throughput and latency of the last minutes.
     pub recent: Recent,
+    /// Enqueue-to-ack latency of every ack since start, in ms (for metrics).
+    pub ack_latency_ms: Histogram,
 }
 
 /// Why a cancel did not remove a message.
@@ -323,6 +329,8 @@ struct QueueState {
     bucket: Option<TokenBucket>,
     counters: Counters,
     meter: Meter,
+    /// Enqueue-to-ack latency since start, in ms (metrics).
+    ack_latency_ms: Histogram,
 }
 
 impl QueueState {
@@ -340,6 +348,7 @@ impl QueueState {
             bucket: None,
             counters: Counters::default(),
             meter: Meter::default(),
+            ack_latency_ms: Histogram::new(ACK_LATENCY_BOUNDS_MS),
         }
     }
 
@@ -724,6 +733,7 @@ impl Index {
             entry.lease_number += 1;
             entry.first_received_at_ms.get_or_insert(now_ms);
             entry.expired_lease_token = None;
+            entry.leased_at_ms = Some(now_ms);
             entry.place = Place::Leased { deadline_ms, token };
             state.leased.insert((deadline_ms, seq));
             state.counters.delivered += 1;
@@ -808,6 +818,9 @@ impl Index {
             state.counters.acked += 1;
             if let Some(entry) = entry {
                 state.meter.acked(entry.enqueued_at_ms, now_ms);
+                state
+                    .ack_latency_ms
+                    .record((now_ms - entry.enqueued_at_ms).max(0) as u64);
             }
         }
         Ok(seq)
@@ -1029,6 +1042,7 @@ impl Index {
             paused: state.paused,
             counters: state.counters,
             recent: state.meter.recent(now_ms),
+            ack_latency_ms: state.ack_latency_ms.clone(),
         })
     }
 
@@ -1253,6 +1267,85 @@ impl Index {
             }
         }
         page
+    }
+
+    /// How many messages of `queue` are in each browsable set.
+    pub fn browse_counts(&self, queue: &str) -> Option<crate::store::BrowseCounts> {
+        let state = self.queues.get(queue)?;
+        let (ready, delayed, in_flight) = (
+            state.ready.len() as u64,
+            state.delayed.len() as u64,
+            state.leased.len() as u64,
+        );
+        Some(crate::store::BrowseCounts {
+            ready,
+            waiting: state.total.saturating_sub(ready + delayed + in_flight),
+            delayed,
+            in_flight,
+        })
+    }
+
+    /// Pages through one state of `queue` in the order dispatch takes from it, starting after
+    /// `after` (a previous page's cursor): ready by priority then seq (cursor key: the negated
+    /// priority), delayed by visible time, in flight by lease deadline, waiting by the time its
+    /// retention counts from. Returns at most `limit` entries and the cursor of the next page
+    /// when more may follow. Waiting messages are found by looking at the queue's members, at
+    /// most `scan_max` of them per call. `None` for an unknown queue.
+    pub fn browse(
+        &self,
+        queue: &str,
+        set: crate::store::BrowseState,
+        after: Option<crate::store::BrowseCursor>,
+        limit: usize,
+        scan_max: usize,
+    ) -> Option<(Vec<&Entry>, Option<crate::store::BrowseCursor>)> {
+        use crate::store::BrowseState;
+        use std::ops::Bound::{Excluded, Unbounded};
+        let state = self.queues.get(queue)?;
+        let positions: Box<dyn Iterator<Item = (i64, Seq)> + '_> = match set {
+            BrowseState::Ready => {
+                let start = after.map_or(Unbounded, |(key, seq)| {
+                    let priority = (-key).clamp(i64::from(i32::MIN), i64::from(i32::MAX));
+                    Excluded((Reverse(priority as i32), seq))
+                });
+                Box::new(
+                    state
+                        .ready
+                        .range((start, Unbounded))
+                        .map(|&(Reverse(priority), seq)| (-i64::from(priority), seq)),
+                )
+            }
+            BrowseState::Delayed | BrowseState::InFlight | BrowseState::Waiting => {
+                let sorted = match set {
+                    BrowseState::Delayed => &state.delayed,
+                    BrowseState::InFlight => &state.leased,
+                    _ => &state.members,
+                };
+                let start = after.map_or(Unbounded, Excluded);
+                Box::new(sorted.range((start, Unbounded)).copied())
+            }
+        };
+        let mut entries = Vec::with_capacity(limit.min(1000));
+        let mut last = None;
+        for (looked, (key, seq)) in positions.enumerate() {
+            if entries.len() >= limit || looked >= scan_max {
+                return Some((entries, last));
+            }
+            last = Some((key, seq));
+            let Some(entry) = self.entries.get(&seq) else {
+                continue;
+            };
+            if set != BrowseState::Waiting || entry.place == Place::Waiting {
+                entries.push(entry);
+            }
+        }
+        Some((entries, None))
+    }
+
+    /// When the current lease of a message began (in flight only).
+    pub fn leased_at(&self, seq: Seq) -> Option<Millis> {
+        let entry = self.entries.get(&seq)?;
+        entry.leased_at_ms.filter(|_| entry.is_leased())
     }
 }
 

@@ -6,6 +6,7 @@
 
 pub mod clock;
 pub mod dispatch;
+pub mod histogram;
 pub mod message;
 pub mod meter;
 pub mod notify;

@@ -285,6 +285,115 @@ pub struct Replay {
     pub more: bool,
 }
 
+/// The per-state sets of a queue that [`Store::message_browse`] pages through, each in the order
+/// dispatch takes from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BrowseState {
+    /// Claimable now, by priority (higher first) then enqueue order.
+    Ready,
+    /// Visible but behind the active message of its lane (ordered queues), oldest first.
+    Waiting,
+    /// Invisible until a delay or backoff ends, by the time it becomes visible.
+    Delayed,
+    /// Leased, by lease deadline.
+    InFlight,
+}
+
+impl BrowseState {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BrowseState::Ready => "ready",
+            BrowseState::Waiting => "waiting",
+            BrowseState::Delayed => "delayed",
+            BrowseState::InFlight => "in_flight",
+        }
+    }
+
+    /// Parses a wire name.
+    pub fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "ready" => BrowseState::Ready,
+            "waiting" => BrowseState::Waiting,
+            "delayed" => BrowseState::Delayed,
+            "in_flight" => BrowseState::InFlight,
+            _ => return None,
+        })
+    }
+}
+
+/// A position in a browsed set: (the set's sort key, seq); a page starts after it.
+pub type BrowseCursor = (i64, Seq);
+
+/// Page through one state of a queue.
+#[derive(Debug, Clone)]
+pub struct BrowseQuery {
+    /// The queue.
+    pub queue: String,
+    /// Which set.
+    pub state: BrowseState,
+    /// Start after this position (a previous page's `next`).
+    pub after: Option<BrowseCursor>,
+    /// Most messages returned.
+    pub limit: usize,
+    /// Now.
+    pub now_ms: Millis,
+}
+
+/// One browsed message.
+#[derive(Debug, Clone)]
+pub struct BrowsedMessage {
+    /// What the index knows of it.
+    pub status: MessageStatus,
+    /// When its current lease began (in flight only).
+    pub leased_at_ms: Option<Millis>,
+    /// Body size in bytes, when its body is held in memory.
+    pub body_bytes: Option<u64>,
+}
+
+/// How many messages a queue holds in each browsable state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BrowseCounts {
+    /// Claimable now.
+    pub ready: u64,
+    /// Behind their lane.
+    pub waiting: u64,
+    /// Delayed.
+    pub delayed: u64,
+    /// Leased.
+    pub in_flight: u64,
+}
+
+/// A page of browsed messages.
+#[derive(Debug, Clone, Default)]
+pub struct BrowsePage {
+    /// In the set's order.
+    pub messages: Vec<BrowsedMessage>,
+    /// Where the next page starts, when there may be more.
+    pub next: Option<BrowseCursor>,
+    /// Sizes of every set of the queue.
+    pub counts: BrowseCounts,
+}
+
+/// A message's status with its body and headers, when the store still has them.
+#[derive(Debug, Clone)]
+pub struct MessageBody {
+    /// Where it is.
+    pub status: MessageStatus,
+    /// Body and headers; `None` once dropped (acked, expired, cancelled, purged, deleted).
+    pub payload: Option<Payload>,
+}
+
+/// Storage internals for metrics, counted since the store opened. `None` for what a backend
+/// does not measure.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StorageMetrics {
+    /// Write operations per committed group (one transaction, one sync).
+    pub group_commit_ops: Option<crate::histogram::Histogram>,
+    /// Time each WAL sync (`fdatasync`) took, in µs.
+    pub wal_sync_us: Option<crate::histogram::Histogram>,
+}
+
 /// A storage backend.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -344,6 +453,16 @@ pub trait Store: Send + Sync + 'static {
     async fn maintain(&self, now_ms: Millis) -> StoreResult<()>;
     /// Long-poll wake-ups of this store's queues.
     fn notifier(&self) -> Arc<Notifier>;
+    /// Storage internals for metrics (group commits, syncs); nothing by default. Cheap: it
+    /// reads counters.
+    fn storage_metrics(&self) -> StorageMetrics {
+        StorageMetrics::default()
+    }
     /// Flushes and closes; later calls fail with `Unavailable`.
     async fn close(&self) -> StoreResult<()>;
+    /// Pages through one state of a queue in dispatch order, from a cursor, without a scan of
+    /// the queue (for the dashboard).
+    async fn message_browse(&self, query: BrowseQuery) -> StoreResult<BrowsePage>;
+    /// A message found as [`Store::message_get`] finds it, with its body and headers.
+    async fn message_body(&self, params: MessageGetParams) -> StoreResult<Option<MessageBody>>;
 }

@@ -33,6 +33,9 @@ pub struct RawConfig {
     /// `[webhooks.<name>]`: webhook endpoints applied at start (after the queues).
     #[serde(default)]
     pub webhooks: BTreeMap<String, WebhookSpec>,
+    /// `[auth]`: API tokens.
+    #[serde(default)]
+    pub auth: crate::auth::AuthSpec,
 }
 
 /// `[server]` as written.
@@ -49,6 +52,8 @@ pub struct RawServer {
     pub payload_cache_bytes: Option<usize>,
     /// How long acked messages stay answerable by id, in ms (default 1 h).
     pub acked_retention_ms: Option<i64>,
+    /// Serve a non-loopback address without tokens (default false: refused).
+    pub allow_unauthenticated: Option<bool>,
 }
 
 /// The validated configuration.
@@ -68,6 +73,10 @@ pub struct Config {
     pub queues: Vec<(String, QueueConfig)>,
     /// Webhook endpoints to define at start.
     pub webhooks: Vec<(String, WebhookSpec)>,
+    /// API tokens, read.
+    pub auth: std::sync::Arc<crate::auth::Auth>,
+    /// Serve a non-loopback address without tokens.
+    pub allow_unauthenticated: bool,
     /// Use a manual clock moved by `POST /v1/_test/clock/advance` (tests only).
     pub test_clock: bool,
     /// Where the manual clock starts, in epoch ms (default: now).
@@ -132,6 +141,8 @@ impl Config {
             acked_retention_ms: raw.server.acked_retention_ms.unwrap_or(60 * 60 * 1000),
             queues,
             webhooks: raw.webhooks.into_iter().collect(),
+            auth: std::sync::Arc::new(crate::auth::Auth::load(&raw.auth)?),
+            allow_unauthenticated: raw.server.allow_unauthenticated.unwrap_or(false),
             test_clock: false,
             test_clock_start_ms: None,
         })

@@ -34,6 +34,11 @@ impl ApiError {
         }
     }
 
+    /// Any status with a code of its own.
+    pub fn with_status(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(status, code, message)
+    }
+
     /// 422: bodies fail the queue's JSON Schema.
     pub fn schema_violation(message: impl Into<String>) -> Self {
         Self::new(

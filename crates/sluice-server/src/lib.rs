@@ -54,6 +54,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), BoxError> {
     config.test_clock_start_ms = std::env::var("SLUICE_TEST_CLOCK_START_MS")
         .ok()
         .and_then(|v| v.parse().ok());
+    auth::check_exposure(config.listen, &config.auth, config.allow_unauthenticated)?;
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
@@ -107,6 +108,8 @@ pub async fn run(
         shutting_down: shutting_down.clone(),
         webhooks: Arc::new(webhooks::Registry::default()),
         push: push.clone(),
+        auth: config.auth.clone(),
+        tls: false,
     };
     load_webhooks(&state, &config).await?;
     let push_task = tokio::spawn(push.run());
@@ -115,7 +118,12 @@ pub async fn run(
         clock.clone(),
         shutting_down.clone(),
     ));
-    let app = api::router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    let app = with_request_ids(
+        auth::router()
+            .with_state(state.clone())
+            .merge(api::router(state)),
+    )
+    .into_make_service_with_connect_info::<std::net::SocketAddr>();
     on_ready();
     tracing::info!(listen = %listener.local_addr()?, "listening");
 
@@ -136,6 +144,33 @@ pub async fn run(
     store.close().await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Gives every request an id (`x-request-id`, kept when the client sent one), returns it on the
+/// response, and runs the request in a span carrying it, so every log line of the request has
+/// it. Requests themselves are logged at debug level only: no bodies, no headers.
+fn with_request_ids(app: axum::Router) -> axum::Router {
+    use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+    use tower_http::trace::{DefaultOnResponse, TraceLayer};
+    let trace = TraceLayer::new_for_http()
+        .make_span_with(|request: &axum::http::Request<_>| {
+            let id = request
+                .headers()
+                .get("x-request-id")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("-");
+            tracing::info_span!(
+                "request",
+                request_id = %id,
+                method = %request.method(),
+                path = %request.uri().path(),
+            )
+        })
+        .on_request(())
+        .on_response(DefaultOnResponse::new().level(tracing::Level::DEBUG));
+    app.layer(PropagateRequestIdLayer::x_request_id())
+        .layer(trace)
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
 }
 
 /// Serves the stored webhook endpoints, then defines (and stores) the config file's, which win.

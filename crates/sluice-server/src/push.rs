@@ -17,6 +17,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use serde_json::Value;
 use sluice_core::dispatch::NackOutcome;
+use sluice_core::histogram::{AtomicHistogram, Histogram};
 use sluice_core::message::ClaimedMessage;
 use sluice_core::meter::Meter;
 use sluice_core::queue::QueueConfig;
@@ -52,6 +53,8 @@ pub struct PushStats {
     in_flight: AtomicU64,
     last: Mutex<(Option<u16>, Option<String>)>,
     latency: Mutex<Meter>,
+    /// Every request's time since start, in µs (metrics).
+    request_latency_us: RequestLatency,
 }
 
 impl PushStats {
@@ -166,6 +169,27 @@ impl Dispatcher {
         self.workers.lock().get(queue)?;
         let stats = self.stats.lock().get(queue).cloned()?;
         Some(stats.out(self.clock.now_ms()))
+    }
+
+    /// What every running destination did since start, by queue (for metrics).
+    pub fn metrics(&self) -> Vec<PushMetrics> {
+        let workers = self.workers.lock();
+        let mut all: Vec<PushMetrics> = self
+            .stats
+            .lock()
+            .iter()
+            .filter(|(queue, _)| workers.contains_key(*queue))
+            .map(|(queue, stats)| PushMetrics {
+                queue: queue.clone(),
+                delivered: stats.delivered.load(Ordering::Relaxed),
+                retried: stats.retried.load(Ordering::Relaxed),
+                failed_permanently: stats.failed_permanently.load(Ordering::Relaxed),
+                in_flight: stats.in_flight.load(Ordering::Relaxed),
+                request_latency_us: stats.request_latency_us.0.snapshot(),
+            })
+            .collect();
+        all.sort_by(|a, b| a.queue.cmp(&b.queue));
+        all
     }
 
     /// Asks the supervisor to look at the queues now (after a queue was changed).
@@ -342,7 +366,12 @@ impl Dispatcher {
         let stats = &destination.stats;
         stats.in_flight.fetch_add(1, Ordering::Relaxed);
         let started_ms = self.clock.now_ms();
+        let started = std::time::Instant::now();
         let outcome = self.call(destination, &message).await;
+        stats
+            .request_latency_us
+            .0
+            .record(started.elapsed().as_micros() as u64);
         stats.in_flight.fetch_sub(1, Ordering::Relaxed);
         let now_ms = self.clock.now_ms();
         stats.latency.lock().acked(started_ms, now_ms);
@@ -560,4 +589,39 @@ fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
         cause = source;
     }
     cause.to_string()
+}
+
+// ---- metrics --------------------------------------------------------------------------------
+
+/// Push request time bounds, in µs: 0.5 ms to 30 s.
+const REQUEST_LATENCY_BOUNDS_US: &[u64] = &[
+    500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000,
+    2_500_000, 5_000_000, 10_000_000, 30_000_000,
+];
+
+/// The time of every push request since start (a fixed-bucket histogram, relaxed atomics).
+#[derive(Debug)]
+struct RequestLatency(AtomicHistogram);
+
+impl Default for RequestLatency {
+    fn default() -> Self {
+        Self(AtomicHistogram::new(REQUEST_LATENCY_BOUNDS_US))
+    }
+}
+
+/// What one destination did since start, for `GET /metrics`.
+#[derive(Debug, Clone)]
+pub struct PushMetrics {
+    /// The queue it delivers.
+    pub queue: String,
+    /// Requests answered 2xx (acked).
+    pub delivered: u64,
+    /// Failed requests whose message was retried.
+    pub retried: u64,
+    /// Failed requests whose message was dead-lettered.
+    pub failed_permanently: u64,
+    /// Requests under way.
+    pub in_flight: u64,
+    /// Time of each request (transform, signing and the HTTP call), in µs.
+    pub request_latency_us: Histogram,
 }

@@ -17,6 +17,7 @@ mod dead_letters;
 mod ids;
 mod lifecycle;
 mod load;
+mod metrics;
 mod publish;
 mod schema;
 mod sync;
@@ -88,6 +89,8 @@ pub struct SqliteStore {
     notifier: Arc<Notifier>,
     options: SqliteOptions,
     closed: AtomicBool,
+    /// Group sizes and sync times, for metrics.
+    write_stats: Arc<metrics::WriteStats>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -130,15 +133,17 @@ impl SqliteStore {
             payload_cache_bytes: options.payload_cache_bytes,
         });
         let failed = Arc::new(AtomicBool::new(false));
+        let write_stats = Arc::new(metrics::WriteStats::default());
         let (syncer, syncer_thread) = match options.durability {
             Durability::Fsync => {
                 // Bounded: if syncs fall behind, the writer waits instead of piling up groups.
                 let (sender, groups) = std::sync::mpsc::sync_channel(64);
                 let wal_path = options.data_dir.join("sluice.db-wal");
                 let (publisher, failed) = (publisher.clone(), failed.clone());
+                let stats = write_stats.clone();
                 let thread = std::thread::Builder::new()
                     .name("sluice-sqlite-sync".into())
-                    .spawn(move || sync::run(wal_path, groups, publisher, failed))
+                    .spawn(move || sync::run(wal_path, groups, publisher, failed, stats))
                     .map_err(|e| {
                         StoreError::Unavailable(format!("cannot start the sync thread: {e}"))
                     })?;
@@ -157,6 +162,7 @@ impl SqliteStore {
             checkpoint: checkpoint.clone(),
             claims: Default::default(),
             flush_all_claims: false,
+            stats: write_stats.clone(),
         };
         let checkpoint_path = db_path.clone();
         let checkpoint_signal = checkpoint.clone();
@@ -181,6 +187,7 @@ impl SqliteStore {
             notifier,
             options,
             closed: AtomicBool::new(false),
+            write_stats,
         })
     }
 
@@ -254,6 +261,8 @@ impl SqliteStore {
 const PURGE_CHUNK_ROWS: usize = 2_000;
 /// Messages retention looks at per maintenance tick, so expiry never holds the index for long.
 const EXPIRE_PER_TICK: usize = 5_000;
+/// Members a browse of waiting messages looks at per page, so it never holds the index for long.
+const BROWSE_SCAN_MAX: usize = 10_000;
 
 /// Seconds a refused producer should wait: the time the queue takes to drain the batch at its
 /// recent ack rate, between 1 and 60 (10 when nothing is being acked).
@@ -747,6 +756,13 @@ impl Store for SharedSqliteStore {
         self.delete_dead_letters(queue, selection, now_ms).await
     }
 
+    fn storage_metrics(&self) -> sluice_core::store::StorageMetrics {
+        let store = &self.0;
+        store
+            .write_stats
+            .snapshot(store.options.durability == Durability::Fsync)
+    }
+
     fn notifier(&self) -> Arc<Notifier> {
         self.0.notifier.clone()
     }
@@ -774,6 +790,64 @@ impl Store for SharedSqliteStore {
         }
         store.notifier.wake_all();
         Ok(())
+    }
+
+    async fn message_browse(&self, query: BrowseQuery) -> StoreResult<BrowsePage> {
+        let index = self.0.index.lock();
+        let (entries, next) = index
+            .browse(
+                &query.queue,
+                query.state,
+                query.after,
+                query.limit,
+                BROWSE_SCAN_MAX,
+            )
+            .ok_or_else(|| StoreError::QueueNotFound(query.queue.clone()))?;
+        let messages = entries
+            .into_iter()
+            .filter_map(|entry| {
+                Some(BrowsedMessage {
+                    status: index.status(&entry.id)?,
+                    leased_at_ms: index.leased_at(entry.seq),
+                    body_bytes: entry.payload.as_ref().map(|p| p.body_bytes.len() as u64),
+                })
+            })
+            .collect();
+        Ok(BrowsePage {
+            messages,
+            next,
+            counts: index.browse_counts(&query.queue).unwrap_or_default(),
+        })
+    }
+
+    async fn message_body(&self, params: MessageGetParams) -> StoreResult<Option<MessageBody>> {
+        let Some(status) = self.message_get(params).await? else {
+            return Ok(None);
+        };
+        // Final rows keep no body, except a replayed dead letter's.
+        if status.state.is_final() && status.state != MessageState::Replayed {
+            return Ok(Some(MessageBody {
+                status,
+                payload: None,
+            }));
+        }
+        let Some(seq) = ids::decode(&status.message_id) else {
+            return Ok(Some(MessageBody {
+                status,
+                payload: None,
+            }));
+        };
+        let cached = self.0.index.lock().payload_of(seq);
+        let payload = match cached {
+            Some(payload) => Some((*payload).clone()),
+            None => self
+                .0
+                .read(move |conn| read_payloads(conn, &[seq]))
+                .await?
+                .pop()
+                .map(|(_, payload)| payload),
+        };
+        Ok(Some(MessageBody { status, payload }))
     }
 }
 

@@ -32,6 +32,7 @@ pub fn run(
     groups: Receiver<Vec<Pending>>,
     publisher: Arc<Publisher>,
     failed: Arc<AtomicBool>,
+    stats: Arc<crate::metrics::WriteStats>,
 ) {
     let mut wal: Option<File> = None;
     while let Ok(first) = groups.recv() {
@@ -55,6 +56,7 @@ pub fn run(
         }
         match synced {
             Ok(()) => {
+                stats.wal_sync_us.record(took.as_micros() as u64);
                 for group in batch {
                     publisher.publish(group);
                 }

@@ -154,6 +154,8 @@ pub struct Writer {
     pub claims: DeferredClaims,
     /// Write every deferred claim record in the next group (on flush and at the end).
     pub flush_all_claims: bool,
+    /// Group sizes, for metrics.
+    pub stats: Arc<crate::metrics::WriteStats>,
 }
 
 /// The outcome of applying one op inside the transaction, answered once durable.
@@ -239,6 +241,7 @@ impl Writer {
         let outcome = self.apply_group(group);
         match outcome {
             Ok(pendings) => {
+                self.stats.group_commit_ops.record(pendings.len() as u64);
                 self.checkpoint
                     .dirty
                     .store(true, std::sync::atomic::Ordering::Relaxed);

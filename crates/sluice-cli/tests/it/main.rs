@@ -5,6 +5,7 @@
 
 mod support;
 
+mod auth;
 mod backpressure;
 mod bad_input;
 mod batch;
@@ -19,12 +20,14 @@ mod kill_lifecycle;
 mod lifecycle_stats;
 mod long_poll;
 mod memo_retention;
+mod metrics;
 mod nack;
 mod ordering;
 mod pace;
 mod pause;
 mod purge_drain;
 mod push;
+mod request_ids;
 mod restart;
 mod result_memo;
 mod retention;

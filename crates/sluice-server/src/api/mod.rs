@@ -1,5 +1,6 @@
 //! The HTTP API v1: one module per resource, each with its handlers; [`router`] joins them.
 
+mod browse;
 mod dead_letters;
 mod delivery;
 mod health;
@@ -40,6 +41,10 @@ pub struct AppState {
     pub webhooks: Arc<crate::webhooks::Registry>,
     /// Push workers (for their stats, and to wake them when a queue changes).
     pub push: Arc<crate::push::Dispatcher>,
+    /// API tokens (empty: access control off).
+    pub auth: Arc<crate::auth::Auth>,
+    /// True when serving HTTPS (session cookies are then `Secure`).
+    pub tls: bool,
 }
 
 impl AppState {
@@ -112,6 +117,8 @@ pub struct ApiQuery<T>(pub T);
         messages::enqueue,
         messages::get_by_id,
         messages::get_by_idempotency_key,
+        browse::browse,
+        browse::body,
         delivery::receive,
         delivery::ack,
         delivery::nack,
@@ -170,6 +177,11 @@ pub fn router(state: AppState) -> Router {
             "/v1/queues/{queue}/messages/{message_id}",
             get(messages::get_by_id),
         )
+        .route(
+            "/v1/queues/{queue}/messages/{message_id}/body",
+            get(browse::body),
+        )
+        .route("/v1/queues/{queue}/browse", get(browse::browse))
         .route("/v1/queues/{queue}/receive", post(delivery::receive))
         .route("/v1/queues/{queue}/ack", post(delivery::ack))
         .route("/v1/queues/{queue}/nack", post(delivery::nack))
@@ -223,6 +235,8 @@ mod tests {
             ("/v1/queues/{queue}/messages", "post"),
             ("/v1/queues/{queue}/messages", "get"),
             ("/v1/queues/{queue}/messages/{message_id}", "get"),
+            ("/v1/queues/{queue}/messages/{message_id}/body", "get"),
+            ("/v1/queues/{queue}/browse", "get"),
             ("/v1/queues/{queue}/receive", "post"),
             ("/v1/queues/{queue}/ack", "post"),
             ("/v1/queues/{queue}/nack", "post"),
@@ -255,7 +269,7 @@ mod tests {
         }
         assert_eq!(
             doc["paths"].as_object().unwrap().len(),
-            24,
+            26,
             "a route was added: list it above"
         );
         for schema in ["MessageIn", "ReceivedMessage", "QueueSpec", "ErrorBody"] {

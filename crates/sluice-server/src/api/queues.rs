@@ -71,10 +71,19 @@ fn throughput_out(counts: Throughput, seconds: f64) -> ThroughputOut {
 
 /// `GET /v1/queues`
 #[utoipa::path(get, path = "/v1/queues", responses((status = 200, body = QueueListOut)))]
-pub async fn list(State(app): State<AppState>) -> Result<Json<QueueListOut>, ApiError> {
+pub async fn list(
+    State(app): State<AppState>,
+    caller: Option<axum::Extension<std::sync::Arc<crate::auth::Caller>>>,
+) -> Result<Json<QueueListOut>, ApiError> {
     let queues = app.store.queue_list(app.now_ms()).await?;
+    // With access control on, a token sees only the queues it may read.
+    let visible = |name: &str| caller.as_ref().is_none_or(|caller| caller.may_read(name));
     Ok(Json(QueueListOut {
-        queues: queues.iter().map(|info| queue_out(&app, info)).collect(),
+        queues: queues
+            .iter()
+            .filter(|info| visible(&info.name))
+            .map(|info| queue_out(&app, info))
+            .collect(),
     }))
 }
 

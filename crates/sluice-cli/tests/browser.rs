@@ -1,0 +1,678 @@
+//! The dashboard in a real browser: headless Chromium driven over WebDriver (chromedriver)
+//! against the real `sluice` binary.
+//!
+//! Needs the Debian packages `chromium` and `chromium-driver` (`CHROMIUM` and `CHROMEDRIVER`
+//! override the paths). Without them each test prints "skipped: chromium not installed" and
+//! passes, except under CI (the `CI` variable set), where it fails.
+//!
+//! Each test starts its own server (optionally with a config file: [`Server::start_with_config`])
+//! and its own chromedriver on a free loopback port; both are stopped on drop.
+
+use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+/// How long the server or chromedriver may take to start.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a page may take to show what a test waits for.
+const UI_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long SIGTERM may take to stop the server before it is killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+/// What the server prints on stdout when it is ready, followed by its URL.
+const READY_PREFIX: &str = "sluice listening on ";
+
+// ---------- the tests ----------
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_overview_lists_queues_with_their_depths_on_a_narrow_screen() {
+    let Some(tools) = Tools::find() else { return };
+    let server = Server::start();
+    let api = Api::new(&server.url);
+    api.create_queue("orders").await;
+    api.create_queue("emails").await;
+    for n in 0..3 {
+        api.enqueue("orders", json!({"body": {"n": n}})).await;
+    }
+    api.enqueue("emails", json!({"body": "later", "delay_ms": 3_600_000}))
+        .await;
+    let received = api.receive("orders", 1).await;
+    assert_eq!(received.len(), 1);
+
+    let browser = Browser::start(&tools).await;
+    browser.client.set_window_size(390, 844).await.unwrap();
+    browser.goto(&format!("{}/", server.url)).await;
+    let url = browser.client.current_url().await.unwrap();
+    assert_eq!(url.path(), "/ui/", "/ goes to the dashboard");
+
+    browser
+        .wait_text(r#"tr[data-row="orders"] [data-field="ready"]"#, "2")
+        .await;
+    browser
+        .wait_text(r#"tr[data-row="orders"] [data-field="in_flight"]"#, "1")
+        .await;
+    browser
+        .wait_text(r#"tr[data-row="orders"] [data-field="delayed"]"#, "0")
+        .await;
+    browser
+        .wait_text(r#"tr[data-row="emails"] [data-field="delayed"]"#, "1")
+        .await;
+    browser
+        .wait_text(r#"tr[data-row="emails"] [data-field="ready"]"#, "0")
+        .await;
+    browser
+        .wait_text(r#"tr[data-row="orders"] [data-field="dlq"]"#, "0")
+        .await;
+    assert!(
+        browser.exists(r#"tr[data-row="orders.dlq"]"#).await,
+        "the dead-letter queue is listed too"
+    );
+    assert!(
+        browser.exists("svg.chart polyline").await,
+        "the live charts are drawn"
+    );
+
+    // The queue page lists the message in flight with its lease.
+    browser.click(r#"a[data-queue="orders"]"#).await;
+    browser.click(r#".tabs a[data-state="in_flight"]"#).await;
+    let id = received[0]["message_id"].as_str().unwrap();
+    browser
+        .wait_text_contains(
+            "main table",
+            &id[..8],
+            "the in-flight message is listed on the queue page",
+        )
+        .await;
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dead_letter_is_previewed_and_replayed_with_a_click_and_delivered_again() {
+    let Some(tools) = Tools::find() else { return };
+    let server = Server::start();
+    let api = Api::new(&server.url);
+    api.create_queue("jobs").await;
+    api.enqueue(
+        "jobs",
+        json!({"body": {"order": 42, "sku": "ABC"}, "headers": {"x-source": "test"}}),
+    )
+    .await;
+    let received = api.receive("jobs", 1).await;
+    let dead_id = received[0]["message_id"].as_str().unwrap().to_owned();
+    let nack = api
+        .post(
+            "/v1/queues/jobs/nack",
+            json!({"receipt": received[0]["receipt"], "error": "boom: payment refused", "permanent": true}),
+        )
+        .await;
+    assert_eq!(nack["state"], "dead", "{nack}");
+
+    let browser = Browser::start(&tools).await;
+    browser.goto(&format!("{}/ui/#/dlq/jobs", server.url)).await;
+    let row = format!(r#"tr[data-id="{dead_id}"]"#);
+    browser
+        .wait_text_contains(&row, "boom: payment refused", "the error is shown")
+        .await;
+    browser
+        .click(&format!(r#"{row} button[data-action="preview"]"#))
+        .await;
+    browser
+        .wait_text_contains(
+            r#"pre[data-field="body"]"#,
+            "\"order\": 42",
+            "the body preview",
+        )
+        .await;
+    browser
+        .wait_text_contains(r#"pre[data-field="headers"]"#, "x-source", "the headers")
+        .await;
+
+    browser
+        .click(&format!(r#"{row} button[data-action="replay"]"#))
+        .await;
+    browser
+        .wait_until("the replayed row leaves the list", || async {
+            !browser.exists(&row).await
+        })
+        .await;
+
+    let again = api.receive_waiting("jobs", 1).await;
+    assert_eq!(again.len(), 1, "the replayed message is delivered again");
+    assert_eq!(again[0]["body"], json!({"order": 42, "sku": "ABC"}));
+    assert_eq!(again[0]["attempts"], 1, "{}", again[0]);
+    assert_ne!(
+        again[0]["message_id"],
+        json!(dead_id),
+        "a replay is a new message"
+    );
+    let record = api.get(&format!("/v1/queues/jobs/dlq/{dead_id}")).await;
+    assert_eq!(record["state"], "replayed", "{record}");
+    assert_eq!(record["replayed_as"], again[0]["message_id"], "{record}");
+
+    // The message page of the dead letter tells its story.
+    browser
+        .goto(&format!("{}/ui/#/message/jobs/{dead_id}", server.url))
+        .await;
+    browser
+        .wait_text_contains("ol.timeline", "Dead-lettered into jobs.dlq", "timeline")
+        .await;
+    browser
+        .wait_text_contains("ol.timeline", "Replayed", "timeline")
+        .await;
+
+    // Replay all that match: the count comes first (dry run), then the replay.
+    for n in 0..2 {
+        api.enqueue("jobs", json!({"body": {"bulk": n}})).await;
+    }
+    for message in api.receive("jobs", 2).await {
+        api.post(
+            "/v1/queues/jobs/nack",
+            json!({"receipt": message["receipt"], "error": "timeout talking to bank", "permanent": true}),
+        )
+        .await;
+    }
+    browser
+        .goto(&format!("{}/ui/#/dlq/jobs?error=bank", server.url))
+        .await;
+    browser.click(r#"button[data-action="replay-all"]"#).await;
+    browser
+        .wait_text_contains(
+            r#"[data-field="matched"]"#,
+            "2 dead letters match",
+            "the dry run's count",
+        )
+        .await;
+    browser
+        .click(r#"button[data-action="confirm-replay-all"]"#)
+        .await;
+    let bulk = api.receive_waiting("jobs", 2).await;
+    assert_eq!(bulk.len(), 2, "both were replayed: {bulk:?}");
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_purge_asks_for_confirmation_first() {
+    let Some(tools) = Tools::find() else { return };
+    let server = Server::start();
+    let api = Api::new(&server.url);
+    api.create_queue("bulk").await;
+    for n in 0..5 {
+        api.enqueue("bulk", json!({"body": n})).await;
+    }
+
+    let browser = Browser::start(&tools).await;
+    browser
+        .goto(&format!("{}/ui/#/queue/bulk", server.url))
+        .await;
+    browser
+        .wait_text_contains(".tabs", "Ready (5)", "the ready count")
+        .await;
+
+    browser.click(r#"button[data-action="purge"]"#).await;
+    let question = browser.alert_text().await;
+    assert!(question.contains("Purge queue \"bulk\""), "{question}");
+    assert!(
+        question.contains('5'),
+        "the count is in the question: {question}"
+    );
+    browser.client.dismiss_alert().await.unwrap();
+    // Give a purge that should not happen the time to happen.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        api.stats("bulk").await["ready"],
+        5,
+        "dismissed: nothing purged"
+    );
+
+    browser.click(r#"button[data-action="purge"]"#).await;
+    browser.alert_text().await;
+    browser.client.accept_alert().await.unwrap();
+    let deadline = Instant::now() + UI_TIMEOUT;
+    loop {
+        let stats = api.stats("bulk").await;
+        if stats["ready"] == 0 {
+            assert_eq!(stats["counters"]["purged"], 5, "{stats}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "not purged: {stats}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    browser
+        .wait_text_contains(".tabs", "Ready (0)", "the page shows the purge")
+        .await;
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_message_is_found_by_its_idempotency_key_with_its_body() {
+    let Some(tools) = Tools::find() else { return };
+    let server = Server::start();
+    let api = Api::new(&server.url);
+    api.create_queue("payments").await;
+    let out = api
+        .enqueue(
+            "payments",
+            json!({"id": "payment-77", "body": {"amount": 1250, "currency": "EUR"}}),
+        )
+        .await;
+    let id = out["message_id"].as_str().unwrap().to_owned();
+
+    let browser = Browser::start(&tools).await;
+    browser.goto(&format!("{}/ui/", server.url)).await;
+    browser
+        .wait_until("the search lists the queue", || async {
+            browser
+                .exists(r#"#search-queue option[value="payments"]"#)
+                .await
+        })
+        .await;
+    browser
+        .client
+        .execute(
+            "document.getElementById('search-queue').value = 'payments'",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let input = browser
+        .client
+        .find(Locator::Css("#search-text"))
+        .await
+        .unwrap();
+    input.send_keys("payment-77").await.unwrap();
+    browser.click(r#"#search button[type="submit"]"#).await;
+    browser.wait_text(r#"[data-field="state"]"#, "ready").await;
+    browser
+        .wait_text_contains("h1", &id, "the message page of the key's message")
+        .await;
+    browser
+        .wait_text_contains(
+            r#"pre[data-field="body"]"#,
+            "\"currency\": \"EUR\"",
+            "its body",
+        )
+        .await;
+    browser.close().await;
+}
+
+// ---------- the browser ----------
+
+/// Paths of the browser and its driver.
+struct Tools {
+    chromium: PathBuf,
+    chromedriver: PathBuf,
+}
+
+impl Tools {
+    /// The installed browser, or `None` (after saying so) when it is missing outside CI.
+    fn find() -> Option<Self> {
+        let chromium = std::env::var_os("CHROMIUM").map(PathBuf::from).or_else(|| {
+            ["chromium", "chromium-browser", "google-chrome"]
+                .into_iter()
+                .find_map(on_path)
+        });
+        let chromedriver = std::env::var_os("CHROMEDRIVER")
+            .map(PathBuf::from)
+            .or_else(|| on_path("chromedriver"));
+        match (chromium, chromedriver) {
+            (Some(chromium), Some(chromedriver)) => Some(Self {
+                chromium,
+                chromedriver,
+            }),
+            _ if std::env::var_os("CI").is_some() => panic!(
+                "chromium not installed: apt-get install -y chromium chromium-driver \
+                 (or set CHROMIUM and CHROMEDRIVER)"
+            ),
+            _ => {
+                println!("skipped: chromium not installed");
+                None
+            }
+        }
+    }
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(name))
+            .find(|path| path.is_file())
+    })
+}
+
+/// A chromedriver process and a headless Chromium session through it.
+struct Browser {
+    client: Client,
+    driver: Child,
+}
+
+impl Browser {
+    async fn start(tools: &Tools) -> Self {
+        let port = free_port();
+        let mut driver = Command::new(&tools.chromedriver)
+            .arg(format!("--port={port}"))
+            .arg("--allowed-ips=127.0.0.1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver");
+        let deadline = Instant::now() + START_TIMEOUT;
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if Instant::now() > deadline {
+                let _ = driver.kill();
+                panic!("chromedriver did not listen on port {port}");
+            }
+            if let Ok(Some(status)) = driver.try_wait() {
+                panic!("chromedriver exited: {status}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let mut capabilities = serde_json::Map::new();
+        capabilities.insert("browserName".into(), json!("chrome"));
+        capabilities.insert("unhandledPromptBehavior".into(), json!("ignore"));
+        capabilities.insert(
+            "goog:chromeOptions".into(),
+            json!({
+                "binary": tools.chromium,
+                "args": [
+                    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                    "--disable-extensions", "--no-first-run", "--window-size=1280,900",
+                ],
+            }),
+        );
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        let client = ClientBuilder::new(connector)
+            .capabilities(capabilities)
+            .connect(&format!("http://127.0.0.1:{port}"))
+            .await
+            .unwrap_or_else(|error| {
+                let _ = driver.kill();
+                panic!("no browser session: {error}")
+            });
+        Self { client, driver }
+    }
+
+    async fn goto(&self, url: &str) {
+        self.client
+            .goto(url)
+            .await
+            .unwrap_or_else(|error| panic!("open {url}: {error}"));
+    }
+
+    async fn exists(&self, css: &str) -> bool {
+        self.client.find(Locator::Css(css)).await.is_ok()
+    }
+
+    async fn click(&self, css: &str) {
+        let element = self
+            .client
+            .wait()
+            .at_most(UI_TIMEOUT)
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap_or_else(|error| panic!("no {css} to click: {error}"));
+        element
+            .click()
+            .await
+            .unwrap_or_else(|error| panic!("click {css}: {error}"));
+    }
+
+    /// Waits until the element's text is exactly `expected`.
+    async fn wait_text(&self, css: &str, expected: &str) {
+        let mut last = String::new();
+        let deadline = Instant::now() + UI_TIMEOUT;
+        while Instant::now() < deadline {
+            if let Ok(element) = self.client.find(Locator::Css(css)).await
+                && let Ok(text) = element.text().await
+            {
+                if text.trim() == expected {
+                    return;
+                }
+                last = text;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("{css}: expected {expected:?}, last saw {last:?}");
+    }
+
+    /// Waits until the element's text contains `needle`.
+    async fn wait_text_contains(&self, css: &str, needle: &str, what: &str) {
+        let mut last = String::new();
+        let deadline = Instant::now() + UI_TIMEOUT;
+        while Instant::now() < deadline {
+            if let Ok(element) = self.client.find(Locator::Css(css)).await
+                && let Ok(text) = element.text().await
+            {
+                if text.contains(needle) {
+                    return;
+                }
+                last = text;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("{what}: {css} never contained {needle:?}; last saw {last:?}");
+    }
+
+    async fn wait_until<F, Fut>(&self, what: &str, mut check: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let deadline = Instant::now() + UI_TIMEOUT;
+        while !check().await {
+            assert!(Instant::now() < deadline, "timed out waiting until {what}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The text of the alert or confirm dialog open now (waiting for it to open).
+    async fn alert_text(&self) -> String {
+        let deadline = Instant::now() + UI_TIMEOUT;
+        loop {
+            match self.client.get_alert_text().await {
+                Ok(text) => return text,
+                Err(error) if Instant::now() > deadline => panic!("no dialog opened: {error}"),
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
+
+    async fn close(mut self) {
+        let _ = self.client.clone().close().await;
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        // After close() this finds the driver gone; after a panic it stops the driver (and with
+        // it the browser).
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .expect("a free port")
+}
+
+// ---------- the API ----------
+
+struct Api {
+    http: reqwest::Client,
+    url: String,
+}
+
+impl Api {
+    fn new(url: &str) -> Self {
+        Self {
+            http: reqwest::Client::new(),
+            url: url.to_owned(),
+        }
+    }
+
+    async fn send(&self, request: reqwest::RequestBuilder) -> Value {
+        let response = request.send().await.expect("request");
+        let status = response.status();
+        let body: Value = response.json().await.expect("JSON answer");
+        assert!(status.is_success(), "{status}: {body}");
+        body
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        self.send(self.http.get(format!("{}{path}", self.url)))
+            .await
+    }
+
+    async fn post(&self, path: &str, body: Value) -> Value {
+        self.send(self.http.post(format!("{}{path}", self.url)).json(&body))
+            .await
+    }
+
+    async fn create_queue(&self, name: &str) {
+        self.send(
+            self.http
+                .put(format!("{}/v1/queues/{name}", self.url))
+                .json(&json!({})),
+        )
+        .await;
+    }
+
+    async fn enqueue(&self, queue: &str, message: Value) -> Value {
+        self.post(&format!("/v1/queues/{queue}/messages"), message)
+            .await
+    }
+
+    async fn receive(&self, queue: &str, max: usize) -> Vec<Value> {
+        let out = self
+            .post(&format!("/v1/queues/{queue}/receive"), json!({"max": max}))
+            .await;
+        out["messages"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// Receives until `count` messages came or the time is up.
+    async fn receive_waiting(&self, queue: &str, count: usize) -> Vec<Value> {
+        let mut messages = Vec::new();
+        let deadline = Instant::now() + UI_TIMEOUT;
+        while messages.len() < count && Instant::now() < deadline {
+            let out = self
+                .post(
+                    &format!("/v1/queues/{queue}/receive"),
+                    json!({"max": count - messages.len(), "wait_ms": 1000}),
+                )
+                .await;
+            messages.extend(out["messages"].as_array().cloned().unwrap_or_default());
+        }
+        messages
+    }
+
+    async fn stats(&self, queue: &str) -> Value {
+        self.get(&format!("/v1/queues/{queue}/stats")).await
+    }
+}
+
+// ---------- the server ----------
+
+/// A `sluice serve` on a free port with a temporary data directory.
+struct Server {
+    child: Child,
+    url: String,
+    log: PathBuf,
+    /// Holds the data dir, the config and the log; removed after the child is gone.
+    _root: TempDir,
+}
+
+impl Server {
+    fn start() -> Self {
+        Self::start_with_config(None)
+    }
+
+    /// Starts the server, with `config` (TOML) as its config file when given (for tests of
+    /// access control, which start it with tokens configured).
+    #[allow(dead_code)]
+    fn start_with_config(config: Option<&str>) -> Self {
+        let root = tempfile::Builder::new()
+            .prefix("sluice-browser-test-")
+            .tempdir()
+            .expect("temp dir");
+        let data = root.path().join("data");
+        let log = root.path().join("server.log");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        command
+            .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+            .arg(&data);
+        if let Some(config) = config {
+            let path = root.path().join("sluice.toml");
+            std::fs::write(&path, config).expect("write the config file");
+            command.arg("--config").arg(path);
+        }
+        let mut child = command
+            .env_remove("SLUICE_CONFIG")
+            .env_remove("SLUICE_LISTEN")
+            .env_remove("SLUICE_DATA")
+            .env_remove("SLUICE_DURABILITY")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("start sluice serve");
+        // Read stdout on a thread so the wait can time out; keep draining it afterwards.
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (lines_tx, lines_rx) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let _ = lines_tx.send(line);
+            }
+        });
+        let line = lines_rx.recv_timeout(START_TIMEOUT);
+        let url = match line.as_deref().map(|line| line.strip_prefix(READY_PREFIX)) {
+            Ok(Some(url)) => url.trim().to_owned(),
+            _ => {
+                let _ = child.kill();
+                panic!("no ready line ({line:?}); server log:\n{}", read(&log));
+            }
+        };
+        Self {
+            child,
+            url,
+            log,
+            _root: root,
+        }
+    }
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|error| format!("(no log: {error})"))
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if thread::panicking() {
+            eprintln!("server log:\n{}", read(&self.log));
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

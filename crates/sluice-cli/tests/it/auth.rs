@@ -1,0 +1,401 @@
+//! Access control: tokens with roles, checked on every route.
+//!
+//! The matrix is driven by the server's own OpenAPI document, against an expectation table
+//! kept here, independent of the server's: a route added without an expectation fails the test.
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::support::TestServer;
+
+const ADMIN: &str = "admin-token-0123456789";
+const PRODUCER_A: &str = "producer-a-token-0123456789";
+const CONSUMER_A: &str = "consumer-a-token-0123456789";
+const BOTH_B: &str = "team-b-token-0123456789";
+
+const CONFIG: &str = r#"
+[[auth.tokens]]
+name = "ops"
+token = { env = "TEST_ADMIN_TOKEN" }
+roles = ["admin"]
+
+[[auth.tokens]]
+name = "team-a-producer"
+token = { env = "TEST_PRODUCER_A" }
+roles = ["producer"]
+queues = ["team-a.*"]
+
+[[auth.tokens]]
+name = "team-a-consumer"
+token = { env = "TEST_CONSUMER_A" }
+roles = ["consumer"]
+queues = ["team-a.*"]
+
+[[auth.tokens]]
+name = "team-b"
+token = { env = "TEST_BOTH_B" }
+roles = ["producer", "consumer"]
+queues = ["team-b.*"]
+"#;
+
+/// Who may call a route, as this test expects it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    Public,
+    AnyToken,
+    Read,
+    Produce,
+    Consume,
+    Admin,
+}
+
+/// Every route of the OpenAPI document, with who may call it.
+const EXPECTED: &[(&str, &str, Expect)] = &[
+    ("get", "/healthz", Expect::Public),
+    ("get", "/readyz", Expect::Public),
+    ("get", "/v1/openapi.json", Expect::Public),
+    ("post", "/hooks/{name}", Expect::Public),
+    ("get", "/v1/queues", Expect::AnyToken),
+    ("get", "/v1/queues/{queue}", Expect::Read),
+    ("put", "/v1/queues/{queue}", Expect::Admin),
+    ("delete", "/v1/queues/{queue}", Expect::Admin),
+    ("get", "/v1/queues/{queue}/stats", Expect::Read),
+    ("post", "/v1/queues/{queue}/pause", Expect::Admin),
+    ("post", "/v1/queues/{queue}/resume", Expect::Admin),
+    ("post", "/v1/queues/{queue}/purge", Expect::Admin),
+    ("post", "/v1/queues/{queue}/drain", Expect::Read),
+    ("post", "/v1/queues/{queue}/cancel", Expect::Produce),
+    ("get", "/v1/queues/{queue}/dlq", Expect::Read),
+    ("delete", "/v1/queues/{queue}/dlq", Expect::Admin),
+    ("post", "/v1/queues/{queue}/dlq/replay", Expect::Admin),
+    ("get", "/v1/queues/{queue}/dlq/{message_id}", Expect::Read),
+    (
+        "delete",
+        "/v1/queues/{queue}/dlq/{message_id}",
+        Expect::Admin,
+    ),
+    (
+        "post",
+        "/v1/queues/{queue}/dlq/{message_id}/replay",
+        Expect::Admin,
+    ),
+    ("post", "/v1/queues/{queue}/messages", Expect::Produce),
+    ("get", "/v1/queues/{queue}/messages", Expect::Read),
+    (
+        "get",
+        "/v1/queues/{queue}/messages/{message_id}",
+        Expect::Read,
+    ),
+    ("post", "/v1/queues/{queue}/receive", Expect::Consume),
+    ("post", "/v1/queues/{queue}/ack", Expect::Consume),
+    ("post", "/v1/queues/{queue}/nack", Expect::Consume),
+    ("post", "/v1/queues/{queue}/extend", Expect::Consume),
+    ("get", "/v1/webhooks", Expect::Admin),
+    ("get", "/v1/webhooks/{name}", Expect::Admin),
+    ("put", "/v1/webhooks/{name}", Expect::Admin),
+    ("delete", "/v1/webhooks/{name}", Expect::Admin),
+    // Dashboard reads.
+    ("get", "/v1/queues/{queue}/browse", Expect::Read),
+    (
+        "get",
+        "/v1/queues/{queue}/messages/{message_id}/body",
+        Expect::Read,
+    ),
+];
+
+async fn start() -> TestServer {
+    TestServer::builder()
+        .config(CONFIG)
+        .env("TEST_ADMIN_TOKEN", ADMIN)
+        .env("TEST_PRODUCER_A", PRODUCER_A)
+        .env("TEST_CONSUMER_A", CONSUMER_A)
+        .env("TEST_BOTH_B", BOTH_B)
+        .start()
+        .await
+}
+
+async fn call(
+    server: &TestServer,
+    method: Method,
+    path: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> (StatusCode, String) {
+    let mut request = server
+        .client()
+        .request(method, format!("{}{path}", server.url()));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.expect("request");
+    let status = response.status();
+    (status, response.text().await.unwrap_or_default())
+}
+
+/// May a caller (by token) do what a route expects, on a team-a queue?
+fn allowed(expect: Expect, token: Option<&str>) -> bool {
+    match (expect, token) {
+        (Expect::Public, _) => true,
+        (_, None) => false,
+        (_, Some(ADMIN)) => true,
+        (Expect::AnyToken, Some(_)) => true,
+        (Expect::Read, Some(token)) => token == PRODUCER_A || token == CONSUMER_A,
+        (Expect::Produce, Some(token)) => token == PRODUCER_A,
+        (Expect::Consume, Some(token)) => token == CONSUMER_A,
+        (Expect::Admin, Some(_)) => false,
+    }
+}
+
+#[tokio::test]
+async fn every_route_gives_each_role_exactly_its_access() {
+    // Proves the authorization matrix: for every route in the server's OpenAPI document (each
+    // must have an expectation here), no token, an admin, team-a's producer and consumer, and
+    // team-b's token get exactly the access they should on a team-a queue: 401 without a
+    // token, 403 when the role or the queue pattern does not allow it, anything else when
+    // it does.
+    let server = start().await;
+    for queue in ["team-a.orders", "team-b.orders"] {
+        let (status, text) = call(
+            &server,
+            Method::PUT,
+            &format!("/v1/queues/{queue}"),
+            Some(ADMIN),
+            Some(json!({})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+    }
+    let (status, doc) = call(&server, Method::GET, "/v1/openapi.json", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let doc: Value = serde_json::from_str(&doc).unwrap();
+    let mut routes = Vec::new();
+    for (path, methods) in doc["paths"].as_object().unwrap() {
+        for method in methods.as_object().unwrap().keys() {
+            let expect = EXPECTED
+                .iter()
+                .find(|(m, p, _)| m == method && p == path)
+                .map(|(_, _, expect)| *expect)
+                .unwrap_or_else(|| {
+                    panic!("{method} {path} has no expected access rule in this test: add one")
+                });
+            routes.push((method.clone(), path.clone(), expect));
+        }
+    }
+    assert!(routes.len() >= 30, "{} routes", routes.len());
+    let message_id = uuid::Uuid::now_v7().to_string();
+    for (method, path, expect) in routes {
+        let concrete = path
+            .replace("{queue}", "team-a.orders")
+            .replace("{message_id}", &message_id)
+            .replace("{name}", "no-such-hook");
+        let method: Method = method.to_uppercase().parse().unwrap();
+        for token in [
+            None,
+            Some(ADMIN),
+            Some(PRODUCER_A),
+            Some(CONSUMER_A),
+            Some(BOTH_B),
+        ] {
+            // Skip what would change the fixtures the other rows need.
+            if token == Some(ADMIN) && method == Method::DELETE && path == "/v1/queues/{queue}" {
+                continue;
+            }
+            let body = (method != Method::GET && method != Method::DELETE).then(|| json!({}));
+            let (status, text) = call(&server, method.clone(), &concrete, token, body).await;
+            let who = token.map_or("no token", |t| &t[..t.find('-').unwrap_or(0)]);
+            if allowed(expect, token) {
+                assert!(
+                    status != StatusCode::UNAUTHORIZED && status != StatusCode::FORBIDDEN,
+                    "{who} should be allowed {method} {path}, got {status}: {text}"
+                );
+            } else if token.is_none() {
+                assert_eq!(
+                    status,
+                    StatusCode::UNAUTHORIZED,
+                    "{who} on {method} {path}: {text}"
+                );
+                assert!(text.contains("\"unauthorized\""), "{text}");
+            } else {
+                assert_eq!(
+                    status,
+                    StatusCode::FORBIDDEN,
+                    "{who} on {method} {path}: {text}"
+                );
+                assert!(text.contains("\"forbidden\""), "{text}");
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn one_team_cannot_read_receive_from_or_see_another() {
+    // Proves tenant isolation: team-a's producer cannot read, enqueue into, receive from or
+    // even list team-b's queues; the list shows each token only its own queues; team-b's token
+    // works on its own queue.
+    let server = start().await;
+    for queue in ["team-a.orders", "team-b.orders", "other"] {
+        call(
+            &server,
+            Method::PUT,
+            &format!("/v1/queues/{queue}"),
+            Some(ADMIN),
+            Some(json!({})),
+        )
+        .await;
+    }
+    let (status, _) = call(
+        &server,
+        Method::POST,
+        "/v1/queues/team-b.orders/messages",
+        Some(BOTH_B),
+        Some(json!({"body": "secret of b"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    for (method, path, body) in [
+        (Method::GET, "/v1/queues/team-b.orders", None),
+        (Method::GET, "/v1/queues/team-b.orders/stats", None),
+        (
+            Method::POST,
+            "/v1/queues/team-b.orders/messages",
+            Some(json!({"body": 1})),
+        ),
+        (
+            Method::POST,
+            "/v1/queues/team-b.orders/receive",
+            Some(json!({})),
+        ),
+        (Method::GET, "/v1/queues/team-b.orders/dlq", None),
+    ] {
+        for token in [PRODUCER_A, CONSUMER_A] {
+            let (status, text) =
+                call(&server, method.clone(), path, Some(token), body.clone()).await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {text}");
+            assert!(!text.contains("secret of b"), "{text}");
+        }
+    }
+    let names = |text: &str| -> Vec<String> {
+        let list: Value = serde_json::from_str(text).unwrap();
+        list["queues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|q| q["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (_, text) = call(&server, Method::GET, "/v1/queues", Some(PRODUCER_A), None).await;
+    assert_eq!(names(&text), ["team-a.orders", "team-a.orders.dlq"]);
+    let (_, text) = call(&server, Method::GET, "/v1/queues", Some(BOTH_B), None).await;
+    assert_eq!(names(&text), ["team-b.orders", "team-b.orders.dlq"]);
+    let (_, text) = call(&server, Method::GET, "/v1/queues", Some(ADMIN), None).await;
+    assert_eq!(names(&text).len(), 6, "{text}");
+    let (status, text) = call(
+        &server,
+        Method::POST,
+        "/v1/queues/team-b.orders/receive",
+        Some(BOTH_B),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(text.contains("secret of b"), "{text}");
+    // A wrong token is no token.
+    let (status, _) = call(
+        &server,
+        Method::GET,
+        "/v1/queues",
+        Some("not-a-token-at-all-really"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // Tokens never reach the log.
+    let log = server.log_tail(10_000);
+    for token in [ADMIN, PRODUCER_A, CONSUMER_A, BOTH_B] {
+        assert!(!log.contains(token), "a token is in the log");
+    }
+}
+
+#[tokio::test]
+async fn the_login_form_sets_a_cookie_that_the_api_accepts() {
+    // Proves the dashboard login: a wrong token gets the form again with 401; the right one
+    // gets a redirect to /ui/ with an HttpOnly, SameSite=Strict cookie, which then authorizes
+    // API calls in place of the bearer header; logout clears it.
+    let server = start().await;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let login = format!("{}/ui/login", server.url());
+    let page = client.get(&login).send().await.unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    assert!(page.text().await.unwrap().contains("<form"));
+    let wrong = client
+        .post(&login)
+        .form(&[("token", "wrong-token-0123456789")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    assert!(wrong.headers().get("set-cookie").is_none());
+    let right = client
+        .post(&login)
+        .form(&[("token", ADMIN)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(right.status(), StatusCode::SEE_OTHER);
+    assert_eq!(right.headers()["location"], "/ui/");
+    let cookie = right.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let session = cookie.split(';').next().unwrap().to_owned();
+    let with_cookie = client
+        .get(format!("{}/v1/queues", server.url()))
+        .header("cookie", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(with_cookie.status(), StatusCode::OK);
+    let without = client
+        .get(format!("{}/v1/queues", server.url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(without.status(), StatusCode::UNAUTHORIZED);
+    let logout = client
+        .post(format!("{}/ui/logout", server.url()))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        logout.headers()["set-cookie"]
+            .to_str()
+            .unwrap()
+            .contains("Max-Age=0")
+    );
+}
+
+#[tokio::test]
+async fn a_public_address_without_tokens_is_refused() {
+    // Proves the server will not listen on a non-loopback address with access control off.
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["serve", "--listen", "0.0.0.0:0", "--data"])
+        .arg(tempfile::tempdir().unwrap().path())
+        .env_remove("SLUICE_ADMIN_TOKEN")
+        .env_remove("SLUICE_CONFIG")
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("refusing to listen on 0.0.0.0:0"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,838 @@
+// sluice dashboard: plain JavaScript, no build step, no dependencies.
+//
+// A hash router (#/, #/queue/NAME, #/dlq/NAME, #/message/QUEUE/ID, #/webhooks) renders pages
+// from the HTTP API v1, same origin. A sampler polls GET /v1/queues every few seconds and keeps
+// the last 15 minutes in a ring buffer for the live charts. Any 401 goes to /ui/login.
+'use strict';
+
+const POLL_MS = 3000;
+const WINDOW_MS = 15 * 60 * 1000;
+const RING_MAX = Math.ceil(WINDOW_MS / POLL_MS) + 1;
+const PAGE = 50;
+
+// ---------- DOM and API helpers ----------
+
+/** Builds an element: h('td', {class: 'num', 'data-label': 'Ready'}, 'text', child, ...). */
+function h(tag, attrs, ...children) {
+  const svg = ['svg', 'polyline', 'line', 'text', 'g'].includes(tag);
+  const el = svg ? document.createElementNS('http://www.w3.org/2000/svg', tag) : document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name.startsWith('on')) el.addEventListener(name.slice(2), value);
+    else el.setAttribute(name, value === true ? '' : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === undefined || child === null || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+const enc = encodeURIComponent;
+
+class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/** Calls the API same-origin; on a 401 goes to the login page. */
+async function api(method, path, body) {
+  const options = { method, credentials: 'same-origin', headers: { Accept: 'application/json' } };
+  if (body !== undefined) {
+    options.headers['Content-Type'] = 'application/json';
+    options.body = JSON.stringify(body);
+  }
+  const response = await fetch(path, options);
+  if (response.status === 401) {
+    location.href = '/ui/login';
+    throw new ApiError(401, 'unauthorized', 'not signed in');
+  }
+  const data = await response.json().catch(() => null);
+  if (!response.ok) {
+    const error = (data && data.error) || {};
+    throw new ApiError(response.status, error.code || 'error', error.message || response.statusText);
+  }
+  return data;
+}
+
+let noticeTimer;
+function notice(text, bad) {
+  const el = document.getElementById('notice');
+  el.textContent = text;
+  el.className = bad ? 'notice bad' : 'notice';
+  el.hidden = false;
+  clearTimeout(noticeTimer);
+  noticeTimer = setTimeout(() => { el.hidden = true; }, bad ? 8000 : 4000);
+}
+
+/** Runs an action from a button, disabling it meanwhile and reporting errors. */
+async function act(button, work) {
+  if (button) button.disabled = true;
+  try {
+    await work();
+  } catch (error) {
+    notice(error.message, true);
+  } finally {
+    if (button) button.disabled = false;
+  }
+}
+
+// ---------- formatting ----------
+
+function fmtNum(n) {
+  if (n === null || n === undefined) return '–';
+  return Number(n).toLocaleString('en-US', { maximumFractionDigits: n < 10 ? 2 : n < 100 ? 1 : 0 });
+}
+
+function fmtDuration(ms) {
+  if (ms === null || ms === undefined) return '–';
+  const sign = ms < 0 ? '-' : '';
+  let s = Math.floor(Math.abs(ms) / 1000);
+  if (s < 1) return sign + Math.abs(ms) + 'ms';
+  const d = Math.floor(s / 86400); s -= d * 86400;
+  const hr = Math.floor(s / 3600); s -= hr * 3600;
+  const m = Math.floor(s / 60); s -= m * 60;
+  const parts = d ? [d + 'd', hr + 'h'] : hr ? [hr + 'h', m + 'm'] : m ? [m + 'm', s + 's'] : [s + 's'];
+  return sign + parts.join(' ');
+}
+
+function ago(iso) {
+  if (!iso) return '–';
+  return fmtDuration(Date.now() - Date.parse(iso)) + ' ago';
+}
+
+function until(iso) {
+  if (!iso) return '–';
+  const ms = Date.parse(iso) - Date.now();
+  return ms <= 0 ? 'now' : 'in ' + fmtDuration(ms);
+}
+
+/** A time shown relative, with the exact time on hover. */
+function timeEl(iso, relative) {
+  if (!iso) return '–';
+  return h('time', { datetime: iso, title: new Date(iso).toLocaleString() }, (relative || ago)(iso));
+}
+
+function shortId(id) {
+  return id ? id.slice(0, 8) + '…' + id.slice(-4) : '';
+}
+
+function pretty(value) {
+  return JSON.stringify(value, null, 2);
+}
+
+// ---------- tables ----------
+
+/** A table from columns [{label, cell(row) -> node|text, num}], or a message when empty. */
+function table(columns, rows, empty, rowAttrs) {
+  if (!rows.length) return h('div', { class: 'empty table-wrap' }, empty || 'Nothing here.');
+  const body = h('tbody', {});
+  for (const row of rows) appendRow(body, columns, row, rowAttrs);
+  return h('div', { class: 'table-wrap' },
+    h('table', {},
+      h('thead', {}, h('tr', {}, columns.map((c) => h('th', { class: c.num ? 'num' : null }, c.label)))),
+      body));
+}
+
+function appendRow(body, columns, row, rowAttrs) {
+  const tr = h('tr', rowAttrs ? rowAttrs(row) : {},
+    columns.map((c) => h('td', { class: c.cls || (c.num ? 'num' : null), 'data-label': c.label }, c.cell(row))));
+  body.append(tr);
+  return tr;
+}
+
+// ---------- sampler: the last 15 minutes of every queue ----------
+
+const sampler = {
+  ring: [],          // [{t, queues: {name: {depth, ready, delayed, in_flight, dlq, in_s, ack_s, fail_s, push}}}]
+  latest: null,      // the last GET /v1/queues answer
+  listeners: new Set(),
+  timer: null,
+  failures: 0,
+};
+
+function loadRing() {
+  try {
+    const saved = JSON.parse(sessionStorage.getItem('sluice.ring') || '[]');
+    const cutoff = Date.now() - WINDOW_MS;
+    sampler.ring = Array.isArray(saved) ? saved.filter((s) => s.t >= cutoff) : [];
+  } catch (_) {
+    sampler.ring = [];
+  }
+}
+
+function saveRing() {
+  try {
+    sessionStorage.setItem('sluice.ring', JSON.stringify(sampler.ring));
+  } catch (_) {
+    // Storage full or disabled: the charts start empty after a reload, that is all.
+  }
+}
+
+async function sample() {
+  try {
+    const list = await api('GET', '/v1/queues');
+    sampler.latest = list.queues;
+    sampler.failures = 0;
+    const queues = {};
+    for (const q of list.queues) {
+      const s = q.stats;
+      queues[q.name] = {
+        depth: s.ready + s.delayed + s.in_flight,
+        ready: s.ready, delayed: s.delayed, in_flight: s.in_flight,
+        dlq: s.dead_lettered,
+        in_s: s.last_1m.enqueued_per_s, ack_s: s.last_1m.acked_per_s, fail_s: s.last_1m.failed_per_s,
+        push: s.push ? { delivered: s.push.delivered, retried: s.push.retried, failed: s.push.failed_permanently } : null,
+      };
+    }
+    sampler.ring.push({ t: Date.now(), queues });
+    const cutoff = Date.now() - WINDOW_MS;
+    while (sampler.ring.length > RING_MAX || (sampler.ring.length && sampler.ring[0].t < cutoff)) sampler.ring.shift();
+    saveRing();
+    fillSearchQueues(list.queues);
+    for (const listener of sampler.listeners) listener(list.queues);
+  } catch (error) {
+    sampler.failures += 1;
+    if (sampler.failures === 2) notice('Cannot reach the server: ' + error.message, true);
+  }
+}
+
+function startSampler() {
+  loadRing();
+  sample();
+  sampler.timer = setInterval(sample, POLL_MS);
+}
+
+/** Calls fn with the queue list now (if known) and after every poll, until the page changes. */
+function onSample(fn) {
+  sampler.listeners.add(fn);
+  if (sampler.latest) fn(sampler.latest);
+}
+
+/** The series of one value of one queue (or of the sum over queues) over the window. */
+function series(pick, name) {
+  return sampler.ring.map((s) => {
+    let v = 0;
+    if (name !== undefined) {
+      const q = s.queues[name];
+      v = q ? pick(q) : null;
+    } else {
+      for (const q of Object.values(s.queues)) v += pick(q) || 0;
+    }
+    return [s.t, v];
+  });
+}
+
+// ---------- charts: inline SVG ----------
+
+/** A line chart of [{label, points: [[t, v]]}] over the last 15 minutes. The SVG stretches to
+ * its box; the labels are HTML beside it so they keep their shape. */
+function lineChart(lines, unit) {
+  const W = 600, H = 120, now = Date.now(), from = now - WINDOW_MS;
+  let max = 0;
+  for (const line of lines) for (const [, v] of line.points) if (v > max) max = v;
+  max = max <= 0 ? 1 : niceCeil(max);
+  const x = (t) => ((t - from) / WINDOW_MS) * W;
+  const y = (v) => 4 + (1 - v / max) * (H - 8);
+  const svg = h('svg', { class: 'chart', viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: 'none', role: 'img' });
+  const plot = h('div', { class: 'plot' }, svg);
+  for (const frac of [0, 0.5, 1]) {
+    svg.append(h('line', { class: 'grid-line', x1: 0, x2: W, y1: y(max * frac), y2: y(max * frac) }));
+    const label = h('span', { class: 'y-label' }, fmtNum(max * frac) + (unit || ''));
+    label.style.top = ((y(max * frac) / H) * 100).toFixed(1) + '%';
+    plot.append(label);
+  }
+  lines.forEach((line, i) => {
+    const pts = line.points.filter(([t, v]) => t >= from && v !== null).map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`);
+    if (pts.length === 1) pts.unshift(pts[0].replace(/^[^,]+/, (s) => String(Number(s) - 3)));
+    svg.append(h('polyline', { class: 's' + ((i % 6) + 1), points: pts.join(' ') }));
+  });
+  const legend = h('div', { class: 'legend' }, lines.map((line, i) => h('span', {}, h('i', { class: 's' + ((i % 6) + 1) }), line.label)));
+  return h('div', { class: 'chart-box' }, plot, h('div', { class: 'x-labels' }, h('span', {}, '-15 min'), h('span', {}, 'now')), legend);
+}
+
+function niceCeil(v) {
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  for (const m of [1, 2, 2.5, 5, 10]) if (v <= m * p) return m * p;
+  return 10 * p;
+}
+
+/** A sparkline of [[t, v]] over the window. */
+function spark(points) {
+  const W = 120, H = 24, now = Date.now(), from = now - WINDOW_MS;
+  const vals = points.filter(([t, v]) => t >= from && v !== null);
+  let max = 0;
+  for (const [, v] of vals) if (v > max) max = v;
+  max = max || 1;
+  const pts = vals.map(([t, v]) => `${(((t - from) / WINDOW_MS) * W).toFixed(1)},${(H - 2 - (v / max) * (H - 4)).toFixed(1)}`);
+  return h('svg', { class: 'spark', viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: 'none' }, h('polyline', { points: pts.join(' ') }));
+}
+
+// ---------- router ----------
+
+const app = () => document.getElementById('app');
+let renderToken = 0;
+
+function route() {
+  sampler.listeners.clear();
+  const token = ++renderToken;
+  const hash = location.hash.replace(/^#\/?/, '');
+  const [path, query] = hash.split('?');
+  const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+  const params = new URLSearchParams(query || '');
+  const root = app();
+  root.replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
+  document.querySelectorAll('nav a').forEach((a) => a.classList.toggle('active',
+    a.dataset.nav === (parts[0] === 'webhooks' ? 'webhooks' : 'overview')));
+  let page;
+  switch (parts[0]) {
+    case undefined: page = overviewPage(root); break;
+    case 'queue': page = queuePage(root, parts[1], params); break;
+    case 'dlq': page = dlqPage(root, parts[1], params); break;
+    case 'message': page = messagePage(root, parts[1], parts[2], params); break;
+    case 'find': page = findPage(root, parts[1], params.get('m') || ''); break;
+    case 'webhooks': page = webhooksPage(root); break;
+    default: root.replaceChildren(h('p', {}, 'No such page. ', h('a', { href: '#/' }, 'Queues')));
+  }
+  if (page) {
+    page.catch((error) => {
+      if (token !== renderToken) return;
+      root.replaceChildren(h('div', { class: 'panel' }, h('b', {}, 'Error: '), error.message));
+    });
+  }
+  return token;
+}
+
+const isCurrent = (token) => token === renderToken;
+
+// ---------- page: overview ----------
+
+/** Names of queues that are some queue's dead-letter queue, with their sources. */
+function dlqSources(queues) {
+  const sources = {};
+  for (const q of queues) {
+    const dlq = q.config.dead_letter_queue;
+    if (dlq) (sources[dlq] = sources[dlq] || []).push(q.name);
+  }
+  return sources;
+}
+
+async function overviewPage(root) {
+  const token = renderToken;
+  const charts = h('div', { class: 'grid' });
+  const list = h('div', {});
+  root.replaceChildren(h('h1', {}, 'Queues'), charts, list);
+  onSample((queues) => {
+    if (!isCurrent(token)) return;
+    const sources = dlqSources(queues);
+    const main = queues.filter((q) => !sources[q.name]);
+    const top = main.slice().sort((a, b) => depthOf(b) - depthOf(a)).slice(0, 6);
+    charts.replaceChildren(
+      h('div', { class: 'panel' }, h('b', {}, 'Depth'), h('span', { class: 'muted' }, ' ready + delayed + in flight'),
+        lineChart(top.map((q) => ({ label: q.name, points: series((s) => s.depth, q.name) })))),
+      h('div', { class: 'panel' }, h('b', {}, 'Throughput'), h('span', { class: 'muted' }, ' all queues, per second over the last minute'),
+        lineChart([
+          { label: 'enqueued/s', points: series((s) => s.in_s) },
+          { label: 'acked/s', points: series((s) => s.ack_s) },
+          { label: 'failed/s', points: series((s) => s.fail_s) },
+        ])));
+    list.replaceChildren(queueTable(queues, sources));
+  });
+}
+
+const depthOf = (q) => q.stats.ready + q.stats.delayed + q.stats.in_flight;
+
+function queueTable(queues, sources) {
+  return table([
+    { label: 'Queue', cell: (q) => h('span', {},
+      h('a', { href: '#/queue/' + enc(q.name), 'data-queue': q.name }, q.name),
+      sources[q.name] ? h('span', { class: 'muted' }, ' DLQ of ' + sources[q.name].join(', ')) : null) },
+    { label: 'Ready', num: true, cell: (q) => h('span', { 'data-field': 'ready' }, fmtNum(q.stats.ready)) },
+    { label: 'Delayed', num: true, cell: (q) => h('span', { 'data-field': 'delayed' }, fmtNum(q.stats.delayed)) },
+    { label: 'In flight', num: true, cell: (q) => h('span', { 'data-field': 'in_flight' }, fmtNum(q.stats.in_flight)) },
+    { label: 'DLQ', num: true, cell: (q) => q.config.dead_letter_queue
+      ? h('a', { href: '#/dlq/' + enc(q.name), 'data-field': 'dlq' }, fmtNum(q.stats.dead_lettered || 0)) : '–' },
+    { label: 'Oldest ready', num: true, cell: (q) => fmtDuration(q.stats.oldest_ready_age_ms) },
+    { label: 'In/s', num: true, cell: (q) => fmtNum(q.stats.last_1m.enqueued_per_s) },
+    { label: 'Acked/s', num: true, cell: (q) => fmtNum(q.stats.last_1m.acked_per_s) },
+    { label: 'Failed/s', num: true, cell: (q) => fmtNum(q.stats.last_1m.failed_per_s) },
+    { label: 'State', cell: (q) => q.stats.paused ? h('span', { class: 'badge paused' }, 'paused') : h('span', { class: 'badge ok' }, 'active') },
+    { label: 'Depth, 15 min', cell: (q) => spark(series((s) => s.depth, q.name)) },
+  ], queues, 'No queues yet. Create one with PUT /v1/queues/{name} or `sluice queue create`.',
+  (q) => ({ 'data-row': q.name }));
+}
+
+// ---------- page: queue ----------
+
+const STATES = [
+  ['ready', 'Ready'],
+  ['waiting', 'Waiting in lane'],
+  ['delayed', 'Delayed'],
+  ['in_flight', 'In flight'],
+];
+
+async function queuePage(root, name, params) {
+  const token = renderToken;
+  const state = params.get('state') || 'ready';
+  const base = '/v1/queues/' + enc(name);
+  let queue = await api('GET', base);
+  if (!isCurrent(token)) return;
+
+  const header = h('div', {});
+  const tabs = h('div', { class: 'tabs' });
+  const listing = h('div', {});
+  root.replaceChildren(header, tabs, listing);
+
+  const renderHeader = () => {
+    const s = queue.stats;
+    const c = queue.config;
+    const pause = h('button', { 'data-action': s.paused ? 'resume' : 'pause', onclick: (e) => act(e.target, async () => {
+      queue = await api('POST', base + (s.paused ? '/resume' : '/pause'));
+      notice(s.paused ? 'Resumed ' + name : 'Paused ' + name);
+      renderHeader();
+    }) }, s.paused ? 'Resume' : 'Pause');
+    const purge = h('button', { class: 'danger', 'data-action': 'purge', onclick: (e) => act(e.target, async () => {
+      const count = s.ready + s.delayed;
+      if (!window.confirm(`Purge queue "${name}"? This removes all ${count.toLocaleString()} ready and delayed messages. In-flight messages stay with their consumers.`)) {
+        notice('Purge cancelled');
+        return;
+      }
+      const out = await api('POST', base + '/purge');
+      notice(`Purged ${out.purged.toLocaleString()} messages (${out.in_flight} in flight kept)`);
+      queue = await api('GET', base);
+      renderHeader();
+      loadList(true);
+    }) }, 'Purge…');
+    header.replaceChildren(
+      h('h1', {}, name, s.paused ? h('span', { class: 'badge paused' }, 'paused') : h('span', { class: 'badge ok' }, 'active'),
+        pause, purge,
+        c.dead_letter_queue ? h('a', { href: '#/dlq/' + enc(name) }, `Dead letters (${fmtNum(s.dead_lettered || 0)})`) : null),
+      h('div', { class: 'panel stats' },
+        stat(s.ready, 'ready'), stat(s.delayed, 'delayed'), stat(s.in_flight, 'in flight'),
+        stat(fmtDuration(s.oldest_ready_age_ms), 'oldest ready'),
+        stat(fmtNum(s.last_1m.enqueued_per_s) + ' / ' + fmtNum(s.last_1m.acked_per_s), 'in/s / acked/s (1m)'),
+        stat(s.latency_ms ? fmtDuration(s.latency_ms.p95) : '–', 'p95 enqueue→ack'),
+        stat(`${c.ordering}, ${c.max_attempts || '∞'} attempts, lease ${fmtDuration(c.visibility_timeout_ms)}`, 'config')),
+      h('div', { class: 'panel' }, lineChart([
+        { label: 'ready', points: series((q) => q.ready, name) },
+        { label: 'delayed', points: series((q) => q.delayed, name) },
+        { label: 'in flight', points: series((q) => q.in_flight, name) },
+      ])));
+  };
+  renderHeader();
+  onSample((queues) => {
+    const fresh = queues.find((q) => q.name === name);
+    if (fresh && isCurrent(token)) {
+      queue = fresh;
+      renderHeader();
+    }
+  });
+
+  let cursor = null;
+  let body = null;
+  const columns = messageColumns(name, state);
+  const more = h('button', { 'data-action': 'more', onclick: (e) => act(e.target, () => loadList(false)) }, 'Load more');
+  const refresh = h('button', { onclick: (e) => act(e.target, () => loadList(true)) }, 'Refresh');
+
+  async function loadList(reset) {
+    if (reset) cursor = null;
+    const url = `${base}/browse?state=${state}&limit=${PAGE}` + (cursor ? '&cursor=' + enc(cursor) : '');
+    const page = await api('GET', url);
+    if (!isCurrent(token)) return;
+    tabs.replaceChildren(...STATES.map(([key, label]) => h('a', {
+      href: `#/queue/${enc(name)}?state=${key}`, class: key === state ? 'active' : null, 'data-state': key,
+    }, `${label} (${fmtNum(page.counts[key])})`)));
+    if (reset || !body) {
+      const t = table(columns, page.messages, `No ${state.replace('_', ' ')} messages.`);
+      body = t.querySelector('tbody');
+      listing.replaceChildren(t, h('div', { class: 'row' }, more, refresh,
+        h('span', { class: 'muted' }, orderNote(state))));
+    } else {
+      for (const m of page.messages) appendRow(body, columns, m);
+    }
+    cursor = page.next_cursor || null;
+    more.hidden = !cursor;
+  }
+  await loadList(true);
+}
+
+function stat(value, label) {
+  return h('div', { class: 'stat' }, h('b', {}, typeof value === 'number' ? fmtNum(value) : value), h('span', {}, label));
+}
+
+function orderNote(state) {
+  return {
+    ready: 'In delivery order: priority, then enqueue order.',
+    waiting: 'Behind the message at the head of their lane (same key), oldest first.',
+    delayed: 'By the time they become visible.',
+    in_flight: 'By lease deadline: the first ones run out first.',
+  }[state];
+}
+
+function messageColumns(queue, state) {
+  const link = (m) => h('a', { href: `#/message/${enc(queue)}/${m.message_id}`, class: 'mono', title: m.message_id }, shortId(m.message_id));
+  const cols = [
+    { label: 'Message', cell: link },
+    { label: 'Key', cell: (m) => m.key || '' },
+    { label: 'Priority', num: true, cell: (m) => m.priority },
+    { label: 'Attempts', num: true, cell: (m) => m.attempts },
+    { label: 'Age', num: true, cell: (m) => fmtDuration(m.age_ms) },
+  ];
+  if (state === 'delayed') cols.push({ label: 'Visible', cell: (m) => timeEl(m.visible_at, until) });
+  if (state === 'in_flight') {
+    cols.push({ label: 'Leased for', num: true, cell: (m) => fmtDuration(m.lease_age_ms) });
+    cols.push({ label: 'Lease ends', cell: (m) => timeEl(m.lease_expires_at, until) });
+  }
+  cols.push({ label: 'First delivery', cell: (m) => timeEl(m.first_received_at) });
+  cols.push({ label: 'Last error', cls: 'error', cell: (m) => m.last_error || '' });
+  return cols;
+}
+
+// ---------- page: dead letters ----------
+
+function toIso(local) {
+  return local ? new Date(local).toISOString() : null;
+}
+
+async function dlqPage(root, name, params) {
+  const token = renderToken;
+  const base = '/v1/queues/' + enc(name);
+  const filters = { error: params.get('error') || '', since: params.get('since') || '', until: params.get('until') || '' };
+  const query = () => {
+    const q = new URLSearchParams();
+    if (filters.error) q.set('error', filters.error);
+    if (filters.since) q.set('since', toIso(filters.since));
+    if (filters.until) q.set('until', toIso(filters.until));
+    return q;
+  };
+  const replayFilter = () => {
+    const body = {};
+    if (filters.error) body.error = filters.error;
+    if (filters.since) body.since = toIso(filters.since);
+    if (filters.until) body.until = toIso(filters.until);
+    return body;
+  };
+
+  const errorInput = h('input', { type: 'search', name: 'error', value: filters.error, placeholder: 'error contains…' });
+  const sinceInput = h('input', { type: 'datetime-local', name: 'since', value: filters.since });
+  const untilInput = h('input', { type: 'datetime-local', name: 'until', value: filters.until });
+  const form = h('form', { class: 'row', onsubmit: (e) => {
+    e.preventDefault();
+    const q = new URLSearchParams();
+    if (errorInput.value) q.set('error', errorInput.value);
+    if (sinceInput.value) q.set('since', sinceInput.value);
+    if (untilInput.value) q.set('until', untilInput.value);
+    location.hash = `#/dlq/${enc(name)}` + (q.toString() ? '?' + q : '');
+  } }, errorInput, h('label', {}, 'since', sinceInput), h('label', {}, 'until', untilInput),
+  h('button', { type: 'submit' }, 'Filter'),
+  (filters.error || filters.since || filters.until) ? h('a', { href: '#/dlq/' + enc(name) }, 'clear') : null);
+
+  const confirmBox = h('div', {});
+  const summary = h('span', { class: 'muted' });
+  const replayAll = h('button', { 'data-action': 'replay-all', onclick: (e) => act(e.target, async () => {
+    const dry = await api('POST', base + '/dlq/replay', { ...replayFilter(), dry_run: true });
+    if (!isCurrent(token)) return;
+    if (!dry.matched) {
+      notice('No dead letters match.');
+      return;
+    }
+    confirmBox.replaceChildren(h('div', { class: 'panel confirm row' },
+      h('span', { 'data-field': 'matched' }, `${dry.matched.toLocaleString()} dead letters match${filtered() ? ' the filter' : ''}. Replay them into ${dry.target_queue || name}?`),
+      h('button', { class: 'primary', 'data-action': 'confirm-replay-all', onclick: (ev) => act(ev.target, async () => {
+        let total = 0;
+        for (;;) {
+          const out = await api('POST', base + '/dlq/replay', { ...replayFilter(), limit: 1000 });
+          total += out.replayed;
+          if (!out.more || !out.replayed) break;
+        }
+        confirmBox.replaceChildren();
+        notice(`Replayed ${total.toLocaleString()} dead letters`);
+        await load(true);
+      }) }, `Replay ${dry.matched.toLocaleString()}`),
+      h('button', { onclick: () => confirmBox.replaceChildren() }, 'Cancel')));
+  }) }, 'Replay all matching…');
+  const filtered = () => Boolean(filters.error || filters.since || filters.until);
+  const purge = h('button', { class: 'danger', 'data-action': 'purge-dlq', onclick: (e) => act(e.target, async () => {
+    if (!window.confirm(`Delete every dead letter of "${name}" (all of them, not only those the filter shows)?`)) return;
+    const out = await api('DELETE', base + '/dlq');
+    notice(`Deleted ${out.deleted.toLocaleString()} dead letters`);
+    await load(true);
+  }) }, 'Purge DLQ…');
+
+  const listing = h('div', {});
+  const more = h('button', { 'data-action': 'more', onclick: (e) => act(e.target, () => load(false)) }, 'Load more');
+  root.replaceChildren(
+    h('h1', {}, 'Dead letters of ', h('a', { href: '#/queue/' + enc(name) }, name)),
+    h('div', { class: 'panel' }, form, h('div', { class: 'row' }, replayAll, purge, summary), confirmBox),
+    listing, h('div', { class: 'row' }, more));
+
+  let cursor = null;
+  let body = null;
+  const columns = [
+    { label: 'Message', cell: (d) => h('a', { href: `#/message/${enc(name)}/${d.message_id}`, class: 'mono', title: d.message_id }, shortId(d.message_id)) },
+    { label: 'Error', cls: 'error', cell: (d) => d.last_error || '' },
+    { label: 'Attempts', num: true, cell: (d) => d.attempts },
+    { label: 'First seen', cell: (d) => timeEl(d.first_seen_at) },
+    { label: 'Dead-lettered', cell: (d) => timeEl(d.last_seen_at) },
+    { label: 'Size', num: true, cell: (d) => d.body_bytes === undefined ? '' : fmtNum(d.body_bytes) + ' B' },
+    { label: 'State', cell: (d) => h('span', { class: 'badge ' + d.state }, d.state) },
+    { label: '', cell: (d) => h('span', { class: 'row' },
+      h('button', { 'data-action': 'preview', onclick: (e) => act(e.target, () => togglePreview(e.target.closest('tr'), d)) }, 'Preview'),
+      h('button', { 'data-action': 'replay', 'data-id': d.message_id, onclick: (e) => act(e.target, async () => {
+        const out = await api('POST', `${base}/dlq/${d.message_id}/replay`, {});
+        const created = out.results && out.results[0];
+        notice(created ? `Replayed as ${created.message_id}` : 'Nothing replayed (it is being consumed, or gone)');
+        e.target.closest('tr').remove();
+      }) }, 'Replay'),
+      h('button', { class: 'danger', 'data-action': 'delete', onclick: (e) => act(e.target, async () => {
+        if (!window.confirm('Delete this dead letter for good?')) return;
+        await api('DELETE', `${base}/dlq/${d.message_id}`);
+        notice('Deleted ' + d.message_id);
+        e.target.closest('tr').remove();
+      }) }, 'Delete')) },
+  ];
+
+  async function togglePreview(tr, d) {
+    const next = tr.nextElementSibling;
+    if (next && next.classList.contains('detail')) {
+      next.remove();
+      return;
+    }
+    const full = await api('GET', `${base}/dlq/${d.message_id}`);
+    tr.after(h('tr', { class: 'detail' }, h('td', { colspan: columns.length }, payloadView(full))));
+  }
+
+  async function load(reset) {
+    if (reset) cursor = null;
+    const q = query();
+    q.set('limit', PAGE);
+    if (cursor) q.set('cursor', cursor);
+    const page = await api('GET', `${base}/dlq?${q}`);
+    if (!isCurrent(token)) return;
+    summary.textContent = `in ${page.dead_letter_queue}`;
+    if (reset || !body) {
+      const t = table(columns, page.entries, filtered() ? 'No dead letters match.' : 'The dead-letter queue is empty.',
+        (d) => ({ 'data-id': d.message_id }));
+      body = t.querySelector('tbody');
+      listing.replaceChildren(t);
+    } else {
+      for (const d of page.entries) appendRow(body, columns, d, (x) => ({ 'data-id': x.message_id }));
+    }
+    cursor = page.next_cursor || null;
+    more.hidden = !cursor;
+  }
+  await load(true);
+}
+
+/** Body and headers of a message, as readable JSON. */
+function payloadView(p) {
+  let body;
+  if (p.body !== undefined) body = h('pre', { class: 'json', 'data-field': 'body' }, pretty(p.body));
+  else if (p.body_base64 !== undefined) body = h('div', {}, h('span', { class: 'muted' }, 'bytes (base64)'), h('pre', { class: 'json' }, p.body_base64));
+  else body = h('p', { class: 'muted' }, 'The body is no longer stored.');
+  const headers = p.headers && Object.keys(p.headers).length
+    ? h('pre', { class: 'json', 'data-field': 'headers' }, pretty(p.headers))
+    : h('p', { class: 'muted' }, 'No headers.');
+  return h('div', { class: 'grid' }, h('div', {}, h('b', {}, 'Body'), body), h('div', {}, h('b', {}, 'Headers'), headers));
+}
+
+// ---------- page: message ----------
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Finds a message by id or idempotency key, then shows its page. */
+async function findPage(root, queue, text) {
+  text = text.trim();
+  const base = '/v1/queues/' + enc(queue) + '/messages';
+  let status = null;
+  if (UUID_RE.test(text)) {
+    status = await api('GET', `${base}/${text}`).catch((e) => { if (e.status === 404) return null; throw e; });
+  }
+  if (!status) {
+    status = await api('GET', `${base}?id=${enc(text)}`).catch((e) => { if (e.status === 404) return null; throw e; });
+  }
+  if (!status) {
+    root.replaceChildren(h('div', { class: 'panel' }, `No message with id or idempotency key "${text}" in queue "${queue}".`));
+    return;
+  }
+  location.replace(`#/message/${enc(queue)}/${status.message_id}`);
+}
+
+async function messagePage(root, queue, id) {
+  const token = renderToken;
+  const base = `/v1/queues/${enc(queue)}/messages/${enc(id)}`;
+  const [status, payload] = await Promise.all([
+    api('GET', base),
+    api('GET', base + '/body').catch(() => null),
+  ]);
+  if (!isCurrent(token)) return;
+  const dead = status.dead_letter;
+  const source = dead ? dead.source_queue : queue;
+  const actions = h('span', { class: 'row' });
+  if (status.state === 'dead') {
+    actions.append(h('button', { 'data-action': 'replay', onclick: (e) => act(e.target, async () => {
+      const out = await api('POST', `/v1/queues/${enc(source)}/dlq/${status.message_id}/replay`, {});
+      const created = out.results && out.results[0];
+      if (created) location.hash = `#/message/${enc(source)}/${created.message_id}`;
+      else notice('Nothing replayed (it is being consumed, or gone)', true);
+    }) }, 'Replay'), h('a', { href: '#/dlq/' + enc(source) }, 'Dead letters of ' + source));
+  }
+  root.replaceChildren(
+    h('h1', {}, 'Message ', h('span', { class: 'mono' }, status.message_id), h('span', { class: 'badge ' + status.state, 'data-field': 'state' }, status.state), actions),
+    h('div', { class: 'grid' },
+      h('div', { class: 'panel' }, h('dl', { class: 'kv' },
+        kv('queue', h('a', { href: '#/queue/' + enc(status.queue) }, status.queue)),
+        kv('idempotency key', status.id), kv('ordering key', status.key), kv('priority', status.priority),
+        kv(dead ? 'attempts in ' + status.queue : 'attempts', status.attempts), kv('last error', status.last_error),
+        status.result !== undefined ? kv('result', h('pre', { class: 'json' }, pretty(status.result))) : null)),
+      h('div', { class: 'panel' }, h('b', {}, 'Timeline'), timeline(status))),
+    h('div', { class: 'panel' }, payload ? payloadView(payload) : h('p', { class: 'muted' }, 'The body could not be read.')));
+}
+
+function kv(key, value) {
+  if (value === undefined || value === null || value === '') return null;
+  return [h('dt', {}, key), h('dd', {}, value)];
+}
+
+/** What the record knows of a message's life, in time order. */
+function timeline(s) {
+  const events = [];
+  const add = (at, text, cls) => { if (at) events.push({ at, text, cls }); };
+  const dead = s.dead_letter;
+  add(s.enqueued_at, `Enqueued into ${dead ? dead.source_queue : s.queue}`);
+  if (dead) {
+    add(dead.first_seen_at, `First delivered from ${dead.source_queue}`);
+    add(dead.last_seen_at, `Dead-lettered into ${s.queue} after ${dead.attempts} attempt${dead.attempts === 1 ? '' : 's'}` +
+      (dead.last_error ? `: ${dead.last_error}` : ''), 'bad');
+  } else if (s.first_received_at) {
+    add(s.first_received_at, 'First delivered');
+  }
+  if (s.attempts && (!dead || s.first_received_at)) {
+    add(s.first_received_at || s.enqueued_at, `${s.attempts} deliver${s.attempts === 1 ? 'y' : 'ies'}${dead ? ' from the dead-letter queue' : ''} so far` +
+      (s.last_error && !dead ? `; last failed: ${s.last_error}` : ''), s.last_error && !dead ? 'bad' : null);
+  }
+  if (s.state === 'in_flight') add(s.lease_expires_at, 'In flight: lease ends ' + until(s.lease_expires_at));
+  if (s.state === 'delayed') add(s.visible_at, 'Delayed: visible ' + until(s.visible_at));
+  if (s.state === 'ready') add(s.visible_at, 'Ready: waiting for a consumer');
+  if (s.acked_at) add(s.acked_at, 'Acked', 'ok');
+  else if (s.finished_at) {
+    const extra = s.state === 'replayed' && s.replayed_as ? ' as ' : '';
+    events.push({ at: s.finished_at, text: `${s.state[0].toUpperCase()}${s.state.slice(1)}${extra}`, link: s.replayed_as, cls: s.state === 'replayed' ? 'ok' : null });
+  }
+  events.sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
+  const source = dead ? dead.source_queue : s.queue;
+  return h('ol', { class: 'timeline' }, events.map((e) => h('li', { class: e.cls },
+    h('time', { datetime: e.at, title: e.at }, new Date(e.at).toLocaleString() + ' · ' + ago(e.at)),
+    e.text, e.link ? h('a', { href: `#/message/${enc(source)}/${e.link}`, class: 'mono' }, e.link) : null)));
+}
+
+// ---------- page: webhooks and push ----------
+
+const hookRing = []; // [{t, hooks: {name: {received, accepted, rejected}}}]
+
+async function webhooksPage(root) {
+  const token = renderToken;
+  const hooks = h('div', {});
+  const pushes = h('div', {});
+  root.replaceChildren(h('h1', {}, 'Webhook endpoints'), hooks, h('h1', {}, 'Push destinations'), pushes);
+
+  const renderHooks = async () => {
+    const out = await api('GET', '/v1/webhooks');
+    if (!isCurrent(token)) return;
+    const snapshot = {};
+    for (const w of out.webhooks) {
+      const rejected = Object.values(w.stats.rejected || {}).reduce((a, b) => a + b, 0);
+      snapshot[w.name] = { received: w.stats.received, failed: rejected + w.stats.dead_lettered };
+    }
+    hookRing.push({ t: Date.now(), hooks: snapshot });
+    while (hookRing.length > RING_MAX) hookRing.shift();
+    const rate = (name, field) => deltas(hookRing.map((s) => [s.t, s.hooks[name] ? s.hooks[name][field] : null]));
+    hooks.replaceChildren(table([
+      { label: 'Endpoint', cell: (w) => h('span', {}, h('b', {}, w.name), h('div', { class: 'mono muted' }, w.path)) },
+      { label: 'Queue', cell: (w) => h('a', { href: '#/queue/' + enc(w.spec.queue) }, w.spec.queue) },
+      { label: 'Scheme', cell: (w) => w.spec.verify.scheme },
+      { label: 'Received', num: true, cell: (w) => fmtNum(w.stats.received) },
+      { label: 'Accepted', num: true, cell: (w) => fmtNum(w.stats.accepted) },
+      { label: 'Duplicates', num: true, cell: (w) => fmtNum(w.stats.duplicates) },
+      { label: 'Ignored', num: true, cell: (w) => fmtNum(w.stats.ignored) },
+      { label: 'Dead-lettered', num: true, cell: (w) => fmtNum(w.stats.dead_lettered) },
+      { label: 'Rejected', cell: (w) => Object.entries(w.stats.rejected || {}).map(([reason, n]) => h('div', { class: 'error' }, `${reason}: ${fmtNum(n)}`)) },
+      { label: 'Received (since open)', cell: (w) => spark(rate(w.name, 'received')) },
+    ], out.webhooks, 'No webhook endpoints. Define one with PUT /v1/webhooks/{name}.'));
+  };
+
+  onSample((queues) => {
+    if (!isCurrent(token)) return;
+    const withPush = queues.filter((q) => q.config.push);
+    pushes.replaceChildren(table([
+      { label: 'Queue', cell: (q) => h('a', { href: '#/queue/' + enc(q.name) }, q.name) },
+      { label: 'URL', cls: 'mono', cell: (q) => q.config.push.url },
+      { label: 'Delivered', num: true, cell: (q) => fmtNum(q.stats.push && q.stats.push.delivered) },
+      { label: 'Retried', num: true, cell: (q) => fmtNum(q.stats.push && q.stats.push.retried) },
+      { label: 'Failed', num: true, cell: (q) => fmtNum(q.stats.push && q.stats.push.failed_permanently) },
+      { label: 'In flight', num: true, cell: (q) => fmtNum(q.stats.push && q.stats.push.in_flight) },
+      { label: 'Last status', cell: (q) => q.stats.push && q.stats.push.last_status
+        ? h('span', { class: 'badge ' + (q.stats.push.last_status < 300 ? 'ok' : 'bad') }, q.stats.push.last_status) : '–' },
+      { label: 'p50 / p95', num: true, cell: (q) => q.stats.push && q.stats.push.latency_ms
+        ? `${fmtDuration(q.stats.push.latency_ms.p50)} / ${fmtDuration(q.stats.push.latency_ms.p95)}` : '–' },
+      { label: 'Last error', cls: 'error', cell: (q) => (q.stats.push && q.stats.push.last_error) || '' },
+      { label: 'Delivered / failed, 15 min', cell: (q) => h('span', {},
+        spark(deltas(series((s) => s.push && s.push.delivered, q.name))),
+        spark(deltas(series((s) => s.push && (s.push.retried + s.push.failed), q.name)))) },
+    ], withPush, 'No queue has a push destination.'));
+    renderHooks().catch((error) => notice(error.message, true));
+  });
+}
+
+/** Differences between consecutive counter samples: what happened in each interval. */
+function deltas(points) {
+  const out = [];
+  for (let i = 1; i < points.length; i++) {
+    const [t, v] = points[i];
+    const prev = points[i - 1][1];
+    out.push([t, v === null || prev === null ? null : Math.max(0, v - prev)]);
+  }
+  return out;
+}
+
+// ---------- search and start ----------
+
+function fillSearchQueues(queues) {
+  const select = document.getElementById('search-queue');
+  const names = queues.map((q) => q.name);
+  const current = Array.from(select.options).map((o) => o.value);
+  if (names.join('\n') === current.join('\n')) return;
+  const chosen = current.length ? select.value : queueOfPage();
+  select.replaceChildren(...names.map((n) => h('option', { value: n }, n)));
+  if (names.includes(chosen)) select.value = chosen;
+}
+
+/** The queue the page being viewed is about, if any. */
+function queueOfPage() {
+  const m = location.hash.match(/^#\/(?:queue|dlq|message|find)\/([^/?]+)/);
+  return m ? decodeURIComponent(m[1]) : null;
+}
+
+function startSearch() {
+  document.getElementById('search').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const queue = document.getElementById('search-queue').value;
+    const text = document.getElementById('search-text').value.trim();
+    if (!queue || !text) return;
+    location.hash = `#/find/${enc(queue)}?m=${enc(text)}`;
+  });
+  // Preselect the queue of the page being viewed.
+  window.addEventListener('hashchange', () => {
+    const queue = queueOfPage();
+    const select = document.getElementById('search-queue');
+    if (queue && Array.from(select.options).some((o) => o.value === queue)) select.value = queue;
+  });
+}
+
+window.addEventListener('hashchange', route);
+startSearch();
+startSampler();
+route();
