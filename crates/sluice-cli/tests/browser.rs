@@ -302,6 +302,52 @@ async fn a_message_is_found_by_its_idempotency_key_with_its_body() {
     browser.close().await;
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn with_tokens_the_dashboard_needs_a_login_and_refuses_without() {
+    // Proves access control in the browser: with a token configured the dashboard shows no
+    // data and sends the visitor to the login form; a wrong token is refused there; the right
+    // one signs in, and the overview then shows the queue's depth.
+    let Some(tools) = Tools::find() else { return };
+    const TOKEN: &str = "dashboard-admin-token-0123456789";
+    let server = Server::start_with(None, &[("SLUICE_ADMIN_TOKEN", TOKEN)]);
+    let api = Api::with_token(&server.url, TOKEN);
+    api.create_queue("orders").await;
+    for n in 0..2 {
+        api.enqueue("orders", json!({"body": {"n": n}})).await;
+    }
+    let anonymous = reqwest::get(format!("{}/v1/queues", server.url)).await.unwrap();
+    assert_eq!(anonymous.status(), 401, "the API refuses without a token");
+
+    let browser = Browser::start(&tools).await;
+    browser.goto(&format!("{}/ui/", server.url)).await;
+    browser
+        .wait_until("the dashboard sends an anonymous visitor to the login form", || async {
+            browser
+                .client
+                .current_url()
+                .await
+                .is_ok_and(|url| url.path() == "/ui/login")
+        })
+        .await;
+    assert!(!browser.exists(r#"tr[data-row="orders"]"#).await);
+
+    let field = browser.client.find(Locator::Css("#token")).await.unwrap();
+    field.send_keys("not-the-right-token-at-all").await.unwrap();
+    browser.click("#sign-in").await;
+    browser
+        .wait_text_contains("#login-error", "not valid", "a wrong token is refused")
+        .await;
+
+    let field = browser.client.find(Locator::Css("#token")).await.unwrap();
+    field.clear().await.unwrap();
+    field.send_keys(TOKEN).await.unwrap();
+    browser.click("#sign-in").await;
+    browser
+        .wait_text(r#"tr[data-row="orders"] [data-field="ready"]"#, "2")
+        .await;
+    browser.close().await;
+}
+
 // ---------- the browser ----------
 
 /// Paths of the browser and its driver.
@@ -512,6 +558,7 @@ fn free_port() -> u16 {
 struct Api {
     http: reqwest::Client,
     url: String,
+    token: Option<String>,
 }
 
 impl Api {
@@ -519,10 +566,23 @@ impl Api {
         Self {
             http: reqwest::Client::new(),
             url: url.to_owned(),
+            token: None,
+        }
+    }
+
+    /// Calls with `Authorization: Bearer <token>`.
+    fn with_token(url: &str, token: &str) -> Self {
+        Self {
+            token: Some(token.to_owned()),
+            ..Self::new(url)
         }
     }
 
     async fn send(&self, request: reqwest::RequestBuilder) -> Value {
+        let request = match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        };
         let response = request.send().await.expect("request");
         let status = response.status();
         let body: Value = response.json().await.expect("JSON answer");
@@ -598,10 +658,14 @@ impl Server {
         Self::start_with_config(None)
     }
 
-    /// Starts the server, with `config` (TOML) as its config file when given (for tests of
-    /// access control, which start it with tokens configured).
-    #[allow(dead_code)]
+    /// Starts the server, with `config` (TOML) as its config file when given.
     fn start_with_config(config: Option<&str>) -> Self {
+        Self::start_with(config, &[])
+    }
+
+    /// Starts the server with a config file (when given) and environment variables (such as
+    /// `SLUICE_ADMIN_TOKEN`).
+    fn start_with(config: Option<&str>, env: &[(&str, &str)]) -> Self {
         let root = tempfile::Builder::new()
             .prefix("sluice-browser-test-")
             .tempdir()
@@ -616,6 +680,9 @@ impl Server {
             let path = root.path().join("sluice.toml");
             std::fs::write(&path, config).expect("write the config file");
             command.arg("--config").arg(path);
+        }
+        for (name, value) in env {
+            command.env(name, value);
         }
         let mut child = command
             .env_remove("SLUICE_CONFIG")
