@@ -3,14 +3,16 @@
 //!
 //! This file owns the flags, the order of the scenarios and the report. The load itself is in
 //! [`load`], the child process in [`server`], the dead-letter scenario in [`dlq`], the webhook
-//! scenario in [`webhooks`]. Like every client command it reaches the server only through
-//! `sluice_client` (the webhook scenario also posts to `/hooks/{name}` as a sender would, and
-//! serves a push destination of its own); it starts the server as a child process (the current
+//! scenario in [`webhooks`], the dashboard scenario in [`dashboard`]. Like every client command it
+//! reaches the server only through `sluice_client` (the webhook scenario also posts to
+//! `/hooks/{name}` as a sender would, and serves a push destination of its own; the dashboard
+//! scenario makes the dashboard's GETs, which the client has no methods for); it starts the server as a child process (the current
 //! executable with `serve`), never in-process, so the figures include real HTTP over loopback.
 //!
 //! Every message body is a JSON string whose JSON text is `--body-bytes` long (1024 by default),
 //! starting with the time it was sent, so consumers can measure enqueue-to-receive latency.
 
+mod dashboard;
 mod dlq;
 mod load;
 mod server;
@@ -146,10 +148,14 @@ pub struct BenchArgs {
     /// Scenario 9: concurrent webhook senders.
     #[arg(long, default_value_t = 32, help_heading = "Scenario sizes")]
     webhook_clients: usize,
+    /// Scenario 10: messages queued while the dashboard's pages are viewed (bodies of
+    /// `--body-bytes`).
+    #[arg(long, default_value_t = 1_000_000, help_heading = "Scenario sizes")]
+    dashboard_messages: u64,
 }
 
-/// The scenarios, in the order they run, except that 8 and 9 run before 7 (on the server of 1-5,
-/// which 7 does not use). The server's memory (scenario 6) is read whenever the bench started the
+/// The scenarios, in the order they run, except that 8, 9 and 10 run before 7 (on the server of
+/// 1-5, which 7 does not use). The server's memory (scenario 6) is read whenever the bench started the
 /// server, before scenario 8.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Scenario {
@@ -174,6 +180,10 @@ enum Scenario {
     /// after scenario 8, in a queue named `bench-hooks` with the endpoint `bench`, both deleted
     /// before and after.
     Webhooks,
+    /// 10: dashboard page views with many messages queued (not run by default). Runs on the
+    /// server of scenarios 1-5 after scenario 9, in a queue named `bench-dash` that it deletes
+    /// (with `bench-dash.dlq`) before and after.
+    Dashboard,
 }
 
 /// Runs the selected scenarios and prints the report on stdout (progress goes to stderr).
@@ -211,6 +221,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         restart: None,
         dlq: None,
         webhooks: None,
+        dashboard: None,
         notes: Vec::new(),
     };
     let webhook_secret = webhooks::new_secret();
@@ -353,6 +364,15 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             ),
         }
     }
+    if selected(Scenario::Dashboard) {
+        progress("10. dashboard page views with many messages queued");
+        let load = dashboard::DashboardLoad {
+            messages: args.dashboard_messages,
+            time_limit,
+        };
+        report.dashboard =
+            Some(dashboard::run(&client, server.as_ref(), &bodies, args.body_bytes, load).await);
+    }
     if let Some(server) = server {
         progress("stopping the server");
         report.server_stop = Some(server.stop().await?);
@@ -394,6 +414,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     {
         anyhow::bail!("the webhooks scenario failed: {failure}");
     }
+    if let Some(failure) = report
+        .dashboard
+        .as_ref()
+        .and_then(|dashboard| dashboard.failure.as_ref())
+    {
+        anyhow::bail!("the dashboard scenario failed: {failure}");
+    }
     Ok(())
 }
 
@@ -422,6 +449,7 @@ struct Report {
     restart: Option<RestartReport>,
     dlq: Option<dlq::DlqReport>,
     webhooks: Option<webhooks::WebhooksReport>,
+    dashboard: Option<dashboard::DashboardReport>,
     notes: Vec<String>,
 }
 
@@ -726,6 +754,10 @@ impl Report {
             out.push(String::new());
             webhooks::text_lines(&mut out, webhooks);
         }
+        if let Some(dashboard) = &self.dashboard {
+            out.push(String::new());
+            dashboard::text_lines(&mut out, dashboard);
+        }
         for note in &self.notes {
             out.push(format!("note: {note}"));
         }
@@ -964,6 +996,24 @@ mod tests {
                 hooks.webhook_clients
             ),
             (vec![Scenario::Webhooks], 2_000, 8)
+        );
+        assert!(
+            !parse(&["sluice", "bench"])
+                .scenarios
+                .contains(&Scenario::Dashboard)
+        );
+        assert_eq!(parse(&["sluice", "bench"]).dashboard_messages, 1_000_000);
+        let dash = parse(&[
+            "sluice",
+            "bench",
+            "--scenarios",
+            "dashboard",
+            "--dashboard-messages",
+            "20000",
+        ]);
+        assert_eq!(
+            (dash.scenarios, dash.dashboard_messages),
+            (vec![Scenario::Dashboard], 20_000)
         );
     }
 

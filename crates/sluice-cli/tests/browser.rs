@@ -315,19 +315,24 @@ async fn with_tokens_the_dashboard_needs_a_login_and_refuses_without() {
     for n in 0..2 {
         api.enqueue("orders", json!({"body": {"n": n}})).await;
     }
-    let anonymous = reqwest::get(format!("{}/v1/queues", server.url)).await.unwrap();
+    let anonymous = reqwest::get(format!("{}/v1/queues", server.url))
+        .await
+        .unwrap();
     assert_eq!(anonymous.status(), 401, "the API refuses without a token");
 
     let browser = Browser::start(&tools).await;
     browser.goto(&format!("{}/ui/", server.url)).await;
     browser
-        .wait_until("the dashboard sends an anonymous visitor to the login form", || async {
-            browser
-                .client
-                .current_url()
-                .await
-                .is_ok_and(|url| url.path() == "/ui/login")
-        })
+        .wait_until(
+            "the dashboard sends an anonymous visitor to the login form",
+            || async {
+                browser
+                    .client
+                    .current_url()
+                    .await
+                    .is_ok_and(|url| url.path() == "/ui/login")
+            },
+        )
         .await;
     assert!(!browser.exists(r#"tr[data-row="orders"]"#).await);
 

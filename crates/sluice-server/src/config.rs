@@ -54,6 +54,10 @@ pub struct RawServer {
     pub acked_retention_ms: Option<i64>,
     /// Serve a non-loopback address without tokens (default false: refused).
     pub allow_unauthenticated: Option<bool>,
+    /// HTTPS: a PEM certificate chain file (with `tls_key`).
+    pub tls_cert: Option<PathBuf>,
+    /// HTTPS: the PEM private key file (with `tls_cert`).
+    pub tls_key: Option<PathBuf>,
 }
 
 /// The validated configuration.
@@ -77,6 +81,8 @@ pub struct Config {
     pub auth: std::sync::Arc<crate::auth::Auth>,
     /// Serve a non-loopback address without tokens.
     pub allow_unauthenticated: bool,
+    /// HTTPS certificate and key files.
+    pub tls: Option<(PathBuf, PathBuf)>,
     /// Use a manual clock moved by `POST /v1/_test/clock/advance` (tests only).
     pub test_clock: bool,
     /// Where the manual clock starts, in epoch ms (default: now).
@@ -143,6 +149,11 @@ impl Config {
             webhooks: raw.webhooks.into_iter().collect(),
             auth: std::sync::Arc::new(crate::auth::Auth::load(&raw.auth)?),
             allow_unauthenticated: raw.server.allow_unauthenticated.unwrap_or(false),
+            tls: match (raw.server.tls_cert, raw.server.tls_key) {
+                (Some(cert), Some(key)) => Some((cert, key)),
+                (None, None) => None,
+                _ => return Err("[server] tls_cert and tls_key go together".into()),
+            },
             test_clock: false,
             test_clock_start_ms: None,
         })

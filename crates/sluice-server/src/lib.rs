@@ -59,8 +59,13 @@ pub async fn serve(options: ServeOptions) -> Result<(), BoxError> {
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     let address = listener.local_addr()?;
+    let scheme = if config.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     run(config, listener, shutdown_signal(), move || {
-        println!("sluice listening on http://{address}");
+        println!("sluice listening on {scheme}://{address}");
     })
     .await
 }
@@ -109,7 +114,25 @@ pub async fn run(
         webhooks: Arc::new(webhooks::Registry::default()),
         push: push.clone(),
         auth: config.auth.clone(),
-        tls: false,
+        tls: config.tls.is_some(),
+    };
+    // Read before the ready line, so a bad certificate stops the start with its reason.
+    let tls = match &config.tls {
+        Some((cert, key)) => {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            Some(
+                axum_server::tls_rustls::RustlsConfig::from_pem_file(cert, key)
+                    .await
+                    .map_err(|e| {
+                        format!(
+                            "cannot load the TLS certificate {} and key {}: {e}",
+                            cert.display(),
+                            key.display()
+                        )
+                    })?,
+            )
+        }
+        None => None,
     };
     load_webhooks(&state, &config).await?;
     let push_task = tokio::spawn(push.run());
@@ -129,15 +152,32 @@ pub async fn run(
 
     let notify_store = store.clone();
     let flag = shutting_down.clone();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            tracing::info!("shutting down");
-            flag.store(true, Ordering::SeqCst);
-            // Long polls see the flag and return at once.
-            notify_store.notifier().wake_all();
-        })
-        .await?;
+    let stopping = async move {
+        shutdown.await;
+        tracing::info!("shutting down");
+        flag.store(true, Ordering::SeqCst);
+        // Long polls see the flag and return at once.
+        notify_store.notifier().wake_all();
+    };
+    match tls {
+        None => {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stopping)
+                .await?
+        }
+        Some(tls) => {
+            let handle = axum_server::Handle::new();
+            let stop_handle = handle.clone();
+            tokio::spawn(async move {
+                stopping.await;
+                stop_handle.graceful_shutdown(Some(std::time::Duration::from_secs(30)));
+            });
+            axum_server::from_tcp_rustls(listener.into_std()?, tls)?
+                .handle(handle)
+                .serve(app)
+                .await?
+        }
+    }
     shutting_down.store(true, Ordering::SeqCst);
     maintenance.abort();
     push_task.abort();

@@ -35,5 +35,6 @@ mod round_trip;
 mod schema;
 mod stats;
 mod status;
+mod tls;
 mod visibility;
 mod webhooks;
