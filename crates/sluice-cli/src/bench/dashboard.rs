@@ -38,8 +38,8 @@ use sluice_client::wire::{
 use sluice_client::{Client, DlqListQuery};
 
 use super::load::{self, Bodies, EnqueueLoad, EnqueueReport};
-use super::server::{Memory, ServerProcess};
-use super::{failure_lines, mib, progress, thousands};
+use super::server::{CpuSample, CpuUse, Memory, ServerProcess};
+use super::{cpu_use_line, failure_lines, mib, progress, thousands};
 
 /// The queue the scenario uses (its dead letters go to `bench-dash.dlq`).
 pub const QUEUE: &str = "bench-dash";
@@ -109,6 +109,9 @@ pub struct DashboardReport {
     pub deep_cursor: Option<DeepCursor>,
     /// Each page's views.
     pub pages: Vec<PageReport>,
+    /// CPU use while the pages were viewed (one request at a time, so mostly idle; "anything
+    /// else" explains outliers).
+    pub views_cpu: Option<CpuUse>,
     /// Why the scenario stopped early; `None` when every step ran.
     pub failure: Option<String>,
 }
@@ -151,6 +154,8 @@ pub struct PageReport {
     pub page: String,
     /// The dashboard route.
     pub route: String,
+    /// What changes from view to view, if anything.
+    pub note: Option<String>,
     /// The calls of one view, in order (`{id}` where it changes from view to view).
     pub calls: Vec<CallTimes>,
     pub views: usize,
@@ -194,6 +199,7 @@ pub async fn run(
         memory_after_views: None,
         deep_cursor: None,
         pages: Vec::new(),
+        views_cpu: None,
         failure: None,
     };
     delete_queues(client).await;
@@ -426,10 +432,10 @@ async fn steps(
     let deep_path = browse_path("ready", Some(&deep_cursor));
     plans.push(Plan::new(
         &format!(
-            "queue, ready tab, \"Load more\" at {} in",
+            "queue, ready tab, Load more at {} in",
             thousands(report.deep_cursor.as_ref().map_or(0, |deep| deep.position))
         ),
-        format!("#/queue/{QUEUE} (Load more)"),
+        format!("#/queue/{QUEUE}, the Load more button"),
         vec![format!(
             "/v1/queues/{QUEUE}/browse?state=ready&limit={PAGE}&cursor={{deep}}"
         )],
@@ -444,7 +450,7 @@ async fn steps(
     ));
     let message = format!("/v1/queues/{QUEUE}/messages");
     plans.push(Plan::new(
-        "message (ready, deep, delayed, in flight, dead in turn)",
+        "message",
         format!("#/message/{QUEUE}/{{id}}"),
         vec![
             queues.clone(),
@@ -462,7 +468,10 @@ async fn steps(
                 ]
             }
         },
-    ));
+    )
+    .with_note(format!(
+        "{{id}} cycles through {IDS_PER_KIND} ready at the head, {IDS_PER_KIND} ready deep in, {IDS_PER_KIND} delayed, {IDS_PER_KIND} in flight, {IDS_PER_KIND} dead"
+    )));
     plans.push(Plan::new(
         "webhooks",
         "#/webhooks".into(),
@@ -471,11 +480,13 @@ async fn steps(
     ));
     // One request first, so that the first view does not pay for the connection.
     get_json::<serde_json::Value>(&http, &base, "/healthz").await?;
+    let cpu_before = CpuSample::take(server);
     for plan in &plans {
         progress(&format!("10. {VIEWS} views: {}", plan.name));
         let page = views(&http, &base, plan, load.time_limit).await?;
         report.pages.push(page);
     }
+    report.views_cpu = Some(CpuSample::take(server).since(&cpu_before));
     report.memory_after_views = memory();
     Ok(())
 }
@@ -589,6 +600,7 @@ async fn walk_to(
 struct Plan {
     name: String,
     route: String,
+    note: Option<String>,
     /// The calls as reported.
     labels: Vec<String>,
     /// The paths of view `i`, in the order of `labels`.
@@ -605,8 +617,16 @@ impl Plan {
         Self {
             name: name.to_owned(),
             route,
+            note: None,
             labels,
             paths: Box::new(paths),
+        }
+    }
+
+    fn with_note(self, note: String) -> Self {
+        Self {
+            note: Some(note),
+            ..self
         }
     }
 }
@@ -662,6 +682,7 @@ async fn views(
     Ok(PageReport {
         page: plan.name.clone(),
         route: plan.route.clone(),
+        note: plan.note.clone(),
         calls,
         views: view_ms.len(),
         p50_ms: rank(&view_ms, 0.5),
@@ -748,50 +769,46 @@ pub fn text_lines(out: &mut Vec<String>, r: &DashboardReport) {
     }
     if !r.pages.is_empty() {
         out.push(format!(
-            "   {VIEWS} views of each page, one after another. A view = the API calls app.js makes when the page loads, the sampler's"
+            "   {VIEWS} views of each page, one after another; target: under {TARGET_MS:.0} ms of server time per page view (ok/OVER: by the max)"
         ));
         out.push(
-            "   GET /v1/queues included, made one after another on one keep-alive loopback connection; its time = the sum of the calls'"
+            "   a view = the API calls app.js makes when the page loads (the sampler's GET /v1/queues included), made one after"
                 .into(),
         );
         out.push(
-            "   client-observed times (send to last byte), i.e. server time plus loopback: the browser overlaps some calls, so waits less."
+            "   another on one keep-alive loopback connection, its time = the sum of the calls' client-observed times (send to last"
                 .into(),
         );
-        out.push(format!(
-            "   target: under {TARGET_MS:.0} ms of server time per page view"
-        ));
+        out.push(
+            "   byte), i.e. server time plus loopback; the browser overlaps some of the calls, so it waits less than that"
+                .into(),
+        );
         let width = r.pages.iter().map(|p| p.page.len()).max().unwrap_or(0);
         for page in &r.pages {
             out.push(format!(
-                "   {:width$}  p50 {:>7.2} ms, p99 {:>7.2} ms, max {:>7.2} ms  {}",
+                "   {:width$}  p50 {:>6.2} ms, p99 {:>6.2} ms, max {:>6.2} ms  {}  {}",
                 page.page,
                 page.p50_ms,
                 page.p99_ms,
                 page.max_ms,
-                if page.under_target {
-                    "under target".to_owned()
-                } else {
-                    format!("OVER {TARGET_MS:.0} ms at max")
-                }
+                if page.under_target { "ok  " } else { "OVER" },
+                page.route
             ));
-            let calls: Vec<String> = page
-                .calls
-                .iter()
-                .map(|c| {
-                    format!(
-                        "{} (p50 {:.2} ms, max {:.2} ms, {})",
-                        c.call,
-                        c.p50_ms,
-                        c.max_ms,
-                        answer_size(c.answer_bytes_max)
-                    )
-                })
-                .collect();
-            out.push(format!("   {:width$}    {}", "", page.route));
-            for call in calls {
-                out.push(format!("   {:width$}    {call}", ""));
+            if let Some(note) = &page.note {
+                out.push(format!("     ({note})"));
             }
+            for c in &page.calls {
+                out.push(format!(
+                    "     {} (p50 {:.2} ms, max {:.2} ms, answer {})",
+                    c.call,
+                    c.p50_ms,
+                    c.max_ms,
+                    answer_size(c.answer_bytes_max)
+                ));
+            }
+        }
+        if let Some(cpu) = &r.views_cpu {
+            cpu_use_line(out, cpu);
         }
         let worst = r.pages.iter().map(|p| p.max_ms).fold(0.0, f64::max);
         out.push(format!(
