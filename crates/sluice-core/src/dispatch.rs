@@ -1092,6 +1092,7 @@ impl Index {
             dead_letter: entry.dead_letter.as_deref().cloned(),
             result: None,
             replayed_as: None,
+            failures: Vec::new(),
         })
     }
 

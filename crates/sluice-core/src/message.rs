@@ -231,6 +231,22 @@ pub struct MessageStatus {
     pub result: Option<String>,
     /// For a replayed dead letter: the id of the new message.
     pub replayed_as: Option<Uuid>,
+    /// Its failed attempts, oldest first (filled in by lookups that read the record).
+    pub failures: Vec<Failure>,
+}
+
+/// One failed attempt, as the record keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct Failure {
+    /// The attempt's number (in the queue it failed in).
+    pub attempt: u32,
+    /// When it was recorded, epoch ms.
+    pub at: Millis,
+    /// Its error.
+    pub error: Option<String>,
+    /// True when this failure sent the message to the dead-letter queue.
+    #[serde(default)]
+    pub dead_lettered: bool,
 }
 
 #[cfg(test)]

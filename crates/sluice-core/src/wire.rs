@@ -810,6 +810,24 @@ pub struct MessageStatusOut {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
     pub replayed_as: Option<uuid::Uuid>,
+    /// Failed attempts, oldest first: nacks, leases that ran out, the move to the DLQ.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<FailureOut>,
+}
+
+/// One failed attempt of a message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct FailureOut {
+    /// The attempt's number.
+    pub attempt: u32,
+    /// RFC 3339.
+    pub at: String,
+    /// Its error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// True when it sent the message to the dead-letter queue.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dead_lettered: bool,
 }
 
 /// `POST /v1/queues/{queue}/cancel`: name the message by `message_id` or by idempotency `id`.

@@ -637,8 +637,16 @@ impl Store for SharedSqliteStore {
                     .as_ref()
                     .is_some_and(|d| d.source_queue == params.queue)
         };
-        if let Some(status) = store.index.lock().status(&id) {
-            return Ok(Some(status).filter(belongs));
+        let live = store.index.lock().status(&id);
+        if let Some(mut status) = live {
+            if !belongs(&status) {
+                return Ok(None);
+            }
+            // Failed attempts are only on disk; messages that never failed need no read.
+            if status.last_error.is_some() {
+                status.failures = store.read(move |conn| read_failures(conn, id)).await?;
+            }
+            return Ok(Some(status));
         }
         let mut status = store.read(move |conn| read_status(conn, id)).await?;
         if status
@@ -880,7 +888,29 @@ fn remembered_ack(queue: &str, key: &str, record: writer::IdempotencyRecord) -> 
         dead_letter: None,
         result: record.result,
         replayed_as: None,
+        failures: Vec::new(),
     }
+}
+
+/// The failure log as stored (a JSON array); an unreadable one is treated as empty.
+fn parse_failures(text: Option<String>) -> Vec<sluice_core::message::Failure> {
+    text.and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default()
+}
+
+/// The failure log of a message the index holds (it lives on disk only).
+fn read_failures(
+    conn: &Connection,
+    id: Uuid,
+) -> rusqlite::Result<Vec<sluice_core::message::Failure>> {
+    let Some(seq) = ids::decode(&id) else {
+        return Ok(Vec::new());
+    };
+    let text: Option<Option<String>> = conn
+        .prepare_cached("SELECT failures FROM messages WHERE seq = ?1")?
+        .query_row(params![seq as i64], |row| row.get(0))
+        .optional()?;
+    Ok(parse_failures(text.flatten()))
 }
 
 fn truncate(mut text: String) -> String {
@@ -925,7 +955,7 @@ fn read_payloads(conn: &Connection, seqs: &[Seq]) -> rusqlite::Result<Vec<(Seq, 
 fn read_status(conn: &Connection, id: Uuid) -> rusqlite::Result<Option<MessageStatus>> {
     conn.prepare_cached(
         "SELECT queue, state, idempotency_key, msg_key, priority, attempts, enqueued_at, first_received_at, visible_at, last_error, acked_at,
-                dead_source_queue, dead_last_error, dead_attempts, dead_first_seen_at, dead_last_seen_at, result, replayed_as
+                dead_source_queue, dead_last_error, dead_attempts, dead_first_seen_at, dead_last_seen_at, result, replayed_as, failures
          FROM messages WHERE seq = ?1 AND id = ?2",
     )?
     .query_row(params![ids::decode(&id).map_or(-1, |seq| seq as i64), id.as_bytes()], |row| {
@@ -962,6 +992,7 @@ fn read_status(conn: &Connection, id: Uuid) -> rusqlite::Result<Option<MessageSt
             dead_letter,
             result: row.get(16)?,
             replayed_as: replayed_as.and_then(|bytes| Uuid::from_slice(&bytes).ok()),
+            failures: parse_failures(row.get(18)?),
         })
     })
     .optional()

@@ -50,7 +50,8 @@ CREATE TABLE IF NOT EXISTS idempotency (
 CREATE INDEX IF NOT EXISTS idempotency_by_expiry ON idempotency(expires_at);
 ";
 
-/// Version 2: webhook endpoint definitions, paused queues, ack results, replay records, and every final state (not only acked)
+/// Version 2: a message's failed attempts (`failures`, a JSON array appended on the failure path
+/// only), webhook endpoint definitions, paused queues, ack results, replay records, and every final state (not only acked)
 /// found by the cleanup through one index. `acked_at` holds the time of the final state. An
 /// idempotency key also remembers its message's ack and result for the whole dedup window, which
 /// can outlast the message's own record.
@@ -58,6 +59,7 @@ const MIGRATION_2: &str = "
 ALTER TABLE queues ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE messages ADD COLUMN result TEXT;
 ALTER TABLE messages ADD COLUMN replayed_as BLOB;
+ALTER TABLE messages ADD COLUMN failures TEXT;
 ALTER TABLE idempotency ADD COLUMN acked_at INTEGER;
 ALTER TABLE idempotency ADD COLUMN result TEXT;
 DROP INDEX IF EXISTS messages_acked;

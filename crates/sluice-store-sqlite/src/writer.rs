@@ -718,13 +718,18 @@ fn apply_change(
             visible_at_ms,
             last_error,
         } => {
-            tx.prepare_cached("UPDATE messages SET attempts = ?2, visible_at = ?3, last_error = ?4 WHERE seq = ?1")?
-                .execute(params![seq as i64, attempts, visible_at_ms, last_error.as_deref()])?;
+            tx.prepare_cached(
+                "UPDATE messages SET attempts = ?2, visible_at = ?3, last_error = ?4,
+                 failures = json_insert(coalesce(failures, '[]'), '$[#]', json_object('attempt', ?2, 'at', ?5, 'error', ?4))
+                 WHERE seq = ?1",
+            )?
+            .execute(params![seq as i64, attempts, visible_at_ms, last_error.as_deref(), now_ms])?;
         }
         Change::DeadLettered { seq, queue, info } => {
             tx.prepare_cached(
                 "UPDATE messages SET queue = ?2, attempts = 0, first_received_at = NULL, visible_at = ?3, last_error = ?4,
-                 dead_source_queue = ?5, dead_last_error = ?4, dead_attempts = ?6, dead_first_seen_at = ?7, dead_last_seen_at = ?8
+                 dead_source_queue = ?5, dead_last_error = ?4, dead_attempts = ?6, dead_first_seen_at = ?7, dead_last_seen_at = ?8,
+                 failures = json_insert(coalesce(failures, '[]'), '$[#]', json_object('attempt', ?6, 'at', ?3, 'error', ?4, 'dead_lettered', json('true')))
                  WHERE seq = ?1",
             )?
             .execute(params![seq as i64, &*queue, now_ms, info.last_error, info.source_queue, info.attempts, info.first_seen_at_ms, info.last_seen_at_ms])?;

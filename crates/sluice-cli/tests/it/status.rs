@@ -117,3 +117,52 @@ async fn an_acked_record_keeps_the_attempts_and_first_delivery_of_its_last_lease
         "{status}"
     );
 }
+
+#[tokio::test]
+async fn a_lookup_lists_every_failed_attempt_with_its_error() {
+    // Proves the failure log behind the message timeline: each nack and each lease that ran
+    // out is listed with its attempt, time and error, while the message is live, after it is
+    // dead-lettered (the move marked), and under the same id in the DLQ.
+    let server = TestServer::builder().test_clock(true).start().await;
+    server
+        .put_queue(
+            "q",
+            json!({"max_attempts": 3, "visibility_timeout_ms": 1000, "backoff": {"initial_ms": 10, "jitter": false}}),
+        )
+        .await;
+    let id = crate::support::message_id(&server.send("q", json!({"body": 1})).await);
+    let path = format!("/v1/queues/q/messages/{id}");
+    let untouched = server.get(&path).await.ok();
+    assert!(untouched.get("failures").is_none(), "{untouched}");
+
+    let first = server.receive("q", json!({})).await.remove(0);
+    server
+        .nack("q", json!({"receipt": receipt(&first), "error": "db down"}))
+        .await;
+    server.advance_clock(100).await;
+    let _second = server.receive("q", json!({})).await.remove(0);
+    server.advance_clock(1_500).await; // the lease runs out
+    let live = server.get(&path).await.ok();
+    let failures = live["failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 2, "{live}");
+    assert_eq!(failures[0]["attempt"], 1);
+    assert_eq!(failures[0]["error"], "db down");
+    assert_eq!(failures[1]["attempt"], 2);
+    assert_eq!(failures[1]["error"], "visibility timeout expired");
+    assert!(parse_time(&failures[1]["at"]) > parse_time(&failures[0]["at"]));
+
+    let third = server.receive("q", json!({})).await.remove(0);
+    server
+        .nack(
+            "q",
+            json!({"receipt": receipt(&third), "error": "still down"}),
+        )
+        .await;
+    let dead = server.get(&path).await.ok();
+    assert_eq!(dead["state"], "dead", "{dead}");
+    let failures = dead["failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 3, "{dead}");
+    assert_eq!(failures[2]["attempt"], 3);
+    assert_eq!(failures[2]["error"], "still down");
+    assert_eq!(failures[2]["dead_lettered"], true);
+}

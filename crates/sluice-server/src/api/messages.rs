@@ -426,6 +426,16 @@ pub fn status_out(status: MessageStatus) -> MessageStatusOut {
             .result
             .and_then(|text| serde_json::from_str(&text).ok()),
         replayed_as: status.replayed_as,
+        failures: status
+            .failures
+            .into_iter()
+            .map(|failure| sluice_core::wire::FailureOut {
+                attempt: failure.attempt,
+                at: time_out(failure.at),
+                error: failure.error,
+                dead_lettered: failure.dead_lettered,
+            })
+            .collect(),
     }
 }
 

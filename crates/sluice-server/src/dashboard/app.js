@@ -703,6 +703,12 @@ function timeline(s) {
   const add = (at, text, cls) => { if (at) events.push({ at, text, cls }); };
   const dead = s.dead_letter;
   add(s.enqueued_at, `Enqueued into ${dead ? dead.source_queue : s.queue}`);
+  // Every failed attempt the record kept (nacks, leases that ran out, the move to the DLQ).
+  const failures = s.failures || [];
+  for (const f of failures) {
+    // The failure that dead-lettered it is the "Dead-lettered" event below.
+    if (!f.dead_lettered) add(f.at, `Attempt ${f.attempt} failed${f.error ? ': ' + f.error : ''}`, 'bad');
+  }
   if (dead) {
     add(dead.first_seen_at, `First delivered from ${dead.source_queue}`);
     add(dead.last_seen_at, `Dead-lettered into ${s.queue} after ${dead.attempts} attempt${dead.attempts === 1 ? '' : 's'}` +
@@ -712,7 +718,7 @@ function timeline(s) {
   }
   if (s.attempts && (!dead || s.first_received_at)) {
     add(s.first_received_at || s.enqueued_at, `${s.attempts} deliver${s.attempts === 1 ? 'y' : 'ies'}${dead ? ' from the dead-letter queue' : ''} so far` +
-      (s.last_error && !dead ? `; last failed: ${s.last_error}` : ''), s.last_error && !dead ? 'bad' : null);
+      (s.last_error && !dead && !failures.length ? `; last failed: ${s.last_error}` : ''), s.last_error && !dead && !failures.length ? 'bad' : null);
   }
   if (s.state === 'in_flight') add(s.lease_expires_at, 'In flight: lease ends ' + until(s.lease_expires_at));
   if (s.state === 'delayed') add(s.visible_at, 'Delayed: visible ' + until(s.visible_at));
