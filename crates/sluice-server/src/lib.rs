@@ -199,12 +199,7 @@ fn with_request_ids(app: axum::Router) -> axum::Router {
                 .get("x-request-id")
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("-");
-            tracing::info_span!(
-                "request",
-                request_id = %id,
-                method = %request.method(),
-                path = %request.uri().path(),
-            )
+            tracing::info_span!("request", request_id = id)
         })
         .on_request(())
         .on_response(DefaultOnResponse::new().level(tracing::Level::DEBUG));
