@@ -94,7 +94,8 @@ pub struct Caller {
 }
 
 impl Caller {
-    fn is_admin(&self) -> bool {
+    /// True for an admin token.
+    pub fn is_admin(&self) -> bool {
         self.roles.contains(&Role::Admin)
     }
 
@@ -109,8 +110,24 @@ impl Caller {
                 && self.covers(queue))
     }
 
+    /// May this caller produce into or consume from `queue`? A dead-letter queue
+    /// (`<name>.dlq`) is the team's to read through its source queue, but taking or adding
+    /// messages there (which would bypass the admin-only replay and delete) needs a pattern
+    /// that names dead-letter queues itself, such as `team-a.*.dlq`.
     fn may(&self, role: Role, queue: &str) -> bool {
-        self.is_admin() || (self.roles.contains(&role) && self.covers(queue))
+        if self.is_admin() {
+            return true;
+        }
+        if !self.roles.contains(&role) {
+            return false;
+        }
+        if queue.ends_with(sluice_core::queue::DEAD_LETTER_SUFFIX) {
+            return self.queues.iter().any(|pattern| {
+                pattern.ends_with(sluice_core::queue::DEAD_LETTER_SUFFIX)
+                    && wildcard(pattern, queue)
+            });
+        }
+        self.covers(queue)
     }
 }
 
@@ -325,16 +342,26 @@ pub fn need(method: &Method, template: &str) -> Option<Need> {
     is_page.then_some(Need::Public)
 }
 
-/// The token a request carries: the bearer header, else the session cookie.
-fn presented(headers: &HeaderMap) -> Option<String> {
-    if let Some(value) = headers
+/// How a request carried its token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Carrier {
+    Bearer,
+    Cookie,
+}
+
+/// The token a request carries: a bearer header, else the session cookie (a non-bearer
+/// `Authorization`, such as a proxy's Basic auth, does not hide the cookie).
+fn presented(headers: &HeaderMap) -> Option<(String, Carrier)> {
+    let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-    {
-        return value
-            .strip_prefix("Bearer ")
-            .or_else(|| value.strip_prefix("bearer "))
-            .map(|token| token.trim().to_owned());
+        .and_then(|value| {
+            value
+                .strip_prefix("Bearer ")
+                .or_else(|| value.strip_prefix("bearer "))
+        });
+    if let Some(token) = bearer {
+        return Some((token.trim().to_owned(), Carrier::Bearer));
     }
     headers
         .get_all(header::COOKIE)
@@ -343,8 +370,25 @@ fn presented(headers: &HeaderMap) -> Option<String> {
         .flat_map(|cookies| cookies.split(';'))
         .find_map(|cookie| {
             let (name, value) = cookie.trim().split_once('=')?;
-            (name == COOKIE).then(|| value.to_owned())
+            (name == COOKIE).then(|| (value.to_owned(), Carrier::Cookie))
         })
+}
+
+/// A request authenticated by the session cookie that changes something must come from the
+/// dashboard's own pages: browsers say so in `Sec-Fetch-Site` (or `Origin`). This stops
+/// another site, even a sibling subdomain, from making a signed-in browser act.
+fn same_origin(headers: &HeaderMap) -> bool {
+    if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
+        return site == "same-origin";
+    }
+    let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+    match (origin, host) {
+        (Some(origin), Some(host)) => origin
+            .split_once("://")
+            .is_some_and(|(_, authority)| authority == host),
+        _ => false,
+    }
 }
 
 fn unauthorized(message: &str) -> Response {
@@ -378,16 +422,29 @@ pub async fn authorize(State(app): State<AppState>, request: Request, next: Next
         .await
         .ok();
     let mut request = Request::from_parts(parts, body);
-    let Some(need) = need(request.method(), &template) else {
-        tracing::error!(method = %request.method(), route = %template, "route without an access rule; refused");
-        return forbidden("this route has no access rule".into());
+    // HEAD is a GET without the body.
+    let method = if request.method() == Method::HEAD {
+        Method::GET
+    } else {
+        request.method().clone()
+    };
+    let Some(need) = need(&method, &template) else {
+        // A known route with a method it does not take (OPTIONS, say): the router's 405.
+        tracing::debug!(method = %request.method(), route = %template, "method without an access rule");
+        return ApiError::method_not_allowed().into_response();
     };
     if need == Need::Public || (need == Need::Metrics && auth.metrics_public) {
         return next.run(request).await;
     }
-    let Some(caller) = presented(request.headers()).and_then(|token| auth.identify(&token)) else {
+    let Some((token, carrier)) = presented(request.headers()) else {
         return unauthorized("a valid token is required: Authorization: Bearer <token>");
     };
+    let Some(caller) = auth.identify(&token) else {
+        return unauthorized("a valid token is required: Authorization: Bearer <token>");
+    };
+    if carrier == Carrier::Cookie && method != Method::GET && !same_origin(request.headers()) {
+        return forbidden("a cross-site request with the dashboard's cookie was refused".into());
+    }
     let queue = params.as_ref().and_then(|params| {
         params
             .iter()

@@ -135,7 +135,7 @@ pub async fn run(
         None => None,
     };
     load_webhooks(&state, &config).await?;
-    let push_task = tokio::spawn(push.run());
+    let push_task = tokio::spawn(push.clone().run());
     let maintenance = tokio::spawn(maintenance::run(
         store.clone(),
         clock.clone(),
@@ -179,6 +179,8 @@ pub async fn run(
         }
     }
     shutting_down.store(true, Ordering::SeqCst);
+    // Pushes already sent get their answer recorded before the store closes.
+    push.wait_idle(std::time::Duration::from_secs(10)).await;
     maintenance.abort();
     push_task.abort();
     store.close().await?;

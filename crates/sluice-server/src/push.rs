@@ -95,6 +95,8 @@ pub struct Dispatcher {
     stats: Mutex<HashMap<String, Arc<PushStats>>>,
     /// Wakes the supervisor after a queue changed.
     changed: Notify,
+    /// Requests in flight, across destinations.
+    delivering: AtomicU64,
     shutting_down: Arc<AtomicBool>,
 }
 
@@ -160,6 +162,7 @@ impl Dispatcher {
             workers: Mutex::new(HashMap::new()),
             stats: Mutex::new(HashMap::new()),
             changed: Notify::new(),
+            delivering: AtomicU64::new(0),
             shutting_down,
         }))
     }
@@ -305,6 +308,10 @@ impl Dispatcher {
             let Ok(first) = slots.clone().acquire_owned().await else {
                 break;
             };
+            // The wait for a slot may have outlived this worker (a config change, shutdown).
+            if stopped() {
+                break;
+            }
             let woken = notify.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
@@ -363,6 +370,21 @@ impl Dispatcher {
 
     /// One request to the destination, and the ack or nack that follows from its answer.
     async fn deliver(&self, destination: &Destination, message: ClaimedMessage) {
+        self.delivering.fetch_add(1, Ordering::SeqCst);
+        self.deliver_one(destination, message).await;
+        self.delivering.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Waits (bounded) for requests in flight to finish and record their ack or nack, so a
+    /// graceful stop does not send them again after the restart.
+    pub async fn wait_idle(&self, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        while self.delivering.load(Ordering::SeqCst) > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    async fn deliver_one(&self, destination: &Destination, message: ClaimedMessage) {
         let stats = &destination.stats;
         stats.in_flight.fetch_add(1, Ordering::Relaxed);
         let started_ms = self.clock.now_ms();
@@ -496,7 +518,7 @@ impl Dispatcher {
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<i64>().ok())
-            .map(|seconds| (seconds * 1000).clamp(0, RETRY_AFTER_MAX_MS));
+            .map(|seconds| seconds.saturating_mul(1000).clamp(0, RETRY_AFTER_MAX_MS));
         let snippet = read_prefix(response, ERROR_BODY_BYTES).await;
         let code = status.as_u16();
         let retryable =

@@ -262,7 +262,7 @@ impl SharedSqliteStore {
     ) -> StoreResult<u64> {
         let store = &self.0;
         let mut deleted = 0;
-        let mut last_wait = None;
+        let mut waits = Vec::new();
         loop {
             let more = {
                 let mut index = store.index.lock();
@@ -284,7 +284,7 @@ impl SharedSqliteStore {
                         now_ms,
                         reply: Some(reply),
                     })?;
-                    last_wait = Some(wait);
+                    waits.push(wait);
                 }
                 more
             };
@@ -292,7 +292,8 @@ impl SharedSqliteStore {
                 break;
             }
         }
-        if let Some(wait) = last_wait {
+        // Every chunk's answer: a failed one must not hide behind a later one that succeeded.
+        for wait in waits {
             SqliteStore::wait(wait).await?;
         }
         Ok(deleted)

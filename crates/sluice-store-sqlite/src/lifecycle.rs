@@ -68,7 +68,7 @@ impl SharedSqliteStore {
             index.members(name)
         };
         let mut purged = 0;
-        let mut last_wait = None;
+        let mut waits = Vec::new();
         for chunk in snapshot.chunks(PURGE_INDEX_CHUNK) {
             let mut index = store.index.lock();
             let mut seqs: Vec<Seq> = index
@@ -88,11 +88,11 @@ impl SharedSqliteStore {
                     now_ms,
                     reply: Some(reply),
                 })?;
-                last_wait = Some(wait);
+                waits.push(wait);
             }
         }
-        // Groups become durable in order: the last one answering means all are on disk.
-        if let Some(wait) = last_wait {
+        // Every chunk's answer: a failed one must not hide behind a later one that succeeded.
+        for wait in waits {
             SqliteStore::wait(wait).await?;
         }
         Ok(purged)

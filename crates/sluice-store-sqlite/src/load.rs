@@ -40,6 +40,28 @@ pub fn load(conn: &Connection, index: &mut Index, now_ms: Millis) -> rusqlite::R
             .map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?;
         index.set_paused(&name, paused);
     }
+    // A dead-letter queue a config names but that has no row (created on the fly by a
+    // dead-letter move after it was deleted): give it one, or its messages would look like
+    // leftovers of a deleted queue below.
+    for name in index.queue_names() {
+        let Some(dlq) = index
+            .queue_config(&name)
+            .and_then(|config| config.dead_letter_queue.clone())
+        else {
+            continue;
+        };
+        if index.queue_config(&dlq).is_some() {
+            continue;
+        }
+        let config = QueueConfig::for_dead_letter_queue(&dlq);
+        conn.execute(
+            "INSERT OR IGNORE INTO queues (name, config, created_at) VALUES (?1, ?2, ?3)",
+            params![dlq, crate::writer::config_to_json(&config), now_ms],
+        )?;
+        index
+            .queue_put(&dlq, config)
+            .map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?;
+    }
     let mut statement = conn.prepare(
         "SELECT seq, id, queue, priority, msg_key, idempotency_key, visible_at, enqueued_at, attempts, first_received_at, last_error,
                 dead_source_queue, dead_last_error, dead_attempts, dead_first_seen_at, dead_last_seen_at

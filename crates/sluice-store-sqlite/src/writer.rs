@@ -257,10 +257,17 @@ impl Writer {
                     None => self.publisher.publish(pendings),
                 }
             }
-            Err(error) => {
+            Err((error, pendings)) => {
                 self.next_seq = first_seq;
-                tracing::error!(%error, ops = group.len(), "group commit failed; nothing in it was stored");
-                let message = error.to_string();
+                // The index may already hold what this group failed to write (acks, cancels,
+                // removals): from here memory and disk could disagree, so the store takes no
+                // more writes, as after a failed sync. A restart reloads the truth from disk.
+                self.failed.store(true, std::sync::atomic::Ordering::SeqCst);
+                tracing::error!(%error, ops = pendings.len() + group.len(), "group commit failed; nothing in it was stored; the store takes no more writes until a restart");
+                let message = format!(
+                    "a write failed ({error}); the store takes no more writes until a restart"
+                );
+                self.publisher.fail(pendings, &message);
                 for op in group.drain(..) {
                     fail_op(op, &message);
                 }
@@ -269,48 +276,77 @@ impl Writer {
         group.clear();
     }
 
-    fn apply_group(&mut self, group: &mut Vec<WriteOp>) -> rusqlite::Result<Vec<Pending>> {
+    /// Applies and commits a group. On failure, what was taken from the group comes back as
+    /// pendings to answer with the error; the ops not reached stay in `group`.
+    fn apply_group(
+        &mut self,
+        group: &mut Vec<WriteOp>,
+    ) -> Result<Vec<Pending>, (rusqlite::Error, Vec<Pending>)> {
         let started = Instant::now();
-        let tx = self
+        let tx = match self
             .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+        {
+            Ok(tx) => tx,
+            Err(error) => return Err((error, Vec::new())),
+        };
         let mut pendings = Vec::with_capacity(group.len());
-        for op in group.drain(..) {
+        let mut ops = std::mem::take(group).into_iter();
+        for op in ops.by_ref() {
             if matches!(op, WriteOp::Flush { .. }) {
                 self.flush_all_claims = true;
             }
-            pendings.push(apply(
+            match apply(
                 &tx,
                 op,
                 &mut self.next_seq,
                 self.payload_cache_bytes,
                 &mut self.claims,
-            )?);
+            ) {
+                Ok(pending) => pendings.push(pending),
+                Err(error) => {
+                    group.extend(ops);
+                    return Err((error, pendings));
+                }
+            }
         }
         let due = self
             .claims
             .take_due(Instant::now(), std::mem::take(&mut self.flush_all_claims));
-        if !due.is_empty() {
-            let mut statement = tx.prepare_cached(
-                "UPDATE messages SET attempts = ?2, first_received_at = ?3 WHERE seq = ?1",
-            )?;
-            for (seq, attempts, first_received_at_ms) in due {
-                statement.execute(params![seq as i64, attempts, first_received_at_ms])?;
-            }
+        match finish_group(tx, due, started, pendings.len()) {
+            Ok(()) => Ok(pendings),
+            Err(error) => Err((error, pendings)),
         }
-        let applied = started.elapsed();
-        tx.commit()?;
-        let total = started.elapsed();
-        if total >= SLOW_GROUP {
-            tracing::warn!(
-                ops = pendings.len(),
-                apply_ms = applied.as_millis() as u64,
-                commit_ms = (total - applied).as_millis() as u64,
-                "slow group commit"
-            );
-        }
-        Ok(pendings)
     }
+}
+
+/// Writes the due claim records and commits.
+fn finish_group(
+    tx: rusqlite::Transaction<'_>,
+    due: Vec<(Seq, u32, Millis)>,
+    started: Instant,
+    ops: usize,
+) -> rusqlite::Result<()> {
+    if !due.is_empty() {
+        let mut statement = tx.prepare_cached(
+            "UPDATE messages SET attempts = ?2, first_received_at = ?3 WHERE seq = ?1",
+        )?;
+        for (seq, attempts, first_received_at_ms) in due {
+            statement.execute(params![seq as i64, attempts, first_received_at_ms])?;
+        }
+    }
+    let applied = started.elapsed();
+    tx.commit()?;
+    let total = started.elapsed();
+    if total >= SLOW_GROUP {
+        tracing::warn!(
+            ops,
+            apply_ms = applied.as_millis() as u64,
+            commit_ms = (total - applied).as_millis() as u64,
+            "slow group commit"
+        );
+    }
+    Ok(())
 }
 
 fn fail_op(op: WriteOp, message: &str) {

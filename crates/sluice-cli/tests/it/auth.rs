@@ -399,3 +399,115 @@ async fn a_public_address_without_tokens_is_refused() {
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn review_fixes_hold_dead_letters_cookies_push_secrets_and_methods() {
+    // Proves: a `team-a.*` token may read its dead letters but not take them out of (or add
+    // them to) `team-a.orders.dlq` directly, which would bypass the admin-only delete; a
+    // cookie-authenticated change needs a same-origin request; a push destination's header
+    // values and URL user info are hidden from non-admin tokens; HEAD follows GET's rule and
+    // an unknown method is 405, not a refusal in the error log.
+    let server = start().await;
+    call(
+        &server,
+        Method::PUT,
+        "/v1/queues/team-a.orders",
+        Some(ADMIN),
+        Some(json!({"push": {"url": "http://user:pw@127.0.0.1:9/in", "headers": {"authorization": "Bearer DEST-SECRET"}}})),
+    )
+    .await;
+    for (method, path) in [
+        (Method::POST, "/v1/queues/team-a.orders.dlq/receive"),
+        (Method::POST, "/v1/queues/team-a.orders.dlq/messages"),
+        (Method::POST, "/v1/queues/team-a.orders.dlq/cancel"),
+    ] {
+        for token in [PRODUCER_A, CONSUMER_A] {
+            let (status, text) = call(
+                &server,
+                method.clone(),
+                path,
+                Some(token),
+                Some(json!({"body": 1})),
+            )
+            .await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {text}");
+        }
+    }
+    let (status, _) = call(
+        &server,
+        Method::GET,
+        "/v1/queues/team-a.orders/dlq",
+        Some(CONSUMER_A),
+        None,
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "reading dead letters through the source queue stays allowed"
+    );
+
+    let (_, text) = call(
+        &server,
+        Method::GET,
+        "/v1/queues/team-a.orders",
+        Some(PRODUCER_A),
+        None,
+    )
+    .await;
+    assert!(
+        !text.contains("DEST-SECRET") && !text.contains("user:pw"),
+        "{text}"
+    );
+    assert!(text.contains("(hidden)"), "{text}");
+    let (_, text) = call(
+        &server,
+        Method::GET,
+        "/v1/queues/team-a.orders",
+        Some(ADMIN),
+        None,
+    )
+    .await;
+    assert!(
+        text.contains("DEST-SECRET"),
+        "an admin sees the destination as configured"
+    );
+
+    let cookie = format!("sluice_token={ADMIN}");
+    let purge = format!("{}/v1/queues/team-a.orders/purge", server.url());
+    let cross_site = server
+        .client()
+        .post(&purge)
+        .header("cookie", &cookie)
+        .header("content-type", "text/plain")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cross_site.status(), StatusCode::FORBIDDEN);
+    let from_the_dashboard = server
+        .client()
+        .post(&purge)
+        .header("cookie", &cookie)
+        .header("sec-fetch-site", "same-origin")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(from_the_dashboard.status(), StatusCode::OK);
+
+    let head = server
+        .client()
+        .head(format!("{}/healthz", server.url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.status(), StatusCode::OK);
+    let options = server
+        .client()
+        .request(Method::OPTIONS, format!("{}/v1/queues", server.url()))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(options.status(), StatusCode::METHOD_NOT_ALLOWED);
+}

@@ -65,3 +65,43 @@ async fn every_response_carries_a_request_id_and_bodies_stay_out_of_the_log() {
         "a secret is in the log"
     );
 }
+
+#[tokio::test]
+async fn a_webhook_message_keeps_its_headers_but_not_its_signature() {
+    // Proves the stored headers leave out the signature and its timestamp (they would let
+    // anyone who can read the queue post the delivery again) and keep the rest.
+    const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    let server = TestServer::builder()
+        .env("STORED_HEADERS_TEST_SECRET", SECRET)
+        .start()
+        .await;
+    server.put_queue("q", json!({})).await;
+    server
+        .put(
+            "/v1/webhooks/sw",
+            json!({"queue": "q", "verify": {"scheme": "standard_webhooks", "secrets": [{"env": "STORED_HEADERS_TEST_SECRET"}]}}),
+        )
+        .await
+        .ok();
+    let body = r#"{"type":"ping"}"#;
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let signer = sluice_webhooks::sign::StandardSigner::new(SECRET).unwrap();
+    let mut request = server
+        .client()
+        .post(format!("{}/hooks/sw", server.url()))
+        .header("x-custom", "kept")
+        .body(body);
+    for (name, value) in signer.headers("msg_stored_1", now_s, body.as_bytes()) {
+        request = request.header(name, value);
+    }
+    assert_eq!(request.send().await.unwrap().status(), 202);
+    let message = server.receive("q", json!({})).await.remove(0);
+    let headers = message["headers"].as_object().unwrap();
+    assert_eq!(headers["x-custom"], "kept", "{headers:?}");
+    assert_eq!(headers["webhook-id"], "msg_stored_1", "{headers:?}");
+    assert!(!headers.contains_key("webhook-signature"), "{headers:?}");
+    assert!(!headers.contains_key("webhook-timestamp"), "{headers:?}");
+}

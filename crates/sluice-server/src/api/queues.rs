@@ -82,7 +82,7 @@ pub async fn list(
         queues: queues
             .iter()
             .filter(|info| visible(&info.name))
-            .map(|info| queue_out(&app, info))
+            .map(|info| redacted_for(caller.as_deref(), queue_out(&app, info)))
             .collect(),
     }))
 }
@@ -134,9 +134,41 @@ pub async fn put(
 pub async fn get_one(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,
+    caller: Option<axum::Extension<std::sync::Arc<crate::auth::Caller>>>,
 ) -> Result<Json<QueueOut>, ApiError> {
     let info = app.store.queue_get(&name, app.now_ms()).await?;
-    Ok(Json(queue_out(&app, &info)))
+    Ok(Json(redacted_for(
+        caller.as_deref(),
+        queue_out(&app, &info),
+    )))
+}
+
+/// What a push destination's credentials look like to a token that is not an admin: header
+/// values and the URL's user info hidden (producers and consumers read a queue's settings, but
+/// the destination's secrets are not theirs).
+fn redacted_for(
+    caller: Option<&std::sync::Arc<crate::auth::Caller>>,
+    mut out: QueueOut,
+) -> QueueOut {
+    if caller.is_none_or(|caller| caller.is_admin()) {
+        return out;
+    }
+    if let Some(push) = &mut out.config.push {
+        for value in push
+            .headers
+            .iter_mut()
+            .flat_map(|headers| headers.values_mut())
+        {
+            *value = "(hidden)".into();
+        }
+        if let Some((scheme, rest)) = push.url.split_once("://")
+            && let Some((userinfo, host)) = rest.split_once('@')
+            && !userinfo.contains('/')
+        {
+            push.url = format!("{scheme}://(hidden)@{host}");
+        }
+    }
+    out
 }
 
 /// `DELETE /v1/queues/{queue}`: the queue and its messages; its dead-letter queue stays.

@@ -31,7 +31,19 @@ use crate::expr_pool::ExprPool;
 /// Longest time the expressions of one request may run.
 const EXPRESSION_TIME_LIMIT: Duration = Duration::from_secs(1);
 /// Request headers never stored with a message.
-const HEADERS_NOT_STORED: [&str; 14] = [
+const HEADERS_NOT_STORED: [&str; 24] = [
+    // Signatures and their timestamps: kept, they would let anyone who can read the queue post
+    // the same delivery again (schemes without a timestamp never go stale).
+    "webhook-signature",
+    "webhook-timestamp",
+    "x-hub-signature",
+    "x-hub-signature-256",
+    "stripe-signature",
+    "x-slack-signature",
+    "x-slack-request-timestamp",
+    "x-shopify-hmac-sha256",
+    "x-pagerduty-signature",
+    "x-twilio-signature",
     "authorization",
     "cookie",
     "proxy-authorization",
@@ -122,7 +134,7 @@ async fn handle(
     };
     let now_ms = app.now_ms();
     if let Some(verifier) = &endpoint.verifier {
-        let url = signed_url(endpoint, uri, headers);
+        let url = signed_url(endpoint, uri, headers, app.tls);
         let request = Request {
             url: &url,
             headers,
@@ -334,7 +346,7 @@ async fn dead_letter(
 
 /// The URL the sender signed (Twilio): the configured public URL, or this server's own, with
 /// the request's query.
-fn signed_url(endpoint: &Endpoint, uri: &Uri, headers: &HeaderMap) -> String {
+fn signed_url(endpoint: &Endpoint, uri: &Uri, headers: &HeaderMap, tls: bool) -> String {
     let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
     match &endpoint.spec.public_url {
         Some(public) => format!("{}{query}", public.trim_end_matches('?')),
@@ -343,7 +355,14 @@ fn signed_url(endpoint: &Endpoint, uri: &Uri, headers: &HeaderMap) -> String {
                 .get(header::HOST)
                 .and_then(|h| h.to_str().ok())
                 .unwrap_or("localhost");
-            format!("http://{host}{}{query}", uri.path())
+            // Behind a proxy the public scheme is in X-Forwarded-Proto (set `public_url` when it
+            // is not).
+            let scheme = headers
+                .get("x-forwarded-proto")
+                .and_then(|h| h.to_str().ok())
+                .filter(|proto| matches!(*proto, "http" | "https"))
+                .unwrap_or(if tls { "https" } else { "http" });
+            format!("{scheme}://{host}{}{query}", uri.path())
         }
     }
 }
@@ -452,6 +471,15 @@ impl Event {
 /// Runs the endpoint's expressions on a blocking thread with a time limit: a jq program can
 /// loop forever and cannot be interrupted, so it must never run on the async workers.
 async fn shape(endpoint: &Arc<Endpoint>, event: &Event) -> Result<Shaped, String> {
+    if let IdSource::Header(name) = &endpoint.id_source
+        && let Some(value) = event.headers_map.get(name)
+        && value.len() > limits::KEY_BYTES_MAX
+    {
+        return Err(format!(
+            "the idempotency key in {name} is longer than {} bytes",
+            limits::KEY_BYTES_MAX
+        ));
+    }
     let header_id = |name: &str| {
         event
             .headers_map
@@ -572,7 +600,14 @@ fn stored_headers(endpoint: &Endpoint, headers: &HeaderMap) -> BTreeMap<String, 
     let mut bytes = 0;
     for (name, value) in headers {
         let name = name.as_str();
-        if HEADERS_NOT_STORED.contains(&name) || stored.len() >= STORED_HEADERS_MAX {
+        let generic_signature = match &endpoint.spec.verify.header {
+            Some(header) => header.eq_ignore_ascii_case(name),
+            None => false,
+        };
+        if HEADERS_NOT_STORED.contains(&name)
+            || generic_signature
+            || stored.len() >= STORED_HEADERS_MAX
+        {
             continue;
         }
         let Ok(value) = value.to_str() else {
