@@ -7,6 +7,16 @@ use uuid::Uuid;
 
 use crate::clock::Millis;
 
+/// The longest prefix of `text` of at most `max` bytes that ends on a character boundary (error
+/// texts and keys are cut to their limits this way, never inside a UTF-8 sequence).
+pub fn cut_utf8(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// String headers carried with a message.
 pub type Headers = BTreeMap<String, String>;
 

@@ -914,14 +914,9 @@ fn read_failures(
 }
 
 fn truncate(mut text: String) -> String {
-    let max = sluice_core::queue::limits::ERROR_BYTES_MAX;
-    if text.len() > max {
-        let mut cut = max;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
-    }
+    let kept =
+        sluice_core::message::cut_utf8(&text, sluice_core::queue::limits::ERROR_BYTES_MAX).len();
+    text.truncate(kept);
     text
 }
 

@@ -4,9 +4,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use base64::Engine;
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use sluice_core::store::{BrowseCursor, BrowseQuery, BrowseState, MessageGetParams, MessageRef};
 use sluice_core::wire::{BrowseCountsOut, BrowseOut, BrowsedMessageOut, MessageBodyOut, time_out};
 use uuid::Uuid;
@@ -140,14 +138,7 @@ pub async fn body(
     };
     if let Some(payload) = found.payload {
         out.body_bytes = Some(payload.body_bytes.len() as u64);
-        if payload.body_kind == 0 {
-            out.body =
-                RawValue::from_string(String::from_utf8_lossy(&payload.body_bytes).into_owned())
-                    .ok();
-        } else {
-            out.body_base64 =
-                Some(base64::engine::general_purpose::STANDARD.encode(&payload.body_bytes));
-        }
+        (out.body, out.body_base64) = super::body_out(&payload);
         out.headers = Some(payload.headers);
     }
     Ok(Json(out))

@@ -3,9 +3,7 @@
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
-use base64::Engine;
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use sluice_core::Millis;
 use sluice_core::clock::parse_rfc3339;
 use sluice_core::dispatch::{DeadLetterFilter, Seq};
@@ -102,13 +100,7 @@ fn entry_out(dead_letter: DeadLetter) -> DeadLetterEntryOut {
         });
     let (mut body, mut body_base64, mut headers) = (None, None, None);
     if let Some(payload) = payload {
-        if payload.body_kind == 0 {
-            body = RawValue::from_string(String::from_utf8_lossy(&payload.body_bytes).into_owned())
-                .ok();
-        } else {
-            body_base64 =
-                Some(base64::engine::general_purpose::STANDARD.encode(&payload.body_bytes));
-        }
+        (body, body_base64) = super::body_out(&payload);
         headers = Some(payload.headers);
     }
     let replayed = status.state == sluice_core::message::MessageState::Replayed;

@@ -10,8 +10,6 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use base64::Engine;
-use serde_json::value::RawValue;
 use sluice_core::dispatch::NackOutcome;
 use sluice_core::message::{ClaimedMessage, Receipt};
 use sluice_core::queue::limits;
@@ -95,15 +93,7 @@ pub async fn receive(
 
 fn received(message: ClaimedMessage) -> ReceivedMessage {
     let payload = &message.payload;
-    let (body, body_base64) = if payload.body_kind == 0 {
-        let text = String::from_utf8_lossy(&payload.body_bytes).into_owned();
-        (RawValue::from_string(text).ok(), None)
-    } else {
-        (
-            None,
-            Some(base64::engine::general_purpose::STANDARD.encode(&payload.body_bytes)),
-        )
-    };
+    let (body, body_base64) = super::body_out(payload);
     ReceivedMessage {
         message_id: message.message_id,
         receipt: message.receipt.to_string(),
@@ -132,11 +122,7 @@ fn parse_receipt(text: &str) -> Result<Receipt, ApiError> {
 }
 
 fn truncate_for_error(text: &str) -> &str {
-    let mut end = text.len().min(80);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    sluice_core::message::cut_utf8(text, 80)
 }
 
 /// `POST /v1/queues/{queue}/ack`

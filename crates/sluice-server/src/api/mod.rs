@@ -59,6 +59,22 @@ impl AppState {
     }
 }
 
+/// A stored body as the API shows it: JSON text as `body`, bytes as `body_base64`.
+pub fn body_out(
+    payload: &sluice_core::message::Payload,
+) -> (Option<Box<serde_json::value::RawValue>>, Option<String>) {
+    use base64::Engine;
+    if payload.body_kind == 0 {
+        let text = String::from_utf8_lossy(&payload.body_bytes).into_owned();
+        (serde_json::value::RawValue::from_string(text).ok(), None)
+    } else {
+        (
+            None,
+            Some(base64::engine::general_purpose::STANDARD.encode(&payload.body_bytes)),
+        )
+    }
+}
+
 /// JSON body extractor that ignores the content type (so `curl -d` works) and answers with our
 /// error shape.
 pub struct ApiJson<T>(pub T);

@@ -629,12 +629,7 @@ fn stored_headers(endpoint: &Endpoint, headers: &HeaderMap) -> BTreeMap<String, 
 }
 
 fn cut(mut text: String, max: usize) -> String {
-    if text.len() > max {
-        let mut end = max;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-    }
+    let kept = sluice_core::message::cut_utf8(&text, max).len();
+    text.truncate(kept);
     text
 }
