@@ -642,8 +642,13 @@ impl Store for SharedSqliteStore {
             if !belongs(&status) {
                 return Ok(None);
             }
-            // Failed attempts are only on disk; messages that never failed need no read.
+            // Failed attempts are only on disk; messages that never failed need no read. The
+            // latest failure may still be queued for the writer (the index changes first), so
+            // wait for what is queued to be committed before reading.
             if status.last_error.is_some() {
+                let (reply, wait) = oneshot::channel();
+                store.send(WriteOp::Flush { reply })?;
+                SqliteStore::wait(wait).await?;
                 status.failures = store.read(move |conn| read_failures(conn, id)).await?;
             }
             return Ok(Some(status));
@@ -671,19 +676,29 @@ impl Store for SharedSqliteStore {
 
     async fn maintain(&self, now_ms: Millis) -> StoreResult<()> {
         let store = &self.0;
-        let changes = {
+        let committed = {
             let mut index = store.index.lock();
             let mut changes = index.tick_all(now_ms);
             changes.extend(index.expire(now_ms, EXPIRE_PER_TICK));
-            changes
+            if changes.is_empty() {
+                None
+            } else {
+                // Queued while the index is still locked: whoever sees these changes in the
+                // index and then flushes the writer finds them on disk.
+                let (reply, wait) = oneshot::channel();
+                store.send(WriteOp::Apply {
+                    changes,
+                    now_ms,
+                    reply: Some(reply),
+                })?;
+                Some(wait)
+            }
         };
-        if !changes.is_empty() {
-            store.send(WriteOp::Apply {
-                changes,
-                now_ms,
-                reply: None,
-            })?;
+        if let Some(wait) = committed {
             store.notifier.wake_all();
+            // Upkeep returns once its changes are on disk, so what follows it (a test clock's
+            // advance, the next tick) reads them there.
+            SqliteStore::wait(wait).await?;
         }
         store.send(WriteOp::Cleanup {
             now_ms,
