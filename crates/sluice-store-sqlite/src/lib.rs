@@ -288,50 +288,44 @@ impl SharedSqliteStore {
 impl Store for SharedSqliteStore {
     async fn queue_put(&self, params: QueuePutParams) -> StoreResult<QueuePut> {
         let store = &self.0;
-        let (created, dlq_to_create) = {
-            let index = store.index.lock();
-            let existing = index.queue_config(&params.name);
-            if let Some(existing) = &existing
-                && existing.ordering != params.config.ordering
-                && index.queue_len(&params.name) > 0
-            {
-                return Err(StoreError::Conflict(format!(
-                    "cannot change ordering from {} to {} while the queue holds messages",
-                    existing.ordering.as_str(),
-                    params.config.ordering.as_str()
-                )));
-            }
+        // The index changes and the write is queued under one lock, so concurrent definitions
+        // and deletions reach the disk in the order the index saw them (a deletion cannot slip
+        // between a definition's write and its index update and leave a queue only in memory).
+        // Enqueues to the new definition are queued behind its row.
+        let (created, dead_letter_created, wait) = {
+            let mut index = store.index.lock();
+            let created = index.queue_config(&params.name).is_none();
             let dlq = params
                 .config
                 .dead_letter_queue
                 .clone()
                 .filter(|dlq| index.queue_config(dlq).is_none() && dlq != &params.name);
-            (existing.is_none(), dlq)
+            let mut queues = vec![(params.name.clone(), params.config.clone())];
+            if let Some(dlq) = &dlq {
+                queues.push((dlq.clone(), QueueConfig::for_dead_letter_queue(dlq)));
+            }
+            let rows = queues
+                .iter()
+                .map(|(name, config)| (name.clone(), config_to_json(config)))
+                .collect();
+            // Refuses an ordering change while messages are queued; nothing is written then.
+            for (name, config) in queues {
+                index
+                    .queue_put(&name, config)
+                    .map_err(StoreError::Conflict)?;
+            }
+            let (reply, wait) = oneshot::channel();
+            store.send(WriteOp::QueuePut {
+                queues: rows,
+                now_ms: params.now_ms,
+                reply,
+            })?;
+            (created, dlq.is_some(), wait)
         };
-        let mut queues = vec![(params.name.clone(), params.config.clone())];
-        if let Some(dlq) = &dlq_to_create {
-            queues.push((dlq.clone(), QueueConfig::for_dead_letter_queue(dlq)));
-        }
-        let (reply, wait) = oneshot::channel();
-        let rows = queues
-            .iter()
-            .map(|(name, config)| (name.clone(), config_to_json(config)))
-            .collect();
-        store.send(WriteOp::QueuePut {
-            queues: rows,
-            now_ms: params.now_ms,
-            reply,
-        })?;
         SqliteStore::wait(wait).await?;
-        let mut index = store.index.lock();
-        for (name, config) in queues {
-            index
-                .queue_put(&name, config)
-                .map_err(StoreError::Conflict)?;
-        }
         Ok(QueuePut {
             created,
-            dead_letter_created: dlq_to_create.is_some(),
+            dead_letter_created,
         })
     }
 
