@@ -4,8 +4,11 @@
 //! address unless told otherwise, see [`check_exposure`]). With tokens, every route is governed
 //! by one rule of [`RULES`], keyed by its path template; a route without a rule is refused, and
 //! a test holds the table and the OpenAPI document together. A token comes as
-//! `Authorization: Bearer <token>` or, for the dashboard, as the `sluice_token` cookie set by
-//! the login form. Tokens are compared as SHA-256 digests in constant time and never logged.
+//! `Authorization: Bearer <token>`; the dashboard's login form trades one for a session whose
+//! random id rides in the `sluice_session` cookie ([`session`]). Tokens are compared as SHA-256
+//! digests in constant time and never logged.
+
+mod session;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,7 +27,7 @@ use crate::error::ApiError;
 use crate::secrets;
 
 /// The session cookie the login form sets.
-pub const COOKIE: &str = "sluice_token";
+pub const COOKIE: &str = "sluice_session";
 
 /// What a token may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -161,6 +164,7 @@ fn digest(token: &str) -> [u8; 32] {
 pub struct Auth {
     tokens: Vec<Token>,
     metrics_public: bool,
+    sessions: session::Sessions,
 }
 
 impl Auth {
@@ -209,6 +213,7 @@ impl Auth {
         Ok(Self {
             tokens,
             metrics_public: spec.metrics_public,
+            sessions: session::Sessions::default(),
         })
     }
 
@@ -220,7 +225,18 @@ impl Auth {
     /// The caller a presented token belongs to. Every configured token is compared, so the
     /// time taken does not say which (or whether one) matched.
     fn identify(&self, presented: &str) -> Option<Caller> {
-        let presented = digest(presented);
+        self.identify_digest(digest(presented))
+    }
+
+    /// The caller behind a live dashboard session.
+    fn identify_session(&self, session_id: &str) -> Option<Caller> {
+        let token_digest = self
+            .sessions
+            .token_digest(session_id, std::time::Instant::now())?;
+        self.identify_digest(token_digest)
+    }
+
+    fn identify_digest(&self, presented: [u8; 32]) -> Option<Caller> {
         let mut found = None;
         for token in &self.tokens {
             if bool::from(token.digest.ct_eq(&presented)) {
@@ -349,8 +365,8 @@ enum Carrier {
     Cookie,
 }
 
-/// The token a request carries: a bearer header, else the session cookie (a non-bearer
-/// `Authorization`, such as a proxy's Basic auth, does not hide the cookie).
+/// The credential a request carries: a bearer token, else the session cookie's id (a
+/// non-bearer `Authorization`, such as a proxy's Basic auth, does not hide the cookie).
 fn presented(headers: &HeaderMap) -> Option<(String, Carrier)> {
     let bearer = headers
         .get(header::AUTHORIZATION)
@@ -363,6 +379,11 @@ fn presented(headers: &HeaderMap) -> Option<(String, Carrier)> {
     if let Some(token) = bearer {
         return Some((token.trim().to_owned(), Carrier::Bearer));
     }
+    session_cookie(headers).map(|id| (id, Carrier::Cookie))
+}
+
+/// The value of the session cookie.
+fn session_cookie(headers: &HeaderMap) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -370,7 +391,7 @@ fn presented(headers: &HeaderMap) -> Option<(String, Carrier)> {
         .flat_map(|cookies| cookies.split(';'))
         .find_map(|cookie| {
             let (name, value) = cookie.trim().split_once('=')?;
-            (name == COOKIE).then(|| (value.to_owned(), Carrier::Cookie))
+            (name == COOKIE).then(|| value.to_owned())
         })
 }
 
@@ -436,11 +457,20 @@ pub async fn authorize(State(app): State<AppState>, request: Request, next: Next
     if need == Need::Public || (need == Need::Metrics && auth.metrics_public) {
         return next.run(request).await;
     }
-    let Some((token, carrier)) = presented(request.headers()) else {
+    let Some((credential, carrier)) = presented(request.headers()) else {
         return unauthorized("a valid token is required: Authorization: Bearer <token>");
     };
-    let Some(caller) = auth.identify(&token) else {
-        return unauthorized("a valid token is required: Authorization: Bearer <token>");
+    let caller = match carrier {
+        Carrier::Bearer => auth.identify(&credential),
+        Carrier::Cookie => auth.identify_session(&credential),
+    };
+    let Some(caller) = caller else {
+        return unauthorized(match carrier {
+            Carrier::Bearer => "a valid token is required: Authorization: Bearer <token>",
+            Carrier::Cookie => {
+                "the dashboard session has ended: sign in again at /ui/login, or send Authorization: Bearer <token>"
+            }
+        });
     };
     if carrier == Carrier::Cookie && method != Method::GET && !same_origin(request.headers()) {
         return forbidden("a cross-site request with the dashboard's cookie was refused".into());
@@ -494,22 +524,27 @@ pub async fn login_page() -> Html<String> {
     Html(LOGIN_PAGE.replace("{error}", ""))
 }
 
-/// `POST /ui/login`: checks the token and sets the session cookie.
+/// `POST /ui/login`: checks the token, starts a session and sets its cookie.
 pub async fn login(
     State(app): State<AppState>,
     axum::Form(form): axum::Form<LoginForm>,
 ) -> Response {
-    if app.auth.identify(form.token.trim()).is_none() {
+    let token = form.token.trim();
+    if app.auth.identify(token).is_none() {
         let page = LOGIN_PAGE.replace(
             "{error}",
             r#"<p class="error" id="login-error">That token is not valid.</p>"#,
         );
         return (StatusCode::UNAUTHORIZED, Html(page)).into_response();
     }
+    let session_id = app
+        .auth
+        .sessions
+        .start(digest(token), std::time::Instant::now());
     let secure = if app.tls { "; Secure" } else { "" };
     let cookie = format!(
-        "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/{secure}",
-        form.token.trim()
+        "{COOKIE}={session_id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{secure}",
+        session::SESSION_TTL.as_secs()
     );
     let mut response = Redirect::to("/ui/").into_response();
     if let Ok(value) = header::HeaderValue::from_str(&cookie) {
@@ -518,13 +553,16 @@ pub async fn login(
     response
 }
 
-/// `POST /ui/logout`: forgets the session cookie.
-pub async fn logout() -> Response {
+/// `POST /ui/logout`: ends the session and clears its cookie.
+pub async fn logout(State(app): State<AppState>, headers: HeaderMap) -> Response {
+    if let Some(session_id) = session_cookie(&headers) {
+        app.auth.sessions.end(&session_id);
+    }
     let mut response = Redirect::to("/ui/login").into_response();
     response.headers_mut().insert(
         header::SET_COOKIE,
         header::HeaderValue::from_static(
-            "sluice_token=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0",
+            "sluice_session=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0",
         ),
     );
     response
@@ -581,6 +619,7 @@ mod tests {
                 queues: vec![],
             }],
             metrics_public: false,
+            sessions: session::Sessions::default(),
         };
         assert!(auth.identify("a-long-enough-token").is_some());
         assert!(auth.identify("a-long-enough-tokeN").is_none());

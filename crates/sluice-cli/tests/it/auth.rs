@@ -473,8 +473,38 @@ async fn review_fixes_hold_dead_letters_cookies_push_secrets_and_methods() {
         "an admin sees the destination as configured"
     );
 
-    let cookie = format!("sluice_token={ADMIN}");
+    // The dashboard's cookie holds a session id from the login form, never the token.
     let purge = format!("{}/v1/queues/team-a.orders/purge", server.url());
+    let token_as_cookie = server
+        .client()
+        .get(format!("{}/v1/queues", server.url()))
+        .header("cookie", format!("sluice_session={ADMIN}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(token_as_cookie.status(), StatusCode::UNAUTHORIZED);
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let login = no_redirects
+        .post(format!("{}/ui/login", server.url()))
+        .form(&[("token", ADMIN)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), StatusCode::SEE_OTHER);
+    let set_cookie = login.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        set_cookie.contains("HttpOnly") && set_cookie.contains("Max-Age="),
+        "{set_cookie}"
+    );
+    assert!(
+        !set_cookie.contains(ADMIN),
+        "the token is not in the cookie"
+    );
+    let cookie = set_cookie.split(';').next().unwrap().to_owned();
+    assert!(cookie.starts_with("sluice_session="), "{cookie}");
     let cross_site = server
         .client()
         .post(&purge)
@@ -494,6 +524,25 @@ async fn review_fixes_hold_dead_letters_cookies_push_secrets_and_methods() {
         .await
         .unwrap();
     assert_eq!(from_the_dashboard.status(), StatusCode::OK);
+    let logout = no_redirects
+        .post(format!("{}/ui/logout", server.url()))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(logout.status(), StatusCode::SEE_OTHER);
+    let after_logout = server
+        .client()
+        .get(format!("{}/v1/queues", server.url()))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        after_logout.status(),
+        StatusCode::UNAUTHORIZED,
+        "logging out ends the session on the server, not only in the browser"
+    );
 
     let head = server
         .client()
