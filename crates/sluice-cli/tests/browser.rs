@@ -306,7 +306,7 @@ async fn a_message_is_found_by_its_idempotency_key_with_its_body() {
 async fn with_tokens_the_dashboard_needs_a_login_and_refuses_without() {
     // Proves access control in the browser: with a token configured the dashboard shows no
     // data and sends the visitor to the login form; a wrong token is refused there; the right
-    // one signs in, and the overview then shows the queue's depth.
+    // one signs in, and the overview then shows the queue's depth; signing out ends it.
     let Some(tools) = Tools::find() else { return };
     const TOKEN: &str = "dashboard-admin-token-0123456789";
     let server = Server::start_with(None, &[("SLUICE_ADMIN_TOKEN", TOKEN)]);
@@ -349,6 +349,31 @@ async fn with_tokens_the_dashboard_needs_a_login_and_refuses_without() {
     browser.click("#sign-in").await;
     browser
         .wait_text(r#"tr[data-row="orders"] [data-field="ready"]"#, "2")
+        .await;
+
+    // Signing out ends the session: the dashboard is back at the login form.
+    browser.click("#sign-out button").await;
+    browser
+        .wait_until("signing out leads to the login form", || async {
+            browser
+                .client
+                .current_url()
+                .await
+                .is_ok_and(|url| url.path() == "/ui/login")
+        })
+        .await;
+    browser.goto(&format!("{}/ui/", server.url)).await;
+    browser
+        .wait_until(
+            "after signing out the dashboard asks for a login again",
+            || async {
+                browser
+                    .client
+                    .current_url()
+                    .await
+                    .is_ok_and(|url| url.path() == "/ui/login")
+            },
+        )
         .await;
     browser.close().await;
 }

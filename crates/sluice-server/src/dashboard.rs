@@ -13,6 +13,7 @@
 //! 10,000 members at most, 0.2 ms.
 
 use axum::Router;
+use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
@@ -34,10 +35,7 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/", get(|| async { Redirect::to("/ui/") }))
         .route("/ui", get(|| async { Redirect::to("/ui/") }))
-        .route(
-            "/ui/",
-            get(|| async { asset("text/html; charset=utf-8", INDEX_HTML) }),
-        )
+        .route("/ui/", get(index))
         .route(
             "/ui/app.js",
             get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }),
@@ -51,6 +49,26 @@ pub fn router() -> Router<AppState> {
             get(|| async { asset("image/svg+xml", FAVICON_SVG) }),
         )
 }
+
+/// The page; with access control on, its "Sign out" button is shown.
+async fn index(State(app): State<AppState>) -> Response {
+    if app.auth.enabled() {
+        asset(
+            "text/html; charset=utf-8",
+            SIGNED_IN_INDEX_HTML.get_or_init(|| {
+                INDEX_HTML.replacen(
+                    r#"action="/ui/logout" hidden>"#,
+                    r#"action="/ui/logout">"#,
+                    1,
+                )
+            }),
+        )
+    } else {
+        asset("text/html; charset=utf-8", INDEX_HTML)
+    }
+}
+
+static SIGNED_IN_INDEX_HTML: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 /// One built-in file. `no-cache` makes the browser revalidate, so an upgraded server never runs
 /// with the previous version's script.

@@ -322,8 +322,9 @@ async fn one_team_cannot_read_receive_from_or_see_another() {
 #[tokio::test]
 async fn the_login_form_sets_a_cookie_that_the_api_accepts() {
     // Proves the dashboard login: a wrong token gets the form again with 401; the right one
-    // gets a redirect to /ui/ with an HttpOnly, SameSite=Strict cookie, which then authorizes
-    // API calls in place of the bearer header; logout clears it.
+    // gets a redirect to /ui/ with an HttpOnly, SameSite=Strict cookie holding a session id
+    // (not the token), which then authorizes API calls in place of the bearer header; logout
+    // ends the session on the server.
     let server = start().await;
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -368,8 +369,20 @@ async fn the_login_form_sets_a_cookie_that_the_api_accepts() {
         .await
         .unwrap();
     assert_eq!(without.status(), StatusCode::UNAUTHORIZED);
+    let token_as_cookie = client
+        .get(format!("{}/v1/queues", server.url()))
+        .header("cookie", format!("sluice_session={ADMIN}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        token_as_cookie.status(),
+        StatusCode::UNAUTHORIZED,
+        "the cookie takes a session id, not a token"
+    );
     let logout = client
         .post(format!("{}/ui/logout", server.url()))
+        .header("cookie", &session)
         .send()
         .await
         .unwrap();
@@ -379,6 +392,50 @@ async fn the_login_form_sets_a_cookie_that_the_api_accepts() {
             .unwrap()
             .contains("Max-Age=0")
     );
+    let after_logout = client
+        .get(format!("{}/v1/queues", server.url()))
+        .header("cookie", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        after_logout.status(),
+        StatusCode::UNAUTHORIZED,
+        "logging out ends the session on the server, so a copied cookie stops working too"
+    );
+    let page = client
+        .get(format!("{}/ui/", server.url()))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        page.text()
+            .await
+            .unwrap()
+            .contains(r#"action="/ui/logout">"#),
+        "with tokens the dashboard shows its sign-out button"
+    );
+}
+
+/// Signs in through the login form; the session cookie (`name=value`).
+async fn sign_in(server: &TestServer, token: &str) -> String {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let login = client
+        .post(format!("{}/ui/login", server.url()))
+        .form(&[("token", token)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), StatusCode::SEE_OTHER);
+    let set_cookie = login.headers()["set-cookie"].to_str().unwrap();
+    assert!(
+        !set_cookie.contains(token),
+        "the token is not in the cookie"
+    );
+    set_cookie.split(';').next().unwrap().to_owned()
 }
 
 #[tokio::test]
@@ -473,38 +530,8 @@ async fn review_fixes_hold_dead_letters_cookies_push_secrets_and_methods() {
         "an admin sees the destination as configured"
     );
 
-    // The dashboard's cookie holds a session id from the login form, never the token.
     let purge = format!("{}/v1/queues/team-a.orders/purge", server.url());
-    let token_as_cookie = server
-        .client()
-        .get(format!("{}/v1/queues", server.url()))
-        .header("cookie", format!("sluice_session={ADMIN}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(token_as_cookie.status(), StatusCode::UNAUTHORIZED);
-    let no_redirects = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    let login = no_redirects
-        .post(format!("{}/ui/login", server.url()))
-        .form(&[("token", ADMIN)])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(login.status(), StatusCode::SEE_OTHER);
-    let set_cookie = login.headers()["set-cookie"].to_str().unwrap().to_owned();
-    assert!(
-        set_cookie.contains("HttpOnly") && set_cookie.contains("Max-Age="),
-        "{set_cookie}"
-    );
-    assert!(
-        !set_cookie.contains(ADMIN),
-        "the token is not in the cookie"
-    );
-    let cookie = set_cookie.split(';').next().unwrap().to_owned();
-    assert!(cookie.starts_with("sluice_session="), "{cookie}");
+    let cookie = sign_in(&server, ADMIN).await;
     let cross_site = server
         .client()
         .post(&purge)
@@ -524,25 +551,6 @@ async fn review_fixes_hold_dead_letters_cookies_push_secrets_and_methods() {
         .await
         .unwrap();
     assert_eq!(from_the_dashboard.status(), StatusCode::OK);
-    let logout = no_redirects
-        .post(format!("{}/ui/logout", server.url()))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(logout.status(), StatusCode::SEE_OTHER);
-    let after_logout = server
-        .client()
-        .get(format!("{}/v1/queues", server.url()))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        after_logout.status(),
-        StatusCode::UNAUTHORIZED,
-        "logging out ends the session on the server, not only in the browser"
-    );
 
     let head = server
         .client()
@@ -559,4 +567,20 @@ async fn review_fixes_hold_dead_letters_cookies_push_secrets_and_methods() {
         .await
         .unwrap();
     assert_eq!(options.status(), StatusCode::METHOD_NOT_ALLOWED);
+}
+
+#[tokio::test]
+async fn without_tokens_the_dashboard_has_no_sign_out() {
+    // Proves the sign-out button appears only where there is something to sign out of.
+    let server = TestServer::builder().start().await;
+    let page = server
+        .client()
+        .get(format!("{}/ui/", server.url()))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains(r#"action="/ui/logout" hidden>"#), "{page}");
 }
