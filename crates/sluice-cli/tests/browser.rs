@@ -323,15 +323,9 @@ async fn with_tokens_the_dashboard_needs_a_login_and_refuses_without() {
     let browser = Browser::start(&tools).await;
     browser.goto(&format!("{}/ui/", server.url)).await;
     browser
-        .wait_until(
+        .wait_for_path(
+            "/ui/login",
             "the dashboard sends an anonymous visitor to the login form",
-            || async {
-                browser
-                    .client
-                    .current_url()
-                    .await
-                    .is_ok_and(|url| url.path() == "/ui/login")
-            },
         )
         .await;
     assert!(!browser.exists(r#"tr[data-row="orders"]"#).await);
@@ -354,25 +348,13 @@ async fn with_tokens_the_dashboard_needs_a_login_and_refuses_without() {
     // Signing out ends the session: the dashboard is back at the login form.
     browser.click("#sign-out button").await;
     browser
-        .wait_until("signing out leads to the login form", || async {
-            browser
-                .client
-                .current_url()
-                .await
-                .is_ok_and(|url| url.path() == "/ui/login")
-        })
+        .wait_for_path("/ui/login", "signing out leads to the login form")
         .await;
     browser.goto(&format!("{}/ui/", server.url)).await;
     browser
-        .wait_until(
+        .wait_for_path(
+            "/ui/login",
             "after signing out the dashboard asks for a login again",
-            || async {
-                browser
-                    .client
-                    .current_url()
-                    .await
-                    .is_ok_and(|url| url.path() == "/ui/login")
-            },
         )
         .await;
     browser.close().await;
@@ -429,6 +411,17 @@ struct Browser {
 }
 
 impl Browser {
+    /// Waits until the page's path is `path`.
+    async fn wait_for_path(&self, path: &str, what: &str) {
+        self.wait_until(what, || async {
+            self.client
+                .current_url()
+                .await
+                .is_ok_and(|url| url.path() == path)
+        })
+        .await;
+    }
+
     async fn start(tools: &Tools) -> Self {
         let port = free_port();
         let mut driver = Command::new(&tools.chromedriver)
