@@ -401,6 +401,24 @@ impl QueueState {
     }
 }
 
+/// Most entries a map may hold for [`Index::compact`] to shrink it.
+pub const COMPACT_LEN_MAX: usize = 100_000;
+
+/// Smallest capacity worth shrinking from.
+const COMPACT_CAPACITY_MIN: usize = 4_096;
+
+fn shrink_if_sparse<K: Eq + std::hash::Hash, V, S: std::hash::BuildHasher>(
+    map: &mut std::collections::HashMap<K, V, S>,
+) {
+    let (len, capacity) = (map.len(), map.capacity());
+    if capacity >= COMPACT_CAPACITY_MIN
+        && len <= COMPACT_LEN_MAX
+        && len.saturating_mul(4) <= capacity
+    {
+        map.shrink_to(len * 2);
+    }
+}
+
 /// The dispatch index: all live messages of all queues.
 #[derive(Debug, Default)]
 pub struct Index {
@@ -694,6 +712,19 @@ impl Index {
             );
         }
         changes
+    }
+
+    /// Gives back the memory of maps a burst grew: a hash map keeps its capacity when entries
+    /// leave, so after a flood of a million messages drains the index would hold on to the
+    /// flood's size for good. A map is shrunk (to twice its length) once it is at most a quarter
+    /// full; only while it holds at most [`COMPACT_LEN_MAX`] entries, which bounds the rehash
+    /// done under the index lock to a few milliseconds.
+    pub fn compact(&mut self) {
+        shrink_if_sparse(&mut self.entries);
+        shrink_if_sparse(&mut self.by_id);
+        for state in self.queues.values_mut() {
+            shrink_if_sparse(&mut state.lanes);
+        }
     }
 
     /// Ticks every queue; returns the changes to persist.

@@ -674,6 +674,7 @@ impl Store for SharedSqliteStore {
             let mut index = store.index.lock();
             let mut changes = index.tick_all(now_ms);
             changes.extend(index.expire(now_ms, EXPIRE_PER_TICK));
+            index.compact();
             if changes.is_empty() {
                 None
             } else {

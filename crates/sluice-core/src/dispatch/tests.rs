@@ -400,3 +400,39 @@ fn pace_limits_cap_claims_and_say_when_the_next_token_comes() {
         "a full burst after a quiet spell"
     );
 }
+
+#[test]
+fn compaction_gives_back_the_room_a_burst_took() {
+    // After a flood drains, the index's maps shrink to the few messages left; while full, or
+    // while only a little emptier, they keep their room (no rehash on every tick).
+    let mut h = Harness::unordered();
+    let seqs: Vec<Seq> = (0..50_000)
+        .map(|_| {
+            h.enqueue(0, None, T0);
+            h.next_seq - 1
+        })
+        .collect();
+    let full = h.index.entries.capacity();
+    h.index.compact();
+    assert_eq!(h.index.entries.capacity(), full, "a full map is left alone");
+
+    h.index.remove_unleased("q", &seqs[..20_000], T0);
+    h.index.compact();
+    assert_eq!(
+        h.index.entries.capacity(),
+        full,
+        "30,000 of 50,000 left: not sparse enough to shrink"
+    );
+
+    h.index.remove_unleased("q", &seqs[20_000..49_900], T0);
+    h.index.compact();
+    assert_eq!(h.index.entries.len(), 100);
+    assert!(
+        h.index.entries.capacity() < full / 20 && h.index.by_id.capacity() < full / 20,
+        "entries {} and by_id {} of {full}",
+        h.index.entries.capacity(),
+        h.index.by_id.capacity()
+    );
+    // What is left is still delivered.
+    assert_eq!(h.claim(1_000, T0).len(), 100);
+}
