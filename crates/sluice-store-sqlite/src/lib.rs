@@ -206,6 +206,13 @@ impl SqliteStore {
             .map_err(|_| StoreError::Unavailable("the writer thread has stopped".into()))
     }
 
+    /// Returns once every write queued before it is committed.
+    async fn flush(&self) -> StoreResult<()> {
+        let (reply, wait) = oneshot::channel();
+        self.send(WriteOp::Flush { reply })?;
+        SqliteStore::wait(wait).await
+    }
+
     async fn wait<T>(reply: oneshot::Receiver<StoreResult<T>>) -> StoreResult<T> {
         reply
             .await
@@ -640,9 +647,7 @@ impl Store for SharedSqliteStore {
             // latest failure may still be queued for the writer (the index changes first), so
             // wait for what is queued to be committed before reading.
             if status.last_error.is_some() {
-                let (reply, wait) = oneshot::channel();
-                store.send(WriteOp::Flush { reply })?;
-                SqliteStore::wait(wait).await?;
+                store.flush().await?;
                 status.failures = store.read(move |conn| read_failures(conn, id)).await?;
             }
             return Ok(Some(status));
@@ -654,9 +659,7 @@ impl Store for SharedSqliteStore {
         {
             // A live row the index no longer holds: its final state (an ack, expiry, cancel,
             // purge) is on its way to disk. Wait for the writer, then read what it wrote.
-            let (reply, wait) = oneshot::channel();
-            store.send(WriteOp::Flush { reply })?;
-            SqliteStore::wait(wait).await?;
+            store.flush().await?;
             status = store.read(move |conn| read_status(conn, id)).await?;
         }
         if status.is_none()
@@ -790,10 +793,7 @@ impl Store for SharedSqliteStore {
         if store.closed.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        let (reply, wait) = oneshot::channel();
-        if store.send(WriteOp::Flush { reply }).is_ok() {
-            let _ = SqliteStore::wait(wait).await;
-        }
+        let _ = store.flush().await;
         // The checkpoint thread stops first, so the writer's final checkpoint is not blocked by it.
         store.checkpoint.stop.store(true, Ordering::SeqCst);
         let checkpoint_thread = store.checkpoint_thread.lock().take();

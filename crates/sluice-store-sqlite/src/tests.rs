@@ -498,26 +498,12 @@ async fn racing_definitions_and_deletions_leave_memory_and_disk_agreeing() {
             survivors.push(name);
         }
     }
-    let before: Vec<String> = store
-        .queue_list(T0)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|info| info.name)
-        .filter(|name| name.starts_with("race-"))
-        .collect();
+    let before = race_queues(&store).await;
     store.close().await.unwrap();
     drop(store);
 
     let store = open(dir.path(), 64 << 20);
-    let after: Vec<String> = store
-        .queue_list(T0)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|info| info.name)
-        .filter(|name| name.starts_with("race-"))
-        .collect();
+    let after = race_queues(&store).await;
     assert_eq!(
         after, before,
         "the queues in memory were not the queues on disk"
@@ -530,4 +516,16 @@ async fn racing_definitions_and_deletions_leave_memory_and_disk_agreeing() {
             "{name} kept an old definition"
         );
     }
+}
+
+/// The names of the queues the race test made.
+async fn race_queues(store: &SharedSqliteStore) -> Vec<String> {
+    store
+        .queue_list(T0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|info| info.name)
+        .filter(|name| name.starts_with("race-"))
+        .collect()
 }
