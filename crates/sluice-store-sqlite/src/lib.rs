@@ -14,6 +14,7 @@
 mod checkpoint;
 mod claims;
 mod dead_letters;
+mod files;
 mod ids;
 mod lifecycle;
 mod load;
@@ -115,10 +116,12 @@ fn store_error(error: rusqlite::Error) -> StoreError {
 impl SqliteStore {
     /// Opens (or creates) the store and rebuilds the dispatch index from disk.
     pub fn open(options: SqliteOptions, now_ms: Millis) -> StoreResult<Self> {
-        std::fs::create_dir_all(&options.data_dir).map_err(|e| {
-            StoreError::Unavailable(format!("cannot create {}: {e}", options.data_dir.display()))
+        let db_path = files::prepare_data_dir(&options.data_dir).map_err(|e| {
+            StoreError::Unavailable(format!(
+                "cannot prepare the data directory {}: {e}",
+                options.data_dir.display()
+            ))
         })?;
-        let db_path = options.data_dir.join("sluice.db");
         let conn = Connection::open(&db_path).map_err(store_error)?;
         schema::open_writer(&conn, options.durability).map_err(store_error)?;
         let mut index = Index::new();
@@ -138,7 +141,7 @@ impl SqliteStore {
             Durability::Fsync => {
                 // Bounded: if syncs fall behind, the writer waits instead of piling up groups.
                 let (sender, groups) = std::sync::mpsc::sync_channel(64);
-                let wal_path = options.data_dir.join("sluice.db-wal");
+                let wal_path = options.data_dir.join(files::WAL_FILE);
                 let (publisher, failed) = (publisher.clone(), failed.clone());
                 let stats = write_stats.clone();
                 let thread = std::thread::Builder::new()

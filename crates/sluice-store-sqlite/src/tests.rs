@@ -529,3 +529,34 @@ async fn race_queues(store: &SharedSqliteStore) -> Vec<String> {
         .filter(|name| name.starts_with("race-"))
         .collect()
 }
+
+/// Message bodies are private: the data directory is 0700 and every file in it 0600, also when
+/// the directory existed before with the umask's laxer modes.
+#[tokio::test]
+async fn the_data_dir_and_every_file_in_it_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("data");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let store = open(&dir, 0);
+    create_queue(&store, "q").await;
+    enqueue(&store, vec![message("secret", None)]).await;
+    let mode =
+        |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700);
+    let mut names = Vec::new();
+    for file in std::fs::read_dir(&dir).unwrap() {
+        let path = file.unwrap().path();
+        names.push(path.file_name().unwrap().to_string_lossy().into_owned());
+        assert_eq!(mode(&path), 0o600, "{}", path.display());
+    }
+    names.sort();
+    assert!(
+        ["sluice.db", "sluice.db-shm", "sluice.db-wal"]
+            .iter()
+            .all(|name| names.iter().any(|n| n == name)),
+        "{names:?}"
+    );
+    store.close().await.unwrap();
+}
