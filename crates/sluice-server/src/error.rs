@@ -8,6 +8,10 @@ use sluice_core::dispatch::LeaseError;
 use sluice_core::store::StoreError;
 use sluice_core::wire::{ErrorBody, ErrorDetail};
 
+/// `Retry-After` of a write refused because the disk is full: the store looks for free space
+/// every second.
+const DISK_FULL_RETRY_AFTER_S: u64 = 5;
+
 /// An error answer: status, stable code, human message, optional details.
 #[derive(Debug)]
 pub struct ApiError {
@@ -169,6 +173,20 @@ impl From<StoreError> for ApiError {
                     }));
                 error.retry_after_s = Some(retry_after_s);
                 error
+            }
+            StoreError::DiskFull(_) => {
+                let mut api = Self::new(
+                    StatusCode::INSUFFICIENT_STORAGE,
+                    "disk_full",
+                    error.to_string(),
+                );
+                api.retry_after_s = Some(DISK_FULL_RETRY_AFTER_S);
+                api
+            }
+            StoreError::WritesStopped(_) => {
+                let message = error.to_string();
+                tracing::error!(%message, "store refused a write");
+                Self::new(StatusCode::SERVICE_UNAVAILABLE, "storage_failed", message)
             }
             StoreError::Unavailable(message) => {
                 tracing::warn!(%message, "store unavailable");

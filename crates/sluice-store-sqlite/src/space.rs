@@ -1,0 +1,143 @@
+//! The disk reserve: space kept back in the data directory so acks can still commit when the
+//! disk fills.
+//!
+//! A full disk refuses new messages, but consumers must be able to drain: an ack, nack or delete
+//! writes WAL frames before it frees anything. So the store keeps a preallocated file of
+//! `disk_reserve_bytes`; when a write hits a full disk it deletes that file, which gives the
+//! writes that free space room to commit. The writer then probes every [`PROBE_INTERVAL`]: once
+//! the reserve can be allocated again, there is room, and new messages are taken again.
+
+use std::io;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crate::files;
+
+/// How often a full store checks whether space is back.
+pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
+/// Written at a time where the filesystem cannot preallocate.
+const ZERO_CHUNK: usize = 1 << 20;
+
+/// The reserve file and the probe schedule. Owned by the writer thread.
+#[derive(Debug)]
+pub struct Reserve {
+    path: PathBuf,
+    bytes: u64,
+    /// When a full store next looks for space.
+    next_probe: Option<Instant>,
+}
+
+impl Reserve {
+    /// The reserve of `bytes` (0: none) in `dir`.
+    pub fn new(dir: &std::path::Path, bytes: u64) -> Self {
+        Self {
+            path: dir.join(files::RESERVE_FILE),
+            bytes,
+            next_probe: None,
+        }
+    }
+
+    /// Allocates the reserve in full. `Ok(false)`: no room for it (the disk is full); nothing of
+    /// it is left behind then.
+    pub fn fill(&self) -> io::Result<bool> {
+        if self.bytes == 0 {
+            return match std::fs::remove_file(&self.path) {
+                Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
+                _ => Ok(true),
+            };
+        }
+        let file = match files::create_private_file(&self.path) {
+            Err(error) if is_no_space(&error) => return Ok(false),
+            opened => opened?,
+        };
+        if file.metadata()?.len() >= self.bytes {
+            return Ok(true);
+        }
+        match allocate(&file, self.bytes) {
+            Ok(()) => Ok(true),
+            Err(error) if is_no_space(&error) => {
+                drop(file);
+                self.give_back();
+                Ok(false)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Frees the reserve for the writes that free space, and schedules the first probe.
+    pub fn give_back(&self) {
+        match std::fs::remove_file(&self.path) {
+            Ok(()) => tracing::warn!(
+                bytes = self.bytes,
+                "gave back the disk reserve so acks can commit"
+            ),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+            Err(error) => tracing::error!(%error, "cannot delete the disk reserve"),
+        }
+    }
+
+    /// The store found the disk full: give the reserve back and probe from now on.
+    pub fn on_full(&mut self) {
+        if self.next_probe.is_none() {
+            self.give_back();
+            self.next_probe = Some(Instant::now() + PROBE_INTERVAL);
+        }
+    }
+
+    /// When the next probe is due, while the disk is full.
+    pub fn next_probe(&self) -> Option<Instant> {
+        self.next_probe
+    }
+
+    /// If a probe is due: true when the reserve could be allocated again, so there is room for
+    /// new data (the next probe is scheduled otherwise).
+    pub fn probe(&mut self, now: Instant) -> bool {
+        match self.next_probe {
+            Some(due) if due <= now => {}
+            _ => return false,
+        }
+        match self.fill() {
+            Ok(true) => {
+                self.next_probe = None;
+                true
+            }
+            Ok(false) => {
+                self.next_probe = Some(now + PROBE_INTERVAL);
+                false
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot allocate the disk reserve");
+                self.next_probe = Some(now + PROBE_INTERVAL);
+                false
+            }
+        }
+    }
+}
+
+/// Allocates `bytes` for `file` for real (not a sparse file): `fallocate`, or zeros where the
+/// filesystem cannot preallocate.
+fn allocate(file: &std::fs::File, bytes: u64) -> io::Result<()> {
+    use rustix::fs::{FallocateFlags, fallocate};
+    match fallocate(file, FallocateFlags::empty(), 0, bytes) {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::OPNOTSUPP) => {
+            use std::io::{Seek, Write};
+            let mut file = file;
+            file.seek(io::SeekFrom::Start(0))?;
+            let zeros = vec![0u8; ZERO_CHUNK];
+            let mut left = bytes;
+            while left > 0 {
+                let now = left.min(ZERO_CHUNK as u64) as usize;
+                file.write_all(&zeros[..now])?;
+                left -= now as u64;
+            }
+            file.sync_data()
+        }
+        Err(errno) => Err(errno.into()),
+    }
+}
+
+fn is_no_space(error: &io::Error) -> bool {
+    error.raw_os_error() == Some(rustix::io::Errno::NOSPC.raw_os_error())
+        || error.kind() == io::ErrorKind::StorageFull
+}
