@@ -30,8 +30,10 @@ use crate::health::{Failure, WriteHealth, classify};
 pub const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(200);
 /// Longest wait of a truncating checkpoint for readers on old frames; writes pause meanwhile.
 const TRUNCATE_WAIT: Duration = Duration::from_secs(1);
+/// How long one try of a truncating checkpoint waits for a lock.
+const TRUNCATE_TRY_WAIT_MS: u64 = 50;
 /// After a truncating checkpoint that readers kept from finishing, the next try waits this long.
-const TRUNCATE_RETRY: Duration = Duration::from_secs(1);
+const TRUNCATE_RETRY: Duration = Duration::from_millis(250);
 /// The writer's usual busy timeout (`schema.rs`), restored after a truncating checkpoint.
 const WRITER_BUSY_TIMEOUT_MS: u64 = 5_000;
 
@@ -132,10 +134,20 @@ impl WalLimit {
     /// database is synced before the WAL is cut. Waits at most [`TRUNCATE_WAIT`] for readers.
     pub fn truncate(&mut self, conn: &Connection, signal: &CheckpointSignal) {
         let started = Instant::now();
+        let deadline = started + TRUNCATE_WAIT;
         let result = (|| {
             conn.pragma_update(None, "synchronous", "FULL")?;
-            conn.pragma_update(None, "busy_timeout", TRUNCATE_WAIT.as_millis() as u64)?;
-            let result = checkpoint(conn, "TRUNCATE");
+            conn.pragma_update(None, "busy_timeout", TRUNCATE_TRY_WAIT_MS)?;
+            // One try gives up on the first reader it finds on old frames; with the writes
+            // paused, new readers start on the last frame, so the old ones are soon gone.
+            let result = loop {
+                match checkpoint(conn, "TRUNCATE") {
+                    Ok((1, _, _)) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(1))
+                    }
+                    other => break other,
+                }
+            };
             conn.pragma_update(None, "busy_timeout", WRITER_BUSY_TIMEOUT_MS)?;
             conn.pragma_update(None, "synchronous", "OFF")?;
             result
@@ -154,7 +166,7 @@ impl WalLimit {
                 signal.record(result);
                 self.retry_at = Some(Instant::now() + TRUNCATE_RETRY);
                 tracing::warn!(
-                    "WAL past its limit, but readers kept the checkpoint from finishing; trying again in a second"
+                    "WAL past its limit, but readers kept the checkpoint from finishing; trying again soon"
                 );
             }
             Err(error) => {
