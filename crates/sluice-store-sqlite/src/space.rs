@@ -5,7 +5,8 @@
 //! writes WAL frames before it frees anything. So the store keeps a preallocated file of
 //! `disk_reserve_bytes`; when a write hits a full disk it deletes that file, which gives the
 //! writes that free space room to commit. The writer then probes every [`PROBE_INTERVAL`]: once
-//! the reserve can be allocated again, there is room, and new messages are taken again.
+//! the filesystem has room for the reserve twice over, the reserve is allocated again and new
+//! messages are taken again.
 
 use std::io;
 use std::path::PathBuf;
@@ -15,6 +16,8 @@ use crate::files;
 
 /// How often a full store checks whether space is back.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
+/// Free space a full store waits for at least before it takes new data again.
+const RESUME_FREE_MIN: u64 = 1 << 20;
 /// Written at a time where the filesystem cannot preallocate.
 const ZERO_CHUNK: usize = 1 << 20;
 
@@ -56,8 +59,9 @@ impl Reserve {
         match allocate(&file, self.bytes) {
             Ok(()) => Ok(true),
             Err(error) if is_no_space(&error) => {
+                // Nothing of a reserve that does not fit is kept.
                 drop(file);
-                self.give_back();
+                let _ = std::fs::remove_file(&self.path);
                 Ok(false)
             }
             Err(error) => Err(error),
@@ -89,12 +93,25 @@ impl Reserve {
         self.next_probe
     }
 
-    /// If a probe is due: true when the reserve could be allocated again, so there is room for
-    /// new data (the next probe is scheduled otherwise).
+    /// If a probe is due: true when there is room for new data again: free space for the
+    /// reserve and as much again, and the reserve allocated (the next probe is scheduled
+    /// otherwise). Room for the reserve alone is not enough: right after it is given back
+    /// there is exactly that much, and new data would fill the disk again at once.
     pub fn probe(&mut self, now: Instant) -> bool {
         match self.next_probe {
             Some(due) if due <= now => {}
             _ => return false,
+        }
+        let needed = (2 * self.bytes).max(RESUME_FREE_MIN);
+        match free_bytes(&self.path) {
+            Ok(free) if free >= needed => {}
+            Ok(_) => {
+                self.next_probe = Some(now + PROBE_INTERVAL);
+                return false;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the free space of the data directory")
+            }
         }
         match self.fill() {
             Ok(true) => {
@@ -135,6 +152,13 @@ fn allocate(file: &std::fs::File, bytes: u64) -> io::Result<()> {
         }
         Err(errno) => Err(errno.into()),
     }
+}
+
+/// Bytes an unprivileged user may still write in the filesystem holding `path`'s directory.
+fn free_bytes(path: &std::path::Path) -> io::Result<u64> {
+    let dir = path.parent().unwrap_or(path);
+    let stats = rustix::fs::statvfs(dir)?;
+    Ok(stats.f_bavail.saturating_mul(stats.f_frsize))
 }
 
 fn is_no_space(error: &io::Error) -> bool {

@@ -13,6 +13,7 @@ mod cancel;
 mod config;
 mod dead_letter;
 mod delay;
+mod disk_full;
 mod dlq_ops;
 mod extend;
 mod idempotency;
