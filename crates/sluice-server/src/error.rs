@@ -244,3 +244,25 @@ impl From<QueryRejection> for ApiError {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A full disk and a failed sync are told apart: one is temporary (507, retry later), the
+    /// other needs a restart.
+    #[test]
+    fn a_full_disk_and_stopped_writes_get_their_own_codes() {
+        let full = ApiError::from(StoreError::DiskFull("no space left".into()));
+        assert_eq!(
+            (full.status.as_u16(), full.code, full.retry_after_s),
+            (507, "disk_full", Some(DISK_FULL_RETRY_AFTER_S))
+        );
+        let stopped = ApiError::from(StoreError::WritesStopped("fdatasync failed".into()));
+        assert_eq!(
+            (stopped.status.as_u16(), stopped.code),
+            (503, "storage_failed")
+        );
+        assert!(stopped.message.contains("fdatasync failed"));
+    }
+}

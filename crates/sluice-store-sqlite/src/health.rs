@@ -107,3 +107,53 @@ pub fn classify(error: &rusqlite::Error) -> Failure {
         _ => Failure::Fatal,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sqlite_error(extended_code: i32) -> rusqlite::Error {
+        rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(extended_code), None)
+    }
+
+    #[test]
+    fn a_full_disk_is_not_a_failed_write() {
+        use rusqlite::ffi;
+        assert_eq!(classify(&sqlite_error(ffi::SQLITE_FULL)), Failure::DiskFull);
+        assert_eq!(
+            classify(&sqlite_error(ffi::SQLITE_IOERR_SHMSIZE)),
+            Failure::DiskFull
+        );
+        assert_eq!(classify(&sqlite_error(ffi::SQLITE_BUSY)), Failure::Busy);
+        assert_eq!(
+            classify(&sqlite_error(ffi::SQLITE_IOERR_WRITE)),
+            Failure::Fatal
+        );
+        assert_eq!(
+            classify(&sqlite_error(ffi::SQLITE_IOERR_FSYNC)),
+            Failure::Fatal
+        );
+        assert_eq!(classify(&sqlite_error(ffi::SQLITE_CORRUPT)), Failure::Fatal);
+    }
+
+    #[test]
+    fn full_refuses_new_data_only_and_stopped_refuses_everything_for_good() {
+        let health = WriteHealth::default();
+        assert!(health.refusal(true).is_none());
+        assert!(!health.set_full(true));
+        assert!(matches!(
+            health.refusal(true),
+            Some(StoreError::DiskFull(_))
+        ));
+        assert!(health.refusal(false).is_none());
+        assert_eq!(health.state(), WriteState::DiskFull);
+        health.set_full(false);
+        health.stop("fdatasync of the WAL failed: Input/output error".into());
+        health.stop("a later reason".into());
+        assert!(matches!(
+            health.refusal(false),
+            Some(StoreError::WritesStopped(reason)) if reason.contains("fdatasync")
+        ));
+        assert!(matches!(health.state(), WriteState::Stopped(_)));
+    }
+}

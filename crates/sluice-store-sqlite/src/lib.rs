@@ -304,6 +304,8 @@ impl SqliteStore {
     }
 }
 
+/// Longest wait of a close for the writes queued before it.
+const CLOSE_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// Rows deleted per transaction when a queue is deleted.
 const PURGE_CHUNK_ROWS: usize = 2_000;
 /// Messages retention looks at per maintenance tick, so expiry never holds the index for long.
@@ -859,7 +861,10 @@ impl Store for SharedSqliteStore {
         if store.closed.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        let _ = store.flush().await;
+        // Bounded: on a disk so full that even the reserve is used up, writes wait for space;
+        // a shutdown does not. The writer answers what it still holds with `disk_full` when its
+        // channel closes below.
+        let _ = tokio::time::timeout(CLOSE_FLUSH_WAIT, store.flush()).await;
         // The checkpoint thread stops first, so the writer's final checkpoint is not blocked by it.
         store.checkpoint.stop.store(true, Ordering::SeqCst);
         let checkpoint_thread = store.checkpoint_thread.lock().take();

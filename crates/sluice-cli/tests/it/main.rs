@@ -16,6 +16,7 @@ mod delay;
 mod disk_full;
 mod dlq_ops;
 mod extend;
+mod file_modes;
 mod idempotency;
 mod kill_lifecycle;
 mod lifecycle_stats;
