@@ -152,18 +152,11 @@ impl SqliteStore {
         let reserve = space::Reserve::new(&options.data_dir, options.disk_reserve_bytes);
         // A start on a full disk serves what is stored and refuses new messages until there is
         // room, instead of failing.
-        match reserve.fill() {
-            Ok(true) => {}
-            Ok(false) => {
-                tracing::error!(
-                    bytes = options.disk_reserve_bytes,
-                    "no room for the disk reserve: the disk is full; new messages are refused until space is freed"
-                );
-                health.set_full(true);
-            }
-            Err(error) => {
-                tracing::warn!(%error, "cannot allocate the disk reserve; going on without it")
-            }
+        if !reserve.at_start() {
+            tracing::error!(
+                "the disk is full: new messages are refused until space is freed; receives and lookups are served"
+            );
+            health.set_full(true);
         }
         let write_stats = Arc::new(metrics::WriteStats::default());
         let (syncer, syncer_thread) = match options.durability {

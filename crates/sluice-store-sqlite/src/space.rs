@@ -16,8 +16,9 @@ use crate::files;
 
 /// How often a full store checks whether space is back.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
-/// Free space a full store waits for at least before it takes new data again.
-const RESUME_FREE_MIN: u64 = 1 << 20;
+/// Free space a full store waits for at least before it takes new data again; a start with
+/// less is a start on a full disk.
+pub const RESUME_FREE_MIN: u64 = 1 << 20;
 /// Written at a time where the filesystem cannot preallocate.
 const ZERO_CHUNK: usize = 1 << 20;
 
@@ -42,7 +43,7 @@ impl Reserve {
 
     /// Allocates the reserve in full. `Ok(false)`: no room for it (the disk is full); nothing of
     /// it is left behind then.
-    pub fn fill(&self) -> io::Result<bool> {
+    fn fill(&self) -> io::Result<bool> {
         if self.bytes == 0 {
             return match std::fs::remove_file(&self.path) {
                 Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
@@ -85,6 +86,32 @@ impl Reserve {
         if self.next_probe.is_none() {
             self.give_back();
             self.next_probe = Some(Instant::now() + PROBE_INTERVAL);
+        }
+    }
+
+    /// At start: allocates the reserve. False when the disk is full (less than
+    /// [`RESUME_FREE_MIN`] free); with room for writes but not for the whole reserve, the store
+    /// starts without one (it is taken again after the next full disk) rather than refusing
+    /// new messages on a disk that still has room.
+    pub fn at_start(&self) -> bool {
+        match self.fill() {
+            Ok(true) => true,
+            Ok(false) => {
+                let free = free_bytes(&self.path).unwrap_or(0);
+                if free < RESUME_FREE_MIN {
+                    return false;
+                }
+                tracing::warn!(
+                    reserve = self.bytes,
+                    free,
+                    "not enough free space for the disk reserve; running without it"
+                );
+                true
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot allocate the disk reserve; running without it");
+                true
+            }
         }
     }
 
@@ -155,7 +182,7 @@ fn allocate(file: &std::fs::File, bytes: u64) -> io::Result<()> {
 }
 
 /// Bytes an unprivileged user may still write in the filesystem holding `path`'s directory.
-fn free_bytes(path: &std::path::Path) -> io::Result<u64> {
+pub fn free_bytes(path: &std::path::Path) -> io::Result<u64> {
     let dir = path.parent().unwrap_or(path);
     let stats = rustix::fs::statvfs(dir)?;
     Ok(stats.f_bavail.saturating_mul(stats.f_frsize))
