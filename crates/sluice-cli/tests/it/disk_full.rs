@@ -159,11 +159,9 @@ async fn a_full_disk_refuses_new_messages_keeps_acks_working_and_recovers_withou
     assert_eq!(readyz_status(&server).await, 503);
     server.get("/healthz").await.ok();
     let metrics = server.get("/metrics").await;
-    assert!(
-        metrics.text.contains("sluice_storage_disk_full 1"),
-        "{}",
-        metrics.text
-    );
+    for sample in ["sluice_storage_disk_full 1", "sluice_storage_wal_bytes "] {
+        assert!(metrics.text.contains(sample), "{sample}: {}", metrics.text);
+    }
     let mut acked: BTreeSet<String> = BTreeSet::new();
     let received = server.receive("q", json!({ "max": 20 })).await;
     assert_eq!(received.len(), 20);
