@@ -29,9 +29,16 @@ pub enum StoreError {
     /// A lease operation was refused.
     #[error(transparent)]
     Lease(#[from] LeaseError),
-    /// The backend cannot serve now (disk full, writer gone, database down).
+    /// The backend cannot serve now (writer gone, database down).
     #[error("storage unavailable: {0}")]
     Unavailable(String),
+    /// The disk is full: nothing new is stored until space is freed; writes resume on their own.
+    #[error("the disk is full: {0}")]
+    DiskFull(String),
+    /// Writes stopped for good (e.g. a failed fsync: the page cache can no longer be trusted to
+    /// reach the disk); a restart is needed.
+    #[error("storage failed; writes stopped until a restart: {0}")]
+    WritesStopped(String),
     /// The queue is at its `max_depth`: nothing of the batch was stored.
     #[error(
         "queue {queue:?} is full: it holds {depth} of at most {max_depth} messages, and {refused} more were refused"
@@ -392,6 +399,27 @@ pub struct StorageMetrics {
     pub group_commit_ops: Option<crate::histogram::Histogram>,
     /// Time each WAL sync (`fdatasync`) took, in µs.
     pub wal_sync_us: Option<crate::histogram::Histogram>,
+    /// Bytes of the write-ahead log now.
+    pub wal_bytes: Option<u64>,
+    /// WAL frames not yet copied into the database file, as of the last checkpoint.
+    pub wal_checkpoint_lag_frames: Option<u64>,
+    /// Checkpoints that completed and emptied the WAL because it passed its limit.
+    pub wal_truncations: Option<u64>,
+    /// The write state (what `/readyz` reports).
+    pub write_state: WriteState,
+}
+
+/// Whether a store takes writes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum WriteState {
+    /// Everything is stored as usual.
+    #[default]
+    Accepting,
+    /// The disk is full: new messages are refused; acks and other writes that free space go
+    /// on while they can. Ends by itself once space is free.
+    DiskFull,
+    /// Writes stopped for good, with the reason; a restart is needed.
+    Stopped(String),
 }
 
 /// A storage backend.
@@ -457,6 +485,10 @@ pub trait Store: Send + Sync + 'static {
     /// reads counters.
     fn storage_metrics(&self) -> StorageMetrics {
         StorageMetrics::default()
+    }
+    /// Whether writes are taken now (for readiness). Cheap: it reads flags.
+    fn write_state(&self) -> WriteState {
+        WriteState::Accepting
     }
     /// Flushes and closes; later calls fail with `Unavailable`.
     async fn close(&self) -> StoreResult<()>;

@@ -88,6 +88,8 @@ impl EmbeddedBuilder {
                 let mut options = SqliteOptions::new(dir.path());
                 // Nobody will read this store after the process: the OS page cache is enough.
                 options.durability = Durability::Os;
+                // A throwaway store in memory keeps no disk reserve.
+                options.disk_reserve_bytes = 0;
                 (options, Some(dir))
             }
         };

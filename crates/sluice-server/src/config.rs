@@ -36,7 +36,27 @@ pub struct RawConfig {
     /// `[auth]`: API tokens.
     #[serde(default)]
     pub auth: crate::auth::AuthSpec,
+    /// `[store]`: limits of the SQLite store.
+    #[serde(default)]
+    pub store: RawStore,
 }
+
+/// `[store]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStore {
+    /// Past this size the WAL is checkpointed whole and truncated (default 64 MiB).
+    pub wal_max_bytes: Option<u64>,
+    /// Space kept back for acks when the disk fills (default 64 MiB; 0: none).
+    pub disk_reserve_bytes: Option<u64>,
+}
+
+/// The default `[store] wal_max_bytes`.
+pub const DEFAULT_WAL_MAX_BYTES: u64 = 64 << 20;
+/// The smallest `[store] wal_max_bytes`: below it, checkpoints would pause writes all the time.
+const MIN_WAL_MAX_BYTES: u64 = 1 << 20;
+/// The default `[store] disk_reserve_bytes`.
+pub const DEFAULT_DISK_RESERVE_BYTES: u64 = 64 << 20;
 
 /// `[server]` as written.
 #[derive(Debug, Default, Deserialize)]
@@ -73,6 +93,10 @@ pub struct Config {
     pub payload_cache_bytes: usize,
     /// Acked-record retention.
     pub acked_retention_ms: i64,
+    /// WAL size past which it is checkpointed whole and truncated.
+    pub wal_max_bytes: u64,
+    /// Space kept back for acks when the disk fills.
+    pub disk_reserve_bytes: u64,
     /// Queues to create or update at start.
     pub queues: Vec<(String, QueueConfig)>,
     /// Webhook endpoints to define at start.
@@ -124,6 +148,12 @@ impl Config {
             Some("os") => Durability::Os,
             Some(other) => return Err(format!("durability {other:?} is not one of fsync, os")),
         };
+        let wal_max_bytes = raw.store.wal_max_bytes.unwrap_or(DEFAULT_WAL_MAX_BYTES);
+        if wal_max_bytes < MIN_WAL_MAX_BYTES {
+            return Err(format!(
+                "[store] wal_max_bytes {wal_max_bytes} is below the minimum {MIN_WAL_MAX_BYTES}"
+            ));
+        }
         let mut queues = Vec::new();
         for (name, spec) in raw.queues {
             validate_queue_name(&name).map_err(|e| format!("[queues.{name}]: {e}"))?;
@@ -145,6 +175,11 @@ impl Config {
             durability,
             payload_cache_bytes: raw.server.payload_cache_bytes.unwrap_or(64 << 20),
             acked_retention_ms: raw.server.acked_retention_ms.unwrap_or(60 * 60 * 1000),
+            wal_max_bytes,
+            disk_reserve_bytes: raw
+                .store
+                .disk_reserve_bytes
+                .unwrap_or(DEFAULT_DISK_RESERVE_BYTES),
             queues,
             webhooks: raw.webhooks.into_iter().collect(),
             auth: std::sync::Arc::new(crate::auth::Auth::load(&raw.auth)?),

@@ -8,6 +8,10 @@ use sluice_core::dispatch::LeaseError;
 use sluice_core::store::StoreError;
 use sluice_core::wire::{ErrorBody, ErrorDetail};
 
+/// `Retry-After` of a write refused because the disk is full: the store looks for free space
+/// every second.
+const DISK_FULL_RETRY_AFTER_S: u64 = 5;
+
 /// An error answer: status, stable code, human message, optional details.
 #[derive(Debug)]
 pub struct ApiError {
@@ -170,6 +174,20 @@ impl From<StoreError> for ApiError {
                 error.retry_after_s = Some(retry_after_s);
                 error
             }
+            StoreError::DiskFull(_) => {
+                let mut api = Self::new(
+                    StatusCode::INSUFFICIENT_STORAGE,
+                    "disk_full",
+                    error.to_string(),
+                );
+                api.retry_after_s = Some(DISK_FULL_RETRY_AFTER_S);
+                api
+            }
+            StoreError::WritesStopped(_) => {
+                let message = error.to_string();
+                tracing::error!(%message, "store refused a write");
+                Self::new(StatusCode::SERVICE_UNAVAILABLE, "storage_failed", message)
+            }
             StoreError::Unavailable(message) => {
                 tracing::warn!(%message, "store unavailable");
                 Self::unavailable(message)
@@ -224,5 +242,27 @@ impl From<QueryRejection> for ApiError {
             "malformed_query",
             rejection.body_text(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A full disk and a failed sync are told apart: one is temporary (507, retry later), the
+    /// other needs a restart.
+    #[test]
+    fn a_full_disk_and_stopped_writes_get_their_own_codes() {
+        let full = ApiError::from(StoreError::DiskFull("no space left".into()));
+        assert_eq!(
+            (full.status.as_u16(), full.code, full.retry_after_s),
+            (507, "disk_full", Some(DISK_FULL_RETRY_AFTER_S))
+        );
+        let stopped = ApiError::from(StoreError::WritesStopped("fdatasync failed".into()));
+        assert_eq!(
+            (stopped.status.as_u16(), stopped.code),
+            (503, "storage_failed")
+        );
+        assert!(stopped.message.contains("fdatasync failed"));
     }
 }

@@ -33,7 +33,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use sluice_core::dispatch::Counters;
 use sluice_core::histogram::Histogram;
-use sluice_core::store::{QueueInfo, StorageMetrics};
+use sluice_core::store::{QueueInfo, StorageMetrics, WriteState};
 use sluice_core::wire::WebhookStatsOut;
 
 use crate::api::AppState;
@@ -326,6 +326,51 @@ impl Snapshot {
             )?;
             encode_histogram(&mut family, sync, 1e6)?;
         }
+        self.encode_wal_and_space(encoder)
+    }
+
+    /// The WAL's bound and the write state: what keeps a restart fast and why writes stop.
+    fn encode_wal_and_space(&self, encoder: &mut DescriptorEncoder) -> Fmt {
+        let storage = &self.storage;
+        let Some(wal_bytes) = storage.wal_bytes else {
+            return Ok(());
+        };
+        gauge(
+            encoder,
+            "sluice_storage_wal_bytes",
+            "Size of the write-ahead log; kept near [store] wal_max_bytes by truncating checkpoints.",
+        )?
+        .encode_gauge(&wal_bytes)?;
+        if let Some(lag) = storage.wal_checkpoint_lag_frames {
+            gauge(
+                encoder,
+                "sluice_storage_wal_checkpoint_lag_frames",
+                "WAL frames not yet copied into the database file, as of the last checkpoint.",
+            )?
+            .encode_gauge(&lag)?;
+        }
+        if let Some(truncations) = storage.wal_truncations {
+            counter(
+                encoder,
+                "sluice_storage_wal_truncations",
+                "Checkpoints that copied the whole WAL and emptied it because it passed wal_max_bytes.",
+            )?
+            .encode_counter::<NoLabelSet, _, u64>(&truncations, None)?;
+        }
+        let full = storage.write_state == WriteState::DiskFull;
+        gauge(
+            encoder,
+            "sluice_storage_disk_full",
+            "1 while the disk is full (new messages refused with 507, acks go on), else 0.",
+        )?
+        .encode_gauge(&u64::from(full))?;
+        let stopped = matches!(storage.write_state, WriteState::Stopped(_));
+        gauge(
+            encoder,
+            "sluice_storage_writes_stopped",
+            "1 after a failed WAL sync or write stopped all writes until a restart, else 0.",
+        )?
+        .encode_gauge(&u64::from(stopped))?;
         Ok(())
     }
 }
@@ -433,6 +478,10 @@ mod tests {
             storage: StorageMetrics {
                 group_commit_ops: Some(AtomicHistogram::new(&[1, 2, 4]).snapshot()),
                 wal_sync_us: Some(AtomicHistogram::new(&[100, 1_000]).snapshot()),
+                wal_bytes: Some(4_096),
+                wal_checkpoint_lag_frames: Some(3),
+                wal_truncations: Some(1),
+                write_state: WriteState::DiskFull,
             },
         }
     }

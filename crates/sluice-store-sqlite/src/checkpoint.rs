@@ -1,36 +1,76 @@
-//! The checkpointer: copies committed WAL frames into the database file on its own thread.
+//! Checkpoints: copying committed WAL frames into the database file, and keeping the WAL
+//! bounded.
 //!
 //! SQLite's automatic checkpoint runs inside a commit, on the writer thread, and stalls every
-//! request waiting for that group. Here the writer never checkpoints; this thread runs a
-//! `PASSIVE` checkpoint (which never blocks the writer) whenever the writer has committed since
-//! the last one, at most every [`CHECKPOINT_INTERVAL`]. Waiting between runs lets a page that is
-//! rewritten many times (a message enqueued, claimed and acked) be copied once.
+//! request waiting for that group. Here the writer never checkpoints in a commit; a thread of
+//! its own runs a `PASSIVE` checkpoint (which never blocks the writer) whenever the writer has
+//! committed since the last one, at most every [`CHECKPOINT_INTERVAL`]. Waiting between runs
+//! lets a page that is rewritten many times (a message enqueued, claimed and acked) be copied
+//! once.
+//!
+//! A passive checkpoint never lets the WAL start over while writes keep coming: SQLite only
+//! rewinds the WAL when a writer finds every frame copied, and by then the next group has
+//! appended more. Left alone the WAL grows for as long as the load lasts (gigabytes on a slow
+//! disk), and a start after a crash reads all of it. So after a commit that leaves the WAL past
+//! `wal_max_bytes`, the writer itself runs a `TRUNCATE` checkpoint ([`WalLimit`]): it copies the
+//! rest, waits for readers still on old frames, and empties the file. Writes pause for that
+//! long; most frames were copied by the passive checkpoints already. `journal_size_limit` (the
+//! same limit) also cuts the file back whenever SQLite rewinds it on its own.
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
+use crate::health::{Failure, WriteHealth, classify};
+
 /// Pause between checkpoints.
 pub const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(200);
+/// Longest wait of a truncating checkpoint for readers on old frames; writes pause meanwhile.
+const TRUNCATE_WAIT: Duration = Duration::from_secs(1);
+/// How long one try of a truncating checkpoint waits for a lock.
+const TRUNCATE_TRY_WAIT_MS: u64 = 50;
+/// After a truncating checkpoint that readers kept from finishing, the next try waits this long.
+const TRUNCATE_RETRY: Duration = Duration::from_millis(250);
+/// The writer's usual busy timeout (`schema.rs`), restored after a truncating checkpoint.
+const WRITER_BUSY_TIMEOUT_MS: u64 = 5_000;
 
-/// Shared between the writer (which sets `dirty`) and the checkpointer.
+/// Shared between the writer (which sets `dirty`), the checkpointer and metrics.
 #[derive(Debug, Default)]
 pub struct CheckpointSignal {
     /// The writer committed since the last checkpoint.
     pub dirty: AtomicBool,
     /// The store is closing: stop.
     pub stop: AtomicBool,
+    /// WAL frames not yet copied into the database file, as of the last checkpoint.
+    pub lag_frames: AtomicU64,
+    /// Truncating checkpoints done because the WAL passed its limit.
+    pub truncations: AtomicU64,
+}
+
+impl CheckpointSignal {
+    /// Notes the result of a checkpoint: `(busy, frames in the WAL, frames copied)`.
+    fn record(&self, (_, log, copied): (i64, i64, i64)) {
+        let lag = (log - copied).max(0) as u64;
+        self.lag_frames.store(lag, Ordering::Relaxed);
+    }
+}
+
+/// Runs `PRAGMA wal_checkpoint(<mode>)` and returns its row.
+fn checkpoint(conn: &Connection, mode: &str) -> rusqlite::Result<(i64, i64, i64)> {
+    conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |row| {
+        Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+    })
 }
 
 /// Runs until `signal.stop` is set.
-pub fn run(db_path: PathBuf, signal: Arc<CheckpointSignal>) {
+pub fn run(db_path: PathBuf, signal: Arc<CheckpointSignal>, health: Arc<WriteHealth>) {
     let conn = match Connection::open(&db_path) {
         Ok(conn) => conn,
         Err(error) => {
-            tracing::error!(%error, "checkpointer cannot open the database; the WAL will grow until restart");
+            tracing::error!(%error, "checkpointer cannot open the database; only the WAL limit bounds the WAL now");
             return;
         }
     };
@@ -44,10 +84,95 @@ pub fn run(db_path: PathBuf, signal: Arc<CheckpointSignal>) {
     while !signal.stop.load(Ordering::SeqCst) {
         // Woken early by close (unpark), so shutdown does not wait out the interval.
         std::thread::park_timeout(CHECKPOINT_INTERVAL);
-        if signal.dirty.swap(false, Ordering::SeqCst)
-            && let Err(error) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
-        {
-            tracing::warn!(%error, "checkpoint failed");
+        if !signal.dirty.swap(false, Ordering::SeqCst) {
+            continue;
+        }
+        match checkpoint(&conn, "PASSIVE") {
+            Ok(result) => signal.record(result),
+            Err(error) if classify(&error) == Failure::DiskFull => {
+                // Copying frames can grow the database file. The writer gives back the reserve
+                // and refuses new messages until there is room again.
+                signal.dirty.store(true, Ordering::SeqCst);
+                if !health.set_full(true) {
+                    tracing::error!(%error, "checkpoint found the disk full: new messages are refused until space is freed");
+                }
+            }
+            Err(error) => tracing::warn!(%error, "checkpoint failed"),
+        }
+    }
+}
+
+/// The WAL's size limit, enforced by the writer after its commits.
+#[derive(Debug)]
+pub struct WalLimit {
+    wal_path: PathBuf,
+    max_bytes: u64,
+    /// Not before then: readers kept the last try from finishing.
+    retry_at: Option<Instant>,
+}
+
+impl WalLimit {
+    /// A limit of `max_bytes` on the WAL at `wal_path`.
+    pub fn new(wal_path: PathBuf, max_bytes: u64) -> Self {
+        Self {
+            wal_path,
+            max_bytes,
+            retry_at: None,
+        }
+    }
+
+    /// The WAL is past its limit, and no failed try is waiting out its pause.
+    pub fn is_over(&self) -> bool {
+        if self.retry_at.is_some_and(|at| Instant::now() < at) {
+            return false;
+        }
+        std::fs::metadata(&self.wal_path).is_ok_and(|m| m.len() > self.max_bytes)
+    }
+
+    /// Copies the whole WAL into the database file and empties it, on the writer's connection
+    /// (so no lock is fought over with the writer), with syncing on for the checkpoint: the
+    /// database is synced before the WAL is cut. Waits at most [`TRUNCATE_WAIT`] for readers.
+    pub fn truncate(&mut self, conn: &Connection, signal: &CheckpointSignal) {
+        let started = Instant::now();
+        let deadline = started + TRUNCATE_WAIT;
+        let result = (|| {
+            conn.pragma_update(None, "synchronous", "FULL")?;
+            conn.pragma_update(None, "busy_timeout", TRUNCATE_TRY_WAIT_MS)?;
+            // One try gives up on the first reader it finds on old frames; with the writes
+            // paused, new readers start on the last frame, so the old ones are soon gone.
+            let result = loop {
+                match checkpoint(conn, "TRUNCATE") {
+                    Ok((1, _, _)) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(1))
+                    }
+                    other => break other,
+                }
+            };
+            conn.pragma_update(None, "busy_timeout", WRITER_BUSY_TIMEOUT_MS)?;
+            conn.pragma_update(None, "synchronous", "OFF")?;
+            result
+        })();
+        match result {
+            Ok((0, _, _)) => {
+                signal.lag_frames.store(0, Ordering::Relaxed);
+                signal.truncations.fetch_add(1, Ordering::Relaxed);
+                self.retry_at = None;
+                tracing::debug!(
+                    took_ms = started.elapsed().as_millis() as u64,
+                    "WAL past its limit: checkpointed whole and truncated"
+                );
+            }
+            Ok(result) => {
+                signal.record(result);
+                self.retry_at = Some(Instant::now() + TRUNCATE_RETRY);
+                tracing::warn!(
+                    "WAL past its limit, but readers kept the checkpoint from finishing; trying again soon"
+                );
+            }
+            Err(error) => {
+                self.retry_at = Some(Instant::now() + TRUNCATE_RETRY);
+                tracing::warn!(%error, "truncating checkpoint failed");
+            }
         }
     }
 }

@@ -54,6 +54,15 @@ impl DeferredClaims {
         due
     }
 
+    /// Puts back records taken for a group that was not stored, due at once.
+    pub fn restore(&mut self, records: Vec<(Seq, u32, Millis)>) {
+        let now = Instant::now();
+        for (seq, attempts, first_received_at_ms) in records.into_iter().rev() {
+            self.records.insert(seq, (attempts, first_received_at_ms));
+            self.due.push_front((now, seq));
+        }
+    }
+
     /// When the next record falls due.
     pub fn next_due(&self) -> Option<Instant> {
         self.due.front().map(|&(at, _)| at)

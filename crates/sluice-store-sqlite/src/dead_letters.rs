@@ -200,6 +200,10 @@ impl SharedSqliteStore {
                     more: false,
                 });
             }
+            // A replay copies bodies: refused on a full disk before the index lets go of them.
+            if let Some(refused) = store.health.refusal(true) {
+                return Err(refused);
+            }
             let (chosen, more) =
                 select(&index, &dlq, &params.queue, &params.selection, params.limit);
             let seqs: Vec<Seq> = chosen.iter().map(|entry| entry.seq).collect();

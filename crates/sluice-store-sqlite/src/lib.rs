@@ -14,12 +14,15 @@
 mod checkpoint;
 mod claims;
 mod dead_letters;
+mod files;
+mod health;
 mod ids;
 mod lifecycle;
 mod load;
 mod metrics;
 mod publish;
 mod schema;
+mod space;
 mod sync;
 mod writer;
 
@@ -63,6 +66,11 @@ pub struct SqliteOptions {
     pub payload_cache_bytes: usize,
     /// How long acked messages stay answerable by id (default 1 h).
     pub acked_retention_ms: Millis,
+    /// Past this size the WAL is checkpointed whole and truncated (default 64 MiB).
+    pub wal_max_bytes: u64,
+    /// Space kept back in the data directory for acks when the disk fills (default 64 MiB; 0:
+    /// none).
+    pub disk_reserve_bytes: u64,
 }
 
 impl SqliteOptions {
@@ -73,6 +81,8 @@ impl SqliteOptions {
             durability: Durability::Fsync,
             payload_cache_bytes: 64 << 20,
             acked_retention_ms: 60 * 60 * 1000,
+            wal_max_bytes: 64 << 20,
+            disk_reserve_bytes: 64 << 20,
         }
     }
 }
@@ -91,6 +101,8 @@ pub struct SqliteStore {
     closed: AtomicBool,
     /// Group sizes and sync times, for metrics.
     write_stats: Arc<metrics::WriteStats>,
+    /// Whether writes are taken (disk full, stopped).
+    health: Arc<health::WriteHealth>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -105,9 +117,10 @@ impl std::fmt::Debug for SqliteStore {
 fn store_error(error: rusqlite::Error) -> StoreError {
     use rusqlite::ErrorCode::*;
     match error.sqlite_error_code() {
-        Some(
-            DiskFull | SystemIoFailure | CannotOpen | ReadOnly | DatabaseBusy | DatabaseLocked,
-        ) => StoreError::Unavailable(error.to_string()),
+        Some(DiskFull) => health::disk_full(),
+        Some(SystemIoFailure | CannotOpen | ReadOnly | DatabaseBusy | DatabaseLocked) => {
+            StoreError::Unavailable(error.to_string())
+        }
         _ => StoreError::Other(Box::new(error)),
     }
 }
@@ -115,12 +128,15 @@ fn store_error(error: rusqlite::Error) -> StoreError {
 impl SqliteStore {
     /// Opens (or creates) the store and rebuilds the dispatch index from disk.
     pub fn open(options: SqliteOptions, now_ms: Millis) -> StoreResult<Self> {
-        std::fs::create_dir_all(&options.data_dir).map_err(|e| {
-            StoreError::Unavailable(format!("cannot create {}: {e}", options.data_dir.display()))
+        let db_path = files::prepare_data_dir(&options.data_dir).map_err(|e| {
+            StoreError::Unavailable(format!(
+                "cannot prepare the data directory {}: {e}",
+                options.data_dir.display()
+            ))
         })?;
-        let db_path = options.data_dir.join("sluice.db");
         let conn = Connection::open(&db_path).map_err(store_error)?;
-        schema::open_writer(&conn, options.durability).map_err(store_error)?;
+        schema::open_writer(&conn, options.durability, options.wal_max_bytes)
+            .map_err(store_error)?;
         let mut index = Index::new();
         let next_seq = load::load(&conn, &mut index, now_ms).map_err(store_error)?;
         let index = Arc::new(Mutex::new(index));
@@ -132,18 +148,27 @@ impl SqliteStore {
             notifier: notifier.clone(),
             payload_cache_bytes: options.payload_cache_bytes,
         });
-        let failed = Arc::new(AtomicBool::new(false));
+        let health = Arc::new(health::WriteHealth::default());
+        let reserve = space::Reserve::new(&options.data_dir, options.disk_reserve_bytes);
+        // A start on a full disk serves what is stored and refuses new messages until there is
+        // room, instead of failing.
+        if !reserve.at_start() {
+            tracing::error!(
+                "the disk is full: new messages are refused until space is freed; receives and lookups are served"
+            );
+            health.set_full(true);
+        }
         let write_stats = Arc::new(metrics::WriteStats::default());
         let (syncer, syncer_thread) = match options.durability {
             Durability::Fsync => {
                 // Bounded: if syncs fall behind, the writer waits instead of piling up groups.
                 let (sender, groups) = std::sync::mpsc::sync_channel(64);
-                let wal_path = options.data_dir.join("sluice.db-wal");
-                let (publisher, failed) = (publisher.clone(), failed.clone());
+                let wal_path = options.data_dir.join(files::WAL_FILE);
+                let (publisher, health) = (publisher.clone(), health.clone());
                 let stats = write_stats.clone();
                 let thread = std::thread::Builder::new()
                     .name("sluice-sqlite-sync".into())
-                    .spawn(move || sync::run(wal_path, groups, publisher, failed, stats))
+                    .spawn(move || sync::run(wal_path, groups, publisher, health, stats))
                     .map_err(|e| {
                         StoreError::Unavailable(format!("cannot start the sync thread: {e}"))
                     })?;
@@ -156,7 +181,13 @@ impl SqliteStore {
             publisher,
             syncer,
             syncer_thread,
-            failed,
+            health: health.clone(),
+            reserve,
+            wal_limit: checkpoint::WalLimit::new(
+                options.data_dir.join(files::WAL_FILE),
+                options.wal_max_bytes,
+            ),
+            held: Vec::new(),
             next_seq,
             payload_cache_bytes: options.payload_cache_bytes,
             checkpoint: checkpoint.clone(),
@@ -166,9 +197,10 @@ impl SqliteStore {
         };
         let checkpoint_path = db_path.clone();
         let checkpoint_signal = checkpoint.clone();
+        let checkpoint_health = health.clone();
         let checkpoint_thread = std::thread::Builder::new()
             .name("sluice-sqlite-checkpoint".into())
-            .spawn(move || checkpoint::run(checkpoint_path, checkpoint_signal))
+            .spawn(move || checkpoint::run(checkpoint_path, checkpoint_signal, checkpoint_health))
             .map_err(|e| {
                 StoreError::Unavailable(format!("cannot start the checkpoint thread: {e}"))
             })?;
@@ -188,6 +220,7 @@ impl SqliteStore {
             options,
             closed: AtomicBool::new(false),
             write_stats,
+            health,
         })
     }
 
@@ -264,6 +297,8 @@ impl SqliteStore {
     }
 }
 
+/// Longest wait of a close for the writes queued before it.
+const CLOSE_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// Rows deleted per transaction when a queue is deleted.
 const PURGE_CHUNK_ROWS: usize = 2_000;
 /// Messages retention looks at per maintenance tick, so expiry never holds the index for long.
@@ -307,6 +342,18 @@ impl Store for SharedSqliteStore {
                 .dead_letter_queue
                 .clone()
                 .filter(|dlq| index.queue_config(dlq).is_none() && dlq != &params.name);
+            if dlq.is_none()
+                && index
+                    .queue_config(&params.name)
+                    .is_some_and(|stored| *stored == params.config)
+            {
+                // Nothing changes (a start applying the same config file): no write, so a start
+                // on a full disk does not wait for one.
+                return Ok(QueuePut {
+                    created: false,
+                    dead_letter_created: false,
+                });
+            }
             let mut queues = vec![(params.name.clone(), params.config.clone())];
             if let Some(dlq) = &dlq {
                 queues.push((dlq.clone(), QueueConfig::for_dead_letter_queue(dlq)));
@@ -412,6 +459,9 @@ impl Store for SharedSqliteStore {
 
     async fn message_enqueue(&self, params: EnqueueParams) -> StoreResult<Vec<Enqueued>> {
         let store = &self.0;
+        if let Some(refused) = store.health.refusal(true) {
+            return Err(refused);
+        }
         let count = params.messages.len() as u64;
         let (queue, dedup_window_ms, reserved) = {
             let mut index = store.index.lock();
@@ -779,9 +829,20 @@ impl Store for SharedSqliteStore {
 
     fn storage_metrics(&self) -> sluice_core::store::StorageMetrics {
         let store = &self.0;
-        store
+        let mut metrics = store
             .write_stats
-            .snapshot(store.options.durability == Durability::Fsync)
+            .snapshot(store.options.durability == Durability::Fsync);
+        let wal = store.options.data_dir.join(files::WAL_FILE);
+        metrics.wal_bytes = Some(std::fs::metadata(wal).map_or(0, |m| m.len()));
+        metrics.wal_checkpoint_lag_frames =
+            Some(store.checkpoint.lag_frames.load(Ordering::Relaxed));
+        metrics.wal_truncations = Some(store.checkpoint.truncations.load(Ordering::Relaxed));
+        metrics.write_state = store.health.state();
+        metrics
+    }
+
+    fn write_state(&self) -> WriteState {
+        self.0.health.state()
     }
 
     fn notifier(&self) -> Arc<Notifier> {
@@ -793,7 +854,10 @@ impl Store for SharedSqliteStore {
         if store.closed.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        let _ = store.flush().await;
+        // Bounded: on a disk so full that even the reserve is used up, writes wait for space;
+        // a shutdown does not. The writer answers what it still holds with `disk_full` when its
+        // channel closes below.
+        let _ = tokio::time::timeout(CLOSE_FLUSH_WAIT, store.flush()).await;
         // The checkpoint thread stops first, so the writer's final checkpoint is not blocked by it.
         store.checkpoint.stop.store(true, Ordering::SeqCst);
         let checkpoint_thread = store.checkpoint_thread.lock().take();

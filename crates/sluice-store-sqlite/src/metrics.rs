@@ -38,6 +38,7 @@ impl WriteStats {
         StorageMetrics {
             group_commit_ops: Some(self.group_commit_ops.snapshot()),
             wal_sync_us: syncs.then(|| self.wal_sync_us.snapshot()),
+            ..StorageMetrics::default()
         }
     }
 }

@@ -71,9 +71,8 @@ impl Publisher {
         }
     }
 
-    /// Answers every caller of a group that could not be made durable.
-    pub fn fail(&self, pendings: Vec<Pending>, message: &str) {
-        let error = || StoreError::Unavailable(message.to_owned());
+    /// Answers every caller of a group that could not be made durable with `error()`.
+    pub fn fail(&self, pendings: Vec<Pending>, error: impl Fn() -> StoreError) {
         for pending in pendings {
             match pending {
                 Pending::Enqueue { reply, .. } => {

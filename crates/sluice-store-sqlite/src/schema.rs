@@ -102,7 +102,11 @@ pub fn message_state(state: i64) -> sluice_core::message::MessageState {
 }
 
 /// Settings for the writer connection, then the schema.
-pub fn open_writer(conn: &Connection, durability: Durability) -> rusqlite::Result<()> {
+pub fn open_writer(
+    conn: &Connection,
+    durability: Durability,
+    wal_max_bytes: u64,
+) -> rusqlite::Result<()> {
     // Only takes effect on a new, empty file.
     conn.pragma_update(None, "page_size", 16_384)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
@@ -116,6 +120,9 @@ pub fn open_writer(conn: &Connection, durability: Durability) -> rusqlite::Resul
     conn.pragma_update(None, "temp_store", "MEMORY")?;
     // The checkpointer thread copies the WAL into the database file; commits never do.
     conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+    // When SQLite rewinds a fully copied WAL, it cuts the file back to this size; a WAL past it
+    // is checkpointed whole and truncated by the writer (`checkpoint.rs`).
+    conn.pragma_update(None, "journal_size_limit", wal_max_bytes as i64)?;
     let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
     if version < 1 {
         conn.execute_batch(SCHEMA)?;

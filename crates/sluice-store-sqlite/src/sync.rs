@@ -10,16 +10,21 @@
 //! that covers it returns, and the checkpointer (its own connection, `synchronous=FULL`) syncs
 //! the WAL before it copies frames into the database and syncs the database before the WAL can
 //! be reused. If a sync fails, the page cache can no longer be trusted to reach the disk, so the
-//! store stops taking writes (the failed callers get 503) rather than retrying.
+//! store stops taking writes for good (the failed callers get 503 `storage_failed`) rather than
+//! retrying. That holds for a sync that fails with `ENOSPC` too: the kernel may have dropped the
+//! pages it could not write, and SQLite believes those frames are in the WAL. (A full disk is
+//! normally met earlier, by the writer's `write` calls, and is temporary: see `health.rs`.)
 
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 
 use std::time::{Duration, Instant};
 
+use sluice_core::store::StoreError;
+
+use crate::health::WriteHealth;
 use crate::publish::Publisher;
 use crate::writer::Pending;
 
@@ -31,7 +36,7 @@ pub fn run(
     wal_path: PathBuf,
     groups: Receiver<Vec<Pending>>,
     publisher: Arc<Publisher>,
-    failed: Arc<AtomicBool>,
+    health: Arc<WriteHealth>,
     stats: Arc<crate::metrics::WriteStats>,
 ) {
     let mut wal: Option<File> = None;
@@ -41,10 +46,10 @@ pub fn run(
             batch.push(group);
         }
         let started = Instant::now();
-        let synced = if failed.load(Ordering::SeqCst) {
-            Err("an earlier WAL sync failed; the store takes no more writes".to_owned())
-        } else {
-            sync_wal(&mut wal, &wal_path)
+        let synced = match health.stopped() {
+            // Committed before writes stopped, but nothing after the failure is trusted.
+            Some(reason) => Err(reason.to_owned()),
+            None => sync_wal(&mut wal, &wal_path),
         };
         let took = started.elapsed();
         if took >= SLOW_SYNC {
@@ -61,12 +66,10 @@ pub fn run(
                     publisher.publish(group);
                 }
             }
-            Err(message) => {
-                if !failed.swap(true, Ordering::SeqCst) {
-                    tracing::error!(%message, "WAL sync failed; refusing further writes");
-                }
+            Err(reason) => {
+                health.stop(reason.clone());
                 for group in batch {
-                    publisher.fail(group, &message);
+                    publisher.fail(group, || StoreError::WritesStopped(reason.clone()));
                 }
             }
         }

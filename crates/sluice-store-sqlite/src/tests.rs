@@ -529,3 +529,145 @@ async fn race_queues(store: &SharedSqliteStore) -> Vec<String> {
         .filter(|name| name.starts_with("race-"))
         .collect()
 }
+
+/// Message bodies are private: the data directory is 0700 and every file in it 0600, also when
+/// the directory existed before with the umask's laxer modes.
+#[tokio::test]
+async fn the_data_dir_and_every_file_in_it_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("data");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let store = open(&dir, 0);
+    create_queue(&store, "q").await;
+    enqueue(&store, vec![message("secret", None)]).await;
+    let mode =
+        |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700);
+    let mut names = Vec::new();
+    for file in std::fs::read_dir(&dir).unwrap() {
+        let path = file.unwrap().path();
+        names.push(path.file_name().unwrap().to_string_lossy().into_owned());
+        assert_eq!(mode(&path), 0o600, "{}", path.display());
+    }
+    names.sort();
+    assert!(
+        ["sluice.db", "sluice.db-shm", "sluice.db-wal"]
+            .iter()
+            .all(|name| names.iter().any(|n| n == name)),
+        "{names:?}"
+    );
+    store.close().await.unwrap();
+}
+
+/// A long write load with readers holding snapshots the whole time: passive checkpoints alone
+/// never let SQLite rewind the WAL then, so it grew for as long as the load lasted. With a
+/// limit, it stays under the limit plus what one group adds before the truncating checkpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wal_stays_under_its_limit_under_load_with_readers_holding_snapshots() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::time::{Duration, Instant};
+    const LIMIT: u64 = 1 << 20;
+    /// What a group of this load (4 producers' batches of 20 KB of bodies, acks) writes at most.
+    const GROUP_SLACK: u64 = 1 << 20;
+    /// The load: 16 MB of bodies (16 times the limit), unless it takes longer than 30 s.
+    const BATCHES: usize = 800;
+    const LOAD_FOR_MAX: Duration = Duration::from_secs(30);
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = SqliteOptions::new(dir.path());
+    options.payload_cache_bytes = 0;
+    options.wal_max_bytes = LIMIT;
+    options.disk_reserve_bytes = 0;
+    let store = SharedSqliteStore::open(options, T0).unwrap();
+    create_queue(&store, "q").await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let wal = dir.path().join("sluice.db-wal");
+
+    // Readers: each holds a read transaction (a snapshot) for 20 ms, over and over, staggered
+    // so one is always open.
+    let readers: Vec<_> = (0..3)
+        .map(|i| {
+            let (db, stop) = (store.0.db_path().to_owned(), stop.clone());
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(7 * i));
+                let conn = rusqlite::Connection::open_with_flags(
+                    db,
+                    rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+                )
+                .unwrap();
+                let mut snapshots = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    conn.execute_batch("BEGIN").unwrap();
+                    let _: i64 = conn
+                        .query_row("SELECT count(*) FROM queues", [], |row| row.get(0))
+                        .unwrap();
+                    std::thread::sleep(Duration::from_millis(20));
+                    conn.execute_batch("COMMIT").unwrap();
+                    snapshots += 1;
+                }
+                snapshots
+            })
+        })
+        .collect();
+    let largest = Arc::new(AtomicU64::new(0));
+    let sampler = {
+        let (wal, stop, largest) = (wal.clone(), stop.clone(), largest.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                let bytes = std::fs::metadata(&wal).map_or(0, |m| m.len());
+                largest.fetch_max(bytes, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+
+    let started = Instant::now();
+    let body = "x".repeat(1_000);
+    let producers: Vec<_> = (0..4)
+        .map(|_| {
+            let (store, body) = (store.clone(), body.clone());
+            tokio::spawn(async move {
+                let mut batches = 0;
+                while started.elapsed() < LOAD_FOR_MAX && batches < BATCHES / 4 {
+                    let messages = (0..20).map(|_| message(&body, None)).collect();
+                    enqueue(&store, messages).await;
+                    let claimed = claim(&store, T0).await;
+                    store
+                        .message_ack(AckParams {
+                            result: None,
+                            queue: "q".into(),
+                            receipts: claimed.messages.iter().map(|m| m.receipt).collect(),
+                            now_ms: T0,
+                        })
+                        .await
+                        .unwrap();
+                    batches += 1;
+                }
+                batches
+            })
+        })
+        .collect();
+    let mut batches = 0;
+    for producer in producers {
+        batches += producer.await.unwrap();
+    }
+    stop.store(true, Ordering::SeqCst);
+    sampler.join().unwrap();
+    let snapshots: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
+    let written = batches as u64 * 20 * 1_000;
+    let largest = largest.load(Ordering::SeqCst);
+    assert!(
+        written > 4 * (LIMIT + GROUP_SLACK),
+        "the load wrote only {written} bytes of bodies: too little to show anything"
+    );
+    assert!(snapshots > 10, "readers held {snapshots} snapshots");
+    assert!(
+        largest <= LIMIT + GROUP_SLACK,
+        "the WAL reached {largest} bytes with a limit of {LIMIT} ({written} bytes of bodies written)"
+    );
+    let metrics = store.storage_metrics();
+    assert!(metrics.wal_truncations.unwrap() > 0, "{metrics:?}");
+    store.close().await.unwrap();
+}

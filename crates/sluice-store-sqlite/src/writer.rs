@@ -6,6 +6,16 @@
 //! waiting and only then publishes new messages to the dispatch index and answers the callers.
 //! Meanwhile this thread applies the next group, so applying and syncing overlap and throughput
 //! grows with concurrency instead of with fsyncs.
+//!
+//! A group that fails is rolled back whole and kept as it is, so it can be tried again:
+//! - on a full disk, new messages in it are refused and the rest (acks, nacks, deletes: the
+//!   index already made their change) is tried again at once with the disk reserve given back,
+//!   then held and retried whenever a probe finds room (`space.rs`);
+//! - on a lock held too long by another connection, it is tried again after a pause;
+//! - on anything else, writes stop for good (`health.rs`).
+//!
+//! After a commit that leaves the WAL past its limit, this thread checkpoints it whole and
+//! truncates it (`checkpoint.rs`), which pauses the writes for that long.
 
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
@@ -19,14 +29,19 @@ use sluice_core::{Millis, queue::QueueConfig};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
+use crate::checkpoint::WalLimit;
 use crate::claims::DeferredClaims;
+use crate::health::{Failure, WriteHealth, classify};
 use crate::publish::Publisher;
 use crate::schema::{STATE_ACKED, STATE_EXPIRED, STATE_LIVE, STATE_REPLAYED};
+use crate::space::Reserve;
 
 /// Most operations applied in one transaction.
 const GROUP_OPS_MAX: usize = 4_096;
 /// A group commit slower than this is logged: it stalled every request waiting on it.
 const SLOW_GROUP: std::time::Duration = std::time::Duration::from_millis(50);
+/// Pause before a group that found the database locked is tried again.
+const BUSY_RETRY: std::time::Duration = std::time::Duration::from_millis(20);
 /// Acked records removed per cleanup pass, so cleanup never holds the writer for long.
 const CLEANUP_ROWS_MAX: i64 = 20_000;
 
@@ -137,6 +152,69 @@ impl WriteOp {
             _ => false,
         }
     }
+
+    /// Ops refused while the disk is full: they add data, and memory has not changed for them
+    /// yet (an enqueue enters the index only once stored). Every other op is kept until it is
+    /// stored, because the index already made its change (an ack dropped the message, a queue
+    /// definition is served): dropping it would leave memory and disk disagreeing.
+    fn refused_when_full(&self) -> bool {
+        matches!(self, WriteOp::Enqueue { .. } | WriteOp::WebhookPut { .. })
+    }
+
+    /// The answer of an op whose group was committed.
+    fn into_pending(self, applied: Applied) -> Pending {
+        let created = |applied: Applied| match applied {
+            Applied::Created { results, entries } => (results, entries),
+            Applied::Done => (Vec::new(), Vec::new()),
+        };
+        match self {
+            WriteOp::Enqueue {
+                queue,
+                now_ms,
+                reply,
+                ..
+            }
+            | WriteOp::Replay {
+                target: queue,
+                now_ms,
+                reply,
+                ..
+            } => {
+                let (results, entries) = created(applied);
+                Pending::Enqueue {
+                    reply,
+                    results,
+                    entries,
+                    queue,
+                    now_ms,
+                }
+            }
+            WriteOp::Ack { reply, .. }
+            | WriteOp::QueuePause { reply, .. }
+            | WriteOp::WebhookPut { reply, .. }
+            | WriteOp::WebhookDelete { reply, .. }
+            | WriteOp::QueuePut { reply, .. }
+            | WriteOp::QueueDelete { reply, .. }
+            | WriteOp::Flush { reply } => Pending::Unit(reply),
+            WriteOp::Finish { reply, .. } | WriteOp::Apply { reply, .. } => {
+                reply.map_or(Pending::Nothing, Pending::Unit)
+            }
+            WriteOp::Claimed { .. } | WriteOp::Purge { .. } | WriteOp::Cleanup { .. } => {
+                Pending::Nothing
+            }
+        }
+    }
+}
+
+/// What applying one op inside the transaction produced, answered once durable.
+pub enum Applied {
+    /// New messages (enqueue, replay): the callers' results and the index entries.
+    Created {
+        results: Vec<Enqueued>,
+        entries: Vec<Entry>,
+    },
+    /// Anything else.
+    Done,
 }
 
 /// What the writer thread owns.
@@ -146,8 +224,14 @@ pub struct Writer {
     /// Committed groups go here to be made durable; `None` with `durability = "os"`.
     pub syncer: Option<SyncSender<Vec<Pending>>>,
     pub syncer_thread: Option<std::thread::JoinHandle<()>>,
-    /// Set by the syncer when a sync failed: no write can be trusted to reach the disk now.
-    pub failed: Arc<std::sync::atomic::AtomicBool>,
+    /// Whether writes are taken: disk full (temporary) or stopped (for good).
+    pub health: Arc<WriteHealth>,
+    /// Space kept back for acks when the disk fills.
+    pub reserve: Reserve,
+    /// Keeps the WAL under its limit.
+    pub wal_limit: WalLimit,
+    /// Ops that hit a full disk and must still reach it; they go first in the next group.
+    pub held: Vec<WriteOp>,
     pub next_seq: Seq,
     pub payload_cache_bytes: usize,
     pub checkpoint: Arc<crate::checkpoint::CheckpointSignal>,
@@ -158,7 +242,7 @@ pub struct Writer {
     pub stats: Arc<crate::metrics::WriteStats>,
 }
 
-/// The outcome of applying one op inside the transaction, answered once durable.
+/// The outcome of one op, answered once durable.
 pub enum Pending {
     Enqueue {
         reply: oneshot::Sender<StoreResult<Vec<Enqueued>>>,
@@ -176,8 +260,13 @@ impl Writer {
     pub fn run(mut self, ops: Receiver<WriteOp>) {
         let mut group = Vec::with_capacity(GROUP_OPS_MAX);
         loop {
-            // Wait for work, or until a deferred claim record falls due.
-            let first = match self.claims.next_due() {
+            // Wait for work, or until a deferred claim record falls due or a full disk is
+            // probed for space (held ops are retried then).
+            let wake_at = [self.claims.next_due(), self.reserve.next_probe()]
+                .into_iter()
+                .flatten()
+                .min();
+            let first = match wake_at {
                 Some(due) => {
                     match ops.recv_timeout(due.saturating_duration_since(Instant::now())) {
                         Ok(op) => Some(op),
@@ -199,10 +288,14 @@ impl Writer {
                     Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
                 }
             }
+            self.look_for_space();
             self.commit_group(&mut group);
         }
         self.flush_all_claims = true;
         self.commit_group(&mut group);
+        for op in self.held.drain(..) {
+            fail_op(op, crate::health::disk_full);
+        }
         // Let the syncer answer the last groups, then checkpoint with syncing on: this
         // connection runs with synchronous=OFF because the syncer does its syncs.
         self.syncer = None;
@@ -227,95 +320,146 @@ impl Writer {
         }
     }
 
+    /// While the disk is full: the reserve is given back (the checkpointer may have found the
+    /// disk full first), and a due probe that finds room again lets new data in.
+    fn look_for_space(&mut self) {
+        if !self.health.is_full() {
+            return;
+        }
+        self.reserve.on_full();
+        if self.reserve.probe(Instant::now()) {
+            self.health.set_full(false);
+            tracing::info!("the disk has room again; new messages are taken again");
+        }
+    }
+
     fn commit_group(&mut self, group: &mut Vec<WriteOp>) {
-        if self.failed.load(std::sync::atomic::Ordering::SeqCst) {
-            for op in group.drain(..) {
-                fail_op(
-                    op,
-                    "a WAL sync failed earlier; the store takes no more writes",
-                );
+        if let Some(reason) = self.health.stopped() {
+            let reason = reason.to_owned();
+            for op in self.held.drain(..).chain(group.drain(..)) {
+                fail_op(op, || StoreError::WritesStopped(reason.clone()));
             }
             return;
         }
-        let first_seq = self.next_seq;
-        let outcome = self.apply_group(group);
-        match outcome {
-            Ok(pendings) => {
-                self.stats.group_commit_ops.record(pendings.len() as u64);
-                self.checkpoint
-                    .dirty
-                    .store(true, std::sync::atomic::Ordering::Relaxed);
-                match &self.syncer {
-                    // The syncer makes the group durable and answers it, while this thread
-                    // goes on with the next group.
-                    Some(syncer) => {
-                        if let Err(unsent) = syncer.send(pendings) {
-                            self.publisher
-                                .fail(unsent.0, "the WAL sync thread has stopped");
-                        }
-                    }
-                    None => self.publisher.publish(pendings),
+        if !self.held.is_empty() {
+            // Held ops first: the disk sees changes in the order the index made them.
+            let newer = std::mem::take(group);
+            group.append(&mut self.held);
+            group.extend(newer);
+        }
+        loop {
+            if self.health.is_full() {
+                for op in group.extract_if(.., |op| op.refused_when_full()) {
+                    fail_op(op, crate::health::disk_full);
                 }
             }
-            Err((error, pendings)) => {
-                self.next_seq = first_seq;
-                // The index may already hold what this group failed to write (acks, cancels,
-                // removals): from here memory and disk could disagree, so the store takes no
-                // more writes, as after a failed sync. A restart reloads the truth from disk.
-                self.failed.store(true, std::sync::atomic::Ordering::SeqCst);
-                tracing::error!(%error, ops = pendings.len() + group.len(), "group commit failed; nothing in it was stored; the store takes no more writes until a restart");
-                let message = format!(
-                    "a write failed ({error}); the store takes no more writes until a restart"
-                );
-                self.publisher.fail(pendings, &message);
-                for op in group.drain(..) {
-                    fail_op(op, &message);
+            if group.is_empty() {
+                return;
+            }
+            let first_seq = self.next_seq;
+            let error = match self.apply_group(group) {
+                Ok(applied) => {
+                    self.committed(group, applied);
+                    return;
+                }
+                Err(error) => error,
+            };
+            // Nothing of the group was stored; it is still whole in `group`.
+            self.next_seq = first_seq;
+            match classify(&error) {
+                Failure::DiskFull => {
+                    let newly = !self.health.set_full(true);
+                    if newly {
+                        tracing::error!(%error, "the disk is full: new messages are refused until space is freed; acks go on");
+                    }
+                    if self.reserve.next_probe().is_none() {
+                        // The reserve is free from now on: try again at once, without new data.
+                        self.reserve.on_full();
+                        self.wal_limit.truncate(&self.conn, &self.checkpoint);
+                        continue;
+                    }
+                    // Even the reserve did not help: keep them until a probe finds room.
+                    self.held.append(group);
+                    return;
+                }
+                Failure::Busy => {
+                    tracing::warn!(%error, "group commit found the database locked; retrying");
+                    std::thread::sleep(BUSY_RETRY);
+                }
+                Failure::Fatal => {
+                    // The index may already hold what this group failed to write (acks,
+                    // cancels, removals): from here memory and disk could disagree, so the
+                    // store takes no more writes. A restart reloads the truth from disk.
+                    let reason = format!("a write failed: {error}");
+                    tracing::error!(%error, ops = group.len(), "group commit failed; nothing in it was stored");
+                    self.health.stop(reason.clone());
+                    for op in group.drain(..) {
+                        fail_op(op, || StoreError::WritesStopped(reason.clone()));
+                    }
+                    return;
                 }
             }
         }
-        group.clear();
     }
 
-    /// Applies and commits a group. On failure, what was taken from the group comes back as
-    /// pendings to answer with the error; the ops not reached stay in `group`.
-    fn apply_group(
-        &mut self,
-        group: &mut Vec<WriteOp>,
-    ) -> Result<Vec<Pending>, (rusqlite::Error, Vec<Pending>)> {
+    /// Hands a committed group to the syncer (or answers it), and keeps the WAL bounded.
+    fn committed(&mut self, group: &mut Vec<WriteOp>, applied: Vec<Applied>) {
+        let pendings: Vec<Pending> = group
+            .drain(..)
+            .zip(applied)
+            .map(|(op, applied)| op.into_pending(applied))
+            .collect();
+        self.stats.group_commit_ops.record(pendings.len() as u64);
+        self.checkpoint
+            .dirty
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        match &self.syncer {
+            // The syncer makes the group durable and answers it, while this thread goes on
+            // with the next group.
+            Some(syncer) => {
+                if let Err(unsent) = syncer.send(pendings) {
+                    self.publisher.fail(unsent.0, || {
+                        StoreError::Unavailable("the WAL sync thread has stopped".into())
+                    });
+                }
+            }
+            None => self.publisher.publish(pendings),
+        }
+        if self.wal_limit.is_over() {
+            self.wal_limit.truncate(&self.conn, &self.checkpoint);
+        }
+    }
+
+    /// Applies and commits a group. On failure nothing of it is stored (the transaction is
+    /// rolled back) and the group can be tried again as it is.
+    fn apply_group(&mut self, group: &[WriteOp]) -> rusqlite::Result<Vec<Applied>> {
         let started = Instant::now();
-        let tx = match self
+        let tx = self
             .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-        {
-            Ok(tx) => tx,
-            Err(error) => return Err((error, Vec::new())),
-        };
-        let mut pendings = Vec::with_capacity(group.len());
-        let mut ops = std::mem::take(group).into_iter();
-        for op in ops.by_ref() {
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut applied = Vec::with_capacity(group.len());
+        for op in group {
             if matches!(op, WriteOp::Flush { .. }) {
                 self.flush_all_claims = true;
             }
-            match apply(
+            applied.push(apply(
                 &tx,
                 op,
                 &mut self.next_seq,
                 self.payload_cache_bytes,
                 &mut self.claims,
-            ) {
-                Ok(pending) => pendings.push(pending),
-                Err(error) => {
-                    group.extend(ops);
-                    return Err((error, pendings));
-                }
-            }
+            )?);
         }
-        let due = self
-            .claims
-            .take_due(Instant::now(), std::mem::take(&mut self.flush_all_claims));
-        match finish_group(tx, due, started, pendings.len()) {
-            Ok(()) => Ok(pendings),
-            Err(error) => Err((error, pendings)),
+        let everything = std::mem::take(&mut self.flush_all_claims);
+        let due = self.claims.take_due(Instant::now(), everything);
+        match finish_group(tx, &due, started, applied.len()) {
+            Ok(()) => Ok(applied),
+            Err(error) => {
+                // Written with the next group instead.
+                self.claims.restore(due);
+                self.flush_all_claims = everything;
+                Err(error)
+            }
         }
     }
 }
@@ -323,7 +467,7 @@ impl Writer {
 /// Writes the due claim records and commits.
 fn finish_group(
     tx: rusqlite::Transaction<'_>,
-    due: Vec<(Seq, u32, Millis)>,
+    due: &[(Seq, u32, Millis)],
     started: Instant,
     ops: usize,
 ) -> rusqlite::Result<()> {
@@ -331,7 +475,7 @@ fn finish_group(
         let mut statement = tx.prepare_cached(
             "UPDATE messages SET attempts = ?2, first_received_at = ?3 WHERE seq = ?1",
         )?;
-        for (seq, attempts, first_received_at_ms) in due {
+        for &(seq, attempts, first_received_at_ms) in due {
             statement.execute(params![seq as i64, attempts, first_received_at_ms])?;
         }
     }
@@ -349,18 +493,10 @@ fn finish_group(
     Ok(())
 }
 
-fn fail_op(op: WriteOp, message: &str) {
-    let error = || StoreError::Unavailable(message.to_owned());
+/// Answers an op that will not be stored with `error()`.
+fn fail_op(op: WriteOp, error: impl Fn() -> StoreError) {
     match op {
-        WriteOp::Enqueue { reply, .. } => {
-            let _ = reply.send(Err(error()));
-        }
-        WriteOp::Replay { reply, .. } => {
-            let _ = reply.send(Err(error()));
-        }
-        WriteOp::Finish {
-            reply: Some(reply), ..
-        } => {
+        WriteOp::Enqueue { reply, .. } | WriteOp::Replay { reply, .. } => {
             let _ = reply.send(Err(error()));
         }
         WriteOp::Ack { reply, .. }
@@ -369,10 +505,11 @@ fn fail_op(op: WriteOp, message: &str) {
         | WriteOp::WebhookDelete { reply, .. }
         | WriteOp::QueuePut { reply, .. }
         | WriteOp::QueueDelete { reply, .. }
-        | WriteOp::Flush { reply } => {
-            let _ = reply.send(Err(error()));
+        | WriteOp::Flush { reply }
+        | WriteOp::Finish {
+            reply: Some(reply), ..
         }
-        WriteOp::Apply {
+        | WriteOp::Apply {
             reply: Some(reply), ..
         } => {
             let _ = reply.send(Err(error()));
@@ -385,26 +522,29 @@ fn fail_op(op: WriteOp, message: &str) {
     }
 }
 
+/// Applies one op inside the group's transaction. Takes the op by reference: if the group
+/// fails, it is tried again as it is.
 fn apply(
     tx: &rusqlite::Transaction<'_>,
-    op: WriteOp,
+    op: &WriteOp,
     next_seq: &mut Seq,
     payload_cache_bytes: usize,
     claims: &mut DeferredClaims,
-) -> rusqlite::Result<Pending> {
+) -> rusqlite::Result<Applied> {
     Ok(match op {
         WriteOp::Enqueue {
             queue,
             dedup_window_ms,
             now_ms,
             messages,
-            reply,
+            ..
         } => {
+            let (dedup_window_ms, now_ms) = (*dedup_window_ms, *now_ms);
             let mut results = Vec::with_capacity(messages.len());
             let mut entries = Vec::with_capacity(messages.len());
             for message in messages {
                 if let Some(key) = &message.idempotency_key
-                    && let Some(existing) = find_idempotent(tx, &queue, key, now_ms)?
+                    && let Some(existing) = find_idempotent(tx, queue, key, now_ms)?
                 {
                     results.push(Enqueued {
                         message_id: existing.message_id,
@@ -416,10 +556,10 @@ fn apply(
                 let seq = *next_seq;
                 *next_seq += 1;
                 let id = crate::ids::encode(seq, now_ms);
-                insert_message(tx, seq, id, &queue, &message, now_ms)?;
+                insert_message(tx, seq, id, queue, message, now_ms)?;
                 if let Some(key) = &message.idempotency_key {
                     tx.prepare_cached("INSERT OR REPLACE INTO idempotency (queue, key, message_id, expires_at) VALUES (?1, ?2, ?3, ?4)")?
-                        .execute(params![&*queue, key, id.as_bytes(), now_ms + dedup_window_ms])?;
+                        .execute(params![&**queue, key, id.as_bytes(), now_ms + dedup_window_ms])?;
                 }
                 let mut entry = Entry::new(
                     seq,
@@ -447,30 +587,24 @@ fn apply(
                     position: 0,
                 });
             }
-            Pending::Enqueue {
-                reply,
-                results,
-                entries,
-                queue,
-                now_ms,
-            }
+            Applied::Created { results, entries }
         }
         WriteOp::Claimed { records } => {
             let now = Instant::now();
-            for (seq, attempts, first_received_at_ms) in records {
+            for &(seq, attempts, first_received_at_ms) in records {
                 claims.record(seq, attempts, first_received_at_ms, now);
             }
-            Pending::Nothing
+            Applied::Done
         }
         WriteOp::Ack {
             seqs,
             memos,
             result,
             now_ms,
-            reply,
+            ..
         } => {
             let mut statement = tx.prepare_cached("UPDATE messages SET state = ?2, acked_at = ?3, body = NULL, headers = NULL, result = ?4, attempts = ?5, first_received_at = ?6 WHERE seq = ?1")?;
-            for (seq, attempts, first_received_at_ms) in seqs {
+            for &(seq, attempts, first_received_at_ms) in seqs {
                 claims.forget(seq);
                 statement.execute(params![
                     seq as i64,
@@ -483,26 +617,27 @@ fn apply(
             }
             let mut statement = tx.prepare_cached("UPDATE idempotency SET acked_at = ?4, result = ?5 WHERE queue = ?1 AND key = ?2 AND message_id = ?3")?;
             for (queue, key, id) in memos {
-                statement.execute(params![&*queue, &*key, id.as_bytes(), now_ms, result])?;
+                statement.execute(params![&**queue, &**key, id.as_bytes(), now_ms, result])?;
             }
-            Pending::Unit(reply)
+            Applied::Done
         }
         WriteOp::Finish {
             seqs,
             state,
             now_ms,
-            reply,
+            ..
         } => {
-            finish_rows(tx, &seqs, state, now_ms, claims)?;
-            reply.map_or(Pending::Nothing, Pending::Unit)
+            finish_rows(tx, seqs, *state, *now_ms, claims)?;
+            Applied::Done
         }
         WriteOp::Replay {
             target,
             items,
             dedup_window_ms,
             now_ms,
-            reply,
+            ..
         } => {
+            let (dedup_window_ms, now_ms) = (*dedup_window_ms, *now_ms);
             let mut results = Vec::with_capacity(items.len());
             let mut entries = Vec::with_capacity(items.len());
             for item in items {
@@ -514,7 +649,7 @@ fn apply(
                         "INSERT INTO messages (seq, id, queue, state, priority, msg_key, idempotency_key, visible_at, enqueued_at, attempts, body, body_kind, headers)
                          SELECT ?1, ?2, ?3, ?4, priority, msg_key, idempotency_key, ?5, ?5, 0, body, body_kind, headers FROM messages WHERE seq = ?6",
                     )?
-                    .execute(params![seq as i64, id.as_bytes(), &*target, STATE_LIVE, now_ms, item.seq as i64])?;
+                    .execute(params![seq as i64, id.as_bytes(), &**target, STATE_LIVE, now_ms, item.seq as i64])?;
                 if copied == 0 {
                     // The index had it but the row is gone: nothing to replay.
                     *next_seq -= 1;
@@ -533,19 +668,19 @@ fn apply(
                 if let Some(key) = &item.idempotency_key {
                     // The key now answers with the live replay, not the dead letter.
                     tx.prepare_cached("INSERT OR REPLACE INTO idempotency (queue, key, message_id, expires_at) VALUES (?1, ?2, ?3, ?4)")?
-                        .execute(params![&*target, &**key, id.as_bytes(), now_ms + dedup_window_ms])?;
+                        .execute(params![&**target, &**key, id.as_bytes(), now_ms + dedup_window_ms])?;
                 }
                 let mut entry = Entry::new(
                     seq,
                     id,
                     target.clone(),
                     item.priority,
-                    item.key,
+                    item.key.clone(),
                     now_ms,
                     now_ms,
                 );
-                entry.idempotency_key = item.idempotency_key;
-                entry.payload = item.payload.filter(|_| payload_cache_bytes > 0);
+                entry.idempotency_key = item.idempotency_key.clone();
+                entry.payload = item.payload.clone().filter(|_| payload_cache_bytes > 0);
                 entries.push(entry);
                 results.push(Enqueued {
                     message_id: id,
@@ -553,57 +688,38 @@ fn apply(
                     position: 0,
                 });
             }
-            Pending::Enqueue {
-                reply,
-                results,
-                entries,
-                queue: target,
-                now_ms,
-            }
+            Applied::Created { results, entries }
         }
         WriteOp::WebhookPut {
-            name,
-            spec,
-            now_ms,
-            reply,
+            name, spec, now_ms, ..
         } => {
             tx.prepare_cached(
                 "INSERT INTO webhooks (name, spec, created_at) VALUES (?1, ?2, ?3)
                  ON CONFLICT (name) DO UPDATE SET spec = excluded.spec",
             )?
             .execute(params![name, spec, now_ms])?;
-            Pending::Unit(reply)
+            Applied::Done
         }
-        WriteOp::WebhookDelete { name, reply } => {
+        WriteOp::WebhookDelete { name, .. } => {
             tx.prepare_cached("DELETE FROM webhooks WHERE name = ?1")?
                 .execute(params![name])?;
-            Pending::Unit(reply)
+            Applied::Done
         }
-        WriteOp::QueuePause {
-            name,
-            paused,
-            reply,
-        } => {
+        WriteOp::QueuePause { name, paused, .. } => {
             tx.prepare_cached("UPDATE queues SET paused = ?2 WHERE name = ?1")?
                 .execute(params![name, paused])?;
-            Pending::Unit(reply)
+            Applied::Done
         }
         WriteOp::Apply {
-            changes,
-            now_ms,
-            reply,
+            changes, now_ms, ..
         } => {
             for change in changes {
                 claims.forget(change.seq());
-                apply_change(tx, change, now_ms, claims)?;
+                apply_change(tx, change, *now_ms, claims)?;
             }
-            reply.map_or(Pending::Nothing, Pending::Unit)
+            Applied::Done
         }
-        WriteOp::QueuePut {
-            queues,
-            now_ms,
-            reply,
-        } => {
+        WriteOp::QueuePut { queues, now_ms, .. } => {
             for (name, config) in queues {
                 tx.prepare_cached(
                     "INSERT INTO queues (name, config, created_at) VALUES (?1, ?2, ?3)
@@ -611,17 +727,17 @@ fn apply(
                 )?
                 .execute(params![name, config, now_ms])?;
             }
-            Pending::Unit(reply)
+            Applied::Done
         }
-        WriteOp::QueueDelete { name, seqs, reply } => {
+        WriteOp::QueueDelete { name, seqs, .. } => {
             tx.execute("DELETE FROM idempotency WHERE queue = ?1", params![name])?;
             tx.execute("DELETE FROM queues WHERE name = ?1", params![name])?;
-            delete_rows(tx, &seqs)?;
-            Pending::Unit(reply)
+            delete_rows(tx, seqs)?;
+            Applied::Done
         }
         WriteOp::Purge { seqs } => {
-            delete_rows(tx, &seqs)?;
-            Pending::Nothing
+            delete_rows(tx, seqs)?;
+            Applied::Done
         }
         WriteOp::Cleanup {
             now_ms,
@@ -631,9 +747,9 @@ fn apply(
                 .execute(params![acked_before_ms, CLEANUP_ROWS_MAX])?;
             tx.prepare_cached("DELETE FROM idempotency WHERE (queue, key) IN (SELECT queue, key FROM idempotency WHERE expires_at < ?1 LIMIT ?2)")?
                 .execute(params![now_ms, CLEANUP_ROWS_MAX])?;
-            Pending::Nothing
+            Applied::Done
         }
-        WriteOp::Flush { reply } => Pending::Unit(reply),
+        WriteOp::Flush { .. } => Applied::Done,
     })
 }
 
@@ -742,12 +858,12 @@ fn insert_message(
 
 fn apply_change(
     tx: &rusqlite::Transaction<'_>,
-    change: Change,
+    change: &Change,
     now_ms: Millis,
     claims: &mut DeferredClaims,
 ) -> rusqlite::Result<()> {
     match change {
-        Change::Expired { seq } => finish_rows(tx, &[seq], STATE_EXPIRED, now_ms, claims)?,
+        Change::Expired { seq } => finish_rows(tx, &[*seq], STATE_EXPIRED, now_ms, claims)?,
         Change::Retried {
             seq,
             attempts,
@@ -759,7 +875,7 @@ fn apply_change(
                  failures = json_insert(coalesce(failures, '[]'), '$[#]', json_object('attempt', ?2, 'at', ?5, 'error', ?4))
                  WHERE seq = ?1",
             )?
-            .execute(params![seq as i64, attempts, visible_at_ms, last_error.as_deref(), now_ms])?;
+            .execute(params![*seq as i64, attempts, visible_at_ms, last_error.as_deref(), now_ms])?;
         }
         Change::DeadLettered { seq, queue, info } => {
             tx.prepare_cached(
@@ -768,7 +884,7 @@ fn apply_change(
                  failures = json_insert(coalesce(failures, '[]'), '$[#]', json_object('attempt', ?6, 'at', ?3, 'error', ?4, 'dead_lettered', json('true')))
                  WHERE seq = ?1",
             )?
-            .execute(params![seq as i64, &*queue, now_ms, info.last_error, info.source_queue, info.attempts, info.first_seen_at_ms, info.last_seen_at_ms])?;
+            .execute(params![*seq as i64, &**queue, now_ms, info.last_error, info.source_queue, info.attempts, info.first_seen_at_ms, info.last_seen_at_ms])?;
         }
     }
     Ok(())

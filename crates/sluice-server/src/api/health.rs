@@ -3,6 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use sluice_core::store::WriteState;
 use sluice_core::wire::HealthOut;
 
 use super::AppState;
@@ -15,7 +16,8 @@ pub async fn healthz() -> Json<HealthOut> {
     })
 }
 
-/// `GET /readyz`: the store accepts work and the server is not shutting down.
+/// `GET /readyz`: the store accepts new messages (the disk is not full, writes have not
+/// stopped) and the server is not shutting down.
 #[utoipa::path(get, path = "/readyz", responses((status = 200, body = HealthOut), (status = 503, body = HealthOut)))]
 pub async fn readyz(State(app): State<AppState>) -> (StatusCode, Json<HealthOut>) {
     if app.is_shutting_down() {
@@ -25,6 +27,27 @@ pub async fn readyz(State(app): State<AppState>) -> (StatusCode, Json<HealthOut>
                 status: "shutting down".into(),
             }),
         );
+    }
+    // A node that refuses new messages is not ready, so a load balancer sends producers
+    // elsewhere; it still serves receives and acks.
+    match app.store.write_state() {
+        WriteState::Accepting => {}
+        WriteState::DiskFull => {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(HealthOut {
+                    status: "disk full: new messages are refused until space is freed".into(),
+                }),
+            );
+        }
+        WriteState::Stopped(reason) => {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(HealthOut {
+                    status: format!("writes stopped until a restart: {reason}"),
+                }),
+            );
+        }
     }
     match app.store.queue_list(app.now_ms()).await {
         Ok(_) => (

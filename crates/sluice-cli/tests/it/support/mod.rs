@@ -117,6 +117,11 @@ impl TestServer {
         &self.client
     }
 
+    /// The data directory the server runs on (`--data`), the same across restarts.
+    pub fn data_dir(&self) -> PathBuf {
+        self.root.path().join("data")
+    }
+
     /// The server's process id, while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().and_then(Child::id)
