@@ -171,12 +171,9 @@ async fn browsers_must_label_json_bodies_as_json() {
 #[tokio::test]
 async fn open_mode_serves_only_host_names_of_the_listen_address() {
     // Proves DNS rebinding is refused: a Host that is not the listen address (a page's own
-    // name resolving to 127.0.0.1) gets 421, reads included; the loopback names and a
-    // configured public URL pass; health probes and webhooks are not checked.
-    let server = TestServer::builder()
-        .config("[server]\npublic_urls = [\"https://sluice.example.com\"]\n")
-        .start()
-        .await;
+    // name resolving to 127.0.0.1) gets 421, reads included; the loopback names pass; health
+    // probes and webhooks are not checked.
+    let server = TestServer::builder().start().await;
     server.put_queue("orders", json!({})).await;
     let port = port_of(&server);
     let get = |host: String, path: &'static str| {
@@ -203,18 +200,10 @@ async fn open_mode_serves_only_host_names_of_the_listen_address() {
         format!("127.0.0.1:{port}"),
         format!("localhost:{port}"),
         format!("LocalHost:{port}"),
-        "sluice.example.com".to_owned(),
+        format!("[::1]:{port}"),
     ] {
         assert_eq!(send(get(host.clone(), "/v1/queues")).await.0, 200, "{host}");
     }
-    // The public URL's origin is the server's own.
-    let from_public = server
-        .client()
-        .post(format!("{}/v1/queues/orders/messages", server.url()))
-        .header("host", "sluice.example.com")
-        .header("origin", "https://sluice.example.com")
-        .json(&json!({"body": 1}));
-    assert_eq!(send(from_public).await.0, 200);
     // Webhooks: senders are servers, behind tunnels that rename the host.
     let hook = server
         .client()
@@ -228,6 +217,51 @@ async fn open_mode_serves_only_host_names_of_the_listen_address() {
         404,
         "the webhook route answers for itself"
     );
+}
+
+#[tokio::test]
+async fn public_urls_name_the_server_too() {
+    // Proves a `[server] public_urls` entry is served in open mode and its origin counts as
+    // the server's own, while other names are still refused.
+    let server = TestServer::builder()
+        .config("[server]\npublic_urls = [\"https://sluice.example.com\"]\n")
+        .start()
+        .await;
+    server.put_queue("orders", json!({})).await;
+    let from_public = |host: &str, origin: &str| {
+        server
+            .client()
+            .post(format!("{}/v1/queues/orders/messages", server.url()))
+            .header("host", host)
+            .header("origin", origin)
+            .json(&json!({"body": 1}))
+    };
+    let public = "https://sluice.example.com";
+    assert_eq!(send(from_public("sluice.example.com", public)).await.0, 200);
+    assert_eq!(
+        send(from_public("sluice.example.com:443", public)).await.0,
+        200
+    );
+    // Behind a proxy that passes the listen address on as the Host.
+    let listen_host = server.url().strip_prefix("http://").unwrap().to_owned();
+    assert_eq!(send(from_public(&listen_host, public)).await.0, 200);
+    assert_eq!(
+        send(from_public(
+            "sluice.example.com",
+            "https://other.example.com"
+        ))
+        .await,
+        (403, "cross_site_request".to_owned())
+    );
+    assert_eq!(
+        send(from_public(
+            "other.example.com",
+            "https://other.example.com"
+        ))
+        .await,
+        (421, "unknown_host".to_owned())
+    );
+    assert_eq!(server.stats("orders").await["ready"], 3);
 }
 
 #[tokio::test]
