@@ -23,7 +23,7 @@ use sluice_core::wire::SecretRef;
 use subtle::ConstantTimeEq;
 
 use crate::api::AppState;
-use crate::browser_guard::Site;
+use crate::browser_guard::Provenance;
 use crate::error::ApiError;
 use crate::secrets;
 
@@ -408,7 +408,7 @@ fn session_cookie(headers: &HeaderMap) -> Option<String> {
 /// `Origin`): a cookie means a browser, so one that says nothing is refused too. This stops
 /// another site, even a sibling subdomain, from making a signed-in browser act.
 fn same_origin(request: &Request) -> bool {
-    request.extensions().get::<Site>() == Some(&Site::SameOrigin)
+    request.extensions().get::<Provenance>() == Some(&Provenance::SameOrigin)
 }
 
 fn unauthorized(message: &str) -> Response {

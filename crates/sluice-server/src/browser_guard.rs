@@ -25,8 +25,8 @@
 //! The login and logout forms post form bodies, so they skip the content type check but not the
 //! cross-site one.
 //!
-//! The verdict ([`Site`]) rides in the request's extensions: `auth` requires
-//! [`Site::SameOrigin`] of a change made with the dashboard's session cookie, because a cookie
+//! The verdict ([`Provenance`]) rides in the request's extensions: `auth` requires
+//! [`Provenance::SameOrigin`] of a change made with the dashboard's session cookie, because a cookie
 //! means a browser, and a browser that says nothing cannot be told apart from another site's page.
 
 use std::net::{IpAddr, SocketAddr};
@@ -42,7 +42,7 @@ use crate::error::ApiError;
 
 /// Where a request comes from, as far as its browser headers tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Site {
+pub enum Provenance {
     /// A browser says this server's own pages made it.
     SameOrigin,
     /// A browser says another site (or an opaque origin) made it.
@@ -77,16 +77,16 @@ impl BrowserGuard {
 
     /// Classifies a request by `Sec-Fetch-Site`, or else `Origin` against the request's own
     /// host and the public URLs.
-    pub fn site(&self, headers: &HeaderMap) -> Site {
+    pub fn site(&self, headers: &HeaderMap) -> Provenance {
         if let Some(site) = headers.get("sec-fetch-site") {
             return if site.as_bytes() == b"same-origin" {
-                Site::SameOrigin
+                Provenance::SameOrigin
             } else {
-                Site::CrossSite
+                Provenance::CrossSite
             };
         }
         let Some(origin) = headers.get(header::ORIGIN) else {
-            return Site::NotBrowser;
+            return Provenance::NotBrowser;
         };
         let origin = origin.to_str().unwrap_or_default();
         let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
@@ -98,9 +98,9 @@ impl BrowserGuard {
             .iter()
             .any(|url| url.origin().ascii_serialization() == origin);
         if own_host || public {
-            Site::SameOrigin
+            Provenance::SameOrigin
         } else {
-            Site::CrossSite
+            Provenance::CrossSite
         }
     }
 
@@ -228,7 +228,7 @@ async fn check(
     }
     let site = guard.site(headers);
     let changes = !matches!(*request.method(), Method::GET | Method::HEAD);
-    if changes && site == Site::CrossSite {
+    if changes && site == Provenance::CrossSite {
         return ApiError::with_status(
             StatusCode::FORBIDDEN,
             "cross_site_request",
@@ -311,35 +311,41 @@ mod tests {
     fn browsers_say_where_a_request_comes_from() {
         let local = guard("127.0.0.1:7566", &["https://q.example.com"]);
         for (pairs, site) in [
-            (vec![], Site::NotBrowser),
-            (vec![("sec-fetch-site", "same-origin")], Site::SameOrigin),
-            (vec![("sec-fetch-site", "same-site")], Site::CrossSite),
-            (vec![("sec-fetch-site", "cross-site")], Site::CrossSite),
-            (vec![("sec-fetch-site", "none")], Site::CrossSite),
+            (vec![], Provenance::NotBrowser),
+            (
+                vec![("sec-fetch-site", "same-origin")],
+                Provenance::SameOrigin,
+            ),
+            (vec![("sec-fetch-site", "same-site")], Provenance::CrossSite),
+            (
+                vec![("sec-fetch-site", "cross-site")],
+                Provenance::CrossSite,
+            ),
+            (vec![("sec-fetch-site", "none")], Provenance::CrossSite),
             (
                 vec![
                     ("origin", "http://127.0.0.1:7566"),
                     ("host", "127.0.0.1:7566"),
                 ],
-                Site::SameOrigin,
+                Provenance::SameOrigin,
             ),
             (
                 vec![
                     ("origin", "https://q.example.com"),
                     ("host", "127.0.0.1:7566"),
                 ],
-                Site::SameOrigin,
+                Provenance::SameOrigin,
             ),
             (
                 vec![
                     ("origin", "http://evil.example"),
                     ("host", "127.0.0.1:7566"),
                 ],
-                Site::CrossSite,
+                Provenance::CrossSite,
             ),
             (
                 vec![("origin", "null"), ("host", "127.0.0.1:7566")],
-                Site::CrossSite,
+                Provenance::CrossSite,
             ),
         ] {
             assert_eq!(local.site(&headers(&pairs)), site, "{pairs:?}");
