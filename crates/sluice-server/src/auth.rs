@@ -482,7 +482,9 @@ pub async fn authorize(State(app): State<AppState>, request: Request, next: Next
     });
     // Looked up now, so a queue named as a dead-letter queue a moment ago is one.
     let is_dead_letter_queue = match (need, queue.as_deref()) {
-        (Need::Produce | Need::Consume, Some(queue)) if !caller.is_admin() => {
+        (Need::Produce | Need::Consume, Some(queue))
+            if !caller.is_admin() && !queue.ends_with(sluice_core::queue::DEAD_LETTER_SUFFIX) =>
+        {
             match app.store.queue_is_dead_letter_queue(queue).await {
                 Ok(is) => is,
                 Err(error) => return ApiError::from(error).into_response(),

@@ -173,14 +173,11 @@ fn is_json(content_type: &str) -> bool {
         || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
-/// True when the request carries a body (a positive `Content-Length`, or chunked).
-fn has_body(headers: &HeaderMap) -> bool {
-    headers.contains_key(header::TRANSFER_ENCODING)
-        || headers
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .is_some_and(|length| length > 0)
+/// True unless the request's body is known to be empty (HTTP/1 chunked and HTTP/2 bodies of
+/// unknown length count as bodies).
+fn has_body(request: &Request) -> bool {
+    use axum::body::HttpBody;
+    request.body().size_hint().exact() != Some(0)
 }
 
 /// A browser made the request: it sent `Origin` or a fetch metadata header.
@@ -237,7 +234,7 @@ async fn check(
         .into_response();
     }
     let is_form_route = matches!(path.as_str(), "/ui/login" | "/ui/logout");
-    if changes && !is_form_route && from_browser(headers) && has_body(headers) {
+    if changes && !is_form_route && from_browser(headers) && has_body(&request) {
         let content_type = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
