@@ -77,7 +77,7 @@ impl BrowserGuard {
 
     /// Classifies a request by `Sec-Fetch-Site`, or else `Origin` against the request's own
     /// host and the public URLs.
-    pub fn site(&self, headers: &HeaderMap) -> Provenance {
+    pub fn provenance(&self, headers: &HeaderMap) -> Provenance {
         if let Some(site) = headers.get("sec-fetch-site") {
             return if site.as_bytes() == b"same-origin" {
                 Provenance::SameOrigin
@@ -223,9 +223,9 @@ async fn check(
             .into_response();
         }
     }
-    let site = guard.site(headers);
+    let provenance = guard.provenance(headers);
     let changes = !matches!(*request.method(), Method::GET | Method::HEAD);
-    if changes && site == Provenance::CrossSite {
+    if changes && provenance == Provenance::CrossSite {
         return ApiError::with_status(
             StatusCode::FORBIDDEN,
             "cross_site_request",
@@ -248,7 +248,7 @@ async fn check(
             .into_response();
         }
     }
-    request.extensions_mut().insert(site);
+    request.extensions_mut().insert(provenance);
     next.run(request).await
 }
 
@@ -307,7 +307,7 @@ mod tests {
     #[test]
     fn browsers_say_where_a_request_comes_from() {
         let local = guard("127.0.0.1:7566", &["https://q.example.com"]);
-        for (pairs, site) in [
+        for (pairs, provenance) in [
             (vec![], Provenance::NotBrowser),
             (
                 vec![("sec-fetch-site", "same-origin")],
@@ -345,7 +345,7 @@ mod tests {
                 Provenance::CrossSite,
             ),
         ] {
-            assert_eq!(local.site(&headers(&pairs)), site, "{pairs:?}");
+            assert_eq!(local.provenance(&headers(&pairs)), provenance, "{pairs:?}");
         }
     }
 

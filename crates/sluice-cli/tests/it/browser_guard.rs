@@ -10,7 +10,7 @@ use crate::support::TestServer;
 
 const ADMIN: &str = "admin-token-0123456789";
 
-/// Sends a request built by `build` and returns (status, error code or "").
+/// Sends `request`; returns its status and error code ("" when it has none).
 async fn send(request: RequestBuilder) -> (u16, String) {
     let response = request.send().await.expect("request");
     let status = response.status().as_u16();
