@@ -190,6 +190,7 @@ impl CreateArgs {
                     }),
                     retry_client_errors: None,
                     concurrency: None,
+                    secret_path: None,
                 })
             }),
         })

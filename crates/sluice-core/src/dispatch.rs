@@ -463,6 +463,13 @@ impl Index {
         Ok(())
     }
 
+    /// True when some queue names `name` as its dead-letter queue.
+    pub fn is_dead_letter_queue(&self, name: &str) -> bool {
+        self.queues
+            .values()
+            .any(|state| state.config.dead_letter_queue.as_deref() == Some(name))
+    }
+
     /// The configuration of a queue.
     pub fn queue_config(&self, name: &str) -> Option<Arc<QueueConfig>> {
         self.queues.get(name).map(|state| state.config.clone())

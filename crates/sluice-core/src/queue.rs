@@ -213,11 +213,35 @@ pub struct SchemaViolation {
     pub reason: String,
 }
 
+/// Largest compiled program of one `pattern`, in bytes (the `regex` crate's own default).
+pub const SCHEMA_REGEX_SIZE_LIMIT_BYTES: usize = 10 << 20;
+/// Largest lazy-DFA cache of one `pattern`, in bytes (the `regex` crate's own default).
+pub const SCHEMA_REGEX_DFA_SIZE_LIMIT_BYTES: usize = 2 << 20;
+
 impl MessageSchema {
     /// Compiles a schema; the error says what is wrong with it.
+    ///
+    /// `pattern` and `patternProperties` run on the `regex` crate, whose matching time is
+    /// linear in the text: a backtracking engine takes exponential time on patterns such as
+    /// `^(a+)+$`, and a producer chooses the text. Lookaround and backreferences, which only a
+    /// backtracking engine offers, are refused here, when the queue is defined.
     pub fn compile(source: serde_json::Value) -> Result<Self, String> {
-        let validator = jsonschema::validator_for(&source)
-            .map_err(|e| format!("schema: not a valid JSON Schema: {e}"))?;
+        let validator = jsonschema::options()
+            .with_pattern_options(
+                jsonschema::PatternOptions::regex()
+                    .size_limit(SCHEMA_REGEX_SIZE_LIMIT_BYTES)
+                    .dfa_size_limit(SCHEMA_REGEX_DFA_SIZE_LIMIT_BYTES),
+            )
+            .build(&source)
+            .map_err(|e| {
+                let text = e.to_string();
+                let hint = if text.contains("regex") {
+                    " (patterns run on a linear-time engine: no lookaround, no backreferences)"
+                } else {
+                    ""
+                };
+                format!("schema: not a valid JSON Schema: {text}{hint}")
+            })?;
         Ok(Self { source, validator })
     }
 
@@ -331,6 +355,40 @@ mod tests {
         }
         for bad in ["", ".", "..", "with space", "slash/y", "é", &"x".repeat(81)] {
             assert!(validate_queue_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn schema_patterns_run_in_linear_time_and_refuse_backtracking_features() {
+        let schema = MessageSchema::compile(serde_json::json!({
+            "type": "object",
+            "properties": {"s": {"type": "string", "pattern": "^(a+)+$"}},
+            "patternProperties": {"^(x+x+)+y$": {"type": "integer"}}
+        }))
+        .unwrap();
+        let evil = format!("{}!", "a".repeat(50_000));
+        let started = std::time::Instant::now();
+        for _ in 0..20 {
+            assert_eq!(
+                schema
+                    .violations(
+                        &serde_json::json!({"s": evil, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx": "1"})
+                    )
+                    .len(),
+                1
+            );
+        }
+        // A backtracking engine takes far longer (or gives up) on each; this bound is generous.
+        assert!(started.elapsed() < std::time::Duration::from_secs(20));
+        assert!(
+            schema
+                .violations(&serde_json::json!({"s": "aaaa"}))
+                .is_empty()
+        );
+        for refused in ["(?=a)a", "(?<=a)b", "(a)\\1", "(?!x)y"] {
+            let error =
+                MessageSchema::compile(serde_json::json!({"pattern": refused})).unwrap_err();
+            assert!(error.contains("lookaround"), "{refused}: {error}");
         }
     }
 

@@ -433,6 +433,16 @@ pub trait Store: Send + Sync + 'static {
     async fn queue_config(&self, name: &str) -> StoreResult<Arc<QueueConfig>>;
     /// All queues with their depth, by name.
     async fn queue_list(&self, now_ms: Millis) -> StoreResult<Vec<QueueInfo>>;
+    /// True when some queue names `name` as its dead-letter queue (whatever `name` is called).
+    /// Access control asks on every producer or consumer request, so backends with a cheaper
+    /// way than listing every queue should say it.
+    async fn queue_is_dead_letter_queue(&self, name: &str) -> StoreResult<bool> {
+        Ok(self
+            .queue_list(0)
+            .await?
+            .iter()
+            .any(|info| info.config.dead_letter_queue.as_deref() == Some(name)))
+    }
     /// Deletes a queue and its messages. Refused with `Conflict` while another queue uses it as
     /// its dead-letter queue.
     async fn queue_delete(&self, name: &str) -> StoreResult<u64>;

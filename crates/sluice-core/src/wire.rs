@@ -206,9 +206,10 @@ fn validate_push(push: &PushSpec) -> Result<(), String> {
     let host = url
         .strip_prefix("http://")
         .or_else(|| url.strip_prefix("https://"))
-        .ok_or_else(|| format!("push.url: {:?} is not an http:// or https:// URL", push.url))?;
+        // The URL is not echoed: it may hold credentials.
+        .ok_or("push.url: not an http:// or https:// URL")?;
     if host.is_empty() || host.starts_with('/') {
-        return Err(format!("push.url: {:?} has no host", push.url));
+        return Err("push.url: the URL has no host".into());
     }
     if let Some(method) = &push.method
         && !matches!(method.as_str(), "POST" | "PUT" | "PATCH")

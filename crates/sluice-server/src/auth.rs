@@ -23,6 +23,7 @@ use sluice_core::wire::SecretRef;
 use subtle::ConstantTimeEq;
 
 use crate::api::AppState;
+use crate::browser_guard::Provenance;
 use crate::error::ApiError;
 use crate::secrets;
 
@@ -113,25 +114,32 @@ impl Caller {
                 && self.covers(queue))
     }
 
-    /// May this caller produce into or consume from `queue`? A dead-letter queue
-    /// (`<name>.dlq`) is the team's to read through its source queue, but taking or adding
-    /// messages there (which would bypass the admin-only replay and delete) needs a pattern
-    /// that names dead-letter queues itself, such as `team-a.*.dlq`.
-    fn may(&self, role: Role, queue: &str) -> bool {
+    /// May this caller produce into or consume from `queue`? A dead-letter queue (some
+    /// queue's `dead_letter_queue`, whatever its name, or any `<name>.dlq`) is the team's to
+    /// read through its source queue, but taking or adding messages there (which would bypass
+    /// the admin-only replay and delete) needs a pattern that grants dead-letter queues.
+    fn may(&self, role: Role, queue: &str, is_dead_letter_queue: bool) -> bool {
         if self.is_admin() {
             return true;
         }
         if !self.roles.contains(&role) {
             return false;
         }
-        if queue.ends_with(sluice_core::queue::DEAD_LETTER_SUFFIX) {
-            return self.queues.iter().any(|pattern| {
-                pattern.ends_with(sluice_core::queue::DEAD_LETTER_SUFFIX)
-                    && wildcard(pattern, queue)
-            });
+        if is_dead_letter_queue || queue.ends_with(sluice_core::queue::DEAD_LETTER_SUFFIX) {
+            return self
+                .queues
+                .iter()
+                .any(|pattern| grants_dead_letters(pattern) && wildcard(pattern, queue));
         }
         self.covers(queue)
     }
+}
+
+/// A pattern that grants dead-letter queues: one that ends in `.dlq` (`team-a.*.dlq`), or a
+/// queue's exact name (`team-a.pay-failed`). A wildcard such as `team-a.*` that happens to
+/// match a dead-letter queue's name does not.
+fn grants_dead_letters(pattern: &str) -> bool {
+    pattern.ends_with(sluice_core::queue::DEAD_LETTER_SUFFIX) || !pattern.contains('*')
 }
 
 /// `*` matches any run of characters; everything else matches itself.
@@ -396,20 +404,11 @@ fn session_cookie(headers: &HeaderMap) -> Option<String> {
 }
 
 /// A request authenticated by the session cookie that changes something must come from the
-/// dashboard's own pages: browsers say so in `Sec-Fetch-Site` (or `Origin`). This stops
+/// dashboard's own pages, as its browser says (`browser_guard` tells, in `Sec-Fetch-Site` or
+/// `Origin`): a cookie means a browser, so one that says nothing is refused too. This stops
 /// another site, even a sibling subdomain, from making a signed-in browser act.
-fn same_origin(headers: &HeaderMap) -> bool {
-    if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
-        return site == "same-origin";
-    }
-    let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
-    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
-    match (origin, host) {
-        (Some(origin), Some(host)) => origin
-            .split_once("://")
-            .is_some_and(|(_, authority)| authority == host),
-        _ => false,
-    }
+fn same_origin(request: &Request) -> bool {
+    request.extensions().get::<Provenance>() == Some(&Provenance::SameOrigin)
 }
 
 fn unauthorized(message: &str) -> Response {
@@ -472,7 +471,7 @@ pub async fn authorize(State(app): State<AppState>, request: Request, next: Next
             }
         });
     };
-    if carrier == Carrier::Cookie && method != Method::GET && !same_origin(request.headers()) {
+    if carrier == Carrier::Cookie && method != Method::GET && !same_origin(&request) {
         return forbidden("a cross-site request with the dashboard's cookie was refused".into());
     }
     let queue = params.as_ref().and_then(|params| {
@@ -481,12 +480,24 @@ pub async fn authorize(State(app): State<AppState>, request: Request, next: Next
             .find(|(name, _)| *name == "queue")
             .map(|(_, value)| value.to_owned())
     });
+    // Looked up now, so a queue named as a dead-letter queue a moment ago is one.
+    let is_dead_letter_queue = match (need, queue.as_deref()) {
+        (Need::Produce | Need::Consume, Some(queue))
+            if !caller.is_admin() && !queue.ends_with(sluice_core::queue::DEAD_LETTER_SUFFIX) =>
+        {
+            match app.store.queue_is_dead_letter_queue(queue).await {
+                Ok(is) => is,
+                Err(error) => return ApiError::from(error).into_response(),
+            }
+        }
+        _ => false,
+    };
     let allowed = match (need, queue.as_deref()) {
         (Need::AnyToken, _) => true,
         (Need::Admin | Need::Metrics, _) => caller.is_admin(),
         (Need::Read, Some(queue)) => caller.may_read(queue),
-        (Need::Produce, Some(queue)) => caller.may(Role::Producer, queue),
-        (Need::Consume, Some(queue)) => caller.may(Role::Consumer, queue),
+        (Need::Produce, Some(queue)) => caller.may(Role::Producer, queue, is_dead_letter_queue),
+        (Need::Consume, Some(queue)) => caller.may(Role::Consumer, queue, is_dead_letter_queue),
         _ => caller.is_admin(),
     };
     if !allowed {
@@ -599,14 +610,25 @@ mod tests {
         };
         assert!(producer.may_read("team-a.orders"));
         assert!(!producer.may_read("team-b.orders"));
-        assert!(producer.may(Role::Producer, "team-a.orders"));
-        assert!(!producer.may(Role::Consumer, "team-a.orders"));
+        assert!(producer.may(Role::Producer, "team-a.orders", false));
+        assert!(!producer.may(Role::Consumer, "team-a.orders", false));
+        assert!(
+            !producer.may(Role::Producer, "team-a.pay-failed", true),
+            "a wildcard does not grant a dead-letter queue, whatever its name"
+        );
+        let named = Caller {
+            name: "b".into(),
+            roles: vec![Role::Consumer],
+            queues: vec!["team-a.pay-failed".into(), "team-a.*.dlq".into()],
+        };
+        assert!(named.may(Role::Consumer, "team-a.pay-failed", true));
+        assert!(named.may(Role::Consumer, "team-a.orders.dlq", true));
         let admin = Caller {
             name: "ops".into(),
             roles: vec![Role::Admin],
             queues: vec![],
         };
-        assert!(admin.may(Role::Consumer, "anything"));
+        assert!(admin.may(Role::Consumer, "anything", true));
     }
 
     #[test]

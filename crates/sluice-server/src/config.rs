@@ -78,6 +78,9 @@ pub struct RawServer {
     pub tls_cert: Option<PathBuf>,
     /// HTTPS: the PEM private key file (with `tls_cert`).
     pub tls_key: Option<PathBuf>,
+    /// URLs the server is reached under besides its listen address (a proxy's, a host name):
+    /// their hosts are served in open mode and their origins count as the server's own.
+    pub public_urls: Option<Vec<String>>,
 }
 
 /// The validated configuration.
@@ -107,6 +110,8 @@ pub struct Config {
     pub allow_unauthenticated: bool,
     /// HTTPS certificate and key files.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// Other URLs the server is reached under (see `browser_guard`).
+    pub public_urls: Vec<reqwest::Url>,
     /// Use a manual clock moved by `POST /v1/_test/clock/advance` (tests only).
     pub test_clock: bool,
     /// Where the manual clock starts, in epoch ms (default: now).
@@ -189,10 +194,29 @@ impl Config {
                 (None, None) => None,
                 _ => return Err("[server] tls_cert and tls_key go together".into()),
             },
+            public_urls: raw
+                .server
+                .public_urls
+                .unwrap_or_default()
+                .iter()
+                .map(|url| parse_public_url(url))
+                .collect::<Result<_, _>>()?,
             test_clock: false,
             test_clock_start_ms: None,
         })
     }
+}
+
+/// A `[server] public_urls` entry: an http(s) URL with a host; only its origin is used.
+fn parse_public_url(text: &str) -> Result<reqwest::Url, String> {
+    let url = reqwest::Url::parse(text)
+        .map_err(|e| format!("[server] public_urls: {text:?} is not a URL: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(format!(
+            "[server] public_urls: {text:?} is not an http:// or https:// URL with a host"
+        ));
+    }
+    Ok(url)
 }
 
 #[cfg(test)]

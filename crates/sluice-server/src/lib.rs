@@ -6,6 +6,7 @@
 
 pub mod api;
 mod auth;
+mod browser_guard;
 pub mod config;
 mod dashboard;
 pub mod error;
@@ -13,6 +14,7 @@ mod expr_pool;
 mod maintenance;
 mod metrics;
 pub mod push;
+mod redact;
 mod secrets;
 pub mod webhooks;
 
@@ -143,11 +145,18 @@ pub async fn run(
         clock.clone(),
         shutting_down.clone(),
     ));
-    let app = with_request_ids(
+    let guard = browser_guard::BrowserGuard::new(
+        !config.auth.enabled(),
+        listener.local_addr()?,
+        config.tls.is_some(),
+        config.public_urls.clone(),
+    );
+    let app = with_request_ids(browser_guard::layer(
         auth::router()
             .with_state(state.clone())
             .merge(api::router(state)),
-    )
+        Arc::new(guard),
+    ))
     .into_make_service_with_connect_info::<std::net::SocketAddr>();
     on_ready();
     tracing::info!(listen = %listener.local_addr()?, "listening");

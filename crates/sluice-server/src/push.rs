@@ -116,6 +116,8 @@ struct Destination {
     transform: Option<Expr>,
     signer: Option<StandardSigner>,
     stats: Arc<PushStats>,
+    /// Takes the destination's secrets out of failure texts, which non-admins read.
+    scrubber: crate::redact::Scrubber,
 }
 
 /// Checks a push destination the way a worker will use it: the transform compiles and the
@@ -268,6 +270,7 @@ impl Dispatcher {
                 timeout: Duration::from_millis(
                     spec.timeout_ms.unwrap_or(TIMEOUT_MS_DEFAULT).max(1) as u64,
                 ),
+                scrubber: crate::redact::Scrubber::for_destination(&spec),
                 spec,
                 config: config.clone(),
                 transform,
@@ -389,7 +392,10 @@ impl Dispatcher {
         stats.in_flight.fetch_add(1, Ordering::Relaxed);
         let started_ms = self.clock.now_ms();
         let started = std::time::Instant::now();
-        let outcome = self.call(destination, &message).await;
+        let mut outcome = self.call(destination, &message).await;
+        if let Outcome::Failed { error, .. } = &mut outcome {
+            *error = destination.scrubber.scrub(error);
+        }
         stats
             .request_latency_us
             .0
@@ -492,10 +498,16 @@ impl Dispatcher {
         let response = match request.body(body).send().await {
             Ok(response) => response,
             Err(error) => {
+                // Only the URL's origin: the rest may hold secrets (crate::redact).
+                let error = error.without_url();
                 let error = if error.is_timeout() {
                     format!("timed out after {} ms", destination.timeout.as_millis())
                 } else if error.is_connect() {
-                    format!("cannot connect to {}: {}", spec.url, root_cause(&error))
+                    format!(
+                        "cannot connect to {}: {}",
+                        crate::redact::url_origin(&spec.url),
+                        root_cause(&error)
+                    )
                 } else {
                     format!("request failed: {}", root_cause(&error))
                 };

@@ -396,6 +396,10 @@ impl Store for SharedSqliteStore {
             .ok_or_else(|| StoreError::QueueNotFound(name.to_owned()))
     }
 
+    async fn queue_is_dead_letter_queue(&self, name: &str) -> StoreResult<bool> {
+        Ok(self.0.index.lock().is_dead_letter_queue(name))
+    }
+
     async fn queue_list(&self, now_ms: Millis) -> StoreResult<Vec<QueueInfo>> {
         let index = self.0.index.lock();
         index

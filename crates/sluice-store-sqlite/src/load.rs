@@ -16,6 +16,21 @@ use uuid::Uuid;
 
 use crate::schema::STATE_LIVE;
 
+/// A stored queue spec applied to the defaults. A schema this version no longer compiles (a
+/// pattern only a backtracking regex engine could run, stored by an older version) is dropped
+/// with an error in the log, so the queue keeps every other setting (its dead-letter queue,
+/// its push destination) until an admin defines a schema again.
+fn apply_stored(name: &str, mut spec: QueueSpec) -> Result<QueueConfig, String> {
+    match spec.apply_to(QueueConfig::defaults_for(name)) {
+        Err(error) if error.starts_with("schema:") => {
+            tracing::error!(queue = %name, %error, "stored schema no longer accepted; the queue runs without a schema until it is defined again");
+            spec.schema = None;
+            spec.apply_to(QueueConfig::defaults_for(name))
+        }
+        applied => applied,
+    }
+}
+
 /// Loads queues and live messages into `index`; returns the next free seq.
 pub fn load(conn: &Connection, index: &mut Index, now_ms: Millis) -> rusqlite::Result<Seq> {
     let mut statement = conn.prepare("SELECT name, config, paused FROM queues")?;
@@ -30,7 +45,7 @@ pub fn load(conn: &Connection, index: &mut Index, now_ms: Millis) -> rusqlite::R
         let (name, config, paused) = queue?;
         let config = serde_json::from_str::<QueueSpec>(&config)
             .map_err(|e| e.to_string())
-            .and_then(|spec| spec.apply_to(QueueConfig::defaults_for(&name)))
+            .and_then(|spec| apply_stored(&name, spec))
             .unwrap_or_else(|error| {
                 tracing::warn!(queue = %name, %error, "stored queue config is unreadable; using defaults");
                 QueueConfig::defaults_for(&name)
@@ -120,4 +135,23 @@ pub fn load(conn: &Connection, index: &mut Index, now_ms: Millis) -> rusqlite::R
         conn.query_row("SELECT MAX(seq) FROM messages", [], |row| row.get(0))?;
     tracing::info!(messages = loaded, "dispatch index rebuilt");
     Ok(max_seq.map_or(1, |max| max as Seq + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_schema_this_version_refuses_drops_only_the_schema() {
+        let spec: QueueSpec = serde_json::from_value(serde_json::json!({
+            "max_attempts": 3,
+            "dead_letter_queue": "pay-failed",
+            "schema": {"type": "string", "pattern": "(?=a)a"},
+        }))
+        .unwrap();
+        let config = apply_stored("pay", spec).unwrap();
+        assert_eq!(config.max_attempts, 3);
+        assert_eq!(config.dead_letter_queue.as_deref(), Some("pay-failed"));
+        assert!(config.schema.is_none());
+    }
 }

@@ -723,6 +723,7 @@ async fn push_steps(
             signing_secret: None,
             retry_client_errors: None,
             concurrency: Some(PUSH_CONCURRENCY),
+            secret_path: None,
         })),
         ..QueueSpec::default()
     };

@@ -186,6 +186,11 @@ pub struct PushSpec {
     /// Most requests in flight at once (default: the queue's `max_in_flight`, else 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<u32>,
+    /// The URL's path is a secret (a capability URL such as a chat webhook's): tokens that are
+    /// not admins see it as `(hidden)`, as they always see the user info and the query (default
+    /// false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_path: Option<bool>,
 }
 
 /// What a push destination did since the server started.

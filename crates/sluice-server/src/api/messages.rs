@@ -72,7 +72,16 @@ pub async fn enqueue(
         )));
     }
     if let Some(schema) = &config.schema {
-        check_schema(schema, &messages)?;
+        // Off the async threads: a batch can hold 10 MiB of strings for the patterns.
+        let schema = schema.clone();
+        let (checked, result) = tokio::task::spawn_blocking(move || {
+            let result = check_schema(&schema, &messages);
+            (messages, result)
+        })
+        .await
+        .map_err(|_| ApiError::unavailable("the schema check failed; see the server log"))?;
+        result?;
+        messages = checked;
     }
     let queue_name = queue.clone();
     let keys: Vec<Option<String>> = messages.iter().map(|m| m.idempotency_key.clone()).collect();

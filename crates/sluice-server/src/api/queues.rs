@@ -144,8 +144,9 @@ pub async fn get_one(
 }
 
 /// What a push destination's credentials look like to a token that is not an admin: header
-/// values and the URL's user info hidden (producers and consumers read a queue's settings, but
-/// the destination's secrets are not theirs).
+/// values, the URL's user info and query, and its path when declared secret, hidden
+/// (producers and consumers read a queue's settings, but the destination's secrets are not
+/// theirs).
 fn redacted_for(
     caller: Option<&std::sync::Arc<crate::auth::Caller>>,
     mut out: QueueOut,
@@ -159,14 +160,9 @@ fn redacted_for(
             .iter_mut()
             .flat_map(|headers| headers.values_mut())
         {
-            *value = "(hidden)".into();
+            *value = crate::redact::HIDDEN.into();
         }
-        if let Some((scheme, rest)) = push.url.split_once("://")
-            && let Some((userinfo, host)) = rest.split_once('@')
-            && !userinfo.contains('/')
-        {
-            push.url = format!("{scheme}://(hidden)@{host}");
-        }
+        push.url = crate::redact::url_for_non_admins(&push.url, push.secret_path.unwrap_or(false));
     }
     out
 }

@@ -192,7 +192,16 @@ async fn handle(
             .as_ref()
             .or(event.body.as_ref())
             .unwrap_or(&Value::Null);
-        let violations = schema.violations(body);
+        // Off the async threads, like the API's enqueue.
+        let (schema, body) = (schema.clone(), body.clone());
+        let violations = tokio::task::spawn_blocking(move || schema.violations(&body))
+            .await
+            .map_err(|_| {
+                (
+                    "unavailable",
+                    ApiError::unavailable("the schema check failed; see the server log"),
+                )
+            })?;
         if !violations.is_empty() {
             let reasons: Vec<String> = violations
                 .iter()
