@@ -14,6 +14,7 @@
 mod checkpoint;
 mod claims;
 mod dead_letters;
+mod dir_sync;
 mod ids;
 mod lifecycle;
 mod load;
@@ -115,12 +116,17 @@ fn store_error(error: rusqlite::Error) -> StoreError {
 impl SqliteStore {
     /// Opens (or creates) the store and rebuilds the dispatch index from disk.
     pub fn open(options: SqliteOptions, now_ms: Millis) -> StoreResult<Self> {
-        std::fs::create_dir_all(&options.data_dir).map_err(|e| {
+        dir_sync::create_dir_durable(&options.data_dir).map_err(|e| {
             StoreError::Unavailable(format!("cannot create {}: {e}", options.data_dir.display()))
         })?;
         let db_path = options.data_dir.join("sluice.db");
         let conn = Connection::open(&db_path).map_err(store_error)?;
         schema::open_writer(&conn, options.durability).map_err(store_error)?;
+        // The database and WAL now exist (and a new database's journal is gone): their names
+        // must be durable before the first answer (dir_sync.rs).
+        dir_sync::fsync_dir(&options.data_dir).map_err(|e| {
+            StoreError::Unavailable(format!("cannot sync {}: {e}", options.data_dir.display()))
+        })?;
         let mut index = Index::new();
         let next_seq = load::load(&conn, &mut index, now_ms).map_err(store_error)?;
         let index = Arc::new(Mutex::new(index));
