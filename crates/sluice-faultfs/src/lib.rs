@@ -99,7 +99,9 @@ pub struct Mounted {
 }
 
 fn lock(model: &Mutex<Model>) -> std::sync::MutexGuard<'_, Model> {
-    model.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    model
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl Mounted {

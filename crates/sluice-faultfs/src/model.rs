@@ -189,7 +189,10 @@ impl Model {
                     let ino = self.next_ino;
                     let object_path = self.objects.join(ino.to_string());
                     std::fs::hard_link(entry.path(), &object_path)?;
-                    let object = OpenOptions::new().read(true).write(true).open(&object_path)?;
+                    let object = OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .open(&object_path)?;
                     let ino = self.new_node(
                         Kind::File(FileData {
                             object,
@@ -526,7 +529,7 @@ impl Model {
         if size < file.size {
             let first_gone = size.div_ceil(PAGE);
             file.dirty.split_off(&first_gone);
-            if size % PAGE != 0
+            if !size.is_multiple_of(PAGE)
                 && let Some(page) = file.dirty.get_mut(&(size / PAGE))
             {
                 page[(size % PAGE) as usize..].fill(0);

@@ -34,7 +34,9 @@ fn unsynced_data_and_names_are_lost_synced_ones_stay() {
     // Name synced, data never.
     model.write(empty, 0, b"lost").unwrap();
     // Data synced, name never: an orphan.
-    let orphan = model.create_file(ROOT, name("orphan"), 0o600, 0, 0).unwrap();
+    let orphan = model
+        .create_file(ROOT, name("orphan"), 0o600, 0, 0)
+        .unwrap();
     model.write(orphan, 0, b"synced").unwrap();
     model.sync_file(orphan).unwrap();
 
@@ -45,8 +47,15 @@ fn unsynced_data_and_names_are_lost_synced_ones_stay() {
         std::fs::read(backing.path().join("kept")).unwrap(),
         b"durable"
     );
-    assert!(std::fs::read(backing.path().join("empty")).unwrap().is_empty());
-    assert!(model.read(kept, 0, 1).is_err(), "the layer works after the cut");
+    assert!(
+        std::fs::read(backing.path().join("empty"))
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        model.read(kept, 0, 1).is_err(),
+        "the layer works after the cut"
+    );
 }
 
 #[test]
