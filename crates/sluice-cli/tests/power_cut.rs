@@ -268,8 +268,9 @@ fn assert_some_cut_dropped_state(cuts: &[Cut]) {
 
 /// A backing directory, the layer mounted over it, and the server's log.
 struct Rig {
-    root: TempDir,
+    /// Declared first so it is dropped (cleanly unmounted) before the directories are removed.
     mounted: Option<Mounted>,
+    root: TempDir,
 }
 
 impl Rig {
