@@ -18,6 +18,12 @@
 //! SLUICE_POWER_CUTS_OS=40 cargo test -p sluice-cli --test power_cut os_ -- --nocapture
 //! ```
 //!
+//! and a longer soak of the `fsync` cases (each case cuts this often):
+//!
+//! ```text
+//! SLUICE_POWER_CUTS=30 cargo test -p sluice-cli --test power_cut power_cuts_ -- --nocapture
+//! ```
+//!
 //! FUSE is needed (`/dev/fuse`, and root or `fusermount3`): without it the tests are skipped,
 //! unless `CI` is set, where they fail.
 
@@ -39,6 +45,8 @@ const QUEUE: &str = "power";
 const PRODUCERS: usize = 4;
 /// Cuts per case in every run.
 const CUTS_PER_CASE: usize = 3;
+/// Set, the `fsync` cases cut this often each (a longer soak) and the time bound is lifted.
+const CUTS_VAR: &str = "SLUICE_POWER_CUTS";
 /// The `os` test cuts until one loses acknowledged messages, at most this often.
 const OS_PROOF_MAX_CUTS: usize = 8;
 /// Set, the `os` test measures instead: this many cuts, whatever they lose.
@@ -61,7 +69,7 @@ const READY_PREFIX: &str = "sluice listening on ";
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn power_cuts_in_a_steady_state_lose_no_acknowledged_message() {
     let Some(rig) = Rig::new() else { return };
-    let cuts = bounded(steady_cuts(rig, "fsync", CUTS_PER_CASE, |_| false)).await;
+    let cuts = bounded(steady_cuts(rig, "fsync", cuts_per_case(), |_| false)).await;
     for cut in &cuts {
         cut.assert_nothing_lost();
     }
@@ -74,7 +82,8 @@ async fn power_cuts_right_after_a_fresh_start_lose_no_acknowledged_message() {
         let mut cuts = Vec::new();
         // Whether the data directory exists (empty) before the start, and when the cut comes.
         let plan = [(false, 0), (true, 0), (false, 1), (true, 2)];
-        for (i, (dir_exists, window)) in plan.into_iter().enumerate() {
+        let count = cuts_per_case().max(plan.len());
+        for (i, (dir_exists, window)) in plan.into_iter().cycle().take(count).enumerate() {
             let Some(mut rig) = Rig::new() else { return };
             if dir_exists {
                 std::fs::create_dir(rig.backing_data()).expect("data dir");
@@ -102,7 +111,7 @@ async fn power_cuts_right_after_a_fresh_start_lose_no_acknowledged_message() {
 async fn power_cuts_right_after_a_clean_restart_lose_no_acknowledged_message() {
     bounded(async {
         let mut cuts = Vec::new();
-        for i in 0..CUTS_PER_CASE {
+        for i in 0..cuts_per_case() {
             let Some(mut rig) = Rig::new() else { return };
             let mut server = Server::start(&rig.layer_data(), "fsync", &rig.log()).await;
             let first = Run::start(&server, true);
@@ -250,7 +259,18 @@ fn early_cut_delay(i: usize) -> Duration {
     Duration::from_millis(rand::random_range(low..high))
 }
 
+fn cuts_per_case() -> usize {
+    std::env::var(CUTS_VAR)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(CUTS_PER_CASE)
+}
+
+/// The test within [`TEST_TIMEOUT`], unless a longer run was asked for.
 async fn bounded<T>(test: impl Future<Output = T>) -> T {
+    if std::env::var_os(CUTS_VAR).is_some() || std::env::var_os(OS_CUTS_VAR).is_some() {
+        return test.await;
+    }
     tokio::time::timeout(TEST_TIMEOUT, test)
         .await
         .expect("the power-cut test ran over its time bound")
