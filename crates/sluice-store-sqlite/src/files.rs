@@ -15,6 +15,8 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use crate::dir_sync;
+
 /// Mode of the data directory: only its owner may list or enter it.
 pub const DIR_MODE: u32 = 0o700;
 /// Mode of every file of the store: only its owner may read or write it.
@@ -42,6 +44,7 @@ const STORE_FILES: &[&str] = &[
 /// are laxer, and creates the database file (0600) so SQLite's own files inherit its mode.
 /// Returns the database file's path.
 pub fn prepare_data_dir(dir: &Path) -> io::Result<PathBuf> {
+    let missing = dir_sync::missing_ancestors(dir);
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)?;
     }
@@ -50,6 +53,8 @@ pub fn prepare_data_dir(dir: &Path) -> io::Result<PathBuf> {
         Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
         Err(error) => return Err(error),
     }
+    // The new directories' names must survive a power cut too (dir_sync.rs).
+    dir_sync::sync_created(&missing)?;
     let metadata = std::fs::metadata(dir)?;
     if !metadata.is_dir() {
         return Err(io::Error::other(format!(

@@ -14,6 +14,7 @@
 mod checkpoint;
 mod claims;
 mod dead_letters;
+mod dir_sync;
 mod files;
 mod health;
 mod ids;
@@ -137,6 +138,11 @@ impl SqliteStore {
         let conn = Connection::open(&db_path).map_err(store_error)?;
         schema::open_writer(&conn, options.durability, options.wal_max_bytes)
             .map_err(store_error)?;
+        // The database and WAL now exist (and a new database's journal is gone): their names
+        // must be durable before the first answer (dir_sync.rs).
+        dir_sync::fsync_dir(&options.data_dir).map_err(|e| {
+            StoreError::Unavailable(format!("cannot sync {}: {e}", options.data_dir.display()))
+        })?;
         let mut index = Index::new();
         let next_seq = load::load(&conn, &mut index, now_ms).map_err(store_error)?;
         let index = Arc::new(Mutex::new(index));

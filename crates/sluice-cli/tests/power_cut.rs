@@ -1,0 +1,749 @@
+//! Power-cut tests: every acknowledged message survives a power cut (`--durability fsync`).
+//!
+//! The real `sluice serve` runs with its data directory on `sluice-faultfs`, a FUSE layer that
+//! keeps unsynced writes and unsynced directory changes in memory. Producers enqueue without
+//! pause and record every message answered 2xx; at a random moment the server is SIGKILLed and
+//! the layer drops everything unsynced (a power cut, sometimes with torn writes: a random half
+//! of the unsynced sectors reaches the disk). Then the data directory is checked as the disk
+//! holds it: SQLite opens it and passes `integrity_check`, every acknowledged message and the
+//! queue whose creation was answered are there, and `sluice serve` starts on it.
+//!
+//! Cases: cuts in a steady state, within the first second after a fresh start (a data directory
+//! that does not exist yet, or exists empty), and within the first second after a clean restart.
+//! The same steady-state cuts with `--durability os` must lose acknowledged messages, which
+//! proves the layer bites; that test also measures how much `os` loses per cut. For a longer
+//! measurement (the numbers in docs/semantics.md):
+//!
+//! ```text
+//! SLUICE_POWER_CUTS_OS=40 cargo test -p sluice-cli --test power_cut os_ -- --nocapture
+//! ```
+//!
+//! and a longer soak of the `fsync` cases (each case cuts this often):
+//!
+//! ```text
+//! SLUICE_POWER_CUTS=30 cargo test -p sluice-cli --test power_cut power_cuts_ -- --nocapture
+//! ```
+//!
+//! FUSE is needed (`/dev/fuse`, and root or `fusermount3`): without it the tests are skipped,
+//! unless `CI` is set, where they fail.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sluice_faultfs::{CutReport, FaultFs, Mounted, TornWrites};
+use tempfile::TempDir;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use uuid::Uuid;
+
+const QUEUE: &str = "power";
+const PRODUCERS: usize = 4;
+/// Cuts per case in every run.
+const CUTS_PER_CASE: usize = 3;
+/// Set, the `fsync` cases cut this often each (a longer soak) and the time bound is lifted.
+const CUTS_VAR: &str = "SLUICE_POWER_CUTS";
+/// The `os` test cuts until one loses acknowledged messages, at most this often.
+const OS_PROOF_MAX_CUTS: usize = 8;
+/// Set, the `os` test measures instead: this many cuts, whatever they lose.
+const OS_CUTS_VAR: &str = "SLUICE_POWER_CUTS_OS";
+/// Where a cut in the first second after a start falls, one window per cut in turn, so some
+/// land before the first checkpoint (200 ms after the store opens) and some after.
+const EARLY_CUT_WINDOWS_MS: [(u64, u64); 3] = [(0, 150), (150, 400), (400, 1000)];
+/// Steady state: the cut comes this long after the (re)start.
+const STEADY_CUT_MS: (u64, u64) = (1000, 1800);
+/// Each producer stops after this many messages in one run between cuts (a bound, not a goal).
+const MESSAGES_PER_PRODUCER: usize = 50_000;
+/// A start may take this long until its ready line.
+const READY_TIMEOUT: Duration = Duration::from_secs(20);
+/// One test, all cuts.
+const TEST_TIMEOUT: Duration = Duration::from_secs(120);
+const READY_PREFIX: &str = "sluice listening on ";
+
+// ---- cases ---------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn power_cuts_in_a_steady_state_lose_no_acknowledged_message() {
+    let Some(rig) = Rig::new() else { return };
+    let cuts = bounded(steady_cuts(rig, "fsync", cuts_per_case(), |_| false)).await;
+    for cut in &cuts {
+        cut.assert_nothing_lost();
+    }
+    assert_some_cut_dropped_state(&cuts);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn power_cuts_right_after_a_fresh_start_lose_no_acknowledged_message() {
+    bounded(async {
+        let mut cuts = Vec::new();
+        // Whether the data directory exists (empty) before the start, and when the cut comes.
+        let plan = [(false, 0), (true, 0), (false, 1), (true, 2)];
+        let count = cuts_per_case().max(plan.len());
+        for (i, (dir_exists, window)) in plan.into_iter().cycle().take(count).enumerate() {
+            let Some(mut rig) = Rig::new() else { return };
+            if dir_exists {
+                std::fs::create_dir(rig.backing_data()).expect("data dir");
+                rig.remount();
+            }
+            let mut server = Server::start(&rig.layer_data(), "fsync", &rig.log()).await;
+            let run = Run::start(&server, true);
+            let cut_at = server.ready_at + early_cut_delay(window);
+            tokio::time::sleep_until(cut_at.into()).await;
+            cuts.push(
+                rig.cut(&mut server, run, torn(i), format!("fresh start #{i}"))
+                    .await,
+            );
+            rig.check_restart("fsync").await;
+        }
+        for cut in &cuts {
+            cut.assert_nothing_lost();
+        }
+        assert_some_cut_dropped_state(&cuts);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn power_cuts_right_after_a_clean_restart_lose_no_acknowledged_message() {
+    bounded(async {
+        let mut cuts = Vec::new();
+        for i in 0..cuts_per_case() {
+            let Some(mut rig) = Rig::new() else { return };
+            let mut server = Server::start(&rig.layer_data(), "fsync", &rig.log()).await;
+            let first = Run::start(&server, true);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let first_acks = first.stop().await;
+            server.terminate().await;
+            let mut server = Server::start(&rig.layer_data(), "fsync", &rig.log()).await;
+            let run = Run::start(&server, false);
+            run.acks.lock().unwrap().extend(first_acks.acks);
+            run.queue_created
+                .store(first_acks.queue_created, Ordering::SeqCst);
+            let cut_at = server.ready_at + early_cut_delay(i);
+            tokio::time::sleep_until(cut_at.into()).await;
+            cuts.push(
+                rig.cut(&mut server, run, torn(i), format!("clean restart #{i}"))
+                    .await,
+            );
+            rig.check_restart("fsync").await;
+        }
+        for cut in &cuts {
+            cut.assert_nothing_lost();
+        }
+        assert_some_cut_dropped_state(&cuts);
+    })
+    .await;
+}
+
+/// Proves the layer bites: with `--durability os` answers do not wait for a sync, and a power
+/// cut loses what was answered since the checkpointer's last sync. Prints the loss per cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn os_durability_loses_acknowledged_messages_on_a_power_cut() {
+    let Some(rig) = Rig::new() else { return };
+    let measure: Option<usize> = std::env::var(OS_CUTS_VAR)
+        .ok()
+        .and_then(|value| value.parse().ok());
+    let cuts = match measure {
+        Some(count) => steady_cuts(rig, "os", count, |_| false).await,
+        // A cut right after a checkpoint's sync can find nothing to lose, so the proof cuts
+        // until one loses, a bounded number of times.
+        None => {
+            bounded(steady_cuts(rig, "os", OS_PROOF_MAX_CUTS, |cuts| {
+                cuts.iter().any(|cut| !cut.lost.is_empty())
+            }))
+            .await
+        }
+    };
+    let losses: Vec<(usize, u64)> = cuts
+        .iter()
+        .filter(|cut| !cut.lost.is_empty())
+        .map(|cut| (cut.lost.len(), cut.loss_window_ms()))
+        .collect();
+    let mut messages: Vec<usize> = losses.iter().map(|(lost, _)| *lost).collect();
+    let mut window_ms: Vec<u64> = losses.iter().map(|(_, ms)| *ms).collect();
+    messages.sort_unstable();
+    window_ms.sort_unstable();
+    println!(
+        "durability os: {} of {} cuts lost acknowledged messages; lost per losing cut {}; \
+         acknowledgements lost per losing cut, in ms before the cut: {}",
+        losses.len(),
+        cuts.len(),
+        spread(&messages),
+        spread(&window_ms),
+    );
+    assert!(
+        !losses.is_empty(),
+        "no cut lost an acknowledged message with --durability os: the layer does not drop unsynced writes"
+    );
+    for cut in &cuts {
+        cut.assert_store_intact();
+    }
+}
+
+/// Min, median and max.
+fn spread<T: Copy + std::fmt::Display>(sorted: &[T]) -> String {
+    match sorted {
+        [] => "-".to_owned(),
+        _ => format!(
+            "min {} / median {} / max {}",
+            sorted[0],
+            sorted[sorted.len() / 2],
+            sorted[sorted.len() - 1]
+        ),
+    }
+}
+
+/// Starts on one data directory and cuts `count` times, restarting through the layer after
+/// each cut (so later cuts also hit a store recovered from earlier ones).
+async fn steady_cuts(
+    mut rig: Rig,
+    durability: &str,
+    count: usize,
+    done: impl Fn(&[Cut]) -> bool,
+) -> Vec<Cut> {
+    let mut cuts = Vec::new();
+    let mut known = Vec::new();
+    let mut server = Server::start(&rig.layer_data(), durability, &rig.log()).await;
+    let mut queue_created = false;
+    for i in 0..count {
+        let run = Run::start(&server, !queue_created);
+        run.acks.lock().unwrap().extend(known.iter().cloned());
+        if queue_created {
+            run.queue_created.store(true, Ordering::SeqCst);
+        }
+        let delay = rand::random_range(STEADY_CUT_MS.0..STEADY_CUT_MS.1);
+        tokio::time::sleep_until((server.ready_at + Duration::from_millis(delay)).into()).await;
+        let cut = rig
+            .cut(
+                &mut server,
+                run,
+                torn(i),
+                format!("{durability} steady #{i}"),
+            )
+            .await;
+        // A queue whose creation `os` lost is created again.
+        queue_created = cut.on_disk.queue_exists;
+        // What `os` lost is gone for good; the next cut is checked for what came after.
+        let lost: HashSet<Uuid> = cut.lost.iter().map(|(id, _)| *id).collect();
+        known = cut
+            .acks
+            .iter()
+            .filter(|(id, _)| !lost.contains(id))
+            .cloned()
+            .collect();
+        cuts.push(cut);
+        if done(&cuts) {
+            break;
+        }
+        rig.remount();
+        server = Server::start(&rig.layer_data(), durability, &rig.log()).await;
+    }
+    server.kill().await;
+    cuts
+}
+
+fn torn(i: usize) -> TornWrites {
+    if i % 2 == 1 {
+        TornWrites::Random
+    } else {
+        TornWrites::None
+    }
+}
+
+fn early_cut_delay(i: usize) -> Duration {
+    let (low, high) = EARLY_CUT_WINDOWS_MS[i % EARLY_CUT_WINDOWS_MS.len()];
+    Duration::from_millis(rand::random_range(low..high))
+}
+
+fn cuts_per_case() -> usize {
+    std::env::var(CUTS_VAR)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(CUTS_PER_CASE)
+}
+
+/// The test within [`TEST_TIMEOUT`], unless a longer run was asked for.
+async fn bounded<T>(test: impl Future<Output = T>) -> T {
+    if std::env::var_os(CUTS_VAR).is_some() || std::env::var_os(OS_CUTS_VAR).is_some() {
+        return test.await;
+    }
+    tokio::time::timeout(TEST_TIMEOUT, test)
+        .await
+        .expect("the power-cut test ran over its time bound")
+}
+
+fn assert_some_cut_dropped_state(cuts: &[Cut]) {
+    assert!(
+        cuts.iter().any(|cut| cut.report.dropped_anything()),
+        "no cut found unsynced state to drop: {:?}",
+        cuts.iter().map(|cut| &cut.report).collect::<Vec<_>>()
+    );
+}
+
+// ---- the layer -----------------------------------------------------------------------------
+
+/// A backing directory, the layer mounted over it, and the server's log.
+struct Rig {
+    /// Declared first so it is dropped (cleanly unmounted) before the directories are removed.
+    mounted: Option<Mounted>,
+    root: TempDir,
+}
+
+impl Rig {
+    /// `None` (the test is skipped) when FUSE cannot be mounted here, unless `CI` is set.
+    fn new() -> Option<Rig> {
+        let root = tempfile::Builder::new()
+            .prefix("sluice-power-cut-")
+            .tempdir()
+            .expect("temp dir");
+        std::fs::create_dir(root.path().join("backing")).expect("backing dir");
+        std::fs::create_dir(root.path().join("mnt")).expect("mount point");
+        match FaultFs::mount(&root.path().join("backing"), &root.path().join("mnt")) {
+            Ok(mounted) => Some(Rig {
+                root,
+                mounted: Some(mounted),
+            }),
+            Err(error) if std::env::var_os("CI").is_none() => {
+                eprintln!("skipped: FUSE cannot be mounted here ({error})");
+                None
+            }
+            Err(error) => panic!("FUSE cannot be mounted, and CI is set: {error}"),
+        }
+    }
+
+    fn backing_data(&self) -> PathBuf {
+        self.root.path().join("backing/data")
+    }
+
+    fn layer_data(&self) -> PathBuf {
+        self.root.path().join("mnt/data")
+    }
+
+    fn log(&self) -> PathBuf {
+        self.root.path().join("server.log")
+    }
+
+    /// Unmounts cleanly (nothing pending is lost) and mounts again.
+    fn remount(&mut self) {
+        if let Some(mounted) = self.mounted.take() {
+            mounted.unmount().expect("clean unmount");
+        }
+        self.mount();
+    }
+
+    fn mount(&mut self) {
+        let mounted = FaultFs::mount(
+            &self.root.path().join("backing"),
+            &self.root.path().join("mnt"),
+        )
+        .expect("mount the layer again");
+        self.mounted = Some(mounted);
+    }
+
+    /// The power cut: SIGKILL, drop what was not synced, then check the disk.
+    async fn cut(&mut self, server: &mut Server, run: Run, torn: TornWrites, name: String) -> Cut {
+        let cut_at = Instant::now();
+        server.kill().await;
+        let report = self
+            .mounted
+            .take()
+            .expect("mounted")
+            .power_cut(torn)
+            .unwrap_or_else(|error| panic!("{name}: unmount at the power cut: {error}"));
+        let produced = run.stop().await;
+        let on_disk = read_store(&self.backing_data());
+        let lost = produced
+            .acks
+            .iter()
+            .filter(|(id, _)| !on_disk.ids.contains(id))
+            .cloned()
+            .collect();
+        let cut = Cut {
+            name,
+            cut_at,
+            report,
+            queue_created: produced.queue_created,
+            acks: produced.acks,
+            lost,
+            on_disk,
+            log: log_tail(&self.log(), 30),
+        };
+        println!("{}", cut.summary());
+        cut
+    }
+
+    /// After a cut: `sluice serve` starts on the backing directory as the disk left it, and
+    /// serves the queue.
+    async fn check_restart(&mut self, durability: &str) {
+        let mut server = Server::start(&self.backing_data(), durability, &self.log()).await;
+        let client = reqwest::Client::new();
+        let response = client
+            .get(format!("{}/v1/queues", server.url))
+            .send()
+            .await
+            .expect("list queues after the restart");
+        assert!(
+            response.status().is_success(),
+            "GET /v1/queues: {}",
+            response.status()
+        );
+        server.kill().await;
+    }
+}
+
+/// What the disk held after one cut, against what was acknowledged.
+struct Cut {
+    name: String,
+    cut_at: Instant,
+    report: CutReport,
+    queue_created: bool,
+    /// Every message acknowledged so far (that was not lost at an earlier cut), with the time
+    /// of its answer.
+    acks: Vec<(Uuid, Instant)>,
+    lost: Vec<(Uuid, Instant)>,
+    on_disk: OnDisk,
+    log: String,
+}
+
+impl Cut {
+    /// How long before the cut the earliest lost acknowledgement came.
+    fn loss_window_ms(&self) -> u64 {
+        self.lost
+            .iter()
+            .map(|(_, at)| self.cut_at.saturating_duration_since(*at).as_millis() as u64)
+            .max()
+            .unwrap_or(0)
+    }
+
+    fn summary(&self) -> String {
+        format!(
+            "{}: {} acknowledged, {} on disk, {} lost ({} ms of acknowledgements); queue created {} / on disk {}; \
+             integrity {:?}; dropped {:?}",
+            self.name,
+            self.acks.len(),
+            self.on_disk.ids.len(),
+            self.lost.len(),
+            self.loss_window_ms(),
+            self.queue_created,
+            self.on_disk.queue_exists,
+            self.on_disk.integrity,
+            self.report,
+        )
+    }
+
+    fn assert_store_intact(&self) {
+        assert_eq!(
+            self.on_disk.integrity,
+            "ok",
+            "{}: the store is damaged\n{}\nserver log:\n{}",
+            self.name,
+            self.summary(),
+            self.log
+        );
+    }
+
+    fn assert_nothing_lost(&self) {
+        self.assert_store_intact();
+        assert!(
+            self.lost.is_empty() && (!self.queue_created || self.on_disk.queue_exists),
+            "{}: acknowledged state was lost at the power cut\n{}\nfirst lost: {:?}\nserver log:\n{}",
+            self.name,
+            self.summary(),
+            self.lost.first().map(|(id, _)| id),
+            self.log
+        );
+    }
+}
+
+/// The store as the disk holds it.
+struct OnDisk {
+    /// `PRAGMA integrity_check`, or why the store could not be read.
+    integrity: String,
+    ids: HashSet<Uuid>,
+    queue_exists: bool,
+}
+
+/// Opens a copy of the data directory's database and WAL (SQLite recovers the WAL into the
+/// copy, as the server would at its start) and reads the queue's message ids.
+fn read_store(data: &Path) -> OnDisk {
+    let mut on_disk = OnDisk {
+        integrity: String::new(),
+        ids: HashSet::new(),
+        queue_exists: false,
+    };
+    if !data.join("sluice.db").exists() {
+        on_disk.integrity = "ok".to_owned();
+        return on_disk;
+    }
+    let copy = tempfile::tempdir().expect("temp dir");
+    for file in ["sluice.db", "sluice.db-wal"] {
+        if data.join(file).exists() {
+            std::fs::copy(data.join(file), copy.path().join(file)).expect("copy the store");
+        }
+    }
+    let read = || -> rusqlite::Result<OnDisk> {
+        let conn = rusqlite::Connection::open(copy.path().join("sluice.db"))?;
+        let integrity: String = conn.query_row("PRAGMA integrity_check", [], |row| row.get(0))?;
+        // A database that was never set up has no tables: nothing is on disk.
+        let has_tables: bool = conn.query_row(
+            "SELECT count(*) > 0 FROM sqlite_master WHERE name = 'messages'",
+            [],
+            |row| row.get(0),
+        )?;
+        if !has_tables {
+            return Ok(OnDisk {
+                integrity,
+                ids: HashSet::new(),
+                queue_exists: false,
+            });
+        }
+        let queue_exists = conn.query_row(
+            "SELECT count(*) > 0 FROM queues WHERE name = ?1",
+            [QUEUE],
+            |row| row.get(0),
+        )?;
+        let mut statement = conn.prepare("SELECT id FROM messages WHERE queue = ?1")?;
+        let ids = statement
+            .query_map([QUEUE], |row| row.get::<_, Vec<u8>>(0))?
+            .map(|id| id.map(|bytes| Uuid::from_slice(&bytes).expect("16-byte id")))
+            .collect::<rusqlite::Result<HashSet<Uuid>>>()?;
+        Ok(OnDisk {
+            integrity,
+            ids,
+            queue_exists,
+        })
+    };
+    match read() {
+        Ok(read) => on_disk = read,
+        Err(error) => on_disk.integrity = format!("cannot read the store: {error}"),
+    }
+    on_disk
+}
+
+// ---- the server and its producers ------------------------------------------------------------
+
+struct Server {
+    child: Option<Child>,
+    url: String,
+    ready_at: Instant,
+}
+
+impl Server {
+    async fn start(data: &Path, durability: &str, log: &Path) -> Server {
+        let log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .expect("server log");
+        use std::io::Write as _;
+        writeln!(
+            &log_file,
+            "=== power-cut test: start on {} ===",
+            data.display()
+        )
+        .expect("log");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--durability",
+                durability,
+            ])
+            .arg("--data")
+            .arg(data)
+            .env_remove("SLUICE_TEST_CLOCK")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log_file))
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn the sluice binary");
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+        let line = match tokio::time::timeout(READY_TIMEOUT, stdout.next_line()).await {
+            Ok(Ok(Some(line))) => line,
+            other => panic!(
+                "sluice serve did not get ready ({other:?})\n{}",
+                log_tail(log, 40)
+            ),
+        };
+        let ready_at = Instant::now();
+        let url = line
+            .strip_prefix(READY_PREFIX)
+            .unwrap_or_else(|| panic!("not the ready line: {line:?}"))
+            .trim()
+            .to_owned();
+        tokio::spawn(async move { while let Ok(Some(_)) = stdout.next_line().await {} });
+        Server {
+            child: Some(child),
+            url,
+            ready_at,
+        }
+    }
+
+    async fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.start_kill().expect("SIGKILL the server");
+            child.wait().await.expect("wait for the killed server");
+        }
+    }
+
+    /// SIGTERM: the clean stop (the store checkpoints and closes).
+    async fn terminate(&mut self) {
+        let mut child = self.child.take().expect("running");
+        let pid = child.id().expect("pid");
+        // The workspace forbids `unsafe`, so the signal goes through kill(1) rather than libc.
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .expect("run kill(1)");
+        assert!(sent.success(), "kill -TERM {pid} failed");
+        let status = tokio::time::timeout(Duration::from_secs(15), child.wait())
+            .await
+            .expect("the server stopped within 15 s of SIGTERM")
+            .expect("wait for the server");
+        assert!(status.success(), "the clean stop exited with {status}");
+    }
+}
+
+fn log_tail(log: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Producers sending to one server until it is gone.
+struct Run {
+    acks: Arc<Mutex<Vec<(Uuid, Instant)>>>,
+    queue_created: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// What a run's producers saw.
+struct Produced {
+    acks: Vec<(Uuid, Instant)>,
+    queue_created: bool,
+}
+
+impl Run {
+    /// Creates the queue first if `create_queue`, then starts the producers.
+    fn start(server: &Server, create_queue: bool) -> Run {
+        let acks = Arc::new(Mutex::new(Vec::new()));
+        let queue_created = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let url = server.url.clone();
+        let task = tokio::spawn({
+            let (acks, queue_created, stop) = (acks.clone(), queue_created.clone(), stop.clone());
+            async move {
+                let client = reqwest::Client::builder()
+                    .timeout(Duration::from_secs(10))
+                    .build()
+                    .expect("client");
+                if create_queue {
+                    let answer = client
+                        .put(format!("{url}/v1/queues/{QUEUE}"))
+                        .json(&json!({}))
+                        .send()
+                        .await;
+                    match answer {
+                        Ok(response) if response.status().is_success() => {
+                            queue_created.store(true, Ordering::SeqCst)
+                        }
+                        _ => return,
+                    }
+                }
+                let producers: Vec<_> = (0..PRODUCERS)
+                    .map(|_| {
+                        tokio::spawn(produce(
+                            client.clone(),
+                            url.clone(),
+                            acks.clone(),
+                            stop.clone(),
+                        ))
+                    })
+                    .collect();
+                for producer in producers {
+                    let _ = producer.await;
+                }
+            }
+        });
+        Run {
+            acks,
+            queue_created,
+            stop,
+            task,
+        }
+    }
+
+    async fn stop(self) -> Produced {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = self.task.await;
+        let acks = std::mem::take(&mut *self.acks.lock().unwrap());
+        Produced {
+            acks,
+            queue_created: self.queue_created.load(Ordering::SeqCst),
+        }
+    }
+}
+
+/// Sends single messages and batches of up to 20 until stopped or the server is gone; records
+/// the id of every message answered 2xx.
+async fn produce(
+    client: reqwest::Client,
+    url: String,
+    acks: Arc<Mutex<Vec<(Uuid, Instant)>>>,
+    stop: Arc<AtomicBool>,
+) {
+    let endpoint = format!("{url}/v1/queues/{QUEUE}/messages");
+    let mut sent = 0;
+    while sent < MESSAGES_PER_PRODUCER && !stop.load(Ordering::SeqCst) {
+        let size = rand::random_range(1..=20usize);
+        let request = if size == 1 {
+            json!({"body": {"n": sent}})
+        } else {
+            json!({"messages": (0..size).map(|i| json!({"body": {"n": sent + i}})).collect::<Vec<_>>()})
+        };
+        let Ok(response) = client.post(&endpoint).json(&request).send().await else {
+            return;
+        };
+        if !response.status().is_success() {
+            return;
+        }
+        // A 2xx status means stored, even if the body is cut off by the kill.
+        let Ok(answer) = response.json::<Value>().await else {
+            return;
+        };
+        let answered_at = Instant::now();
+        let ids: Vec<Uuid> = if size == 1 {
+            vec![message_id(&answer)]
+        } else {
+            answer["results"]
+                .as_array()
+                .expect("results")
+                .iter()
+                .map(message_id)
+                .collect()
+        };
+        assert_eq!(
+            ids.len(),
+            size,
+            "a 2xx answer for {size} messages: {answer}"
+        );
+        acks.lock()
+            .unwrap()
+            .extend(ids.into_iter().map(|id| (id, answered_at)));
+        sent += size;
+    }
+}
+
+fn message_id(answer: &Value) -> Uuid {
+    answer["message_id"]
+        .as_str()
+        .and_then(|id| id.parse().ok())
+        .unwrap_or_else(|| panic!("no message_id in {answer}"))
+}
