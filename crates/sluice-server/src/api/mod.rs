@@ -4,6 +4,7 @@ mod browse;
 mod dead_letters;
 mod delivery;
 mod health;
+mod json_shape;
 mod messages;
 mod queues;
 mod test_clock;
@@ -85,6 +86,18 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes = Bytes::from_request(request, state).await?;
         parse_json(&bytes).map(ApiJson)
+    }
+}
+
+/// The raw body, with our error shape when it cannot be read (for handlers that look at the
+/// body before parsing it).
+pub struct ApiBytes(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for ApiBytes {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        Ok(ApiBytes(Bytes::from_request(request, state).await?))
     }
 }
 
