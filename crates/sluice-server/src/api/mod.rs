@@ -46,6 +46,8 @@ pub struct AppState {
     pub auth: Arc<crate::auth::Auth>,
     /// True when serving HTTPS (session cookies are then `Secure`).
     pub tls: bool,
+    /// Bytes of request bodies held at once (`[limits] body_bytes_in_flight`).
+    pub body_budget: Arc<crate::body_budget::BodyBudget>,
 }
 
 impl AppState {
@@ -233,6 +235,11 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::metrics::router());
     v1.fallback(|| async { ApiError::route_not_found() })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
+        // Bodies are read within the budget once the caller is authorized (below).
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.body_budget.clone(),
+            crate::body_budget::hold,
+        ))
         // After routing, so the check knows the matched route and its queue.
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
