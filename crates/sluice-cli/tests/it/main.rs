@@ -18,6 +18,7 @@ mod extend;
 mod idempotency;
 mod kill_lifecycle;
 mod lifecycle_stats;
+mod limits;
 mod long_poll;
 mod memo_retention;
 mod metrics;
