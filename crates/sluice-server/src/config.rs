@@ -325,4 +325,29 @@ mod tests {
                 .contains("port")
         );
     }
+
+    #[test]
+    fn limits_are_read_and_checked() {
+        let config = check(
+            "[limits]\nheader_read_timeout_ms = 1500\nmax_connections = 7\nsessions_per_token = 2\n",
+            ServeOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            config.limits.header_read_timeout,
+            std::time::Duration::from_millis(1500)
+        );
+        assert_eq!(config.limits.max_connections, 7);
+        assert_eq!(config.limits.sessions_per_token, 2);
+        assert_eq!(config.limits.sessions_max, Limits::DEFAULT.sessions_max);
+        for (text, named) in [
+            ("body_bytes_in_flight = 1000", "body_bytes_in_flight"),
+            ("max_connections = 0", "max_connections"),
+            ("header_read_timeout_ms = 0", "header_read_timeout_ms"),
+            ("sessions_max = 0", "sessions_max"),
+        ] {
+            let error = check(&format!("[limits]\n{text}\n"), ServeOptions::default()).unwrap_err();
+            assert!(error.contains(named), "{text}: {error}");
+        }
+    }
 }
