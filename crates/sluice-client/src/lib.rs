@@ -75,6 +75,9 @@ pub struct Client {
     base: Url,
 }
 
+/// How long an idle pooled connection is kept: under the server's default idle limit (30 s).
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(20);
+
 impl Client {
     /// A client for the server at `base_url` (e.g. `http://127.0.0.1:7566`; a path prefix such
     /// as `http://host/sluice/` is kept).
@@ -82,8 +85,12 @@ impl Client {
     /// Errors with [`Error::InvalidUrl`] when the URL does not parse or is not `http(s)`.
     pub fn new(base_url: &str) -> Result<Self> {
         // No overall timeout: receive long-polls for up to 20 s, so each request sets its own.
+        // Idle connections are dropped before the server's idle limit (`[limits]
+        // header_read_timeout_ms`, 30 s by default) closes them, so a request is not sent on a
+        // connection the server is closing at that moment.
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             .build()
             .map_err(Error::Transport)?;
         Self::with_http_client(base_url, http)

@@ -327,6 +327,10 @@ pub mod limits {
     pub const DELAY_MS_MAX: Millis = 15 * 24 * 60 * 60 * 1000;
     /// Longest dedup window: 30 days.
     pub const DEDUP_WINDOW_MS_MAX: Millis = 30 * 24 * 60 * 60 * 1000;
+    /// Most headers of one message.
+    pub const HEADERS_MAX: usize = 64;
+    /// Most bytes of one message's headers (names and values).
+    pub const HEADER_BYTES_MAX: usize = 64 * 1024;
     /// Longest idempotency key, message key or header value, in bytes.
     pub const KEY_BYTES_MAX: usize = 1024;
     /// Longest error text kept with a message; longer texts are cut.

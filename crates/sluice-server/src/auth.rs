@@ -225,6 +225,12 @@ impl Auth {
         })
     }
 
+    /// Caps the dashboard's sessions: `per_token` for each token, `max` in all.
+    pub fn with_session_limits(mut self, per_token: usize, max: usize) -> Self {
+        self.sessions = session::Sessions::new(per_token, max);
+        self
+    }
+
     /// True when tokens are configured (access control is on).
     pub fn enabled(&self) -> bool {
         !self.tokens.is_empty()
@@ -548,10 +554,24 @@ pub async fn login(
         );
         return (StatusCode::UNAUTHORIZED, Html(page)).into_response();
     }
-    let session_id = app
+    let session_id = match app
         .auth
         .sessions
-        .start(digest(token), std::time::Instant::now());
+        .start(digest(token), std::time::Instant::now())
+    {
+        Ok(id) => id,
+        Err(full) => {
+            let page = LOGIN_PAGE.replace(
+                "{error}",
+                &format!(r#"<p class="error" id="login-error">{full}.</p>"#),
+            );
+            let mut response = (StatusCode::SERVICE_UNAVAILABLE, Html(page)).into_response();
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("60"));
+            return response;
+        }
+    };
     let secure = if app.tls { "; Secure" } else { "" };
     let cookie = format!(
         "{COOKIE}={session_id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{secure}",

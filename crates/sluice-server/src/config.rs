@@ -39,6 +39,99 @@ pub struct RawConfig {
     /// `[store]`: limits of the SQLite store.
     #[serde(default)]
     pub store: RawStore,
+    /// `[limits]`: what requests, connections and sessions may hold.
+    #[serde(default)]
+    pub limits: RawLimits,
+}
+
+/// `[limits]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLimits {
+    /// Bytes of request bodies held at once, across requests (default 128 MiB).
+    pub body_bytes_in_flight: Option<usize>,
+    /// Time to send a request's headers, from the connection's start or its previous
+    /// response, in ms (default 30 s).
+    pub header_read_timeout_ms: Option<u64>,
+    /// Longest pause while a request body arrives, in ms (default 30 s).
+    pub body_read_timeout_ms: Option<u64>,
+    /// Connections served at once (default 10,000).
+    pub max_connections: Option<usize>,
+    /// Dashboard sessions per token (default 16).
+    pub sessions_per_token: Option<usize>,
+    /// Dashboard sessions in all (default 10,000).
+    pub sessions_max: Option<usize>,
+}
+
+/// What requests, connections and sessions may hold: `[limits]`, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes of request bodies held at once; a request beyond it gets 503.
+    pub body_bytes_in_flight: usize,
+    /// Time to send a request's headers (and how long an idle keep-alive connection stays).
+    pub header_read_timeout: std::time::Duration,
+    /// Longest pause while a request body arrives.
+    pub body_read_timeout: std::time::Duration,
+    /// Connections served at once; more wait in the listen backlog.
+    pub max_connections: usize,
+    /// Dashboard sessions per token; a login beyond it ends that token's oldest session.
+    pub sessions_per_token: usize,
+    /// Dashboard sessions in all; a login beyond it is refused.
+    pub sessions_max: usize,
+}
+
+impl Limits {
+    /// The defaults, as in `config.default.toml`.
+    pub const DEFAULT: Self = Self {
+        body_bytes_in_flight: 128 << 20,
+        header_read_timeout: std::time::Duration::from_secs(30),
+        body_read_timeout: std::time::Duration::from_secs(30),
+        max_connections: 10_000,
+        sessions_per_token: 16,
+        sessions_max: 10_000,
+    };
+
+    fn from_raw(raw: RawLimits) -> Result<Self, String> {
+        let d = Self::DEFAULT;
+        let limits = Self {
+            body_bytes_in_flight: raw.body_bytes_in_flight.unwrap_or(d.body_bytes_in_flight),
+            header_read_timeout: raw
+                .header_read_timeout_ms
+                .map_or(d.header_read_timeout, std::time::Duration::from_millis),
+            body_read_timeout: raw
+                .body_read_timeout_ms
+                .map_or(d.body_read_timeout, std::time::Duration::from_millis),
+            max_connections: raw.max_connections.unwrap_or(d.max_connections),
+            sessions_per_token: raw.sessions_per_token.unwrap_or(d.sessions_per_token),
+            sessions_max: raw.sessions_max.unwrap_or(d.sessions_max),
+        };
+        // A body budget below the largest request would refuse such requests forever.
+        if limits.body_bytes_in_flight < crate::api::REQUEST_BYTES_MAX {
+            return Err(format!(
+                "[limits] body_bytes_in_flight must be at least {} (the largest request), got {}",
+                crate::api::REQUEST_BYTES_MAX,
+                limits.body_bytes_in_flight
+            ));
+        }
+        for (key, value) in [
+            ("header_read_timeout_ms", limits.header_read_timeout),
+            ("body_read_timeout_ms", limits.body_read_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(format!("[limits] {key} must be at least 1"));
+            }
+        }
+        for (key, value) in [
+            ("max_connections", limits.max_connections),
+            ("sessions_per_token", limits.sessions_per_token),
+            ("sessions_max", limits.sessions_max),
+        ] {
+            if value == 0 {
+                return Err(format!("[limits] {key} must be at least 1"));
+            }
+        }
+        Ok(limits)
+    }
 }
 
 /// `[store]` as written.
@@ -116,6 +209,8 @@ pub struct Config {
     pub test_clock: bool,
     /// Where the manual clock starts, in epoch ms (default: now).
     pub test_clock_start_ms: Option<i64>,
+    /// `[limits]`.
+    pub limits: Limits,
 }
 
 impl Config {
@@ -170,6 +265,7 @@ impl Config {
             }
             queues.push((name, config));
         }
+        let limits = Limits::from_raw(raw.limits)?;
         Ok(Self {
             listen,
             data_dir: options
@@ -187,7 +283,10 @@ impl Config {
                 .unwrap_or(DEFAULT_DISK_RESERVE_BYTES),
             queues,
             webhooks: raw.webhooks.into_iter().collect(),
-            auth: std::sync::Arc::new(crate::auth::Auth::load(&raw.auth)?),
+            auth: std::sync::Arc::new(
+                crate::auth::Auth::load(&raw.auth)?
+                    .with_session_limits(limits.sessions_per_token, limits.sessions_max),
+            ),
             allow_unauthenticated: raw.server.allow_unauthenticated.unwrap_or(false),
             tls: match (raw.server.tls_cert, raw.server.tls_key) {
                 (Some(cert), Some(key)) => Some((cert, key)),
@@ -203,6 +302,7 @@ impl Config {
                 .collect::<Result<_, _>>()?,
             test_clock: false,
             test_clock_start_ms: None,
+            limits,
         })
     }
 }
@@ -283,5 +383,30 @@ mod tests {
                 .unwrap_err()
                 .contains("port")
         );
+    }
+
+    #[test]
+    fn limits_are_read_and_checked() {
+        let config = check(
+            "[limits]\nheader_read_timeout_ms = 1500\nmax_connections = 7\nsessions_per_token = 2\n",
+            ServeOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            config.limits.header_read_timeout,
+            std::time::Duration::from_millis(1500)
+        );
+        assert_eq!(config.limits.max_connections, 7);
+        assert_eq!(config.limits.sessions_per_token, 2);
+        assert_eq!(config.limits.sessions_max, Limits::DEFAULT.sessions_max);
+        for (text, named) in [
+            ("body_bytes_in_flight = 1000", "body_bytes_in_flight"),
+            ("max_connections = 0", "max_connections"),
+            ("header_read_timeout_ms = 0", "header_read_timeout_ms"),
+            ("sessions_max = 0", "sessions_max"),
+        ] {
+            let error = check(&format!("[limits]\n{text}\n"), ServeOptions::default()).unwrap_err();
+            assert!(error.contains(named), "{text}: {error}");
+        }
     }
 }

@@ -6,11 +6,13 @@
 
 pub mod api;
 mod auth;
+mod body_budget;
 mod browser_guard;
 pub mod config;
 mod dashboard;
 pub mod error;
 mod expr_pool;
+mod listen;
 mod maintenance;
 mod metrics;
 pub mod push;
@@ -119,6 +121,10 @@ pub async fn run(
         push: push.clone(),
         auth: config.auth.clone(),
         tls: config.tls.is_some(),
+        body_budget: Arc::new(body_budget::BodyBudget::new(
+            config.limits.body_bytes_in_flight,
+            config.limits.body_read_timeout,
+        )),
     };
     // Read before the ready line, so a bad certificate stops the start with its reason.
     let tls = match &config.tls {
@@ -153,11 +159,14 @@ pub async fn run(
     );
     let app = with_request_ids(browser_guard::layer(
         auth::router()
+            .route_layer(axum::middleware::from_fn_with_state(
+                state.body_budget.clone(),
+                body_budget::hold,
+            ))
             .with_state(state.clone())
             .merge(api::router(state)),
         Arc::new(guard),
-    ))
-    .into_make_service_with_connect_info::<std::net::SocketAddr>();
+    ));
     on_ready();
     tracing::info!(listen = %listener.local_addr()?, "listening");
 
@@ -170,25 +179,7 @@ pub async fn run(
         // Long polls see the flag and return at once.
         notify_store.notifier().wake_all();
     };
-    match tls {
-        None => {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(stopping)
-                .await?
-        }
-        Some(tls) => {
-            let handle = axum_server::Handle::new();
-            let stop_handle = handle.clone();
-            tokio::spawn(async move {
-                stopping.await;
-                stop_handle.graceful_shutdown(Some(std::time::Duration::from_secs(30)));
-            });
-            axum_server::from_tcp_rustls(listener.into_std()?, tls)?
-                .handle(handle)
-                .serve(app)
-                .await?
-        }
-    }
+    listen::serve(listener, app, tls, &config.limits, stopping).await?;
     shutting_down.store(true, Ordering::SeqCst);
     // Pushes already sent get their answer recorded before the store closes.
     push.wait_idle(std::time::Duration::from_secs(10)).await;

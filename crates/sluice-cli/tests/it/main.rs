@@ -22,6 +22,7 @@ mod file_modes;
 mod idempotency;
 mod kill_lifecycle;
 mod lifecycle_stats;
+mod limits;
 mod long_poll;
 mod memo_retention;
 mod metrics;

@@ -14,7 +14,7 @@ use sluice_core::wire::{
 };
 use uuid::Uuid;
 
-use super::{ApiJson, ApiPath, ApiQuery, AppState, parse_json};
+use super::{ApiBytes, ApiPath, ApiQuery, AppState, parse_json};
 use crate::error::ApiError;
 
 /// Default page size of a listing.
@@ -227,8 +227,17 @@ pub async fn purge(
 pub async fn replay(
     State(app): State<AppState>,
     ApiPath(queue): ApiPath<String>,
-    ApiJson(input): ApiJson<ReplayIn>,
+    ApiBytes(body): ApiBytes,
 ) -> Result<Json<ReplayOut>, ApiError> {
+    // Counted before parsing: an id costs several times its text once parsed.
+    if let Some(count) = super::json_shape::array_len(&body, "ids")?
+        && count > REPLAY_LIMIT_MAX
+    {
+        return Err(ApiError::invalid_field(format!(
+            "ids: {count} ids; give 1 to {REPLAY_LIMIT_MAX} ids"
+        )));
+    }
+    let input: ReplayIn = parse_json(&body)?;
     let limit = input.limit.unwrap_or(REPLAY_LIMIT_DEFAULT);
     if !(1..=REPLAY_LIMIT_MAX).contains(&limit) {
         return Err(ApiError::invalid_field(format!(

@@ -58,21 +58,30 @@ pub async fn receive(
         )));
     }
     let deadline = Instant::now() + Duration::from_millis(wait_ms as u64);
+    let claim = |now_ms| {
+        app.store.message_claim(ClaimParams {
+            queue: queue.clone(),
+            max: max as usize,
+            lease_ms: input.visibility_timeout_ms,
+            now_ms,
+        })
+    };
+    // The first look goes without a wake-up signal: it answers at once when there are
+    // messages, and with 404 for a queue that does not exist, before the notifier keeps
+    // anything for the name.
+    let first = claim(app.now_ms()).await?;
+    if !first.messages.is_empty() || wait_ms == 0 || app.is_shutting_down() {
+        return Ok(Json(ReceiveOut {
+            messages: first.messages.into_iter().map(received).collect(),
+        }));
+    }
     let notify = app.store.notifier().queue(&queue);
     loop {
         let woken = notify.notified();
         tokio::pin!(woken);
         woken.as_mut().enable();
         let now_ms = app.now_ms();
-        let claim = app
-            .store
-            .message_claim(ClaimParams {
-                queue: queue.clone(),
-                max: max as usize,
-                lease_ms: input.visibility_timeout_ms,
-                now_ms,
-            })
-            .await?;
+        let claim = claim(now_ms).await?;
         if !claim.messages.is_empty() || Instant::now() >= deadline || app.is_shutting_down() {
             return Ok(Json(ReceiveOut {
                 messages: claim.messages.into_iter().map(received).collect(),
@@ -125,14 +134,27 @@ fn truncate_for_error(text: &str) -> &str {
     sluice_core::message::cut_utf8(text, 80)
 }
 
+fn too_many_receipts(count: usize) -> ApiError {
+    ApiError::too_large(format!(
+        "receipts: {count} receipts; at most {ACK_RECEIPTS_MAX} per ack"
+    ))
+}
+
 /// `POST /v1/queues/{queue}/ack`
 #[utoipa::path(post, path = "/v1/queues/{queue}/ack", params(("queue" = String, Path)), request_body = AckIn,
     responses((status = 200, body = AckOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 409, description = "Some receipt was stale; details hold per-receipt results", body = sluice_core::wire::ErrorBody)))]
 pub async fn ack(
     State(app): State<AppState>,
     ApiPath(queue): ApiPath<String>,
-    ApiJson(input): ApiJson<AckIn>,
+    super::ApiBytes(body): super::ApiBytes,
 ) -> Result<Response, ApiError> {
+    // Counted before parsing: a receipt costs several times its text once parsed.
+    if let Some(count) = super::json_shape::array_len(&body, "receipts")?
+        && count > ACK_RECEIPTS_MAX
+    {
+        return Err(too_many_receipts(count));
+    }
+    let input: AckIn = super::parse_json(&body)?;
     let texts: Vec<String> = input
         .receipt
         .into_iter()
@@ -144,10 +166,7 @@ pub async fn ack(
         ));
     }
     if texts.len() > ACK_RECEIPTS_MAX {
-        return Err(ApiError::too_large(format!(
-            "receipts: {} receipts; at most {ACK_RECEIPTS_MAX} per ack",
-            texts.len()
-        )));
+        return Err(too_many_receipts(texts.len()));
     }
     let receipts = texts
         .iter()

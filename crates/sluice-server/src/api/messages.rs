@@ -1,6 +1,5 @@
 //! Message routes: enqueue (one or a batch) and lookups by id or idempotency key.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Json;
@@ -19,7 +18,7 @@ use sluice_core::wire::{
 use sluice_core::{Millis, clock::parse_rfc3339};
 use uuid::Uuid;
 
-use super::{ApiPath, ApiQuery, AppState, parse_json};
+use super::{ApiPath, ApiQuery, AppState, json_shape, parse_json};
 use crate::error::ApiError;
 
 /// `POST /v1/queues/{queue}/messages`: one message, or `{"messages": [...]}`.
@@ -38,21 +37,7 @@ pub async fn enqueue(
 ) -> Result<Response, ApiError> {
     let now_ms = app.now_ms();
     let config = app.store.queue_config(&queue).await?;
-    let (inputs, is_batch) = split_batch(&body)?;
-    if is_batch {
-        if inputs.is_empty() {
-            return Err(ApiError::invalid_field(
-                "messages: a batch needs at least one message",
-            ));
-        }
-        if inputs.len() > limits::BATCH_MESSAGES_MAX {
-            return Err(ApiError::too_large(format!(
-                "messages: {} messages in one batch; at most {} are allowed",
-                inputs.len(),
-                limits::BATCH_MESSAGES_MAX
-            )));
-        }
-    }
+    let (inputs, is_batch) = parse_enqueue(&body)?;
     let mut messages = Vec::with_capacity(inputs.len());
     let mut batch_bytes = 0usize;
     for (position, input) in inputs.into_iter().enumerate() {
@@ -256,10 +241,36 @@ pub async fn cancel(
     }))
 }
 
-/// Tells a batch (`{"messages": [...]}`) from a single message without parsing bodies twice.
-fn split_batch(body: &[u8]) -> Result<(Vec<MessageIn>, bool), ApiError> {
-    let top: HashMap<String, serde::de::IgnoredAny> = parse_json(body)?;
-    if top.contains_key("messages") {
+/// Parses one message or a batch (`{"messages": [...]}`). The body is counted first
+/// ([`json_shape::enqueue`]), so a batch over the message cap, or a message with too many
+/// headers, is refused before anything is built for it.
+fn parse_enqueue(body: &[u8]) -> Result<(Vec<MessageIn>, bool), ApiError> {
+    let shape = json_shape::enqueue(body, limits::HEADERS_MAX)?;
+    if let Some(count) = shape.batch_len {
+        if count == 0 {
+            return Err(ApiError::invalid_field(
+                "messages: a batch needs at least one message",
+            ));
+        }
+        if count > limits::BATCH_MESSAGES_MAX {
+            return Err(ApiError::too_large(format!(
+                "messages: {count} messages in one batch; at most {} are allowed",
+                limits::BATCH_MESSAGES_MAX
+            )));
+        }
+    }
+    if let Some((position, count)) = shape.too_many_headers {
+        let prefix = match shape.batch_len {
+            Some(_) => format!("messages[{position}]."),
+            None => String::new(),
+        };
+        return Err(ApiError::invalid_field(format!(
+            "{prefix}headers: {count} headers; at most {} headers and {} bytes in all",
+            limits::HEADERS_MAX,
+            limits::HEADER_BYTES_MAX
+        )));
+    }
+    if shape.batch_len.is_some() {
         let batch: MessageBatchIn = parse_json(body)?;
         return Ok((batch.messages, true));
     }
@@ -312,10 +323,14 @@ fn validate(
     }
     let headers = input.headers.unwrap_or_default();
     let header_bytes: usize = headers.iter().map(|(k, v)| k.len() + v.len()).sum();
-    if headers.len() > 64 || header_bytes > 64 * 1024 {
+    if headers.len() > limits::HEADERS_MAX || header_bytes > limits::HEADER_BYTES_MAX {
         return Err(invalid(
             "headers",
-            "at most 64 headers and 64 KiB in all".into(),
+            format!(
+                "at most {} headers and {} bytes in all",
+                limits::HEADERS_MAX,
+                limits::HEADER_BYTES_MAX
+            ),
         ));
     }
     let visible_at_ms = match (input.delay_ms, input.not_before) {

@@ -4,6 +4,7 @@ mod browse;
 mod dead_letters;
 mod delivery;
 mod health;
+mod json_shape;
 mod messages;
 mod queues;
 mod test_clock;
@@ -45,6 +46,8 @@ pub struct AppState {
     pub auth: Arc<crate::auth::Auth>,
     /// True when serving HTTPS (session cookies are then `Secure`).
     pub tls: bool,
+    /// Bytes of request bodies held at once (`[limits] body_bytes_in_flight`).
+    pub body_budget: Arc<crate::body_budget::BodyBudget>,
 }
 
 impl AppState {
@@ -85,6 +88,18 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes = Bytes::from_request(request, state).await?;
         parse_json(&bytes).map(ApiJson)
+    }
+}
+
+/// The raw body, with our error shape when it cannot be read (for handlers that look at the
+/// body before parsing it).
+pub struct ApiBytes(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for ApiBytes {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        Ok(ApiBytes(Bytes::from_request(request, state).await?))
     }
 }
 
@@ -220,6 +235,11 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::metrics::router());
     v1.fallback(|| async { ApiError::route_not_found() })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
+        // Bodies are read within the budget once the caller is authorized (below).
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.body_budget.clone(),
+            crate::body_budget::hold,
+        ))
         // After routing, so the check knows the matched route and its queue.
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),

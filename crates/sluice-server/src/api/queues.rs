@@ -261,6 +261,8 @@ pub async fn drain(
     }
     let started = Instant::now();
     let deadline = started + Duration::from_millis(timeout_ms as u64);
+    // A queue that does not exist gets its 404 before the notifier keeps anything for the name.
+    app.store.queue_get(&name, app.now_ms()).await?;
     let notify = app.store.notifier().queue(&name);
     loop {
         let woken = notify.notified();
