@@ -190,7 +190,11 @@ async fn bodies_beyond_the_in_flight_budget_get_503_overloaded() {
     let mut upload = TcpStream::connect(address(&server)).await.unwrap();
     upload
         .write_all(
-            b"POST /v1/queues/q/messages HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 16000000\r\n\r\n{\"messages\":[",
+            format!(
+                "POST /v1/queues/q/messages HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\ncontent-length: 16000000\r\n\r\n{{\"messages\":[",
+                address(&server)
+            )
+            .as_bytes(),
         )
         .await
         .unwrap();
