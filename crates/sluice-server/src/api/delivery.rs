@@ -28,7 +28,7 @@ use crate::error::ApiError;
 const ACK_RECEIPTS_MAX: usize = 1000;
 
 /// `POST /v1/queues/{queue}/receive`
-#[utoipa::path(post, path = "/v1/queues/{queue}/receive", params(("queue" = String, Path)), request_body = ReceiveIn,
+#[utoipa::path(post, operation_id = "message_receive", path = "/v1/queues/{queue}/receive", params(("queue" = String, Path)), request_body = ReceiveIn,
     responses((status = 200, body = ReceiveOut), (status = 404, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
 pub async fn receive(
     State(app): State<AppState>,
@@ -126,7 +126,7 @@ fn truncate_for_error(text: &str) -> &str {
 }
 
 /// `POST /v1/queues/{queue}/ack`
-#[utoipa::path(post, path = "/v1/queues/{queue}/ack", params(("queue" = String, Path)), request_body = AckIn,
+#[utoipa::path(post, operation_id = "message_ack", path = "/v1/queues/{queue}/ack", params(("queue" = String, Path)), request_body = AckIn,
     responses((status = 200, body = AckOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 409, description = "Some receipt was stale; details hold per-receipt results", body = sluice_core::wire::ErrorBody)))]
 pub async fn ack(
     State(app): State<AppState>,
@@ -212,7 +212,7 @@ pub async fn ack(
 }
 
 /// `POST /v1/queues/{queue}/nack`
-#[utoipa::path(post, path = "/v1/queues/{queue}/nack", params(("queue" = String, Path)), request_body = NackIn,
+#[utoipa::path(post, operation_id = "message_nack", path = "/v1/queues/{queue}/nack", params(("queue" = String, Path)), request_body = NackIn,
     responses((status = 200, body = NackOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 409, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
 pub async fn nack(
     State(app): State<AppState>,
@@ -258,7 +258,7 @@ pub async fn nack(
 }
 
 /// `POST /v1/queues/{queue}/extend`
-#[utoipa::path(post, path = "/v1/queues/{queue}/extend", params(("queue" = String, Path)), request_body = ExtendIn,
+#[utoipa::path(post, operation_id = "message_extend", path = "/v1/queues/{queue}/extend", params(("queue" = String, Path)), request_body = ExtendIn,
     responses((status = 200, body = ExtendOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 409, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
 pub async fn extend(
     State(app): State<AppState>,

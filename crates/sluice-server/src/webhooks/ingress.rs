@@ -75,7 +75,7 @@ struct Shaped {
 }
 
 /// `POST /hooks/{name}`
-#[utoipa::path(post, path = "/hooks/{name}", params(("name" = String, Path, description = "Webhook endpoint")),
+#[utoipa::path(post, operation_id = "webhook_receive", path = "/hooks/{name}", params(("name" = String, Path, description = "Webhook endpoint")),
     request_body(content = Object, description = "The sender's payload, as it signs it"),
     responses(
         (status = 202, description = "Stored (or dead-lettered, see `dead_lettered`)", body = WebhookReceiptOut),
