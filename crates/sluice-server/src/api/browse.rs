@@ -23,8 +23,10 @@ const LIMIT_MAX: usize = 1000;
 #[into_params(parameter_in = Query)]
 pub struct BrowseParams {
     /// `ready` (default), `waiting`, `delayed` or `in_flight`.
+    #[param(pattern = "^(ready|waiting|delayed|in_flight)$")]
     pub state: Option<String>,
     /// 1..=1000 (default 50).
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<usize>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,

@@ -30,6 +30,7 @@ const REPLAY_LIMIT_MAX: usize = 10_000;
 #[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// 1..=1000 (default 50).
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<usize>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
@@ -168,7 +169,8 @@ pub async fn list(
 
 /// `GET /v1/queues/{queue}/dlq/{message_id}`: one dead letter with its body and headers.
 #[utoipa::path(get, operation_id = "dead_letter_get", path = "/v1/queues/{queue}/dlq/{message_id}", params(("queue" = String, Path), ("message_id" = String, Path)),
-    responses((status = 200, body = DeadLetterEntryOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = DeadLetterEntryOut), (status = 404, body = sluice_core::wire::ErrorBody),
+        (status = 409, description = "the queue has no dead-letter queue", body = sluice_core::wire::ErrorBody)))]
 pub async fn get_one(
     State(app): State<AppState>,
     ApiPath((queue, message_id)): ApiPath<(String, String)>,
@@ -186,7 +188,8 @@ pub async fn get_one(
 
 /// `DELETE /v1/queues/{queue}/dlq/{message_id}`
 #[utoipa::path(delete, operation_id = "dead_letter_delete", path = "/v1/queues/{queue}/dlq/{message_id}", params(("queue" = String, Path), ("message_id" = String, Path)),
-    responses((status = 200, body = DeadLetterDeleteOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = DeadLetterDeleteOut), (status = 404, body = sluice_core::wire::ErrorBody),
+        (status = 409, description = "the queue has no dead-letter queue", body = sluice_core::wire::ErrorBody)))]
 pub async fn delete_one(
     State(app): State<AppState>,
     ApiPath((queue, message_id)): ApiPath<(String, String)>,
@@ -206,7 +209,8 @@ pub async fn delete_one(
 
 /// `DELETE /v1/queues/{queue}/dlq`: purges every dead letter from this queue.
 #[utoipa::path(delete, operation_id = "dead_letter_purge", path = "/v1/queues/{queue}/dlq", params(("queue" = String, Path)),
-    responses((status = 200, body = DeadLetterDeleteOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = DeadLetterDeleteOut), (status = 404, body = sluice_core::wire::ErrorBody),
+        (status = 409, description = "the queue has no dead-letter queue", body = sluice_core::wire::ErrorBody)))]
 pub async fn purge(
     State(app): State<AppState>,
     ApiPath(queue): ApiPath<String>,
@@ -224,7 +228,8 @@ pub async fn purge(
 
 /// `POST /v1/queues/{queue}/dlq/replay`: replay dead letters by id or by filter.
 #[utoipa::path(post, operation_id = "dead_letter_replay", path = "/v1/queues/{queue}/dlq/replay", params(("queue" = String, Path)), request_body = ReplayIn,
-    responses((status = 200, body = ReplayOut), (status = 404, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = ReplayOut), (status = 404, body = sluice_core::wire::ErrorBody),
+        (status = 409, description = "the queue has no dead-letter queue", body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
 pub async fn replay(
     State(app): State<AppState>,
     ApiPath(queue): ApiPath<String>,
@@ -278,7 +283,8 @@ pub async fn replay(
 
 /// `POST /v1/queues/{queue}/dlq/{message_id}/replay`
 #[utoipa::path(post, operation_id = "dead_letter_replay_one", path = "/v1/queues/{queue}/dlq/{message_id}/replay", params(("queue" = String, Path), ("message_id" = String, Path)), request_body = ReplayOneIn,
-    responses((status = 200, body = ReplayOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = ReplayOut), (status = 404, body = sluice_core::wire::ErrorBody),
+        (status = 409, description = "the queue has no dead-letter queue", body = sluice_core::wire::ErrorBody)))]
 pub async fn replay_one(
     State(app): State<AppState>,
     ApiPath((queue, message_id)): ApiPath<(String, String)>,

@@ -127,7 +127,9 @@ fn truncate_for_error(text: &str) -> &str {
 
 /// `POST /v1/queues/{queue}/ack`
 #[utoipa::path(post, operation_id = "message_ack", path = "/v1/queues/{queue}/ack", params(("queue" = String, Path)), request_body = AckIn,
-    responses((status = 200, body = AckOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 409, description = "Some receipt was stale; details hold per-receipt results", body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = AckOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 409, description = "Some receipt was stale; details hold per-receipt results", body = sluice_core::wire::ErrorBody),
+        (status = 413, description = "more than 1000 receipts, or a result over 64 KiB", body = sluice_core::wire::ErrorBody),
+        (status = 422, description = "no receipt, or a result with several receipts", body = sluice_core::wire::ErrorBody)))]
 pub async fn ack(
     State(app): State<AppState>,
     ApiPath(queue): ApiPath<String>,
