@@ -79,7 +79,9 @@ impl Modify for SharedAnswers {
                 .description(answer.description)
                 .content("application/json", content)
                 .build();
-            components.responses.insert(answer.name.into(), response.into());
+            components
+                .responses
+                .insert(answer.name.into(), response.into());
         }
         components.add_security_scheme(
             BEARER,
@@ -131,10 +133,7 @@ fn add_shared(method: &str, path: &str, operation: &mut Operation) {
             .responses
             .entry(answer.status.into())
             .or_insert_with(|| {
-                RefOr::Ref(Ref::new(format!(
-                    "#/components/responses/{}",
-                    answer.name
-                )))
+                RefOr::Ref(Ref::new(format!("#/components/responses/{}", answer.name)))
             });
     };
     if takes_parameters || takes_body {
@@ -278,7 +277,10 @@ mod tests {
                 .collect();
             let mut declared_in_path = BTreeSet::new();
             let mut declared = BTreeSet::new();
-            let parameters = operation["parameters"].as_array().cloned().unwrap_or_default();
+            let parameters = operation["parameters"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
             for parameter in &parameters {
                 let parameter = follow(&doc, parameter);
                 let name = parameter["name"].as_str().unwrap();
@@ -350,7 +352,9 @@ mod tests {
                 }
             }
             let reads_input = operation.get("requestBody").is_some()
-                || operation["parameters"].as_array().is_some_and(|p| !p.is_empty());
+                || operation["parameters"]
+                    .as_array()
+                    .is_some_and(|p| !p.is_empty());
             if reads_input {
                 assert!(responses.contains_key("400"), "{method} {path}: no 400");
             }
@@ -369,7 +373,10 @@ mod tests {
     fn bodies_of_any_json_value_validate_and_batches_are_described() {
         let doc = document();
         let enqueue = &doc["paths"]["/v1/queues/{queue}/messages"]["post"];
-        let request = follow(&doc, &enqueue["requestBody"]["content"]["application/json"]["schema"]);
+        let request = follow(
+            &doc,
+            &enqueue["requestBody"]["content"]["application/json"]["schema"],
+        );
         let answer = &enqueue["responses"]["200"]["content"]["application/json"]["schema"];
         let request_name = request_name(enqueue);
         let answer_name = answer["$ref"].as_str().unwrap().rsplit('/').next().unwrap();
@@ -377,7 +384,10 @@ mod tests {
         let cases = [
             (request_name.as_str(), json!({"body": "a"})),
             (request_name.as_str(), json!({"body": null})),
-            (request_name.as_str(), json!({"body": [1, {"x": true}], "priority": 2})),
+            (
+                request_name.as_str(),
+                json!({"body": [1, {"x": true}], "priority": 2}),
+            ),
             (request_name.as_str(), json!({"body_base64": "AA=="})),
             (
                 request_name.as_str(),
