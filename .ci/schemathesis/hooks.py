@@ -4,7 +4,8 @@ Random path parameters would almost always name a queue that does not exist, so 
 would stop at a 404 before reaching the code behind them. Before each call these hooks replace
 most path parameters with the names and ids of a queue ("st"), its dead-letter queue, messages
 in both and a webhook endpoint, all created here, and re-create them after a call that removed
-them. The rest stay random, so the 404 paths are tested too.
+them; receipts sent to ack, nack and extend are mostly real ones, leased just before. The rest
+stay random, so the 404 and 400 paths are tested too.
 
 Push destinations generated for a queue are pointed at a closed loopback port: the run sends
 traffic to loopback only.
@@ -82,6 +83,18 @@ def seed():
         del known_list[:-20]
 
 
+def fresh_receipt():
+    """A receipt of a message leased now, so ack, nack and extend get past the receipt check."""
+    call("POST", f"/v1/queues/{QUEUE}/messages", {"body": "to lease"})
+    status, received = call("POST", f"/v1/queues/{QUEUE}/receive", {"max": 1})
+    if status == 200 and received["messages"]:
+        return received["messages"][0]["receipt"]
+    return None
+
+
+# Calls that take a receipt.
+LEASING = {"/v1/queues/{queue}/ack", "/v1/queues/{queue}/nack", "/v1/queues/{queue}/extend"}
+
 # Calls after which the seeded state may be gone.
 REMOVING = {
     ("DELETE", "/v1/queues/{queue}"),
@@ -121,6 +134,11 @@ def before_call(context, case, **kwargs):
         if idempotency_keys and rng.random() < KNOWN_SHARE:
             case.query = {**(case.query or {}), "id": rng.choice(idempotency_keys)}
     body = case.body
+    if path in LEASING and isinstance(body, dict) and rng.random() < KNOWN_SHARE:
+        if "receipt" in body:
+            body["receipt"] = fresh_receipt()
+        if isinstance(body.get("receipts"), list) and body["receipts"]:
+            body["receipts"] = [fresh_receipt() for _ in body["receipts"][:3]]
     if isinstance(body, dict) and isinstance(body.get("push"), dict):
         body["push"]["url"] = PUSH_URL
 

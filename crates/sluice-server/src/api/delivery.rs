@@ -127,7 +127,7 @@ fn truncate_for_error(text: &str) -> &str {
 
 /// `POST /v1/queues/{queue}/ack`
 #[utoipa::path(post, operation_id = "message_ack", path = "/v1/queues/{queue}/ack", params(("queue" = String, Path)), request_body = AckIn,
-    responses((status = 200, body = AckOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 409, description = "Some receipt was stale; details hold per-receipt results", body = sluice_core::wire::ErrorBody),
+    responses((status = 200, body = AckOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 404, description = "the queue does not exist", body = sluice_core::wire::ErrorBody), (status = 409, description = "Some receipt was stale; details hold per-receipt results", body = sluice_core::wire::ErrorBody),
         (status = 413, description = "more than 1000 receipts, or a result over 64 KiB", body = sluice_core::wire::ErrorBody),
         (status = 422, description = "no receipt, or a result with several receipts", body = sluice_core::wire::ErrorBody)))]
 pub async fn ack(
@@ -215,7 +215,7 @@ pub async fn ack(
 
 /// `POST /v1/queues/{queue}/nack`
 #[utoipa::path(post, operation_id = "message_nack", path = "/v1/queues/{queue}/nack", params(("queue" = String, Path)), request_body = NackIn,
-    responses((status = 200, body = NackOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 409, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = NackOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 404, description = "the queue does not exist", body = sluice_core::wire::ErrorBody), (status = 409, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
 pub async fn nack(
     State(app): State<AppState>,
     ApiPath(queue): ApiPath<String>,
@@ -261,7 +261,7 @@ pub async fn nack(
 
 /// `POST /v1/queues/{queue}/extend`
 #[utoipa::path(post, operation_id = "message_extend", path = "/v1/queues/{queue}/extend", params(("queue" = String, Path)), request_body = ExtendIn,
-    responses((status = 200, body = ExtendOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 409, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = ExtendOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 404, description = "the queue does not exist", body = sluice_core::wire::ErrorBody), (status = 409, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
 pub async fn extend(
     State(app): State<AppState>,
     ApiPath(queue): ApiPath<String>,

@@ -82,6 +82,7 @@ struct Shaped {
         (status = 200, description = "A duplicate delivery, or ignored by the filter", body = WebhookReceiptOut),
         (status = 401, description = "Signature missing, wrong or stale", body = sluice_core::wire::ErrorBody),
         (status = 404, body = sluice_core::wire::ErrorBody), (status = 413, body = sluice_core::wire::ErrorBody),
+        (status = 422, description = "The event cannot become a message and the queue has no dead-letter queue to keep it in", body = sluice_core::wire::ErrorBody),
         (status = 503, description = "queue_full, with Retry-After", body = sluice_core::wire::ErrorBody)))]
 pub async fn receive(
     State(app): State<AppState>,
