@@ -364,6 +364,11 @@ mod tests {
             if !matches!(path.as_str(), "/healthz" | "/v1/openapi.json") {
                 assert!(responses.contains_key("503"), "{method} {path}: no 503");
             }
+            // What a path names may not exist (a queue is created by its PUT).
+            let names_something = path.contains('{');
+            if names_something && !(method == "put" && path == "/v1/queues/{queue}") {
+                assert!(responses.contains_key("404"), "{method} {path}: no 404");
+            }
         }
     }
 
