@@ -76,7 +76,10 @@ struct Shaped {
 
 /// `POST /hooks/{name}`
 #[utoipa::path(post, operation_id = "webhook_receive", path = "/hooks/{name}", params(("name" = String, Path, description = "Webhook endpoint")),
-    request_body(content = Object, description = "The sender's payload, as it signs it"),
+    request_body(description = "The sender's payload, as it signs it: JSON, a form, or any bytes",
+        content((serde_json::Value = "application/json"),
+            (std::collections::BTreeMap<String, String> = "application/x-www-form-urlencoded"),
+            (String = "text/plain"))),
     responses(
         (status = 202, description = "Stored (or dead-lettered, see `dead_lettered`)", body = WebhookReceiptOut),
         (status = 200, description = "A duplicate delivery, or ignored by the filter", body = WebhookReceiptOut),
