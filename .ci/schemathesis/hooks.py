@@ -4,8 +4,9 @@ Random path parameters would almost always name a queue that does not exist, so 
 would stop at a 404 before reaching the code behind them. Before each call these hooks replace
 most path parameters with the names and ids of a queue ("st"), its dead-letter queue, messages
 in both and a webhook endpoint, all created here, and re-create them after a call that removed
-them; receipts sent to ack, nack and extend are mostly real ones, leased just before. The rest
-stay random, so the 404 and 400 paths are tested too.
+them; receipts sent to ack, nack and extend are mostly real ones, leased just before, and
+drains and long polls wait at most a second. The rest stay random, so the 404 and 400 paths are
+tested too.
 
 Push destinations generated for a queue are pointed at a closed loopback port: the run sends
 traffic to loopback only.
@@ -23,6 +24,13 @@ BASE = os.environ["SLUICE_URL"].rstrip("/")
 QUEUE = "st"
 DEAD_LETTER_QUEUE = "st.dlq"
 WEBHOOK = "st"
+# Kept empty, so a drain without a short timeout returns at once instead of waiting its default
+# 30 s (the seeded queues always hold messages).
+EMPTY_QUEUE = "st.empty"
+# Longest wait a drain or long poll keeps (the API allows 15 minutes and 20 s): values in the
+# allowed range are cut to it, values outside stay, so their 422 is still tested.
+WAIT_MAX_MS = 1000
+WAITS = {"/v1/queues/{queue}/drain": ("timeout_ms", 900_000), "/v1/queues/{queue}/receive": ("wait_ms", 20_000)}
 # Port 9 (discard) on loopback: nothing listens in CI, so a push fails fast and stays local.
 PUSH_URL = "http://127.0.0.1:9/push"
 # How often a path parameter is replaced by a known name or id.
@@ -65,6 +73,7 @@ def seed():
     }
     call("PUT", f"/v1/queues/{QUEUE}", spec)
     call("POST", f"/v1/queues/{QUEUE}/resume")
+    call("PUT", f"/v1/queues/{EMPTY_QUEUE}", {})
     call("PUT", f"/v1/webhooks/{WEBHOOK}", {"queue": QUEUE, "verify": {"scheme": "none"}})
     # A dead letter: enqueue, receive, fail for good.
     call("POST", f"/v1/queues/{QUEUE}/messages", {"body": {"seeded": "dead"}})
@@ -134,6 +143,13 @@ def before_call(context, case, **kwargs):
         if idempotency_keys and rng.random() < KNOWN_SHARE:
             case.query = {**(case.query or {}), "id": rng.choice(idempotency_keys)}
     body = case.body
+    if path in WAITS:
+        field, allowed = WAITS[path]
+        wait = body.get(field) if isinstance(body, dict) else None
+        if type(wait) is int and WAIT_MAX_MS < wait <= allowed:
+            body[field] = WAIT_MAX_MS
+        elif wait is None and path.endswith("/drain") and parameters.get("queue") in (QUEUE, DEAD_LETTER_QUEUE):
+            parameters["queue"] = EMPTY_QUEUE
     if path in LEASING and isinstance(body, dict) and rng.random() < KNOWN_SHARE:
         if "receipt" in body:
             body["receipt"] = fresh_receipt()
