@@ -64,7 +64,7 @@ pub struct QueueSpec {
         deserialize_with = "present",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<Value>)]
     pub schema: Option<serde_json::Value>,
     /// Push destination (the server calls it with each message); `null` removes it.
     #[serde(
@@ -327,7 +327,7 @@ pub struct QueueConfigOut {
     /// Delivery rate limit; null = none.
     pub rate_limit: Option<RateLimitOut>,
     /// JSON Schema for bodies; null = none.
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<Value>)]
     pub schema: Option<serde_json::Value>,
     /// Push destination; null = none (consumers receive over HTTP).
     pub push: Option<PushSpec>,
@@ -516,7 +516,7 @@ pub struct MessageIn {
         deserialize_with = "present",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schema(value_type = Object)]
+    #[schema(value_type = Value)]
     pub body: Option<Box<RawValue>>,
     /// Bytes, standard base64.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -586,7 +586,7 @@ pub struct EnqueueOut {
     pub state: Option<String>,
     /// For a duplicate whose first message was acked with a result: that result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<Value>)]
     pub result: Option<serde_json::Value>,
 }
 
@@ -595,6 +595,28 @@ pub struct EnqueueOut {
 pub struct EnqueueBatchOut {
     /// Per message.
     pub results: Vec<EnqueueOut>,
+}
+
+/// The body of `POST /v1/queues/{queue}/messages`: one message, or a batch. A body with a
+/// `messages` field is a batch.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum EnqueueIn {
+    /// `{"messages": [...]}`.
+    Batch(MessageBatchIn),
+    /// One message.
+    One(MessageIn),
+}
+
+/// The answer to `POST /v1/queues/{queue}/messages`: `EnqueueOut` for one message,
+/// `EnqueueBatchOut` for a batch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum EnqueueAnswerOut {
+    /// For a batch.
+    Batch(EnqueueBatchOut),
+    /// For one message.
+    One(EnqueueOut),
 }
 
 /// `POST /v1/queues/{queue}/receive`.
@@ -622,7 +644,7 @@ pub struct ReceivedMessage {
     pub receipt: String,
     /// JSON body, when it was enqueued as JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Object)]
+    #[schema(value_type = Value)]
     pub body: Option<Box<RawValue>>,
     /// Byte body in base64, when it was enqueued as bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -688,7 +710,7 @@ pub struct AckIn {
     /// A small JSON result (up to 64 KiB) kept with the message: a later enqueue with the same
     /// idempotency key gets it back. Only with a single receipt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<Value>)]
     pub result: Option<Box<RawValue>>,
 }
 
@@ -805,7 +827,7 @@ pub struct MessageStatusOut {
     pub dead_letter: Option<DeadLetterOut>,
     /// The result its consumer acked it with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<Value>)]
     pub result: Option<serde_json::Value>,
     /// For a replayed dead letter: the new message's id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -925,7 +947,7 @@ pub struct DeadLetterEntryOut {
     pub body_bytes: Option<u64>,
     /// JSON body (`GET .../dlq/{message_id}` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<Value>)]
     pub body: Option<Box<RawValue>>,
     /// Byte body in base64 (`GET .../dlq/{message_id}` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1135,7 +1157,7 @@ pub struct MessageBodyOut {
     pub body_bytes: Option<u64>,
     /// JSON body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<Value>)]
     pub body: Option<Box<RawValue>>,
     /// Byte body in base64.
     #[serde(default, skip_serializing_if = "Option::is_none")]

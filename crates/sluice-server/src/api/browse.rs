@@ -20,10 +20,13 @@ const LIMIT_MAX: usize = 1000;
 
 /// Query of `GET /v1/queues/{queue}/browse`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct BrowseParams {
     /// `ready` (default), `waiting`, `delayed` or `in_flight`.
+    #[param(pattern = "^(ready|waiting|delayed|in_flight)$")]
     pub state: Option<String>,
     /// 1..=1000 (default 50).
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<usize>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
@@ -44,7 +47,7 @@ fn parse_cursor(text: &str) -> Result<BrowseCursor, ApiError> {
 }
 
 /// `GET /v1/queues/{queue}/browse`: one state's messages in the order dispatch takes them.
-#[utoipa::path(get, path = "/v1/queues/{queue}/browse", params(("queue" = String, Path), BrowseParams),
+#[utoipa::path(get, operation_id = "queue_browse", path = "/v1/queues/{queue}/browse", params(("queue" = String, Path), BrowseParams),
     responses((status = 200, body = BrowseOut), (status = 404, body = sluice_core::wire::ErrorBody),
         (status = 422, body = sluice_core::wire::ErrorBody)))]
 pub async fn browse(
@@ -107,7 +110,7 @@ pub async fn browse(
 
 /// `GET /v1/queues/{queue}/messages/{message_id}/body`: a message with its body and headers
 /// (found as `GET /v1/queues/{queue}/messages/{message_id}` finds it, so also in its DLQ).
-#[utoipa::path(get, path = "/v1/queues/{queue}/messages/{message_id}/body", params(("queue" = String, Path), ("message_id" = String, Path)),
+#[utoipa::path(get, operation_id = "message_body", path = "/v1/queues/{queue}/messages/{message_id}/body", params(("queue" = String, Path), ("message_id" = String, Path)),
     responses((status = 200, body = MessageBodyOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
 pub async fn body(
     State(app): State<AppState>,

@@ -27,8 +27,10 @@ const REPLAY_LIMIT_MAX: usize = 10_000;
 
 /// Query of `GET /v1/queues/{queue}/dlq`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// 1..=1000 (default 50).
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<usize>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
@@ -127,7 +129,7 @@ fn entry_out(dead_letter: DeadLetter) -> DeadLetterEntryOut {
 }
 
 /// `GET /v1/queues/{queue}/dlq`: dead letters from this queue, newest first.
-#[utoipa::path(get, path = "/v1/queues/{queue}/dlq", params(("queue" = String, Path), ListQuery),
+#[utoipa::path(get, operation_id = "dead_letter_list", path = "/v1/queues/{queue}/dlq", params(("queue" = String, Path), ListQuery),
     responses((status = 200, body = DeadLetterListOut), (status = 404, body = sluice_core::wire::ErrorBody),
         (status = 409, description = "the queue has no dead-letter queue", body = sluice_core::wire::ErrorBody),
         (status = 422, body = sluice_core::wire::ErrorBody)))]
@@ -166,8 +168,9 @@ pub async fn list(
 }
 
 /// `GET /v1/queues/{queue}/dlq/{message_id}`: one dead letter with its body and headers.
-#[utoipa::path(get, path = "/v1/queues/{queue}/dlq/{message_id}", params(("queue" = String, Path), ("message_id" = String, Path)),
-    responses((status = 200, body = DeadLetterEntryOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+#[utoipa::path(get, operation_id = "dead_letter_get", path = "/v1/queues/{queue}/dlq/{message_id}", params(("queue" = String, Path), ("message_id" = String, Path)),
+    responses((status = 200, body = DeadLetterEntryOut), (status = 404, body = sluice_core::wire::ErrorBody),
+        (status = 409, description = "the queue has no dead-letter queue", body = sluice_core::wire::ErrorBody)))]
 pub async fn get_one(
     State(app): State<AppState>,
     ApiPath((queue, message_id)): ApiPath<(String, String)>,
@@ -184,8 +187,9 @@ pub async fn get_one(
 }
 
 /// `DELETE /v1/queues/{queue}/dlq/{message_id}`
-#[utoipa::path(delete, path = "/v1/queues/{queue}/dlq/{message_id}", params(("queue" = String, Path), ("message_id" = String, Path)),
-    responses((status = 200, body = DeadLetterDeleteOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+#[utoipa::path(delete, operation_id = "dead_letter_delete", path = "/v1/queues/{queue}/dlq/{message_id}", params(("queue" = String, Path), ("message_id" = String, Path)),
+    responses((status = 200, body = DeadLetterDeleteOut), (status = 404, body = sluice_core::wire::ErrorBody),
+        (status = 409, description = "the queue has no dead-letter queue", body = sluice_core::wire::ErrorBody)))]
 pub async fn delete_one(
     State(app): State<AppState>,
     ApiPath((queue, message_id)): ApiPath<(String, String)>,
@@ -204,8 +208,9 @@ pub async fn delete_one(
 }
 
 /// `DELETE /v1/queues/{queue}/dlq`: purges every dead letter from this queue.
-#[utoipa::path(delete, path = "/v1/queues/{queue}/dlq", params(("queue" = String, Path)),
-    responses((status = 200, body = DeadLetterDeleteOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+#[utoipa::path(delete, operation_id = "dead_letter_purge", path = "/v1/queues/{queue}/dlq", params(("queue" = String, Path)),
+    responses((status = 200, body = DeadLetterDeleteOut), (status = 404, body = sluice_core::wire::ErrorBody),
+        (status = 409, description = "the queue has no dead-letter queue", body = sluice_core::wire::ErrorBody)))]
 pub async fn purge(
     State(app): State<AppState>,
     ApiPath(queue): ApiPath<String>,
@@ -222,8 +227,9 @@ pub async fn purge(
 }
 
 /// `POST /v1/queues/{queue}/dlq/replay`: replay dead letters by id or by filter.
-#[utoipa::path(post, path = "/v1/queues/{queue}/dlq/replay", params(("queue" = String, Path)), request_body = ReplayIn,
-    responses((status = 200, body = ReplayOut), (status = 404, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
+#[utoipa::path(post, operation_id = "dead_letter_replay", path = "/v1/queues/{queue}/dlq/replay", params(("queue" = String, Path)), request_body = ReplayIn,
+    responses((status = 200, body = ReplayOut), (status = 404, body = sluice_core::wire::ErrorBody),
+        (status = 409, description = "the queue has no dead-letter queue", body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
 pub async fn replay(
     State(app): State<AppState>,
     ApiPath(queue): ApiPath<String>,
@@ -285,8 +291,9 @@ pub async fn replay(
 }
 
 /// `POST /v1/queues/{queue}/dlq/{message_id}/replay`
-#[utoipa::path(post, path = "/v1/queues/{queue}/dlq/{message_id}/replay", params(("queue" = String, Path), ("message_id" = String, Path)), request_body = ReplayOneIn,
-    responses((status = 200, body = ReplayOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+#[utoipa::path(post, operation_id = "dead_letter_replay_one", path = "/v1/queues/{queue}/dlq/{message_id}/replay", params(("queue" = String, Path), ("message_id" = String, Path)), request_body = ReplayOneIn,
+    responses((status = 200, body = ReplayOut), (status = 404, body = sluice_core::wire::ErrorBody),
+        (status = 409, description = "the queue has no dead-letter queue", body = sluice_core::wire::ErrorBody)))]
 pub async fn replay_one(
     State(app): State<AppState>,
     ApiPath((queue, message_id)): ApiPath<(String, String)>,

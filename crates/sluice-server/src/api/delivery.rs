@@ -28,7 +28,7 @@ use crate::error::ApiError;
 const ACK_RECEIPTS_MAX: usize = 1000;
 
 /// `POST /v1/queues/{queue}/receive`
-#[utoipa::path(post, path = "/v1/queues/{queue}/receive", params(("queue" = String, Path)), request_body = ReceiveIn,
+#[utoipa::path(post, operation_id = "message_receive", path = "/v1/queues/{queue}/receive", params(("queue" = String, Path)), request_body = ReceiveIn,
     responses((status = 200, body = ReceiveOut), (status = 404, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
 pub async fn receive(
     State(app): State<AppState>,
@@ -141,8 +141,10 @@ fn too_many_receipts(count: usize) -> ApiError {
 }
 
 /// `POST /v1/queues/{queue}/ack`
-#[utoipa::path(post, path = "/v1/queues/{queue}/ack", params(("queue" = String, Path)), request_body = AckIn,
-    responses((status = 200, body = AckOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 409, description = "Some receipt was stale; details hold per-receipt results", body = sluice_core::wire::ErrorBody)))]
+#[utoipa::path(post, operation_id = "message_ack", path = "/v1/queues/{queue}/ack", params(("queue" = String, Path)), request_body = AckIn,
+    responses((status = 200, body = AckOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 404, description = "the queue does not exist", body = sluice_core::wire::ErrorBody), (status = 409, description = "Some receipt was stale; details hold per-receipt results", body = sluice_core::wire::ErrorBody),
+        (status = 413, description = "more than 1000 receipts, or a result over 64 KiB", body = sluice_core::wire::ErrorBody),
+        (status = 422, description = "no receipt, or a result with several receipts", body = sluice_core::wire::ErrorBody)))]
 pub async fn ack(
     State(app): State<AppState>,
     ApiPath(queue): ApiPath<String>,
@@ -231,8 +233,8 @@ pub async fn ack(
 }
 
 /// `POST /v1/queues/{queue}/nack`
-#[utoipa::path(post, path = "/v1/queues/{queue}/nack", params(("queue" = String, Path)), request_body = NackIn,
-    responses((status = 200, body = NackOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 409, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
+#[utoipa::path(post, operation_id = "message_nack", path = "/v1/queues/{queue}/nack", params(("queue" = String, Path)), request_body = NackIn,
+    responses((status = 200, body = NackOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 404, description = "the queue does not exist", body = sluice_core::wire::ErrorBody), (status = 409, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
 pub async fn nack(
     State(app): State<AppState>,
     ApiPath(queue): ApiPath<String>,
@@ -277,8 +279,8 @@ pub async fn nack(
 }
 
 /// `POST /v1/queues/{queue}/extend`
-#[utoipa::path(post, path = "/v1/queues/{queue}/extend", params(("queue" = String, Path)), request_body = ExtendIn,
-    responses((status = 200, body = ExtendOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 409, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
+#[utoipa::path(post, operation_id = "message_extend", path = "/v1/queues/{queue}/extend", params(("queue" = String, Path)), request_body = ExtendIn,
+    responses((status = 200, body = ExtendOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 404, description = "the queue does not exist", body = sluice_core::wire::ErrorBody), (status = 409, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
 pub async fn extend(
     State(app): State<AppState>,
     ApiPath(queue): ApiPath<String>,

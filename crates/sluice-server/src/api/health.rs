@@ -9,7 +9,7 @@ use sluice_core::wire::HealthOut;
 use super::AppState;
 
 /// `GET /healthz`: the process is alive.
-#[utoipa::path(get, path = "/healthz", responses((status = 200, body = HealthOut)))]
+#[utoipa::path(get, operation_id = "healthz", path = "/healthz", responses((status = 200, body = HealthOut)))]
 pub async fn healthz() -> Json<HealthOut> {
     Json(HealthOut {
         status: "ok".into(),
@@ -18,7 +18,7 @@ pub async fn healthz() -> Json<HealthOut> {
 
 /// `GET /readyz`: the store accepts new messages (the disk is not full, writes have not
 /// stopped) and the server is not shutting down.
-#[utoipa::path(get, path = "/readyz", responses((status = 200, body = HealthOut), (status = 503, body = HealthOut)))]
+#[utoipa::path(get, operation_id = "readyz", path = "/readyz", responses((status = 200, body = HealthOut), (status = 503, body = HealthOut)))]
 pub async fn readyz(State(app): State<AppState>) -> (StatusCode, Json<HealthOut>) {
     if app.is_shutting_down() {
         return (

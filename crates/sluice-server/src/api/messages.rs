@@ -22,10 +22,10 @@ use super::{ApiPath, ApiQuery, AppState, json_shape, parse_json};
 use crate::error::ApiError;
 
 /// `POST /v1/queues/{queue}/messages`: one message, or `{"messages": [...]}`.
-#[utoipa::path(post, path = "/v1/queues/{queue}/messages", params(("queue" = String, Path)),
-    request_body(content = MessageIn, description = "One MessageIn, or a MessageBatchIn"),
+#[utoipa::path(post, operation_id = "message_enqueue", path = "/v1/queues/{queue}/messages", params(("queue" = String, Path)),
+    request_body(content = sluice_core::wire::EnqueueIn, description = "One MessageIn, or a MessageBatchIn (a body with a `messages` field)"),
     responses(
-        (status = 200, description = "Stored durably: EnqueueOut for one message, EnqueueBatchOut for a batch", body = EnqueueOut),
+        (status = 200, description = "Stored durably: EnqueueOut for one message, EnqueueBatchOut for a batch", body = sluice_core::wire::EnqueueAnswerOut),
         (status = 400, body = sluice_core::wire::ErrorBody), (status = 404, body = sluice_core::wire::ErrorBody),
         (status = 413, body = sluice_core::wire::ErrorBody),
         (status = 422, description = "invalid_field, or schema_violation with every violation in details.violations", body = sluice_core::wire::ErrorBody),
@@ -181,7 +181,7 @@ fn check_schema(
 }
 
 /// `POST /v1/queues/{queue}/cancel`: cancel a message that is not being processed.
-#[utoipa::path(post, path = "/v1/queues/{queue}/cancel", params(("queue" = String, Path)), request_body = CancelIn,
+#[utoipa::path(post, operation_id = "message_cancel", path = "/v1/queues/{queue}/cancel", params(("queue" = String, Path)), request_body = CancelIn,
     responses((status = 200, description = "outcome: cancelled, not_found, already_processing or already_completed", body = CancelOut),
         (status = 404, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
 pub async fn cancel(
@@ -375,7 +375,7 @@ fn validate(
 }
 
 /// `GET /v1/queues/{queue}/messages/{message_id}`
-#[utoipa::path(get, path = "/v1/queues/{queue}/messages/{message_id}", params(("queue" = String, Path), ("message_id" = String, Path)),
+#[utoipa::path(get, operation_id = "message_get", path = "/v1/queues/{queue}/messages/{message_id}", params(("queue" = String, Path), ("message_id" = String, Path)),
     responses((status = 200, body = MessageStatusOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
 pub async fn get_by_id(
     State(app): State<AppState>,
@@ -394,7 +394,7 @@ pub struct IdempotencyQuery {
 }
 
 /// `GET /v1/queues/{queue}/messages?id={idempotency key}`
-#[utoipa::path(get, path = "/v1/queues/{queue}/messages", params(("queue" = String, Path), ("id" = String, Query, description = "Idempotency key")),
+#[utoipa::path(get, operation_id = "message_get_by_idempotency_key", path = "/v1/queues/{queue}/messages", params(("queue" = String, Path), ("id" = String, Query, description = "Idempotency key")),
     responses((status = 200, body = MessageStatusOut), (status = 404, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
 pub async fn get_by_idempotency_key(
     State(app): State<AppState>,

@@ -6,6 +6,7 @@ mod delivery;
 mod health;
 mod json_shape;
 mod messages;
+mod openapi;
 mod queues;
 mod test_clock;
 pub mod webhooks;
@@ -22,6 +23,7 @@ use sluice_core::{Clock, ManualClock, Millis, Store};
 use tower_http::catch_panic::CatchPanicLayer;
 use utoipa::OpenApi;
 
+use self::openapi::SharedAnswers;
 use crate::error::ApiError;
 
 /// Largest request body: a 10 MiB batch plus base64 and JSON overhead.
@@ -128,6 +130,7 @@ pub struct ApiQuery<T>(pub T);
 #[derive(OpenApi)]
 #[openapi(
     info(title = "sluice", description = "Durable queue server: HTTP API v1"),
+    modifiers(&SharedAnswers),
     paths(
         queues::list,
         queues::put,
@@ -167,7 +170,8 @@ pub struct ApiQuery<T>(pub T);
 pub struct ApiDoc;
 
 /// `GET /v1/openapi.json`.
-#[utoipa::path(get, path = "/v1/openapi.json", responses((status = 200, description = "This document")))]
+#[utoipa::path(get, operation_id = "openapi", path = "/v1/openapi.json",
+    responses((status = 200, description = "This document (OpenAPI 3.1)", body = Object)))]
 async fn openapi_json() -> axum::Json<utoipa::openapi::OpenApi> {
     axum::Json(ApiDoc::openapi())
 }

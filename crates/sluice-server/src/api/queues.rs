@@ -70,7 +70,7 @@ fn throughput_out(counts: Throughput, seconds: f64) -> ThroughputOut {
 }
 
 /// `GET /v1/queues`
-#[utoipa::path(get, path = "/v1/queues", responses((status = 200, body = QueueListOut)))]
+#[utoipa::path(get, operation_id = "queue_list", path = "/v1/queues", responses((status = 200, body = QueueListOut)))]
 pub async fn list(
     State(app): State<AppState>,
     caller: Option<axum::Extension<std::sync::Arc<crate::auth::Caller>>>,
@@ -88,7 +88,7 @@ pub async fn list(
 }
 
 /// `PUT /v1/queues/{queue}`: create, or update the fields given.
-#[utoipa::path(put, path = "/v1/queues/{queue}", request_body = QueueSpec,
+#[utoipa::path(put, operation_id = "queue_put", path = "/v1/queues/{queue}", request_body = QueueSpec,
     params(("queue" = String, Path, description = "Queue name: [A-Za-z0-9_.-], at most 80 characters")),
     responses((status = 200, body = QueuePutOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 409, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
 pub async fn put(
@@ -129,7 +129,7 @@ pub async fn put(
 }
 
 /// `GET /v1/queues/{queue}`
-#[utoipa::path(get, path = "/v1/queues/{queue}", params(("queue" = String, Path)),
+#[utoipa::path(get, operation_id = "queue_get", path = "/v1/queues/{queue}", params(("queue" = String, Path)),
     responses((status = 200, body = QueueOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
 pub async fn get_one(
     State(app): State<AppState>,
@@ -168,7 +168,7 @@ fn redacted_for(
 }
 
 /// `DELETE /v1/queues/{queue}`: the queue and its messages; its dead-letter queue stays.
-#[utoipa::path(delete, path = "/v1/queues/{queue}", params(("queue" = String, Path)),
+#[utoipa::path(delete, operation_id = "queue_delete", path = "/v1/queues/{queue}", params(("queue" = String, Path)),
     responses((status = 200, body = QueueDeleteOut), (status = 404, body = sluice_core::wire::ErrorBody), (status = 409, body = sluice_core::wire::ErrorBody)))]
 pub async fn delete(
     State(app): State<AppState>,
@@ -183,7 +183,7 @@ pub async fn delete(
 }
 
 /// `GET /v1/queues/{queue}/stats`
-#[utoipa::path(get, path = "/v1/queues/{queue}/stats", params(("queue" = String, Path)),
+#[utoipa::path(get, operation_id = "queue_stats", path = "/v1/queues/{queue}/stats", params(("queue" = String, Path)),
     responses((status = 200, body = QueueStatsOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
 pub async fn stats(
     State(app): State<AppState>,
@@ -194,7 +194,7 @@ pub async fn stats(
 }
 
 /// `POST /v1/queues/{queue}/pause`: deliveries stop; enqueues are still stored.
-#[utoipa::path(post, path = "/v1/queues/{queue}/pause", params(("queue" = String, Path)),
+#[utoipa::path(post, operation_id = "queue_pause", path = "/v1/queues/{queue}/pause", params(("queue" = String, Path)),
     responses((status = 200, body = QueueOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
 pub async fn pause(
     State(app): State<AppState>,
@@ -204,7 +204,7 @@ pub async fn pause(
 }
 
 /// `POST /v1/queues/{queue}/resume`
-#[utoipa::path(post, path = "/v1/queues/{queue}/resume", params(("queue" = String, Path)),
+#[utoipa::path(post, operation_id = "queue_resume", path = "/v1/queues/{queue}/resume", params(("queue" = String, Path)),
     responses((status = 200, body = QueueOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
 pub async fn resume(
     State(app): State<AppState>,
@@ -220,7 +220,7 @@ async fn set_paused(app: &AppState, name: &str, paused: bool) -> Result<Json<Que
 }
 
 /// `POST /v1/queues/{queue}/purge`: removes every message that is not in flight.
-#[utoipa::path(post, path = "/v1/queues/{queue}/purge", params(("queue" = String, Path)),
+#[utoipa::path(post, operation_id = "queue_purge", path = "/v1/queues/{queue}/purge", params(("queue" = String, Path)),
     responses((status = 200, body = PurgeOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
 pub async fn purge(
     State(app): State<AppState>,
@@ -241,7 +241,7 @@ const DRAIN_TIMEOUT_MS_MAX: i64 = 15 * 60 * 1000;
 const DRAIN_RECHECK: Duration = Duration::from_millis(100);
 
 /// `POST /v1/queues/{queue}/drain`: waits until the queue is empty, or the timeout.
-#[utoipa::path(post, path = "/v1/queues/{queue}/drain", params(("queue" = String, Path)), request_body = DrainIn,
+#[utoipa::path(post, operation_id = "queue_drain", path = "/v1/queues/{queue}/drain", params(("queue" = String, Path)), request_body = DrainIn,
     responses((status = 200, body = DrainOut), (status = 404, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
 pub async fn drain(
     State(app): State<AppState>,

@@ -49,7 +49,7 @@ pub async fn define(app: &AppState, name: &str, spec: WebhookSpec) -> Result<boo
 }
 
 /// `GET /v1/webhooks`
-#[utoipa::path(get, path = "/v1/webhooks", responses((status = 200, body = WebhookListOut)))]
+#[utoipa::path(get, operation_id = "webhook_list", path = "/v1/webhooks", responses((status = 200, body = WebhookListOut)))]
 pub async fn list(State(app): State<AppState>) -> Json<WebhookListOut> {
     Json(WebhookListOut {
         webhooks: app
@@ -62,7 +62,7 @@ pub async fn list(State(app): State<AppState>) -> Json<WebhookListOut> {
 }
 
 /// `PUT /v1/webhooks/{name}`: define or replace an endpoint.
-#[utoipa::path(put, path = "/v1/webhooks/{name}", params(("name" = String, Path)), request_body = WebhookSpec,
+#[utoipa::path(put, operation_id = "webhook_put", path = "/v1/webhooks/{name}", params(("name" = String, Path)), request_body = WebhookSpec,
     responses((status = 200, body = WebhookPutOut), (status = 400, body = sluice_core::wire::ErrorBody),
         (status = 404, description = "the queue does not exist", body = sluice_core::wire::ErrorBody),
         (status = 422, description = "a field, expression or secret is wrong; the message says which", body = sluice_core::wire::ErrorBody)))]
@@ -83,7 +83,7 @@ pub async fn put(
 }
 
 /// `GET /v1/webhooks/{name}`: the definition and its counters.
-#[utoipa::path(get, path = "/v1/webhooks/{name}", params(("name" = String, Path)),
+#[utoipa::path(get, operation_id = "webhook_get", path = "/v1/webhooks/{name}", params(("name" = String, Path)),
     responses((status = 200, body = WebhookOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
 pub async fn get_one(
     State(app): State<AppState>,
@@ -94,7 +94,7 @@ pub async fn get_one(
 }
 
 /// `DELETE /v1/webhooks/{name}`
-#[utoipa::path(delete, path = "/v1/webhooks/{name}", params(("name" = String, Path)),
+#[utoipa::path(delete, operation_id = "webhook_delete", path = "/v1/webhooks/{name}", params(("name" = String, Path)),
     responses((status = 200, body = WebhookDeleteOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
 pub async fn delete(
     State(app): State<AppState>,

@@ -75,13 +75,17 @@ struct Shaped {
 }
 
 /// `POST /hooks/{name}`
-#[utoipa::path(post, path = "/hooks/{name}", params(("name" = String, Path, description = "Webhook endpoint")),
-    request_body(content = Object, description = "The sender's payload, as it signs it"),
+#[utoipa::path(post, operation_id = "webhook_receive", path = "/hooks/{name}", params(("name" = String, Path, description = "Webhook endpoint")),
+    request_body(description = "The sender's payload, as it signs it: JSON, a form, or any bytes",
+        content((serde_json::Value = "application/json"),
+            (std::collections::BTreeMap<String, String> = "application/x-www-form-urlencoded"),
+            (String = "text/plain"))),
     responses(
         (status = 202, description = "Stored (or dead-lettered, see `dead_lettered`)", body = WebhookReceiptOut),
         (status = 200, description = "A duplicate delivery, or ignored by the filter", body = WebhookReceiptOut),
         (status = 401, description = "Signature missing, wrong or stale", body = sluice_core::wire::ErrorBody),
         (status = 404, body = sluice_core::wire::ErrorBody), (status = 413, body = sluice_core::wire::ErrorBody),
+        (status = 422, description = "The event cannot become a message and the queue has no dead-letter queue to keep it in", body = sluice_core::wire::ErrorBody),
         (status = 503, description = "queue_full, with Retry-After", body = sluice_core::wire::ErrorBody)))]
 pub async fn receive(
     State(app): State<AppState>,
