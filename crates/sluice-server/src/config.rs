@@ -36,6 +36,36 @@ pub struct RawConfig {
     /// `[auth]`: API tokens.
     #[serde(default)]
     pub auth: crate::auth::AuthSpec,
+    /// `[expressions]`: limits of jq evaluations.
+    #[serde(default)]
+    pub expressions: RawExpressions,
+    /// `[push]`: push delivery as a whole.
+    #[serde(default)]
+    pub push: RawPush,
+}
+
+/// `[expressions]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawExpressions {
+    /// Wall time per evaluation, in ms.
+    pub timeout_ms: Option<u64>,
+    /// Bytes a worker's memory may grow by.
+    pub memory_bytes: Option<u64>,
+    /// Bytes of outputs per evaluation.
+    pub output_bytes: Option<usize>,
+    /// Worker processes.
+    pub workers: Option<usize>,
+    /// The sluice binary that runs workers (default: this one).
+    pub worker_executable: Option<PathBuf>,
+}
+
+/// `[push]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPush {
+    /// Deliver to push destinations (default true).
+    pub enabled: Option<bool>,
 }
 
 /// `[server]` as written.
@@ -87,6 +117,10 @@ pub struct Config {
     pub test_clock: bool,
     /// Where the manual clock starts, in epoch ms (default: now).
     pub test_clock_start_ms: Option<i64>,
+    /// Limits of jq evaluations.
+    pub expressions: crate::expr::ExprLimits,
+    /// Deliver to push destinations (off with `--no-push` or `[push] enabled = false`).
+    pub push_enabled: bool,
 }
 
 impl Config {
@@ -156,8 +190,33 @@ impl Config {
             },
             test_clock: false,
             test_clock_start_ms: None,
+            expressions: expressions(raw.expressions)?,
+            push_enabled: raw.push.enabled.unwrap_or(true) && !options.no_push,
         })
     }
+}
+
+/// `[expressions]`, checked: every limit above zero.
+fn expressions(raw: RawExpressions) -> Result<crate::expr::ExprLimits, String> {
+    use crate::expr::*;
+    let limits = ExprLimits {
+        timeout: std::time::Duration::from_millis(raw.timeout_ms.unwrap_or(TIMEOUT_MS_DEFAULT)),
+        memory_bytes: raw.memory_bytes.unwrap_or(MEMORY_BYTES_DEFAULT),
+        output_bytes: raw.output_bytes.unwrap_or(OUTPUT_BYTES_DEFAULT),
+        workers: raw.workers.unwrap_or(WORKERS_DEFAULT),
+        worker_executable: raw.worker_executable,
+    };
+    if limits.timeout.is_zero()
+        || limits.memory_bytes == 0
+        || limits.output_bytes == 0
+        || limits.workers == 0
+    {
+        return Err(
+            "[expressions] timeout_ms, memory_bytes, output_bytes and workers must be above 0"
+                .into(),
+        );
+    }
+    Ok(limits)
 }
 
 #[cfg(test)]

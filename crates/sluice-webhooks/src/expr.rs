@@ -196,6 +196,25 @@ impl Expr {
         })
     }
 
+    /// [`Expr::compile`] on the calling thread, which must have a stack of at least
+    /// [`COMPILE_STACK_SIZE`] (a process that does nothing but run expressions saves a thread
+    /// per compile this way).
+    pub fn compile_on_this_thread(source: &str) -> Result<Expr, String> {
+        if source.len() > MAX_SOURCE_LEN {
+            return Err(format!(
+                "expression is {} bytes long, the limit is {MAX_SOURCE_LEN}",
+                source.len()
+            ));
+        }
+        check_nesting(source)?;
+        let filter = std::panic::catch_unwind(|| compile_filter(source))
+            .map_err(|panic| format!("jq compiler failed: {}", panic_message(&*panic)))??;
+        Ok(Expr {
+            source: source.into(),
+            filter: Arc::new(filter),
+        })
+    }
+
     /// Runs the program on `input` and returns every output, in order.
     ///
     /// Fails with the program's message when the program raises an error (`error("x")`, `.a.b`
