@@ -27,7 +27,7 @@ pub struct ServeArgs {
     durability: Option<String>,
     /// Start with push delivery off (no queue's destination is called), e.g. to recover from
     /// a message or destination that keeps failing; the same as `[push] enabled = false`.
-    #[arg(long, env = "SLUICE_NO_PUSH")]
+    #[arg(long, env = "SLUICE_NO_PUSH", value_parser = clap::builder::FalseyValueParser::new())]
     no_push: bool,
     /// Log line format on stderr. The level filter comes from SLUICE_LOG or RUST_LOG
     /// (default `info`).

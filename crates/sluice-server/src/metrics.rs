@@ -492,6 +492,12 @@ mod tests {
                 group_commit_ops: Some(AtomicHistogram::new(&[1, 2, 4]).snapshot()),
                 wal_sync_us: Some(AtomicHistogram::new(&[100, 1_000]).snapshot()),
             },
+            expressions: ExprCounts {
+                evaluations: 7,
+                started: 2,
+                start_failures: 0,
+                stopped: vec![("timeout", 1), ("died", 1), ("protocol", 0)],
+            },
         }
     }
 

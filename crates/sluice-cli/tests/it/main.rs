@@ -13,6 +13,7 @@ mod cancel;
 mod config;
 mod dead_letter;
 mod delay;
+mod expressions;
 mod dlq_ops;
 mod extend;
 mod idempotency;

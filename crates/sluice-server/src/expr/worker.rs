@@ -285,7 +285,7 @@ fn limit_cpu(seconds: u64) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    fn run(programs: &[(&str, bool)], input: &str, output_bytes: usize) -> (Vec<Outcome>, String) {
+    fn run(programs: &[(&str, bool)], input: &'static str, output_bytes: usize) -> (Vec<Outcome>, String) {
         let programs: Vec<ProgramSpec> = programs
             .iter()
             .map(|(source, gate)| ProgramSpec {
