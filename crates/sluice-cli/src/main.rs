@@ -90,11 +90,18 @@ fn main() -> ExitCode {
     // The server's expression workers (`sluice __expr-worker`, started by the server itself):
     // no runtime, no logging, no clap. Not a user command, so not in the help.
     let mut args = std::env::args_os().skip(1);
-    if args.next().as_deref() == Some(std::ffi::OsStr::new(sluice_server::expr::protocol::WORKER_SUBCOMMAND)) {
+    if args.next().as_deref()
+        == Some(std::ffi::OsStr::new(
+            sluice_server::expr::protocol::WORKER_SUBCOMMAND,
+        ))
+    {
         return sluice_server::expr::worker::main(args);
     }
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: cannot start the async runtime: {error}");

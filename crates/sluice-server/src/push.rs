@@ -190,7 +190,11 @@ impl Dispatcher {
     /// The stats of a queue's destination (call it for queues that have one).
     pub fn stats(&self, queue: &str) -> PushStatsOut {
         let stats = self.stats.lock().get(queue).cloned().unwrap_or_default();
-        stats.out(self.clock.now_ms(), self.enabled, self.pauses.is_paused(queue))
+        stats.out(
+            self.clock.now_ms(),
+            self.enabled,
+            self.pauses.is_paused(queue),
+        )
     }
 
     /// True when the server delivers pushes at all.
@@ -632,7 +636,9 @@ impl Dispatcher {
                     permanent: false,
                 });
             }
-            Err(EvalError::Stopped(error)) => return Err(failed(format!("push transform: {error}"))),
+            Err(EvalError::Stopped(error)) => {
+                return Err(failed(format!("push transform: {error}")));
+            }
         }
         .map_err(|e| failed(format!("push transform failed: {e}")))?
         .ok_or_else(|| failed("push transform produced no output".into()))?;

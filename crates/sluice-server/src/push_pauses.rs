@@ -29,8 +29,9 @@ impl PushPauses {
     pub fn load(data_dir: &Path) -> Result<Self, String> {
         let path = data_dir.join(FILE_NAME);
         let names = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|e| format!("{} is not a JSON list of queue names: {e}", path.display()))?,
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                format!("{} is not a JSON list of queue names: {e}", path.display())
+            })?,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => BTreeSet::new(),
             Err(error) => return Err(format!("cannot read {}: {error}", path.display())),
         };

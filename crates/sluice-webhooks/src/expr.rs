@@ -328,10 +328,9 @@ fn compile_filter(source: &str) -> Result<Filter, String> {
 /// string that holds several (`"1 2" | fromjson` gives 1 and 2).
 fn bounded_fromjson() -> jaq_core::native::Fun<Data> {
     jaq_core::native::run(("fromjson", jaq_core::native::v(0), |cv| {
-        let parsed = cv
-            .1
-            .try_as_utf8_bytes_owned()
-            .and_then(|text| parse_json_values(&text));
+        let parsed =
+            cv.1.try_as_utf8_bytes_owned()
+                .and_then(|text| parse_json_values(&text));
         match parsed {
             Ok(values) => Box::new(values.into_iter().map(Ok)),
             Err(error) => jaq_core::native::bome(Err(error)),
@@ -1000,7 +999,11 @@ mod tests {
         );
         assert_eq!(run("fromjson", json!("1 2")), Ok(vec![json!(1), json!(2)]));
         assert_eq!(run(r#""12" | tonumber"#, json!(null)), Ok(vec![json!(12)]));
-        assert!(run("fromjson", json!("{")).unwrap_err().contains("cannot parse"));
+        assert!(
+            run("fromjson", json!("{"))
+                .unwrap_err()
+                .contains("cannot parse")
+        );
         assert!(run("fromjson", json!(1)).unwrap_err().contains("string"));
     }
 

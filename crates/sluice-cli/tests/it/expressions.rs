@@ -45,7 +45,10 @@ async fn assert_alive(server: &TestServer) {
 
 /// The dead-letter entry `id` of `queue` (in its dead-letter queue).
 async fn dead_letter(server: &TestServer, queue: &str, id: &str) -> Value {
-    server.get(&format!("/v1/queues/{queue}/dlq/{id}")).await.ok()
+    server
+        .get(&format!("/v1/queues/{queue}/dlq/{id}"))
+        .await
+        .ok()
 }
 
 /// The server's resident memory, from `/proc/<pid>/status`.
@@ -54,7 +57,13 @@ fn rss_bytes(pid: u32) -> u64 {
     status
         .lines()
         .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .and_then(|rest| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
         .map_or(0, |kb| kb * 1024)
 }
 
@@ -66,14 +75,23 @@ async fn fromjson_of_deep_nesting_dead_letters_the_event_and_the_server_stays_up
     let server = TestServer::builder().start().await;
     hook_with_transform(&server, ".body.s | fromjson").await;
     let reply = post_event(&server, &json!({"s": "[".repeat(200_000)})).await;
-    assert_eq!(reply.status.as_u16(), 202, "{}\n{}", reply.text, server.log_tail(20));
+    assert_eq!(
+        reply.status.as_u16(),
+        202,
+        "{}\n{}",
+        reply.text,
+        server.log_tail(20)
+    );
     let receipt = reply.json();
     assert_eq!(receipt["dead_lettered"], true, "{receipt}");
     let error = receipt["error"].as_str().unwrap_or_default();
     assert!(error.contains("recursion limit"), "{receipt}");
     let entry = dead_letter(&server, "q", &message_id(&receipt)).await;
     assert!(
-        entry["last_error"].as_str().unwrap_or_default().contains("recursion limit"),
+        entry["last_error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("recursion limit"),
         "{entry}"
     );
     assert_alive(&server).await;
@@ -108,7 +126,12 @@ async fn recursion_in_a_push_transform_dead_letters_the_message() {
     let status = server
         .stats_until("loop", WAIT, |s| s["counters"]["dead_lettered"] == 1)
         .await;
-    assert_eq!(status["counters"]["dead_lettered"], 1, "{status}\n{}", server.log_tail(20));
+    assert_eq!(
+        status["counters"]["dead_lettered"],
+        1,
+        "{status}\n{}",
+        server.log_tail(20)
+    );
     let entry = dead_letter(&server, "loop", &id).await;
     let error = entry["last_error"].as_str().unwrap_or_default();
     assert!(error.contains("push transform"), "{entry}");
@@ -172,7 +195,10 @@ async fn gsub_blow_up_is_stopped_at_the_limit_and_the_server_stays_small() {
         peak < rss_before + (200 << 20),
         "the server grew from {rss_before} to {peak} bytes"
     );
-    assert!(health_max < Duration::from_secs(2), "/healthz took {health_max:?}");
+    assert!(
+        health_max < Duration::from_secs(2),
+        "/healthz took {health_max:?}"
+    );
     for reply in &replies {
         assert_eq!(reply.status.as_u16(), 202, "{}", reply.text);
         let receipt = reply.json();
@@ -221,10 +247,18 @@ async fn a_message_whose_delivery_kills_the_server_reaches_the_dlq_after_max_att
     let status = server
         .stats_until("q", WAIT, |s| s["counters"]["dead_lettered"] == 1)
         .await;
-    assert_eq!(status["counters"]["dead_lettered"], 1, "{status}\n{}", server.log_tail(20));
+    assert_eq!(
+        status["counters"]["dead_lettered"],
+        1,
+        "{status}\n{}",
+        server.log_tail(20)
+    );
     let entry = dead_letter(&server, "q", &id).await;
     assert!(
-        entry["last_error"].as_str().unwrap_or_default().contains("out of attempts"),
+        entry["last_error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("out of attempts"),
         "{entry}"
     );
     tokio::time::sleep(QUIET).await;
@@ -281,7 +315,11 @@ async fn push_pause_holds_across_a_restart_until_resumed() {
 
     server.restart().await;
     tokio::time::sleep(QUIET).await;
-    assert_eq!(destination.count(), 1, "the pause did not survive the restart");
+    assert_eq!(
+        destination.count(),
+        1,
+        "the pause did not survive the restart"
+    );
     let stats = server.stats("held").await;
     assert_eq!(stats["push"]["paused"], true, "{stats}");
     assert_eq!(stats["ready"], 1, "{stats}");

@@ -116,7 +116,12 @@ impl ExprPool {
         };
         self.metrics.evaluations.fetch_add(1, Ordering::Relaxed);
         let timeout = self.limits.timeout;
-        match tokio::time::timeout(timeout, exchange(&mut worker, programs, &document, &self.limits)).await {
+        match tokio::time::timeout(
+            timeout,
+            exchange(&mut worker, programs, &document, &self.limits),
+        )
+        .await
+        {
             Ok(Ok(results)) => {
                 self.idle.lock().push(worker);
                 Ok(results)
@@ -152,8 +157,9 @@ impl ExprPool {
     async fn start(&self) -> Result<Worker, String> {
         let executable = match &self.limits.worker_executable {
             Some(path) => path.clone(),
-            None => std::env::current_exe()
-                .map_err(|e| format!("cannot find the sluice executable for expression workers: {e}"))?,
+            None => std::env::current_exe().map_err(|e| {
+                format!("cannot find the sluice executable for expression workers: {e}")
+            })?,
         };
         let limits = WorkerLimits {
             memory_bytes: self.limits.memory_bytes,
@@ -195,7 +201,10 @@ impl ExprPool {
             self.metrics.start_failures.fetch_add(1, Ordering::Relaxed);
             return Err(cannot_start(
                 &executable,
-                &format!("it did not answer as an expression worker ({})", tail.trim()),
+                &format!(
+                    "it did not answer as an expression worker ({})",
+                    tail.trim()
+                ),
             ));
         }
         self.metrics.started.fetch_add(1, Ordering::Relaxed);
@@ -324,7 +333,9 @@ async fn stderr_tail(stderr: &mut ChildStderr) -> String {
     let mut bytes = Vec::new();
     let _ = tokio::time::timeout(
         Duration::from_millis(500),
-        stderr.take(64 * STDERR_TAIL_BYTES as u64).read_to_end(&mut bytes),
+        stderr
+            .take(64 * STDERR_TAIL_BYTES as u64)
+            .read_to_end(&mut bytes),
     )
     .await;
     let start = bytes.len().saturating_sub(STDERR_TAIL_BYTES);
@@ -345,4 +356,3 @@ impl ExprMetrics {
         ]
     }
 }
-

@@ -285,7 +285,11 @@ fn limit_cpu(seconds: u64) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    fn run(programs: &[(&str, bool)], input: &'static str, output_bytes: usize) -> (Vec<Outcome>, String) {
+    fn run(
+        programs: &[(&str, bool)],
+        input: &'static str,
+        output_bytes: usize,
+    ) -> (Vec<Outcome>, String) {
         let programs: Vec<ProgramSpec> = programs
             .iter()
             .map(|(source, gate)| ProgramSpec {
@@ -300,14 +304,7 @@ mod tests {
         };
         let (response, values) = std::thread::Builder::new()
             .stack_size(COMPILE_STACK_SIZE)
-            .spawn(move || {
-                evaluate(
-                    &programs,
-                    input.as_bytes(),
-                    &limits,
-                    &mut HashMap::new(),
-                )
-            })
+            .spawn(move || evaluate(&programs, input.as_bytes(), &limits, &mut HashMap::new()))
             .unwrap()
             .join()
             .unwrap();
@@ -321,8 +318,15 @@ mod tests {
 
     #[test]
     fn programs_run_in_order_and_stop_at_a_closed_gate_or_an_error() {
-        let (outcomes, values) = run(&[("true", true), (".a", false), ("empty", false)], r#"{"a":[1]}"#, 100);
-        assert_eq!(outcomes, vec![Outcome::Value(4), Outcome::Value(3), Outcome::Empty]);
+        let (outcomes, values) = run(
+            &[("true", true), (".a", false), ("empty", false)],
+            r#"{"a":[1]}"#,
+            100,
+        );
+        assert_eq!(
+            outcomes,
+            vec![Outcome::Value(4), Outcome::Value(3), Outcome::Empty]
+        );
         assert_eq!(values, "true|[1]");
         let (outcomes, _) = run(&[(".b", true), (".a", false)], r#"{"a":1}"#, 100);
         assert_eq!(outcomes, vec![Outcome::Value(4)], "a null gate closes");
@@ -336,8 +340,15 @@ mod tests {
     fn outputs_beyond_the_limit_are_errors() {
         let (outcomes, _) = run(&[(r#""x" * 100"#, false)], "null", 50);
         assert!(matches!(&outcomes[..], [Outcome::Error(e)] if e.contains("50 bytes")));
-        let (outcomes, _) = run(&[(r#""x" * 20"#, false), (r#""y" * 20"#, false)], "null", 30);
-        assert!(matches!(&outcomes[..], [Outcome::Value(22), Outcome::Error(_)]), "{outcomes:?}");
+        let (outcomes, _) = run(
+            &[(r#""x" * 20"#, false), (r#""y" * 20"#, false)],
+            "null",
+            30,
+        );
+        assert!(
+            matches!(&outcomes[..], [Outcome::Value(22), Outcome::Error(_)]),
+            "{outcomes:?}"
+        );
     }
 
     #[test]

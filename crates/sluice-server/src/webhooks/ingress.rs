@@ -474,7 +474,11 @@ impl Event {
 /// Runs the endpoint's expressions in an expression worker process, under the limits of
 /// `[expressions]` (see [`crate::expr`]). A program's error or a limit it exceeded is
 /// [`EvalError::Stopped`]: the event goes to the dead-letter queue with the reason.
-async fn shape(app: &AppState, endpoint: &Arc<Endpoint>, event: &Event) -> Result<Shaped, EvalError> {
+async fn shape(
+    app: &AppState,
+    endpoint: &Arc<Endpoint>,
+    event: &Event,
+) -> Result<Shaped, EvalError> {
     if let IdSource::Header(name) = &endpoint.id_source
         && let Some(value) = event.headers_map.get(name)
         && value.len() > limits::KEY_BYTES_MAX
@@ -584,7 +588,9 @@ impl Programs {
                         return Ok(Shaped::default());
                     }
                 }
-                Role::IdempotencyKey => shaped.idempotency_key = output.and_then(|v| scalar_text(&v)),
+                Role::IdempotencyKey => {
+                    shaped.idempotency_key = output.and_then(|v| scalar_text(&v))
+                }
                 Role::Transform => {
                     shaped.body = Some(output.ok_or("transform produced no output")?);
                 }
@@ -592,15 +598,15 @@ impl Programs {
                 Role::Priority => {
                     shaped.priority = match output {
                         None | Some(Value::Null) => None,
-                        Some(Value::Number(n)) => Some(
-                            n.as_i64()
-                                .and_then(|n| i32::try_from(n).ok())
-                                .ok_or_else(|| {
-                                    format!("priority expression gave {n}, not a 32-bit integer")
-                                })?,
-                        ),
+                        Some(Value::Number(n)) => {
+                            Some(n.as_i64().and_then(|n| i32::try_from(n).ok()).ok_or_else(
+                                || format!("priority expression gave {n}, not a 32-bit integer"),
+                            )?)
+                        }
                         Some(other) => {
-                            return Err(format!("priority expression gave {other}, not an integer"));
+                            return Err(format!(
+                                "priority expression gave {other}, not an integer"
+                            ));
                         }
                     }
                 }
@@ -609,7 +615,10 @@ impl Programs {
         if ran < self.roles.len() {
             return Err("the expressions stopped early".into());
         }
-        for (field, value) in [("idempotency key", &shaped.idempotency_key), ("key", &shaped.key)] {
+        for (field, value) in [
+            ("idempotency key", &shaped.idempotency_key),
+            ("key", &shaped.key),
+        ] {
             if value
                 .as_ref()
                 .is_some_and(|v| v.len() > limits::KEY_BYTES_MAX)
