@@ -56,6 +56,8 @@
 //! - The source text is at most [`MAX_SOURCE_LEN`] bytes and nests at most
 //!   [`MAX_SOURCE_NESTING`] brackets deep.
 //! - Error messages are cut to [`MAX_ERROR_LEN`] bytes, since jaq quotes the offending value.
+//! - `fromjson` (and `tonumber`, which uses it) parses with `serde_json`, which refuses text
+//!   nested deeper than 128 levels; jaq's own parser recursed once per level without a limit.
 //!
 //! # Running untrusted programs: time, memory and stack
 //!
@@ -73,8 +75,9 @@
 //!   2 MiB threads. Programs that recurse without bound (`def f: [f]; f`,
 //!   `def f: 1 + f; f`) or build very deep values (`reduce range(1e5) as $i (null; [.])`)
 //!   overflow any stack, and **a stack overflow aborts the process**; Rust cannot catch it.
-//!   Only a separate process would contain that, so the authors of expressions must be
-//!   trusted not to crash the server on purpose.
+//!   Only a separate process contains that: the server runs every evaluation in a worker
+//!   process with memory, CPU and time limits (`sluice_server::expr`), and compiles in
+//!   process only (bounded by the source limits above).
 //!
 //! [`Expr::compile`] protects itself: it runs jaq's parser and compiler on its own thread with
 //! a [`COMPILE_STACK_SIZE`] stack. A panic inside jaq (a jaq bug) becomes an `Err` in all three
