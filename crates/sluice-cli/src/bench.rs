@@ -148,6 +148,10 @@ pub struct BenchArgs {
     /// Scenario 9: concurrent webhook senders.
     #[arg(long, default_value_t = 32, help_heading = "Scenario sizes")]
     webhook_clients: usize,
+    /// Scenario 9: a jq transform for the endpoint and the push destination (both see the
+    /// body as `.body`), to measure what an expression costs; none by default.
+    #[arg(long, value_name = "JQ", help_heading = "Scenario sizes")]
+    webhook_transform: Option<String>,
     /// Scenario 10: messages queued while the dashboard's pages are viewed (bodies of
     /// `--body-bytes`).
     #[arg(long, default_value_t = 1_000_000, help_heading = "Scenario sizes")]
@@ -352,6 +356,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 let load = webhooks::WebhooksLoad {
                     requests: args.webhook_requests,
                     clients: args.webhook_clients,
+                    transform: args.webhook_transform.clone(),
                     time_limit,
                 };
                 report.webhooks = Some(

@@ -1,4 +1,4 @@
-//! `sluice queue create|update|list|get|stats|pause|resume|purge|drain|delete`: queue
+//! `sluice queue create|update|list|get|stats|pause|resume|push-pause|push-resume|purge|drain|delete`: queue
 //! administration over the HTTP API.
 //!
 //! Reaches the server only through [`sluice_client::Client`].
@@ -44,6 +44,17 @@ pub enum QueueCommand {
     },
     /// Start deliveries again after `pause`.
     Resume {
+        /// Queue name.
+        name: String,
+    },
+    /// Stop calling the queue's push destination (admin); messages wait in the queue. Kept
+    /// across restarts.
+    PushPause {
+        /// Queue name.
+        name: String,
+    },
+    /// Call the queue's push destination again after `push-pause`.
+    PushResume {
         /// Queue name.
         name: String,
     },
@@ -278,6 +289,28 @@ pub async fn run(client: &Client, command: QueueCommand, json: bool) -> anyhow::
                 depth_text(&out.stats)
             ))
         }
+        QueueCommand::PushPause { name } => {
+            let out = client.queue_push_pause(&name).await?;
+            if json {
+                return output::json(&out);
+            }
+            output::line(format_args!(
+                "paused push delivery of queue {} ({})",
+                out.name,
+                depth_text(&out.stats)
+            ))
+        }
+        QueueCommand::PushResume { name } => {
+            let out = client.queue_push_resume(&name).await?;
+            if json {
+                return output::json(&out);
+            }
+            output::line(format_args!(
+                "resumed push delivery of queue {} ({})",
+                out.name,
+                depth_text(&out.stats)
+            ))
+        }
         QueueCommand::Purge { name, yes } => {
             output::require_yes(
                 yes,
@@ -429,8 +462,18 @@ pub fn stats_rows(stats: &QueueStatsOut) -> Vec<(&'static str, String)> {
             output::rate(span.enqueued_per_s)
         )
     };
+    let push = stats.push.as_ref().map(|push| {
+        if !push.enabled {
+            "off (server started with push off)"
+        } else if push.paused {
+            "paused"
+        } else {
+            "running"
+        }
+    });
     vec![
         ("paused", stats.paused.to_string()),
+        ("push delivery", output::or_dash(push)),
         ("ready", stats.ready.to_string()),
         ("delayed", stats.delayed.to_string()),
         ("in flight", stats.in_flight.to_string()),

@@ -25,6 +25,10 @@ pub struct ServeArgs {
     /// `fsync`: a 200 means the write reached the disk; `os`: it reached the OS page cache.
     #[arg(long, env = "SLUICE_DURABILITY", value_parser = ["fsync", "os"])]
     durability: Option<String>,
+    /// Start with push delivery off (no queue's destination is called), e.g. to recover from
+    /// a message or destination that keeps failing; the same as `[push] enabled = false`.
+    #[arg(long, env = "SLUICE_NO_PUSH", value_parser = clap::builder::FalseyValueParser::new())]
+    no_push: bool,
     /// Log line format on stderr. The level filter comes from SLUICE_LOG or RUST_LOG
     /// (default `info`).
     #[arg(long, env = "SLUICE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
@@ -48,6 +52,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         data_dir: args.data,
         config_path: args.config,
         durability: args.durability,
+        no_push: args.no_push,
     };
     sluice_server::serve(options)
         .await

@@ -86,9 +86,32 @@ impl std::fmt::Display for Exit {
 
 impl std::error::Error for Exit {}
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    // The server's expression workers (`sluice __expr-worker`, started by the server itself):
+    // no runtime, no logging, no clap. Not a user command, so not in the help.
+    let mut args = std::env::args_os().skip(1);
+    if args.next().as_deref()
+        == Some(std::ffi::OsStr::new(
+            sluice_server::expr::protocol::WORKER_SUBCOMMAND,
+        ))
+    {
+        return sluice_server::expr::worker::main(args);
+    }
     let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async_main(cli))
+}
+
+async fn async_main(cli: Cli) -> ExitCode {
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,

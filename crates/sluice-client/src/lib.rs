@@ -176,6 +176,22 @@ impl Client {
             .await
     }
 
+    /// `POST /v1/queues/{name}/push/pause` (admin): the server stops calling the queue's push
+    /// destination until [`Client::queue_push_resume`]; messages wait in the queue. Survives a
+    /// restart.
+    pub async fn queue_push_pause(&self, name: &str) -> Result<QueueOut> {
+        let url = self.url(&["v1", "queues", queue_segment(name)?, "push", "pause"])?;
+        self.send(Method::POST, url, Some(&EmptyBody {}), REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// `POST /v1/queues/{name}/push/resume` (admin): push delivery starts again.
+    pub async fn queue_push_resume(&self, name: &str) -> Result<QueueOut> {
+        let url = self.url(&["v1", "queues", queue_segment(name)?, "push", "resume"])?;
+        self.send(Method::POST, url, Some(&EmptyBody {}), REQUEST_TIMEOUT)
+            .await
+    }
+
     /// `POST /v1/queues/{name}/purge`: removes every ready and delayed message; in-flight ones
     /// stay with their consumers (counted in `in_flight`).
     pub async fn queue_purge(&self, name: &str) -> Result<PurgeOut> {

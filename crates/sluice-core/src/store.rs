@@ -451,6 +451,15 @@ pub trait Store: Send + Sync + 'static {
     /// Leases ready messages. Leases are not made durable: after a restart, leased messages are
     /// visible again.
     async fn message_claim(&self, params: ClaimParams) -> StoreResult<Claim>;
+    /// [`Store::message_claim`] that returns only once the claimed messages' attempt counts
+    /// are durable, so a crash during the work that follows counts as a failed attempt. For
+    /// work the server itself does with a message (push delivery, its transform): a message
+    /// that crashes the process reaches its dead-letter queue after `max_attempts` restarts
+    /// instead of crashing every restart. A store that records attempts at once anyway can
+    /// keep this default.
+    async fn message_claim_recorded(&self, params: ClaimParams) -> StoreResult<Claim> {
+        self.message_claim(params).await
+    }
     /// Acks leases; one result per receipt. Successful acks are durable when this returns.
     async fn message_ack(&self, params: AckParams) -> StoreResult<Vec<Result<(), LeaseError>>>;
     /// Records a failed attempt durably.

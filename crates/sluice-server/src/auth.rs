@@ -314,6 +314,8 @@ pub const RULES: &[(&str, &str, Need)] = &[
     ("GET", "/v1/queues/{queue}/stats", Need::Read),
     ("POST", "/v1/queues/{queue}/pause", Need::Admin),
     ("POST", "/v1/queues/{queue}/resume", Need::Admin),
+    ("POST", "/v1/queues/{queue}/push/pause", Need::Admin),
+    ("POST", "/v1/queues/{queue}/push/resume", Need::Admin),
     ("POST", "/v1/queues/{queue}/purge", Need::Admin),
     ("POST", "/v1/queues/{queue}/drain", Need::Read),
     ("POST", "/v1/queues/{queue}/cancel", Need::Produce),

@@ -42,6 +42,36 @@ pub struct RawConfig {
     /// `[limits]`: what requests, connections and sessions may hold.
     #[serde(default)]
     pub limits: RawLimits,
+    /// `[expressions]`: limits of jq evaluations.
+    #[serde(default)]
+    pub expressions: RawExpressions,
+    /// `[push]`: push delivery as a whole.
+    #[serde(default)]
+    pub push: RawPush,
+}
+
+/// `[expressions]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawExpressions {
+    /// Wall time per evaluation, in ms.
+    pub timeout_ms: Option<u64>,
+    /// Bytes a worker's memory may grow by.
+    pub memory_bytes: Option<u64>,
+    /// Bytes of outputs per evaluation.
+    pub output_bytes: Option<usize>,
+    /// Worker processes.
+    pub workers: Option<usize>,
+    /// The sluice binary that runs workers (default: this one).
+    pub worker_executable: Option<PathBuf>,
+}
+
+/// `[push]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPush {
+    /// Deliver to push destinations (default true).
+    pub enabled: Option<bool>,
 }
 
 /// `[limits]` as written.
@@ -211,6 +241,10 @@ pub struct Config {
     pub test_clock_start_ms: Option<i64>,
     /// `[limits]`.
     pub limits: Limits,
+    /// Limits of jq evaluations.
+    pub expressions: crate::expr::ExprLimits,
+    /// Deliver to push destinations (off with `--no-push` or `[push] enabled = false`).
+    pub push_enabled: bool,
 }
 
 impl Config {
@@ -303,6 +337,8 @@ impl Config {
             test_clock: false,
             test_clock_start_ms: None,
             limits,
+            expressions: expressions(raw.expressions)?,
+            push_enabled: raw.push.enabled.unwrap_or(true) && !options.no_push,
         })
     }
 }
@@ -317,6 +353,29 @@ fn parse_public_url(text: &str) -> Result<reqwest::Url, String> {
         ));
     }
     Ok(url)
+}
+
+/// `[expressions]`, checked: every limit above zero.
+fn expressions(raw: RawExpressions) -> Result<crate::expr::ExprLimits, String> {
+    use crate::expr::*;
+    let limits = ExprLimits {
+        timeout: std::time::Duration::from_millis(raw.timeout_ms.unwrap_or(TIMEOUT_MS_DEFAULT)),
+        memory_bytes: raw.memory_bytes.unwrap_or(MEMORY_BYTES_DEFAULT),
+        output_bytes: raw.output_bytes.unwrap_or(OUTPUT_BYTES_DEFAULT),
+        workers: raw.workers.unwrap_or(WORKERS_DEFAULT),
+        worker_executable: raw.worker_executable,
+    };
+    if limits.timeout.is_zero()
+        || limits.memory_bytes == 0
+        || limits.output_bytes == 0
+        || limits.workers == 0
+    {
+        return Err(
+            "[expressions] timeout_ms, memory_bytes, output_bytes and workers must be above 0"
+                .into(),
+        );
+    }
+    Ok(limits)
 }
 
 #[cfg(test)]

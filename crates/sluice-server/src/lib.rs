@@ -11,11 +11,12 @@ mod browser_guard;
 pub mod config;
 mod dashboard;
 pub mod error;
-mod expr_pool;
+pub mod expr;
 mod listen;
 mod maintenance;
 mod metrics;
 pub mod push;
+mod push_pauses;
 mod redact;
 mod secrets;
 pub mod webhooks;
@@ -43,6 +44,8 @@ pub struct ServeOptions {
     pub config_path: Option<PathBuf>,
     /// `fsync` or `os`.
     pub durability: Option<String>,
+    /// Start with push delivery off (`--no-push`), whatever the config file says.
+    pub no_push: bool,
 }
 
 /// Boxed error for the binary.
@@ -111,8 +114,17 @@ pub async fn run(
     tracing::info!(data_dir = %config.data_dir.display(), durability = ?config.durability, elapsed_ms = started.elapsed().as_millis() as u64, "store open");
 
     let shutting_down = Arc::new(AtomicBool::new(false));
-    let push = push::Dispatcher::new(store.clone(), clock.clone(), shutting_down.clone())?;
+    let expr = expr::ExprPool::new(config.expressions.clone());
+    let push = push::Dispatcher::new(
+        store.clone(),
+        clock.clone(),
+        shutting_down.clone(),
+        expr.clone(),
+        push_pauses::PushPauses::load(&config.data_dir)?,
+        config.push_enabled,
+    )?;
     let state = api::AppState {
+        expr,
         store: store.clone(),
         clock: clock.clone(),
         manual_clock,

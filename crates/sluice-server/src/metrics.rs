@@ -61,6 +61,7 @@ async fn metrics(State(state): State<AppState>) -> Response {
             .collect(),
         push: state.push.metrics(),
         storage: state.store.storage_metrics(),
+        expressions: ExprCounts::of(state.expr.metrics()),
     };
     match render(snapshot) {
         Ok(text) => (
@@ -79,6 +80,7 @@ struct Snapshot {
     /// By endpoint name.
     webhooks: Vec<(String, WebhookStatsOut)>,
     push: Vec<PushMetrics>,
+    expressions: ExprCounts,
     storage: StorageMetrics,
 }
 
@@ -157,7 +159,29 @@ impl Collector for Snapshot {
         self.encode_queues(&mut encoder)?;
         self.encode_webhooks(&mut encoder)?;
         self.encode_push(&mut encoder)?;
+        self.encode_expressions(&mut encoder)?;
         self.encode_storage(&mut encoder)
+    }
+}
+
+/// What the expression workers did since start.
+#[derive(Debug, Default)]
+struct ExprCounts {
+    evaluations: u64,
+    started: u64,
+    start_failures: u64,
+    stopped: Vec<(&'static str, u64)>,
+}
+
+impl ExprCounts {
+    fn of(metrics: &crate::expr::ExprMetrics) -> Self {
+        use std::sync::atomic::Ordering::Relaxed;
+        Self {
+            evaluations: metrics.evaluations.load(Relaxed),
+            started: metrics.started.load(Relaxed),
+            start_failures: metrics.start_failures.load(Relaxed),
+            stopped: metrics.stopped().to_vec(),
+        }
     }
 }
 
@@ -305,6 +329,40 @@ impl Snapshot {
                 &push.request_latency_us,
                 1e6,
             )?;
+        }
+        Ok(())
+    }
+
+    fn encode_expressions(&self, encoder: &mut DescriptorEncoder) -> Fmt {
+        let expressions = &self.expressions;
+        for (name, help, value) in [
+            (
+                "sluice_expr_evaluations",
+                "Evaluations of jq expressions (webhooks, push transforms) sent to a worker process.",
+                expressions.evaluations,
+            ),
+            (
+                "sluice_expr_workers_started",
+                "Expression worker processes started.",
+                expressions.started,
+            ),
+            (
+                "sluice_expr_worker_start_failures",
+                "Expression worker processes that could not be started.",
+                expressions.start_failures,
+            ),
+        ] {
+            counter(encoder, name, help)?.encode_counter::<NoLabelSet, _, u64>(&value, None)?;
+        }
+        let mut family = counter(
+            encoder,
+            "sluice_expr_workers_stopped",
+            "Expression worker processes ended during an evaluation, by reason: timeout (killed at [expressions] timeout_ms), died (stack overflow, memory or CPU limit), protocol (killed for a garbled answer).",
+        )?;
+        for (reason, value) in &expressions.stopped {
+            family
+                .encode_family(&[("reason", *reason)])?
+                .encode_counter::<NoLabelSet, _, u64>(value, None)?;
         }
         Ok(())
     }
@@ -482,6 +540,12 @@ mod tests {
                 wal_checkpoint_lag_frames: Some(3),
                 wal_truncations: Some(1),
                 write_state: WriteState::DiskFull,
+            },
+            expressions: ExprCounts {
+                evaluations: 7,
+                started: 2,
+                start_failures: 0,
+                stopped: vec![("timeout", 1), ("died", 1), ("protocol", 0)],
             },
         }
     }

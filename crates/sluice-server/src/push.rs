@@ -8,6 +8,13 @@
 //! destination sets `retry_client_errors`. The status and the first bytes of the answer become
 //! the message's `last_error`. A supervisor starts, restarts (on a configuration change) and
 //! stops workers as queues change.
+//!
+//! A worker claims with [`Store::message_claim_recorded`]: the attempt is on disk before the
+//! transform runs or the destination is called, so a message during whose delivery the server
+//! dies counts that attempt, and once a claim finds it past `max_attempts` (every earlier
+//! attempt ended without a result) it goes to the dead-letter queue instead of being tried
+//! again. Push can be off for the whole server (`--no-push`, `[push] enabled = false`) or
+//! paused per queue ([`crate::push_pauses`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,7 +35,8 @@ use sluice_webhooks::expr::Expr;
 use sluice_webhooks::sign::StandardSigner;
 use tokio::sync::{Notify, Semaphore};
 
-use crate::expr_pool::ExprPool;
+use crate::expr::{EvalError, ExprPool};
+use crate::push_pauses::PushPauses;
 use crate::secrets;
 
 /// How often the supervisor looks for queues whose push settings changed.
@@ -39,8 +47,6 @@ const CONCURRENCY_DEFAULT: u32 = 16;
 const TIMEOUT_MS_DEFAULT: i64 = 10_000;
 /// Bytes of a failed answer kept in `last_error`.
 const ERROR_BODY_BYTES: usize = 256;
-/// Longest a transform may run.
-const TRANSFORM_TIME_LIMIT: Duration = Duration::from_secs(1);
 /// Longest `Retry-After` honoured.
 const RETRY_AFTER_MAX_MS: i64 = 24 * 60 * 60 * 1000;
 
@@ -58,10 +64,12 @@ pub struct PushStats {
 }
 
 impl PushStats {
-    fn out(&self, now_ms: i64) -> PushStatsOut {
+    fn out(&self, now_ms: i64, enabled: bool, paused: bool) -> PushStatsOut {
         let (last_status, last_error) = self.last.lock().clone();
         let latency = self.latency.lock().recent(now_ms).latency;
         PushStatsOut {
+            enabled,
+            paused,
             delivered: self.delivered.load(Ordering::Relaxed),
             retried: self.retried.load(Ordering::Relaxed),
             failed_permanently: self.failed_permanently.load(Ordering::Relaxed),
@@ -98,6 +106,12 @@ pub struct Dispatcher {
     /// Requests in flight, across destinations.
     delivering: AtomicU64,
     shutting_down: Arc<AtomicBool>,
+    /// Where transforms run.
+    expr: Arc<ExprPool>,
+    /// Queues whose push delivery is paused.
+    pauses: PushPauses,
+    /// False when the server runs with push delivery off.
+    enabled: bool,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -149,6 +163,9 @@ impl Dispatcher {
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
         shutting_down: Arc<AtomicBool>,
+        expr: Arc<ExprPool>,
+        pauses: PushPauses,
+        enabled: bool,
     ) -> Result<Arc<Self>, String> {
         let http = reqwest::Client::builder()
             // A redirect is a failure (Standard Webhooks' advice): the destination moved.
@@ -166,14 +183,33 @@ impl Dispatcher {
             changed: Notify::new(),
             delivering: AtomicU64::new(0),
             shutting_down,
+            expr,
+            pauses,
+            enabled,
         }))
     }
 
-    /// The stats of a queue's destination, if it has one.
-    pub fn stats(&self, queue: &str) -> Option<PushStatsOut> {
-        self.workers.lock().get(queue)?;
-        let stats = self.stats.lock().get(queue).cloned()?;
-        Some(stats.out(self.clock.now_ms()))
+    /// The stats of a queue's destination (call it for queues that have one).
+    pub fn stats(&self, queue: &str) -> PushStatsOut {
+        let stats = self.stats.lock().get(queue).cloned().unwrap_or_default();
+        stats.out(
+            self.clock.now_ms(),
+            self.enabled,
+            self.pauses.is_paused(queue),
+        )
+    }
+
+    /// True when the server delivers pushes at all.
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// Pauses or resumes a queue's push delivery (kept across restarts); the worker stops or
+    /// starts at once. Requests already sent finish.
+    pub async fn set_paused(&self, queue: &str, paused: bool) -> Result<(), String> {
+        self.pauses.set(queue, paused).await?;
+        self.refresh();
+        Ok(())
     }
 
     /// What every running destination did since start, by queue (for metrics).
@@ -202,8 +238,12 @@ impl Dispatcher {
         self.changed.notify_one();
     }
 
-    /// Supervises workers until shutdown, then stops them.
+    /// Supervises workers until shutdown, then stops them. Returns at once when push is off.
     pub async fn run(self: Arc<Self>) {
+        if !self.enabled {
+            tracing::warn!("push delivery is off (--no-push or [push] enabled = false)");
+            return;
+        }
         while !self.shutting_down.load(Ordering::SeqCst) {
             self.supervise().await;
             tokio::select! {
@@ -227,7 +267,7 @@ impl Dispatcher {
         let mut workers = self.workers.lock();
         let wanted: HashMap<&str, &QueueConfig> = queues
             .iter()
-            .filter(|info| info.config.push.is_some())
+            .filter(|info| info.config.push.is_some() && !self.pauses.is_paused(&info.name))
             .map(|info| (info.name.as_str(), &info.config))
             .collect();
         workers.retain(|name, worker| {
@@ -321,7 +361,7 @@ impl Dispatcher {
             let now_ms = self.clock.now_ms();
             let claim = self
                 .store
-                .message_claim(ClaimParams {
+                .message_claim_recorded(ClaimParams {
                     queue: destination.queue.clone(),
                     max: (1 + slots.available_permits()).min(100),
                     lease_ms: Some(lease_ms),
@@ -392,7 +432,20 @@ impl Dispatcher {
         stats.in_flight.fetch_add(1, Ordering::Relaxed);
         let started_ms = self.clock.now_ms();
         let started = std::time::Instant::now();
-        let mut outcome = self.call(destination, &message).await;
+        let max_attempts = destination.config.max_attempts;
+        let mut outcome = if max_attempts > 0 && message.attempts > max_attempts {
+            Outcome::Failed {
+                status: None,
+                error: format!(
+                    "out of attempts: the server stopped during {} earlier deliveries before they had a result",
+                    message.attempts - 1
+                ),
+                permanent: true,
+                retry_after_ms: None,
+            }
+        } else {
+            self.call(destination, &message).await
+        };
         if let Outcome::Failed { error, .. } = &mut outcome {
             *error = destination.scrubber.scrub(error);
         }
@@ -465,11 +518,11 @@ impl Dispatcher {
         let spec = &destination.spec;
         let (body, content_type) = match self.request_body(destination, message).await {
             Ok(body) => body,
-            Err(error) => {
+            Err(TransformError { error, permanent }) => {
                 return Outcome::Failed {
                     status: None,
                     error,
-                    permanent: true,
+                    permanent,
                     retry_after_ms: None,
                 };
             }
@@ -552,7 +605,7 @@ impl Dispatcher {
         &self,
         destination: &Destination,
         message: &ClaimedMessage,
-    ) -> Result<(Vec<u8>, &'static str), String> {
+    ) -> Result<(Vec<u8>, &'static str), TransformError> {
         let payload = &message.payload;
         let Some(transform) = &destination.transform else {
             let content_type = if payload.body_kind == 0 {
@@ -577,16 +630,39 @@ impl Dispatcher {
             "key": message.key,
             "id": message.idempotency_key,
         });
-        let transform = transform.clone();
-        let output = ExprPool::global()
-            .run(TRANSFORM_TIME_LIMIT, move || transform.first(&input))
+        let failed = |error: String| TransformError {
+            error,
+            permanent: true,
+        };
+        let output = match self
+            .expr
+            .eval(&[crate::expr::program(transform)], &input)
             .await
-            .map_err(|e| format!("push transform: {e}"))?
-            .map_err(|e| format!("push transform failed: {e}"))?
-            .ok_or("push transform produced no output")?;
-        let bytes = serde_json::to_vec(&output).map_err(|e| e.to_string())?;
+        {
+            Ok(mut results) if !results.is_empty() => results.swap_remove(0),
+            Ok(_) => Ok(None),
+            // Busy workers say nothing about the message: try it again later.
+            Err(EvalError::Unavailable(error)) => {
+                return Err(TransformError {
+                    error: format!("push transform not run: {error}"),
+                    permanent: false,
+                });
+            }
+            Err(EvalError::Stopped(error)) => {
+                return Err(failed(format!("push transform: {error}")));
+            }
+        }
+        .map_err(|e| failed(format!("push transform failed: {e}")))?
+        .ok_or_else(|| failed("push transform produced no output".into()))?;
+        let bytes = serde_json::to_vec(&output).map_err(|e| failed(e.to_string()))?;
         Ok((bytes, "application/json"))
     }
+}
+
+/// Why a transform gave no body: permanent unless the expression workers were busy.
+struct TransformError {
+    error: String,
+    permanent: bool,
 }
 
 enum Outcome {

@@ -50,7 +50,14 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let nested = root.path().join("a/b/c");
         let missing = missing_ancestors(&nested);
-        assert_eq!(missing, [nested.clone(), root.path().join("a/b"), root.path().join("a")]);
+        assert_eq!(
+            missing,
+            [
+                nested.clone(),
+                root.path().join("a/b"),
+                root.path().join("a")
+            ]
+        );
         std::fs::create_dir_all(&nested).unwrap();
         sync_created(&missing).unwrap();
         assert!(missing_ancestors(&nested).is_empty());

@@ -326,6 +326,81 @@ fn retry_after_s(count: u64, acks_per_s: f64) -> u64 {
 pub struct SharedSqliteStore(pub Arc<SqliteStore>);
 
 impl SharedSqliteStore {
+    /// Claims; with `record_now` the attempt counts are durable before the claim returns
+    /// (otherwise they wait in `claims.rs` for an ack).
+    async fn claim(&self, params: ClaimParams, record_now: bool) -> StoreResult<Claim> {
+        let store = &self.0;
+        let mut recorded = None;
+        let (claimed, next_change_at_ms) = {
+            let mut index = store.index.lock();
+            let config = index
+                .queue_config(&params.queue)
+                .ok_or_else(|| StoreError::QueueNotFound(params.queue.clone()))?;
+            let changes = index.tick_queue(&params.queue, params.now_ms);
+            if !changes.is_empty() {
+                if let Some(dlq) = &config.dead_letter_queue {
+                    store.notifier.wake(dlq);
+                }
+                store.send(WriteOp::Apply {
+                    changes,
+                    now_ms: params.now_ms,
+                    reply: None,
+                })?;
+            }
+            let lease_ms = params.lease_ms.unwrap_or(config.visibility_timeout_ms);
+            let claimed = index.claim(
+                &params.queue,
+                params.max,
+                lease_ms,
+                params.now_ms,
+                rand::random,
+            );
+            if !claimed.is_empty() {
+                let records = claimed
+                    .iter()
+                    .map(|c| (c.seq, c.message.attempts, c.message.first_received_at_ms))
+                    .collect();
+                let reply = record_now.then(|| {
+                    let (reply, wait) = oneshot::channel();
+                    recorded = Some(wait);
+                    reply
+                });
+                store.send(WriteOp::Claimed { records, reply })?;
+            }
+            (claimed, index.next_change_at(&params.queue))
+        };
+        if let Some(wait) = recorded {
+            SqliteStore::wait(wait).await?;
+        }
+        let missing: Vec<Seq> = claimed
+            .iter()
+            .filter(|c| !c.payload_cached)
+            .map(|c| c.seq)
+            .collect();
+        let mut payloads = if missing.is_empty() {
+            Vec::new()
+        } else {
+            self.0
+                .read(move |conn| read_payloads(conn, &missing))
+                .await?
+        };
+        let messages = claimed
+            .into_iter()
+            .map(|mut c| {
+                if !c.payload_cached
+                    && let Some(position) = payloads.iter().position(|(seq, _)| *seq == c.seq)
+                {
+                    c.message.payload = Arc::new(payloads.swap_remove(position).1);
+                }
+                c.message
+            })
+            .collect();
+        Ok(Claim {
+            messages,
+            next_change_at_ms,
+        })
+    }
+
     /// Opens the store.
     pub fn open(options: SqliteOptions, now_ms: Millis) -> StoreResult<Self> {
         Ok(Self(Arc::new(SqliteStore::open(options, now_ms)?)))
@@ -518,67 +593,11 @@ impl Store for SharedSqliteStore {
     }
 
     async fn message_claim(&self, params: ClaimParams) -> StoreResult<Claim> {
-        let store = &self.0;
-        let (claimed, next_change_at_ms) = {
-            let mut index = store.index.lock();
-            let config = index
-                .queue_config(&params.queue)
-                .ok_or_else(|| StoreError::QueueNotFound(params.queue.clone()))?;
-            let changes = index.tick_queue(&params.queue, params.now_ms);
-            if !changes.is_empty() {
-                if let Some(dlq) = &config.dead_letter_queue {
-                    store.notifier.wake(dlq);
-                }
-                store.send(WriteOp::Apply {
-                    changes,
-                    now_ms: params.now_ms,
-                    reply: None,
-                })?;
-            }
-            let lease_ms = params.lease_ms.unwrap_or(config.visibility_timeout_ms);
-            let claimed = index.claim(
-                &params.queue,
-                params.max,
-                lease_ms,
-                params.now_ms,
-                rand::random,
-            );
-            if !claimed.is_empty() {
-                let records = claimed
-                    .iter()
-                    .map(|c| (c.seq, c.message.attempts, c.message.first_received_at_ms))
-                    .collect();
-                store.send(WriteOp::Claimed { records })?;
-            }
-            (claimed, index.next_change_at(&params.queue))
-        };
-        let missing: Vec<Seq> = claimed
-            .iter()
-            .filter(|c| !c.payload_cached)
-            .map(|c| c.seq)
-            .collect();
-        let mut payloads = if missing.is_empty() {
-            Vec::new()
-        } else {
-            self.0
-                .read(move |conn| read_payloads(conn, &missing))
-                .await?
-        };
-        let messages = claimed
-            .into_iter()
-            .map(|mut c| {
-                if !c.payload_cached
-                    && let Some(position) = payloads.iter().position(|(seq, _)| *seq == c.seq)
-                {
-                    c.message.payload = Arc::new(payloads.swap_remove(position).1);
-                }
-                c.message
-            })
-            .collect();
-        Ok(Claim {
-            messages,
-            next_change_at_ms,
-        })
+        self.claim(params, false).await
+    }
+
+    async fn message_claim_recorded(&self, params: ClaimParams) -> StoreResult<Claim> {
+        self.claim(params, true).await
     }
 
     async fn message_ack(&self, params: AckParams) -> StoreResult<Vec<Result<(), LeaseError>>> {

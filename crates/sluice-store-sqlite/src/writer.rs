@@ -55,8 +55,13 @@ pub enum WriteOp {
         messages: Vec<NewMessage>,
         reply: oneshot::Sender<StoreResult<Vec<Enqueued>>>,
     },
-    /// Record deliveries (attempt counts survive a restart). Nobody waits for it.
-    Claimed { records: Vec<(Seq, u32, Millis)> },
+    /// Record deliveries (attempt counts survive a restart). Without `reply` (ordinary
+    /// receives) the records wait in [`DeferredClaims`] for an ack that makes them unnecessary;
+    /// with one they are written now and the reply comes once they are durable.
+    Claimed {
+        records: Vec<(Seq, u32, Millis)>,
+        reply: Option<oneshot::Sender<StoreResult<()>>>,
+    },
     /// Mark messages acked, with the consumer's result; `memos` are the idempotency keys
     /// (queue, key, message) that remember it.
     Ack {
@@ -196,12 +201,10 @@ impl WriteOp {
             | WriteOp::QueuePut { reply, .. }
             | WriteOp::QueueDelete { reply, .. }
             | WriteOp::Flush { reply } => Pending::Unit(reply),
-            WriteOp::Finish { reply, .. } | WriteOp::Apply { reply, .. } => {
-                reply.map_or(Pending::Nothing, Pending::Unit)
-            }
-            WriteOp::Claimed { .. } | WriteOp::Purge { .. } | WriteOp::Cleanup { .. } => {
-                Pending::Nothing
-            }
+            WriteOp::Finish { reply, .. }
+            | WriteOp::Apply { reply, .. }
+            | WriteOp::Claimed { reply, .. } => reply.map_or(Pending::Nothing, Pending::Unit),
+            WriteOp::Purge { .. } | WriteOp::Cleanup { .. } => Pending::Nothing,
         }
     }
 }
@@ -511,6 +514,9 @@ fn fail_op(op: WriteOp, error: impl Fn() -> StoreError) {
         }
         | WriteOp::Apply {
             reply: Some(reply), ..
+        }
+        | WriteOp::Claimed {
+            reply: Some(reply), ..
         } => {
             let _ = reply.send(Err(error()));
         }
@@ -589,10 +595,26 @@ fn apply(
             }
             Applied::Created { results, entries }
         }
-        WriteOp::Claimed { records } => {
+        WriteOp::Claimed {
+            records,
+            reply: None,
+        } => {
             let now = Instant::now();
             for &(seq, attempts, first_received_at_ms) in records {
                 claims.record(seq, attempts, first_received_at_ms, now);
+            }
+            Applied::Done
+        }
+        WriteOp::Claimed {
+            records,
+            reply: Some(_),
+        } => {
+            let mut statement = tx.prepare_cached(
+                "UPDATE messages SET attempts = ?2, first_received_at = ?3 WHERE seq = ?1",
+            )?;
+            for &(seq, attempts, first_received_at_ms) in records {
+                claims.forget(seq);
+                statement.execute(params![seq as i64, attempts, first_received_at_ms])?;
             }
             Applied::Done
         }

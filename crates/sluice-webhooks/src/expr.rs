@@ -56,6 +56,8 @@
 //! - The source text is at most [`MAX_SOURCE_LEN`] bytes and nests at most
 //!   [`MAX_SOURCE_NESTING`] brackets deep.
 //! - Error messages are cut to [`MAX_ERROR_LEN`] bytes, since jaq quotes the offending value.
+//! - `fromjson` (and `tonumber`, which uses it) parses with `serde_json`, which refuses text
+//!   nested deeper than 128 levels; jaq's own parser recursed once per level without a limit.
 //!
 //! # Running untrusted programs: time, memory and stack
 //!
@@ -73,8 +75,9 @@
 //!   2 MiB threads. Programs that recurse without bound (`def f: [f]; f`,
 //!   `def f: 1 + f; f`) or build very deep values (`reduce range(1e5) as $i (null; [.])`)
 //!   overflow any stack, and **a stack overflow aborts the process**; Rust cannot catch it.
-//!   Only a separate process would contain that, so the authors of expressions must be
-//!   trusted not to crash the server on purpose.
+//!   Only a separate process contains that: the server runs every evaluation in a worker
+//!   process with memory, CPU and time limits (`sluice_server::expr`), and compiles in
+//!   process only (bounded by the source limits above).
 //!
 //! [`Expr::compile`] protects itself: it runs jaq's parser and compiler on its own thread with
 //! a [`COMPILE_STACK_SIZE`] stack. A panic inside jaq (a jaq bug) becomes an `Err` in all three
@@ -196,6 +199,25 @@ impl Expr {
         })
     }
 
+    /// [`Expr::compile`] on the calling thread, which must have a stack of at least
+    /// [`COMPILE_STACK_SIZE`] (a process that does nothing but run expressions saves a thread
+    /// per compile this way).
+    pub fn compile_on_this_thread(source: &str) -> Result<Expr, String> {
+        if source.len() > MAX_SOURCE_LEN {
+            return Err(format!(
+                "expression is {} bytes long, the limit is {MAX_SOURCE_LEN}",
+                source.len()
+            ));
+        }
+        check_nesting(source)?;
+        let filter = std::panic::catch_unwind(|| compile_filter(source))
+            .map_err(|panic| format!("jq compiler failed: {}", panic_message(&*panic)))??;
+        Ok(Expr {
+            source: source.into(),
+            filter: Arc::new(filter),
+        })
+    }
+
     /// Runs the program on `input` and returns every output, in order.
     ///
     /// Fails with the program's message when the program raises an error (`error("x")`, `.a.b`
@@ -282,7 +304,8 @@ fn compile_filter(source: &str) -> Result<Filter, String> {
     let funs = jaq_core::funs::<Data>()
         .chain(jaq_std::funs::<Data>())
         .chain(jaq_json::funs::<Data>())
-        .filter(|(name, _, _)| allowed(name));
+        .filter(|(name, _, _)| allowed(name) && *name != "fromjson")
+        .chain(std::iter::once(bounded_fromjson()));
 
     let arena = Arena::default();
     let file = File {
@@ -300,6 +323,30 @@ fn compile_filter(source: &str) -> Result<Filter, String> {
         .with_funs(funs)
         .compile(modules)
         .map_err(|errs| compile_errors(source, errs))
+}
+
+/// `fromjson` parsed by serde_json, which refuses to nest deeper than [`MAX_DEPTH`] levels.
+/// jaq's own parser recurses once per level without a limit, so `"[[[…" | fromjson` with a few
+/// hundred thousand brackets overflowed any stack. Like jaq's, it outputs every value of a
+/// string that holds several (`"1 2" | fromjson` gives 1 and 2).
+fn bounded_fromjson() -> jaq_core::native::Fun<Data> {
+    jaq_core::native::run(("fromjson", jaq_core::native::v(0), |cv| {
+        let parsed =
+            cv.1.try_as_utf8_bytes_owned()
+                .and_then(|text| parse_json_values(&text));
+        match parsed {
+            Ok(values) => Box::new(values.into_iter().map(Ok)),
+            Err(error) => jaq_core::native::bome(Err(error)),
+        }
+    }))
+}
+
+/// Every JSON value in `text`, or why it is not JSON.
+fn parse_json_values(text: &[u8]) -> Result<Vec<Val>, jaq_core::Error<Val>> {
+    serde_json::Deserializer::from_slice(text)
+        .into_iter::<Val>()
+        .collect::<Result<Vec<Val>, _>>()
+        .map_err(|e| jaq_core::Error::str(format_args!("cannot parse as JSON: {e}")))
 }
 
 /// Runs `f`, turning a panic inside jaq into an error. jaq reaches `panic!` only through its
@@ -934,6 +981,33 @@ mod tests {
         let err = run("reduce range(200) as $i (null; [.])", json!(null)).unwrap_err();
         assert!(err.contains(&MAX_DEPTH.to_string()), "{err}");
         assert!(run("reduce range(100) as $i (null; [.])", json!(null)).is_ok());
+    }
+
+    /// jaq's own `fromjson` recursed once per bracket without a limit: 200k `[` overflowed the
+    /// stack and aborted the process.
+    #[test]
+    fn fromjson_refuses_deep_nesting_instead_of_overflowing_the_stack() {
+        let deep = json!({"s": "[".repeat(200_000)});
+        let err = std::thread::Builder::new()
+            .stack_size(RUN_STACK_SIZE)
+            .spawn(move || run(".s | fromjson", deep))
+            .unwrap()
+            .join()
+            .unwrap()
+            .unwrap_err();
+        assert!(err.contains("recursion limit"), "{err}");
+        assert_eq!(
+            run(r#"fromjson"#, json!(r#"{"a": [1, 2.5, "x"]}"#)),
+            Ok(vec![json!({"a": [1, 2.5, "x"]})])
+        );
+        assert_eq!(run("fromjson", json!("1 2")), Ok(vec![json!(1), json!(2)]));
+        assert_eq!(run(r#""12" | tonumber"#, json!(null)), Ok(vec![json!(12)]));
+        assert!(
+            run("fromjson", json!("{"))
+                .unwrap_err()
+                .contains("cannot parse")
+        );
+        assert!(run("fromjson", json!(1)).unwrap_err().contains("string"));
     }
 
     #[test]

@@ -74,7 +74,7 @@ pub fn new_secret() -> String {
 }
 
 /// How to run [`run`].
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct WebhooksLoad {
     /// Webhook requests to send (and messages to push).
     pub requests: u64,
@@ -82,6 +82,8 @@ pub struct WebhooksLoad {
     pub clients: usize,
     /// Most time of the ingress and of the push.
     pub time_limit: Duration,
+    /// The endpoint's and the push destination's transform.
+    pub transform: Option<String>,
 }
 
 /// Scenario 9.
@@ -98,6 +100,8 @@ pub struct WebhooksReport {
     pub body_bytes: usize,
     /// Webhooks per second the ingress should reach.
     pub target_per_s: u64,
+    /// The endpoint's and the push destination's transform (`--webhook-transform`).
+    pub transform: Option<String>,
     pub ingress: Option<IngressReport>,
     pub push: Option<PushReport>,
     /// Of the server, read at the end (the peak covers whatever ran before too).
@@ -200,6 +204,7 @@ pub async fn run(
         clients: load.clients,
         body_bytes,
         target_per_s: TARGET_PER_S,
+        transform: load.transform.clone(),
         ingress: None,
         push: None,
         server_memory_after: None,
@@ -295,13 +300,13 @@ async fn steps(
         .queue_put(QUEUE, &QueueSpec::default())
         .await
         .with_context(|| format!("cannot create queue {QUEUE}"))?;
-    define_endpoint(http, base).await?;
+    define_endpoint(http, base, load.transform.clone()).await?;
     progress(&format!(
         "9. ingress: {} signed webhooks from {} clients",
         thousands(load.requests),
         load.clients
     ));
-    let mut ingress = ingress(http, base, server, &signer, body_bytes, load).await;
+    let mut ingress = ingress(http, base, server, &signer, body_bytes, load.clone()).await;
     ingress.endpoint_stats = endpoint_stats(http, base).await;
     ingress.ready_after = client.queue_stats(QUEUE).await.ok().map(|s| s.ready);
     let stored = ingress.accepted;
@@ -343,7 +348,14 @@ async fn steps(
         "9. push: {} messages to a destination in the bench, concurrency {PUSH_CONCURRENCY}",
         thousands(stored)
     ));
-    let push = push(client, server, stored, load.time_limit).await?;
+    let push = push(
+        client,
+        server,
+        stored,
+        load.time_limit,
+        load.transform.clone(),
+    )
+    .await?;
     if push.hit_time_limit {
         problems.push(format!(
             "push: the destination saw {} of {stored} message ids within the time limit",
@@ -374,7 +386,11 @@ async fn steps(
 }
 
 /// `PUT /v1/webhooks/bench`: Standard Webhooks with the secret in [`WEBHOOK_SECRET_ENV`].
-async fn define_endpoint(http: &reqwest::Client, base: &str) -> anyhow::Result<()> {
+async fn define_endpoint(
+    http: &reqwest::Client,
+    base: &str,
+    transform: Option<String>,
+) -> anyhow::Result<()> {
     let spec = WebhookSpec {
         queue: QUEUE.into(),
         verify: VerifySpec {
@@ -391,7 +407,7 @@ async fn define_endpoint(http: &reqwest::Client, base: &str) -> anyhow::Result<(
         },
         idempotency: None,
         filter: None,
-        transform: None,
+        transform,
         key: None,
         priority: None,
         max_body_bytes: None,
@@ -669,6 +685,7 @@ async fn push(
     server: &ServerProcess,
     messages: u64,
     time_limit: Duration,
+    transform: Option<String>,
 ) -> anyhow::Result<PushReport> {
     let destination = Arc::new(Destination {
         target: messages,
@@ -693,7 +710,16 @@ async fn push(
             })
             .await
     });
-    let result = push_steps(client, server, &destination, port, messages, time_limit).await;
+    let result = push_steps(
+        client,
+        server,
+        &destination,
+        port,
+        messages,
+        time_limit,
+        transform,
+    )
+    .await;
     let _ = stop.send(());
     // Open push connections may hold the graceful shutdown; do not wait long for it.
     if tokio::time::timeout(Duration::from_secs(2), serving)
@@ -712,6 +738,7 @@ async fn push_steps(
     port: u16,
     messages: u64,
     time_limit: Duration,
+    transform: Option<String>,
 ) -> anyhow::Result<PushReport> {
     let spec = QueueSpec {
         push: Some(Some(PushSpec {
@@ -719,7 +746,7 @@ async fn push_steps(
             method: None,
             headers: None,
             timeout_ms: None,
-            transform: None,
+            transform,
             signing_secret: None,
             retry_client_errors: None,
             concurrency: Some(PUSH_CONCURRENCY),

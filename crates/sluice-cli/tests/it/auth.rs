@@ -62,6 +62,8 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
     ("get", "/v1/queues/{queue}/stats", Expect::Read),
     ("post", "/v1/queues/{queue}/pause", Expect::Admin),
     ("post", "/v1/queues/{queue}/resume", Expect::Admin),
+    ("post", "/v1/queues/{queue}/push/pause", Expect::Admin),
+    ("post", "/v1/queues/{queue}/push/resume", Expect::Admin),
     ("post", "/v1/queues/{queue}/purge", Expect::Admin),
     ("post", "/v1/queues/{queue}/drain", Expect::Read),
     ("post", "/v1/queues/{queue}/cancel", Expect::Produce),

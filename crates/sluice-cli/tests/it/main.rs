@@ -17,6 +17,7 @@ mod delay;
 mod disk_full;
 mod dlq_grant;
 mod dlq_ops;
+mod expressions;
 mod extend;
 mod file_modes;
 mod idempotency;

@@ -196,6 +196,14 @@ pub struct PushSpec {
 /// What a push destination did since the server started.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct PushStatsOut {
+    /// False when the server runs with push delivery off (`--no-push`, `[push] enabled =
+    /// false`).
+    #[serde(default = "enabled_default")]
+    pub enabled: bool,
+    /// True while an operator paused this queue's push delivery
+    /// (`POST /v1/queues/{queue}/push/pause`; kept across restarts).
+    #[serde(default)]
+    pub paused: bool,
     /// Requests answered 2xx (acked).
     pub delivered: u64,
     /// Failed attempts that will be retried.
@@ -214,4 +222,8 @@ pub struct PushStatsOut {
     /// Request latency over the last five minutes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_ms: Option<LatencyOut>,
+}
+
+fn enabled_default() -> bool {
+    true
 }

@@ -42,6 +42,8 @@ pub struct AppState {
     pub shutting_down: Arc<AtomicBool>,
     /// Webhook endpoints served at `/hooks/{name}`.
     pub webhooks: Arc<crate::webhooks::Registry>,
+    /// Where jq expressions run (webhooks; push transforms have their own handle).
+    pub expr: Arc<crate::expr::ExprPool>,
     /// Push workers (for their stats, and to wake them when a queue changes).
     pub push: Arc<crate::push::Dispatcher>,
     /// API tokens (empty: access control off).
@@ -139,6 +141,8 @@ pub struct ApiQuery<T>(pub T);
         queues::stats,
         queues::pause,
         queues::resume,
+        queues::push_pause,
+        queues::push_resume,
         queues::purge,
         queues::drain,
         messages::cancel,
@@ -188,6 +192,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/queues/{queue}/stats", get(queues::stats))
         .route("/v1/queues/{queue}/pause", post(queues::pause))
         .route("/v1/queues/{queue}/resume", post(queues::resume))
+        .route("/v1/queues/{queue}/push/pause", post(queues::push_pause))
+        .route("/v1/queues/{queue}/push/resume", post(queues::push_resume))
         .route("/v1/queues/{queue}/purge", post(queues::purge))
         .route("/v1/queues/{queue}/drain", post(queues::drain))
         .route("/v1/queues/{queue}/cancel", post(messages::cancel))
@@ -283,6 +289,8 @@ mod tests {
             ("/v1/queues/{queue}/extend", "post"),
             ("/v1/queues/{queue}/pause", "post"),
             ("/v1/queues/{queue}/resume", "post"),
+            ("/v1/queues/{queue}/push/pause", "post"),
+            ("/v1/queues/{queue}/push/resume", "post"),
             ("/v1/queues/{queue}/purge", "post"),
             ("/v1/queues/{queue}/drain", "post"),
             ("/v1/queues/{queue}/cancel", "post"),
@@ -309,7 +317,7 @@ mod tests {
         }
         assert_eq!(
             doc["paths"].as_object().unwrap().len(),
-            26,
+            28,
             "a route was added: list it above"
         );
         for schema in ["MessageIn", "ReceivedMessage", "QueueSpec", "ErrorBody"] {

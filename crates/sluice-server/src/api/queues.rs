@@ -53,7 +53,11 @@ fn stats_out(app: &AppState, info: &QueueInfo) -> QueueStatsOut {
             p95: depth.recent.latency.p95_ms,
             p99: depth.recent.latency.p99_ms,
         }),
-        push: app.push.stats(&info.name),
+        push: info
+            .config
+            .push
+            .as_ref()
+            .map(|_| app.push.stats(&info.name)),
     }
 }
 
@@ -175,6 +179,10 @@ pub async fn delete(
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<QueueDeleteOut>, ApiError> {
     let messages_removed = app.store.queue_delete(&name).await?;
+    // A queue created again under this name starts with push running.
+    if let Err(error) = app.push.set_paused(&name, false).await {
+        tracing::warn!(queue = %name, %error, "the deleted queue's push pause was not removed");
+    }
     app.push.refresh();
     Ok(Json(QueueDeleteOut {
         deleted: true,
@@ -215,6 +223,50 @@ pub async fn resume(
 
 async fn set_paused(app: &AppState, name: &str, paused: bool) -> Result<Json<QueueOut>, ApiError> {
     app.store.queue_pause(name, paused).await?;
+    let info = app.store.queue_get(name, app.now_ms()).await?;
+    Ok(Json(queue_out(app, &info)))
+}
+
+/// `POST /v1/queues/{queue}/push/pause`: the server stops delivering this queue to its push
+/// destination (requests under way finish); messages wait in the queue. Kept across restarts.
+#[utoipa::path(post, path = "/v1/queues/{queue}/push/pause", params(("queue" = String, Path)),
+    responses((status = 200, body = QueueOut), (status = 404, body = sluice_core::wire::ErrorBody),
+        (status = 409, description = "no_push_destination", body = sluice_core::wire::ErrorBody)))]
+pub async fn push_pause(
+    State(app): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<QueueOut>, ApiError> {
+    set_push_paused(&app, &name, true).await
+}
+
+/// `POST /v1/queues/{queue}/push/resume`
+#[utoipa::path(post, path = "/v1/queues/{queue}/push/resume", params(("queue" = String, Path)),
+    responses((status = 200, body = QueueOut), (status = 404, body = sluice_core::wire::ErrorBody),
+        (status = 409, description = "no_push_destination", body = sluice_core::wire::ErrorBody)))]
+pub async fn push_resume(
+    State(app): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<QueueOut>, ApiError> {
+    set_push_paused(&app, &name, false).await
+}
+
+async fn set_push_paused(
+    app: &AppState,
+    name: &str,
+    paused: bool,
+) -> Result<Json<QueueOut>, ApiError> {
+    let info = app.store.queue_get(name, app.now_ms()).await?;
+    if info.config.push.is_none() {
+        return Err(ApiError::with_status(
+            axum::http::StatusCode::CONFLICT,
+            "no_push_destination",
+            format!("the queue {name:?} has no push destination"),
+        ));
+    }
+    app.push
+        .set_paused(name, paused)
+        .await
+        .map_err(ApiError::unavailable)?;
     let info = app.store.queue_get(name, app.now_ms()).await?;
     Ok(Json(queue_out(app, &info)))
 }

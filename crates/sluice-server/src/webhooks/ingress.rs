@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Json;
 use axum::body::{Body, Bytes};
@@ -26,10 +25,7 @@ use sluice_webhooks::verify::Request;
 use super::{Endpoint, IdSource, Outcome};
 use crate::api::AppState;
 use crate::error::ApiError;
-use crate::expr_pool::ExprPool;
-
-/// Longest time the expressions of one request may run.
-const EXPRESSION_TIME_LIMIT: Duration = Duration::from_secs(1);
+use crate::expr::{self, EvalError, ProgramResult};
 /// Request headers never stored with a message.
 const HEADERS_NOT_STORED: [&str; 24] = [
     // Signatures and their timestamps: kept, they would let anyone who can read the queue post
@@ -174,10 +170,17 @@ async fn handle(
         )
         .await;
     }
-    let shaped = match shape(endpoint, &event).await {
+    let shaped = match shape(app, endpoint, &event).await {
         Ok(shaped) => shaped,
-        Err(error) => {
+        Err(EvalError::Stopped(error)) => {
             return dead_letter(app, endpoint, &config, &event, &bytes, error, now_ms).await;
+        }
+        // Busy workers say nothing about the event: the sender retries later.
+        Err(EvalError::Unavailable(error)) => {
+            return Err((
+                "unavailable",
+                ApiError::unavailable(format!("the endpoint's expressions did not run: {error}")),
+            ));
         }
     };
     if !shaped.keep {
@@ -481,17 +484,22 @@ impl Event {
     }
 }
 
-/// Runs the endpoint's expressions on a blocking thread with a time limit: a jq program can
-/// loop forever and cannot be interrupted, so it must never run on the async workers.
-async fn shape(endpoint: &Arc<Endpoint>, event: &Event) -> Result<Shaped, String> {
+/// Runs the endpoint's expressions in an expression worker process, under the limits of
+/// `[expressions]` (see [`crate::expr`]). A program's error or a limit it exceeded is
+/// [`EvalError::Stopped`]: the event goes to the dead-letter queue with the reason.
+async fn shape(
+    app: &AppState,
+    endpoint: &Arc<Endpoint>,
+    event: &Event,
+) -> Result<Shaped, EvalError> {
     if let IdSource::Header(name) = &endpoint.id_source
         && let Some(value) = event.headers_map.get(name)
         && value.len() > limits::KEY_BYTES_MAX
     {
-        return Err(format!(
+        return Err(EvalError::Stopped(format!(
             "the idempotency key in {name} is longer than {} bytes",
             limits::KEY_BYTES_MAX
-        ));
+        )));
     }
     let header_id = |name: &str| {
         event
@@ -515,85 +523,127 @@ async fn shape(endpoint: &Arc<Endpoint>, event: &Event) -> Result<Shaped, String
         IdSource::Header(name) => header_id(name),
         _ => None,
     };
-    let endpoint = endpoint.clone();
-    let input = event.value.clone().unwrap_or(Value::Null);
-    let mut shaped = ExprPool::global()
-        .run(EXPRESSION_TIME_LIMIT, move || {
-            run_expressions(&endpoint, &input)
-        })
-        .await??;
+    let input = event.value.as_ref().unwrap_or(&Value::Null);
+    let programs = Programs::of(endpoint);
+    let results = app.expr.eval(&programs.specs, input).await?;
+    let mut shaped = programs.interpret(results).map_err(EvalError::Stopped)?;
     if shaped.idempotency_key.is_none() {
         shaped.idempotency_key = header_key;
     }
     Ok(shaped)
 }
 
-fn run_expressions(endpoint: &Endpoint, input: &Value) -> Result<Shaped, String> {
-    if let Some(filter) = &endpoint.filter {
-        let keep = filter
-            .first(input)
-            .map_err(|e| format!("filter failed: {e}"))?
-            .is_some_and(|v| !matches!(v, Value::Null | Value::Bool(false)));
-        if !keep {
-            return Ok(Shaped::default());
+/// An endpoint's expressions as the programs of one evaluation, in the order they run: the
+/// filter (a gate: nothing after it runs when it drops the event), then the idempotency key,
+/// transform, key and priority expressions.
+struct Programs {
+    specs: Vec<expr::ProgramSpec>,
+    /// Which expression each spec is.
+    roles: Vec<Role>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Filter,
+    IdempotencyKey,
+    Transform,
+    Key,
+    Priority,
+}
+
+impl Programs {
+    fn of(endpoint: &Endpoint) -> Self {
+        let mut programs = Programs {
+            specs: Vec::new(),
+            roles: Vec::new(),
+        };
+        if let Some(filter) = &endpoint.filter {
+            programs.specs.push(expr::gate(filter));
+            programs.roles.push(Role::Filter);
         }
-    }
-    let idempotency_key = match &endpoint.id_source {
-        IdSource::Expression(expr) => expr
-            .first(input)
-            .map_err(|e| format!("idempotency expression failed: {e}"))?
-            .and_then(|v| scalar_text(&v)),
-        _ => None,
-    };
-    let body = match &endpoint.transform {
-        Some(transform) => Some(
-            transform
-                .first(input)
-                .map_err(|e| format!("transform failed: {e}"))?
-                .ok_or("transform produced no output")?,
-        ),
-        None => None,
-    };
-    let key = match &endpoint.key {
-        Some(expr) => expr
-            .first(input)
-            .map_err(|e| format!("key expression failed: {e}"))?
-            .and_then(|v| scalar_text(&v)),
-        None => None,
-    };
-    let priority = match &endpoint.priority {
-        Some(expr) => match expr
-            .first(input)
-            .map_err(|e| format!("priority expression failed: {e}"))?
-        {
-            None | Some(Value::Null) => None,
-            Some(Value::Number(n)) => Some(
-                n.as_i64()
-                    .and_then(|n| i32::try_from(n).ok())
-                    .ok_or_else(|| format!("priority expression gave {n}, not a 32-bit integer"))?,
-            ),
-            Some(other) => return Err(format!("priority expression gave {other}, not an integer")),
-        },
-        None => None,
-    };
-    for (field, value) in [("idempotency key", &idempotency_key), ("key", &key)] {
-        if value
-            .as_ref()
-            .is_some_and(|v| v.len() > limits::KEY_BYTES_MAX)
-        {
-            return Err(format!(
-                "the {field} is longer than {} bytes",
-                limits::KEY_BYTES_MAX
-            ));
+        let id_expression = match &endpoint.id_source {
+            IdSource::Expression(expr) => Some(expr),
+            _ => None,
+        };
+        for (role, expression) in [
+            (Role::IdempotencyKey, id_expression),
+            (Role::Transform, endpoint.transform.as_ref()),
+            (Role::Key, endpoint.key.as_ref()),
+            (Role::Priority, endpoint.priority.as_ref()),
+        ] {
+            if let Some(expression) = expression {
+                programs.specs.push(expr::program(expression));
+                programs.roles.push(role);
+            }
         }
+        programs
     }
-    Ok(Shaped {
-        keep: true,
-        idempotency_key,
-        body,
-        key,
-        priority,
-    })
+
+    /// What the outcomes make of the event; an error names the expression that failed.
+    fn interpret(&self, results: Vec<ProgramResult>) -> Result<Shaped, String> {
+        let mut shaped = Shaped {
+            keep: true,
+            ..Shaped::default()
+        };
+        let ran = results.len();
+        for (role, result) in self.roles.iter().zip(results) {
+            let what = match role {
+                Role::Filter => "filter",
+                Role::IdempotencyKey => "idempotency expression",
+                Role::Transform => "transform",
+                Role::Key => "key expression",
+                Role::Priority => "priority expression",
+            };
+            let output = result.map_err(|e| format!("{what} failed: {e}"))?;
+            match role {
+                Role::Filter => {
+                    if !output.is_some_and(|v| !matches!(v, Value::Null | Value::Bool(false))) {
+                        return Ok(Shaped::default());
+                    }
+                }
+                Role::IdempotencyKey => {
+                    shaped.idempotency_key = output.and_then(|v| scalar_text(&v))
+                }
+                Role::Transform => {
+                    shaped.body = Some(output.ok_or("transform produced no output")?);
+                }
+                Role::Key => shaped.key = output.and_then(|v| scalar_text(&v)),
+                Role::Priority => {
+                    shaped.priority = match output {
+                        None | Some(Value::Null) => None,
+                        Some(Value::Number(n)) => {
+                            Some(n.as_i64().and_then(|n| i32::try_from(n).ok()).ok_or_else(
+                                || format!("priority expression gave {n}, not a 32-bit integer"),
+                            )?)
+                        }
+                        Some(other) => {
+                            return Err(format!(
+                                "priority expression gave {other}, not an integer"
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        if ran < self.roles.len() {
+            return Err("the expressions stopped early".into());
+        }
+        for (field, value) in [
+            ("idempotency key", &shaped.idempotency_key),
+            ("key", &shaped.key),
+        ] {
+            if value
+                .as_ref()
+                .is_some_and(|v| v.len() > limits::KEY_BYTES_MAX)
+            {
+                return Err(format!(
+                    "the {field} is longer than {} bytes",
+                    limits::KEY_BYTES_MAX
+                ));
+            }
+        }
+        Ok(shaped)
+    }
 }
 
 /// A string or number as text; anything else is no key.

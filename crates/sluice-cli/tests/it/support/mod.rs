@@ -168,6 +168,15 @@ impl TestServer {
         self.launch().await;
     }
 
+    /// Sets (`Some`) or removes (`None`) an environment variable of the server process from
+    /// the next start on.
+    pub fn set_env(&mut self, name: &str, value: Option<&str>) {
+        self.builder.env.retain(|(n, _)| n != name);
+        if let Some(value) = value {
+            self.builder.env.push((name.to_owned(), value.to_owned()));
+        }
+    }
+
     /// The last `lines` lines of the server's stderr, across restarts.
     pub fn log_tail(&self, lines: usize) -> String {
         let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
