@@ -7,30 +7,12 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::support::TestServer;
+use crate::support::tokens::{self, ADMIN, CONSUMER_A, PRODUCER_A};
 
-const ADMIN: &str = "admin-token-0123456789";
-const PRODUCER_A: &str = "producer-a-token-0123456789";
-const CONSUMER_A: &str = "consumer-a-token-0123456789";
 const BOTH_B: &str = "team-b-token-0123456789";
 
+/// Tokens beyond the shared team-a ones (`support::tokens`).
 const CONFIG: &str = r#"
-[[auth.tokens]]
-name = "ops"
-token = { env = "TEST_ADMIN_TOKEN" }
-roles = ["admin"]
-
-[[auth.tokens]]
-name = "team-a-producer"
-token = { env = "TEST_PRODUCER_A" }
-roles = ["producer"]
-queues = ["team-a.*"]
-
-[[auth.tokens]]
-name = "team-a-consumer"
-token = { env = "TEST_CONSUMER_A" }
-roles = ["consumer"]
-queues = ["team-a.*"]
-
 [[auth.tokens]]
 name = "team-b"
 token = { env = "TEST_BOTH_B" }
@@ -106,11 +88,7 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
 ];
 
 async fn start() -> TestServer {
-    TestServer::builder()
-        .config(CONFIG)
-        .env("TEST_ADMIN_TOKEN", ADMIN)
-        .env("TEST_PRODUCER_A", PRODUCER_A)
-        .env("TEST_CONSUMER_A", CONSUMER_A)
+    tokens::team_a(TestServer::builder(), CONFIG)
         .env("TEST_BOTH_B", BOTH_B)
         .start()
         .await

@@ -6,31 +6,13 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::support::TestServer;
+use crate::support::tokens::{self, ADMIN, CONSUMER_A, PRODUCER_A};
 
-const ADMIN: &str = "admin-token-0123456789";
-const PRODUCER_A: &str = "producer-a-token-0123456789";
-const CONSUMER_A: &str = "consumer-a-token-0123456789";
 const DLQ_BY_NAME: &str = "dlq-by-name-token-0123456789";
 const DLQ_BY_SUFFIX: &str = "dlq-by-suffix-token-0123456789";
 
+/// Tokens beyond the shared team-a ones (`support::tokens`).
 const CONFIG: &str = r#"
-[[auth.tokens]]
-name = "ops"
-token = { env = "TEST_ADMIN_TOKEN" }
-roles = ["admin"]
-
-[[auth.tokens]]
-name = "team-a-producer"
-token = { env = "TEST_PRODUCER_A" }
-roles = ["producer"]
-queues = ["team-a.*"]
-
-[[auth.tokens]]
-name = "team-a-consumer"
-token = { env = "TEST_CONSUMER_A" }
-roles = ["consumer"]
-queues = ["team-a.*"]
-
 [[auth.tokens]]
 name = "pay-failed-operator"
 token = { env = "TEST_DLQ_BY_NAME" }
@@ -112,11 +94,7 @@ async fn a_dead_letter_queue_needs_a_dead_letter_grant_whatever_its_name() {
     // `team-a.*` producer and consumer may read it but not add to or take from it (403); a
     // token that names it exactly, and an admin, may; `.dlq` queues keep their rule; and a
     // queue that becomes a dead-letter queue later is guarded from that moment.
-    let server = TestServer::builder()
-        .config(CONFIG)
-        .env("TEST_ADMIN_TOKEN", ADMIN)
-        .env("TEST_PRODUCER_A", PRODUCER_A)
-        .env("TEST_CONSUMER_A", CONSUMER_A)
+    let server = tokens::team_a(TestServer::builder(), CONFIG)
         .env("TEST_DLQ_BY_NAME", DLQ_BY_NAME)
         .env("TEST_DLQ_BY_SUFFIX", DLQ_BY_SUFFIX)
         .start()

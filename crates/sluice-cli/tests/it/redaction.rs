@@ -10,29 +10,7 @@ use serde_json::{Value, json};
 
 use crate::support::TestServer;
 use crate::support::destination::{Answer, Destination, Script};
-
-const ADMIN: &str = "admin-token-0123456789";
-const PRODUCER_A: &str = "producer-a-token-0123456789";
-const CONSUMER_A: &str = "consumer-a-token-0123456789";
-
-const CONFIG: &str = r#"
-[[auth.tokens]]
-name = "ops"
-token = { env = "TEST_ADMIN_TOKEN" }
-roles = ["admin"]
-
-[[auth.tokens]]
-name = "team-a-producer"
-token = { env = "TEST_PRODUCER_A" }
-roles = ["producer"]
-queues = ["team-a.*"]
-
-[[auth.tokens]]
-name = "team-a-consumer"
-token = { env = "TEST_CONSUMER_A" }
-roles = ["consumer"]
-queues = ["team-a.*"]
-"#;
+use crate::support::tokens::{self, ADMIN, CONSUMER_A, PRODUCER_A};
 
 /// Every secret of the destinations below.
 const SECRETS: [&str; 5] = [
@@ -82,11 +60,7 @@ async fn push_secrets_stay_out_of_every_output() {
     // the browse listing, the queue settings (for non-admins), /metrics and the server log do
     // not show a destination's credentials, secret path, query or header values, to any
     // token, both for a connection error and for an answer that echoes the request back.
-    let server = TestServer::builder()
-        .config(CONFIG)
-        .env("TEST_ADMIN_TOKEN", ADMIN)
-        .env("TEST_PRODUCER_A", PRODUCER_A)
-        .env("TEST_CONSUMER_A", CONSUMER_A)
+    let server = tokens::team_a(TestServer::builder(), "")
         .env("SLUICE_LOG", "debug")
         .start()
         .await;

@@ -11,6 +11,8 @@ pub mod hooks;
 
 pub mod destination;
 
+pub mod tokens;
+
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
