@@ -265,7 +265,12 @@ impl Writer {
         loop {
             // Wait for work, or until a deferred claim record falls due or a full disk is
             // probed for space (held ops are retried then).
-            let wake_at = [self.claims.next_due(), self.reserve.next_probe()]
+            // While the disk is full, deferred claims wait for the probe: they could not be
+            // written anyway, and waking for them would spin.
+            let claims_due_at = (!self.health.is_full())
+                .then(|| self.claims.next_due())
+                .flatten();
+            let wake_at = [claims_due_at, self.reserve.next_probe()]
                 .into_iter()
                 .flatten()
                 .min();
@@ -356,7 +361,9 @@ impl Writer {
                     fail_op(op, crate::health::disk_full);
                 }
             }
-            if group.is_empty() {
+            // An empty group still commits the claim records that fell due (the writer woke
+            // for them); returning without them would wake it again at once, and again.
+            if group.is_empty() && !self.claims_due() {
                 return;
             }
             let first_seq = self.next_seq;
@@ -403,6 +410,16 @@ impl Writer {
                 }
             }
         }
+    }
+
+    /// Whether deferred claim records are due to be written now (and the disk can take them).
+    fn claims_due(&self) -> bool {
+        !self.health.is_full()
+            && (self.flush_all_claims
+                || self
+                    .claims
+                    .next_due()
+                    .is_some_and(|at| at <= Instant::now()))
     }
 
     /// Hands a committed group to the syncer (or answers it), and keeps the WAL bounded.
