@@ -45,4 +45,5 @@ mod stats;
 mod status;
 mod tls;
 mod visibility;
+mod webhook_senders;
 mod webhooks;
