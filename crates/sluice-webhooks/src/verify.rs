@@ -282,7 +282,11 @@ pub enum DeliveryId {
 impl DeliveryId {
     /// The id in a request: the header's value, or the body field (a string, or a number as its
     /// text). `None` when absent or empty, or when the body is not JSON.
-    pub fn find(&self, headers: &http::HeaderMap, body: Option<&serde_json::Value>) -> Option<String> {
+    pub fn find(
+        &self,
+        headers: &http::HeaderMap,
+        body: Option<&serde_json::Value>,
+    ) -> Option<String> {
         match self {
             DeliveryId::Header(names) => names
                 .iter()
@@ -1303,22 +1307,35 @@ mod tests {
         };
         // Standard Webhooks: Svix's name first, as its libraries read it, else the standard one.
         let both = [("svix-id", "msg_svix"), ("webhook-id", "msg_std")];
-        assert_eq!(id(Scheme::StandardWebhooks, &both, ""), Some("msg_svix".into()));
+        assert_eq!(
+            id(Scheme::StandardWebhooks, &both, ""),
+            Some("msg_svix".into())
+        );
         let standard = [("webhook-id", "msg_std")];
-        assert_eq!(id(Scheme::StandardWebhooks, &standard, ""), Some("msg_std".into()));
+        assert_eq!(
+            id(Scheme::StandardWebhooks, &standard, ""),
+            Some("msg_std".into())
+        );
         assert_eq!(id(Scheme::StandardWebhooks, &[], ""), None);
         let github = [("x-github-delivery", "72d3162e")];
         assert_eq!(id(Scheme::GitHub, &github, "{}"), Some("72d3162e".into()));
-        let shopify = [("x-shopify-webhook-id", "b54557e4"), ("x-shopify-event-id", "e1")];
+        let shopify = [
+            ("x-shopify-webhook-id", "b54557e4"),
+            ("x-shopify-event-id", "e1"),
+        ];
         assert_eq!(id(Scheme::Shopify, &shopify, "{}"), Some("b54557e4".into()));
         let twilio = [("i-twilio-idempotency-token", "tok")];
         assert_eq!(id(Scheme::Twilio, &twilio, ""), Some("tok".into()));
-        assert_eq!(id(Scheme::Stripe, &[], r#"{"id":"evt_1"}"#), Some("evt_1".into()));
+        assert_eq!(
+            id(Scheme::Stripe, &[], r#"{"id":"evt_1"}"#),
+            Some("evt_1".into())
+        );
         assert_eq!(
             id(Scheme::PagerDuty, &[], r#"{"event":{"id":"01ABC"}}"#),
             Some("01ABC".into())
         );
-        let slack = r#"{"type":"event_callback","event_id":"Ev08MFMKH6","event":{"type":"app_mention"}}"#;
+        let slack =
+            r#"{"type":"event_callback","event_id":"Ev08MFMKH6","event":{"type":"app_mention"}}"#;
         assert_eq!(id(Scheme::Slack, &[], slack), Some("Ev08MFMKH6".into()));
         // Numbers are ids too; anything else, or no JSON, is none.
         assert_eq!(id(Scheme::Stripe, &[], r#"{"id":42}"#), Some("42".into()));
@@ -1341,9 +1358,15 @@ mod tests {
             slack_challenge(handshake).as_deref(),
             Some("3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P")
         );
-        assert_eq!(slack_challenge(br#"{"type":"event_callback","challenge":"x"}"#), None);
+        assert_eq!(
+            slack_challenge(br#"{"type":"event_callback","challenge":"x"}"#),
+            None
+        );
         assert_eq!(slack_challenge(br#"{"type":"url_verification"}"#), None);
-        assert_eq!(slack_challenge(br#"{"type":"url_verification","challenge":7}"#), None);
+        assert_eq!(
+            slack_challenge(br#"{"type":"url_verification","challenge":7}"#),
+            None
+        );
         assert_eq!(slack_challenge(b"type=url_verification&challenge=x"), None);
     }
 
@@ -1355,7 +1378,14 @@ mod tests {
         let good = signer.sign("msg_1", 1700000000, body);
         let other = signer.sign("msg_2", 1700000000, body);
         let run = |pairs: &[(&str, &str)]| {
-            check(Scheme::StandardWebhooks, secret, "", pairs, body, 1700000000)
+            check(
+                Scheme::StandardWebhooks,
+                secret,
+                "",
+                pairs,
+                body,
+                1700000000,
+            )
         };
         let svix = [
             ("svix-id", "msg_1"),
@@ -1388,8 +1418,11 @@ mod tests {
             ("svix-signature", good.as_str()),
         ];
         assert_eq!(run(&wrong_id), Err(VerifyError::SignatureMismatch));
-        let err = run(&[("svix-timestamp", "1700000000"), ("svix-signature", good.as_str())])
-            .unwrap_err();
+        let err = run(&[
+            ("svix-timestamp", "1700000000"),
+            ("svix-signature", good.as_str()),
+        ])
+        .unwrap_err();
         assert_eq!(err.to_string(), "missing webhook-id (or svix-id) header");
         let err = run(&[
             ("svix-id", "msg_1"),

@@ -62,7 +62,12 @@ fn assert_status(reply: &Reply, status: StatusCode, context: &str) {
 
 fn assert_refused(reply: &Reply, code: &str, context: &str) {
     assert_status(reply, StatusCode::UNAUTHORIZED, context);
-    assert_eq!(reply.error_shape()["code"], code, "{context}: {}", reply.text);
+    assert_eq!(
+        reply.error_shape()["code"],
+        code,
+        "{context}: {}",
+        reply.text
+    );
 }
 
 /// Receives every message of `queue` (at most 100) with its body exactly as stored.
@@ -98,7 +103,13 @@ fn senders_python() -> &'static Result<PathBuf, String> {
             let pip = venv.join("bin/pip");
             run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
             run(Command::new(&pip)
-                .args(["install", "-q", "--disable-pip-version-check", "--no-deps", "-r"])
+                .args([
+                    "install",
+                    "-q",
+                    "--disable-pip-version-check",
+                    "--no-deps",
+                    "-r",
+                ])
                 .arg(&requirements))?;
             run(Command::new(&pip).args(["check", "--disable-pip-version-check"]))?;
             std::fs::write(&installed, &wanted).map_err(|e| e.to_string())?;
@@ -186,7 +197,12 @@ json.dump(out, sys.stdout)
 
 /// Headers of a Standard Webhooks delivery under the names `prefix-id`, `prefix-timestamp`,
 /// `prefix-signature`.
-fn delivery_headers(prefix: &str, id: &str, timestamp_s: i64, signature: &str) -> Vec<(String, String)> {
+fn delivery_headers(
+    prefix: &str,
+    id: &str,
+    timestamp_s: i64,
+    signature: &str,
+) -> Vec<(String, String)> {
     vec![
         (format!("{prefix}-id"), id.to_owned()),
         (format!("{prefix}-timestamp"), timestamp_s.to_string()),
@@ -240,15 +256,24 @@ async fn svix_deliveries_signed_by_the_svix_library_are_taken_under_either_heade
             signing(SVIX_SECRET, "msg_2x7stale", START_S - 301, body),
         ],
     );
-    let [svix_sig, standard_sig, retry_sig, other_secret_sig, stale_sig] =
-        <[String; 5]>::try_from(signatures).expect("five signatures");
+    let [
+        svix_sig,
+        standard_sig,
+        retry_sig,
+        other_secret_sig,
+        stale_sig,
+    ] = <[String; 5]>::try_from(signatures).expect("five signatures");
     let post = |headers: Vec<(String, String)>, body: &str| {
         let body = body.to_owned();
         let server = &server;
         async move { post_hook(server, "/hooks/svix", &headers, body).await }
     };
 
-    let reply = post(delivery_headers("svix", "msg_2x7svix", START_S, &svix_sig), body).await;
+    let reply = post(
+        delivery_headers("svix", "msg_2x7svix", START_S, &svix_sig),
+        body,
+    )
+    .await;
     assert_status(&reply, StatusCode::ACCEPTED, "svix-* headers");
     assert_eq!(reply.json()["idempotency_key"], "msg_2x7svix");
     let reply = post(
@@ -260,7 +285,11 @@ async fn svix_deliveries_signed_by_the_svix_library_are_taken_under_either_heade
     assert_eq!(reply.json()["idempotency_key"], "msg_2x7standard");
 
     server.advance_clock(30_000).await;
-    let reply = post(delivery_headers("svix", "msg_2x7svix", later, &retry_sig), body).await;
+    let reply = post(
+        delivery_headers("svix", "msg_2x7svix", later, &retry_sig),
+        body,
+    )
+    .await;
     assert_status(&reply, StatusCode::OK, "Svix's retry");
     assert_eq!(reply.json()["duplicate"], true, "{}", reply.text);
 
@@ -401,7 +430,11 @@ async fn slack_url_verification_is_answered_and_retried_events_are_stored_once()
     assert_eq!(held(&server, "slack-events").await, 0);
 
     let refusals = [
-        ("unsigned", owned(&[("content-type", "application/json")]), "missing_header"),
+        (
+            "unsigned",
+            owned(&[("content-type", "application/json")]),
+            "missing_header",
+        ),
         (
             "signed with another secret",
             slack_headers("00000000000000000000000000000000", START_S, &handshake),
@@ -443,7 +476,10 @@ async fn slack_url_verification_is_answered_and_retried_events_are_stored_once()
     let received = receive_all(&server, "slack-events").await;
     assert_eq!(received.messages.len(), 1);
     assert_eq!(received.messages[0].id.as_deref(), Some("Ev123ABC456"));
-    assert_eq!(received.messages[0].body.as_ref().map(|b| b.get()), Some(event));
+    assert_eq!(
+        received.messages[0].body.as_ref().map(|b| b.get()),
+        Some(event)
+    );
     let stats = hook_stats(&server, "slack").await;
     assert_eq!(
         (stats.accepted, stats.duplicates, stats.ignored),
@@ -489,11 +525,18 @@ verify = { scheme = "github", secrets = [{ env = "SENDERS_GITHUB_SECRET" }] }
     let shown = server.get("/v1/webhooks/github-kept").await.ok();
     assert_eq!(shown["spec"]["keep_signature_headers"], true, "{shown}");
     let shown = server.get("/v1/webhooks/github-dropped").await.ok();
-    assert!(shown["spec"].get("keep_signature_headers").is_none(), "{shown}");
+    assert!(
+        shown["spec"].get("keep_signature_headers").is_none(),
+        "{shown}"
+    );
 
     // Spacing, key order and a number that JSON parsers would rewrite: all signed as sent.
     let body = r#"{"zen": "Design for failure.",   "hook_id": 1, "amount": 1.500e2}"#;
-    let mac = hmac(HmacAlgorithm::Sha256, GITHUB_SECRET.as_bytes(), &[body.as_bytes()]);
+    let mac = hmac(
+        HmacAlgorithm::Sha256,
+        GITHUB_SECRET.as_bytes(),
+        &[body.as_bytes()],
+    );
     let github = owned(&[
         ("x-github-delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958"),
         ("x-github-event", "ping"),
@@ -505,7 +548,12 @@ verify = { scheme = "github", secrets = [{ env = "SENDERS_GITHUB_SECRET" }] }
         assert_status(&reply, StatusCode::ACCEPTED, endpoint);
     }
     let signer = StandardSigner::new(SVIX_SECRET).expect("secret");
-    let svix = delivery_headers("svix", "msg_kept", START_S, &signer.sign("msg_kept", START_S, body.as_bytes()));
+    let svix = delivery_headers(
+        "svix",
+        "msg_kept",
+        START_S,
+        &signer.sign("msg_kept", START_S, body.as_bytes()),
+    );
     let reply = post_hook(&server, "/hooks/svix-kept", &svix, body).await;
     assert_status(&reply, StatusCode::ACCEPTED, "svix-kept");
 
@@ -514,7 +562,11 @@ verify = { scheme = "github", secrets = [{ env = "SENDERS_GITHUB_SECRET" }] }
     let stored = message.body.as_ref().expect("a JSON body").get();
     assert_eq!(stored, body);
     let header = &message.headers["x-hub-signature-256"];
-    let expected = hmac(HmacAlgorithm::Sha256, GITHUB_SECRET.as_bytes(), &[stored.as_bytes()]);
+    let expected = hmac(
+        HmacAlgorithm::Sha256,
+        GITHUB_SECRET.as_bytes(),
+        &[stored.as_bytes()],
+    );
     assert_eq!(header, &format!("sha256={}", hex(&expected)));
 
     let message = receive_all(&server, "svix-kept").await.messages.remove(0);
@@ -523,7 +575,10 @@ verify = { scheme = "github", secrets = [{ env = "SENDERS_GITHUB_SECRET" }] }
     let expected = signer.sign(&message.headers["svix-id"], timestamp, stored.as_bytes());
     assert_eq!(message.headers["svix-signature"], expected);
 
-    let message = receive_all(&server, "github-dropped").await.messages.remove(0);
+    let message = receive_all(&server, "github-dropped")
+        .await
+        .messages
+        .remove(0);
     assert_eq!(message.body.as_ref().map(|b| b.get()), Some(body));
     assert!(
         !message.headers.contains_key("x-hub-signature-256"),
@@ -542,5 +597,9 @@ verify = { scheme = "github", secrets = [{ env = "SENDERS_GITHUB_SECRET" }] }
     assert_status(&reply, StatusCode::ACCEPTED, "with credentials");
     let message = receive_all(&server, "github-kept").await.messages.remove(0);
     assert!(message.headers.contains_key("x-hub-signature-256"));
-    assert!(!message.headers.contains_key("authorization"), "{:?}", message.headers);
+    assert!(
+        !message.headers.contains_key("authorization"),
+        "{:?}",
+        message.headers
+    );
 }
