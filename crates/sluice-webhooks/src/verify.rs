@@ -362,7 +362,8 @@ pub enum VerifyError {
     /// A header the scheme requires is absent.
     #[error("missing {header} header")]
     MissingHeader {
-        /// The header name (lowercase).
+        /// The header name (lowercase); a Standard Webhooks header with its Svix name:
+        /// `webhook-id (or svix-id)`.
         header: String,
     },
     /// A signature or timestamp header is present but cannot be parsed.
