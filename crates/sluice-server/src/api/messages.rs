@@ -8,6 +8,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use serde::Deserialize;
+use tracing::Instrument;
 use sluice_core::message::{MessageStatus, NewMessage, Payload};
 use sluice_core::queue::{QueueConfig, limits};
 use sluice_core::store::{CancelOutcome, EnqueueParams, MessageGetParams, MessageRef};
@@ -70,6 +71,13 @@ pub async fn enqueue(
     }
     let queue_name = queue.clone();
     let keys: Vec<Option<String>> = messages.iter().map(|m| m.idempotency_key.clone()).collect();
+    // The trace goes on with each message: to its push deliveries and its consumers.
+    let span = crate::telemetry::enqueue_span(&queue, messages.len());
+    if let Some(traceparent) = crate::telemetry::traceparent(&span) {
+        for message in &mut messages {
+            crate::telemetry::carry(&mut message.payload, &traceparent);
+        }
+    }
     let results = app
         .store
         .message_enqueue(EnqueueParams {
@@ -77,6 +85,7 @@ pub async fn enqueue(
             messages,
             now_ms,
         })
+        .instrument(span)
         .await?;
     let mut out = Vec::with_capacity(results.len());
     for (result, key) in results.into_iter().zip(keys) {
