@@ -699,7 +699,10 @@ mod tests {
                 && !name.ends_with('_')
         };
         for (name, (kind, helped)) in &families {
-            assert!(valid_name(name), "{name}: not sluice_ (or process_) and snake_case");
+            assert!(
+                valid_name(name),
+                "{name}: not sluice_ (or process_) and snake_case"
+            );
             assert!(helped, "{name} has no HELP");
             // Base units only: seconds, never ms or µs; no unit words that are not base units.
             for bad in [

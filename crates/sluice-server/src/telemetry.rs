@@ -104,9 +104,7 @@ impl TracingConfig {
                 "[tracing] sample_ratio {sample_ratio} is not between 0.0 and 1.0"
             ));
         }
-        let export_timeout_ms = spec
-            .export_timeout_ms
-            .unwrap_or(DEFAULT_EXPORT_TIMEOUT_MS);
+        let export_timeout_ms = spec.export_timeout_ms.unwrap_or(DEFAULT_EXPORT_TIMEOUT_MS);
         if !(1..=600_000).contains(&export_timeout_ms) {
             return Err(format!(
                 "[tracing] export_timeout_ms {export_timeout_ms} is not between 1 and 600000"
@@ -346,8 +344,10 @@ impl opentelemetry_http::HttpClient for ExportClient {
     async fn send_bytes(
         &self,
         request: opentelemetry_http::Request<opentelemetry_http::Bytes>,
-    ) -> Result<opentelemetry_http::Response<opentelemetry_http::Bytes>, opentelemetry_http::HttpError>
-    {
+    ) -> Result<
+        opentelemetry_http::Response<opentelemetry_http::Bytes>,
+        opentelemetry_http::HttpError,
+    > {
         let request = reqwest::Request::try_from(request)?;
         let http = self.http.clone();
         let (status, headers, body) = self

@@ -861,9 +861,8 @@ impl Store for SharedSqliteStore {
         let mut metrics = store
             .write_stats
             .snapshot(store.options.durability == Durability::Fsync);
-        let file_bytes = |name| {
-            std::fs::metadata(store.options.data_dir.join(name)).map_or(0, |m| m.len())
-        };
+        let file_bytes =
+            |name| std::fs::metadata(store.options.data_dir.join(name)).map_or(0, |m| m.len());
         let wal_bytes = file_bytes(files::WAL_FILE);
         metrics.wal_bytes = Some(wal_bytes);
         metrics.database_bytes = Some(file_bytes(files::DB_FILE) + wal_bytes);

@@ -1,12 +1,19 @@
 //! `GET /metrics` of a server with queues, a push destination and a webhook endpoint in use:
 //! every family of the exposition follows the Prometheus naming conventions, and the process,
 //! HTTP request and database size families show what the test did and what `/proc` says.
+//!
+//! The exposition is parsed twice: by the strict parser below, and by the reference parser of
+//! the Prometheus client library for Python (`prometheus_client`, pinned in
+//! .ci/requirements-prometheus.txt, installed by .ci/prometheus-client/setup into
+//! target/prometheus-venv), which must read the same samples. Without that venv the second
+//! parse is skipped, or fails the test when `CI` is set. (The `prometheus-parse` crate cannot
+//! be used here: it cuts label values at `}`, and route templates hold braces.)
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use prometheus_parse::{Sample, Scrape, Value as Metric};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::support::TestServer;
 use crate::support::destination::Destination;
@@ -123,7 +130,10 @@ fn check_conventions(name: &str, family: &Family) {
     match kind {
         "counter" => assert!(name.ends_with("_total"), "{name}: a counter ends in _total"),
         "gauge" | "histogram" | "info" => {
-            assert!(!name.ends_with("_total"), "{name}: only counters end in _total");
+            assert!(
+                !name.ends_with("_total"),
+                "{name}: only counters end in _total"
+            );
             assert!(
                 !name.ends_with("_count") && !name.ends_with("_sum") && !name.ends_with("_bucket"),
                 "{name}: a reserved suffix"
@@ -132,36 +142,210 @@ fn check_conventions(name: &str, family: &Family) {
         other => panic!("{name}: unexpected type {other}"),
     }
     if kind == "info" {
-        assert!(name.ends_with("_info"), "{name}: an info family ends in _info");
+        assert!(
+            name.ends_with("_info"),
+            "{name}: an info family ends in _info"
+        );
     }
 }
 
-/// `GET /metrics`: the raw text and the parsed scrape.
-async fn scrape(server: &TestServer) -> (String, Scrape) {
+/// One sample line.
+#[derive(Debug, Clone, PartialEq)]
+struct Sample {
+    name: String,
+    labels: BTreeMap<String, String>,
+    value: f64,
+}
+
+/// The samples of an exposition, read strictly: `name{label="value",...} value`, label values
+/// with the format's escapes (`\\`, `\"`, `\n`).
+fn parse_samples(text: &str) -> Vec<Sample> {
+    let mut samples = Vec::new();
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
+        let name_end = line.find(['{', ' ']).expect("a sample name");
+        let name = line[..name_end].to_owned();
+        let mut rest = &line[name_end..];
+        let mut labels = BTreeMap::new();
+        if let Some(inner) = rest.strip_prefix('{') {
+            let mut chars = inner.char_indices().peekable();
+            loop {
+                let (start, first) = chars.next().expect("labels end");
+                if first == '}' {
+                    rest = &inner[start + 1..];
+                    break;
+                }
+                let key_start = if first == ',' {
+                    chars.next().expect("a label after ,").0
+                } else {
+                    start
+                };
+                let eq = inner[key_start..].find('=').expect("label =") + key_start;
+                let key = inner[key_start..eq].to_owned();
+                assert!(
+                    !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'),
+                    "label name {key:?} in {line}"
+                );
+                while chars.peek().is_some_and(|&(i, _)| i <= eq) {
+                    chars.next();
+                }
+                assert_eq!(chars.next().map(|(_, c)| c), Some('"'), "{line}");
+                let mut value = String::new();
+                loop {
+                    match chars.next().expect("label value end").1 {
+                        '"' => break,
+                        '\\' => match chars.next().expect("escape").1 {
+                            'n' => value.push('\n'),
+                            c @ ('\\' | '"') => value.push(c),
+                            c => panic!("escape \\{c} in {line}"),
+                        },
+                        c => value.push(c),
+                    }
+                }
+                assert!(labels.insert(key, value).is_none(), "a label twice: {line}");
+            }
+        }
+        let value = rest.trim();
+        let value = match value {
+            "+Inf" => f64::INFINITY,
+            "-Inf" => f64::NEG_INFINITY,
+            other => other
+                .parse()
+                .unwrap_or_else(|_| panic!("value {other:?} in {line}")),
+        };
+        samples.push(Sample {
+            name,
+            labels,
+            value,
+        });
+    }
+    samples
+}
+
+/// The Python client library's parser over `text`: its families as JSON, or `None` when the
+/// venv is not there (outside CI).
+fn python_parse(text: &str) -> Option<Value> {
+    let venv = std::env::var_os("PROMETHEUS_VENV").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/prometheus-venv"),
+        PathBuf::from,
+    );
+    let python = venv.join("bin/python");
+    if !python.exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{} is missing: run .ci/prometheus-client/setup",
+            python.display()
+        );
+        eprintln!(
+            "skipped: the prometheus_client parse ({} is missing; run .ci/prometheus-client/setup)",
+            python.display()
+        );
+        return None;
+    }
+    const SCRIPT: &str = r#"
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+families = []
+for family in text_string_to_metric_families(sys.stdin.read()):
+    families.append({
+        "name": family.name, "type": family.type, "help": family.documentation,
+        "samples": [{"name": s.name, "labels": s.labels, "value": repr(float(s.value))}
+                    for s in family.samples],
+    })
+json.dump(families, sys.stdout)
+"#;
+    use std::io::Write;
+    let mut child = std::process::Command::new(&python)
+        .args(["-c", SCRIPT])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the venv's python");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "prometheus_client cannot parse the exposition: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Some(serde_json::from_slice(&output.stdout).expect("the script's JSON"))
+}
+
+/// Both parses agree: the same samples, and every family with its help and type.
+fn check_reference_parse(text: &str, samples: &[Sample], families: &BTreeMap<String, Family>) {
+    let Some(parsed) = python_parse(text) else {
+        return;
+    };
+    let parsed = parsed.as_array().expect("families");
+    assert_eq!(parsed.len(), families.len(), "families: {parsed:#?}");
+    let mut theirs = Vec::new();
+    for family in parsed {
+        assert!(
+            !family["help"].as_str().unwrap_or_default().is_empty(),
+            "{family}"
+        );
+        assert!(
+            ["counter", "gauge", "histogram", "info"].contains(&family["type"].as_str().unwrap()),
+            "{family}"
+        );
+        for sample in family["samples"].as_array().unwrap() {
+            let labels: BTreeMap<String, String> =
+                serde_json::from_value(sample["labels"].clone()).unwrap();
+            theirs.push(Sample {
+                name: sample["name"].as_str().unwrap().to_owned(),
+                labels,
+                value: sample["value"].as_str().unwrap().parse().unwrap(),
+            });
+        }
+    }
+    let key = |s: &Sample| format!("{}{:?}", s.name, s.labels);
+    let mut ours = samples.to_vec();
+    ours.sort_by_key(key);
+    theirs.sort_by_key(key);
+    assert_eq!(ours, theirs, "prometheus_client reads other samples");
+}
+
+/// `GET /metrics`: the raw text.
+async fn scrape(server: &TestServer) -> String {
     let reply = server.get("/metrics").await;
     assert_eq!(reply.status, 200, "{}", reply.text);
-    let lines = reply.text.lines().map(|line| Ok(line.to_owned()));
-    let scrape = Scrape::parse(lines).expect("the exposition parses");
-    (reply.text, scrape)
+    reply.text
 }
 
 /// The samples of `name` whose labels include these.
-fn samples<'a>(scrape: &'a Scrape, name: &str, labels: &[(&str, &str)]) -> Vec<&'a Sample> {
-    scrape
-        .samples
+fn samples<'a>(samples: &'a [Sample], name: &str, labels: &[(&str, &str)]) -> Vec<&'a Sample> {
+    samples
         .iter()
-        .filter(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+        .filter(|s| {
+            s.name == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+        })
         .collect()
 }
 
-/// The value of the one counter or gauge sample of `name` with these labels.
-fn value(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
-    let found = samples(scrape, name, labels);
-    assert_eq!(found.len(), 1, "{name}{labels:?}: {found:#?}");
-    match found[0].value {
-        Metric::Counter(v) | Metric::Gauge(v) | Metric::Untyped(v) => v,
-        ref other => panic!("{name}{labels:?}: {other:?}"),
-    }
+/// The value of the one sample of `name` with exactly these labels.
+fn value(all: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
+    let found: Vec<&Sample> = samples(all, name, labels)
+        .into_iter()
+        .filter(|s| s.labels.len() == labels.len())
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "{name}{labels:?}: {found:#?} among {:#?}",
+        samples(all, name, &[])
+    );
+    found[0].value
 }
 
 fn unix_now_s() -> f64 {
@@ -215,11 +399,13 @@ async fn every_family_follows_the_prometheus_conventions_and_counts_known_traffi
         .stats_until("conv-jobs", WAIT, |s| s["counters"]["acked"] == 7)
         .await;
 
-    let (text, scrape) = scrape(&server).await;
+    let text = scrape(&server).await;
     let families = families(&text);
     for (name, family) in &families {
         check_conventions(name, family);
     }
+    let scrape = parse_samples(&text);
+    check_reference_parse(&text, &scrape, &families);
     for expected in [
         "sluice_http_requests_total",
         "sluice_http_request_duration_seconds",
@@ -255,7 +441,10 @@ async fn every_family_follows_the_prometheus_conventions_and_counts_known_traffi
     ];
     assert_eq!(value(&scrape, "sluice_http_requests_total", &missing), 2.0);
     let unmatched = [("route", "unmatched"), ("method", "GET"), ("status", "404")];
-    assert_eq!(value(&scrape, "sluice_http_requests_total", &unmatched), 3.0);
+    assert_eq!(
+        value(&scrape, "sluice_http_requests_total", &unmatched),
+        3.0
+    );
     let hooks = [
         ("route", "/hooks/{name}"),
         ("method", "POST"),
@@ -263,34 +452,38 @@ async fn every_family_follows_the_prometheus_conventions_and_counts_known_traffi
     ];
     assert_eq!(value(&scrape, "sluice_http_requests_total", &hooks), 1.0);
     for sample in samples(&scrape, "sluice_http_requests_total", &[]) {
-        let route = sample.labels.get("route").expect("route label");
+        let route = &sample.labels["route"];
         assert!(
             route == "unmatched" || (route.starts_with('/') && !route.contains("conv")),
             "a raw path as a route label: {sample:?}"
         );
     }
-    let timed = samples(
+    let route_labels = [("route", enqueue_route), ("method", "POST")];
+    let buckets: Vec<(f64, f64)> = samples(
         &scrape,
-        "sluice_http_request_duration_seconds",
-        &[("route", enqueue_route), ("method", "POST")],
+        "sluice_http_request_duration_seconds_bucket",
+        &route_labels,
+    )
+    .iter()
+    .map(|s| {
+        (
+            s.labels["le"].replace("+Inf", "inf").parse().unwrap(),
+            s.value,
+        )
+    })
+    .collect();
+    assert!(buckets.len() > 5, "{buckets:?}");
+    assert_eq!(buckets.last(), Some(&(f64::INFINITY, 7.0)), "{buckets:?}");
+    assert!(
+        buckets
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1),
+        "cumulative, by bound: {buckets:?}"
     );
-    match &timed[..] {
-        [sample] => match &sample.value {
-            Metric::Histogram(buckets) => {
-                let last = buckets.last().expect("buckets");
-                assert!(last.less_than.is_infinite(), "{buckets:?}");
-                assert_eq!(last.count, 7.0, "{buckets:?}");
-                let counts: Vec<f64> = buckets.iter().map(|b| b.count).collect();
-                assert!(counts.is_sorted(), "cumulative: {buckets:?}");
-            }
-            other => panic!("not a histogram: {other:?}"),
-        },
-        other => panic!("{other:#?}"),
-    }
     let count = value(
         &scrape,
         "sluice_http_request_duration_seconds_count",
-        &[("route", enqueue_route), ("method", "POST")],
+        &route_labels,
     );
     assert_eq!(count, 7.0);
 

@@ -8,7 +8,6 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use serde::Deserialize;
-use tracing::Instrument;
 use sluice_core::message::{MessageStatus, NewMessage, Payload};
 use sluice_core::queue::{QueueConfig, limits};
 use sluice_core::store::{CancelOutcome, EnqueueParams, MessageGetParams, MessageRef};
@@ -17,6 +16,7 @@ use sluice_core::wire::{
     MessageStatusOut, SchemaViolationOut, time_out,
 };
 use sluice_core::{Millis, clock::parse_rfc3339};
+use tracing::Instrument;
 use uuid::Uuid;
 
 use super::{ApiPath, ApiQuery, AppState, json_shape, parse_json};
