@@ -46,7 +46,6 @@ enum LogFormat {
 
 /// Runs the server until SIGTERM or ctrl-c (the server handles the signals).
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    install_tracing(args.log_format)?;
     let options = sluice_server::ServeOptions {
         listen: args.listen,
         data_dir: args.data,
@@ -54,13 +53,29 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         durability: args.durability,
         no_push: args.no_push,
     };
-    sluice_server::serve(options)
+    // The config first: its `[tracing]` section decides whether spans are exported.
+    let config = sluice_server::Config::load(&options).map_err(|error| anyhow::anyhow!(error))?;
+    let traces = install_tracing(args.log_format, &config.tracing)?;
+    let served = sluice_server::serve_config(config)
         .await
-        .map_err(|error| anyhow::anyhow!(error))
+        .map_err(|error| anyhow::anyhow!(error));
+    if let Some(traces) = traces {
+        traces.shutdown().await;
+    }
+    served
 }
 
-/// Installs the global tracing subscriber, writing to stderr.
-fn install_tracing(format: LogFormat) -> anyhow::Result<()> {
+/// Installs the global tracing subscriber: log lines to stderr, filtered by SLUICE_LOG or
+/// RUST_LOG, and (with `[tracing] otlp_endpoint`) the OTLP span exporter, which has its own
+/// filter so the log level does not decide what is traced.
+fn install_tracing(
+    format: LogFormat,
+    tracing_config: &sluice_server::telemetry::TracingConfig,
+) -> anyhow::Result<Option<sluice_server::telemetry::TracingGuard>> {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+
     let (variable, directives) = ["SLUICE_LOG", "RUST_LOG"]
         .into_iter()
         .find_map(|name| {
@@ -72,13 +87,23 @@ fn install_tracing(format: LogFormat) -> anyhow::Result<()> {
         .unwrap_or(("default", "info".to_owned()));
     let filter = EnvFilter::try_new(&directives)
         .with_context(|| format!("invalid log filter {directives:?} (from {variable})"))?;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let log = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal());
-    let result = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
+    let log: Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync> = match format {
+        LogFormat::Text => log.with_filter(filter).boxed(),
+        LogFormat::Json => log.json().with_filter(filter).boxed(),
     };
-    result.map_err(|error| anyhow::anyhow!("cannot install the log subscriber: {error}"))
+    let (traces, guard) = match sluice_server::telemetry::otlp_layer(tracing_config)
+        .map_err(|error| anyhow::anyhow!(error))?
+    {
+        Some((layer, guard)) => (Some(layer), Some(guard)),
+        None => (None, None),
+    };
+    tracing_subscriber::registry()
+        .with(log)
+        .with(traces)
+        .try_init()
+        .map_err(|error| anyhow::anyhow!("cannot install the log subscriber: {error}"))?;
+    Ok(guard)
 }

@@ -48,6 +48,9 @@ pub struct RawConfig {
     /// `[push]`: push delivery as a whole.
     #[serde(default)]
     pub push: RawPush,
+    /// `[tracing]`: OpenTelemetry trace export.
+    #[serde(default)]
+    pub tracing: crate::telemetry::TracingSpec,
 }
 
 /// `[expressions]` as written.
@@ -245,6 +248,8 @@ pub struct Config {
     pub expressions: crate::expr::ExprLimits,
     /// Deliver to push destinations (off with `--no-push` or `[push] enabled = false`).
     pub push_enabled: bool,
+    /// `[tracing]`: where and how traces are exported (off without an endpoint).
+    pub tracing: crate::telemetry::TracingConfig,
 }
 
 impl Config {
@@ -339,6 +344,7 @@ impl Config {
             limits,
             expressions: expressions(raw.expressions)?,
             push_enabled: raw.push.enabled.unwrap_or(true) && !options.no_push,
+            tracing: crate::telemetry::TracingConfig::from_spec(raw.tracing)?,
         })
     }
 }

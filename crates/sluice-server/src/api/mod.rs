@@ -52,6 +52,8 @@ pub struct AppState {
     pub tls: bool,
     /// Bytes of request bodies held at once (`[limits] body_bytes_in_flight`).
     pub body_budget: Arc<crate::body_budget::BodyBudget>,
+    /// Requests by route, method and status (for `/metrics`).
+    pub http_metrics: Arc<crate::http_metrics::HttpMetrics>,
 }
 
 impl AppState {
