@@ -23,6 +23,13 @@ pub struct ClientArgs {
     /// {"error": {"code": ..., "message": ...}}.
     #[arg(long, global = true)]
     pub json: bool,
+    #[command(flatten)]
+    pub token: TokenArgs,
+}
+
+/// The token flags, apart from `--url` and `--json` for `bench`, which has those of its own.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TokenArgs {
     /// Token for a server with access control on, sent as `Authorization: Bearer`. Never
     /// printed; prefer SLUICE_TOKEN or --token-file over the command line, which other users
     /// of the machine can see.
@@ -44,12 +51,15 @@ pub struct ClientArgs {
 /// The ids of the [`ClientArgs`] flags, for the commands that do not take them.
 pub const CLIENT_ARG_IDS: [&str; 4] = ["url", "json", "token", "token_file"];
 
+/// The ids of the [`TokenArgs`] flags.
+pub const TOKEN_ARG_IDS: [&str; 2] = ["token", "token_file"];
+
 impl ClientArgs {
     /// A client for `--url`, with the token from `--token`, `--token-file`, SLUICE_TOKEN or
     /// SLUICE_TOKEN_FILE. `matches` tells where each value came from: a flag on the command
     /// line wins over an environment variable; two sources of the same rank are refused.
     pub fn client(&self, matches: &ArgMatches) -> anyhow::Result<Client> {
-        let token = self.token(matches)?;
+        let token = self.token.resolve(matches)?;
         let builder = Client::builder(&self.url);
         let client = match token {
             Some(token) => builder.token(token.0),
@@ -58,16 +68,17 @@ impl ClientArgs {
         .build()?;
         Ok(client)
     }
+}
 
-    fn token(&self, matches: &ArgMatches) -> anyhow::Result<Option<Secret>> {
+impl TokenArgs {
+    fn resolve(&self, matches: &ArgMatches) -> anyhow::Result<Option<Secret>> {
         // An empty SLUICE_TOKEN counts as unset, as an empty variable usually does.
         let token = self.token.clone().filter(|token| !token.0.is_empty());
         let file = self
             .token_file
             .as_deref()
             .filter(|path| !path.as_os_str().is_empty());
-        let on_command_line =
-            |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+        let on_command_line = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
         match (token, file) {
             (Some(token), None) => Ok(Some(token)),
             (None, Some(file)) => read_token_file(file).map(Some),
@@ -129,8 +140,10 @@ mod tests {
         let args = ClientArgs {
             url: "http://h:1".into(),
             json: false,
-            token: Some(Secret("tok-0123456789abcdef".into())),
-            token_file: None,
+            token: TokenArgs {
+                token: Some(Secret("tok-0123456789abcdef".into())),
+                token_file: None,
+            },
         };
         let debug = format!("{args:?}");
         assert!(!debug.contains("tok-0123456789abcdef"), "{debug}");

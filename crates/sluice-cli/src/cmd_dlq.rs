@@ -425,8 +425,11 @@ fn progress_bar(total: u64) -> ProgressBar {
 }
 
 fn parse_id(text: &str) -> anyhow::Result<uuid::Uuid> {
-    uuid::Uuid::parse_str(text)
-        .map_err(|_| usage(format!("{text:?} is not a message id (a UUID, as `dlq list` shows it)")))
+    uuid::Uuid::parse_str(text).map_err(|_| {
+        usage(format!(
+            "{text:?} is not a message id (a UUID, as `dlq list` shows it)"
+        ))
+    })
 }
 
 #[cfg(test)]

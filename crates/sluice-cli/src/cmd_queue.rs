@@ -590,7 +590,10 @@ mod tests {
         assert_eq!(spec.visibility_timeout_ms, Some(60_000));
         assert_eq!(spec.dedup_window_ms, Some(43_200_000));
         let backoff = spec.backoff.as_ref().unwrap();
-        assert_eq!((backoff.initial_ms, backoff.max_ms), (Some(500), Some(120_000)));
+        assert_eq!(
+            (backoff.initial_ms, backoff.max_ms),
+            (Some(500), Some(120_000))
+        );
         assert_eq!(spec.on_expire.as_deref(), Some("dead_letter"));
         assert_eq!(spec.max_depth, Some(100));
         assert_eq!(spec.max_in_flight, Some(0));
@@ -604,12 +607,20 @@ mod tests {
         assert_eq!(spec.schema, Some(serde_json::Value::Null));
         let body = serde_json::to_value(&spec).unwrap();
         assert_eq!(body["schema"], serde_json::Value::Null, "{body}");
-        assert_eq!(body["backoff"], serde_json::json!({"initial_ms": 500, "max_ms": 120_000}));
+        assert_eq!(
+            body["backoff"],
+            serde_json::json!({"initial_ms": 500, "max_ms": 120_000})
+        );
     }
 
     #[test]
     fn durations_need_a_unit() {
-        for flag in ["--visibility-timeout", "--dedup-window", "--backoff-initial", "--max-age"] {
+        for flag in [
+            "--visibility-timeout",
+            "--dedup-window",
+            "--backoff-initial",
+            "--max-age",
+        ] {
             let error = Cli::try_parse_from(["queue", "create", "q", flag, "30"]).unwrap_err();
             assert!(error.to_string().contains("has no unit"), "{flag}: {error}");
         }

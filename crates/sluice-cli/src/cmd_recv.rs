@@ -212,8 +212,16 @@ mod tests {
 
     #[test]
     fn durations_take_a_unit() {
-        let cli = Cli::try_parse_from(["t", "recv", "q", "--wait", "1.5s", "--visibility-timeout", "2m"])
-            .unwrap();
+        let cli = Cli::try_parse_from([
+            "t",
+            "recv",
+            "q",
+            "--wait",
+            "1.5s",
+            "--visibility-timeout",
+            "2m",
+        ])
+        .unwrap();
         let Commands::Recv(args) = cli.command else {
             unreachable!()
         };

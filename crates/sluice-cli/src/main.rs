@@ -59,6 +59,12 @@ enum Command {
     )]
     Serve(cmd_serve::ServeArgs),
     /// Measure a server: throughput, latency, memory, restart time (starts its own unless --url is given).
+    // Bench has its own --url and --json; it measures servers without access control, so the
+    // token flags are hidden and refused like serve's client flags.
+    #[command(
+        mut_arg("token", |arg| arg.hide(true)),
+        mut_arg("token_file", |arg| arg.hide(true))
+    )]
     Bench(bench::BenchArgs),
     /// Create, list, inspect, pause, purge, drain and delete queues.
     #[command(subcommand)]
@@ -135,23 +141,34 @@ where
     let mut command = Cli::command();
     let matches = command.try_get_matches_from_mut(args)?;
     let cli = Cli::from_arg_matches(&matches).map_err(|error| error.format(&mut command))?;
-    if let Some(serve) = matches.subcommand_matches("serve") {
-        let given = |matches: &ArgMatches, id: &str| {
-            matches.value_source(id) == Some(ValueSource::CommandLine)
-        };
-        if let Some(id) = client_args::CLIENT_ARG_IDS
-            .into_iter()
-            .find(|id| given(serve, id) || given(&matches, id))
-        {
-            let flag = format!("--{}", id.replace('_', "-"));
-            return Err(command.error(
-                clap::error::ErrorKind::ArgumentConflict,
-                format!(
-                    "{flag} is a flag of the client commands; `sluice serve` takes --listen, \
-                     --config and the [auth] tokens of its config file"
-                ),
-            ));
-        }
+    let given =
+        |matches: &ArgMatches, id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+    let refused = |sub: &ArgMatches, ids: &[&'static str]| {
+        ids.iter()
+            .copied()
+            .find(|id| given(sub, id) || given(&matches, id))
+            .map(|id| format!("--{}", id.replace('_', "-")))
+    };
+    if let Some(flag) = matches
+        .subcommand_matches("serve")
+        .and_then(|serve| refused(serve, &client_args::CLIENT_ARG_IDS))
+    {
+        return Err(command.error(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!(
+                "{flag} is a flag of the client commands; `sluice serve` takes --listen, \
+                 --config and the [auth] tokens of its config file"
+            ),
+        ));
+    }
+    if let Some(flag) = matches
+        .subcommand_matches("bench")
+        .and_then(|bench| refused(bench, &client_args::TOKEN_ARG_IDS))
+    {
+        return Err(command.error(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!("{flag}: `sluice bench` measures servers without access control"),
+        ));
     }
     Ok((cli, matches))
 }
@@ -276,9 +293,21 @@ mod tests {
             &["sluice", "serve", "--token", "t"],
         ] {
             let error = parse(args.iter().copied()).unwrap_err();
-            assert_eq!(error.kind(), clap::error::ErrorKind::ArgumentConflict, "{args:?}");
+            assert_eq!(
+                error.kind(),
+                clap::error::ErrorKind::ArgumentConflict,
+                "{args:?}"
+            );
         }
         let (cli, _) = parse(["sluice", "serve", "--listen", "127.0.0.1:0"]).unwrap();
         assert!(matches!(cli.command, Command::Serve(_)));
+        let bench_help = command
+            .find_subcommand_mut("bench")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        assert!(!bench_help.contains("--token"), "{bench_help}");
+        assert!(parse(["sluice", "bench", "--token", "t"]).is_err());
+        assert!(parse(["sluice", "bench", "--url", "http://h:1"]).is_ok());
     }
 }

@@ -271,11 +271,16 @@ mod tests {
                 "{text}"
             );
         }
-        for text in ["", "s", "-1s", "1e3", "soon", "1.2.3s", "1500", "30", "0", "1.5"] {
+        for text in [
+            "", "s", "-1s", "1e3", "soon", "1.2.3s", "1500", "30", "0", "1.5",
+        ] {
             assert!(parse_duration(text).is_err(), "{text}");
         }
         let error = parse_duration("30").unwrap_err();
-        assert!(error.contains("has no unit") && error.contains("30s"), "{error}");
+        assert!(
+            error.contains("has no unit") && error.contains("30s"),
+            "{error}"
+        );
     }
 
     #[test]

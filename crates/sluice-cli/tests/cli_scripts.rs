@@ -148,9 +148,18 @@ async fn tokens_come_from_the_flag_the_environment_or_a_file_and_are_never_print
     created.assert_success().assert_never_shows(ADMIN);
 
     // SLUICE_TOKEN.
-    let listed = sluice_at(&url, &["--json", "queue", "list"], &[("SLUICE_TOKEN", ADMIN)]).await;
+    let listed = sluice_at(
+        &url,
+        &["--json", "queue", "list"],
+        &[("SLUICE_TOKEN", ADMIN)],
+    )
+    .await;
     listed.assert_success().assert_never_shows(ADMIN);
-    assert_eq!(listed.json()["queues"][0]["name"], "team-a.jobs", "{listed:?}");
+    assert_eq!(
+        listed.json()["queues"][0]["name"],
+        "team-a.jobs",
+        "{listed:?}"
+    );
 
     // --token-file and SLUICE_TOKEN_FILE, with the trailing newline `echo` leaves.
     let dir = tempfile::tempdir().unwrap();
@@ -164,7 +173,12 @@ async fn tokens_come_from_the_flag_the_environment_or_a_file_and_are_never_print
     )
     .await;
     sent.assert_success().assert_never_shows(PRODUCER_A);
-    let sent = sluice_at(&url, &["send", "team-a.jobs", "2"], &[("SLUICE_TOKEN_FILE", file)]).await;
+    let sent = sluice_at(
+        &url,
+        &["send", "team-a.jobs", "2"],
+        &[("SLUICE_TOKEN_FILE", file)],
+    )
+    .await;
     sent.assert_success();
 
     // A flag on the command line wins over the environment.
@@ -180,12 +194,23 @@ async fn tokens_come_from_the_flag_the_environment_or_a_file_and_are_never_print
     // The server tells roles apart: a consumer may receive but not send (403: refused, 4).
     let received = sluice_at(
         &url,
-        &["--json", "--token", CONSUMER_A, "recv", "team-a.jobs", "--max", "10"],
+        &[
+            "--json",
+            "--token",
+            CONSUMER_A,
+            "recv",
+            "team-a.jobs",
+            "--max",
+            "10",
+        ],
         &[],
     )
     .await;
     received.assert_success();
-    assert_eq!(received.json()["messages"].as_array().map(Vec::len), Some(3));
+    assert_eq!(
+        received.json()["messages"].as_array().map(Vec::len),
+        Some(3)
+    );
     let forbidden = sluice_at(
         &url,
         &["--json", "send", "team-a.jobs", "4"],
@@ -220,7 +245,12 @@ async fn tokens_come_from_the_flag_the_environment_or_a_file_and_are_never_print
         assert!(out.stderr.contains(path.to_str().unwrap()), "{out:?}");
     }
     // A token that cannot be an HTTP header: a usage error that does not show it.
-    let out = sluice_at(&url, &["queue", "list"], &[("SLUICE_TOKEN", "two\nlines-0123456789")]).await;
+    let out = sluice_at(
+        &url,
+        &["queue", "list"],
+        &[("SLUICE_TOKEN", "two\nlines-0123456789")],
+    )
+    .await;
     assert_eq!(out.code(), Some(2), "{out:?}");
     out.assert_never_shows("lines-0123456789");
 }
@@ -228,12 +258,17 @@ async fn tokens_come_from_the_flag_the_environment_or_a_file_and_are_never_print
 #[tokio::test]
 async fn each_class_of_failure_has_its_exit_status_and_a_json_error() {
     let server = TestServer::builder().start().await;
-    sluice(&server, &["queue", "create", "jobs"]).await.assert_success();
+    sluice(&server, &["queue", "create", "jobs"])
+        .await
+        .assert_success();
 
     // 3: not found.
     let missing = sluice(&server, &["queue", "stats", "nope"]).await;
     assert_eq!(missing.code(), Some(3), "{missing:?}");
-    assert!(missing.stderr.starts_with("error: queue_not_found: "), "{missing:?}");
+    assert!(
+        missing.stderr.starts_with("error: queue_not_found: "),
+        "{missing:?}"
+    );
     let missing = sluice(&server, &["--json", "status", "jobs", "--id", "nope"]).await;
     assert_eq!(missing.code(), Some(3), "{missing:?}");
     assert_eq!(missing.json_error_code(), "message_not_found");
@@ -244,13 +279,17 @@ async fn each_class_of_failure_has_its_exit_status_and_a_json_error() {
     assert_eq!(invalid.json_error_code(), "invalid_field");
 
     // 5: conflict (a receipt acked twice is stale).
-    sluice(&server, &["send", "jobs", "1"]).await.assert_success();
+    sluice(&server, &["send", "jobs", "1"])
+        .await
+        .assert_success();
     let received = sluice(&server, &["--json", "recv", "jobs"]).await;
     let receipt = received.json()["messages"][0]["receipt"]
         .as_str()
         .unwrap()
         .to_owned();
-    sluice(&server, &["ack", "jobs", &receipt]).await.assert_success();
+    sluice(&server, &["ack", "jobs", &receipt])
+        .await
+        .assert_success();
     let stale = sluice(&server, &["ack", "jobs", &receipt]).await;
     assert_eq!(stale.code(), Some(5), "{stale:?}");
     let stale = sluice(&server, &["--json", "ack", "jobs", &receipt]).await;
@@ -276,20 +315,30 @@ async fn each_class_of_failure_has_its_exit_status_and_a_json_error() {
     for text in ["http://127.0.0.1:1", "sluice serve", "SLUICE_URL", "--url"] {
         assert!(line.contains(text), "{text}: {down:?}");
     }
-    assert!(!line.contains("error sending request"), "no raw chain: {down:?}");
+    assert!(
+        !line.contains("error sending request"),
+        "no raw chain: {down:?}"
+    );
     let down = sluice_at("http://127.0.0.1:1", &["--json", "queue", "list"], &[]).await;
     assert_eq!(down.code(), Some(6), "{down:?}");
     assert_eq!(down.json_error_code(), "unreachable");
 
     // 7: a drain that timed out (its outcome on stdout, no error line).
-    sluice(&server, &["send", "jobs", "2"]).await.assert_success();
+    sluice(&server, &["send", "jobs", "2"])
+        .await
+        .assert_success();
     let drain = sluice(&server, &["queue", "drain", "jobs", "--timeout", "100ms"]).await;
     assert_eq!(drain.code(), Some(7), "{drain:?}");
     assert!(drain.stderr.is_empty(), "{drain:?}");
 
     // The table is in `sluice --help`.
     let help = sluice_env(&["--help"], &[]).await;
-    for line in ["3  not found", "4  refused", "5  conflict", "6  unreachable"] {
+    for line in [
+        "3  not found",
+        "4  refused",
+        "5  conflict",
+        "6  unreachable",
+    ] {
         assert!(help.stdout.contains(line), "{line}: {help:?}");
     }
 }
@@ -340,7 +389,18 @@ async fn durations_take_a_unit_and_ids_are_idempotency_keys_everywhere() {
     // send --id (idempotency key) and --key (ordering key); status and cancel find it by --id.
     let sent = sluice(
         &server,
-        &["--json", "send", "jobs", "1", "--id", "order-1", "--key", "customer-7", "--delay", "1h"],
+        &[
+            "--json",
+            "send",
+            "jobs",
+            "1",
+            "--id",
+            "order-1",
+            "--key",
+            "customer-7",
+            "--delay",
+            "1h",
+        ],
     )
     .await;
     sent.assert_success();
@@ -356,10 +416,20 @@ async fn durations_take_a_unit_and_ids_are_idempotency_keys_everywhere() {
     assert_eq!(cancelled.json()["outcome"], "cancelled");
 
     // recv/extend/nack durations with units.
-    sluice(&server, &["send", "jobs", "2"]).await.assert_success();
+    sluice(&server, &["send", "jobs", "2"])
+        .await
+        .assert_success();
     let received = sluice(
         &server,
-        &["--json", "recv", "jobs", "--wait", "1s", "--visibility-timeout", "2m"],
+        &[
+            "--json",
+            "recv",
+            "jobs",
+            "--wait",
+            "1s",
+            "--visibility-timeout",
+            "2m",
+        ],
     )
     .await;
     received.assert_success();
@@ -367,10 +437,17 @@ async fn durations_take_a_unit_and_ids_are_idempotency_keys_everywhere() {
         .as_str()
         .unwrap()
         .to_owned();
-    sluice(&server, &["extend", "jobs", &receipt, "--visibility-timeout", "90s"])
-        .await
-        .assert_success();
-    let nacked = sluice(&server, &["--json", "nack", "jobs", &receipt, "--delay", "1h"]).await;
+    sluice(
+        &server,
+        &["extend", "jobs", &receipt, "--visibility-timeout", "90s"],
+    )
+    .await
+    .assert_success();
+    let nacked = sluice(
+        &server,
+        &["--json", "nack", "jobs", &receipt, "--delay", "1h"],
+    )
+    .await;
     nacked.assert_success();
     assert_eq!(nacked.json()["state"], "delayed", "{nacked:?}");
 }
@@ -390,7 +467,10 @@ async fn serve_help_shows_defaults_and_no_client_flags() {
     assert!(refused.stderr.contains("--listen"), "{refused:?}");
     // Client commands still list them.
     let client_help = sluice_env(&["queue", "list", "--help"], &[]).await;
-    assert!(client_help.stdout.contains("--token-file"), "{client_help:?}");
+    assert!(
+        client_help.stdout.contains("--token-file"),
+        "{client_help:?}"
+    );
 }
 
 #[tokio::test]
@@ -408,8 +488,12 @@ async fn a_bulk_dlq_replay_typed_at_a_terminal_needs_yes() {
         return;
     }
     let server = TestServer::builder().start().await;
-    sluice(&server, &["queue", "create", "jobs"]).await.assert_success();
-    sluice(&server, &["send", "jobs", "1"]).await.assert_success();
+    sluice(&server, &["queue", "create", "jobs"])
+        .await
+        .assert_success();
+    sluice(&server, &["send", "jobs", "1"])
+        .await
+        .assert_success();
     let received = sluice(&server, &["--json", "recv", "jobs"]).await;
     let receipt = received.json()["messages"][0]["receipt"]
         .as_str()
@@ -438,12 +522,18 @@ async fn a_bulk_dlq_replay_typed_at_a_terminal_needs_yes() {
                 .await
                 .expect("script finished in time")
                 .expect("run script");
-            (out.status, String::from_utf8_lossy(&out.stdout).into_owned())
+            (
+                out.status,
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+            )
         }
     };
     let (status, text) = at_terminal("").await;
     assert_eq!(status.code(), Some(2), "{text}");
-    assert!(text.contains("--yes") && text.contains("1 dead letter"), "{text}");
+    assert!(
+        text.contains("--yes") && text.contains("1 dead letter"),
+        "{text}"
+    );
     let still = sluice(&server, &["--json", "dlq", "list", "jobs"]).await;
     assert_eq!(still.json()["entries"].as_array().map(Vec::len), Some(1));
 

@@ -82,9 +82,9 @@ impl Error {
         match self {
             Self::Api { status, .. } | Self::Decode { status, .. } => Some(*status),
             Self::Transport(error) => error.status().map(|status| status.as_u16()),
-            Self::InvalidUrl { .. } | Self::InvalidPathSegment { .. } | Self::InvalidToken { .. } => {
-                None
-            }
+            Self::InvalidUrl { .. }
+            | Self::InvalidPathSegment { .. }
+            | Self::InvalidToken { .. } => None,
         }
     }
 

@@ -78,8 +78,9 @@ pub struct DlqListQuery {
 pub struct Client {
     http: reqwest::Client,
     base: Url,
-    /// `Bearer <token>`, marked sensitive so `Debug` never shows it.
-    authorization: Option<HeaderValue>,
+    /// `Bearer <token>`, marked sensitive so `Debug` never shows it (in an `Arc` to keep the
+    /// client small; clones share it).
+    authorization: Option<std::sync::Arc<HeaderValue>>,
 }
 
 /// Builds a [`Client`]: the base URL, then optional settings. See [`Client::builder`].
@@ -127,7 +128,7 @@ impl ClientBuilder {
             None => default_http_client()?,
         };
         let mut client = Client::with_http_client(&self.base_url, http)?;
-        client.authorization = self.token;
+        client.authorization = self.token.map(std::sync::Arc::new);
         Ok(client)
     }
 }
@@ -577,7 +578,10 @@ impl Client {
     ) -> Result<T> {
         let mut request = self.http.request(method, url).timeout(timeout);
         if let Some(authorization) = &self.authorization {
-            request = request.header(reqwest::header::AUTHORIZATION, authorization.clone());
+            request = request.header(
+                reqwest::header::AUTHORIZATION,
+                HeaderValue::clone(authorization),
+            );
         }
         if let Some(body) = body {
             request = request.json(body);
@@ -675,7 +679,10 @@ mod tests {
             "Bearer secret-token-0123456789"
         );
         assert!(authorization.is_sensitive());
-        let debug = format!("{client:?} {:?}", Client::builder("http://h:1").token(token));
+        let debug = format!(
+            "{client:?} {:?}",
+            Client::builder("http://h:1").token(token)
+        );
         assert!(!debug.contains(token), "{debug}");
         assert!(Client::new("http://h:1").unwrap().authorization.is_none());
     }

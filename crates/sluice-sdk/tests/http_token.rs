@@ -87,7 +87,9 @@ async fn the_http_backend_sends_its_token_on_every_request() {
     let consumer = Http::with_token(&url, CONSUMER).unwrap();
     let as_consumer: Queue<u32> = Queue::new(Arc::new(consumer.clone()), "jobs");
     match as_consumer.enqueue(&8).await {
-        Err(Error::Other { status: 403, code, .. }) => assert_eq!(code, "forbidden"),
+        Err(Error::Other {
+            status: 403, code, ..
+        }) => assert_eq!(code, "forbidden"),
         other => panic!("a consumer enqueued: {other:?}"),
     }
     assert!(
@@ -100,10 +102,15 @@ async fn the_http_backend_sends_its_token_on_every_request() {
 
     // Without a token, or with a wrong one: 401, and the wrong token is not in the error.
     let wrong = "wrong-token-0123456789abcdef";
-    for backend in [Http::new(&url).unwrap(), Http::with_token(&url, wrong).unwrap()] {
+    for backend in [
+        Http::new(&url).unwrap(),
+        Http::with_token(&url, wrong).unwrap(),
+    ] {
         let error = backend.stats("jobs").await.unwrap_err();
         match &error {
-            Error::Other { status: 401, code, .. } => assert_eq!(code, "unauthorized"),
+            Error::Other {
+                status: 401, code, ..
+            } => assert_eq!(code, "unauthorized"),
             other => panic!("no 401 without a valid token: {other:?}"),
         }
         let text = format!("{error} {error:?} {backend:?}");
@@ -112,5 +119,8 @@ async fn the_http_backend_sends_its_token_on_every_request() {
 
     // A token an HTTP header cannot carry is refused before any request, without showing it.
     let error = Http::with_token(&url, "two\nlines-0123456789").unwrap_err();
-    assert!(!format!("{error} {error:?}").contains("lines-0123456789"), "{error:?}");
+    assert!(
+        !format!("{error} {error:?}").contains("lines-0123456789"),
+        "{error:?}"
+    );
 }
