@@ -132,7 +132,8 @@ fn main() -> ExitCode {
     runtime.block_on(async_main(cli, matches))
 }
 
-/// Parses the command line, refusing client flags given to `serve`.
+/// Parses the command line, refusing the client flags given to `serve` and the token flags
+/// given to `bench` (both hide them).
 fn parse<I, T>(args: I) -> Result<(Cli, ArgMatches), clap::Error>
 where
     I: IntoIterator<Item = T>,
