@@ -10,29 +10,38 @@ use std::io::IsTerminal;
 use anyhow::Context;
 use tracing_subscriber::EnvFilter;
 
-/// Flags of `sluice serve`; each overrides the config file.
+/// Flags of `sluice serve`; each overrides the config file. The defaults shown are those of
+/// the config file (config.default.toml), used when neither sets a value.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    /// Address to listen on, `host:port` (`127.0.0.1:0` picks a free port).
+    /// Address to listen on, `host:port` (`127.0.0.1:0` picks a free port); a non-loopback
+    /// address needs tokens ([[auth.tokens]] or SLUICE_ADMIN_TOKEN) [default: 127.0.0.1:7566,
+    /// or `[server] listen` of --config].
     #[arg(long, env = "SLUICE_LISTEN", value_name = "ADDR")]
     listen: Option<String>,
-    /// Data directory.
+    /// Data directory, created if missing [default: ./sluice-data, or `[server] data_dir`].
     #[arg(long, env = "SLUICE_DATA", value_name = "DIR")]
     data: Option<PathBuf>,
-    /// TOML config file.
+    /// TOML config file; every key and its default: config.default.toml [default: none].
     #[arg(long, env = "SLUICE_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
-    /// `fsync`: a 200 means the write reached the disk; `os`: it reached the OS page cache.
+    /// `fsync`: a 200 means the write reached the disk; `os`: it reached the OS page cache
+    /// [default: fsync, or `[server] durability`].
     #[arg(long, env = "SLUICE_DURABILITY", value_parser = ["fsync", "os"])]
     durability: Option<String>,
     /// Start with push delivery off (no queue's destination is called), e.g. to recover from
-    /// a message or destination that keeps failing; the same as `[push] enabled = false`.
+    /// a message or destination that keeps failing; the same as `[push] enabled = false`
+    /// [default: push on].
     #[arg(long, env = "SLUICE_NO_PUSH", value_parser = clap::builder::FalseyValueParser::new())]
     no_push: bool,
     /// Log line format on stderr. The level filter comes from SLUICE_LOG or RUST_LOG
     /// (default `info`).
     #[arg(long, env = "SLUICE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// The client flags under their own ids, so the global ones are not propagated to serve
+    /// (and not listed in its help); `main` refuses them when given.
+    #[command(flatten)]
+    _client_only: crate::client_args::ClientArgs,
 }
 
 /// How log lines look.
