@@ -72,6 +72,12 @@ pub struct RawExpressions {
 pub struct RawPush {
     /// Deliver to push destinations (default true).
     pub enabled: Option<bool>,
+    /// Push attempts kept in each message's delivery log (default 10; 0 = no log).
+    pub delivery_log_attempts: Option<usize>,
+    /// Bytes of each answer's body kept in the delivery log (default 1 KiB).
+    pub delivery_log_body_bytes: Option<usize>,
+    /// Bytes of each answer's headers kept in the delivery log (default 4 KiB).
+    pub delivery_log_header_bytes: Option<usize>,
 }
 
 /// `[limits]` as written.
@@ -245,6 +251,8 @@ pub struct Config {
     pub expressions: crate::expr::ExprLimits,
     /// Deliver to push destinations (off with `--no-push` or `[push] enabled = false`).
     pub push_enabled: bool,
+    /// `[push] delivery_log_*`: what each message's push delivery log keeps.
+    pub push_delivery_log: crate::push_log::DeliveryLogLimits,
 }
 
 impl Config {
@@ -339,6 +347,7 @@ impl Config {
             limits,
             expressions: expressions(raw.expressions)?,
             push_enabled: raw.push.enabled.unwrap_or(true) && !options.no_push,
+            push_delivery_log: delivery_log(&raw.push),
         })
     }
 }
@@ -353,6 +362,17 @@ fn parse_public_url(text: &str) -> Result<reqwest::Url, String> {
         ));
     }
     Ok(url)
+}
+
+/// `[push] delivery_log_*`, with defaults (every value is allowed: 0 attempts turn the log
+/// off, 0 bytes keep no excerpt or headers).
+fn delivery_log(raw: &RawPush) -> crate::push_log::DeliveryLogLimits {
+    let default = crate::push_log::DeliveryLogLimits::DEFAULT;
+    crate::push_log::DeliveryLogLimits {
+        attempts: raw.delivery_log_attempts.unwrap_or(default.attempts),
+        body_bytes: raw.delivery_log_body_bytes.unwrap_or(default.body_bytes),
+        header_bytes: raw.delivery_log_header_bytes.unwrap_or(default.header_bytes),
+    }
 }
 
 /// `[expressions]`, checked: every limit above zero.

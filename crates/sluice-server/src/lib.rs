@@ -16,6 +16,7 @@ mod listen;
 mod maintenance;
 mod metrics;
 pub mod push;
+pub mod push_log;
 mod push_pauses;
 mod redact;
 mod secrets;
@@ -122,6 +123,7 @@ pub async fn run(
         expr.clone(),
         push_pauses::PushPauses::load(&config.data_dir)?,
         config.push_enabled,
+        config.push_delivery_log,
     )?;
     let state = api::AppState {
         expr,

@@ -8,7 +8,7 @@ use rusqlite::Connection;
 use crate::Durability;
 
 /// Bumped with every migration below; `PRAGMA user_version` records what a file has.
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS queues (
@@ -71,6 +71,12 @@ CREATE TABLE IF NOT EXISTS webhooks (
 );
 ";
 
+/// Version 3: a message's push delivery log (`deliveries`, a JSON array of its last attempts,
+/// `delivery_log.rs`), kept with the failure log and removed with the row.
+const MIGRATION_3: &str = "
+ALTER TABLE messages ADD COLUMN deliveries TEXT;
+";
+
 /// Message states in the `state` column.
 pub const STATE_LIVE: i64 = 0;
 /// Acked; body and headers dropped.
@@ -128,10 +134,16 @@ pub fn open_writer(
         conn.execute_batch(SCHEMA)?;
         conn.pragma_update(None, "user_version", 1)?;
     }
+    // Each migration bumps the version in its own transaction, so a crash never leaves one
+    // half done.
     if version < 2 {
-        // The version is bumped in the same transaction, so a crash never leaves it half done.
         conn.execute_batch(&format!(
-            "BEGIN; {MIGRATION_2} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+            "BEGIN; {MIGRATION_2} PRAGMA user_version = 2; COMMIT;"
+        ))?;
+    }
+    if version < 3 {
+        conn.execute_batch(&format!(
+            "BEGIN; {MIGRATION_3} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
         ))?;
     }
     Ok(())
