@@ -17,6 +17,9 @@ use sluice_core::wire::PushSpec;
 
 use crate::redact::{HIDDEN, Scrubber};
 
+/// Request headers whose values are never shown, besides the destination's configured ones.
+const ALWAYS_HIDDEN: [&str; 3] = ["authorization", "proxy-authorization", "cookie"];
+
 /// `[push] delivery_log_*`: how much of each message's push attempts is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeliveryLogLimits {
@@ -74,11 +77,14 @@ impl Recording {
         attempt: u32,
         now_ms: Millis,
     ) -> Self {
-        let configured: Vec<String> = spec
+        // Credentials whatever their source: the client makes `authorization` from the URL's
+        // user info, where the scrubber would not recognise them (base64).
+        let hidden: Vec<String> = spec
             .headers
             .iter()
             .flatten()
             .map(|(name, _)| name.to_ascii_lowercase())
+            .chain(ALWAYS_HIDDEN.iter().map(|name| (*name).to_owned()))
             .collect();
         let mut request_headers = BTreeMap::new();
         // Added by the client when the request is sent, so not in `request.headers()`.
@@ -87,7 +93,7 @@ impl Recording {
             concat!("sluice/", env!("CARGO_PKG_VERSION")).to_owned(),
         );
         for (name, value) in request.headers() {
-            let shown = if configured.iter().any(|c| c == name.as_str()) {
+            let shown = if hidden.iter().any(|h| h == name.as_str()) {
                 HIDDEN.to_owned()
             } else {
                 scrubber.scrub(&String::from_utf8_lossy(value.as_bytes()))
@@ -181,6 +187,7 @@ mod tests {
             .post(&spec.url)
             .header("authorization", "Bearer header-secret")
             .header("x-team", "payments")
+            .header("cookie", "session=s1")
             .header("x-echo", "token abcd1234")
             .header("content-type", "application/json")
             .build()
@@ -191,6 +198,7 @@ mod tests {
         assert_eq!(attempt.attempt, 2);
         assert_eq!(attempt.request_headers["authorization"], HIDDEN);
         assert_eq!(attempt.request_headers["x-team"], HIDDEN);
+        assert_eq!(attempt.request_headers["cookie"], HIDDEN);
         assert_eq!(attempt.request_headers["x-echo"], "token (hidden)");
         assert_eq!(attempt.request_headers["content-type"], "application/json");
     }

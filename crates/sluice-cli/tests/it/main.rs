@@ -13,6 +13,7 @@ mod browser_guard;
 mod cancel;
 mod config;
 mod dead_letter;
+mod delivery_log;
 mod delay;
 mod disk_full;
 mod dlq_grant;
