@@ -118,3 +118,65 @@ pub fn read(conn: &Connection, seq: Seq) -> rusqlite::Result<Vec<DeliveryAttempt
         .map(decode)
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attempt(n: u32) -> DeliveryAttempt {
+        DeliveryAttempt {
+            attempt: n,
+            at_ms: 1_000 + Millis::from(n),
+            method: "POST".into(),
+            url: "http://127.0.0.1:9/in".into(),
+            status: Some(500),
+            error: Some(format!("HTTP 500: try {n}")),
+            body_excerpt: Some("down".into()),
+            latency_ms: 7,
+            ..DeliveryAttempt::default()
+        }
+    }
+
+    /// A database as version 2 left it, with one message row.
+    fn version_2_file(dir: &std::path::Path) -> std::path::PathBuf {
+        let path = dir.join("sluice.db");
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(crate::schema::SCHEMA).unwrap();
+        conn.execute_batch(crate::schema::MIGRATION_2).unwrap();
+        conn.pragma_update(None, "user_version", 2).unwrap();
+        conn.execute(
+            "INSERT INTO messages (seq, id, queue, state, priority, visible_at, enqueued_at, attempts, body_kind)
+             VALUES (1, x'00', 'q', 0, 0, 0, 0, 0, 0)",
+            [],
+        )
+        .unwrap();
+        path
+    }
+
+    #[test]
+    fn a_version_2_file_gains_the_log_and_keeps_the_last_attempts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = version_2_file(dir.path());
+        let mut conn = Connection::open(&path).unwrap();
+        crate::schema::open_writer(&conn, crate::Durability::Fsync, 1 << 20).unwrap();
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .unwrap();
+        assert_eq!(version, 3);
+        assert_eq!(read(&conn, 1).unwrap(), Vec::new(), "no log before a push");
+
+        let tx = conn.transaction().unwrap();
+        for n in 1..=4 {
+            append(&tx, 1, &encode(attempt(n)), 3).unwrap();
+        }
+        // A row that is gone is left alone.
+        append(&tx, 99, &encode(attempt(1)), 3).unwrap();
+        tx.commit().unwrap();
+        assert_eq!(
+            read(&conn, 1).unwrap(),
+            vec![attempt(2), attempt(3), attempt(4)],
+            "the last 3, oldest first, as written"
+        );
+        assert_eq!(read(&conn, 99).unwrap(), Vec::new());
+    }
+}

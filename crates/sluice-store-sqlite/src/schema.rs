@@ -10,7 +10,7 @@ use crate::Durability;
 /// Bumped with every migration below; `PRAGMA user_version` records what a file has.
 const SCHEMA_VERSION: i64 = 3;
 
-const SCHEMA: &str = "
+pub(crate) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS queues (
     name        TEXT PRIMARY KEY,
     config      TEXT NOT NULL,
@@ -55,7 +55,7 @@ CREATE INDEX IF NOT EXISTS idempotency_by_expiry ON idempotency(expires_at);
 /// found by the cleanup through one index. `acked_at` holds the time of the final state. An
 /// idempotency key also remembers its message's ack and result for the whole dedup window, which
 /// can outlast the message's own record.
-const MIGRATION_2: &str = "
+pub(crate) const MIGRATION_2: &str = "
 ALTER TABLE queues ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE messages ADD COLUMN result TEXT;
 ALTER TABLE messages ADD COLUMN replayed_as BLOB;
