@@ -64,7 +64,9 @@ async fn a_dead_lettered_push_shows_each_attempt_and_its_delivery_log() {
     browser
         .goto(&format!("{}/ui/#/message/jobs/{id}", server.url()))
         .await;
-    let timeline = browser.wait_text_containing("ol.timeline", "Dead-lettered").await;
+    let timeline = browser
+        .wait_text_containing("ol.timeline", "Dead-lettered")
+        .await;
     let lines: Vec<&str> = timeline.lines().collect();
     let attempt_1 = position(&lines, "Attempt 1 failed: HTTP 500: database down");
     let attempt_2 = position(&lines, "Attempt 2 failed: HTTP 500: database down");
@@ -82,13 +84,14 @@ async fn a_dead_lettered_push_shows_each_attempt_and_its_delivery_log() {
         .attribute_values(r#"[data-section="deliveries"] details"#, "data-attempt")
         .await;
     assert_eq!(attempts, ["2", "1"], "newest first");
-    browser
-        .click(r#"details[data-attempt="1"] summary"#)
-        .await;
+    browser.click(r#"details[data-attempt="1"] summary"#).await;
     let opened = browser
         .wait_text_containing(r#"details[data-attempt="1"]"#, "x-upstream: db-7")
         .await;
-    assert!(opened.contains("database down"), "the body excerpt: {opened}");
+    assert!(
+        opened.contains("database down"),
+        "the body excerpt: {opened}"
+    );
     assert!(
         opened.contains(&format!("POST {}", destination.url("/in"))),
         "the request: {opened}"
@@ -132,7 +135,9 @@ async fn a_consumer_nacked_message_has_a_line_per_attempt_and_no_delivery_log() 
     browser
         .goto(&format!("{}/ui/#/message/jobs/{id}", server.url()))
         .await;
-    let timeline = browser.wait_text_containing("ol.timeline", "Dead-lettered").await;
+    let timeline = browser
+        .wait_text_containing("ol.timeline", "Dead-lettered")
+        .await;
     let lines: Vec<&str> = timeline.lines().collect();
     let attempt_1 = position(&lines, "Attempt 1 failed: first try broke");
     let attempt_2 = position(&lines, "Attempt 2 failed: second try broke");
@@ -146,7 +151,10 @@ async fn a_consumer_nacked_message_has_a_line_per_attempt_and_no_delivery_log() 
 }
 
 fn message_id(answer: &Value) -> String {
-    answer["message_id"].as_str().expect("message_id").to_owned()
+    answer["message_id"]
+        .as_str()
+        .expect("message_id")
+        .to_owned()
 }
 
 /// The index of the line that starts with `text` (panics when none does).

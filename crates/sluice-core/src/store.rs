@@ -530,6 +530,9 @@ pub trait Store: Send + Sync + 'static {
         &self,
         params: MessageGetParams,
     ) -> StoreResult<Option<(MessageStatus, Vec<DeliveryAttempt>)>> {
-        Ok(self.message_get(params).await?.map(|status| (status, Vec::new())))
+        Ok(self
+            .message_get(params)
+            .await?
+            .map(|status| (status, Vec::new())))
     }
 }

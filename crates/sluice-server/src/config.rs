@@ -371,7 +371,9 @@ fn delivery_log(raw: &RawPush) -> crate::push_log::DeliveryLogLimits {
     crate::push_log::DeliveryLogLimits {
         attempts: raw.delivery_log_attempts.unwrap_or(default.attempts),
         body_bytes: raw.delivery_log_body_bytes.unwrap_or(default.body_bytes),
-        header_bytes: raw.delivery_log_header_bytes.unwrap_or(default.header_bytes),
+        header_bytes: raw
+            .delivery_log_header_bytes
+            .unwrap_or(default.header_bytes),
     }
 }
 

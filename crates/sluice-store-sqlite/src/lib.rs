@@ -618,10 +618,7 @@ impl Store for SharedSqliteStore {
         self.claim(params, true).await
     }
 
-    async fn message_ack(
-        &self,
-        mut params: AckParams,
-    ) -> StoreResult<Vec<Result<(), LeaseError>>> {
+    async fn message_ack(&self, mut params: AckParams) -> StoreResult<Vec<Result<(), LeaseError>>> {
         let store = &self.0;
         let mut results = Vec::with_capacity(params.receipts.len());
         let wait = {

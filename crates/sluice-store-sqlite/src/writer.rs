@@ -134,7 +134,11 @@ pub enum WriteOp {
     },
     /// Append a push attempt to a message's delivery log (`delivery_log.rs`), keeping its last
     /// `keep`. Sent just before the ack or nack it ends with, whose answer covers it.
-    LogDelivery { seq: Seq, entry: String, keep: usize },
+    LogDelivery {
+        seq: Seq,
+        entry: String,
+        keep: usize,
+    },
     /// Answered once everything sent before it is committed.
     Flush {
         reply: oneshot::Sender<StoreResult<()>>,

@@ -128,7 +128,10 @@ async fn each_attempt_is_logged_with_its_answer_and_kept_after_a_restart() {
         "{url}"
     );
     let request_headers = &first["request_headers"];
-    assert_eq!(request_headers["x-api-key"], "(hidden)", "a configured header");
+    assert_eq!(
+        request_headers["x-api-key"], "(hidden)",
+        "a configured header"
+    );
     assert_eq!(
         request_headers["authorization"], "(hidden)",
         "the Basic credentials made from the URL's user info"
@@ -151,7 +154,10 @@ async fn each_attempt_is_logged_with_its_answer_and_kept_after_a_restart() {
 
     server.restart().await;
     let after = deliveries(&server, "q", &id).await;
-    assert_eq!(after["deliveries"], log["deliveries"], "kept across a restart");
+    assert_eq!(
+        after["deliveries"], log["deliveries"],
+        "kept across a restart"
+    );
 }
 
 #[tokio::test]
@@ -193,7 +199,11 @@ async fn the_log_is_bounded_and_a_dead_letter_keeps_it() {
         .iter()
         .map(|d| d["attempt"].as_u64().unwrap())
         .collect();
-    assert_eq!(attempts, [2, 3], "only the last 2 attempts are kept: {log:#}");
+    assert_eq!(
+        attempts,
+        [2, 3],
+        "only the last 2 attempts are kept: {log:#}"
+    );
     for delivery in log["deliveries"].as_array().unwrap() {
         assert_eq!(delivery["status"], 503);
         assert_eq!(delivery["body_excerpt"], "0123456789abcdef");
@@ -208,7 +218,10 @@ async fn the_log_is_bounded_and_a_dead_letter_keeps_it() {
         .post(&format!("/v1/queues/q/dlq/{id}/replay"), json!({}))
         .await
         .ok();
-    let new_id = replay["results"][0]["message_id"].as_str().unwrap().to_owned();
+    let new_id = replay["results"][0]["message_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let log = deliveries_until(&server, "q", &new_id, |log| attempts_in(log) >= 1).await;
     let first = &log["deliveries"][0];
     assert_eq!(first["attempt"], 1, "{log:#}");
@@ -236,5 +249,8 @@ async fn an_unknown_message_has_no_log_and_the_route_is_described() {
         .error(404, "message_not_found");
     let doc = server.get("/v1/openapi.json").await.ok();
     let operation = &doc["paths"]["/v1/queues/{queue}/messages/{message_id}/deliveries"]["get"];
-    assert_eq!(operation["operationId"], "message_deliveries", "{operation:#}");
+    assert_eq!(
+        operation["operationId"], "message_deliveries",
+        "{operation:#}"
+    );
 }
