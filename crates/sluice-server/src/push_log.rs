@@ -206,6 +206,34 @@ mod tests {
     }
 
     #[test]
+    fn the_answer_headers_are_bounded_and_scrubbed() {
+        let spec = spec();
+        let scrubber = Scrubber::for_destination(&spec);
+        let request = reqwest::Client::new().post(&spec.url).build().unwrap();
+        let answer = axum::http::Response::builder()
+            .status(500)
+            .header("a-first", "echo abcd1234")
+            .header("b-second", "2")
+            .header("b-second", "3")
+            .header("c-third", "x".repeat(100))
+            .body("")
+            .unwrap();
+        let response = reqwest::Response::from(answer);
+        let limits = DeliveryLogLimits {
+            header_bytes: 40,
+            ..DeliveryLogLimits::DEFAULT
+        };
+        let mut recording = Recording::start(&request, &spec, &scrubber, 1, 0);
+        recording.response(&response, &limits, &scrubber);
+        let attempt = recording.finish(None);
+        assert_eq!(attempt.status, Some(500));
+        assert_eq!(attempt.response_headers["a-first"], "echo (hidden)");
+        assert_eq!(attempt.response_headers["b-second"], "2, 3");
+        assert!(!attempt.response_headers.contains_key("c-third"));
+        assert!(attempt.response_headers_truncated);
+    }
+
+    #[test]
     fn the_body_excerpt_is_bounded() {
         let spec = spec();
         let scrubber = Scrubber::for_destination(&spec);

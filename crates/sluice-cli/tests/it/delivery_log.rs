@@ -234,6 +234,47 @@ async fn the_log_is_bounded_and_a_dead_letter_keeps_it() {
 }
 
 #[tokio::test]
+async fn the_log_goes_with_the_acked_record() {
+    // Proves the log is kept with the message's record and removed with it: after a push is
+    // acked its one attempt is listed; once `acked_retention_ms` (1 s of server time) removed
+    // the record, the route answers 404 like the lookup.
+    let destination = Destination::start().await;
+    let server = TestServer::builder()
+        .test_clock(true)
+        .config("[server]\nacked_retention_ms = 1000\n")
+        .start()
+        .await;
+    server
+        .put_queue("q", json!({"push": {"url": destination.url("/in")}}))
+        .await;
+    let id = server.send("q", json!({"body": 1})).await["message_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let log = deliveries_until(&server, "q", &id, |log| log["state"] == "acked").await;
+    assert_eq!(attempts_in(&log), 1, "{log:#}");
+    assert_eq!(log["deliveries"][0]["status"], 200);
+
+    server.advance_clock(60_000).await;
+    // Cleanup runs on the maintenance tick (every 500 ms of real time).
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let reply = server
+            .get(&format!("/v1/queues/q/messages/{id}/deliveries"))
+            .await;
+        if reply.status == 404 {
+            reply.error(404, "message_not_found");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the record and its log were never removed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
 async fn an_unknown_message_has_no_log_and_the_route_is_described() {
     // Proves the route answers 404 `message_not_found` for an id that is no message and for a
     // text that is no id, and is in the OpenAPI document.
