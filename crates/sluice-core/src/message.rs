@@ -259,6 +259,45 @@ pub struct Failure {
     pub dead_lettered: bool,
 }
 
+/// One push delivery attempt, as the delivery log keeps it: what was sent (secrets already
+/// taken out by the server) and what came back. A message keeps its last few attempts.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DeliveryAttempt {
+    /// The attempt's number (in the queue it was delivered from).
+    pub attempt: u32,
+    /// When the request was sent, epoch ms.
+    pub at_ms: Millis,
+    /// HTTP method.
+    pub method: String,
+    /// The destination URL without its secrets.
+    pub url: String,
+    /// Request headers, secret values hidden.
+    pub request_headers: BTreeMap<String, String>,
+    /// The answer's status; `None` when no answer came (a transport error, a timeout).
+    pub status: Option<u16>,
+    /// Why the attempt failed, when it did.
+    pub error: Option<String>,
+    /// The answer's headers (bounded).
+    pub response_headers: BTreeMap<String, String>,
+    /// True when some response headers were left out to keep the bound.
+    pub response_headers_truncated: bool,
+    /// The first bytes of the answer's body, as text.
+    pub body_excerpt: Option<String>,
+    /// True when the body was longer than the excerpt.
+    pub body_truncated: bool,
+    /// From sending the request to reading the excerpt, in ms.
+    pub latency_ms: u64,
+}
+
+/// A delivery attempt to append to a message's delivery log, which keeps its last `keep`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryLogEntry {
+    /// The attempt.
+    pub attempt: DeliveryAttempt,
+    /// Attempts the log keeps (older ones are dropped); at least 1.
+    pub keep: usize,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

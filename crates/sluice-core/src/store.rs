@@ -13,7 +13,10 @@ use uuid::Uuid;
 
 use crate::clock::Millis;
 use crate::dispatch::{DeadLetterFilter, LeaseError, NackOutcome, QueueDepth, Seq};
-use crate::message::{ClaimedMessage, MessageState, MessageStatus, NewMessage, Payload, Receipt};
+use crate::message::{
+    ClaimedMessage, DeliveryAttempt, DeliveryLogEntry, MessageState, MessageStatus, NewMessage,
+    Payload, Receipt,
+};
 use crate::notify::Notifier;
 use crate::queue::QueueConfig;
 
@@ -150,6 +153,8 @@ pub struct AckParams {
     pub receipts: Vec<Receipt>,
     /// JSON result kept with every message acked (the API allows it with one receipt).
     pub result: Option<String>,
+    /// The push attempt that ends with this ack, for the message's delivery log (one receipt).
+    pub delivery: Option<DeliveryLogEntry>,
     /// Now.
     pub now_ms: Millis,
 }
@@ -167,6 +172,8 @@ pub struct NackParams {
     pub delay_ms: Option<Millis>,
     /// Dead-letter at once.
     pub permanent: bool,
+    /// The push attempt that failed, for the message's delivery log.
+    pub delivery: Option<DeliveryLogEntry>,
     /// Now.
     pub now_ms: Millis,
 }
@@ -518,4 +525,16 @@ pub trait Store: Send + Sync + 'static {
     async fn message_browse(&self, query: BrowseQuery) -> StoreResult<BrowsePage>;
     /// A message found as [`Store::message_get`] finds it, with its body and headers.
     async fn message_body(&self, params: MessageGetParams) -> StoreResult<Option<MessageBody>>;
+    /// A message found as [`Store::message_get`] finds it, with its push delivery log (the
+    /// attempts recorded with acks and nacks, oldest first; kept with the message's record).
+    /// A backend without a log answers with none.
+    async fn message_deliveries(
+        &self,
+        params: MessageGetParams,
+    ) -> StoreResult<Option<(MessageStatus, Vec<DeliveryAttempt>)>> {
+        Ok(self
+            .message_get(params)
+            .await?
+            .map(|status| (status, Vec::new())))
+    }
 }

@@ -339,6 +339,7 @@ impl Backend for Embedded {
                 queue: queue.to_owned(),
                 receipts: vec![receipt],
                 result: None,
+                delivery: None,
                 now_ms: self.clock.now_ms(),
             })
             .await?;
@@ -359,6 +360,7 @@ impl Backend for Embedded {
                 error: Some(nack.error),
                 delay_ms: nack.delay.map(|d| d.as_millis() as Millis),
                 permanent: nack.permanent,
+                delivery: None,
                 now_ms: self.clock.now_ms(),
             })
             .await?;

@@ -352,6 +352,11 @@ pub const RULES: &[(&str, &str, Need)] = &[
         "/v1/queues/{queue}/messages/{message_id}/body",
         Need::Read,
     ),
+    (
+        "GET",
+        "/v1/queues/{queue}/messages/{message_id}/deliveries",
+        Need::Read,
+    ),
     ("GET", "/ui/login", Need::Public),
     ("POST", "/ui/login", Need::Public),
     ("POST", "/ui/logout", Need::Public),

@@ -75,6 +75,12 @@ pub struct RawExpressions {
 pub struct RawPush {
     /// Deliver to push destinations (default true).
     pub enabled: Option<bool>,
+    /// Push attempts kept in each message's delivery log (default 10; 0 = no log).
+    pub delivery_log_attempts: Option<usize>,
+    /// Bytes of each answer's body kept in the delivery log (default 1 KiB).
+    pub delivery_log_body_bytes: Option<usize>,
+    /// Bytes of each answer's headers kept in the delivery log (default 4 KiB).
+    pub delivery_log_header_bytes: Option<usize>,
 }
 
 /// `[limits]` as written.
@@ -250,6 +256,8 @@ pub struct Config {
     pub push_enabled: bool,
     /// `[tracing]`: where and how traces are exported (off without an endpoint).
     pub tracing: crate::telemetry::TracingConfig,
+    /// `[push] delivery_log_*`: what each message's push delivery log keeps.
+    pub push_delivery_log: crate::push_log::DeliveryLogLimits,
 }
 
 impl Config {
@@ -345,6 +353,7 @@ impl Config {
             expressions: expressions(raw.expressions)?,
             push_enabled: raw.push.enabled.unwrap_or(true) && !options.no_push,
             tracing: crate::telemetry::TracingConfig::from_spec(raw.tracing)?,
+            push_delivery_log: delivery_log(&raw.push),
         })
     }
 }
@@ -359,6 +368,19 @@ fn parse_public_url(text: &str) -> Result<reqwest::Url, String> {
         ));
     }
     Ok(url)
+}
+
+/// `[push] delivery_log_*`, with defaults (every value is allowed: 0 attempts turn the log
+/// off, 0 bytes keep no excerpt or headers).
+fn delivery_log(raw: &RawPush) -> crate::push_log::DeliveryLogLimits {
+    let default = crate::push_log::DeliveryLogLimits::DEFAULT;
+    crate::push_log::DeliveryLogLimits {
+        attempts: raw.delivery_log_attempts.unwrap_or(default.attempts),
+        body_bytes: raw.delivery_log_body_bytes.unwrap_or(default.body_bytes),
+        header_bytes: raw
+            .delivery_log_header_bytes
+            .unwrap_or(default.header_bytes),
+    }
 }
 
 /// `[expressions]`, checked: every limit above zero.

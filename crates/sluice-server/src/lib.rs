@@ -18,6 +18,7 @@ mod maintenance;
 mod metrics;
 mod process_metrics;
 pub mod push;
+pub mod push_log;
 mod push_pauses;
 mod redact;
 mod secrets;
@@ -129,6 +130,7 @@ pub async fn run(
         expr.clone(),
         push_pauses::PushPauses::load(&config.data_dir)?,
         config.push_enabled,
+        config.push_delivery_log,
     )?;
     let http_metrics = Arc::new(http_metrics::HttpMetrics::default());
     let state = api::AppState {

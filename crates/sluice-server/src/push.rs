@@ -36,6 +36,7 @@ use sluice_webhooks::sign::StandardSigner;
 use tokio::sync::{Notify, Semaphore};
 
 use crate::expr::{EvalError, ExprPool};
+use crate::push_log::{DeliveryLogLimits, Recording};
 use crate::push_pauses::PushPauses;
 use crate::secrets;
 
@@ -112,6 +113,8 @@ pub struct Dispatcher {
     pauses: PushPauses,
     /// False when the server runs with push delivery off.
     enabled: bool,
+    /// What each message's delivery log keeps.
+    delivery_log: DeliveryLogLimits,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -166,6 +169,7 @@ impl Dispatcher {
         expr: Arc<ExprPool>,
         pauses: PushPauses,
         enabled: bool,
+        delivery_log: DeliveryLogLimits,
     ) -> Result<Arc<Self>, String> {
         let http = reqwest::Client::builder()
             // A redirect is a failure (Standard Webhooks' advice): the destination moved.
@@ -186,6 +190,7 @@ impl Dispatcher {
             expr,
             pauses,
             enabled,
+            delivery_log,
         }))
     }
 
@@ -433,8 +438,8 @@ impl Dispatcher {
         let started_ms = self.clock.now_ms();
         let started = std::time::Instant::now();
         let max_attempts = destination.config.max_attempts;
-        let mut outcome = if max_attempts > 0 && message.attempts > max_attempts {
-            Outcome::Failed {
+        let (mut outcome, recording) = if max_attempts > 0 && message.attempts > max_attempts {
+            let outcome = Outcome::Failed {
                 status: None,
                 error: format!(
                     "out of attempts: the server stopped during {} earlier deliveries before they had a result",
@@ -442,7 +447,9 @@ impl Dispatcher {
                 ),
                 permanent: true,
                 retry_after_ms: None,
-            }
+            };
+            // No request is sent: the failure log says why.
+            (outcome, None)
         } else {
             let span = crate::telemetry::push_span(&destination.queue, &message);
             let outcome =
@@ -458,6 +465,12 @@ impl Dispatcher {
         if let Outcome::Failed { error, .. } = &mut outcome {
             *error = destination.scrubber.scrub(error);
         }
+        let delivery = self.delivery_log.entry(recording.map(|recording| {
+            recording.finish(match &outcome {
+                Outcome::Failed { error, .. } => Some(error.clone()),
+                Outcome::Delivered { .. } => None,
+            })
+        }));
         stats
             .request_latency_us
             .0
@@ -484,6 +497,7 @@ impl Dispatcher {
                         queue: destination.queue.clone(),
                         receipts: vec![message.receipt],
                         result: None,
+                        delivery,
                         now_ms,
                     })
                     .await
@@ -505,6 +519,7 @@ impl Dispatcher {
                         delay_ms: Some(retry_after_ms.map_or(backoff_ms, |ms| ms.max(backoff_ms))),
                         // A queue without a DLQ retries even "permanent" failures.
                         permanent: permanent && destination.config.dead_letter_queue.is_some(),
+                        delivery,
                         now_ms,
                     })
                     .await;
@@ -523,17 +538,24 @@ impl Dispatcher {
         }
     }
 
-    async fn call(&self, destination: &Destination, message: &ClaimedMessage) -> Outcome {
+    /// Sends one request; with the log on, also what it sent and got ([`Recording`]; none when
+    /// the transform failed and nothing was sent).
+    async fn call(
+        &self,
+        destination: &Destination,
+        message: &ClaimedMessage,
+    ) -> (Outcome, Option<Recording>) {
         let spec = &destination.spec;
         let (body, content_type) = match self.request_body(destination, message).await {
             Ok(body) => body,
             Err(TransformError { error, permanent }) => {
-                return Outcome::Failed {
+                let outcome = Outcome::Failed {
                     status: None,
                     error,
                     permanent,
                     retry_after_ms: None,
                 };
+                return (outcome, None);
             }
         };
         let mut request = self
@@ -561,7 +583,22 @@ impl Dispatcher {
                 request = request.header(name, value);
             }
         }
-        let response = match request.body(body).send().await {
+        let (sent, mut recording) = match request.body(body).build() {
+            Ok(request) => {
+                let recording = self.delivery_log.enabled().then(|| {
+                    Recording::start(
+                        &request,
+                        spec,
+                        &destination.scrubber,
+                        message.attempts,
+                        self.clock.now_ms(),
+                    )
+                });
+                (self.http.execute(request).await, recording)
+            }
+            Err(error) => (Err(error), None),
+        };
+        let response = match sent {
             Ok(response) => response,
             Err(error) => {
                 // Only the URL's origin: the rest may hold secrets (crate::redact).
@@ -577,19 +614,36 @@ impl Dispatcher {
                 } else {
                     format!("request failed: {}", root_cause(&error))
                 };
-                return Outcome::Failed {
+                let outcome = Outcome::Failed {
                     status: None,
                     error,
                     permanent: false,
                     retry_after_ms: None,
                 };
+                return (outcome, recording);
             }
         };
         let status = response.status();
+        if let Some(recording) = &mut recording {
+            recording.response(&response, &self.delivery_log, &destination.scrubber);
+        }
+        // A success's body is read only for the log; a failure's also for `last_error`.
+        let read_bytes = if recording.is_some() {
+            self.delivery_log.body_bytes + 1
+        } else {
+            0
+        };
         if status.is_success() {
-            return Outcome::Delivered {
+            if let Some(recording) = &mut recording
+                && read_bytes > 0
+            {
+                let body = read_bytes_prefix(response, read_bytes).await;
+                recording.body(&body, &self.delivery_log, &destination.scrubber);
+            }
+            let outcome = Outcome::Delivered {
                 status: status.as_u16(),
             };
+            return (outcome, recording);
         }
         let retry_after_ms = response
             .headers()
@@ -597,11 +651,15 @@ impl Dispatcher {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<i64>().ok())
             .map(|seconds| seconds.saturating_mul(1000).clamp(0, RETRY_AFTER_MAX_MS));
-        let snippet = read_prefix(response, ERROR_BODY_BYTES).await;
+        let body = read_bytes_prefix(response, read_bytes.max(ERROR_BODY_BYTES)).await;
+        if let Some(recording) = &mut recording {
+            recording.body(&body, &self.delivery_log, &destination.scrubber);
+        }
+        let snippet = one_line(&body[..body.len().min(ERROR_BODY_BYTES)]);
         let code = status.as_u16();
         let retryable =
             matches!(code, 408 | 429) || status.is_server_error() || status.is_redirection();
-        Outcome::Failed {
+        let outcome = Outcome::Failed {
             status: Some(code),
             error: if snippet.is_empty() {
                 format!("HTTP {code}")
@@ -610,7 +668,8 @@ impl Dispatcher {
             },
             permanent: !retryable && !spec.retry_client_errors.unwrap_or(false),
             retry_after_ms,
-        }
+        };
+        (outcome, recording)
     }
 
     /// The request body: the message body as stored, or the transform's output.
@@ -690,8 +749,8 @@ enum Outcome {
     },
 }
 
-/// The first `max` bytes of an answer's body, as text on one line.
-async fn read_prefix(mut response: reqwest::Response, max: usize) -> String {
+/// The first `max` bytes of an answer's body (fewer when it is shorter or breaks off).
+async fn read_bytes_prefix(mut response: reqwest::Response, max: usize) -> Vec<u8> {
     let mut bytes = Vec::new();
     while bytes.len() < max {
         match response.chunk().await {
@@ -700,7 +759,12 @@ async fn read_prefix(mut response: reqwest::Response, max: usize) -> String {
         }
     }
     bytes.truncate(max);
-    String::from_utf8_lossy(&bytes)
+    bytes
+}
+
+/// Bytes as text on one line (for `last_error`).
+fn one_line(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")

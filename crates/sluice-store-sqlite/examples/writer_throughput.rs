@@ -98,6 +98,7 @@ async fn main() {
                 result: None,
                 queue: queue.clone(),
                 receipts,
+                delivery: None,
                 now_ms: SystemClock.now_ms(),
             })
             .await

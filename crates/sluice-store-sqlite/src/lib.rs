@@ -14,6 +14,7 @@
 mod checkpoint;
 mod claims;
 mod dead_letters;
+mod delivery_log;
 mod dir_sync;
 mod files;
 mod health;
@@ -246,6 +247,23 @@ impl SqliteStore {
     }
 
     /// Returns once every write queued before it is committed.
+    /// Sends a push attempt to the writer for the message's delivery log (nothing without one).
+    /// Called under the index lock, just before the ack or nack the attempt ended with.
+    fn log_delivery(
+        &self,
+        seq: Seq,
+        delivery: Option<sluice_core::message::DeliveryLogEntry>,
+    ) -> StoreResult<()> {
+        let Some(delivery) = delivery else {
+            return Ok(());
+        };
+        self.send(WriteOp::LogDelivery {
+            seq,
+            entry: delivery_log::encode(delivery.attempt),
+            keep: delivery.keep,
+        })
+    }
+
     async fn flush(&self) -> StoreResult<()> {
         let (reply, wait) = oneshot::channel();
         self.send(WriteOp::Flush { reply })?;
@@ -600,7 +618,7 @@ impl Store for SharedSqliteStore {
         self.claim(params, true).await
     }
 
-    async fn message_ack(&self, params: AckParams) -> StoreResult<Vec<Result<(), LeaseError>>> {
+    async fn message_ack(&self, mut params: AckParams) -> StoreResult<Vec<Result<(), LeaseError>>> {
         let store = &self.0;
         let mut results = Vec::with_capacity(params.receipts.len());
         let wait = {
@@ -622,6 +640,7 @@ impl Store for SharedSqliteStore {
                 });
                 match index.ack(&params.queue, receipt, params.now_ms) {
                     Ok(seq) => {
+                        store.log_delivery(seq, params.delivery.take())?;
                         let (attempts, first_received_at_ms) = attempts.unwrap_or_default();
                         seqs.push((seq, attempts, first_received_at_ms));
                         memos.extend(memo);
@@ -669,6 +688,8 @@ impl Store for SharedSqliteStore {
                 params.permanent,
                 params.now_ms,
             )?;
+            // Before the change, so its answer means the attempt is on disk too.
+            store.log_delivery(change.seq(), params.delivery)?;
             let (reply, wait) = oneshot::channel();
             store.send(WriteOp::Apply {
                 changes: vec![change],
@@ -932,6 +953,25 @@ impl Store for SharedSqliteStore {
             next,
             counts: index.browse_counts(&query.queue).unwrap_or_default(),
         })
+    }
+
+    async fn message_deliveries(
+        &self,
+        params: MessageGetParams,
+    ) -> StoreResult<Option<(MessageStatus, Vec<sluice_core::message::DeliveryAttempt>)>> {
+        let Some(status) = self.message_get(params).await? else {
+            return Ok(None);
+        };
+        let Some(seq) = ids::decode(&status.message_id) else {
+            return Ok(Some((status, Vec::new())));
+        };
+        // The latest attempt may still be on its way to the writer.
+        self.0.flush().await?;
+        let deliveries = self
+            .0
+            .read(move |conn| delivery_log::read(conn, seq))
+            .await?;
+        Ok(Some((status, deliveries)))
     }
 
     async fn message_body(&self, params: MessageGetParams) -> StoreResult<Option<MessageBody>> {

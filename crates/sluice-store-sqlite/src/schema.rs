@@ -8,9 +8,9 @@ use rusqlite::Connection;
 use crate::Durability;
 
 /// Bumped with every migration below; `PRAGMA user_version` records what a file has.
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
-const SCHEMA: &str = "
+pub(crate) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS queues (
     name        TEXT PRIMARY KEY,
     config      TEXT NOT NULL,
@@ -55,7 +55,7 @@ CREATE INDEX IF NOT EXISTS idempotency_by_expiry ON idempotency(expires_at);
 /// found by the cleanup through one index. `acked_at` holds the time of the final state. An
 /// idempotency key also remembers its message's ack and result for the whole dedup window, which
 /// can outlast the message's own record.
-const MIGRATION_2: &str = "
+pub(crate) const MIGRATION_2: &str = "
 ALTER TABLE queues ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE messages ADD COLUMN result TEXT;
 ALTER TABLE messages ADD COLUMN replayed_as BLOB;
@@ -69,6 +69,12 @@ CREATE TABLE IF NOT EXISTS webhooks (
     spec        TEXT NOT NULL,
     created_at  INTEGER NOT NULL
 );
+";
+
+/// Version 3: a message's push delivery log (`deliveries`, a JSON array of its last attempts,
+/// `delivery_log.rs`), kept with the failure log and removed with the row.
+const MIGRATION_3: &str = "
+ALTER TABLE messages ADD COLUMN deliveries TEXT;
 ";
 
 /// Message states in the `state` column.
@@ -128,10 +134,16 @@ pub fn open_writer(
         conn.execute_batch(SCHEMA)?;
         conn.pragma_update(None, "user_version", 1)?;
     }
+    // Each migration bumps the version in its own transaction, so a crash never leaves one
+    // half done.
     if version < 2 {
-        // The version is bumped in the same transaction, so a crash never leaves it half done.
         conn.execute_batch(&format!(
-            "BEGIN; {MIGRATION_2} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+            "BEGIN; {MIGRATION_2} PRAGMA user_version = 2; COMMIT;"
+        ))?;
+    }
+    if version < 3 {
+        conn.execute_batch(&format!(
+            "BEGIN; {MIGRATION_3} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
         ))?;
     }
     Ok(())

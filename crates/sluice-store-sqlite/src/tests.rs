@@ -86,6 +86,7 @@ async fn messages_queues_and_attempts_survive_a_reopen() {
             result: None,
             queue: "q".into(),
             receipts: vec![first.messages[0].receipt],
+            delivery: None,
             now_ms: T0,
         })
         .await
@@ -177,6 +178,7 @@ async fn dead_letters_keep_their_metadata_across_a_reopen() {
         error: Some("boom".into()),
         delay_ms: None,
         permanent: true,
+        delivery: None,
         now_ms: T0 + 5,
     };
     store.message_nack(nack).await.unwrap();
@@ -357,6 +359,7 @@ async fn lifecycle_operations_hold_across_a_reopen() {
             error: Some("boom".into()),
             delay_ms: None,
             permanent: true,
+            delivery: None,
             now_ms: T0,
         })
         .await
@@ -639,6 +642,7 @@ async fn the_wal_stays_under_its_limit_under_load_with_readers_holding_snapshots
                             result: None,
                             queue: "q".into(),
                             receipts: claimed.messages.iter().map(|m| m.receipt).collect(),
+                            delivery: None,
                             now_ms: T0,
                         })
                         .await

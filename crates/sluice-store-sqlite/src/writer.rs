@@ -132,6 +132,13 @@ pub enum WriteOp {
         now_ms: Millis,
         acked_before_ms: Millis,
     },
+    /// Append a push attempt to a message's delivery log (`delivery_log.rs`), keeping its last
+    /// `keep`. Sent just before the ack or nack it ends with, whose answer covers it.
+    LogDelivery {
+        seq: Seq,
+        entry: String,
+        keep: usize,
+    },
     /// Answered once everything sent before it is committed.
     Flush {
         reply: oneshot::Sender<StoreResult<()>>,
@@ -204,7 +211,9 @@ impl WriteOp {
             WriteOp::Finish { reply, .. }
             | WriteOp::Apply { reply, .. }
             | WriteOp::Claimed { reply, .. } => reply.map_or(Pending::Nothing, Pending::Unit),
-            WriteOp::Purge { .. } | WriteOp::Cleanup { .. } => Pending::Nothing,
+            WriteOp::Purge { .. } | WriteOp::Cleanup { .. } | WriteOp::LogDelivery { .. } => {
+                Pending::Nothing
+            }
         }
     }
 }
@@ -541,6 +550,7 @@ fn fail_op(op: WriteOp, error: impl Fn() -> StoreError) {
         | WriteOp::Finish { reply: None, .. }
         | WriteOp::Claimed { .. }
         | WriteOp::Cleanup { .. }
+        | WriteOp::LogDelivery { .. }
         | WriteOp::Purge { .. } => {}
     }
 }
@@ -786,6 +796,10 @@ fn apply(
                 .execute(params![acked_before_ms, CLEANUP_ROWS_MAX])?;
             tx.prepare_cached("DELETE FROM idempotency WHERE (queue, key) IN (SELECT queue, key FROM idempotency WHERE expires_at < ?1 LIMIT ?2)")?
                 .execute(params![now_ms, CLEANUP_ROWS_MAX])?;
+            Applied::Done
+        }
+        WriteOp::LogDelivery { seq, entry, keep } => {
+            crate::delivery_log::append(tx, *seq, entry, *keep)?;
             Applied::Done
         }
         WriteOp::Flush { .. } => Applied::Done,

@@ -85,6 +85,11 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
         "/v1/queues/{queue}/messages/{message_id}/body",
         Expect::Read,
     ),
+    (
+        "get",
+        "/v1/queues/{queue}/messages/{message_id}/deliveries",
+        Expect::Read,
+    ),
 ];
 
 async fn start() -> TestServer {

@@ -14,6 +14,7 @@ mod cancel;
 mod config;
 mod dead_letter;
 mod delay;
+mod delivery_log;
 mod disk_full;
 mod dlq_grant;
 mod dlq_ops;

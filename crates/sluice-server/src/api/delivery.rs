@@ -196,6 +196,7 @@ pub async fn ack(
             queue,
             receipts,
             result,
+            delivery: None,
             now_ms: app.now_ms(),
         })
         .await?;
@@ -256,6 +257,7 @@ pub async fn nack(
         error: input.error,
         delay_ms: input.delay_ms,
         permanent: input.permanent.unwrap_or(false),
+        delivery: None,
         now_ms,
     };
     let out = match app.store.message_nack(params).await? {

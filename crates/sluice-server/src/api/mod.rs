@@ -2,6 +2,7 @@
 
 mod browse;
 mod dead_letters;
+mod deliveries;
 mod delivery;
 mod health;
 mod json_shape;
@@ -159,6 +160,7 @@ pub struct ApiQuery<T>(pub T);
         messages::get_by_idempotency_key,
         browse::browse,
         browse::body,
+        deliveries::list,
         delivery::receive,
         delivery::ack,
         delivery::nack,
@@ -224,6 +226,10 @@ pub fn router(state: AppState) -> Router {
             "/v1/queues/{queue}/messages/{message_id}/body",
             get(browse::body),
         )
+        .route(
+            "/v1/queues/{queue}/messages/{message_id}/deliveries",
+            get(deliveries::list),
+        )
         .route("/v1/queues/{queue}/browse", get(browse::browse))
         .route("/v1/queues/{queue}/receive", post(delivery::receive))
         .route("/v1/queues/{queue}/ack", post(delivery::ack))
@@ -284,6 +290,7 @@ mod tests {
             ("/v1/queues/{queue}/messages", "get"),
             ("/v1/queues/{queue}/messages/{message_id}", "get"),
             ("/v1/queues/{queue}/messages/{message_id}/body", "get"),
+            ("/v1/queues/{queue}/messages/{message_id}/deliveries", "get"),
             ("/v1/queues/{queue}/browse", "get"),
             ("/v1/queues/{queue}/receive", "post"),
             ("/v1/queues/{queue}/ack", "post"),
@@ -319,7 +326,7 @@ mod tests {
         }
         assert_eq!(
             doc["paths"].as_object().unwrap().len(),
-            28,
+            29,
             "a route was added: list it above"
         );
         for schema in ["MessageIn", "ReceivedMessage", "QueueSpec", "ErrorBody"] {

@@ -664,9 +664,10 @@ async function findPage(root, queue, text) {
 async function messagePage(root, queue, id) {
   const token = renderToken;
   const base = `/v1/queues/${enc(queue)}/messages/${enc(id)}`;
-  const [status, payload] = await Promise.all([
+  const [status, payload, log] = await Promise.all([
     api('GET', base),
     api('GET', base + '/body').catch(() => null),
+    api('GET', base + '/deliveries').catch(() => null),
   ]);
   if (!isCurrent(token)) return;
   const dead = status.dead_letter;
@@ -689,7 +690,36 @@ async function messagePage(root, queue, id) {
         kv(dead ? 'attempts in ' + status.queue : 'attempts', status.attempts), kv('last error', status.last_error),
         status.result !== undefined ? kv('result', h('pre', { class: 'json' }, pretty(status.result))) : null)),
       h('div', { class: 'panel' }, h('b', {}, 'Timeline'), timeline(status))),
+    log && log.deliveries.length ? deliveriesView(log.deliveries) : null,
     h('div', { class: 'panel' }, payload ? payloadView(payload) : h('p', { class: 'muted' }, 'The body could not be read.')));
+}
+
+/** The push delivery log: one row per attempt, newest first, each opening to its request and answer. */
+function deliveriesView(deliveries) {
+  const headerList = (headers) => Object.keys(headers).length
+    ? h('pre', { class: 'json' }, Object.entries(headers).map(([k, v]) => `${k}: ${v}`).join('\n'))
+    : h('p', { class: 'muted' }, 'No headers.');
+  const rows = deliveries.slice().reverse().map((d) => {
+    const ok = d.status >= 200 && d.status < 300;
+    const outcome = d.status !== undefined ? `HTTP ${d.status}` : 'no answer';
+    return h('details', { class: 'delivery', 'data-attempt': d.attempt },
+      h('summary', {},
+        h('span', { class: 'mono' }, `#${d.attempt}`),
+        h('span', { class: 'badge ' + (ok ? 'ok' : 'bad'), 'data-field': 'status' }, outcome),
+        h('span', { 'data-field': 'latency' }, `${fmtNum(d.latency_ms)} ms`),
+        h('time', { datetime: d.at, title: d.at }, new Date(d.at).toLocaleString() + ' · ' + ago(d.at)),
+        d.error ? h('span', { class: 'error', 'data-field': 'error' }, d.error) : null),
+      h('div', { class: 'grid' },
+        h('div', {}, h('b', {}, 'Request'), h('p', { class: 'mono' }, `${d.method} ${d.url}`), headerList(d.request_headers)),
+        h('div', {}, h('b', {}, 'Response'),
+          headerList(d.response_headers),
+          d.response_headers_truncated ? h('p', { class: 'muted' }, 'More headers were left out.') : null,
+          d.body_excerpt !== undefined
+            ? h('pre', { class: 'json', 'data-field': 'excerpt' }, d.body_excerpt + (d.body_truncated ? '\n…' : ''))
+            : h('p', { class: 'muted' }, d.status !== undefined ? 'Empty body.' : 'No answer.'))));
+  });
+  return h('div', { class: 'panel deliveries', 'data-section': 'deliveries' },
+    h('b', {}, `Push deliveries (last ${deliveries.length})`), rows);
 }
 
 function kv(key, value) {
@@ -703,16 +733,26 @@ function timeline(s) {
   const add = (at, text, cls) => { if (at) events.push({ at, text, cls }); };
   const dead = s.dead_letter;
   add(s.enqueued_at, `Enqueued into ${dead ? dead.source_queue : s.queue}`);
-  // Every failed attempt the record kept (nacks, leases that ran out, the move to the DLQ).
+  // Every failed attempt the record kept (nacks, leases that ran out, the move to the DLQ),
+  // each on its own line: the failure that dead-lettered it is an attempt too, unless it was no
+  // delivery (retention moving it, which repeats the last attempt's number).
   const failures = s.failures || [];
+  let lastAttempt = 0;
+  let inDlq = false;
+  let deadErrorShown = false;
   for (const f of failures) {
-    // The failure that dead-lettered it is the "Dead-lettered" event below.
-    if (!f.dead_lettered) add(f.at, `Attempt ${f.attempt} failed${f.error ? ': ' + f.error : ''}`, 'bad');
+    const where = inDlq ? ` in ${s.queue}` : '';
+    if (!f.dead_lettered || f.attempt > lastAttempt) {
+      add(f.at, `Attempt ${f.attempt}${where} failed${f.error ? ': ' + f.error : ''}`, 'bad');
+      if (f.dead_lettered) deadErrorShown = true;
+    }
+    lastAttempt = f.attempt;
+    if (f.dead_lettered) { inDlq = true; lastAttempt = 0; }
   }
   if (dead) {
     add(dead.first_seen_at, `First delivered from ${dead.source_queue}`);
     add(dead.last_seen_at, `Dead-lettered into ${s.queue} after ${dead.attempts} attempt${dead.attempts === 1 ? '' : 's'}` +
-      (dead.last_error ? `: ${dead.last_error}` : ''), 'bad');
+      (dead.last_error && !deadErrorShown ? `: ${dead.last_error}` : ''), 'bad');
   } else if (s.first_received_at) {
     add(s.first_received_at, 'First delivered');
   }
@@ -723,7 +763,7 @@ function timeline(s) {
   if (s.state === 'in_flight') add(s.lease_expires_at, 'In flight: lease ends ' + until(s.lease_expires_at));
   if (s.state === 'delayed') add(s.visible_at, 'Delayed: visible ' + until(s.visible_at));
   if (s.state === 'ready') add(s.visible_at, 'Ready: waiting for a consumer');
-  if (s.acked_at) add(s.acked_at, 'Acked', 'ok');
+  if (s.acked_at) add(s.acked_at, s.attempts > 1 ? `Acked (attempt ${s.attempts})` : 'Acked', 'ok');
   else if (s.finished_at) {
     const extra = s.state === 'replayed' && s.replayed_as ? ' as ' : '';
     events.push({ at: s.finished_at, text: `${s.state[0].toUpperCase()}${s.state.slice(1)}${extra}`, link: s.replayed_as, cls: s.state === 'replayed' ? 'ok' : null });

@@ -1,0 +1,331 @@
+//! The dashboard's message page in a real browser (headless Chromium over WebDriver): the push
+//! delivery log and a line per failed attempt in the timeline.
+//!
+//! Needs the Debian packages `chromium` and `chromium-driver` (`CHROMIUM` and `CHROMEDRIVER`
+//! override the paths). Without them each test prints "skipped: chromium not installed" and
+//! passes, except under CI (the `CI` variable set), where it fails. The server and the push
+//! destination come from the `it` suite's support (`tests/it/support`).
+
+#[path = "it/support/mod.rs"]
+mod support;
+
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+use support::TestServer;
+use support::destination::{Answer, Destination, Script};
+
+/// How long chromedriver may take to start.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the server or a page may take to show what a test waits for.
+const UI_TIMEOUT: Duration = Duration::from_secs(20);
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dead_lettered_push_shows_each_attempt_and_its_delivery_log() {
+    // Proves a push message that failed twice (500 with a body and a header) and was
+    // dead-lettered shows, on its message page, a timeline line for each attempt ("Attempt 1
+    // failed", "Attempt 2 failed", then "Dead-lettered ... after 2 attempts") and the delivery log
+    // with both attempts, newest first, each opening to its request and answer (status, header,
+    // body excerpt).
+    let Some(tools) = Tools::find() else { return };
+    let destination = Destination::start().await;
+    destination.on_path(
+        "/in",
+        Script::always(
+            Answer::status(500)
+                .body("database down")
+                .header("x-upstream", "db-7"),
+        ),
+    );
+    let server = TestServer::builder().start().await;
+    server
+        .put_queue(
+            "jobs",
+            json!({
+                "max_attempts": 2,
+                "backoff": {"initial_ms": 50, "jitter": false},
+                "push": {"url": destination.url("/in")},
+            }),
+        )
+        .await;
+    let id = message_id(&server.send("jobs", json!({"body": {"n": 1}})).await);
+    let deadline = Instant::now() + UI_TIMEOUT;
+    while server.message_status("jobs", &id).await["state"] != "dead" {
+        assert!(Instant::now() < deadline, "never dead-lettered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let browser = Browser::start(&tools).await;
+    browser
+        .goto(&format!("{}/ui/#/message/jobs/{id}", server.url()))
+        .await;
+    let timeline = browser
+        .wait_text_containing("ol.timeline", "Dead-lettered")
+        .await;
+    let lines: Vec<&str> = timeline.lines().collect();
+    let attempt_1 = position(&lines, "Attempt 1 failed: HTTP 500: database down");
+    let attempt_2 = position(&lines, "Attempt 2 failed: HTTP 500: database down");
+    let dead = position(&lines, "Dead-lettered into jobs.dlq after 2 attempts");
+    assert!(
+        attempt_1 < attempt_2 && attempt_2 < dead,
+        "in time order: {timeline}"
+    );
+
+    let log = browser
+        .wait_text_containing(r#"[data-section="deliveries"]"#, "HTTP 500")
+        .await;
+    assert!(log.contains("Push deliveries (last 2)"), "{log}");
+    let attempts = browser
+        .attribute_values(r#"[data-section="deliveries"] details"#, "data-attempt")
+        .await;
+    assert_eq!(attempts, ["2", "1"], "newest first");
+    browser.click(r#"details[data-attempt="1"] summary"#).await;
+    let opened = browser
+        .wait_text_containing(r#"details[data-attempt="1"]"#, "x-upstream: db-7")
+        .await;
+    assert!(
+        opened.contains("database down"),
+        "the body excerpt: {opened}"
+    );
+    assert!(
+        opened.contains(&format!("POST {}", destination.url("/in"))),
+        "the request: {opened}"
+    );
+    assert!(opened.contains("sluice-attempt: 1"), "{opened}");
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_consumer_nacked_message_has_a_line_per_attempt_and_no_delivery_log() {
+    // Proves the same timeline for a message a consumer nacked twice (max_attempts 2): both
+    // attempts have their line, and there is no push delivery log.
+    let Some(tools) = Tools::find() else { return };
+    let server = TestServer::builder().start().await;
+    server
+        .put_queue(
+            "jobs",
+            json!({"max_attempts": 2, "backoff": {"initial_ms": 1, "jitter": false}}),
+        )
+        .await;
+    let id = message_id(&server.send("jobs", json!({"body": "x"})).await);
+    for error in ["first try broke", "second try broke"] {
+        let deadline = Instant::now() + UI_TIMEOUT;
+        let message = loop {
+            let mut got = server.receive("jobs", json!({"max": 1})).await;
+            if let Some(message) = got.pop() {
+                break message;
+            }
+            assert!(Instant::now() < deadline, "not delivered again");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        server
+            .nack(
+                "jobs",
+                json!({"receipt": message["receipt"], "error": error}),
+            )
+            .await;
+    }
+
+    let browser = Browser::start(&tools).await;
+    browser
+        .goto(&format!("{}/ui/#/message/jobs/{id}", server.url()))
+        .await;
+    let timeline = browser
+        .wait_text_containing("ol.timeline", "Dead-lettered")
+        .await;
+    let lines: Vec<&str> = timeline.lines().collect();
+    let attempt_1 = position(&lines, "Attempt 1 failed: first try broke");
+    let attempt_2 = position(&lines, "Attempt 2 failed: second try broke");
+    let dead = position(&lines, "Dead-lettered into jobs.dlq after 2 attempts");
+    assert!(attempt_1 < attempt_2 && attempt_2 < dead, "{timeline}");
+    assert!(
+        !browser.exists(r#"[data-section="deliveries"]"#).await,
+        "no push, no delivery log"
+    );
+    browser.close().await;
+}
+
+fn message_id(answer: &Value) -> String {
+    answer["message_id"]
+        .as_str()
+        .expect("message_id")
+        .to_owned()
+}
+
+/// The index of the line that starts with `text` (panics when none does).
+fn position(lines: &[&str], text: &str) -> usize {
+    lines
+        .iter()
+        .position(|line| line.starts_with(text))
+        .unwrap_or_else(|| panic!("no line {text:?} in {lines:#?}"))
+}
+
+// ---------- the browser ----------
+
+/// Paths of Chromium and chromedriver.
+struct Tools {
+    chromium: PathBuf,
+    chromedriver: PathBuf,
+}
+
+impl Tools {
+    /// Both tools, or `None` (skipped) when one is missing; under CI a missing tool fails.
+    fn find() -> Option<Self> {
+        let chromium = std::env::var_os("CHROMIUM")
+            .map(PathBuf::from)
+            .or_else(|| on_path("chromium"));
+        let chromedriver = std::env::var_os("CHROMEDRIVER")
+            .map(PathBuf::from)
+            .or_else(|| on_path("chromedriver"));
+        match (chromium, chromedriver) {
+            (Some(chromium), Some(chromedriver)) => Some(Self {
+                chromium,
+                chromedriver,
+            }),
+            _ if std::env::var_os("CI").is_some() => panic!(
+                "chromium not installed: apt-get install -y chromium chromium-driver \
+                 (or set CHROMIUM and CHROMEDRIVER)"
+            ),
+            _ => {
+                println!("skipped: chromium not installed");
+                None
+            }
+        }
+    }
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(name))
+            .find(|path| path.is_file())
+    })
+}
+
+/// A chromedriver process and a headless Chromium session through it.
+struct Browser {
+    client: Client,
+    driver: Child,
+}
+
+impl Browser {
+    async fn start(tools: &Tools) -> Self {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map(|addr| addr.port())
+            .expect("a free port");
+        let mut driver = Command::new(&tools.chromedriver)
+            .arg(format!("--port={port}"))
+            .arg("--allowed-ips=127.0.0.1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver");
+        let deadline = Instant::now() + START_TIMEOUT;
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if Instant::now() > deadline {
+                let _ = driver.kill();
+                panic!("chromedriver did not listen on port {port}");
+            }
+            if let Ok(Some(status)) = driver.try_wait() {
+                panic!("chromedriver exited: {status}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let mut capabilities = serde_json::Map::new();
+        capabilities.insert("browserName".into(), json!("chrome"));
+        capabilities.insert(
+            "goog:chromeOptions".into(),
+            json!({
+                "binary": tools.chromium,
+                "args": [
+                    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                    "--disable-extensions", "--no-first-run", "--window-size=1280,900",
+                ],
+            }),
+        );
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        let client = ClientBuilder::new(connector)
+            .capabilities(capabilities)
+            .connect(&format!("http://127.0.0.1:{port}"))
+            .await
+            .unwrap_or_else(|error| {
+                let _ = driver.kill();
+                panic!("no browser session: {error}")
+            });
+        Self { client, driver }
+    }
+
+    async fn goto(&self, url: &str) {
+        self.client
+            .goto(url)
+            .await
+            .unwrap_or_else(|error| panic!("open {url}: {error}"));
+    }
+
+    async fn exists(&self, css: &str) -> bool {
+        self.client.find(Locator::Css(css)).await.is_ok()
+    }
+
+    async fn click(&self, css: &str) {
+        let element = self
+            .client
+            .wait()
+            .at_most(UI_TIMEOUT)
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap_or_else(|error| panic!("no {css} to click: {error}"));
+        element
+            .click()
+            .await
+            .unwrap_or_else(|error| panic!("click {css}: {error}"));
+    }
+
+    /// Waits until the element's visible text contains `needle`; returns the text.
+    async fn wait_text_containing(&self, css: &str, needle: &str) -> String {
+        let mut last = String::new();
+        let deadline = Instant::now() + UI_TIMEOUT;
+        while Instant::now() < deadline {
+            if let Ok(element) = self.client.find(Locator::Css(css)).await
+                && let Ok(text) = element.text().await
+            {
+                if text.contains(needle) {
+                    return text;
+                }
+                last = text;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("{css} never contained {needle:?}; last saw {last:?}");
+    }
+
+    /// An attribute of every element matching `css`, in document order.
+    async fn attribute_values(&self, css: &str, name: &str) -> Vec<String> {
+        let mut values = Vec::new();
+        for element in self.client.find_all(Locator::Css(css)).await.unwrap() {
+            values.extend(element.attr(name).await.unwrap());
+        }
+        values
+    }
+
+    async fn close(mut self) {
+        let _ = self.client.clone().close().await;
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        // After close() this finds the driver gone; after a panic it stops the driver (and with
+        // it the browser).
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}

@@ -1,0 +1,60 @@
+//! A message's push delivery log: its last push attempts, each with the request as sent
+//! (secrets hidden), the answer's status or the transport error, the answer's headers and the
+//! first bytes of its body, and the latency (`crate::push_log`). Found as the message lookup
+//! finds it, so a dead letter's log is read through its source queue too.
+
+use axum::Json;
+use axum::extract::State;
+use sluice_core::message::DeliveryAttempt;
+use sluice_core::store::{MessageGetParams, MessageRef};
+use sluice_core::wire::{DeliveriesOut, DeliveryOut, time_out};
+use uuid::Uuid;
+
+use super::{ApiPath, AppState};
+use crate::error::ApiError;
+
+/// `GET /v1/queues/{queue}/messages/{message_id}/deliveries`
+#[utoipa::path(get, operation_id = "message_deliveries", path = "/v1/queues/{queue}/messages/{message_id}/deliveries",
+    params(("queue" = String, Path), ("message_id" = String, Path)),
+    responses((status = 200, body = DeliveriesOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+pub async fn list(
+    State(app): State<AppState>,
+    ApiPath((queue, message_id)): ApiPath<(String, String)>,
+) -> Result<Json<DeliveriesOut>, ApiError> {
+    let id = Uuid::try_parse(&message_id)
+        .map_err(|_| ApiError::message_not_found(format!("{message_id:?} is not a message id")))?;
+    let (status, deliveries) = app
+        .store
+        .message_deliveries(MessageGetParams {
+            queue: queue.clone(),
+            by: MessageRef::Id(id),
+            now_ms: app.now_ms(),
+        })
+        .await?
+        .ok_or_else(|| {
+            ApiError::message_not_found(format!("no message {message_id} in queue {queue:?}"))
+        })?;
+    Ok(Json(DeliveriesOut {
+        message_id: status.message_id,
+        queue: status.queue,
+        state: status.state.as_str().to_owned(),
+        deliveries: deliveries.into_iter().map(delivery_out).collect(),
+    }))
+}
+
+fn delivery_out(attempt: DeliveryAttempt) -> DeliveryOut {
+    DeliveryOut {
+        attempt: attempt.attempt,
+        at: time_out(attempt.at_ms),
+        method: attempt.method,
+        url: attempt.url,
+        request_headers: attempt.request_headers,
+        status: attempt.status,
+        error: attempt.error,
+        response_headers: attempt.response_headers,
+        response_headers_truncated: attempt.response_headers_truncated,
+        body_excerpt: attempt.body_excerpt,
+        body_truncated: attempt.body_truncated,
+        latency_ms: attempt.latency_ms,
+    }
+}
