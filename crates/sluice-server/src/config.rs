@@ -48,6 +48,9 @@ pub struct RawConfig {
     /// `[push]`: push delivery as a whole.
     #[serde(default)]
     pub push: RawPush,
+    /// `[dashboard]`: the history its charts show.
+    #[serde(default)]
+    pub dashboard: crate::history::RawDashboard,
 }
 
 /// `[expressions]` as written.
@@ -245,6 +248,8 @@ pub struct Config {
     pub expressions: crate::expr::ExprLimits,
     /// Deliver to push destinations (off with `--no-push` or `[push] enabled = false`).
     pub push_enabled: bool,
+    /// `[dashboard]`: how often queues are sampled for the charts, and for how long.
+    pub history: crate::history::HistoryConfig,
 }
 
 impl Config {
@@ -339,6 +344,7 @@ impl Config {
             limits,
             expressions: expressions(raw.expressions)?,
             push_enabled: raw.push.enabled.unwrap_or(true) && !options.no_push,
+            history: crate::history::HistoryConfig::from_raw(raw.dashboard)?,
         })
     }
 }
