@@ -9,7 +9,9 @@
 //! stored on disk: after a restart the charts start again.
 //!
 //! Rates are per second over the interval that ends at the point, from the counters' growth
-//! since the previous sample (a series' first point says 0: there was no earlier count).
+//! since the previous sample. Counters start at zero when the server starts and when a queue is
+//! created, so a new series counts from zero: a queue created and filled between two samples
+//! shows that traffic in its first point.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -68,7 +70,9 @@ impl HistoryConfig {
             interval: raw
                 .history_interval_ms
                 .map_or(d.interval, Duration::from_millis),
-            window: raw.history_window_ms.map_or(d.window, Duration::from_millis),
+            window: raw
+                .history_window_ms
+                .map_or(d.window, Duration::from_millis),
             queues_max: raw.history_queues_max.unwrap_or(d.queues_max),
             webhooks_max: raw.history_webhooks_max.unwrap_or(d.webhooks_max),
         };
@@ -183,12 +187,12 @@ struct Series<P, C> {
     last: C,
 }
 
-#[derive(Default)]
 struct Inner {
     queues: BTreeMap<String, Series<QueuePointOut, QueueCounts>>,
     webhooks: BTreeMap<String, Series<WebhookPointOut, WebhookCounts>>,
-    /// The previous sample, by the monotonic clock (rates divide by the real time between).
-    previous: Option<std::time::Instant>,
+    /// The previous sample (at first, the start), by the monotonic clock: rates divide by the
+    /// real time between samples.
+    previous: std::time::Instant,
 }
 
 /// Every series, shared by the sampler and the API.
@@ -212,7 +216,11 @@ impl History {
     pub fn new(config: HistoryConfig) -> Arc<Self> {
         Arc::new(Self {
             config,
-            inner: Mutex::new(Inner::default()),
+            inner: Mutex::new(Inner {
+                queues: BTreeMap::new(),
+                webhooks: BTreeMap::new(),
+                previous: std::time::Instant::now(),
+            }),
         })
     }
 
@@ -231,10 +239,13 @@ impl History {
     ) {
         let mut inner = self.inner.lock();
         let now = std::time::Instant::now();
-        let seconds = inner
-            .previous
-            .map_or(0.0, |previous| now.duration_since(previous).as_secs_f64());
-        inner.previous = Some(now);
+        // At least one interval: the first sample comes at once after the start, and a rate over
+        // a sliver of time would be noise.
+        let seconds = now
+            .duration_since(inner.previous)
+            .max(self.config.interval)
+            .as_secs_f64();
+        inner.previous = now;
         let points_max = self.config.points();
 
         let queues: BTreeMap<_, _> = queues.into_iter().take(self.config.queues_max).collect();
@@ -242,11 +253,9 @@ impl History {
         for (name, counts) in queues {
             let series = inner.queues.entry(name).or_insert_with(|| Series {
                 points: VecDeque::new(),
-                last: counts,
+                last: QueueCounts::default(),
             });
             let last = series.last;
-            // A new series' first point has no earlier count to measure a rate against.
-            let seconds = if series.points.is_empty() { 0.0 } else { seconds };
             let point = QueuePointOut {
                 at_ms,
                 ready: counts.ready,
@@ -276,10 +285,9 @@ impl History {
         for (name, counts) in webhooks {
             let series = inner.webhooks.entry(name).or_insert_with(|| Series {
                 points: VecDeque::new(),
-                last: counts,
+                last: WebhookCounts::default(),
             });
             let last = series.last;
-            let seconds = if series.points.is_empty() { 0.0 } else { seconds };
             let point = WebhookPointOut {
                 at_ms,
                 received_per_s: rate(counts.received, last.received, seconds),
@@ -431,7 +439,10 @@ mod tests {
         for n in 0..10 {
             history.record(
                 n * 100,
-                vec![("a".into(), counts(n as u64, 0)), ("b".into(), counts(1, 0))],
+                vec![
+                    ("a".into(), counts(n as u64, 0)),
+                    ("b".into(), counts(1, 0)),
+                ],
                 vec![],
             );
         }
@@ -451,7 +462,11 @@ mod tests {
         let history = History::new(config(100, 500));
         let names = ["a", "b", "c"].map(|n| (n.to_owned(), counts(0, 0)));
         history.record(0, names.to_vec(), vec![]);
-        let kept: Vec<_> = history.queues(-1, |_| true).into_iter().map(|q| q.0).collect();
+        let kept: Vec<_> = history
+            .queues(-1, |_| true)
+            .into_iter()
+            .map(|q| q.0)
+            .collect();
         assert_eq!(kept, ["a", "b"]);
     }
 
