@@ -454,7 +454,8 @@ async function queuePage(root, name, params) {
         stat(s.latency_ms ? fmtDuration(s.latency_ms.p95) : '–', 'p95 enqueue→ack'),
         stat(`${c.ordering}, ${c.max_attempts || '∞'} attempts, lease ${fmtDuration(c.visibility_timeout_ms)}`, 'config')),
       h('div', { class: 'panel' }, lineChart([
-        { label: 'ready', points: series((q) => q.ready, name) },
+        // History counts messages waiting in their lane as ready, as stats do.
+        { label: c.ordering === 'unordered' ? 'ready' : 'ready + waiting', points: series((q) => q.ready, name) },
         { label: 'delayed', points: series((q) => q.delayed, name) },
         { label: 'in flight', points: series((q) => q.in_flight, name) },
       ])));
