@@ -50,6 +50,10 @@ pub struct BenchArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// The token flags under their own ids, so the global ones are not propagated to bench
+    /// (and not listed in its help); `main` refuses them when given.
+    #[command(flatten)]
+    _tokens: crate::client_args::TokenArgs,
     /// Durability of the server the bench starts.
     #[arg(long, value_parser = ["fsync", "os"], default_value = "fsync")]
     durability: String,

@@ -1,22 +1,25 @@
-//! `sluice cancel QUEUE (MESSAGE_ID | --key KEY)`: removes a message before it is delivered.
+//! `sluice cancel QUEUE (MESSAGE_ID | --id IDEMPOTENCY_KEY)`: removes a message before it is
+//! delivered.
 //!
 //! Reaches the server only through [`sluice_client::Client`]. The outcome is printed and also
 //! given as the exit status (see [`EXIT_CODES`]), so scripts can branch on it.
 
-use anyhow::Context;
 use sluice_client::Client;
 use sluice_client::wire::{CancelIn, CancelOut};
 
+use crate::failure::usage;
 use crate::output;
 
-/// The exit statuses of `sluice cancel`, for its `--help`.
+/// The exit statuses of `sluice cancel`, for its `--help`: the outcome, in the classes of the
+/// table every command shares (`sluice --help`).
 pub const EXIT_CODES: &str = "\
-Exit status:
+Exit status (the outcome, in the classes of `sluice --help`):
   0  cancelled: the message was ready or delayed and is gone
-  1  error (printed as `error: <code>: <message>`)
-  3  not_found: no such message
-  4  already_processing: the message is in flight with a consumer
-  5  already_completed: it was acked, dead-lettered, expired, cancelled or purged";
+  3  not_found: no such message (not found)
+  4  already_processing: the message is in flight with a consumer (refused)
+  5  already_completed: it was acked, dead-lettered, expired, cancelled or purged (conflict)
+  other failures as for every command: 1 other, 2 usage, 3 no such queue, 4 refused,
+  6 unreachable";
 
 /// Flags of `sluice cancel`.
 #[derive(Debug, clap::Args)]
@@ -24,18 +27,23 @@ pub struct CancelArgs {
     /// Queue name.
     queue: String,
     /// Message id (a UUID, as `send` prints it).
-    #[arg(required_unless_present = "key", conflicts_with = "key")]
+    #[arg(required_unless_present = "id", conflicts_with = "id")]
     message_id: Option<String>,
-    /// Find the message by its idempotency key instead (within the dedup window).
+    /// Find the message by its idempotency key instead (the `--id` it was sent with; within
+    /// the dedup window).
     #[arg(long, value_name = "IDEMPOTENCY_KEY")]
-    key: Option<String>,
+    id: Option<String>,
 }
 
 /// Runs `sluice cancel`.
 pub async fn run(client: &Client, args: CancelArgs, json: bool) -> anyhow::Result<()> {
-    let request = match (args.message_id, args.key) {
+    let request = match (args.message_id, args.id) {
         (Some(id), _) => {
-            uuid::Uuid::parse_str(&id).with_context(|| format!("{id:?} is not a message id"))?;
+            uuid::Uuid::parse_str(&id).map_err(|_| {
+                usage(format!(
+                    "{id:?} is not a message id (a UUID); for an idempotency key use --id"
+                ))
+            })?;
             CancelIn {
                 message_id: Some(id),
                 id: None,

@@ -5,11 +5,11 @@
 
 use std::io::IsTerminal;
 
-use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use sluice_client::wire::{DeadLetterEntryOut, DeadLetterListOut, ReplayIn, ReplayOut};
 use sluice_client::{Client, DlqListQuery};
 
+use crate::failure::usage;
 use crate::output;
 
 /// Width of the last-error column of `dlq list`.
@@ -33,7 +33,8 @@ pub enum DlqCommand {
     /// Put dead letters back as fresh messages (new id, attempts reset), by id or by filter.
     ///
     /// Without message ids, every dead letter of QUEUE matching the filters is replayed, in
-    /// calls of --batch entries, after a dry run that counts them.
+    /// calls of --batch entries, after a dry run that counts them. Typed at a terminal, such a
+    /// replay needs --yes (like purge); in a script it goes ahead.
     Replay(ReplayArgs),
     /// Delete one dead letter.
     Delete {
@@ -100,6 +101,9 @@ pub struct ReplayArgs {
     /// Only count what would be replayed.
     #[arg(long)]
     dry_run: bool,
+    /// Replay by filter without asking (needed when stdin is a terminal).
+    #[arg(long, short)]
+    yes: bool,
     /// Entries replayed per request, 1 to 10000.
     #[arg(long, value_name = "N", default_value_t = 1000,
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
@@ -126,7 +130,10 @@ pub async fn run(client: &Client, command: DlqCommand, json: bool) -> anyhow::Re
             output::line(format_args!("deleted {} dead letter(s)", out.deleted))
         }
         DlqCommand::Purge { queue, yes } => {
-            output::require_yes(yes, &format!("deleting every dead letter of {queue}"))?;
+            output::require_yes(
+                yes,
+                &format!("deleting every dead letter of {queue} cannot be undone"),
+            )?;
             let out = client.dlq_purge(&queue).await?;
             if json {
                 return output::json(&out);
@@ -262,6 +269,15 @@ async fn replay(client: &Client, args: ReplayArgs, json: bool) -> anyhow::Result
             counted.matched, counted.target_queue
         ));
     }
+    if counted.matched > 0 {
+        output::require_yes(
+            args.yes,
+            &format!(
+                "this replays {} dead letter(s) of {} into {} as new messages",
+                counted.matched, args.queue, counted.target_queue
+            ),
+        )?;
+    }
     let mut total = ReplayOut {
         dry_run: false,
         matched: counted.matched,
@@ -281,10 +297,15 @@ async fn replay(client: &Client, args: ReplayArgs, json: bool) -> anyhow::Result
                 Ok(out) => out,
                 Err(error) => {
                     progress.abandon();
-                    eprintln!(
-                        "note: {} of {} were replayed before the error",
+                    let note = format!(
+                        "{} of {} were replayed before the error",
                         total.replayed, total.matched
                     );
+                    if json {
+                        // Scripts get one JSON error on stderr, the note in its message.
+                        return Err(anyhow::Error::from(error).context(note));
+                    }
+                    eprintln!("note: {note}");
                     return Err(error.into());
                 }
             };
@@ -404,7 +425,11 @@ fn progress_bar(total: u64) -> ProgressBar {
 }
 
 fn parse_id(text: &str) -> anyhow::Result<uuid::Uuid> {
-    uuid::Uuid::parse_str(text).with_context(|| format!("{text:?} is not a message id"))
+    uuid::Uuid::parse_str(text).map_err(|_| {
+        usage(format!(
+            "{text:?} is not a message id (a UUID, as `dlq list` shows it)"
+        ))
+    })
 }
 
 #[cfg(test)]

@@ -1,10 +1,10 @@
-//! `sluice status`: where a message is now, found by message id or idempotency key.
+//! `sluice status QUEUE (MESSAGE_ID | --id IDEMPOTENCY_KEY)`: where a message is now.
 //!
 //! Reaches the server only through [`sluice_client::Client`].
 
-use anyhow::Context;
 use sluice_client::Client;
 
+use crate::failure::usage;
 use crate::output;
 
 /// Flags of `sluice status`.
@@ -13,22 +13,23 @@ pub struct StatusArgs {
     /// Queue name.
     queue: String,
     /// Message id (a UUID, as `send` prints it).
-    #[arg(
-        required_unless_present = "idempotency_key",
-        conflicts_with = "idempotency_key"
-    )]
+    #[arg(required_unless_present = "id", conflicts_with = "id")]
     message_id: Option<String>,
-    /// Find the message by its idempotency key instead (within the dedup window).
-    #[arg(long = "by-key", value_name = "KEY")]
-    idempotency_key: Option<String>,
+    /// Find the message by its idempotency key instead (the `--id` it was sent with; within
+    /// the dedup window).
+    #[arg(long, value_name = "IDEMPOTENCY_KEY")]
+    id: Option<String>,
 }
 
 /// Runs `sluice status`.
 pub async fn status(client: &Client, args: StatusArgs, json: bool) -> anyhow::Result<()> {
-    let out = match (&args.message_id, &args.idempotency_key) {
+    let out = match (&args.message_id, &args.id) {
         (Some(id), _) => {
-            let id =
-                uuid::Uuid::parse_str(id).with_context(|| format!("{id:?} is not a message id"))?;
+            let id = uuid::Uuid::parse_str(id).map_err(|_| {
+                usage(format!(
+                    "{id:?} is not a message id (a UUID); for an idempotency key use --id"
+                ))
+            })?;
             client.message_get(&args.queue, id).await?
         }
         (None, Some(key)) => {

@@ -15,7 +15,7 @@ use sluice_client::wire::{
 use crate::output;
 
 /// Exit code of `queue drain` when the timeout passed before the queue was empty.
-pub const NOT_DRAINED: u8 = 3;
+pub const NOT_DRAINED: u8 = crate::failure::TIMED_OUT;
 
 /// The `queue` subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -68,13 +68,13 @@ pub enum QueueCommand {
     },
     /// Wait until the queue holds no ready, delayed or in-flight message (enqueues go on).
     #[command(
-        after_help = "Exit status: 0 when the queue was drained; 3 when the timeout \
-                            passed first (what is left is printed); 1 on errors."
+        after_help = "Exit status: 0 when the queue was drained; 7 when the timeout \
+                      passed first (what is left is printed); the others as in `sluice --help`."
     )]
     Drain {
         /// Queue name.
         name: String,
-        /// Wait at most this long, up to 15m: 30s, 5m, 1500ms (a bare number is ms).
+        /// Wait at most this long, up to 15m: 30s, 5m, 1500ms.
         #[arg(long, value_name = "DURATION", value_parser = output::parse_duration, default_value = "30s")]
         timeout: Duration,
     },
@@ -91,9 +91,9 @@ pub enum QueueCommand {
 pub struct CreateArgs {
     /// Queue name: A-Z, a-z, 0-9, '_', '.' and '-'.
     name: String,
-    /// Lease length of a receive, in ms [server default: 30000].
-    #[arg(long, value_name = "MS")]
-    visibility_timeout_ms: Option<i64>,
+    /// Lease length of a receive, e.g. 30s, 5m [server default: 30s].
+    #[arg(long, value_name = "DURATION", value_parser = output::parse_duration)]
+    visibility_timeout: Option<Duration>,
     /// Deliveries before dead-lettering; 0 retries forever [server default: 5].
     #[arg(long, value_name = "N")]
     max_attempts: Option<u32>,
@@ -106,15 +106,16 @@ pub struct CreateArgs {
     /// Largest body in bytes [server default: 1048576].
     #[arg(long, value_name = "N")]
     max_message_bytes: Option<usize>,
-    /// Idempotency window in ms [server default: 86400000].
-    #[arg(long, value_name = "MS")]
-    dedup_window_ms: Option<i64>,
-    /// First retry delay in ms [server default: 1000].
-    #[arg(long, value_name = "MS")]
-    backoff_initial_ms: Option<i64>,
-    /// Largest retry delay in ms [server default: 60000].
-    #[arg(long, value_name = "MS")]
-    backoff_max_ms: Option<i64>,
+    /// How long an idempotency key (`send --id`) is remembered, e.g. 1d, 12h [server default:
+    /// 1d].
+    #[arg(long, value_name = "DURATION", value_parser = output::parse_duration)]
+    dedup_window: Option<Duration>,
+    /// First retry delay, e.g. 1s, 500ms [server default: 1s].
+    #[arg(long, value_name = "DURATION", value_parser = output::parse_duration)]
+    backoff_initial: Option<Duration>,
+    /// Largest retry delay, e.g. 1m [server default: 1m].
+    #[arg(long, value_name = "DURATION", value_parser = output::parse_duration)]
+    backoff_max: Option<Duration>,
     /// Growth of the retry delay per attempt [server default: 2].
     #[arg(long, value_name = "FACTOR")]
     backoff_factor: Option<f64>,
@@ -155,8 +156,8 @@ pub struct CreateArgs {
 impl CreateArgs {
     fn spec(&self) -> anyhow::Result<QueueSpec> {
         let backoff = BackoffSpec {
-            initial_ms: self.backoff_initial_ms,
-            max_ms: self.backoff_max_ms,
+            initial_ms: self.backoff_initial.map(output::millis),
+            max_ms: self.backoff_max.map(output::millis),
             factor: self.backoff_factor,
             jitter: None,
         };
@@ -172,13 +173,13 @@ impl CreateArgs {
             }
         };
         Ok(QueueSpec {
-            visibility_timeout_ms: self.visibility_timeout_ms,
+            visibility_timeout_ms: self.visibility_timeout.map(output::millis),
             max_attempts: self.max_attempts,
             backoff: (backoff != BackoffSpec::default()).then_some(backoff),
             dead_letter_queue: self.dead_letter_queue.clone(),
             max_message_bytes: self.max_message_bytes,
             ordering: self.ordering.clone(),
-            dedup_window_ms: self.dedup_window_ms,
+            dedup_window_ms: self.dedup_window.map(output::millis),
             max_age_ms: self.max_age.map(output::millis),
             on_expire: self.on_expire.clone(),
             max_depth: self.max_depth,
@@ -314,7 +315,7 @@ pub async fn run(client: &Client, command: QueueCommand, json: bool) -> anyhow::
         QueueCommand::Purge { name, yes } => {
             output::require_yes(
                 yes,
-                &format!("purging every ready and delayed message of {name}"),
+                &format!("purging every ready and delayed message of {name} cannot be undone"),
             )?;
             let out = client.queue_purge(&name).await?;
             if json {
@@ -562,6 +563,14 @@ mod tests {
             "queue",
             "create",
             "q",
+            "--visibility-timeout",
+            "1m",
+            "--dedup-window",
+            "12h",
+            "--backoff-initial",
+            "500ms",
+            "--backoff-max",
+            "2m",
             "--max-age",
             "2h",
             "--on-expire",
@@ -578,6 +587,13 @@ mod tests {
             "none",
         ]);
         assert_eq!(spec.max_age_ms, Some(7_200_000));
+        assert_eq!(spec.visibility_timeout_ms, Some(60_000));
+        assert_eq!(spec.dedup_window_ms, Some(43_200_000));
+        let backoff = spec.backoff.as_ref().unwrap();
+        assert_eq!(
+            (backoff.initial_ms, backoff.max_ms),
+            (Some(500), Some(120_000))
+        );
         assert_eq!(spec.on_expire.as_deref(), Some("dead_letter"));
         assert_eq!(spec.max_depth, Some(100));
         assert_eq!(spec.max_in_flight, Some(0));
@@ -591,7 +607,24 @@ mod tests {
         assert_eq!(spec.schema, Some(serde_json::Value::Null));
         let body = serde_json::to_value(&spec).unwrap();
         assert_eq!(body["schema"], serde_json::Value::Null, "{body}");
-        assert!(body.get("backoff").is_none(), "{body}");
+        assert_eq!(
+            body["backoff"],
+            serde_json::json!({"initial_ms": 500, "max_ms": 120_000})
+        );
+    }
+
+    #[test]
+    fn durations_need_a_unit() {
+        for flag in [
+            "--visibility-timeout",
+            "--dedup-window",
+            "--backoff-initial",
+            "--max-age",
+        ] {
+            let error = Cli::try_parse_from(["queue", "create", "q", flag, "30"]).unwrap_err();
+            assert!(error.to_string().contains("has no unit"), "{flag}: {error}");
+        }
+        assert!(Cli::try_parse_from(["queue", "drain", "q", "--timeout", "500"]).is_err());
     }
 
     #[test]

@@ -1,13 +1,14 @@
 //! `sluice recv`, `ack`, `nack` and `extend`: taking messages off a queue and settling them.
 //!
-//! Reaches the server only through [`sluice_client::Client`]. Times on the command line are
-//! seconds (fractions allowed); they cross the API as ms.
+//! Reaches the server only through [`sluice_client::Client`]. Durations on the command line
+//! take a unit (`30s`, `500ms`, `5m`, see [`output::parse_duration`]); they cross the API as ms.
 
 use std::time::Duration;
 
 use sluice_client::Client;
 use sluice_client::wire::{AckOut, ExtendIn, NackIn, ReceiveIn, ReceivedMessage};
 
+use crate::failure::usage;
 use crate::output;
 
 /// Most receipts in one ack request.
@@ -21,11 +22,11 @@ pub struct RecvArgs {
     /// Most messages to take, 1 to 100.
     #[arg(long, default_value_t = 1)]
     max: i64,
-    /// Wait up to this many seconds (at most 20) for a message to arrive.
-    #[arg(long, value_name = "SECS", value_parser = parse_seconds, default_value = "0")]
+    /// Wait up to this long (at most 20s) for a message to arrive, e.g. 5s.
+    #[arg(long, value_name = "DURATION", value_parser = output::parse_duration, default_value = "0s")]
     wait: Duration,
-    /// Lease length for these messages in seconds [default: the queue's].
-    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    /// Lease length for these messages, e.g. 60s, 5m [default: the queue's].
+    #[arg(long, value_name = "DURATION", value_parser = output::parse_duration)]
     visibility_timeout: Option<Duration>,
     /// Ack every message after printing it.
     #[arg(long)]
@@ -41,7 +42,7 @@ pub struct AckArgs {
     #[arg(required = true)]
     receipts: Vec<String>,
     /// A JSON result kept with the message (up to 64 KiB; one receipt only): a later send with
-    /// the same idempotency key, and `status --by-key`, get it back.
+    /// the same idempotency key, and `status --id`, get it back.
     #[arg(long, value_name = "JSON")]
     result: Option<String>,
 }
@@ -56,11 +57,11 @@ pub struct NackArgs {
     /// What went wrong; kept with the message as its last error.
     #[arg(long, value_name = "TEXT")]
     error: Option<String>,
-    /// Retry after this many ms instead of the queue's backoff.
-    #[arg(long, value_name = "MS")]
-    delay_ms: Option<i64>,
+    /// Retry after this long instead of the queue's backoff, e.g. 10s, 5m.
+    #[arg(long, value_name = "DURATION", value_parser = output::parse_duration)]
+    delay: Option<Duration>,
     /// Dead-letter the message now instead of retrying.
-    #[arg(long, conflicts_with = "delay_ms")]
+    #[arg(long, conflicts_with = "delay")]
     permanent: bool,
 }
 
@@ -71,8 +72,8 @@ pub struct ExtendArgs {
     queue: String,
     /// Receipt from `recv`.
     receipt: String,
-    /// The lease now ends this many seconds from now.
-    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    /// The lease now ends this long from now, e.g. 60s, 5m.
+    #[arg(long, value_name = "DURATION", value_parser = output::parse_duration)]
     visibility_timeout: Duration,
 }
 
@@ -80,8 +81,8 @@ pub struct ExtendArgs {
 pub async fn recv(client: &Client, args: RecvArgs, json: bool) -> anyhow::Result<()> {
     let request = ReceiveIn {
         max: Some(args.max),
-        wait_ms: Some(millis(args.wait)),
-        visibility_timeout_ms: args.visibility_timeout.map(millis),
+        wait_ms: Some(output::millis(args.wait)),
+        visibility_timeout_ms: args.visibility_timeout.map(output::millis),
     };
     let out = client.receive(&args.queue, &request).await?;
     if json {
@@ -117,10 +118,10 @@ pub async fn ack(client: &Client, args: AckArgs, json: bool) -> anyhow::Result<(
     let out = match &args.result {
         Some(result) => {
             let [receipt] = args.receipts.as_slice() else {
-                anyhow::bail!("--result goes with exactly one receipt");
+                return Err(usage("--result goes with exactly one receipt"));
             };
             let result: serde_json::Value = serde_json::from_str(result)
-                .map_err(|error| anyhow::anyhow!("--result is not JSON: {error}"))?;
+                .map_err(|error| usage(format!("--result is not JSON: {error}")))?;
             client
                 .ack_with_result(&args.queue, receipt, &result)
                 .await?
@@ -138,7 +139,7 @@ pub async fn nack(client: &Client, args: NackArgs, json: bool) -> anyhow::Result
     let request = NackIn {
         receipt: args.receipt,
         error: args.error,
-        delay_ms: args.delay_ms,
+        delay_ms: args.delay.map(output::millis),
         permanent: args.permanent.then_some(true),
     };
     let out = client.nack(&args.queue, &request).await?;
@@ -159,7 +160,7 @@ pub async fn nack(client: &Client, args: NackArgs, json: bool) -> anyhow::Result
 pub async fn extend(client: &Client, args: ExtendArgs, json: bool) -> anyhow::Result<()> {
     let request = ExtendIn {
         receipt: args.receipt,
-        visibility_timeout_ms: millis(args.visibility_timeout),
+        visibility_timeout_ms: output::millis(args.visibility_timeout),
     };
     let out = client.extend(&args.queue, &request).await?;
     if json {
@@ -191,28 +192,43 @@ fn body_text(message: &ReceivedMessage) -> String {
     }
 }
 
-fn millis(duration: Duration) -> i64 {
-    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
-}
-
-fn parse_seconds(text: &str) -> Result<Duration, String> {
-    let seconds: f64 = text
-        .parse()
-        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
-    Duration::try_from_secs_f64(seconds)
-        .map_err(|_| format!("{text:?} is not a number of seconds from 0 up"))
-}
-
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+
     use super::*;
 
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: Commands,
+    }
+
+    #[derive(Debug, clap::Subcommand)]
+    enum Commands {
+        Recv(RecvArgs),
+        Nack(NackArgs),
+    }
+
     #[test]
-    fn seconds_may_have_fractions_but_not_signs() {
-        assert_eq!(parse_seconds("1.5"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_seconds("0"), Ok(Duration::ZERO));
-        assert!(parse_seconds("-1").is_err());
-        assert!(parse_seconds("soon").is_err());
-        assert!(parse_seconds("NaN").is_err());
+    fn durations_take_a_unit() {
+        let cli = Cli::try_parse_from([
+            "t",
+            "recv",
+            "q",
+            "--wait",
+            "1.5s",
+            "--visibility-timeout",
+            "2m",
+        ])
+        .unwrap();
+        let Commands::Recv(args) = cli.command else {
+            unreachable!()
+        };
+        assert_eq!(args.wait, Duration::from_millis(1500));
+        assert_eq!(args.visibility_timeout, Some(Duration::from_secs(120)));
+        assert!(Cli::try_parse_from(["t", "recv", "q", "--wait", "5"]).is_err());
+        assert!(Cli::try_parse_from(["t", "nack", "q", "r", "--delay", "100"]).is_err());
+        assert!(Cli::try_parse_from(["t", "nack", "q", "r", "--delay", "100ms"]).is_ok());
     }
 }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -18,6 +18,7 @@ use sluice_client::Client;
 use sluice_client::wire::{EnqueueBatchOut, MessageIn};
 use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};
 
+use crate::failure::usage;
 use crate::output;
 
 /// Most messages in one batch request (the server takes up to 1000).
@@ -35,18 +36,19 @@ pub struct SendArgs {
     /// The message as JSON, or `@FILE` (one JSON per line, or one JSON document), or `@-` for
     /// stdin. Without it, one message per stdin line.
     message: Option<String>,
-    /// Idempotency key (only for a single message).
-    #[arg(long)]
+    /// Idempotency key (only for a single message): a second send with the same --id within
+    /// the queue's dedup window stores nothing and answers the first message's id.
+    #[arg(long, value_name = "IDEMPOTENCY_KEY")]
     id: Option<String>,
-    /// Ordering key, for messages that have none.
-    #[arg(long)]
+    /// Ordering key, for messages that have none (per_key queues deliver one key in order).
+    #[arg(long, value_name = "ORDERING_KEY")]
     key: Option<String>,
     /// Priority, higher first, for messages that have none.
     #[arg(long, allow_negative_numbers = true)]
     priority: Option<i32>,
-    /// Invisible for this long, for messages without a delay of their own.
-    #[arg(long, value_name = "MS")]
-    delay_ms: Option<i64>,
+    /// Invisible for this long, for messages without a delay of their own, e.g. 30s, 5m.
+    #[arg(long, value_name = "DURATION", value_parser = output::parse_duration)]
+    delay: Option<std::time::Duration>,
     /// A header `NAME=VALUE`, added to every message that does not set it; repeatable.
     #[arg(long = "header", value_name = "NAME=VALUE", value_parser = parse_header)]
     headers: Vec<(String, String)>,
@@ -76,7 +78,7 @@ pub async fn run(client: &Client, args: SendArgs, json: bool) -> anyhow::Result<
 
     let mut next = sender.next().await?;
     let Some(first) = &next else {
-        bail!("nothing to send: no messages in the input")
+        return Err(usage("nothing to send: no messages in the input"));
     };
     let mut first_line = first.line;
     let mut stored = Summary::default();
@@ -109,10 +111,15 @@ pub async fn run(client: &Client, args: SendArgs, json: bool) -> anyhow::Result<
                 if let Some(progress) = &progress {
                     progress.abandon();
                 }
-                eprintln!(
-                    "note: {} messages were stored; the batch of {count} starting at line {first_line} was refused as a whole",
+                let note = format!(
+                    "{} messages were stored; the batch of {count} starting at line {first_line} was refused as a whole",
                     stored.sent
                 );
+                if json {
+                    // Scripts get one JSON error on stderr, the note in its message.
+                    return Err(anyhow::Error::from(error).context(note));
+                }
+                eprintln!("note: {note}");
                 return Err(error.into());
             }
         };
@@ -221,13 +228,16 @@ impl Sender<'_> {
         };
         self.seen += 1;
         if self.seen > 1 && self.args.id.is_some() {
-            bail!(
-                "--id names one message, but the input has several; put an \"id\" in each line instead"
-            );
+            return Err(usage(
+                "--id names one message, but the input has several; put an \"id\" in each line instead",
+            ));
         }
-        let mut message = parse_message(&text).with_context(|| match self.source {
-            Source::Argument(_) => "MESSAGE is not a message".to_owned(),
-            _ => format!("line {line} is not a message"),
+        let mut message = parse_message(&text).map_err(|error| {
+            let what = match self.source {
+                Source::Argument(_) => "MESSAGE is not a message".to_owned(),
+                _ => format!("line {line} is not a message"),
+            };
+            usage(format!("{what}: {error:#}"))
         })?;
         apply_defaults(&mut message, self.args);
         Ok(Some(Item {
@@ -337,7 +347,7 @@ fn apply_defaults(message: &mut MessageIn, args: &SendArgs) {
         message.priority = args.priority;
     }
     if message.delay_ms.is_none() && message.not_before.is_none() {
-        message.delay_ms = args.delay_ms;
+        message.delay_ms = args.delay.map(output::millis);
     }
     if !args.headers.is_empty() {
         let headers = message.headers.get_or_insert_with(BTreeMap::new);

@@ -1,13 +1,15 @@
 //! The `sluice` binary: `serve` runs the server; every other command is a thin client that
 //! reaches a server only over HTTP, through [`sluice_client`].
 //!
-//! This file owns argument parsing, dispatch and how errors are shown: `error: <code>: <message>`
-//! on stderr and a non-zero exit. A command whose outcome is printed but is not the one asked
-//! for (a drain that timed out, a cancel that found the message in flight) ends with [`Exit`]:
-//! its own exit code and no `error:` line. The commands live in `cmd_*` modules, printing in
-//! `output`.
+//! This file owns argument parsing and dispatch. How a failure is shown and which exit status
+//! it gets is `failure`'s (one table for every command); the shared client flags (`--url`,
+//! `--json`, `--token`) are `client_args`'. A command whose outcome is printed but is not the
+//! one asked for (a drain that timed out, a cancel that found the message in flight) ends with
+//! [`Exit`]: its own exit code and no `error:` line. The commands live in `cmd_*` modules,
+//! printing in `output`.
 
 mod bench;
+mod client_args;
 mod cmd_cancel;
 mod cmd_dlq;
 mod cmd_message;
@@ -16,28 +18,30 @@ mod cmd_recv;
 mod cmd_send;
 mod cmd_serve;
 mod cmd_stats;
+mod failure;
 mod output;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// mimalloc keeps per-thread free lists, so the many short-lived buffers of request handling
 /// cost less than with the system allocator (measured in BENCHMARKS.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use sluice_client::Client;
 
 /// A durable message queue server and its command-line client.
 #[derive(Debug, Parser)]
-#[command(name = "sluice", version, propagate_version = true)]
+#[command(
+    name = "sluice",
+    version,
+    propagate_version = true,
+    after_help = failure::EXIT_CODES
+)]
 struct Cli {
-    /// Server URL for client commands.
-    #[arg(long, global = true, env = "SLUICE_URL", default_value = sluice_client::DEFAULT_URL)]
-    url: String,
-    /// Print the server's JSON answers instead of tables.
-    #[arg(long, global = true)]
-    json: bool,
+    #[command(flatten)]
+    client: client_args::ClientArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -45,8 +49,22 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the server (logs on stderr; stdout gets one ready line).
+    // The client flags are global; serve has copies of its own (so they are not propagated to
+    // it), hidden here and refused when given: they would do nothing for a server.
+    #[command(
+        mut_arg("url", |arg| arg.hide(true)),
+        mut_arg("json", |arg| arg.hide(true)),
+        mut_arg("token", |arg| arg.hide(true)),
+        mut_arg("token_file", |arg| arg.hide(true))
+    )]
     Serve(cmd_serve::ServeArgs),
     /// Measure a server: throughput, latency, memory, restart time (starts its own unless --url is given).
+    // Bench has its own --url and --json; it measures servers without access control, so the
+    // token flags are hidden and refused like serve's client flags.
+    #[command(
+        mut_arg("token", |arg| arg.hide(true)),
+        mut_arg("token_file", |arg| arg.hide(true))
+    )]
     Bench(bench::BenchArgs),
     /// Create, list, inspect, pause, purge, drain and delete queues.
     #[command(subcommand)]
@@ -66,9 +84,9 @@ enum Command {
     Nack(cmd_recv::NackArgs),
     /// Extend a message's lease.
     Extend(cmd_recv::ExtendArgs),
-    /// Show where a message is now, by message id or idempotency key.
+    /// Show where a message is now, by message id or idempotency key (--id).
     Status(cmd_message::StatusArgs),
-    /// Cancel a message that has not been delivered yet, by message id or idempotency key.
+    /// Cancel a message that has not been delivered yet, by message id or idempotency key (--id).
     #[command(after_help = cmd_cancel::EXIT_CODES)]
     Cancel(cmd_cancel::CancelArgs),
 }
@@ -97,7 +115,10 @@ fn main() -> ExitCode {
     {
         return sluice_server::expr::worker::main(args);
     }
-    let cli = Cli::parse();
+    let (cli, matches) = match parse(std::env::args_os()) {
+        Ok(parsed) => parsed,
+        Err(error) => return exit_on_usage_error(&error),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -108,26 +129,103 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(async_main(cli))
+    runtime.block_on(async_main(cli, matches))
 }
 
-async fn async_main(cli: Cli) -> ExitCode {
-    match run(cli).await {
+/// Parses the command line, refusing the client flags given to `serve` and the token flags
+/// given to `bench` (both hide them).
+fn parse<I, T>(args: I) -> Result<(Cli, ArgMatches), clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let mut command = Cli::command();
+    let matches = command.try_get_matches_from_mut(args)?;
+    let cli = Cli::from_arg_matches(&matches).map_err(|error| error.format(&mut command))?;
+    let given =
+        |matches: &ArgMatches, id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+    let refused = |sub: &ArgMatches, ids: &[&'static str]| {
+        ids.iter()
+            .copied()
+            .find(|id| given(sub, id) || given(&matches, id))
+            .map(|id| format!("--{}", id.replace('_', "-")))
+    };
+    if let Some(flag) = matches
+        .subcommand_matches("serve")
+        .and_then(|serve| refused(serve, &client_args::CLIENT_ARG_IDS))
+    {
+        return Err(command.error(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!(
+                "{flag} is a flag of the client commands; `sluice serve` takes --listen, \
+                 --config and the [auth] tokens of its config file"
+            ),
+        ));
+    }
+    if let Some(flag) = matches
+        .subcommand_matches("bench")
+        .and_then(|bench| refused(bench, &client_args::TOKEN_ARG_IDS))
+    {
+        return Err(command.error(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!("{flag}: `sluice bench` measures servers without access control"),
+        ));
+    }
+    Ok((cli, matches))
+}
+
+/// Ends on a command line clap refused (status 2), or after `--help`/`--version` (status 0).
+/// With `--json` anywhere on the line, the error is printed as JSON like any other.
+fn exit_on_usage_error(error: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let is_output = matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    );
+    let json = std::env::args_os().any(|arg| arg == "--json");
+    if is_output || !json {
+        error.exit();
+    }
+    let text = error.render().to_string();
+    let message = text
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches("error: ")
+        .to_owned();
+    failure::Failure {
+        code: "usage".into(),
+        message,
+        details: None,
+        retry_after_s: None,
+        exit: 2,
+    }
+    .print(true);
+    ExitCode::from(2)
+}
+
+async fn async_main(cli: Cli, matches: ArgMatches) -> ExitCode {
+    let json = cli.client.json;
+    let url = cli.client.url.clone();
+    match run(cli, &matches).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
         Err(error) => match error.downcast_ref::<Exit>() {
             Some(Exit(code)) => ExitCode::from(*code),
             None => {
-                report(&error);
-                ExitCode::FAILURE
+                let failure = failure::Failure::of(&error, &url);
+                failure.print(json);
+                ExitCode::from(failure.exit)
             }
         },
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
-    let client = || Client::new(&cli.url);
-    let json = cli.json;
+async fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
+    let client = || cli.client.client(matches);
+    let json = cli.client.json;
     match cli.command {
         Command::Serve(args) => cmd_serve::run(args).await,
         Command::Bench(args) => bench::run(args).await,
@@ -141,22 +239,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Nack(args) => cmd_recv::nack(&client()?, args, json).await,
         Command::Extend(args) => cmd_recv::extend(&client()?, args, json).await,
         Command::Status(args) => cmd_message::status(&client()?, args, json).await,
-    }
-}
-
-/// Prints an error on stderr: `error: <code>: <message>` for API errors (and their details),
-/// the whole cause chain for the rest.
-fn report(error: &anyhow::Error) {
-    eprintln!("error: {error:#}");
-    let Some(api) = error.downcast_ref::<sluice_client::Error>() else {
-        return;
-    };
-    if let Some(details) = api.details() {
-        let details = serde_json::to_string_pretty(details).unwrap_or_else(|_| details.to_string());
-        eprintln!("details: {details}");
-    }
-    if let Some(after) = api.retry_after() {
-        eprintln!("retry after: {}s", after.as_secs());
     }
 }
 
@@ -175,8 +257,6 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use clap::CommandFactory;
-
     use super::*;
 
     #[test]
@@ -190,9 +270,45 @@ mod tests {
             ["sluice", "--url", "http://h:1", "--json", "queue", "list"],
             ["sluice", "queue", "list", "--url", "http://h:1", "--json"],
         ] {
-            let cli = Cli::try_parse_from(args).unwrap();
-            assert_eq!(cli.url, "http://h:1");
-            assert!(cli.json);
+            let (cli, _) = parse(args).unwrap();
+            assert_eq!(cli.client.url, "http://h:1");
+            assert!(cli.client.json);
         }
+    }
+
+    #[test]
+    fn serve_neither_shows_nor_takes_the_client_flags() {
+        let mut command = Cli::command();
+        let help = command
+            .find_subcommand_mut("serve")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        for flag in ["--url", "--json", "--token", "--token-file"] {
+            assert!(!help.contains(flag), "{flag} in serve --help:\n{help}");
+        }
+        assert!(help.contains("--listen"), "{help}");
+        for args in [
+            &["sluice", "serve", "--url", "http://h:1"][..],
+            &["sluice", "--json", "serve"],
+            &["sluice", "serve", "--token", "t"],
+        ] {
+            let error = parse(args.iter().copied()).unwrap_err();
+            assert_eq!(
+                error.kind(),
+                clap::error::ErrorKind::ArgumentConflict,
+                "{args:?}"
+            );
+        }
+        let (cli, _) = parse(["sluice", "serve", "--listen", "127.0.0.1:0"]).unwrap();
+        assert!(matches!(cli.command, Command::Serve(_)));
+        let bench_help = command
+            .find_subcommand_mut("bench")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        assert!(!bench_help.contains("--token"), "{bench_help}");
+        assert!(parse(["sluice", "bench", "--token", "t"]).is_err());
+        assert!(parse(["sluice", "bench", "--url", "http://h:1"]).is_ok());
     }
 }

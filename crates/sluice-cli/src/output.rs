@@ -54,11 +54,14 @@ pub fn print_table(table: &Table) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Stops a destructive command typed at a terminal without `--yes`; in a script (stdin not a
-/// terminal) it goes ahead.
+/// Stops a command with a large effect typed at a terminal without `--yes` (a usage error,
+/// status 2); in a script (stdin not a terminal) it goes ahead. `what` says what would happen,
+/// e.g. "purging every ready and delayed message of q cannot be undone".
 pub fn require_yes(yes: bool, what: &str) -> anyhow::Result<()> {
     if !yes && std::io::stdin().is_terminal() {
-        anyhow::bail!("{what} cannot be undone; run again with --yes to go ahead");
+        return Err(crate::failure::usage(format!(
+            "{what}; run again with --yes to go ahead"
+        )));
     }
     Ok(())
 }
@@ -112,34 +115,19 @@ pub fn cut(text: &str, max: usize) -> String {
     out
 }
 
-/// Parses a duration for the command line: a number with a unit, `1500ms`, `30s`, `1.5s`,
-/// `5m`, `2h` or `4d`; a bare whole number is milliseconds, like the API's `_ms` fields.
+/// Parses a duration for the command line, with the `humantime` crate: a number and a unit,
+/// `500ms`, `30s`, `1.5s`, `5m`, `2h`, `1d`, or several (`1h30m`). A bare number is refused with
+/// a hint rather than guessed: the API counts ms and people count seconds, so `30` is a trap.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let scale_ms = match unit.trim() {
-        "" | "ms" => 1.0,
-        "s" => 1_000.0,
-        "m" => 60_000.0,
-        "h" => 3_600_000.0,
-        "d" => 86_400_000.0,
-        _ => {
-            return Err(format!(
-                "{text:?} is not a duration: use a unit of ms, s, m, h or d, e.g. 30s, 5m, 1500ms"
-            ));
-        }
-    };
-    let number: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration, e.g. 30s, 5m, 1500ms"))?;
-    let ms = (number * scale_ms).round();
-    if !ms.is_finite() || ms > i64::MAX as f64 / 2.0 {
-        return Err(format!("{text:?} is too long a duration"));
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return Err(format!(
+            "{text:?} has no unit: add one, e.g. {text}s or {text}ms (units: ms, s, m, h, d)"
+        ));
     }
-    Ok(Duration::from_millis(ms as u64))
+    humantime::parse_duration(text).map_err(|error| {
+        format!("{text:?} is not a duration ({error}): write e.g. 500ms, 30s, 5m, 1h30m or 1d")
+    })
 }
 
 /// A duration as whole milliseconds for the API.
@@ -266,11 +254,11 @@ mod tests {
     }
 
     #[test]
-    fn durations_take_a_unit_and_bare_numbers_are_ms() {
+    fn durations_take_a_unit_and_bare_numbers_are_refused() {
         for (text, ms) in [
             ("1500ms", 1500),
-            ("1500", 1500),
             ("30s", 30_000),
+            ("1h30m", 5_400_000),
             ("1.5s", 1500),
             ("5m", 300_000),
             ("2h", 7_200_000),
@@ -283,9 +271,16 @@ mod tests {
                 "{text}"
             );
         }
-        for text in ["", "s", "-1s", "5 minutes", "1e3", "soon", "1.2.3s"] {
+        for text in [
+            "", "s", "-1s", "1e3", "soon", "1.2.3s", "1500", "30", "0", "1.5",
+        ] {
             assert!(parse_duration(text).is_err(), "{text}");
         }
+        let error = parse_duration("30").unwrap_err();
+        assert!(
+            error.contains("has no unit") && error.contains("30s"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -147,7 +147,7 @@ fn sending_the_same_id_twice_reports_created_false_the_second_time() {
         "{table:?}"
     );
 
-    let status = server.sluice_json(&["status", "payments", "--by-key", "payment-1"]);
+    let status = server.sluice_json(&["status", "payments", "--id", "payment-1"]);
     assert_eq!(status["message_id"], first["message_id"], "{status}");
     assert_eq!(status["state"], "ready", "{status}");
 }
@@ -179,7 +179,7 @@ fn ack_and_nack_settle_received_messages() {
     server.sluice(&["send", "work", "\"b\""]).assert_success();
 
     let received =
-        server.sluice_json(&["recv", "work", "--max", "2", "--visibility-timeout", "60"]);
+        server.sluice_json(&["recv", "work", "--max", "2", "--visibility-timeout", "60s"]);
     let receipts: Vec<String> = received["messages"]
         .as_array()
         .unwrap_or_else(|| panic!("{received}"))
@@ -286,14 +286,14 @@ fn purge_removes_waiting_messages_and_drain_reports_what_is_left() {
         .assert_success();
 
     let drain = server.sluice(&["queue", "drain", "full", "--timeout", "200ms"]);
-    assert_eq!(drain.status.code(), Some(3), "{drain:?}");
+    assert_eq!(drain.status.code(), Some(7), "timed out: {drain:?}");
     assert!(
         drain.stdout.starts_with("not drained after ") && drain.stdout.contains("ready 3,"),
         "{drain:?}"
     );
     assert!(!drain.stderr.contains("error:"), "{drain:?}");
 
-    let received = server.sluice_json(&["recv", "full", "--visibility-timeout", "60"]);
+    let received = server.sluice_json(&["recv", "full", "--visibility-timeout", "60s"]);
     let receipt = received["messages"][0]["receipt"]
         .as_str()
         .unwrap()
@@ -345,18 +345,18 @@ fn cancel_reports_its_outcome_in_words_and_exit_status() {
     assert!(again.stdout.starts_with("already_completed: "), "{again:?}");
     assert!(again.stderr.is_empty(), "{again:?}");
 
-    let unknown = server.sluice_json_status(&["cancel", "orders", "--key", "no-such-key"], 3);
+    let unknown = server.sluice_json_status(&["cancel", "orders", "--id", "no-such-key"], 3);
     assert_eq!(unknown["outcome"], "not_found", "{unknown}");
 
     server
-        .sluice_json(&["recv", "orders", "--visibility-timeout", "60"])
+        .sluice_json(&["recv", "orders", "--visibility-timeout", "60s"])
         .to_string();
-    let busy = server.sluice(&["cancel", "orders", "--key", "order-2"]);
+    let busy = server.sluice(&["cancel", "orders", "--id", "order-2"]);
     assert_eq!(busy.status.code(), Some(4), "{busy:?}");
     assert!(busy.stdout.starts_with("already_processing: "), "{busy:?}");
 
     let bad = server.sluice(&["cancel", "orders", "not-a-uuid"]);
-    assert_eq!(bad.status.code(), Some(1), "{bad:?}");
+    assert_eq!(bad.status.code(), Some(2), "a usage error: {bad:?}");
     assert!(bad.stderr.starts_with("error: "), "{bad:?}");
 }
 

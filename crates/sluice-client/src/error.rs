@@ -51,6 +51,13 @@ pub enum Error {
         /// Why it does not work.
         reason: String,
     },
+    /// A token the client cannot send (empty, or with characters an HTTP header cannot carry).
+    /// The message never contains the token.
+    #[error("invalid token: {reason}")]
+    InvalidToken {
+        /// Why it cannot be sent.
+        reason: &'static str,
+    },
     /// A queue name or id that cannot be put in a URL path (empty, `.` or `..`).
     #[error("{what} {value:?} cannot be used in a URL path")]
     InvalidPathSegment {
@@ -75,7 +82,9 @@ impl Error {
         match self {
             Self::Api { status, .. } | Self::Decode { status, .. } => Some(*status),
             Self::Transport(error) => error.status().map(|status| status.as_u16()),
-            Self::InvalidUrl { .. } | Self::InvalidPathSegment { .. } => None,
+            Self::InvalidUrl { .. }
+            | Self::InvalidPathSegment { .. }
+            | Self::InvalidToken { .. } => None,
         }
     }
 

@@ -4,6 +4,10 @@
 //! [`sluice_core::wire`] (re-exported as [`wire`]), so client and server cannot drift apart.
 //! A non-2xx answer becomes [`Error::Api`] with the server's stable error `code`.
 //!
+//! With access control on (docs/access-control.md), give the client a token:
+//! `Client::builder(url).token(token).build()?` sends `Authorization: Bearer <token>` with every
+//! request. The token is kept as a sensitive header value: `Debug` shows it as `Sensitive`.
+//!
 //! This crate only speaks HTTP: it holds no state beyond a connection pool and knows nothing of
 //! stores or the server's internals.
 
@@ -11,6 +15,7 @@ mod error;
 
 use std::time::Duration;
 
+use reqwest::header::HeaderValue;
 use reqwest::{Method, Url};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -73,6 +78,87 @@ pub struct DlqListQuery {
 pub struct Client {
     http: reqwest::Client,
     base: Url,
+    /// `Bearer <token>`, marked sensitive so `Debug` never shows it (in an `Arc` to keep the
+    /// client small; clones share it).
+    authorization: Option<std::sync::Arc<HeaderValue>>,
+}
+
+/// Builds a [`Client`]: the base URL, then optional settings. See [`Client::builder`].
+#[derive(Debug)]
+pub struct ClientBuilder {
+    base_url: String,
+    token: Option<HeaderValue>,
+    token_error: Option<Error>,
+    http: Option<reqwest::Client>,
+}
+
+impl ClientBuilder {
+    /// Sends `Authorization: Bearer <token>` with every request (the server's access control,
+    /// docs/access-control.md). A token with characters an HTTP header cannot carry (line
+    /// breaks, control characters) makes [`ClientBuilder::build`] fail with
+    /// [`Error::InvalidToken`], which does not contain the token.
+    pub fn token(mut self, token: impl AsRef<str>) -> Self {
+        match bearer(token.as_ref()) {
+            Ok(value) => {
+                self.token = Some(value);
+                self.token_error = None;
+            }
+            Err(error) => {
+                self.token = None;
+                self.token_error = Some(error);
+            }
+        }
+        self
+    }
+
+    /// Uses a `reqwest::Client` configured by the caller (proxies, pool sizes, TLS where the
+    /// feature is enabled) instead of the default one. Per-request timeouts are still applied.
+    pub fn http_client(mut self, http: reqwest::Client) -> Self {
+        self.http = Some(http);
+        self
+    }
+
+    /// The client, or [`Error::InvalidUrl`] / [`Error::InvalidToken`].
+    pub fn build(self) -> Result<Client> {
+        if let Some(error) = self.token_error {
+            return Err(error);
+        }
+        let http = match self.http {
+            Some(http) => http,
+            None => default_http_client()?,
+        };
+        let mut client = Client::with_http_client(&self.base_url, http)?;
+        client.authorization = self.token.map(std::sync::Arc::new);
+        Ok(client)
+    }
+}
+
+/// `Bearer <token>` as a sensitive header value.
+fn bearer(token: &str) -> Result<HeaderValue> {
+    if token.is_empty() {
+        return Err(Error::InvalidToken {
+            reason: "the token is empty",
+        });
+    }
+    let mut value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+        Error::InvalidToken {
+            reason: "the token has characters an HTTP header cannot carry (line breaks, control characters)",
+        }
+    })?;
+    value.set_sensitive(true);
+    Ok(value)
+}
+
+/// The default `reqwest::Client`: no overall timeout (receive long-polls for up to 20 s, so
+/// each request sets its own), and idle connections dropped before the server's idle limit
+/// (`[limits] header_read_timeout_ms`, 30 s by default) closes them, so a request is not sent
+/// on a connection the server is closing at that moment.
+fn default_http_client() -> Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+        .build()
+        .map_err(Error::Transport)
 }
 
 /// How long an idle pooled connection is kept: under the server's default idle limit (30 s).
@@ -84,16 +170,23 @@ impl Client {
     ///
     /// Errors with [`Error::InvalidUrl`] when the URL does not parse or is not `http(s)`.
     pub fn new(base_url: &str) -> Result<Self> {
-        // No overall timeout: receive long-polls for up to 20 s, so each request sets its own.
-        // Idle connections are dropped before the server's idle limit (`[limits]
-        // header_read_timeout_ms`, 30 s by default) closes them, so a request is not sent on a
-        // connection the server is closing at that moment.
-        let http = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-            .build()
-            .map_err(Error::Transport)?;
-        Self::with_http_client(base_url, http)
+        Self::with_http_client(base_url, default_http_client()?)
+    }
+
+    /// A client for the server at `base_url` that sends `token` with every request; the same
+    /// as `Client::builder(base_url).token(token).build()`.
+    pub fn with_token(base_url: &str, token: impl AsRef<str>) -> Result<Self> {
+        Self::builder(base_url).token(token).build()
+    }
+
+    /// A [`ClientBuilder`] for the server at `base_url`, for a token or an own HTTP client.
+    pub fn builder(base_url: &str) -> ClientBuilder {
+        ClientBuilder {
+            base_url: base_url.to_owned(),
+            token: None,
+            token_error: None,
+            http: None,
+        }
     }
 
     /// Like [`Client::new`], with a `reqwest::Client` configured by the caller (proxies, pool
@@ -113,7 +206,11 @@ impl Client {
         if base.query().is_some() || base.fragment().is_some() {
             return Err(invalid("the URL must not have a query or fragment"));
         }
-        Ok(Self { http, base })
+        Ok(Self {
+            http,
+            base,
+            authorization: None,
+        })
     }
 
     /// The server's base URL.
@@ -480,6 +577,12 @@ impl Client {
         timeout: Duration,
     ) -> Result<T> {
         let mut request = self.http.request(method, url).timeout(timeout);
+        if let Some(authorization) = &self.authorization {
+            request = request.header(
+                reqwest::header::AUTHORIZATION,
+                HeaderValue::clone(authorization),
+            );
+        }
         if let Some(body) = body {
             request = request.json(body);
         }
@@ -563,6 +666,34 @@ mod tests {
                 matches!(Client::new(base), Err(Error::InvalidUrl { .. })),
                 "{base}"
             );
+        }
+    }
+
+    #[test]
+    fn the_token_is_sent_as_bearer_and_never_shown() {
+        let token = "secret-token-0123456789";
+        let client = Client::with_token("http://h:1", token).unwrap();
+        let authorization = client.authorization.as_ref().unwrap();
+        assert_eq!(
+            authorization.to_str().unwrap(),
+            "Bearer secret-token-0123456789"
+        );
+        assert!(authorization.is_sensitive());
+        let debug = format!(
+            "{client:?} {:?}",
+            Client::builder("http://h:1").token(token)
+        );
+        assert!(!debug.contains(token), "{debug}");
+        assert!(Client::new("http://h:1").unwrap().authorization.is_none());
+    }
+
+    #[test]
+    fn a_token_a_header_cannot_carry_is_refused_without_showing_it() {
+        for token in ["", "line\nbreak-0123456789", "nul\0-0123456789"] {
+            let error = Client::with_token("http://h:1", token).unwrap_err();
+            assert!(matches!(error, Error::InvalidToken { .. }), "{error:?}");
+            let text = format!("{error} {error:?}");
+            assert!(token.is_empty() || !text.contains(token), "{text}");
         }
     }
 

@@ -401,6 +401,8 @@ pub struct StorageMetrics {
     pub wal_sync_us: Option<crate::histogram::Histogram>,
     /// Bytes of the write-ahead log now.
     pub wal_bytes: Option<u64>,
+    /// Bytes of the database on disk now: the main file and the write-ahead log.
+    pub database_bytes: Option<u64>,
     /// WAL frames not yet copied into the database file, as of the last checkpoint.
     pub wal_checkpoint_lag_frames: Option<u64>,
     /// Checkpoints that completed and emptied the WAL because it passed its limit.

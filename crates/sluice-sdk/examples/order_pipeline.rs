@@ -59,12 +59,13 @@ struct Shipment {
     charge_id: String,
 }
 
-/// `SLUICE_URL` set: that server; else a temporary store inside the process.
+/// `SLUICE_URL` set: that server (with the token in `SLUICE_TOKEN`, if set); else a temporary
+/// store inside the process.
 async fn backend() -> sluice_sdk::Result<Arc<dyn Backend>> {
     Ok(match std::env::var("SLUICE_URL") {
         Ok(url) => {
             println!("backend: sluice server at {url}");
-            Arc::new(Http::new(&url)?)
+            Arc::new(Http::with_env_token(&url)?)
         }
         Err(_) => {
             println!("backend: embedded (temporary store)");

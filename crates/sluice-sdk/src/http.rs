@@ -26,11 +26,39 @@ pub struct Http {
 }
 
 impl Http {
+    /// The environment variable [`Http::with_env_token`] reads the token from.
+    pub const TOKEN_ENV: &str = "SLUICE_TOKEN";
+
     /// A backend for the server at `url` (e.g. `http://127.0.0.1:7566`).
     pub fn new(url: &str) -> Result<Self> {
         Ok(Self {
             client: Client::new(url)?,
         })
+    }
+
+    /// A backend for the server at `url` that sends `token` as `Authorization: Bearer <token>`
+    /// with every request (needed when the server's access control is on; see
+    /// docs/access-control.md). The token is never shown by `Debug` or in errors.
+    pub fn with_token(url: &str, token: impl AsRef<str>) -> Result<Self> {
+        Ok(Self {
+            client: Client::with_token(url, token)?,
+        })
+    }
+
+    /// A backend for the server at `url`, with the token of the environment variable
+    /// [`Http::TOKEN_ENV`] (`SLUICE_TOKEN`, as the `sluice` CLI reads it) when that is set and not
+    /// empty; without a token otherwise.
+    pub fn with_env_token(url: &str) -> Result<Self> {
+        match std::env::var(Self::TOKEN_ENV) {
+            Ok(token) if !token.is_empty() => Self::with_token(url, token),
+            _ => Self::new(url),
+        }
+    }
+
+    /// A backend over a [`Client`] built by the caller (`Client::builder`: own
+    /// `reqwest::Client`, token).
+    pub fn from_client(client: Client) -> Self {
+        Self { client }
     }
 
     /// The typed HTTP client underneath, for the routes this trait does not cover.

@@ -51,6 +51,9 @@ pub struct RawConfig {
     /// `[dashboard]`: the history its charts show.
     #[serde(default)]
     pub dashboard: crate::history::RawDashboard,
+    /// `[tracing]`: OpenTelemetry trace export.
+    #[serde(default)]
+    pub tracing: crate::telemetry::TracingSpec,
 }
 
 /// `[expressions]` as written.
@@ -250,6 +253,8 @@ pub struct Config {
     pub push_enabled: bool,
     /// `[dashboard]`: how often queues are sampled for the charts, and for how long.
     pub history: crate::history::HistoryConfig,
+    /// `[tracing]`: where and how traces are exported (off without an endpoint).
+    pub tracing: crate::telemetry::TracingConfig,
 }
 
 impl Config {
@@ -345,6 +350,7 @@ impl Config {
             expressions: expressions(raw.expressions)?,
             push_enabled: raw.push.enabled.unwrap_or(true) && !options.no_push,
             history: crate::history::HistoryConfig::from_raw(raw.dashboard)?,
+            tracing: crate::telemetry::TracingConfig::from_spec(raw.tracing)?,
         })
     }
 }

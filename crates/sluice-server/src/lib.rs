@@ -13,13 +13,16 @@ mod dashboard;
 pub mod error;
 pub mod expr;
 mod history;
+mod http_metrics;
 mod listen;
 mod maintenance;
 mod metrics;
+mod process_metrics;
 pub mod push;
 mod push_pauses;
 mod redact;
 mod secrets;
+pub mod telemetry;
 pub mod webhooks;
 
 use std::future::Future;
@@ -55,7 +58,11 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// Runs the server until SIGTERM or ctrl-c. Prints `sluice listening on http://ADDR` on stdout
 /// once it accepts connections.
 pub async fn serve(options: ServeOptions) -> Result<(), BoxError> {
-    let mut config = Config::load(&options)?;
+    serve_config(Config::load(&options)?).await
+}
+
+/// [`serve`] with the config already loaded (`sluice serve` reads it first for `[tracing]`).
+pub async fn serve_config(mut config: Config) -> Result<(), BoxError> {
     // Test-clock mode is for integration tests only, so it has no flag and no config key.
     config.test_clock = std::env::var("SLUICE_TEST_CLOCK").is_ok_and(|v| v == "1");
     // Where the test clock starts (epoch ms), e.g. at the time of recorded webhook signatures.
@@ -124,7 +131,9 @@ pub async fn run(
         push_pauses::PushPauses::load(&config.data_dir)?,
         config.push_enabled,
     )?;
+    let http_metrics = Arc::new(http_metrics::HttpMetrics::default());
     let state = api::AppState {
+        http_metrics: http_metrics.clone(),
         expr,
         store: store.clone(),
         clock: clock.clone(),
@@ -182,6 +191,8 @@ pub async fn run(
             .merge(api::router(state)),
         Arc::new(guard),
     ));
+    // Outermost, so every answer is counted (and traced), whichever layer gave it.
+    let app = http_metrics::layer(app, http_metrics);
     on_ready();
     tracing::info!(listen = %listener.local_addr()?, "listening");
 

@@ -38,6 +38,8 @@ use sluice_core::wire::WebhookStatsOut;
 
 use crate::api::AppState;
 use crate::error::ApiError;
+use crate::http_metrics::RouteMetrics;
+use crate::process_metrics::ProcessMetrics;
 use crate::push::PushMetrics;
 
 /// The metrics route.
@@ -62,6 +64,8 @@ async fn metrics(State(state): State<AppState>) -> Response {
         push: state.push.metrics(),
         storage: state.store.storage_metrics(),
         expressions: ExprCounts::of(state.expr.metrics()),
+        http: state.http_metrics.snapshot(),
+        process: ProcessMetrics::read(),
     };
     match render(snapshot) {
         Ok(text) => (
@@ -82,6 +86,10 @@ struct Snapshot {
     push: Vec<PushMetrics>,
     expressions: ExprCounts,
     storage: StorageMetrics,
+    /// Requests by route and method.
+    http: Vec<RouteMetrics>,
+    /// This process (Linux only).
+    process: Option<ProcessMetrics>,
 }
 
 /// The text exposition of a snapshot.
@@ -160,7 +168,9 @@ impl Collector for Snapshot {
         self.encode_webhooks(&mut encoder)?;
         self.encode_push(&mut encoder)?;
         self.encode_expressions(&mut encoder)?;
-        self.encode_storage(&mut encoder)
+        self.encode_storage(&mut encoder)?;
+        self.encode_http(&mut encoder)?;
+        self.encode_process(&mut encoder)
     }
 }
 
@@ -387,9 +397,96 @@ impl Snapshot {
         self.encode_wal_and_space(encoder)
     }
 
+    /// Requests answered, by matched route template (bounded; `unmatched` for the rest).
+    fn encode_http(&self, encoder: &mut DescriptorEncoder) -> Fmt {
+        let mut family = counter(
+            encoder,
+            "sluice_http_requests",
+            "HTTP requests answered, by route (the matched route template, or unmatched), method and status.",
+        )?;
+        for route in &self.http {
+            for (status, count) in &route.statuses {
+                family
+                    .encode_family(&[
+                        ("route", &*route.route),
+                        ("method", route.method),
+                        ("status", status.to_string().as_str()),
+                    ])?
+                    .encode_counter::<NoLabelSet, _, u64>(count, None)?;
+            }
+        }
+        let mut family = histogram(
+            encoder,
+            "sluice_http_request_duration_seconds",
+            "Time from a request's arrival to its response head, by route and method (a long poll's wait included).",
+        )?;
+        for route in &self.http {
+            encode_histogram(
+                &mut family.encode_family(&[("route", &*route.route), ("method", route.method)])?,
+                &route.duration_us,
+                1e6,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The standard `process_*` families of Prometheus clients.
+    fn encode_process(&self, encoder: &mut DescriptorEncoder) -> Fmt {
+        let Some(process) = &self.process else {
+            return Ok(());
+        };
+        counter(
+            encoder,
+            "process_cpu_seconds",
+            "Total user and system CPU time spent in seconds.",
+        )?
+        .encode_counter::<NoLabelSet, _, f64>(&process.cpu_seconds, None)?;
+        gauge(
+            encoder,
+            "process_open_fds",
+            "Number of open file descriptors.",
+        )?
+        .encode_gauge(&process.open_fds)?;
+        if let Some(max_fds) = process.max_fds {
+            gauge(
+                encoder,
+                "process_max_fds",
+                "Maximum number of open file descriptors.",
+            )?
+            .encode_gauge(&max_fds)?;
+        }
+        gauge(
+            encoder,
+            "process_virtual_memory_bytes",
+            "Virtual memory size in bytes.",
+        )?
+        .encode_gauge(&process.virtual_memory_bytes)?;
+        gauge(
+            encoder,
+            "process_resident_memory_bytes",
+            "Resident memory size in bytes.",
+        )?
+        .encode_gauge(&process.resident_memory_bytes)?;
+        gauge(
+            encoder,
+            "process_start_time_seconds",
+            "Start time of the process since unix epoch in seconds.",
+        )?
+        .encode_gauge(&process.start_time_seconds)?;
+        Ok(())
+    }
+
     /// The WAL's bound and the write state: what keeps a restart fast and why writes stop.
     fn encode_wal_and_space(&self, encoder: &mut DescriptorEncoder) -> Fmt {
         let storage = &self.storage;
+        if let Some(database_bytes) = storage.database_bytes {
+            gauge(
+                encoder,
+                "sluice_storage_database_bytes",
+                "Size of the database on disk: the main file plus the write-ahead log.",
+            )?
+            .encode_gauge(&database_bytes)?;
+        }
         let Some(wal_bytes) = storage.wal_bytes else {
             return Ok(());
         };
@@ -537,6 +634,7 @@ mod tests {
                 group_commit_ops: Some(AtomicHistogram::new(&[1, 2, 4]).snapshot()),
                 wal_sync_us: Some(AtomicHistogram::new(&[100, 1_000]).snapshot()),
                 wal_bytes: Some(4_096),
+                database_bytes: Some(20_480),
                 wal_checkpoint_lag_frames: Some(3),
                 wal_truncations: Some(1),
                 write_state: WriteState::DiskFull,
@@ -547,6 +645,24 @@ mod tests {
                 start_failures: 0,
                 stopped: vec![("timeout", 1), ("died", 1), ("protocol", 0)],
             },
+            http: vec![RouteMetrics {
+                route: "/v1/queues/{queue}/messages".into(),
+                method: "POST",
+                statuses: vec![(200, 3), (404, 1)],
+                duration_us: {
+                    let mut duration = Histogram::new(&[1_000, 10_000]);
+                    duration.record(2_000);
+                    duration
+                },
+            }],
+            process: Some(ProcessMetrics {
+                resident_memory_bytes: 1 << 24,
+                virtual_memory_bytes: 1 << 30,
+                cpu_seconds: 1.25,
+                open_fds: 12,
+                max_fds: Some(1024),
+                start_time_seconds: 1.7e9,
+            }),
         }
     }
 
@@ -575,7 +691,7 @@ mod tests {
         let families = families(&text);
         assert!(families.len() >= 20, "{text}");
         let valid_name = |name: &str| {
-            name.starts_with("sluice_")
+            (name.starts_with("sluice_") || name.starts_with("process_"))
                 && name
                     .bytes()
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
@@ -583,7 +699,10 @@ mod tests {
                 && !name.ends_with('_')
         };
         for (name, (kind, helped)) in &families {
-            assert!(valid_name(name), "{name}: not sluice_ and snake_case");
+            assert!(
+                valid_name(name),
+                "{name}: not sluice_ (or process_) and snake_case"
+            );
             assert!(helped, "{name} has no HELP");
             // Base units only: seconds, never ms or µs; no unit words that are not base units.
             for bad in [
@@ -710,9 +829,36 @@ mod tests {
     }
 
     #[test]
+    fn http_process_and_database_families_render_their_values() {
+        let text = render(full_snapshot()).unwrap();
+        for line in [
+            r#"sluice_http_requests_total{route="/v1/queues/{queue}/messages",method="POST",status="200"} 3"#,
+            r#"sluice_http_requests_total{route="/v1/queues/{queue}/messages",method="POST",status="404"} 1"#,
+            r#"sluice_http_request_duration_seconds_bucket{route="/v1/queues/{queue}/messages",method="POST",le="0.001"} 0"#,
+            r#"sluice_http_request_duration_seconds_bucket{route="/v1/queues/{queue}/messages",method="POST",le="0.01"} 1"#,
+            r#"sluice_http_request_duration_seconds_count{route="/v1/queues/{queue}/messages",method="POST"} 1"#,
+            "process_cpu_seconds_total 1.25",
+            "process_open_fds 12",
+            "process_max_fds 1024",
+            "process_resident_memory_bytes 16777216",
+            "process_virtual_memory_bytes 1073741824",
+            "sluice_storage_database_bytes 20480",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in {text}");
+        }
+        let start: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("process_start_time_seconds "))
+            .and_then(|value| value.parse().ok())
+            .expect("process_start_time_seconds");
+        assert_eq!(start, 1.7e9);
+    }
+
+    #[test]
     fn an_empty_server_renders_only_its_families() {
         let text = render(Snapshot::default()).unwrap();
         assert!(text.contains("sluice_build_info{version="), "{text}");
         assert!(!text.contains("sluice_storage_"), "{text}");
+        assert!(!text.contains("sluice_http_requests_total{"), "{text}");
     }
 }

@@ -444,7 +444,16 @@ impl Dispatcher {
                 retry_after_ms: None,
             }
         } else {
-            self.call(destination, &message).await
+            let span = crate::telemetry::push_span(&destination.queue, &message);
+            let outcome =
+                tracing::Instrument::instrument(self.call(destination, &message), span.clone())
+                    .await;
+            let (status, failed) = match &outcome {
+                Outcome::Delivered { status } => (Some(*status), false),
+                Outcome::Failed { status, .. } => (*status, true),
+            };
+            crate::telemetry::record_push(&span, status, failed);
+            outcome
         };
         if let Outcome::Failed { error, .. } = &mut outcome {
             *error = destination.scrubber.scrub(error);
@@ -537,6 +546,10 @@ impl Dispatcher {
             .header("sluice-queue", destination.queue.as_str());
         if let Some(key) = &message.idempotency_key {
             request = request.header("idempotency-key", key.as_str());
+        }
+        // This attempt's span (crate::telemetry), so the destination can continue the trace.
+        if let Some(traceparent) = crate::telemetry::traceparent(&tracing::Span::current()) {
+            request = request.header(crate::telemetry::TRACEPARENT, traceparent);
         }
         for (name, value) in spec.headers.iter().flatten() {
             request = request.header(name.as_str(), value.as_str());

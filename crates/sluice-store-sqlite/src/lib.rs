@@ -861,8 +861,11 @@ impl Store for SharedSqliteStore {
         let mut metrics = store
             .write_stats
             .snapshot(store.options.durability == Durability::Fsync);
-        let wal = store.options.data_dir.join(files::WAL_FILE);
-        metrics.wal_bytes = Some(std::fs::metadata(wal).map_or(0, |m| m.len()));
+        let file_bytes =
+            |name| std::fs::metadata(store.options.data_dir.join(name)).map_or(0, |m| m.len());
+        let wal_bytes = file_bytes(files::WAL_FILE);
+        metrics.wal_bytes = Some(wal_bytes);
+        metrics.database_bytes = Some(file_bytes(files::DB_FILE) + wal_bytes);
         metrics.wal_checkpoint_lag_frames =
             Some(store.checkpoint.lag_frames.load(Ordering::Relaxed));
         metrics.wal_truncations = Some(store.checkpoint.truncations.load(Ordering::Relaxed));

@@ -23,6 +23,13 @@ pub const HEADER_ID: &str = "webhook-id";
 pub const HEADER_TIMESTAMP: &str = "webhook-timestamp";
 /// Name of the Standard Webhooks signature header (space-separated `v1,<base64>` entries).
 pub const HEADER_SIGNATURE: &str = "webhook-signature";
+/// Svix's name for [`HEADER_ID`]: Svix sends `svix-*` headers (the `webhook-*` names only on its
+/// white-label plans), signed the same way.
+pub const SVIX_HEADER_ID: &str = "svix-id";
+/// Svix's name for [`HEADER_TIMESTAMP`].
+pub const SVIX_HEADER_TIMESTAMP: &str = "svix-timestamp";
+/// Svix's name for [`HEADER_SIGNATURE`].
+pub const SVIX_HEADER_SIGNATURE: &str = "svix-signature";
 
 /// The prefix of a Standard Webhooks symmetric secret.
 const SECRET_PREFIX: &str = "whsec_";
@@ -38,8 +45,9 @@ pub(crate) const B64: GeneralPurpose = GeneralPurpose::new(
 
 /// HMAC of the concatenation of `parts` under `key` with `algorithm`.
 ///
-/// The single MAC routine of the crate: every scheme, inbound or outbound, goes through it.
-pub(crate) fn hmac(algorithm: HmacAlgorithm, key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+/// The single MAC routine of the crate: every scheme, inbound or outbound, goes through it. Public
+/// so a consumer (and the tests) can check a stored body against a kept signature header.
+pub fn hmac(algorithm: HmacAlgorithm, key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
     fn run<M: Mac + KeyInit>(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
         // HMAC accepts keys of any length (long keys are hashed), so this cannot fail.
         let mut mac = <M as KeyInit>::new_from_slice(key).expect("HMAC takes keys of any length");

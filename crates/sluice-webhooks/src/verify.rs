@@ -9,7 +9,7 @@
 //!
 //! | Scheme | Signature header | Signed content | MAC, encoding | Timestamp |
 //! |---|---|---|---|---|
-//! | [`Scheme::StandardWebhooks`] | `webhook-signature: v1,<b64> [v1,<b64> …]` | `<webhook-id>.<webhook-timestamp>.<body>` | HMAC-SHA256, base64; key = base64-decoded `whsec_` secret | `webhook-timestamp` |
+//! | [`Scheme::StandardWebhooks`] | `webhook-signature: v1,<b64> [v1,<b64> …]` (or Svix's `svix-signature`, with `svix-id`, `svix-timestamp`) | `<webhook-id>.<webhook-timestamp>.<body>` | HMAC-SHA256, base64; key = base64-decoded `whsec_` secret | `webhook-timestamp` |
 //! | [`Scheme::GitHub`] | `X-Hub-Signature-256: sha256=<hex>` | body | HMAC-SHA256, hex | none |
 //! | [`Scheme::Stripe`] | `Stripe-Signature: t=<unix>,v1=<hex>[,v1=…][,v0=…]` (only `v1` counts) | `<t>.<body>` | HMAC-SHA256, hex; key = whole `whsec_…` string | `t` |
 //! | [`Scheme::Slack`] | `X-Slack-Signature: v0=<hex>` | `v0:<X-Slack-Request-Timestamp>:<body>` | HMAC-SHA256, hex | `X-Slack-Request-Timestamp` |
@@ -96,7 +96,9 @@ pub struct GenericHmac {
 #[serde(try_from = "VerifySpec", into = "VerifySpec")]
 pub enum Scheme {
     /// [Standard Webhooks](https://www.standardwebhooks.com/) (Svix and others): `webhook-id`,
-    /// `webhook-timestamp`, `webhook-signature`. Configuration name `standard_webhooks`.
+    /// `webhook-timestamp`, `webhook-signature`, each also taken under Svix's name (`svix-id`,
+    /// `svix-timestamp`, `svix-signature`), which wins when both are present, as in Svix's own
+    /// libraries. Configuration name `standard_webhooks`.
     StandardWebhooks,
     /// GitHub: `X-Hub-Signature-256: sha256=<hex>`. Configuration name `github`. (The legacy
     /// SHA-1 `X-Hub-Signature` header is not used; configure [`Scheme::Hmac`] for it if needed.)
@@ -232,31 +234,31 @@ impl Scheme {
         }
     }
 
-    /// The request header whose value identifies a delivery (stable across the sender's retries),
-    /// for use as an idempotency key; `None` when the sender has no such header (see
-    /// [`Scheme::default_id_expression`]). Lowercase, so it is usable with
-    /// `http::HeaderName::from_static`; header lookup is case-insensitive anyway.
+    /// Where the sender puts the id that stays the same across its retries of one delivery: the
+    /// default idempotency key of an endpoint with this scheme. `None` for generic HMAC.
     ///
-    /// `webhook-id` (Standard Webhooks), `x-github-delivery`, `x-shopify-webhook-id`,
-    /// `i-twilio-idempotency-token`; `None` for Stripe, Slack, PagerDuty and generic HMAC.
-    pub fn delivery_id_header(&self) -> Option<&'static str> {
-        match self {
-            Scheme::StandardWebhooks => Some(sign::HEADER_ID),
-            Scheme::GitHub => Some("x-github-delivery"),
-            Scheme::Shopify => Some("x-shopify-webhook-id"),
-            Scheme::Twilio => Some("i-twilio-idempotency-token"),
-            Scheme::Stripe | Scheme::Slack | Scheme::PagerDuty | Scheme::Hmac(_) => None,
-        }
-    }
-
-    /// A jq path into the JSON body that identifies a delivery, for senders without a delivery id
-    /// header: `.id` for Stripe (the event id), `.event.id` for PagerDuty v3; `None` otherwise.
-    pub fn default_id_expression(&self) -> Option<&'static str> {
-        match self {
-            Scheme::Stripe => Some(".id"),
-            Scheme::PagerDuty => Some(".event.id"),
-            _ => None,
-        }
+    /// | scheme | id |
+    /// |---|---|
+    /// | Standard Webhooks | `svix-id`, else `webhook-id` (the id the signature covers) |
+    /// | GitHub | `X-GitHub-Delivery` (kept by redeliveries) |
+    /// | Stripe | `.id` of the body (the event id; retries resend the event) |
+    /// | Slack | `.event_id` of the body (Events API; retries carry `X-Slack-Retry-Num`) |
+    /// | Shopify | `X-Shopify-Webhook-Id` (kept by retries) |
+    /// | PagerDuty | `.event.id` of the body (v3 webhooks) |
+    /// | Twilio | `I-Twilio-Idempotency-Token` (kept by retries) |
+    pub fn delivery_id(&self) -> Option<DeliveryId> {
+        Some(match self {
+            Scheme::StandardWebhooks => {
+                DeliveryId::Header(&[sign::SVIX_HEADER_ID, sign::HEADER_ID])
+            }
+            Scheme::GitHub => DeliveryId::Header(&["x-github-delivery"]),
+            Scheme::Shopify => DeliveryId::Header(&["x-shopify-webhook-id"]),
+            Scheme::Twilio => DeliveryId::Header(&["i-twilio-idempotency-token"]),
+            Scheme::Stripe => DeliveryId::BodyField(&["id"]),
+            Scheme::Slack => DeliveryId::BodyField(&["event_id"]),
+            Scheme::PagerDuty => DeliveryId::BodyField(&["event", "id"]),
+            Scheme::Hmac(_) => return None,
+        })
     }
 
     /// Whether the scheme carries a timestamp that is checked against the tolerance.
@@ -266,6 +268,58 @@ impl Scheme {
             Scheme::StandardWebhooks | Scheme::Stripe | Scheme::Slack
         )
     }
+}
+
+/// Where a sender puts the id of a delivery (see [`Scheme::delivery_id`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryId {
+    /// The first of these request headers that is present (lowercase names).
+    Header(&'static [&'static str]),
+    /// A string or number in the JSON body, at this path of object keys.
+    BodyField(&'static [&'static str]),
+}
+
+impl DeliveryId {
+    /// The id in a request: the header's value, or the body field (a string, or a number as its
+    /// text). `None` when absent or empty, or when the body is not JSON.
+    pub fn find(
+        &self,
+        headers: &http::HeaderMap,
+        body: Option<&serde_json::Value>,
+    ) -> Option<String> {
+        match self {
+            DeliveryId::Header(names) => names
+                .iter()
+                .find_map(|name| headers.get(*name))
+                .and_then(|value| value.to_str().ok())
+                .map(str::trim)
+                .filter(|value| !value.is_empty())
+                .map(str::to_owned),
+            DeliveryId::BodyField(path) => {
+                let value = path.iter().try_fold(body?, |value, key| value.get(key))?;
+                match value {
+                    serde_json::Value::String(text) if !text.is_empty() => Some(text.clone()),
+                    serde_json::Value::Number(number) => Some(number.to_string()),
+                    _ => None,
+                }
+            }
+        }
+    }
+}
+
+/// Slack's `url_verification` handshake: the `challenge` to answer when `body` is one (a JSON
+/// object with `"type": "url_verification"` and a string `challenge`). Slack sends it, signed
+/// like every request, when an Events API Request URL is saved, and accepts the URL only when the
+/// answer is `200` with the challenge.
+pub fn slack_challenge(body: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Handshake {
+        #[serde(rename = "type")]
+        kind: String,
+        challenge: String,
+    }
+    let handshake: Handshake = serde_json::from_slice(body).ok()?;
+    (handshake.kind == "url_verification").then_some(handshake.challenge)
 }
 
 impl TryFrom<VerifySpec> for Scheme {
@@ -308,7 +362,8 @@ pub enum VerifyError {
     /// A header the scheme requires is absent.
     #[error("missing {header} header")]
     MissingHeader {
-        /// The header name (lowercase).
+        /// The header name (lowercase); a Standard Webhooks header with its Svix name:
+        /// `webhook-id (or svix-id)`.
         header: String,
     },
     /// A signature or timestamp header is present but cannot be parsed.
@@ -520,10 +575,14 @@ impl Verifier {
     }
 
     fn verify_standard(&self, request: &Request<'_>, now: i64) -> Result<(), VerifyError> {
-        let msg_id = header(request, sign::HEADER_ID)?;
-        let ts_raw = header(request, sign::HEADER_TIMESTAMP)?;
-        let value = header(request, sign::HEADER_SIGNATURE)?;
-        let timestamp = parse_timestamp(sign::HEADER_TIMESTAMP, ts_raw)?;
+        // Svix sends `svix-*` names, other senders `webhook-*`; like Svix's own libraries, each
+        // header is taken under its `svix-` name when present, else under its `webhook-` name.
+        let (msg_id, _) = standard_header(request, sign::SVIX_HEADER_ID, sign::HEADER_ID)?;
+        let (ts_raw, ts_name) =
+            standard_header(request, sign::SVIX_HEADER_TIMESTAMP, sign::HEADER_TIMESTAMP)?;
+        let (value, signature_name) =
+            standard_header(request, sign::SVIX_HEADER_SIGNATURE, sign::HEADER_SIGNATURE)?;
+        let timestamp = parse_timestamp(ts_name, ts_raw)?;
         // Space-separated `<version>,<base64>` entries; only `v1` (HMAC-SHA256) is ours, `v1a`
         // (ed25519) and unknown versions are skipped, as are entries that are not base64.
         let sigs: Vec<Vec<u8>> = value
@@ -533,10 +592,7 @@ impl Verifier {
             .filter_map(|(_, b64)| B64.decode(b64).ok())
             .collect();
         if sigs.is_empty() {
-            return Err(malformed(
-                sign::HEADER_SIGNATURE,
-                "no v1,<base64> signature found",
-            ));
+            return Err(malformed(signature_name, "no v1,<base64> signature found"));
         }
         self.check_timestamp(timestamp, now)?;
         let Keys::Standard(signers) = &self.keys else {
@@ -692,6 +748,25 @@ fn any_equal(expected: &[u8], candidates: &[Vec<u8>]) -> bool {
     candidates.iter().fold(false, |found, candidate| {
         found | bool::from(expected.ct_eq(candidate.as_slice()))
     })
+}
+
+/// A Standard Webhooks header under its Svix name or, when that is absent, its standard name;
+/// the value and the name it was found under. Missing under both → `missing_header` naming both.
+fn standard_header<'a>(
+    request: &Request<'a>,
+    svix: &'static str,
+    standard: &'static str,
+) -> Result<(&'a str, &'static str), VerifyError> {
+    if request.headers.contains_key(svix) {
+        return Ok((header(request, svix)?, svix));
+    }
+    match header(request, standard) {
+        Ok(value) => Ok((value, standard)),
+        Err(VerifyError::MissingHeader { .. }) => Err(VerifyError::MissingHeader {
+            header: format!("{standard} (or {svix})"),
+        }),
+        Err(other) => Err(other),
+    }
 }
 
 /// The first value of header `name`, trimmed; missing → `missing_header`, not visible ASCII →
@@ -1225,40 +1300,144 @@ mod tests {
 
     #[test]
     fn delivery_ids() {
+        let id = |scheme: Scheme, pairs: &[(&str, &str)], body: &str| {
+            let body = serde_json::from_str::<serde_json::Value>(body).ok();
+            scheme
+                .delivery_id()
+                .and_then(|source| source.find(&headers(pairs), body.as_ref()))
+        };
+        // Standard Webhooks: Svix's name first, as its libraries read it, else the standard one.
+        let both = [("svix-id", "msg_svix"), ("webhook-id", "msg_std")];
         assert_eq!(
-            Scheme::StandardWebhooks.delivery_id_header(),
-            Some("webhook-id")
+            id(Scheme::StandardWebhooks, &both, ""),
+            Some("msg_svix".into())
+        );
+        let standard = [("webhook-id", "msg_std")];
+        assert_eq!(
+            id(Scheme::StandardWebhooks, &standard, ""),
+            Some("msg_std".into())
+        );
+        assert_eq!(id(Scheme::StandardWebhooks, &[], ""), None);
+        let github = [("x-github-delivery", "72d3162e")];
+        assert_eq!(id(Scheme::GitHub, &github, "{}"), Some("72d3162e".into()));
+        let shopify = [
+            ("x-shopify-webhook-id", "b54557e4"),
+            ("x-shopify-event-id", "e1"),
+        ];
+        assert_eq!(id(Scheme::Shopify, &shopify, "{}"), Some("b54557e4".into()));
+        let twilio = [("i-twilio-idempotency-token", "tok")];
+        assert_eq!(id(Scheme::Twilio, &twilio, ""), Some("tok".into()));
+        assert_eq!(
+            id(Scheme::Stripe, &[], r#"{"id":"evt_1"}"#),
+            Some("evt_1".into())
         );
         assert_eq!(
-            Scheme::GitHub.delivery_id_header(),
-            Some("x-github-delivery")
+            id(Scheme::PagerDuty, &[], r#"{"event":{"id":"01ABC"}}"#),
+            Some("01ABC".into())
+        );
+        let slack =
+            r#"{"type":"event_callback","event_id":"Ev08MFMKH6","event":{"type":"app_mention"}}"#;
+        assert_eq!(id(Scheme::Slack, &[], slack), Some("Ev08MFMKH6".into()));
+        // Numbers are ids too; anything else, or no JSON, is none.
+        assert_eq!(id(Scheme::Stripe, &[], r#"{"id":42}"#), Some("42".into()));
+        assert_eq!(id(Scheme::Stripe, &[], r#"{"id":""}"#), None);
+        assert_eq!(id(Scheme::Stripe, &[], r#"{"id":{"a":1}}"#), None);
+        assert_eq!(id(Scheme::Slack, &[], "payload=%7B%7D"), None);
+        let generic = Scheme::Hmac(GenericHmac {
+            header: "X-Sig".into(),
+            algorithm: HmacAlgorithm::Sha256,
+            encoding: SignatureEncoding::Hex,
+            prefix: None,
+        });
+        assert_eq!(generic.delivery_id(), None);
+    }
+
+    #[test]
+    fn slack_challenges() {
+        let handshake = br#"{"token":"Jhj5dZrVaK7ZwHHjRyZWjbDl","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}"#;
+        assert_eq!(
+            slack_challenge(handshake).as_deref(),
+            Some("3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P")
         );
         assert_eq!(
-            Scheme::Shopify.delivery_id_header(),
-            Some("x-shopify-webhook-id")
+            slack_challenge(br#"{"type":"event_callback","challenge":"x"}"#),
+            None
         );
+        assert_eq!(slack_challenge(br#"{"type":"url_verification"}"#), None);
         assert_eq!(
-            Scheme::Twilio.delivery_id_header(),
-            Some("i-twilio-idempotency-token")
+            slack_challenge(br#"{"type":"url_verification","challenge":7}"#),
+            None
         );
-        for scheme in [Scheme::Stripe, Scheme::Slack, Scheme::PagerDuty] {
-            assert_eq!(scheme.delivery_id_header(), None);
-        }
-        assert_eq!(Scheme::Stripe.default_id_expression(), Some(".id"));
-        assert_eq!(Scheme::PagerDuty.default_id_expression(), Some(".event.id"));
-        assert_eq!(Scheme::GitHub.default_id_expression(), None);
-        assert_eq!(Scheme::Slack.default_id_expression(), None);
-        // Every header name is usable with from_static (which panics on uppercase).
-        for name in SCHEME_NAMES {
-            let spec = VerifySpec {
-                scheme: name.to_string(),
-                header: (name == "hmac").then(|| "X-Sig".to_string()),
-                ..VerifySpec::default()
-            };
-            if let Some(h) = Scheme::from_spec(&spec).unwrap().delivery_id_header() {
-                let _ = HeaderName::from_static(h);
+        assert_eq!(slack_challenge(b"type=url_verification&challenge=x"), None);
+    }
+
+    #[test]
+    fn standard_webhooks_takes_svix_headers_each_before_its_standard_name() {
+        let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+        let signer = StandardSigner::new(secret).unwrap();
+        let body = br#"{"type":"ping"}"#;
+        let good = signer.sign("msg_1", 1700000000, body);
+        let other = signer.sign("msg_2", 1700000000, body);
+        let run = |pairs: &[(&str, &str)]| {
+            check(
+                Scheme::StandardWebhooks,
+                secret,
+                "",
+                pairs,
+                body,
+                1700000000,
+            )
+        };
+        let svix = [
+            ("svix-id", "msg_1"),
+            ("svix-timestamp", "1700000000"),
+            ("svix-signature", good.as_str()),
+        ];
+        assert_eq!(run(&svix), Ok(()));
+        // Mixed names, as Svix's libraries allow.
+        let mixed = [
+            ("svix-id", "msg_1"),
+            ("webhook-timestamp", "1700000000"),
+            ("svix-signature", good.as_str()),
+        ];
+        assert_eq!(run(&mixed), Ok(()));
+        // The svix- name wins: a valid webhook-* set does not rescue a wrong svix-signature, and
+        // the id signed must be the one under svix-id.
+        let shadowed = [
+            ("svix-id", "msg_1"),
+            ("svix-timestamp", "1700000000"),
+            ("svix-signature", other.as_str()),
+            ("webhook-id", "msg_1"),
+            ("webhook-timestamp", "1700000000"),
+            ("webhook-signature", good.as_str()),
+        ];
+        assert_eq!(run(&shadowed), Err(VerifyError::SignatureMismatch));
+        let wrong_id = [
+            ("svix-id", "msg_2"),
+            ("webhook-id", "msg_1"),
+            ("svix-timestamp", "1700000000"),
+            ("svix-signature", good.as_str()),
+        ];
+        assert_eq!(run(&wrong_id), Err(VerifyError::SignatureMismatch));
+        let err = run(&[
+            ("svix-timestamp", "1700000000"),
+            ("svix-signature", good.as_str()),
+        ])
+        .unwrap_err();
+        assert_eq!(err.to_string(), "missing webhook-id (or svix-id) header");
+        let err = run(&[
+            ("svix-id", "msg_1"),
+            ("svix-timestamp", "soon"),
+            ("svix-signature", good.as_str()),
+        ])
+        .unwrap_err();
+        assert_eq!(
+            err,
+            VerifyError::MalformedSignature {
+                header: "svix-timestamp".into(),
+                reason: "timestamp is not Unix seconds"
             }
-        }
+        );
     }
 
     // ---- Details ----

@@ -412,6 +412,7 @@ async fn define_endpoint(
         priority: None,
         max_body_bytes: None,
         public_url: None,
+        keep_signature_headers: false,
     };
     let response = http
         .put(format!("{base}/v1/webhooks/{ENDPOINT}"))

@@ -93,6 +93,11 @@ pub struct WebhookSpec {
     /// The URL the sender calls, when sluice is behind a proxy (Twilio signs it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub public_url: Option<String>,
+    /// Keep the sender's signature headers (and their timestamps) with the message, so a
+    /// consumer can check the stored body against them itself (default false: they are
+    /// dropped, since anyone who can read the queue could post the delivery again with them).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_signature_headers: bool,
 }
 
 /// Counts of what an endpoint did since the server started.

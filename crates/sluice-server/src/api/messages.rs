@@ -16,6 +16,7 @@ use sluice_core::wire::{
     MessageStatusOut, SchemaViolationOut, time_out,
 };
 use sluice_core::{Millis, clock::parse_rfc3339};
+use tracing::Instrument;
 use uuid::Uuid;
 
 use super::{ApiPath, ApiQuery, AppState, json_shape, parse_json};
@@ -70,6 +71,13 @@ pub async fn enqueue(
     }
     let queue_name = queue.clone();
     let keys: Vec<Option<String>> = messages.iter().map(|m| m.idempotency_key.clone()).collect();
+    // The trace goes on with each message: to its push deliveries and its consumers.
+    let span = crate::telemetry::enqueue_span(&queue, messages.len());
+    if let Some(traceparent) = crate::telemetry::traceparent(&span) {
+        for message in &mut messages {
+            crate::telemetry::carry(&mut message.payload, &traceparent);
+        }
+    }
     let results = app
         .store
         .message_enqueue(EnqueueParams {
@@ -77,6 +85,7 @@ pub async fn enqueue(
             messages,
             now_ms,
         })
+        .instrument(span)
         .await?;
     let mut out = Vec::with_capacity(results.len());
     for (result, key) in results.into_iter().zip(keys) {

@@ -55,6 +55,8 @@ pub struct AppState {
     pub body_budget: Arc<crate::body_budget::BodyBudget>,
     /// The dashboard's charts: recent samples of every queue and webhook endpoint.
     pub history: Arc<crate::history::History>,
+    /// Requests by route, method and status (for `/metrics`).
+    pub http_metrics: Arc<crate::http_metrics::HttpMetrics>,
 }
 
 impl AppState {

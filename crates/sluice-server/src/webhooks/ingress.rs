@@ -20,18 +20,21 @@ use sluice_core::message::{DeadLetterInfo, NewMessage, Payload};
 use sluice_core::queue::{QueueConfig, limits};
 use sluice_core::store::{EnqueueParams, StoreError};
 use sluice_core::wire::{WebhookReceiptOut, time_out};
-use sluice_webhooks::verify::Request;
+use sluice_webhooks::verify::{Request, slack_challenge};
 
 use super::{Endpoint, IdSource, Outcome};
 use crate::api::AppState;
 use crate::error::ApiError;
 use crate::expr::{self, EvalError, ProgramResult};
-/// Request headers never stored with a message.
-const HEADERS_NOT_STORED: [&str; 24] = [
-    // Signatures and their timestamps: kept, they would let anyone who can read the queue post
-    // the same delivery again (schemes without a timestamp never go stale).
+/// The senders' signature headers and the timestamps they sign: dropped unless the endpoint has
+/// `keep_signature_headers`, since they would let anyone who can read the queue post the same
+/// delivery again (schemes without a timestamp never go stale). A generic `hmac` endpoint's own
+/// header is dropped alike.
+const SIGNATURE_HEADERS: [&str; 12] = [
     "webhook-signature",
     "webhook-timestamp",
+    "svix-signature",
+    "svix-timestamp",
     "x-hub-signature",
     "x-hub-signature-256",
     "stripe-signature",
@@ -40,11 +43,14 @@ const HEADERS_NOT_STORED: [&str; 24] = [
     "x-shopify-hmac-sha256",
     "x-pagerduty-signature",
     "x-twilio-signature",
+];
+/// Request headers never stored with a message: credentials, and what only concerned the
+/// connection.
+const HEADERS_NOT_STORED: [&str; 14] = [
     "authorization",
     "cookie",
     "proxy-authorization",
     "x-api-key",
-    // What only concerned the connection.
     "host",
     "connection",
     "content-length",
@@ -78,7 +84,8 @@ struct Shaped {
             (String = "text/plain"))),
     responses(
         (status = 202, description = "Stored (or dead-lettered, see `dead_lettered`)", body = WebhookReceiptOut),
-        (status = 200, description = "A duplicate delivery, or ignored by the filter", body = WebhookReceiptOut),
+        (status = 200, description = "A duplicate delivery, or ignored by the filter (JSON); for Slack's `url_verification` handshake, its `challenge` (text)",
+            content((WebhookReceiptOut = "application/json"), (String = "text/plain"))),
         (status = 401, description = "Signature missing, wrong or stale", body = sluice_core::wire::ErrorBody),
         (status = 404, body = sluice_core::wire::ErrorBody), (status = 413, body = sluice_core::wire::ErrorBody),
         (status = 422, description = "The event cannot become a message and the queue has no dead-letter queue to keep it in", body = sluice_core::wire::ErrorBody),
@@ -98,7 +105,30 @@ pub async fn receive(
         )
         .into_response();
     };
-    match handle(&app, &endpoint, peer, &uri, &headers, body).await {
+    let bytes = match read_verified(&app, &endpoint, &uri, &headers, body).await {
+        Ok(bytes) => bytes,
+        Err((reason, error)) => {
+            endpoint.stats.count(Outcome::Rejected(reason));
+            return error.into_response();
+        }
+    };
+    // Slack's handshake, answered once the signature holds; it is no event, so nothing is
+    // stored (counted with the ignored requests).
+    if endpoint.answers_slack_handshake()
+        && let Some(challenge) = slack_challenge(&bytes)
+    {
+        endpoint.stats.count(Outcome::Ignored);
+        return (
+            StatusCode::OK,
+            [
+                (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+                (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            ],
+            challenge,
+        )
+            .into_response();
+    }
+    match handle(&app, &endpoint, peer, &uri, &headers, bytes).await {
         Ok((status, outcome, receipt)) => {
             endpoint.stats.count(outcome);
             (status, Json(receipt)).into_response()
@@ -112,14 +142,14 @@ pub async fn receive(
 
 type Handled = Result<(StatusCode, Outcome, WebhookReceiptOut), (&'static str, ApiError)>;
 
-async fn handle(
+/// The body within the endpoint's size limit, once its signature holds.
+async fn read_verified(
     app: &AppState,
-    endpoint: &Arc<Endpoint>,
-    peer: SocketAddr,
+    endpoint: &Endpoint,
     uri: &Uri,
     headers: &HeaderMap,
     body: Body,
-) -> Handled {
+) -> Result<Bytes, (&'static str, ApiError)> {
     let bytes = match axum::body::to_bytes(body, endpoint.max_body_bytes).await {
         Ok(bytes) => bytes,
         Err(_) => {
@@ -132,7 +162,6 @@ async fn handle(
             ));
         }
     };
-    let now_ms = app.now_ms();
     if let Some(verifier) = &endpoint.verifier {
         let url = signed_url(endpoint, uri, headers, app.tls);
         let request = Request {
@@ -140,13 +169,25 @@ async fn handle(
             headers,
             body: &bytes,
         };
-        if let Err(error) = verifier.verify(&request, now_ms.div_euclid(1000)) {
+        if let Err(error) = verifier.verify(&request, app.now_ms().div_euclid(1000)) {
             return Err((
                 error.code(),
                 ApiError::unauthorized(error.code(), error.to_string()),
             ));
         }
     }
+    Ok(bytes)
+}
+
+async fn handle(
+    app: &AppState,
+    endpoint: &Arc<Endpoint>,
+    peer: SocketAddr,
+    uri: &Uri,
+    headers: &HeaderMap,
+    bytes: Bytes,
+) -> Handled {
+    let now_ms = app.now_ms();
     let config = app
         .store
         .queue_config(&endpoint.spec.queue)
@@ -155,7 +196,7 @@ async fn handle(
     let event = Event::new(
         (headers, uri, &bytes, peer),
         now_ms,
-        config.schema.is_some(),
+        config.schema.is_some() || endpoint.id_from_body(),
         endpoint.has_expressions(),
     );
     if let Some(parse_error) = &event.parse_error {
@@ -492,45 +533,50 @@ async fn shape(
     endpoint: &Arc<Endpoint>,
     event: &Event,
 ) -> Result<Shaped, EvalError> {
-    if let IdSource::Header(name) = &endpoint.id_source
-        && let Some(value) = event.headers_map.get(name)
-        && value.len() > limits::KEY_BYTES_MAX
-    {
-        return Err(EvalError::Stopped(format!(
-            "the idempotency key in {name} is longer than {} bytes",
-            limits::KEY_BYTES_MAX
-        )));
-    }
-    let header_id = |name: &str| {
-        event
-            .headers_map
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .filter(|v| !v.is_empty())
-            .map(str::to_owned)
-    };
+    let default_key = default_key(endpoint, event).map_err(EvalError::Stopped)?;
     if !endpoint.has_expressions() {
         return Ok(Shaped {
             keep: true,
-            idempotency_key: match &endpoint.id_source {
-                IdSource::Header(name) => header_id(name),
-                _ => None,
-            },
+            idempotency_key: default_key,
             ..Shaped::default()
         });
     }
-    let header_key = match &endpoint.id_source {
-        IdSource::Header(name) => header_id(name),
-        _ => None,
-    };
     let input = event.value.as_ref().unwrap_or(&Value::Null);
     let programs = Programs::of(endpoint);
     let results = app.expr.eval(&programs.specs, input).await?;
     let mut shaped = programs.interpret(results).map_err(EvalError::Stopped)?;
     if shaped.idempotency_key.is_none() {
-        shaped.idempotency_key = header_key;
+        shaped.idempotency_key = default_key;
     }
     Ok(shaped)
+}
+
+/// The idempotency key read without an expression: the configured header, or the sender's
+/// delivery id (a header, or a field of the JSON body). Longer than a key may be: an error.
+fn default_key(endpoint: &Endpoint, event: &Event) -> Result<Option<String>, String> {
+    let (key, source) = match &endpoint.id_source {
+        IdSource::Header(name) => (
+            event
+                .headers_map
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .filter(|v| !v.is_empty())
+                .map(str::to_owned),
+            name.as_str(),
+        ),
+        IdSource::Delivery(delivery) => (
+            delivery.find(&event.headers_map, event.body.as_ref()),
+            "the sender's delivery id",
+        ),
+        IdSource::Expression(_) | IdSource::None => (None, ""),
+    };
+    match key {
+        Some(key) if key.len() > limits::KEY_BYTES_MAX => Err(format!(
+            "the idempotency key in {source} is longer than {} bytes",
+            limits::KEY_BYTES_MAX
+        )),
+        key => Ok(key),
+    }
 }
 
 /// An endpoint's expressions as the programs of one evaluation, in the order they run: the
@@ -656,7 +702,8 @@ fn scalar_text(value: &Value) -> Option<String> {
 }
 
 /// The request headers kept with the message (lowercase names), within the message limits,
-/// without credentials; plus `sluice-webhook: <endpoint>`.
+/// without credentials, and without the signature headers unless the endpoint keeps them; plus
+/// `sluice-webhook: <endpoint>`.
 fn stored_headers(endpoint: &Endpoint, headers: &HeaderMap) -> BTreeMap<String, String> {
     let mut stored = BTreeMap::new();
     stored.insert("sluice-webhook".to_owned(), endpoint.name.clone());
@@ -667,8 +714,9 @@ fn stored_headers(endpoint: &Endpoint, headers: &HeaderMap) -> BTreeMap<String, 
             Some(header) => header.eq_ignore_ascii_case(name),
             None => false,
         };
+        let signature = generic_signature || SIGNATURE_HEADERS.contains(&name);
         if HEADERS_NOT_STORED.contains(&name)
-            || generic_signature
+            || (signature && !endpoint.spec.keep_signature_headers)
             || stored.len() >= STORED_HEADERS_MAX
         {
             continue;

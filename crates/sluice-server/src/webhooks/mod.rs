@@ -15,7 +15,9 @@ use parking_lot::{Mutex, RwLock};
 use sluice_core::queue::validate_queue_name;
 use sluice_core::wire::{IdempotencySpec, VerifySpec, WebhookSpec, WebhookStatsOut};
 use sluice_webhooks::expr::Expr;
-use sluice_webhooks::verify::{GenericHmac, HmacAlgorithm, Scheme, SignatureEncoding, Verifier};
+use sluice_webhooks::verify::{
+    DeliveryId, GenericHmac, HmacAlgorithm, Scheme, SignatureEncoding, Verifier,
+};
 
 use crate::secrets;
 
@@ -33,6 +35,8 @@ pub enum IdSource {
     Header(String),
     /// An expression over the event.
     Expression(Expr),
+    /// The sender's own delivery id (the default: see [`Scheme::delivery_id`]).
+    Delivery(DeliveryId),
     /// No key: every delivery is a new message.
     None,
 }
@@ -123,6 +127,18 @@ impl Endpoint {
             || matches!(self.id_source, IdSource::Expression(_))
     }
 
+    /// True when the idempotency key is read from the JSON body (which must then be parsed).
+    pub fn id_from_body(&self) -> bool {
+        matches!(self.id_source, IdSource::Delivery(DeliveryId::BodyField(_)))
+    }
+
+    /// True for Slack endpoints, which answer Slack's `url_verification` handshake.
+    pub fn answers_slack_handshake(&self) -> bool {
+        self.verifier
+            .as_ref()
+            .is_some_and(|verifier| *verifier.scheme() == Scheme::Slack)
+    }
+
     /// Compiles a definition: the scheme, its secrets (read now), every expression. The error
     /// names the field and what is wrong with it.
     pub fn compile(name: &str, spec: WebhookSpec) -> Result<Self, String> {
@@ -149,19 +165,11 @@ impl Endpoint {
             Some(_) => {
                 return Err("idempotency: give header or expression, not both".into());
             }
-            None => match scheme.as_ref() {
-                Some(scheme) => match (scheme.delivery_id_header(), scheme.default_id_expression())
-                {
-                    (Some(header), _) => IdSource::Header(header.to_ascii_lowercase()),
-                    // The scheme's expressions are over the body; the event wraps it.
-                    (None, Some(path)) => IdSource::Expression(
-                        Expr::compile(&format!(".body | {path}"))
-                            .map_err(|e| format!("idempotency: {e}"))?,
-                    ),
-                    (None, None) => IdSource::None,
-                },
-                None => IdSource::None,
-            },
+            // Read natively, not by an expression: no worker round trip per event.
+            None => scheme
+                .as_ref()
+                .and_then(Scheme::delivery_id)
+                .map_or(IdSource::None, IdSource::Delivery),
         };
         let max_body_bytes = spec.max_body_bytes.unwrap_or(MAX_BODY_BYTES_DEFAULT);
         if !(1..=MAX_BODY_BYTES_MAX).contains(&max_body_bytes) {

@@ -132,7 +132,8 @@ impl Vector {
         .await
     }
 
-    /// The idempotency key the scheme's delivery id gives (none for Slack and generic HMAC).
+    /// The idempotency key the scheme's delivery id gives (none for generic HMAC, nor for Slack
+    /// requests without an Events API `event_id`).
     pub fn delivery_id(&self) -> Option<String> {
         let body = || serde_json::from_str::<Value>(&self.body).ok();
         let header = |name: &str| self.header(name).map(str::to_owned);
@@ -143,6 +144,7 @@ impl Vector {
             "twilio" => header("i-twilio-idempotency-token"),
             "stripe" => body()?["id"].as_str().map(str::to_owned),
             "pagerduty" => body()?["event"]["id"].as_str().map(str::to_owned),
+            "slack" => body()?["event_id"].as_str().map(str::to_owned),
             _ => None,
         }
     }
