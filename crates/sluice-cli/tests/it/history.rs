@@ -13,7 +13,7 @@ use crate::support::tokens::{self, ADMIN, PRODUCER_A};
 use crate::support::{TestServer, receipt};
 
 const INTERVAL_MS: u64 = 200;
-const WINDOW_MS: u64 = 3000;
+const WINDOW_MS: u64 = 5000;
 /// Points a series holds at most: the window's worth plus the one at its start.
 const POINTS: usize = (WINDOW_MS / INTERVAL_MS) as usize + 1;
 /// How long a test waits for samples to show something.
