@@ -195,6 +195,14 @@ function addHistory(out) {
   if (sampler.ring.length) sampler.lastAt = sampler.ring[sampler.ring.length - 1].at;
   const cutoff = out.now_ms - windowMs;
   while (sampler.ring.length && sampler.ring[0].at < cutoff) sampler.ring.shift();
+  // Every series the server holds is in the answer (with no points when nothing is newer): a
+  // name missing from it was deleted, and a queue created again under it starts afresh.
+  const living = new Set(out.queues.map((q) => q.name));
+  const hooks = new Set(out.webhooks.map((w) => w.name));
+  for (const entry of sampler.ring) {
+    for (const name of Object.keys(entry.queues)) if (!living.has(name)) delete entry.queues[name];
+    for (const name of Object.keys(entry.hooks)) if (!hooks.has(name)) delete entry.hooks[name];
+  }
 }
 
 async function sample() {
