@@ -29,6 +29,10 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// What the server prints on stdout when it is ready, followed by its URL.
 const READY_PREFIX: &str = "sluice listening on ";
 
+/// The charts' history, and the queue page's header, tabs and previews.
+#[path = "browser/charts.rs"]
+mod charts;
+
 // ---------- the tests ----------
 
 #[tokio::test(flavor = "multi_thread")]

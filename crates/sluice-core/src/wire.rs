@@ -1108,6 +1108,10 @@ pub struct BrowsedMessageOut {
     /// Body size in bytes, when known without a read from disk.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body_bytes: Option<u64>,
+    /// The start of the body (with `preview_bytes`): its JSON text as stored, bytes as base64,
+    /// ending in `…` when cut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_preview: Option<String>,
 }
 
 /// How many messages a queue holds in each browsable state.

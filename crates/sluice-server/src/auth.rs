@@ -312,6 +312,8 @@ pub const RULES: &[(&str, &str, Need)] = &[
     ("PUT", "/v1/queues/{queue}", Need::Admin),
     ("DELETE", "/v1/queues/{queue}", Need::Admin),
     ("GET", "/v1/queues/{queue}/stats", Need::Read),
+    ("GET", "/v1/queues/{queue}/history", Need::Read),
+    ("GET", "/v1/history", Need::AnyToken),
     ("POST", "/v1/queues/{queue}/pause", Need::Admin),
     ("POST", "/v1/queues/{queue}/resume", Need::Admin),
     ("POST", "/v1/queues/{queue}/push/pause", Need::Admin),

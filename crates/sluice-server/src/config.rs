@@ -48,6 +48,9 @@ pub struct RawConfig {
     /// `[push]`: push delivery as a whole.
     #[serde(default)]
     pub push: RawPush,
+    /// `[dashboard]`: the history its charts show.
+    #[serde(default)]
+    pub dashboard: crate::history::RawDashboard,
     /// `[tracing]`: OpenTelemetry trace export.
     #[serde(default)]
     pub tracing: crate::telemetry::TracingSpec,
@@ -254,6 +257,8 @@ pub struct Config {
     pub expressions: crate::expr::ExprLimits,
     /// Deliver to push destinations (off with `--no-push` or `[push] enabled = false`).
     pub push_enabled: bool,
+    /// `[dashboard]`: how often queues are sampled for the charts, and for how long.
+    pub history: crate::history::HistoryConfig,
     /// `[tracing]`: where and how traces are exported (off without an endpoint).
     pub tracing: crate::telemetry::TracingConfig,
     /// `[push] delivery_log_*`: what each message's push delivery log keeps.
@@ -352,6 +357,7 @@ impl Config {
             limits,
             expressions: expressions(raw.expressions)?,
             push_enabled: raw.push.enabled.unwrap_or(true) && !options.no_push,
+            history: crate::history::HistoryConfig::from_raw(raw.dashboard)?,
             tracing: crate::telemetry::TracingConfig::from_spec(raw.tracing)?,
             push_delivery_log: delivery_log(&raw.push),
         })

@@ -10,7 +10,14 @@
 //! with sequential requests): a 50-message page of `/browse` takes about 0.1 ms of server time
 //! at any depth of the queue (first page, the 500,000th, the last), `GET /v1/queues` 0.1 ms, a
 //! 1,000-message page 0.7 ms; a `waiting` page of an unordered queue (nothing waits) looks at
-//! 10,000 members at most, 0.2 ms.
+//! 10,000 members at most, 0.2 ms. The lists ask for 120-byte body previews
+//! (`preview_bytes`), which adds one body read per listed message: from the payload cache, or by
+//! primary key from SQLite for a body the cache no longer holds.
+//!
+//! Charts draw the server's own samples (`crate::history`, `GET /v1/history`): the whole window
+//! when a page opens, then only the newer points at each poll, so a page opened now shows the
+//! minutes before. The queue page's header and tabs show the counts of one `/browse` answer, so
+//! they never disagree.
 
 use axum::Router;
 use axum::extract::State;

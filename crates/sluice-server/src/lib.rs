@@ -12,6 +12,7 @@ pub mod config;
 mod dashboard;
 pub mod error;
 pub mod expr;
+mod history;
 mod http_metrics;
 mod listen;
 mod maintenance;
@@ -148,6 +149,7 @@ pub async fn run(
             config.limits.body_bytes_in_flight,
             config.limits.body_read_timeout,
         )),
+        history: history::History::new(config.history.clone()),
     };
     // Read before the ready line, so a bad certificate stops the start with its reason.
     let tls = match &config.tls {
@@ -169,6 +171,7 @@ pub async fn run(
     };
     load_webhooks(&state, &config).await?;
     let push_task = tokio::spawn(push.clone().run());
+    let history_task = tokio::spawn(history::run(state.clone()));
     let maintenance = tokio::spawn(maintenance::run(
         store.clone(),
         clock.clone(),
@@ -210,6 +213,7 @@ pub async fn run(
     push.wait_idle(std::time::Duration::from_secs(10)).await;
     maintenance.abort();
     push_task.abort();
+    history_task.abort();
     store.close().await?;
     tracing::info!("stopped");
     Ok(())

@@ -42,6 +42,8 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
     ("put", "/v1/queues/{queue}", Expect::Admin),
     ("delete", "/v1/queues/{queue}", Expect::Admin),
     ("get", "/v1/queues/{queue}/stats", Expect::Read),
+    ("get", "/v1/queues/{queue}/history", Expect::Read),
+    ("get", "/v1/history", Expect::AnyToken),
     ("post", "/v1/queues/{queue}/pause", Expect::Admin),
     ("post", "/v1/queues/{queue}/resume", Expect::Admin),
     ("post", "/v1/queues/{queue}/push/pause", Expect::Admin),

@@ -17,6 +17,8 @@ use crate::error::ApiError;
 const LIMIT_DEFAULT: usize = 50;
 /// Largest page.
 const LIMIT_MAX: usize = 1000;
+/// Longest body preview, in bytes of the body's text.
+const PREVIEW_BYTES_MAX: usize = 1024;
 
 /// Query of `GET /v1/queues/{queue}/browse`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -30,6 +32,10 @@ pub struct BrowseParams {
     pub limit: Option<usize>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
+    /// 0..=1024 (default 0: none): give each message a `body_preview` of the first this many
+    /// bytes of its body (JSON text as stored; bytes as base64).
+    #[param(minimum = 0, maximum = 1024)]
+    pub preview_bytes: Option<usize>,
 }
 
 /// A cursor is the position of the last message of the previous page: `<sort key>.<seq>`.
@@ -68,6 +74,12 @@ pub async fn browse(
         )));
     }
     let after = params.cursor.as_deref().map(parse_cursor).transpose()?;
+    let preview_bytes = params.preview_bytes.unwrap_or(0);
+    if preview_bytes > PREVIEW_BYTES_MAX {
+        return Err(ApiError::invalid_field(format!(
+            "preview_bytes must be between 0 and {PREVIEW_BYTES_MAX}, got {preview_bytes}"
+        )));
+    }
     let now_ms = app.now_ms();
     let page = app
         .store
@@ -79,20 +91,23 @@ pub async fn browse(
             now_ms,
         })
         .await?;
-    let messages = page
-        .messages
-        .into_iter()
-        .map(|message| {
-            let enqueued_at_ms = message.status.enqueued_at_ms;
-            BrowsedMessageOut {
-                leased_at: message.leased_at_ms.map(time_out),
-                lease_age_ms: message.leased_at_ms.map(|at| (now_ms - at).max(0)),
-                age_ms: (now_ms - enqueued_at_ms).max(0),
-                body_bytes: message.body_bytes,
-                status: status_out(message.status),
-            }
-        })
-        .collect();
+    let mut messages = Vec::with_capacity(page.messages.len());
+    for message in page.messages {
+        let enqueued_at_ms = message.status.enqueued_at_ms;
+        let body_preview = if preview_bytes > 0 {
+            preview(&app, &queue, message.status.message_id, preview_bytes).await?
+        } else {
+            None
+        };
+        messages.push(BrowsedMessageOut {
+            leased_at: message.leased_at_ms.map(time_out),
+            lease_age_ms: message.leased_at_ms.map(|at| (now_ms - at).max(0)),
+            age_ms: (now_ms - enqueued_at_ms).max(0),
+            body_bytes: message.body_bytes,
+            body_preview,
+            status: status_out(message.status),
+        });
+    }
     let counts = page.counts;
     Ok(Json(BrowseOut {
         queue,
@@ -106,6 +121,50 @@ pub async fn browse(
             in_flight: counts.in_flight,
         },
     }))
+}
+
+/// The start of a message's body: its JSON text as stored (bytes as base64), cut at `max`
+/// bytes on a character boundary and then ending in `…`. `None` when the body is gone (the
+/// message was taken meanwhile).
+async fn preview(
+    app: &AppState,
+    queue: &str,
+    id: Uuid,
+    max: usize,
+) -> Result<Option<String>, ApiError> {
+    let found = app
+        .store
+        .message_body(MessageGetParams {
+            queue: queue.to_owned(),
+            by: MessageRef::Id(id),
+            now_ms: app.now_ms(),
+        })
+        .await?;
+    let Some(payload) = found.and_then(|found| found.payload) else {
+        return Ok(None);
+    };
+    let text = if payload.body_kind == 0 {
+        String::from_utf8_lossy(&payload.body_bytes[..payload.body_bytes.len().min(max + 4)])
+            .into_owned()
+    } else {
+        use base64::Engine;
+        // Base64 of `max` bytes is longer than `max`: the cut below decides.
+        let head = &payload.body_bytes[..payload.body_bytes.len().min(max)];
+        base64::engine::general_purpose::STANDARD.encode(head)
+    };
+    Ok(Some(cut(&text, max)))
+}
+
+/// `text` cut to at most `max` bytes on a character boundary, with `…` when something was cut.
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }
 
 /// `GET /v1/queues/{queue}/messages/{message_id}/body`: a message with its body and headers
@@ -160,5 +219,13 @@ mod tests {
         );
         assert!(parse_cursor("nope").is_err());
         assert!(parse_cursor("1.x").is_err());
+    }
+
+    #[test]
+    fn previews_are_cut_on_character_boundaries() {
+        assert_eq!(cut("short", 10), "short");
+        assert_eq!(cut("abcdef", 3), "abc…");
+        // "é" is two bytes: a cut in its middle goes back before it.
+        assert_eq!(cut("aéb", 2), "a…");
     }
 }

@@ -5,6 +5,7 @@ mod dead_letters;
 mod deliveries;
 mod delivery;
 mod health;
+mod history;
 mod json_shape;
 mod messages;
 mod openapi;
@@ -53,6 +54,8 @@ pub struct AppState {
     pub tls: bool,
     /// Bytes of request bodies held at once (`[limits] body_bytes_in_flight`).
     pub body_budget: Arc<crate::body_budget::BodyBudget>,
+    /// The dashboard's charts: recent samples of every queue and webhook endpoint.
+    pub history: Arc<crate::history::History>,
     /// Requests by route, method and status (for `/metrics`).
     pub http_metrics: Arc<crate::http_metrics::HttpMetrics>,
 }
@@ -169,6 +172,8 @@ pub struct ApiQuery<T>(pub T);
         webhooks::put,
         webhooks::get_one,
         webhooks::delete,
+        history::list,
+        history::queue,
         crate::webhooks::ingress::receive,
         health::healthz,
         health::readyz,
@@ -194,6 +199,8 @@ pub fn router(state: AppState) -> Router {
             get(queues::get_one).put(queues::put).delete(queues::delete),
         )
         .route("/v1/queues/{queue}/stats", get(queues::stats))
+        .route("/v1/queues/{queue}/history", get(history::queue))
+        .route("/v1/history", get(history::list))
         .route("/v1/queues/{queue}/pause", post(queues::pause))
         .route("/v1/queues/{queue}/resume", post(queues::resume))
         .route("/v1/queues/{queue}/push/pause", post(queues::push_pause))
@@ -286,6 +293,8 @@ mod tests {
             ("/v1/queues/{queue}", "put"),
             ("/v1/queues/{queue}", "delete"),
             ("/v1/queues/{queue}/stats", "get"),
+            ("/v1/queues/{queue}/history", "get"),
+            ("/v1/history", "get"),
             ("/v1/queues/{queue}/messages", "post"),
             ("/v1/queues/{queue}/messages", "get"),
             ("/v1/queues/{queue}/messages/{message_id}", "get"),
@@ -326,7 +335,7 @@ mod tests {
         }
         assert_eq!(
             doc["paths"].as_object().unwrap().len(),
-            29,
+            31,
             "a route was added: list it above"
         );
         for schema in ["MessageIn", "ReceivedMessage", "QueueSpec", "ErrorBody"] {

@@ -179,6 +179,7 @@ pub async fn delete(
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<QueueDeleteOut>, ApiError> {
     let messages_removed = app.store.queue_delete(&name).await?;
+    app.history.forget_queue(&name);
     // A queue created again under this name starts with push running.
     if let Err(error) = app.push.set_paused(&name, false).await {
         tracing::warn!(queue = %name, %error, "the deleted queue's push pause was not removed");

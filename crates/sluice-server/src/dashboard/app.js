@@ -1,14 +1,18 @@
 // sluice dashboard: plain JavaScript, no build step, no dependencies.
 //
 // A hash router (#/, #/queue/NAME, #/dlq/NAME, #/message/QUEUE/ID, #/webhooks) renders pages
-// from the HTTP API v1, same origin. A sampler polls GET /v1/queues every few seconds and keeps
-// the last 15 minutes in a ring buffer for the live charts. Any 401 goes to /ui/login.
+// from the HTTP API v1, same origin. A sampler polls GET /v1/queues every few seconds for the
+// tables; the charts show the server's own samples (GET /v1/history: the last 15 minutes on
+// open, then what is new at each poll), so a page opened now shows the past. Any 401 goes to
+// /ui/login.
 'use strict';
 
 const POLL_MS = 3000;
-const WINDOW_MS = 15 * 60 * 1000;
-const RING_MAX = Math.ceil(WINDOW_MS / POLL_MS) + 1;
 const PAGE = 50;
+/** Bytes of each message's body the lists show (`preview_bytes` of /browse). */
+const PREVIEW_BYTES = 120;
+/** The charts' span; the server's `window_ms` replaces it once known. */
+let windowMs = 15 * 60 * 1000;
 
 // ---------- DOM and API helpers ----------
 
@@ -144,54 +148,70 @@ function appendRow(body, columns, row, rowAttrs) {
   return tr;
 }
 
-// ---------- sampler: the last 15 minutes of every queue ----------
+// ---------- sampler: the tables' numbers now, the charts' history from the server ----------
 
 const sampler = {
-  ring: [],          // [{t, queues: {name: {depth, ready, delayed, in_flight, dlq, in_s, ack_s, fail_s, push}}}]
+  // The server's samples, oldest first: [{at, queues: {name: {depth, ready, delayed, in_flight,
+  // dlq, in_s, ack_s, fail_s, push: {delivered_s, failed_s}}}, hooks: {name: {received_s,
+  // accepted_s, failed_s}}}]. `at` is by the server's clock.
+  ring: [],
+  lastAt: null,      // `at_ms` of the newest sample held
+  clockOffset: 0,    // this browser's clock minus the server's
   latest: null,      // the last GET /v1/queues answer
   listeners: new Set(),
   timer: null,
   failures: 0,
 };
 
-function loadRing() {
-  try {
-    const saved = JSON.parse(sessionStorage.getItem('sluice.ring') || '[]');
-    const cutoff = Date.now() - WINDOW_MS;
-    sampler.ring = Array.isArray(saved) ? saved.filter((s) => s.t >= cutoff) : [];
-  } catch (_) {
-    sampler.ring = [];
+/** Adds the samples of a GET /v1/history answer (all of them, or those since the last). */
+function addHistory(out) {
+  sampler.clockOffset = Date.now() - out.now_ms;
+  windowMs = out.window_ms;
+  const byAt = new Map();
+  const sampleAt = (at) => {
+    let entry = byAt.get(at);
+    if (!entry) byAt.set(at, (entry = { at, queues: {}, hooks: {} }));
+    return entry;
+  };
+  for (const q of out.queues) {
+    for (const p of q.points) {
+      sampleAt(p.at_ms).queues[q.name] = {
+        depth: p.ready + p.delayed + p.in_flight,
+        ready: p.ready, delayed: p.delayed, in_flight: p.in_flight,
+        dlq: p.dead_lettered,
+        in_s: p.enqueued_per_s, ack_s: p.acked_per_s, fail_s: p.failed_per_s,
+        push: p.push ? { delivered_s: p.push.delivered_per_s, failed_s: p.push.failed_per_s } : null,
+      };
+    }
   }
-}
-
-function saveRing() {
-  try {
-    sessionStorage.setItem('sluice.ring', JSON.stringify(sampler.ring));
-  } catch (_) {
-    // Storage full or disabled: the charts start empty after a reload, that is all.
+  for (const w of out.webhooks) {
+    for (const p of w.points) {
+      sampleAt(p.at_ms).hooks[w.name] = { received_s: p.received_per_s, accepted_s: p.accepted_per_s, failed_s: p.failed_per_s };
+    }
+  }
+  const fresh = Array.from(byAt.values()).filter((e) => sampler.lastAt === null || e.at > sampler.lastAt);
+  fresh.sort((a, b) => a.at - b.at);
+  sampler.ring.push(...fresh);
+  if (sampler.ring.length) sampler.lastAt = sampler.ring[sampler.ring.length - 1].at;
+  const cutoff = out.now_ms - windowMs;
+  while (sampler.ring.length && sampler.ring[0].at < cutoff) sampler.ring.shift();
+  // Every series the server holds is in the answer (with no points when nothing is newer): a
+  // name missing from it was deleted, and a queue created again under it starts afresh.
+  const living = new Set(out.queues.map((q) => q.name));
+  const hooks = new Set(out.webhooks.map((w) => w.name));
+  for (const entry of sampler.ring) {
+    for (const name of Object.keys(entry.queues)) if (!living.has(name)) delete entry.queues[name];
+    for (const name of Object.keys(entry.hooks)) if (!hooks.has(name)) delete entry.hooks[name];
   }
 }
 
 async function sample() {
   try {
-    const list = await api('GET', '/v1/queues');
+    const since = sampler.lastAt === null ? '' : '?since_ms=' + sampler.lastAt;
+    const [list, history] = await Promise.all([api('GET', '/v1/queues'), api('GET', '/v1/history' + since)]);
     sampler.latest = list.queues;
     sampler.failures = 0;
-    const queues = {};
-    for (const q of list.queues) {
-      const s = q.stats;
-      queues[q.name] = {
-        depth: s.ready + s.delayed + s.in_flight,
-        ready: s.ready, delayed: s.delayed, in_flight: s.in_flight,
-        dlq: s.dead_lettered,
-        in_s: s.last_1m.enqueued_per_s, ack_s: s.last_1m.acked_per_s, fail_s: s.last_1m.failed_per_s,
-        push: s.push ? { delivered: s.push.delivered, retried: s.push.retried, failed: s.push.failed_permanently } : null,
-      };
-    }
-    sampler.ring.push({ t: Date.now(), queues });
-    const cutoff = Date.now() - WINDOW_MS;
-    while (sampler.ring.length > RING_MAX || (sampler.ring.length && sampler.ring[0].t < cutoff)) sampler.ring.shift();
-    saveRing();
+    addHistory(history);
     fillSearchQueues(list.queues);
     for (const listener of sampler.listeners) listener(list.queues);
   } catch (error) {
@@ -201,7 +221,6 @@ async function sample() {
 }
 
 function startSampler() {
-  loadRing();
   sample();
   sampler.timer = setInterval(sample, POLL_MS);
 }
@@ -212,7 +231,8 @@ function onSample(fn) {
   if (sampler.latest) fn(sampler.latest);
 }
 
-/** The series of one value of one queue (or of the sum over queues) over the window. */
+/** The series of one value of one queue (or of the sum over queues) over the window, by this
+ * browser's clock. */
 function series(pick, name) {
   return sampler.ring.map((s) => {
     let v = 0;
@@ -222,8 +242,20 @@ function series(pick, name) {
     } else {
       for (const q of Object.values(s.queues)) v += pick(q) || 0;
     }
-    return [s.t, v];
+    return [s.at + sampler.clockOffset, v];
   });
+}
+
+/** The series of one value of one webhook endpoint. */
+function hookSeries(pick, name) {
+  return sampler.ring.map((s) => [s.at + sampler.clockOffset, s.hooks[name] ? pick(s.hooks[name]) : null]);
+}
+
+/** "15 min", "1 h": the window as the charts' axis says it. */
+function windowLabel() {
+  const minutes = windowMs / 60000;
+  if (minutes < 1) return Math.round(windowMs / 1000) + ' s';
+  return minutes < 60 ? fmtNum(minutes) + ' min' : fmtNum(minutes / 60) + ' h';
 }
 
 // ---------- charts: inline SVG ----------
@@ -231,11 +263,11 @@ function series(pick, name) {
 /** A line chart of [{label, points: [[t, v]]}] over the last 15 minutes. The SVG stretches to
  * its box; the labels are HTML beside it so they keep their shape. */
 function lineChart(lines, unit) {
-  const W = 600, H = 120, now = Date.now(), from = now - WINDOW_MS;
+  const W = 600, H = 120, now = Date.now(), from = now - windowMs;
   let max = 0;
   for (const line of lines) for (const [, v] of line.points) if (v > max) max = v;
   max = max <= 0 ? 1 : niceCeil(max);
-  const x = (t) => ((t - from) / WINDOW_MS) * W;
+  const x = (t) => ((t - from) / windowMs) * W;
   const y = (v) => 4 + (1 - v / max) * (H - 8);
   const svg = h('svg', { class: 'chart', viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: 'none', role: 'img' });
   const plot = h('div', { class: 'plot' }, svg);
@@ -251,7 +283,7 @@ function lineChart(lines, unit) {
     svg.append(h('polyline', { class: 's' + ((i % 6) + 1), points: pts.join(' ') }));
   });
   const legend = h('div', { class: 'legend' }, lines.map((line, i) => h('span', {}, h('i', { class: 's' + ((i % 6) + 1) }), line.label)));
-  return h('div', { class: 'chart-box' }, plot, h('div', { class: 'x-labels' }, h('span', {}, '-15 min'), h('span', {}, 'now')), legend);
+  return h('div', { class: 'chart-box' }, plot, h('div', { class: 'x-labels' }, h('span', {}, '-' + windowLabel()), h('span', {}, 'now')), legend);
 }
 
 function niceCeil(v) {
@@ -262,12 +294,12 @@ function niceCeil(v) {
 
 /** A sparkline of [[t, v]] over the window. */
 function spark(points) {
-  const W = 120, H = 24, now = Date.now(), from = now - WINDOW_MS;
+  const W = 120, H = 24, now = Date.now(), from = now - windowMs;
   const vals = points.filter(([t, v]) => t >= from && v !== null);
   let max = 0;
   for (const [, v] of vals) if (v > max) max = v;
   max = max || 1;
-  const pts = vals.map(([t, v]) => `${(((t - from) / WINDOW_MS) * W).toFixed(1)},${(H - 2 - (v / max) * (H - 4)).toFixed(1)}`);
+  const pts = vals.map(([t, v]) => `${(((t - from) / windowMs) * W).toFixed(1)},${(H - 2 - (v / max) * (H - 4)).toFixed(1)}`);
   return h('svg', { class: 'spark', viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: 'none' }, h('polyline', { points: pts.join(' ') }));
 }
 
@@ -333,7 +365,7 @@ async function overviewPage(root) {
     charts.replaceChildren(
       h('div', { class: 'panel' }, h('b', {}, 'Depth'), h('span', { class: 'muted' }, ' ready + delayed + in flight'),
         lineChart(top.map((q) => ({ label: q.name, points: series((s) => s.depth, q.name) })))),
-      h('div', { class: 'panel' }, h('b', {}, 'Throughput'), h('span', { class: 'muted' }, ' all queues, per second over the last minute'),
+      h('div', { class: 'panel' }, h('b', {}, 'Throughput'), h('span', { class: 'muted' }, ' all queues, per second'),
         lineChart([
           { label: 'enqueued/s', points: series((s) => s.in_s) },
           { label: 'acked/s', points: series((s) => s.ack_s) },
@@ -360,7 +392,7 @@ function queueTable(queues, sources) {
     { label: 'Acked/s', num: true, cell: (q) => fmtNum(q.stats.last_1m.acked_per_s) },
     { label: 'Failed/s', num: true, cell: (q) => fmtNum(q.stats.last_1m.failed_per_s) },
     { label: 'State', cell: (q) => q.stats.paused ? h('span', { class: 'badge paused' }, 'paused') : h('span', { class: 'badge ok' }, 'active') },
-    { label: 'Depth, 15 min', cell: (q) => spark(series((s) => s.depth, q.name)) },
+    { label: 'Depth, ' + windowLabel(), cell: (q) => spark(series((s) => s.depth, q.name)) },
   ], queues, 'No queues yet. Create one with PUT /v1/queues/{name} or `sluice queue create`.',
   (q) => ({ 'data-row': q.name }));
 }
@@ -385,17 +417,29 @@ async function queuePage(root, name, params) {
   const tabs = h('div', { class: 'tabs' });
   const listing = h('div', {});
   root.replaceChildren(header, tabs, listing);
+  // How many messages are in each state: the header and the tabs both show these, and both are
+  // drawn whenever a /browse answer brings new ones, so they never disagree.
+  let counts = null;
+  let countsAsked = 0; // /browse requests sent; an answer older than the one shown is dropped
+  let countsShown = 0;
+
+  const renderTabs = () => {
+    tabs.replaceChildren(...STATES.map(([key, label]) => h('a', {
+      href: `#/queue/${enc(name)}?state=${key}`, class: key === state ? 'active' : null, 'data-state': key,
+    }, `${label} (${fmtNum(counts[key])})`)));
+  };
 
   const renderHeader = () => {
     const s = queue.stats;
     const c = queue.config;
+    if (!counts) return;
     const pause = h('button', { 'data-action': s.paused ? 'resume' : 'pause', onclick: (e) => act(e.target, async () => {
       queue = await api('POST', base + (s.paused ? '/resume' : '/pause'));
       notice(s.paused ? 'Resumed ' + name : 'Paused ' + name);
       renderHeader();
     }) }, s.paused ? 'Resume' : 'Pause');
     const purge = h('button', { class: 'danger', 'data-action': 'purge', onclick: (e) => act(e.target, async () => {
-      const count = s.ready + s.delayed;
+      const count = counts.ready + counts.waiting + counts.delayed;
       if (!window.confirm(`Purge queue "${name}"? This removes all ${count.toLocaleString()} ready and delayed messages. In-flight messages stay with their consumers.`)) {
         notice('Purge cancelled');
         return;
@@ -403,31 +447,46 @@ async function queuePage(root, name, params) {
       const out = await api('POST', base + '/purge');
       notice(`Purged ${out.purged.toLocaleString()} messages (${out.in_flight} in flight kept)`);
       queue = await api('GET', base);
-      renderHeader();
-      loadList(true);
+      await loadList(true);
     }) }, 'Purge…');
     header.replaceChildren(
       h('h1', {}, name, s.paused ? h('span', { class: 'badge paused' }, 'paused') : h('span', { class: 'badge ok' }, 'active'),
         pause, purge,
         c.dead_letter_queue ? h('a', { href: '#/dlq/' + enc(name) }, `Dead letters (${fmtNum(s.dead_lettered || 0)})`) : null),
       h('div', { class: 'panel stats' },
-        stat(s.ready, 'ready'), stat(s.delayed, 'delayed'), stat(s.in_flight, 'in flight'),
+        stat(counts.ready, 'ready', 'ready'),
+        c.ordering !== 'unordered' ? stat(counts.waiting, 'waiting in lane', 'waiting') : null,
+        stat(counts.delayed, 'delayed', 'delayed'), stat(counts.in_flight, 'in flight', 'in_flight'),
         stat(fmtDuration(s.oldest_ready_age_ms), 'oldest ready'),
         stat(fmtNum(s.last_1m.enqueued_per_s) + ' / ' + fmtNum(s.last_1m.acked_per_s), 'in/s / acked/s (1m)'),
         stat(s.latency_ms ? fmtDuration(s.latency_ms.p95) : '–', 'p95 enqueue→ack'),
         stat(`${c.ordering}, ${c.max_attempts || '∞'} attempts, lease ${fmtDuration(c.visibility_timeout_ms)}`, 'config')),
       h('div', { class: 'panel' }, lineChart([
-        { label: 'ready', points: series((q) => q.ready, name) },
+        // History counts messages waiting in their lane as ready, as stats do.
+        { label: c.ordering === 'unordered' ? 'ready' : 'ready + waiting', points: series((q) => q.ready, name) },
         { label: 'delayed', points: series((q) => q.delayed, name) },
         { label: 'in flight', points: series((q) => q.in_flight, name) },
       ])));
   };
-  renderHeader();
+  /** Gets a /browse page; its counts, unless a newer answer's are shown already, go to the
+   * header and the tabs at once. */
+  const browsePage = async (url) => {
+    const asked = ++countsAsked;
+    const page = await api('GET', url);
+    if (isCurrent(token) && asked > countsShown) {
+      countsShown = asked;
+      counts = page.counts;
+      renderHeader();
+      renderTabs();
+    }
+    return page;
+  };
   onSample((queues) => {
     const fresh = queues.find((q) => q.name === name);
     if (fresh && isCurrent(token)) {
       queue = fresh;
-      renderHeader();
+      // The counts come from the same kind of answer as the tabs' (one message is enough).
+      browsePage(`${base}/browse?state=${state}&limit=1`).catch((error) => notice(error.message, true));
     }
   });
 
@@ -439,12 +498,9 @@ async function queuePage(root, name, params) {
 
   async function loadList(reset) {
     if (reset) cursor = null;
-    const url = `${base}/browse?state=${state}&limit=${PAGE}` + (cursor ? '&cursor=' + enc(cursor) : '');
-    const page = await api('GET', url);
+    const url = `${base}/browse?state=${state}&limit=${PAGE}&preview_bytes=${PREVIEW_BYTES}` + (cursor ? '&cursor=' + enc(cursor) : '');
+    const page = await browsePage(url);
     if (!isCurrent(token)) return;
-    tabs.replaceChildren(...STATES.map(([key, label]) => h('a', {
-      href: `#/queue/${enc(name)}?state=${key}`, class: key === state ? 'active' : null, 'data-state': key,
-    }, `${label} (${fmtNum(page.counts[key])})`)));
     if (reset || !body) {
       const t = table(columns, page.messages, `No ${state.replace('_', ' ')} messages.`);
       body = t.querySelector('tbody');
@@ -459,8 +515,8 @@ async function queuePage(root, name, params) {
   await loadList(true);
 }
 
-function stat(value, label) {
-  return h('div', { class: 'stat' }, h('b', {}, typeof value === 'number' ? fmtNum(value) : value), h('span', {}, label));
+function stat(value, label, field) {
+  return h('div', { class: 'stat' }, h('b', { 'data-field': field }, typeof value === 'number' ? fmtNum(value) : value), h('span', {}, label));
 }
 
 function orderNote(state) {
@@ -480,6 +536,9 @@ function messageColumns(queue, state) {
     { label: 'Priority', num: true, cell: (m) => m.priority },
     { label: 'Attempts', num: true, cell: (m) => m.attempts },
     { label: 'Age', num: true, cell: (m) => fmtDuration(m.age_ms) },
+    // A text node: the body is shown as text, never as markup.
+    { label: 'Body', cls: 'preview mono', cell: (m) => m.body_preview === undefined ? ''
+      : h('span', { 'data-field': 'preview', title: m.body_preview }, m.body_preview) },
   ];
   if (state === 'delayed') cols.push({ label: 'Visible', cell: (m) => timeEl(m.visible_at, until) });
   if (state === 'in_flight') {
@@ -777,8 +836,6 @@ function timeline(s) {
 
 // ---------- page: webhooks and push ----------
 
-const hookRing = []; // [{t, hooks: {name: {received, accepted, rejected}}}]
-
 async function webhooksPage(root) {
   const token = renderToken;
   const hooks = h('div', {});
@@ -788,14 +845,6 @@ async function webhooksPage(root) {
   const renderHooks = async () => {
     const out = await api('GET', '/v1/webhooks');
     if (!isCurrent(token)) return;
-    const snapshot = {};
-    for (const w of out.webhooks) {
-      const rejected = Object.values(w.stats.rejected || {}).reduce((a, b) => a + b, 0);
-      snapshot[w.name] = { received: w.stats.received, failed: rejected + w.stats.dead_lettered };
-    }
-    hookRing.push({ t: Date.now(), hooks: snapshot });
-    while (hookRing.length > RING_MAX) hookRing.shift();
-    const rate = (name, field) => deltas(hookRing.map((s) => [s.t, s.hooks[name] ? s.hooks[name][field] : null]));
     hooks.replaceChildren(table([
       { label: 'Endpoint', cell: (w) => h('span', {}, h('b', {}, w.name), h('div', { class: 'mono muted' }, w.path)) },
       { label: 'Queue', cell: (w) => h('a', { href: '#/queue/' + enc(w.spec.queue) }, w.spec.queue) },
@@ -806,7 +855,7 @@ async function webhooksPage(root) {
       { label: 'Ignored', num: true, cell: (w) => fmtNum(w.stats.ignored) },
       { label: 'Dead-lettered', num: true, cell: (w) => fmtNum(w.stats.dead_lettered) },
       { label: 'Rejected', cell: (w) => Object.entries(w.stats.rejected || {}).map(([reason, n]) => h('div', { class: 'error' }, `${reason}: ${fmtNum(n)}`)) },
-      { label: 'Received (since open)', cell: (w) => spark(rate(w.name, 'received')) },
+      { label: 'Received/s, ' + windowLabel(), cell: (w) => h('span', { 'data-field': 'received-history' }, spark(hookSeries((p) => p.received_s, w.name))) },
     ], out.webhooks, 'No webhook endpoints. Define one with PUT /v1/webhooks/{name}.'));
   };
 
@@ -825,23 +874,12 @@ async function webhooksPage(root) {
       { label: 'p50 / p95', num: true, cell: (q) => q.stats.push && q.stats.push.latency_ms
         ? `${fmtDuration(q.stats.push.latency_ms.p50)} / ${fmtDuration(q.stats.push.latency_ms.p95)}` : '–' },
       { label: 'Last error', cls: 'error', cell: (q) => (q.stats.push && q.stats.push.last_error) || '' },
-      { label: 'Delivered / failed, 15 min', cell: (q) => h('span', {},
-        spark(deltas(series((s) => s.push && s.push.delivered, q.name))),
-        spark(deltas(series((s) => s.push && (s.push.retried + s.push.failed), q.name)))) },
+      { label: 'Delivered / failed per s, ' + windowLabel(), cell: (q) => h('span', {},
+        spark(series((s) => s.push && s.push.delivered_s, q.name)),
+        spark(series((s) => s.push && s.push.failed_s, q.name))) },
     ], withPush, 'No queue has a push destination.'));
     renderHooks().catch((error) => notice(error.message, true));
   });
-}
-
-/** Differences between consecutive counter samples: what happened in each interval. */
-function deltas(points) {
-  const out = [];
-  for (let i = 1; i < points.length; i++) {
-    const [t, v] = points[i];
-    const prev = points[i - 1][1];
-    out.push([t, v === null || prev === null ? null : Math.max(0, v - prev)]);
-  }
-  return out;
 }
 
 // ---------- search and start ----------
