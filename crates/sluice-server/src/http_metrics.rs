@@ -50,10 +50,13 @@ pub struct RouteMetrics {
     pub duration_us: Histogram,
 }
 
+/// A route template and a method label.
+type RouteKey = (Arc<str>, &'static str);
+
 /// Requests served since start, by route and method.
 #[derive(Default)]
 pub struct HttpMetrics {
-    routes: RwLock<HashMap<(Arc<str>, &'static str), Arc<RouteStats>>>,
+    routes: RwLock<HashMap<RouteKey, Arc<RouteStats>>>,
 }
 
 impl std::fmt::Debug for HttpMetrics {
