@@ -452,7 +452,7 @@ impl Dispatcher {
             (outcome, None)
         } else {
             let span = crate::telemetry::push_span(&destination.queue, &message);
-            let outcome =
+            let (outcome, recording) =
                 tracing::Instrument::instrument(self.call(destination, &message), span.clone())
                     .await;
             let (status, failed) = match &outcome {
@@ -460,7 +460,7 @@ impl Dispatcher {
                 Outcome::Failed { status, .. } => (*status, true),
             };
             crate::telemetry::record_push(&span, status, failed);
-            outcome
+            (outcome, recording)
         };
         if let Outcome::Failed { error, .. } = &mut outcome {
             *error = destination.scrubber.scrub(error);
