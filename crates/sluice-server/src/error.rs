@@ -316,7 +316,8 @@ mod tests {
                     .then(|| code.to_owned())
             };
             for (i, _) in text.match_indices("StatusCode::") {
-                let rest = text[i + "StatusCode::".len()..].trim_start_matches(|c: char| c.is_ascii_uppercase() || c == '_');
+                let rest = text[i + "StatusCode::".len()..]
+                    .trim_start_matches(|c: char| c.is_ascii_uppercase() || c == '_');
                 if let Some(rest) = rest.trim_start().strip_prefix(',') {
                     codes.extend(literal_after(rest));
                 }
@@ -340,14 +341,22 @@ mod tests {
     #[test]
     fn every_code_the_source_makes_is_listed() {
         let found = codes_in_source();
-        for known in ["queue_full", "unauthorized", "cross_site_request", "signature_mismatch"] {
+        for known in [
+            "queue_full",
+            "unauthorized",
+            "cross_site_request",
+            "signature_mismatch",
+        ] {
             assert!(found.contains(known), "the scan missed {known}: {found:?}");
         }
         let unlisted: Vec<&String> = found
             .iter()
             .filter(|code| !ERROR_CODES.contains(&code.as_str()))
             .collect();
-        assert!(unlisted.is_empty(), "codes missing from ERROR_CODES: {unlisted:?}");
+        assert!(
+            unlisted.is_empty(),
+            "codes missing from ERROR_CODES: {unlisted:?}"
+        );
     }
 
     /// docs/http-api.md's error table has a row for every code, with its status.
@@ -359,12 +368,15 @@ mod tests {
         let missing: Vec<&&str> = ERROR_CODES
             .iter()
             .filter(|code| {
-                !table.lines().any(|line| {
-                    line.starts_with("| ") && line.contains(&format!("`{code}`"))
-                })
+                !table
+                    .lines()
+                    .any(|line| line.starts_with("| ") && line.contains(&format!("`{code}`")))
             })
             .collect();
-        assert!(missing.is_empty(), "docs/http-api.md's error table lacks {missing:?}");
+        assert!(
+            missing.is_empty(),
+            "docs/http-api.md's error table lacks {missing:?}"
+        );
     }
 
     /// A full disk and a failed sync are told apart: one is temporary (507, retry later), the
