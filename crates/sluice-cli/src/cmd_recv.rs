@@ -127,7 +127,7 @@ async fn why_none(client: &Client, queue: &str) -> String {
         .max_in_flight
         .filter(|max| stats.in_flight >= u64::from(*max))
     {
-        Some(format!("max_in_flight {max} are leased"))
+        Some(format!("all {max} leases of max_in_flight are out"))
     } else {
         config.rate_limit.as_ref().map(|limit| {
             format!(
