@@ -143,10 +143,10 @@ fn documented_keys() -> BTreeSet<Vec<String>> {
                 let mut path = section.clone();
                 path.push(key.to_owned());
                 // An inline table documents its keys too: `token = { env = "NAME" }`.
-                if let Ok(Value::Table(table)) = line.parse::<Table>().map(Value::Table) {
-                    if let Some(value) = table.get(key) {
-                        inner_keys(value, &mut path, &mut keys);
-                    }
+                if let Ok(table) = line.parse::<Table>()
+                    && let Some(value) = table.get(key)
+                {
+                    inner_keys(value, &mut path, &mut keys);
                 }
                 keys.insert(path);
             }
