@@ -88,7 +88,7 @@ pub async fn recv(client: &Client, args: RecvArgs, json: bool) -> anyhow::Result
     if json {
         output::json(&out)?;
     } else if out.messages.is_empty() {
-        eprintln!("no messages");
+        eprintln!("{}", why_none(client, &args.queue).await);
     } else {
         let mut table = output::table(&["message_id", "attempts", "receipt", "body"]);
         for message in &out.messages {
@@ -111,6 +111,39 @@ pub async fn recv(client: &Client, args: RecvArgs, json: bool) -> anyhow::Result
         eprintln!("acked {}", acked.acked);
     }
     Ok(())
+}
+
+/// "no messages", and when ready messages are held back, by what: the receive answer does not
+/// say, so the queue's settings and numbers are read (one more request, only when none came).
+async fn why_none(client: &Client, queue: &str) -> String {
+    let Ok(queue) = client.queue_get(queue).await else {
+        return "no messages".into();
+    };
+    let (config, stats) = (&queue.config, &queue.stats);
+    let held_by = if stats.ready == 0 {
+        None
+    } else if stats.paused {
+        Some("the queue is paused (sluice queue resume)".to_owned())
+    } else if let Some(max) = config
+        .max_in_flight
+        .filter(|max| stats.in_flight >= u64::from(*max))
+    {
+        Some(format!("all {max} leases of max_in_flight are out"))
+    } else {
+        config.rate_limit.as_ref().map(|limit| {
+            format!(
+                "the rate limit ({}/s, burst {}) may hold them",
+                limit.per_second, limit.burst
+            )
+        })
+    };
+    match held_by {
+        Some(reason) => format!("no messages: {} ready, but {reason}", stats.ready),
+        None if stats.ready > 0 => {
+            format!("no messages received, though {} are ready", stats.ready)
+        }
+        None => "no messages".into(),
+    }
 }
 
 /// Runs `sluice ack`.

@@ -277,6 +277,68 @@ fn a_paused_queue_delivers_nothing_until_resumed() {
     );
 }
 
+/// `recv` that gets nothing says what holds the ready messages back: a pause, `max_in_flight`,
+/// or a rate limit (the receive answer does not say; the queue's settings and numbers do).
+#[test]
+fn recv_says_why_ready_messages_did_not_come() {
+    let server = Server::start();
+    server.sluice(&["queue", "create", "held"]).assert_success();
+    server.sluice(&["send", "held", "\"a\""]).assert_success();
+    server.sluice(&["send", "held", "\"b\""]).assert_success();
+    server.sluice(&["send", "held", "\"c\""]).assert_success();
+
+    server.sluice(&["queue", "pause", "held"]).assert_success();
+    let paused = server.sluice(&["recv", "held"]);
+    paused.assert_success();
+    assert!(
+        paused
+            .stderr
+            .contains("no messages: 3 ready, but the queue is paused"),
+        "{paused:?}"
+    );
+    server.sluice(&["queue", "resume", "held"]).assert_success();
+
+    server
+        .sluice(&["queue", "update", "held", "--max-in-flight", "1"])
+        .assert_success();
+    server.sluice(&["recv", "held"]).assert_success();
+    let full = server.sluice(&["recv", "held"]);
+    assert!(
+        full.stderr
+            .contains("no messages: 2 ready, but all 1 leases of max_in_flight are out"),
+        "{full:?}"
+    );
+
+    server
+        .sluice(&[
+            "queue",
+            "update",
+            "held",
+            "--max-in-flight",
+            "0",
+            "--rate-limit",
+            "0.01",
+            "--burst",
+            "1",
+        ])
+        .assert_success();
+    // The bucket's one token goes to the next receive; the one after it waits for 100 s.
+    server.sluice(&["recv", "held"]).assert_success();
+    let limited = server.sluice(&["recv", "held"]);
+    assert!(
+        limited
+            .stderr
+            .contains("no messages: 1 ready, but the rate limit (0.01/s, burst 1)"),
+        "{limited:?}"
+    );
+
+    server
+        .sluice(&["queue", "create", "empty"])
+        .assert_success();
+    let empty = server.sluice(&["recv", "empty"]);
+    assert_eq!(empty.stderr.trim(), "no messages", "{empty:?}");
+}
+
 #[test]
 fn purge_removes_waiting_messages_and_drain_reports_what_is_left() {
     let server = Server::start();

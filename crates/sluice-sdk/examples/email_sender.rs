@@ -25,6 +25,9 @@
 //!
 //! [`WorkerHandle::shutdown`]: sluice_sdk::WorkerHandle::shutdown
 
+#[path = "support/cleanup.rs"]
+mod cleanup;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -183,6 +186,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if report.dead_lettered != 0 {
         failures.push(format!("{} dead-lettered", report.dead_lettered));
     }
+    cleanup::remove_queues(&[&name]).await;
     if failures.is_empty() {
         println!("ok: {EMAILS} emails sent, {flaky} of them after 2 retries, none dead-lettered");
         Ok(())

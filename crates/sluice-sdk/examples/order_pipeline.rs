@@ -27,6 +27,9 @@
 //! [`Queue::drain`]: sluice_sdk::Queue::drain
 //! [`WorkerHandle::shutdown`]: sluice_sdk::WorkerHandle::shutdown
 
+#[path = "support/cleanup.rs"]
+mod cleanup;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -287,6 +290,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             failures.push(format!("{stage}: {report:?}"));
         }
     }
+    cleanup::remove_queues(&[
+        &format!("orders-{run}"),
+        &format!("payments-{run}"),
+        &format!("shipments-{run}"),
+    ])
+    .await;
     if failures.is_empty() {
         println!(
             "ok: {ORDERS} orders went through all three queues, each shipped once; \

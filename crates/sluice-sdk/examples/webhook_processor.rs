@@ -24,6 +24,9 @@
 //!
 //! [`WorkerHandle::shutdown`]: sluice_sdk::WorkerHandle::shutdown
 
+#[path = "support/cleanup.rs"]
+mod cleanup;
+
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -224,6 +227,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if stats.ready + stats.delayed + stats.in_flight != 0 {
         failures.push(format!("the queue is not empty: {stats:?}"));
     }
+    cleanup::remove_queues(&[&name]).await;
     if failures.is_empty() {
         println!(
             "ok: {} handled, {} dead-lettered, {} redeliveries ignored",

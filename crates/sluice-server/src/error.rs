@@ -12,6 +12,44 @@ use sluice_core::wire::{ErrorBody, ErrorDetail};
 /// every second.
 const DISK_FULL_RETRY_AFTER_S: u64 = 5;
 
+/// Every `code` the server sends in an error body, wherever the answer is made (this module,
+/// access control, the browser guard, the body budget, webhook verification...). docs/http-api.md
+/// has a row for each; the tests below keep both this list and that table complete.
+pub const ERROR_CODES: &[&str] = &[
+    "malformed_json",
+    "malformed_receipt",
+    "malformed_query",
+    "malformed_path",
+    "unauthorized",
+    "missing_header",
+    "malformed_signature",
+    "signature_mismatch",
+    "timestamp_out_of_tolerance",
+    "body_hash_mismatch",
+    "forbidden",
+    "cross_site_request",
+    "not_found",
+    "queue_not_found",
+    "message_not_found",
+    "webhook_not_found",
+    "method_not_allowed",
+    "request_timeout",
+    "stale_receipt",
+    "conflict",
+    "no_push_destination",
+    "too_large",
+    "unsupported_media_type",
+    "unknown_host",
+    "invalid_field",
+    "schema_violation",
+    "internal",
+    "unavailable",
+    "overloaded",
+    "queue_full",
+    "storage_failed",
+    "disk_full",
+];
+
 /// An error answer: status, stable code, human message, optional details.
 #[derive(Debug)]
 pub struct ApiError {
@@ -248,6 +286,98 @@ impl From<QueryRejection> for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The codes written in the source where error answers are made: the string after a
+    /// `StatusCode::X,` (`ApiError::new`, `with_status`), `not_found_code("..."` and
+    /// `code: "...".into()`, and the webhook signature codes of `VerifyError::code`.
+    fn codes_in_source() -> std::collections::BTreeSet<String> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut files = vec![root.join("../sluice-webhooks/src/verify.rs")];
+        let mut dirs = vec![root.join("src")];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    files.push(path);
+                }
+            }
+        }
+        let mut codes = std::collections::BTreeSet::new();
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            // Test modules build answers to compare with, not answers the server sends.
+            let text = text.split("#[cfg(test)]").next().unwrap();
+            let literal_after = |rest: &str| -> Option<String> {
+                let rest = rest.trim_start().strip_prefix('"')?;
+                let code = &rest[..rest.find('"')?];
+                (!code.is_empty() && code.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+                    .then(|| code.to_owned())
+            };
+            for (i, _) in text.match_indices("StatusCode::") {
+                let rest = text[i + "StatusCode::".len()..]
+                    .trim_start_matches(|c: char| c.is_ascii_uppercase() || c == '_');
+                if let Some(rest) = rest.trim_start().strip_prefix(',') {
+                    codes.extend(literal_after(rest));
+                }
+            }
+            for marker in ["not_found_code(", "code: "] {
+                for (i, _) in text.match_indices(marker) {
+                    codes.extend(literal_after(&text[i + marker.len()..]));
+                }
+            }
+            if let Some(body) = text.split("pub fn code(&self)").nth(1) {
+                let body = &body[..body.find("\n    }").unwrap_or(body.len())];
+                for (i, _) in body.match_indices("=> ") {
+                    codes.extend(literal_after(&body[i + 3..]));
+                }
+            }
+        }
+        codes
+    }
+
+    /// Every code made anywhere in the source is in `ERROR_CODES`, and the scan is not blind.
+    #[test]
+    fn every_code_the_source_makes_is_listed() {
+        let found = codes_in_source();
+        for known in [
+            "queue_full",
+            "unauthorized",
+            "cross_site_request",
+            "signature_mismatch",
+        ] {
+            assert!(found.contains(known), "the scan missed {known}: {found:?}");
+        }
+        let unlisted: Vec<&String> = found
+            .iter()
+            .filter(|code| !ERROR_CODES.contains(&code.as_str()))
+            .collect();
+        assert!(
+            unlisted.is_empty(),
+            "codes missing from ERROR_CODES: {unlisted:?}"
+        );
+    }
+
+    /// docs/http-api.md's error table has a row for every code, with its status.
+    #[test]
+    fn every_code_is_in_the_error_table() {
+        let doc = include_str!("../../../docs/http-api.md");
+        let table = doc.split("## Errors").nth(1).expect("an Errors section");
+        let table = &table[..table.find("\n## ").unwrap_or(table.len())];
+        let missing: Vec<&&str> = ERROR_CODES
+            .iter()
+            .filter(|code| {
+                !table
+                    .lines()
+                    .any(|line| line.starts_with("| ") && line.contains(&format!("`{code}`")))
+            })
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "docs/http-api.md's error table lacks {missing:?}"
+        );
+    }
 
     /// A full disk and a failed sync are told apart: one is temporary (507, retry later), the
     /// other needs a restart.

@@ -183,7 +183,7 @@ pub struct ApiQuery<T>(pub T);
 pub struct ApiDoc;
 
 /// `GET /v1/openapi.json`.
-#[utoipa::path(get, operation_id = "openapi", path = "/v1/openapi.json",
+#[utoipa::path(get, operation_id = "openapi", path = "/v1/openapi.json", tag = "meta",
     responses((status = 200, description = "This document (OpenAPI 3.1)", body = Object)))]
 async fn openapi_json() -> axum::Json<utoipa::openapi::OpenApi> {
     axum::Json(ApiDoc::openapi())

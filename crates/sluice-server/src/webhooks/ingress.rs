@@ -77,7 +77,7 @@ struct Shaped {
 }
 
 /// `POST /hooks/{name}`
-#[utoipa::path(post, operation_id = "webhook_receive", path = "/hooks/{name}", params(("name" = String, Path, description = "Webhook endpoint")),
+#[utoipa::path(post, operation_id = "webhook_receive", path = "/hooks/{name}", tag = "hooks", params(("name" = String, Path, description = "Webhook endpoint")),
     request_body(description = "The sender's payload, as it signs it: JSON, a form, or any bytes",
         content((serde_json::Value = "application/json"),
             (std::collections::BTreeMap<String, String> = "application/x-www-form-urlencoded"),
