@@ -6,24 +6,18 @@
 //! passes, except under CI (the `CI` variable set), where it fails. The server and the push
 //! destination come from the `it` suite's support (`tests/it/support`).
 
+#[path = "browser/driver.rs"]
+mod driver;
 #[path = "it/support/mod.rs"]
 mod support;
 
-use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 
+use driver::{Browser, Tools, UI_TIMEOUT};
 use support::TestServer;
 use support::destination::{Answer, Destination, Script};
-
-/// How long chromedriver may take to start.
-const START_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long the server or a page may take to show what a test waits for.
-const UI_TIMEOUT: Duration = Duration::from_secs(20);
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dead_lettered_push_shows_each_attempt_and_its_delivery_log() {
@@ -163,169 +157,4 @@ fn position(lines: &[&str], text: &str) -> usize {
         .iter()
         .position(|line| line.starts_with(text))
         .unwrap_or_else(|| panic!("no line {text:?} in {lines:#?}"))
-}
-
-// ---------- the browser ----------
-
-/// Paths of Chromium and chromedriver.
-struct Tools {
-    chromium: PathBuf,
-    chromedriver: PathBuf,
-}
-
-impl Tools {
-    /// Both tools, or `None` (skipped) when one is missing; under CI a missing tool fails.
-    fn find() -> Option<Self> {
-        let chromium = std::env::var_os("CHROMIUM")
-            .map(PathBuf::from)
-            .or_else(|| on_path("chromium"));
-        let chromedriver = std::env::var_os("CHROMEDRIVER")
-            .map(PathBuf::from)
-            .or_else(|| on_path("chromedriver"));
-        match (chromium, chromedriver) {
-            (Some(chromium), Some(chromedriver)) => Some(Self {
-                chromium,
-                chromedriver,
-            }),
-            _ if std::env::var_os("CI").is_some() => panic!(
-                "chromium not installed: apt-get install -y chromium chromium-driver \
-                 (or set CHROMIUM and CHROMEDRIVER)"
-            ),
-            _ => {
-                println!("skipped: chromium not installed");
-                None
-            }
-        }
-    }
-}
-
-fn on_path(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join(name))
-            .find(|path| path.is_file())
-    })
-}
-
-/// A chromedriver process and a headless Chromium session through it.
-struct Browser {
-    client: Client,
-    driver: Child,
-}
-
-impl Browser {
-    async fn start(tools: &Tools) -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .map(|addr| addr.port())
-            .expect("a free port");
-        let mut driver = Command::new(&tools.chromedriver)
-            .arg(format!("--port={port}"))
-            .arg("--allowed-ips=127.0.0.1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start chromedriver");
-        let deadline = Instant::now() + START_TIMEOUT;
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if Instant::now() > deadline {
-                let _ = driver.kill();
-                panic!("chromedriver did not listen on port {port}");
-            }
-            if let Ok(Some(status)) = driver.try_wait() {
-                panic!("chromedriver exited: {status}");
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let mut capabilities = serde_json::Map::new();
-        capabilities.insert("browserName".into(), json!("chrome"));
-        capabilities.insert(
-            "goog:chromeOptions".into(),
-            json!({
-                "binary": tools.chromium,
-                "args": [
-                    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                    "--disable-extensions", "--no-first-run", "--window-size=1280,900",
-                ],
-            }),
-        );
-        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        let client = ClientBuilder::new(connector)
-            .capabilities(capabilities)
-            .connect(&format!("http://127.0.0.1:{port}"))
-            .await
-            .unwrap_or_else(|error| {
-                let _ = driver.kill();
-                panic!("no browser session: {error}")
-            });
-        Self { client, driver }
-    }
-
-    async fn goto(&self, url: &str) {
-        self.client
-            .goto(url)
-            .await
-            .unwrap_or_else(|error| panic!("open {url}: {error}"));
-    }
-
-    async fn exists(&self, css: &str) -> bool {
-        self.client.find(Locator::Css(css)).await.is_ok()
-    }
-
-    async fn click(&self, css: &str) {
-        let element = self
-            .client
-            .wait()
-            .at_most(UI_TIMEOUT)
-            .for_element(Locator::Css(css))
-            .await
-            .unwrap_or_else(|error| panic!("no {css} to click: {error}"));
-        element
-            .click()
-            .await
-            .unwrap_or_else(|error| panic!("click {css}: {error}"));
-    }
-
-    /// Waits until the element's visible text contains `needle`; returns the text.
-    async fn wait_text_containing(&self, css: &str, needle: &str) -> String {
-        let mut last = String::new();
-        let deadline = Instant::now() + UI_TIMEOUT;
-        while Instant::now() < deadline {
-            if let Ok(element) = self.client.find(Locator::Css(css)).await
-                && let Ok(text) = element.text().await
-            {
-                if text.contains(needle) {
-                    return text;
-                }
-                last = text;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!("{css} never contained {needle:?}; last saw {last:?}");
-    }
-
-    /// An attribute of every element matching `css`, in document order.
-    async fn attribute_values(&self, css: &str, name: &str) -> Vec<String> {
-        let mut values = Vec::new();
-        for element in self.client.find_all(Locator::Css(css)).await.unwrap() {
-            values.extend(element.attr(name).await.unwrap());
-        }
-        values
-    }
-
-    async fn close(mut self) {
-        let _ = self.client.clone().close().await;
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
-    }
-}
-
-impl Drop for Browser {
-    fn drop(&mut self) {
-        // After close() this finds the driver gone; after a panic it stops the driver (and with
-        // it the browser).
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
-    }
 }

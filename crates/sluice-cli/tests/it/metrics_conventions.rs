@@ -4,13 +4,12 @@
 //!
 //! The exposition is parsed twice: by the strict parser below, and by the reference parser of
 //! the Prometheus client library for Python (`prometheus_client`, pinned in
-//! .ci/requirements-prometheus.txt, installed by .ci/prometheus-client/setup into
-//! target/prometheus-venv), which must read the same samples. Without that venv the second
-//! parse is skipped, or fails the test when `CI` is set. (The `prometheus-parse` crate cannot
+//! .ci/requirements-prometheus.txt, installed into a venv on first use: support/python.rs),
+//! which must read the same samples. Without Python's venv or the package index the second parse
+//! is skipped, or fails the test when `CI` is set. (The `prometheus-parse` crate cannot
 //! be used here: it cuts label values at `}`, and route templates hold braces.)
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
@@ -18,6 +17,7 @@ use serde_json::{Value, json};
 use crate::support::TestServer;
 use crate::support::destination::Destination;
 use crate::support::hooks::{define, post_hook};
+use crate::support::python::venv_python_or_skip;
 
 /// Longest wait for something the server does in the background.
 const WAIT: Duration = Duration::from_secs(20);
@@ -225,25 +225,13 @@ fn parse_samples(text: &str) -> Vec<Sample> {
 }
 
 /// The Python client library's parser over `text`: its families as JSON, or `None` when the
-/// venv is not there (outside CI).
+/// venv cannot be made (outside CI).
 fn python_parse(text: &str) -> Option<Value> {
-    let venv = std::env::var_os("PROMETHEUS_VENV").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/prometheus-venv"),
-        PathBuf::from,
-    );
-    let python = venv.join("bin/python");
-    if !python.exists() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{} is missing: run .ci/prometheus-client/setup",
-            python.display()
-        );
-        eprintln!(
-            "skipped: the prometheus_client parse ({} is missing; run .ci/prometheus-client/setup)",
-            python.display()
-        );
-        return None;
-    }
+    let python = venv_python_or_skip(
+        "prometheus",
+        "requirements-prometheus.txt",
+        "the prometheus_client parser",
+    )?;
     const SCRIPT: &str = r#"
 import json, sys
 from prometheus_client.parser import text_string_to_metric_families

@@ -8,10 +8,8 @@
 //! package index it reports itself skipped, unless `CI` is set, where it fails.
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -20,6 +18,7 @@ use sluice_webhooks::sign::{StandardSigner, hmac};
 use sluice_webhooks::verify::HmacAlgorithm;
 
 use crate::support::hooks::{define, held, hook_stats, post_hook};
+use crate::support::python::venv_python_or_skip;
 use crate::support::{Reply, TestServer};
 
 /// The test clock's start: every signature below is made at this time or after.
@@ -80,72 +79,6 @@ async fn receive_all(server: &TestServer, queue: &str) -> ReceiveOut {
 }
 
 // ---- Svix, signed by the svix library ----
-
-/// The Python of the venv with the senders' libraries, made once per test run from
-/// `.ci/requirements-webhooks.txt` (and again when that file changes).
-fn senders_python() -> &'static Result<PathBuf, String> {
-    static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    PYTHON.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let requirements = root.join(".ci/requirements-webhooks.txt");
-        // The binary is target/<profile>/sluice: the venv goes beside the profiles.
-        let target = Path::new(env!("CARGO_BIN_EXE_sluice"))
-            .parent()
-            .and_then(Path::parent)
-            .ok_or("no target directory")?
-            .to_path_buf();
-        let venv = target.join("webhook-senders-venv");
-        let installed = venv.join("requirements.txt");
-        let wanted = std::fs::read(&requirements)
-            .map_err(|e| format!("cannot read {}: {e}", requirements.display()))?;
-        if std::fs::read(&installed).ok().as_deref() != Some(wanted.as_slice()) {
-            let _ = std::fs::remove_dir_all(&venv);
-            let pip = venv.join("bin/pip");
-            run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
-            run(Command::new(&pip)
-                .args([
-                    "install",
-                    "-q",
-                    "--disable-pip-version-check",
-                    "--no-deps",
-                    "-r",
-                ])
-                .arg(&requirements))?;
-            run(Command::new(&pip).args(["check", "--disable-pip-version-check"]))?;
-            std::fs::write(&installed, &wanted).map_err(|e| e.to_string())?;
-        }
-        Ok(venv.join("bin/python"))
-    })
-}
-
-/// Runs a command to its end (at most 5 minutes); its output in the error when it fails.
-fn run(command: &mut Command) -> Result<(), String> {
-    let described = format!("{command:?}");
-    let mut child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("{described}: {e}"))?;
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while child.try_wait().map_err(|e| e.to_string())?.is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            return Err(format!("{described} ran longer than 5 minutes"));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let output = child.wait_with_output().map_err(|e| e.to_string())?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{described} failed ({}): {}{}",
-            output.status,
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        ))
-    }
-}
 
 /// One signature for the svix library to make.
 struct SvixSigning<'a> {
@@ -220,13 +153,12 @@ async fn svix_deliveries_signed_by_the_svix_library_are_taken_under_either_heade
     // refused with 401 and stores nothing: a changed body, another secret, a changed svix-id, a
     // wrong svix-signature beside a valid webhook-* set (the svix- names win, as in Svix's
     // libraries), a stale timestamp, no signature at all. The signature headers are not kept.
-    let python = match senders_python() {
-        Ok(python) => python.clone(),
-        Err(why) if std::env::var_os("CI").is_none() => {
-            eprintln!("skipped: the svix library could not be installed ({why})");
-            return;
-        }
-        Err(why) => panic!("the svix library could not be installed in CI: {why}"),
+    let Some(python) = venv_python_or_skip(
+        "webhook-senders",
+        "requirements-webhooks.txt",
+        "the svix library",
+    ) else {
+        return;
     };
     let server = server_with_secrets("").await;
     server.put_queue("svix-events", json!({})).await;

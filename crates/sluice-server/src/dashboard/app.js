@@ -423,10 +423,16 @@ async function queuePage(root, name, params) {
   let countsAsked = 0; // /browse requests sent; an answer older than the one shown is dropped
   let countsShown = 0;
 
+  // The tab links are made once and only their counts change, so a click never lands on a
+  // link that a poll has just replaced.
+  const tabLinks = STATES.map(([key]) => h('a', {
+    href: `#/queue/${enc(name)}?state=${key}`, class: key === state ? 'active' : null, 'data-state': key,
+  }));
+  tabs.replaceChildren(...tabLinks);
   const renderTabs = () => {
-    tabs.replaceChildren(...STATES.map(([key, label]) => h('a', {
-      href: `#/queue/${enc(name)}?state=${key}`, class: key === state ? 'active' : null, 'data-state': key,
-    }, `${label} (${fmtNum(counts[key])})`)));
+    STATES.forEach(([key, label], i) => {
+      tabLinks[i].textContent = `${label} (${fmtNum(counts[key])})`;
+    });
   };
 
   const renderHeader = () => {

@@ -11,6 +11,8 @@ pub mod hooks;
 
 pub mod destination;
 
+/// Pinned Python tools in venvs of their own.
+pub mod python;
 pub mod tokens;
 
 use std::path::PathBuf;

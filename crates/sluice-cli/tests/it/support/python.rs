@@ -1,0 +1,93 @@
+//! Python tools the tests drive (a sender's own signing library, a reference parser): each set
+//! is pinned in a requirements file under `.ci/` and installed, on first use, into a venv of its
+//! own beside the build profiles (`target/<name>-venv`), again when its requirements change.
+//! Without Python's venv or the package index a test reports itself skipped, unless `CI` is set,
+//! where it fails: [`venv_python_or_skip`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The Python of venv `name` with the packages of `.ci/<requirements>`, made once per test run.
+pub fn venv_python(name: &str, requirements: &str) -> Result<PathBuf, String> {
+    static MADE: Mutex<BTreeMap<String, Result<PathBuf, String>>> = Mutex::new(BTreeMap::new());
+    let mut made = MADE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    made.entry(name.to_owned())
+        .or_insert_with(|| make_venv(name, requirements))
+        .clone()
+}
+
+/// [`venv_python`], or `None` after saying the test is skipped (outside CI only).
+pub fn venv_python_or_skip(name: &str, requirements: &str, what: &str) -> Option<PathBuf> {
+    match venv_python(name, requirements) {
+        Ok(python) => Some(python),
+        Err(why) if std::env::var_os("CI").is_none() => {
+            eprintln!("skipped: {what} could not be installed ({why})");
+            None
+        }
+        Err(why) => panic!("{what} could not be installed in CI: {why}"),
+    }
+}
+
+fn make_venv(name: &str, requirements: &str) -> Result<PathBuf, String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let requirements = root.join(".ci").join(requirements);
+    // The binary is target/<profile>/sluice: the venv goes beside the profiles.
+    let target = Path::new(env!("CARGO_BIN_EXE_sluice"))
+        .parent()
+        .and_then(Path::parent)
+        .ok_or("no target directory")?
+        .to_path_buf();
+    let venv = target.join(format!("{name}-venv"));
+    let installed = venv.join("requirements.txt");
+    let wanted = std::fs::read(&requirements)
+        .map_err(|e| format!("cannot read {}: {e}", requirements.display()))?;
+    if std::fs::read(&installed).ok().as_deref() != Some(wanted.as_slice()) {
+        let _ = std::fs::remove_dir_all(&venv);
+        let pip = venv.join("bin/pip");
+        run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
+        run(Command::new(&pip)
+            .args([
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                "--no-deps",
+                "-r",
+            ])
+            .arg(&requirements))?;
+        run(Command::new(&pip).args(["check", "--disable-pip-version-check"]))?;
+        std::fs::write(&installed, &wanted).map_err(|e| e.to_string())?;
+    }
+    Ok(venv.join("bin/python"))
+}
+
+/// Runs a command to its end (at most 5 minutes); its output in the error when it fails.
+fn run(command: &mut Command) -> Result<(), String> {
+    let described = format!("{command:?}");
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("{described}: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while child.try_wait().map_err(|e| e.to_string())?.is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            return Err(format!("{described} ran longer than 5 minutes"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let output = child.wait_with_output().map_err(|e| e.to_string())?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{described} failed ({}): {}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ))
+    }
+}
