@@ -68,10 +68,10 @@ pub struct BenchArgs {
     /// Size of each message body as JSON text, in bytes.
     #[arg(long, default_value_t = 1024)]
     body_bytes: usize,
-    /// Most seconds any one scenario (or the fill of the restart scenario, or one step of the
-    /// dlq scenario) may run.
-    #[arg(long, default_value_t = 120)]
-    time_limit_secs: u64,
+    /// Longest any one scenario (or the fill of the restart scenario, or one step of the dlq
+    /// scenario) may run.
+    #[arg(long, default_value = "120s", value_parser = crate::output::parse_duration)]
+    time_limit: Duration,
     /// Where the server's data directory goes (a fresh temporary directory inside it).
     #[arg(long, value_name = "DIR")]
     work_dir: Option<PathBuf>,
@@ -115,18 +115,18 @@ pub struct BenchArgs {
     /// Scenarios 3 and 4: `max` of each receive.
     #[arg(long, default_value_t = 10, help_heading = "Scenario sizes")]
     receive_max: i64,
-    /// Scenarios 3 and 4: `wait_ms` of each receive (long polling).
-    #[arg(long, default_value_t = 1_000, help_heading = "Scenario sizes")]
-    wait_ms: i64,
+    /// Scenarios 3 and 4: how long each receive may wait (long polling).
+    #[arg(long, default_value = "1s", value_parser = crate::output::parse_duration, help_heading = "Scenario sizes")]
+    wait: Duration,
     /// Scenario 4: messages per second, one per request.
     #[arg(long, default_value_t = 2_000, help_heading = "Scenario sizes")]
     latency_rate: u64,
-    /// Scenario 4: measured seconds.
-    #[arg(long, default_value_t = 10, help_heading = "Scenario sizes")]
-    latency_secs: u64,
-    /// Scenario 4: unmeasured seconds at the same rate before.
-    #[arg(long, default_value_t = 1, help_heading = "Scenario sizes")]
-    latency_warmup_secs: u64,
+    /// Scenario 4: how long it is measured.
+    #[arg(long, default_value = "10s", value_parser = crate::output::parse_duration, help_heading = "Scenario sizes")]
+    latency_duration: Duration,
+    /// Scenario 4: how long it runs at the same rate, unmeasured, before.
+    #[arg(long, default_value = "1s", value_parser = crate::output::parse_duration, help_heading = "Scenario sizes")]
+    latency_warmup: Duration,
     /// Scenario 5: sequential single-message enqueues.
     #[arg(long, default_value_t = 2_000, help_heading = "Scenario sizes")]
     sequential_requests: u64,
@@ -196,7 +196,7 @@ enum Scenario {
 
 /// Runs the selected scenarios and prints the report on stdout (progress goes to stderr).
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
-    let time_limit = Duration::from_secs(args.time_limit_secs);
+    let time_limit = args.time_limit;
     let bodies = Bodies::new(args.body_bytes);
     let work_parent = args.work_dir.clone().unwrap_or_else(std::env::temp_dir);
     let work = tempfile::Builder::new()
@@ -292,7 +292,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         count: args.consumers,
         acks_in_flight: args.acks_in_flight,
         receive_max: args.receive_max,
-        wait_ms: args.wait_ms,
+        wait_ms: crate::output::millis(args.wait),
     };
     if selected(Scenario::E2e) {
         progress("3. end to end");
@@ -315,8 +315,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         progress("4. latency at a steady rate");
         let load = PacedLoad {
             rate: args.latency_rate,
-            duration: Duration::from_secs(args.latency_secs),
-            warmup: Duration::from_secs(args.latency_warmup_secs),
+            duration: args.latency_duration,
+            warmup: args.latency_warmup,
             consumers,
             time_limit,
         };
