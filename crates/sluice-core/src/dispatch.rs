@@ -1388,5 +1388,7 @@ impl Index {
     }
 }
 
+mod invariants;
+
 #[cfg(test)]
 mod tests;

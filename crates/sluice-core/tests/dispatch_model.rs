@@ -5,7 +5,9 @@
 //! flight, no more than `max_in_flight` leases are out, a paused queue delivers nothing, each
 //! key's messages are first delivered in enqueue order, a current receipt always acks while a
 //! replaced one never does, and only unleased messages are cancelled, purged or expired (and
-//! only old ones expire).
+//! only old ones expire). After every step the index also checks its own consistency
+//! ([`Index::check_invariants`]: every message in exactly one set, lanes with one active
+//! member, totals and ids in step).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -116,6 +118,7 @@ proptest! {
         let mut paused = false;
 
         for op in ops {
+            let op_text = format!("{op:?}");
             match op {
                 Op::Enqueue { key, priority, delay_ms } => {
                     let id = Uuid::now_v7();
@@ -227,6 +230,10 @@ proptest! {
                 }
                 Op::Ack { .. } | Op::Nack { .. } | Op::Extend { .. } => {}
             }
+            // The index agrees with itself: sets, lanes, counts and ids in step.
+            if let Err(broken) = index.check_invariants() {
+                prop_assert!(false, "after {op_text}: {broken}");
+            }
             prop_assert!(follow_dead_letters(&index, &mut known), "a message was lost");
             // Nothing lost, nothing invented: live messages in q and its DLQ match the model.
             let live_in_q = known.values().filter(|m| !m.done).count() as u64;
@@ -246,6 +253,9 @@ proptest! {
             for claim in index.claim("q", 100, LEASE_MS, now, rand::random) {
                 remaining.remove(&claim.message.message_id);
                 index.ack("q", &claim.message.receipt, now).unwrap();
+            }
+            if let Err(broken) = index.check_invariants() {
+                prop_assert!(false, "while draining: {broken}");
             }
         }
         prop_assert!(remaining.is_empty(), "{} messages could never be delivered", remaining.len());
