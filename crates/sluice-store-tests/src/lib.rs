@@ -1,0 +1,141 @@
+//! The store conformance suite: what every backend of [`Store`] must do the same way.
+//!
+//! The cases speak only to `Arc<dyn Store>` and move time with a [`ManualClock`], so they hold
+//! for any backend: the embedded SQLite store runs them in its `cargo test`, and a new store
+//! (PostgreSQL, ...) is done when it passes them too. One macro call in a backend's test file
+//! generates one `#[test]` per case, named after the case, so a failure names the rule broken:
+//!
+//! ```ignore
+//! use sluice_store_tests::{ManualClock, Opened, store_conformance};
+//!
+//! async fn open(clock: ManualClock) -> Opened {
+//!     let dir = tempfile::tempdir().unwrap();
+//!     let store = MyStore::open(dir.path(), clock.now_ms()).unwrap();
+//!     Opened::new(std::sync::Arc::new(store)).keeping(dir)
+//! }
+//!
+//! store_conformance!(open);
+//! ```
+//!
+//! The factory is called once per case and must return an empty store (no queues). Each case
+//! runs on its own multi-threaded runtime, within [`CASE_TIME_LIMIT`], and closes the store at
+//! the end. The same shape as river's `riverdrivertest` and ripgrep's one body run against
+//! every engine: the rules are written once, the backends are listed once.
+
+use std::any::Any;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use sluice_core::clock::{Clock, ManualClock, Millis};
+pub use sluice_core::store::Store;
+
+pub mod cases;
+mod harness;
+
+pub use harness::{Harness, bodies};
+
+/// The time every case starts at (a Tuesday in November 2023, in epoch milliseconds).
+pub const T0: Millis = 1_700_000_000_000;
+
+/// The longest a case may take: a store call that stalls fails its case instead of hanging the
+/// test run.
+pub const CASE_TIME_LIMIT: Duration = Duration::from_secs(60);
+
+/// A freshly opened store, with whatever must live as long as it (a temporary directory, a
+/// database guard).
+pub struct Opened {
+    store: Arc<dyn Store>,
+    keep: Vec<Box<dyn Any + Send>>,
+}
+
+impl Opened {
+    /// A store that needs nothing kept alive.
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self {
+            store,
+            keep: Vec::new(),
+        }
+    }
+
+    /// Keeps `guard` until the case is over and the store closed.
+    pub fn keeping(mut self, guard: impl Any + Send) -> Self {
+        self.keep.push(Box::new(guard));
+        self
+    }
+}
+
+/// Runs one case against a store from `open`: the body of every test [`store_conformance!`]
+/// generates.
+pub fn run<F, Fut, C, CaseFut>(open: F, case: C)
+where
+    F: FnOnce(ManualClock) -> Fut,
+    Fut: Future<Output = Opened>,
+    C: FnOnce(Harness) -> CaseFut,
+    CaseFut: Future<Output = ()>,
+{
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime for the case");
+    runtime.block_on(async move {
+        let clock = ManualClock::new(T0);
+        let Opened { store, keep } = open(clock.clone()).await;
+        let harness = Harness::new(store.clone(), clock);
+        if tokio::time::timeout(CASE_TIME_LIMIT, case(harness))
+            .await
+            .is_err()
+        {
+            panic!("the case took longer than {CASE_TIME_LIMIT:?}: a store call stalled");
+        }
+        store.close().await.expect("the store closes");
+        drop(keep);
+    });
+}
+
+/// Generates one `#[test]` per conformance case, each opening a fresh store with `$open`
+/// (an `async fn(ManualClock) -> Opened`, or a closure returning such a future).
+#[macro_export]
+macro_rules! store_conformance {
+    ($open:expr) => {
+        $crate::store_conformance!(@cases $open;
+            queue_put_creates_the_dead_letter_queue_and_guards_it,
+            unknown_queues_are_refused,
+            claimed_messages_are_leased_until_acked,
+            a_lease_that_runs_out_makes_the_message_claimable_again,
+            extend_pushes_the_lease_deadline_out,
+            stale_receipts_are_fenced,
+            nack_retries_after_its_delay_or_the_backoff,
+            exhausted_attempts_dead_letter_with_metadata,
+            permanent_nack_dead_letters_at_once,
+            fifo_delivers_one_at_a_time_in_enqueue_order,
+            per_key_orders_within_a_key_and_runs_keys_in_parallel,
+            priorities_go_first_then_enqueue_order,
+            delayed_messages_stay_hidden_until_visible,
+            idempotency_keys_answer_with_the_first_message_within_the_window,
+            idempotency_keys_are_free_again_after_the_window,
+            dead_letters_are_listed_and_read_with_their_payload,
+            replay_sends_dead_letters_back_as_new_messages,
+            dead_letter_delete_removes_entries,
+            purge_removes_everything_but_leased_messages,
+            cancel_reports_each_outcome,
+            a_paused_queue_delivers_nothing,
+            retention_drops_old_messages_but_not_leased_ones,
+            retention_can_dead_letter_old_messages,
+            max_depth_refuses_whole_batches,
+            max_in_flight_caps_the_leases_out,
+            rate_limits_pace_deliveries_as_a_token_bucket,
+            lookups_find_messages_by_id_and_idempotency_key,
+            concurrent_claimers_never_share_a_lease,
+        );
+    };
+    (@cases $open:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                $crate::run($open, $crate::cases::$case);
+            }
+        )*
+    };
+}
