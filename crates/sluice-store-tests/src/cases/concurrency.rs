@@ -26,10 +26,14 @@ pub async fn concurrent_claimers_never_share_a_lease(h: Harness) {
         sent.extend(h.send("q", &chunk).await);
     }
     let now = h.now();
+    // All start together, so the first one spawned cannot drain the queue alone.
+    let start = Arc::new(tokio::sync::Barrier::new(CLAIMERS));
     let mut claimers = Vec::new();
     for _ in 0..CLAIMERS {
         let store = Arc::clone(&h.store);
+        let start = Arc::clone(&start);
         claimers.push(tokio::spawn(async move {
+            start.wait().await;
             let mut mine: Vec<Uuid> = Vec::new();
             loop {
                 let claim = store
