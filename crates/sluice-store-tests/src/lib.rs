@@ -127,6 +127,8 @@ macro_rules! store_conformance {
             max_in_flight_caps_the_leases_out,
             rate_limits_pace_deliveries_as_a_token_bucket,
             lookups_find_messages_by_id_and_idempotency_key,
+            acks_keep_their_result,
+            browse_pages_each_state_in_dispatch_order,
             concurrent_claimers_never_share_a_lease,
         );
     };

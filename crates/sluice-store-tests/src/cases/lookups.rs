@@ -1,7 +1,10 @@
 //! Lookups of one message: by id, by idempotency key, with its body.
 
 use sluice_core::message::{MessageState, NewMessage};
-use sluice_core::store::{MessageGetParams, MessageRef};
+use sluice_core::queue::Ordering;
+use sluice_core::store::{
+    AckParams, BrowseCursor, BrowseQuery, BrowseState, MessageGetParams, MessageRef,
+};
 use uuid::Uuid;
 
 use crate::Harness;
@@ -82,4 +85,120 @@ pub async fn lookups_find_messages_by_id_and_idempotency_key(h: Harness) {
     let done = h.status_of("q", id).await;
     assert_eq!(done.state, MessageState::Acked);
     assert_eq!(done.acked_at_ms, Some(h.now()));
+}
+
+/// An ack's result is kept with the message: a lookup by id or by idempotency key answers with
+/// it, as does the enqueue of a duplicate's key (its first message, acked).
+pub async fn acks_keep_their_result(h: Harness) {
+    h.queue("q", |_| {}).await;
+    let id = h
+        .enqueue(
+            "q",
+            vec![NewMessage {
+                idempotency_key: Some("charge-1".into()),
+                ..h.message("charge")
+            }],
+        )
+        .await[0]
+        .message_id;
+    let receipt = h.claim("q", 1).await.messages[0].receipt;
+    let acked = h
+        .store
+        .message_ack(AckParams {
+            queue: "q".into(),
+            receipts: vec![receipt],
+            result: Some("{\"charged\":true}".into()),
+            delivery: None,
+            now_ms: h.now(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(acked, [Ok(())]);
+    let by_id = h.status_of("q", id).await;
+    assert_eq!(by_id.result.as_deref(), Some("{\"charged\":true}"));
+    let by_key = h
+        .status("q", MessageRef::IdempotencyKey("charge-1".into()))
+        .await
+        .unwrap();
+    assert_eq!((by_key.message_id, by_key.state), (id, MessageState::Acked));
+    assert_eq!(by_key.result.as_deref(), Some("{\"charged\":true}"));
+}
+
+/// Browsing pages through each state of a queue in the order dispatch takes from it (ready by
+/// priority then enqueue order; waiting behind their lane; delayed; in flight) with a cursor
+/// that neither skips nor repeats, and counts every state.
+pub async fn browse_pages_each_state_in_dispatch_order(h: Harness) {
+    h.queue("q", |c| c.ordering = Ordering::PerKey).await;
+    let message = |body: &str, priority, key: Option<&str>, delay_ms| NewMessage {
+        priority,
+        key: key.map(str::to_owned),
+        visible_at_ms: h.now() + delay_ms,
+        ..h.message(body)
+    };
+    let ids: Vec<Uuid> = h
+        .enqueue(
+            "q",
+            vec![
+                message("low", 0, None, 0),
+                message("high", 3, None, 0),
+                message("a1", 0, Some("a"), 0),
+                message("a2", 0, Some("a"), 0),
+                message("later", 0, None, 5_000),
+            ],
+        )
+        .await
+        .iter()
+        .map(|e| e.message_id)
+        .collect();
+    let leased = h.claim("q", 1).await.messages;
+    assert_eq!(
+        leased[0].message_id, ids[1],
+        "the highest priority went first"
+    );
+    let browse = |state, after: Option<BrowseCursor>| BrowseQuery {
+        queue: "q".into(),
+        state,
+        after,
+        limit: 1,
+        now_ms: h.now(),
+    };
+    let mut pages = 0;
+    for (state, expected) in [
+        (BrowseState::Ready, vec![ids[0], ids[2]]),
+        (BrowseState::Waiting, vec![ids[3]]),
+        (BrowseState::Delayed, vec![ids[4]]),
+        (BrowseState::InFlight, vec![ids[1]]),
+    ] {
+        let mut seen = Vec::new();
+        let mut after = None;
+        loop {
+            let page = h.store.message_browse(browse(state, after)).await.unwrap();
+            pages += 1;
+            assert!(page.messages.len() <= 1, "the limit holds");
+            assert_eq!(
+                (
+                    page.counts.ready,
+                    page.counts.waiting,
+                    page.counts.delayed,
+                    page.counts.in_flight
+                ),
+                (2, 1, 1, 1)
+            );
+            seen.extend(page.messages.iter().map(|m| m.status.message_id));
+            match page.next {
+                Some(next) if seen.len() <= expected.len() => after = Some(next),
+                Some(_) => panic!("{state:?}: the cursor repeats: {seen:?}"),
+                None => break,
+            }
+        }
+        assert_eq!(seen, expected, "{state:?} in dispatch order");
+    }
+    assert!(pages >= 5, "pages of one");
+    let in_flight = h
+        .store
+        .message_browse(browse(BrowseState::InFlight, None))
+        .await
+        .unwrap();
+    assert_eq!(in_flight.messages[0].leased_at_ms, Some(h.now()));
+    assert_eq!(in_flight.messages[0].status.state, MessageState::InFlight);
 }
