@@ -94,7 +94,9 @@ impl From<sluice_core::StoreError> for Error {
                 message,
             },
             StoreError::Unavailable(message) => Error::Unavailable(message),
-            error @ (StoreError::DiskFull(_) | StoreError::WritesStopped(_)) => {
+            error @ (StoreError::DiskFull(_)
+            | StoreError::WritesStopped(_)
+            | StoreError::Overloaded { .. }) => {
                 Error::Unavailable(error.to_string())
             }
             StoreError::Other(source) => Error::Unavailable(source.to_string()),
