@@ -61,7 +61,7 @@ pub enum StoreError {
     /// Too many new messages are waiting to be stored (the backend's writes are behind):
     /// nothing of the batch was stored. Only enqueues are refused this way.
     #[error(
-        "the store is behind: {pending_bytes} bytes of new messages are waiting to be stored, at most {max_bytes}; nothing of the batch was stored"
+        "the store is behind: {pending_bytes} bytes of new messages are waiting to be stored, at most {max_bytes} ([store] writer_queue_bytes); nothing of the batch was stored"
     )]
     Overloaded {
         /// Bytes of new messages waiting now.
