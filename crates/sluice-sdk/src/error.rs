@@ -96,9 +96,7 @@ impl From<sluice_core::StoreError> for Error {
             StoreError::Unavailable(message) => Error::Unavailable(message),
             error @ (StoreError::DiskFull(_)
             | StoreError::WritesStopped(_)
-            | StoreError::Overloaded { .. }) => {
-                Error::Unavailable(error.to_string())
-            }
+            | StoreError::Overloaded { .. }) => Error::Unavailable(error.to_string()),
             StoreError::Other(source) => Error::Unavailable(source.to_string()),
         }
     }

@@ -52,7 +52,10 @@ fn enqueue(
 }
 
 fn inbox_bytes(store: &SharedSqliteStore) -> u64 {
-    store.storage_metrics().writer_queue_bytes.expect("measured")
+    store
+        .storage_metrics()
+        .writer_queue_bytes
+        .expect("measured")
 }
 
 fn inbox_ops(store: &SharedSqliteStore) -> u64 {
@@ -110,10 +113,16 @@ async fn enqueues_beyond_the_bound_are_refused_until_the_writer_catches_up() {
 
     let lock = hold_write_lock(&store);
     let first = tokio::spawn(enqueue(&store, 40 * 1024));
-    until("the first batch is charged", || inbox_bytes(&store) > 40 * 1024).await;
+    until("the first batch is charged", || {
+        inbox_bytes(&store) > 40 * 1024
+    })
+    .await;
     let charged = inbox_bytes(&store);
     let second = tokio::spawn(enqueue(&store, 16 * 1024));
-    until("the second batch is charged", || inbox_bytes(&store) > charged).await;
+    until("the second batch is charged", || {
+        inbox_bytes(&store) > charged
+    })
+    .await;
     let charged = inbox_bytes(&store);
     assert!(charged <= BOUND, "{charged}");
 
@@ -129,7 +138,10 @@ async fn enqueues_beyond_the_bound_are_refused_until_the_writer_catches_up() {
                 max_bytes,
                 retry_after_s,
             } => {
-                assert_eq!((pending_bytes, max_bytes, retry_after_s), (charged, BOUND, 1));
+                assert_eq!(
+                    (pending_bytes, max_bytes, retry_after_s),
+                    (charged, BOUND, 1)
+                );
             }
             other => panic!("expected Overloaded, got {other:?}"),
         }

@@ -62,7 +62,10 @@ async fn enqueues_beyond_the_writer_queue_get_503_overloaded_until_the_writer_ca
     let first = spawn_post(&server, "/v1/queues/q/messages", batch(7));
     let deadline = Instant::now() + Duration::from_secs(10);
     while inbox_bytes(&server).await < 700_000 {
-        assert!(Instant::now() < deadline, "the first batch was never charged");
+        assert!(
+            Instant::now() < deadline,
+            "the first batch was never charged"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
@@ -80,11 +83,7 @@ async fn enqueues_beyond_the_writer_queue_get_503_overloaded_until_the_writer_ca
     assert!((700_000..=BOUND).contains(&held), "{held}");
 
     // An ack is never refused for it: the message already left memory, so it waits its turn.
-    let ack = spawn_post(
-        &server,
-        "/v1/queues/q/ack",
-        json!({ "receipt": receipt }),
-    );
+    let ack = spawn_post(&server, "/v1/queues/q/ack", json!({ "receipt": receipt }));
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!first.is_finished() && !ack.is_finished());
 
@@ -94,6 +93,10 @@ async fn enqueues_beyond_the_writer_queue_get_503_overloaded_until_the_writer_ca
     assert!(ack.await.unwrap().is_success());
     assert_eq!(inbox_bytes(&server).await, 0);
     let answer = server.send("q", batch(4)).await;
-    assert_eq!(answer["results"].as_array().map(Vec::len), Some(4), "{answer}");
+    assert_eq!(
+        answer["results"].as_array().map(Vec::len),
+        Some(4),
+        "{answer}"
+    );
     assert_eq!(server.stats("q").await["ready"], 11);
 }
