@@ -2,8 +2,8 @@
 //!
 //! Requests arrive on a channel; new messages wait in it only up to `[store] writer_queue_bytes`
 //! (`inbox.rs`: beyond it enqueues are refused, while acks and the other writes the index
-//! already made are never refused). The thread takes everything waiting (up to a cap) and applies it
-//! in one `BEGIN IMMEDIATE … COMMIT`. The commit itself does not sync (`synchronous=OFF`): the
+//! already made are never refused). The thread takes everything waiting (up to a cap) and
+//! applies it in one `BEGIN IMMEDIATE … COMMIT`. The commit itself does not sync (`synchronous=OFF`): the
 //! group goes to the syncer thread ([`crate::sync`]), which fsyncs the WAL once for every group
 //! waiting and only then publishes new messages to the dispatch index and answers the callers.
 //! Meanwhile this thread applies the next group, so applying and syncing overlap and throughput
