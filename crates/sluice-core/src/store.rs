@@ -58,6 +58,19 @@ pub enum StoreError {
         /// A suggested wait before retrying, from how fast the queue drains.
         retry_after_s: u64,
     },
+    /// Too many new messages are waiting to be stored (the backend's writes are behind):
+    /// nothing of the batch was stored. Only enqueues are refused this way.
+    #[error(
+        "the store is behind: {pending_bytes} bytes of new messages are waiting to be stored, at most {max_bytes} ([store] writer_queue_bytes); nothing of the batch was stored"
+    )]
+    Overloaded {
+        /// Bytes of new messages waiting now.
+        pending_bytes: u64,
+        /// The bound (`[store] writer_queue_bytes`).
+        max_bytes: u64,
+        /// A suggested wait before retrying.
+        retry_after_s: u64,
+    },
     /// Anything else, with its cause.
     #[error("storage error: {0}")]
     Other(#[source] Box<dyn std::error::Error + Send + Sync>),
@@ -416,6 +429,10 @@ pub struct StorageMetrics {
     pub wal_truncations: Option<u64>,
     /// The write state (what `/readyz` reports).
     pub write_state: WriteState,
+    /// Bytes of new messages waiting to be stored (bounded by `[store] writer_queue_bytes`).
+    pub writer_queue_bytes: Option<u64>,
+    /// Write requests of every kind waiting for the writer.
+    pub writer_queue_ops: Option<u64>,
 }
 
 /// Whether a store takes writes.

@@ -30,7 +30,8 @@ pub enum Error {
     /// A message body does not encode to JSON, or does not decode into the event type.
     #[error("cannot (de)serialize the event: {0}")]
     Serde(#[from] serde_json::Error),
-    /// The backend cannot serve now (server unreachable, store closed, disk full).
+    /// The backend cannot serve now (server unreachable, store closed, disk full, too many new
+    /// messages waiting to be stored).
     #[error("unavailable: {0}")]
     Unavailable(String),
     /// Anything else the server said, with its code.
@@ -94,9 +95,9 @@ impl From<sluice_core::StoreError> for Error {
                 message,
             },
             StoreError::Unavailable(message) => Error::Unavailable(message),
-            error @ (StoreError::DiskFull(_) | StoreError::WritesStopped(_)) => {
-                Error::Unavailable(error.to_string())
-            }
+            error @ (StoreError::DiskFull(_)
+            | StoreError::WritesStopped(_)
+            | StoreError::Overloaded { .. }) => Error::Unavailable(error.to_string()),
             StoreError::Other(source) => Error::Unavailable(source.to_string()),
         }
     }

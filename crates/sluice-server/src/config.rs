@@ -184,6 +184,8 @@ pub struct RawStore {
     pub wal_max_bytes: Option<u64>,
     /// Space kept back for acks when the disk fills (default 64 MiB; 0: none).
     pub disk_reserve_bytes: Option<u64>,
+    /// Bytes of new messages that may wait for the writer (default 128 MiB).
+    pub writer_queue_bytes: Option<u64>,
 }
 
 /// The default `[store] wal_max_bytes`.
@@ -192,6 +194,11 @@ pub const DEFAULT_WAL_MAX_BYTES: u64 = 64 << 20;
 const MIN_WAL_MAX_BYTES: u64 = 1 << 20;
 /// The default `[store] disk_reserve_bytes`.
 pub const DEFAULT_DISK_RESERVE_BYTES: u64 = 64 << 20;
+/// The default `[store] writer_queue_bytes`: as much as `[limits] body_bytes_in_flight`, so
+/// producers over HTTP meet that budget first unless their requests are abandoned.
+pub const DEFAULT_WRITER_QUEUE_BYTES: u64 = 128 << 20;
+/// The smallest `[store] writer_queue_bytes`: below it, batches would be stored one at a time.
+const MIN_WRITER_QUEUE_BYTES: u64 = 1 << 20;
 
 /// `[server]` as written.
 #[derive(Debug, Default, Deserialize)]
@@ -235,6 +242,8 @@ pub struct Config {
     pub wal_max_bytes: u64,
     /// Space kept back for acks when the disk fills.
     pub disk_reserve_bytes: u64,
+    /// Bytes of new messages that may wait for the writer; more is refused (503 `overloaded`).
+    pub writer_queue_bytes: u64,
     /// Queues to create or update at start.
     pub queues: Vec<(String, QueueConfig)>,
     /// Webhook endpoints to define at start.
@@ -306,6 +315,15 @@ impl Config {
                 "[store] wal_max_bytes {wal_max_bytes} is below the minimum {MIN_WAL_MAX_BYTES}"
             ));
         }
+        let writer_queue_bytes = raw
+            .store
+            .writer_queue_bytes
+            .unwrap_or(DEFAULT_WRITER_QUEUE_BYTES);
+        if writer_queue_bytes < MIN_WRITER_QUEUE_BYTES {
+            return Err(format!(
+                "[store] writer_queue_bytes {writer_queue_bytes} is below the minimum {MIN_WRITER_QUEUE_BYTES}"
+            ));
+        }
         let mut queues = Vec::new();
         for (name, spec) in raw.queues {
             validate_queue_name(&name).map_err(|e| format!("[queues.{name}]: {e}"))?;
@@ -333,6 +351,7 @@ impl Config {
                 .store
                 .disk_reserve_bytes
                 .unwrap_or(DEFAULT_DISK_RESERVE_BYTES),
+            writer_queue_bytes,
             queues,
             webhooks: raw.webhooks.into_iter().collect(),
             auth: std::sync::Arc::new(

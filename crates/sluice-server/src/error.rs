@@ -221,6 +221,15 @@ impl From<StoreError> for ApiError {
                 api.retry_after_s = Some(DISK_FULL_RETRY_AFTER_S);
                 api
             }
+            StoreError::Overloaded { retry_after_s, .. } => {
+                let mut api = Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "overloaded",
+                    error.to_string(),
+                );
+                api.retry_after_s = Some(retry_after_s);
+                api
+            }
             StoreError::WritesStopped(_) => {
                 let message = error.to_string();
                 tracing::error!(%message, "store refused a write");

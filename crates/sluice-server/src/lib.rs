@@ -106,6 +106,7 @@ pub async fn run(
     options.acked_retention_ms = config.acked_retention_ms;
     options.wal_max_bytes = config.wal_max_bytes;
     options.disk_reserve_bytes = config.disk_reserve_bytes;
+    options.writer_queue_bytes = config.writer_queue_bytes;
     let open_clock = clock.clone();
     let store =
         tokio::task::spawn_blocking(move || SharedSqliteStore::open(options, open_clock.now_ms()))

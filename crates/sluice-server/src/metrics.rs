@@ -526,6 +526,22 @@ impl Snapshot {
             "1 after a failed WAL sync or write stopped all writes until a restart, else 0.",
         )?
         .encode_gauge(&u64::from(stopped))?;
+        if let Some(bytes) = storage.writer_queue_bytes {
+            gauge(
+                encoder,
+                "sluice_storage_writer_queue_bytes",
+                "Bytes of new messages waiting to be stored; enqueues beyond [store] writer_queue_bytes get 503.",
+            )?
+            .encode_gauge(&bytes)?;
+        }
+        if let Some(ops) = storage.writer_queue_ops {
+            gauge(
+                encoder,
+                "sluice_storage_writer_queue_operations",
+                "Write operations of every kind waiting for the writer thread.",
+            )?
+            .encode_gauge(&ops)?;
+        }
         Ok(())
     }
 }
@@ -638,6 +654,8 @@ mod tests {
                 wal_checkpoint_lag_frames: Some(3),
                 wal_truncations: Some(1),
                 write_state: WriteState::DiskFull,
+                writer_queue_bytes: Some(65_536),
+                writer_queue_ops: Some(2),
             },
             expressions: ExprCounts {
                 evaluations: 7,
@@ -843,6 +861,8 @@ mod tests {
             "process_resident_memory_bytes 16777216",
             "process_virtual_memory_bytes 1073741824",
             "sluice_storage_database_bytes 20480",
+            "sluice_storage_writer_queue_bytes 65536",
+            "sluice_storage_writer_queue_operations 2",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} not in {text}");
         }

@@ -19,6 +19,7 @@ mod dir_sync;
 mod files;
 mod health;
 mod ids;
+mod inbox;
 mod lifecycle;
 mod load;
 mod metrics;
@@ -73,6 +74,9 @@ pub struct SqliteOptions {
     /// Space kept back in the data directory for acks when the disk fills (default 64 MiB; 0:
     /// none).
     pub disk_reserve_bytes: u64,
+    /// Bytes of new messages that may wait for the writer; an enqueue beyond it is refused with
+    /// [`StoreError::Overloaded`] (default 128 MiB; see `inbox.rs`).
+    pub writer_queue_bytes: u64,
 }
 
 impl SqliteOptions {
@@ -85,6 +89,7 @@ impl SqliteOptions {
             acked_retention_ms: 60 * 60 * 1000,
             wal_max_bytes: 64 << 20,
             disk_reserve_bytes: 64 << 20,
+            writer_queue_bytes: 128 << 20,
         }
     }
 }
@@ -105,6 +110,8 @@ pub struct SqliteStore {
     write_stats: Arc<metrics::WriteStats>,
     /// Whether writes are taken (disk full, stopped).
     health: Arc<health::WriteHealth>,
+    /// The bound on new messages waiting for the writer, and the inbox's gauges.
+    inbox: Arc<inbox::Inbox>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -166,6 +173,7 @@ impl SqliteStore {
             health.set_full(true);
         }
         let write_stats = Arc::new(metrics::WriteStats::default());
+        let inbox = Arc::new(inbox::Inbox::new(options.writer_queue_bytes));
         let (syncer, syncer_thread) = match options.durability {
             Durability::Fsync => {
                 // Bounded: if syncs fall behind, the writer waits instead of piling up groups.
@@ -201,6 +209,7 @@ impl SqliteStore {
             claims: Default::default(),
             flush_all_claims: false,
             stats: write_stats.clone(),
+            inbox: inbox.clone(),
         };
         let checkpoint_path = db_path.clone();
         let checkpoint_signal = checkpoint.clone();
@@ -228,6 +237,7 @@ impl SqliteStore {
             closed: AtomicBool::new(false),
             write_stats,
             health,
+            inbox,
         })
     }
 
@@ -236,14 +246,20 @@ impl SqliteStore {
         &self.db_path
     }
 
+    /// Sends a write to the writer. Never waits and never refuses for room: only new messages
+    /// are bounded, by the [`inbox::Charge`] an enqueue takes before it gets here (`inbox.rs`
+    /// has the rule); every other write records a change the index already made.
     fn send(&self, op: WriteOp) -> StoreResult<()> {
         let writer = self.writer.lock();
         let sender = writer
             .as_ref()
             .ok_or_else(|| StoreError::Unavailable("the store is closed".into()))?;
-        sender
-            .send(op)
-            .map_err(|_| StoreError::Unavailable("the writer thread has stopped".into()))
+        // Counted before it is sent, so the writer never takes it off the count first.
+        self.inbox.sent();
+        sender.send(op).map_err(|_| {
+            self.inbox.taken();
+            StoreError::Unavailable("the writer thread has stopped".into())
+        })
     }
 
     /// Returns once every write queued before it is committed.
@@ -566,6 +582,9 @@ impl Store for SharedSqliteStore {
             return Err(refused);
         }
         let count = params.messages.len() as u64;
+        // New work is refused while too much of it waits for the writer; nothing has changed
+        // yet, so the caller can simply try again.
+        let charge = store.inbox.charge(&params.messages)?;
         let (queue, dedup_window_ms, reserved) = {
             let mut index = store.index.lock();
             let config = index
@@ -598,6 +617,7 @@ impl Store for SharedSqliteStore {
             now_ms: params.now_ms,
             messages: params.messages,
             reply,
+            charge,
         });
         let result = match sent {
             Ok(()) => SqliteStore::wait(wait).await,
@@ -891,6 +911,8 @@ impl Store for SharedSqliteStore {
             Some(store.checkpoint.lag_frames.load(Ordering::Relaxed));
         metrics.wal_truncations = Some(store.checkpoint.truncations.load(Ordering::Relaxed));
         metrics.write_state = store.health.state();
+        metrics.writer_queue_bytes = Some(store.inbox.bytes());
+        metrics.writer_queue_ops = Some(store.inbox.ops());
         metrics
     }
 

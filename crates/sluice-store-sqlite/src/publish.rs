@@ -60,7 +60,14 @@ impl Publisher {
         }
         for pending in pendings {
             match pending {
-                Pending::Enqueue { reply, results, .. } => {
+                Pending::Enqueue {
+                    reply,
+                    results,
+                    charge,
+                    ..
+                } => {
+                    // The inbox room is free before the caller hears, so its next batch finds it.
+                    drop(charge);
                     let _ = reply.send(Ok(results));
                 }
                 Pending::Unit(reply) => {
@@ -75,7 +82,8 @@ impl Publisher {
     pub fn fail(&self, pendings: Vec<Pending>, error: impl Fn() -> StoreError) {
         for pending in pendings {
             match pending {
-                Pending::Enqueue { reply, .. } => {
+                Pending::Enqueue { reply, charge, .. } => {
+                    drop(charge);
                     let _ = reply.send(Err(error()));
                 }
                 Pending::Unit(reply) => {

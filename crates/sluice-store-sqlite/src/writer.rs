@@ -1,7 +1,9 @@
 //! The single writer: one OS thread owns the write connection and commits in groups.
 //!
-//! Requests arrive on a channel. The thread takes everything waiting (up to a cap) and applies it
-//! in one `BEGIN IMMEDIATE … COMMIT`. The commit itself does not sync (`synchronous=OFF`): the
+//! Requests arrive on a channel; new messages wait in it only up to `[store] writer_queue_bytes`
+//! (`inbox.rs`: beyond it enqueues are refused, while acks and the other writes the index
+//! already made are never refused). The thread takes everything waiting (up to a cap) and
+//! applies it in one `BEGIN IMMEDIATE … COMMIT`. The commit itself does not sync (`synchronous=OFF`): the
 //! group goes to the syncer thread ([`crate::sync`]), which fsyncs the WAL once for every group
 //! waiting and only then publishes new messages to the dispatch index and answers the callers.
 //! Meanwhile this thread applies the next group, so applying and syncing overlap and throughput
@@ -32,6 +34,7 @@ use uuid::Uuid;
 use crate::checkpoint::WalLimit;
 use crate::claims::DeferredClaims;
 use crate::health::{Failure, WriteHealth, classify};
+use crate::inbox::{Charge, Inbox};
 use crate::publish::Publisher;
 use crate::schema::{STATE_ACKED, STATE_EXPIRED, STATE_LIVE, STATE_REPLAYED};
 use crate::space::Reserve;
@@ -54,6 +57,8 @@ pub enum WriteOp {
         now_ms: Millis,
         messages: Vec<NewMessage>,
         reply: oneshot::Sender<StoreResult<Vec<Enqueued>>>,
+        /// Their room in the inbox, held until the reply is sent (`inbox.rs`).
+        charge: Charge,
     },
     /// Record deliveries (attempt counts survive a restart). Without `reply` (ordinary
     /// receives) the records wait in [`DeferredClaims`] for an ack that makes them unnecessary;
@@ -184,9 +189,20 @@ impl WriteOp {
                 queue,
                 now_ms,
                 reply,
+                charge,
                 ..
+            } => {
+                let (results, entries) = created(applied);
+                Pending::Enqueue {
+                    reply,
+                    results,
+                    entries,
+                    queue,
+                    now_ms,
+                    charge: Some(charge),
+                }
             }
-            | WriteOp::Replay {
+            WriteOp::Replay {
                 target: queue,
                 now_ms,
                 reply,
@@ -199,6 +215,7 @@ impl WriteOp {
                     entries,
                     queue,
                     now_ms,
+                    charge: None,
                 }
             }
             WriteOp::Ack { reply, .. }
@@ -252,6 +269,8 @@ pub struct Writer {
     pub flush_all_claims: bool,
     /// Group sizes, for metrics.
     pub stats: Arc<crate::metrics::WriteStats>,
+    /// Counts the requests this thread takes off the channel.
+    pub inbox: Arc<Inbox>,
 }
 
 /// The outcome of one op, answered once durable.
@@ -262,6 +281,8 @@ pub enum Pending {
         entries: Vec<Entry>,
         queue: Arc<str>,
         now_ms: Millis,
+        /// An enqueue's room in the inbox (none for a replay), given back once answered.
+        charge: Option<Charge>,
     },
     Unit(oneshot::Sender<StoreResult<()>>),
     Nothing,
@@ -296,12 +317,18 @@ impl Writer {
                     Err(_) => break,
                 },
             };
+            if first.is_some() {
+                self.inbox.taken();
+            }
             group.extend(first);
             // A chunk of a queue deletion ends the group, so chunks commit one by one and other
             // writes get in between them.
             while group.len() < GROUP_OPS_MAX && !group.last().is_some_and(WriteOp::is_heavy) {
                 match ops.try_recv() {
-                    Ok(op) => group.push(op),
+                    Ok(op) => {
+                        self.inbox.taken();
+                        group.push(op);
+                    }
                     Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
                 }
             }
@@ -525,7 +552,12 @@ fn finish_group(
 /// Answers an op that will not be stored with `error()`.
 fn fail_op(op: WriteOp, error: impl Fn() -> StoreError) {
     match op {
-        WriteOp::Enqueue { reply, .. } | WriteOp::Replay { reply, .. } => {
+        WriteOp::Enqueue { reply, charge, .. } => {
+            // The room is free before the caller hears, so a retry finds it.
+            drop(charge);
+            let _ = reply.send(Err(error()));
+        }
+        WriteOp::Replay { reply, .. } => {
             let _ = reply.send(Err(error()));
         }
         WriteOp::Ack { reply, .. }

@@ -51,3 +51,4 @@ mod tracing;
 mod visibility;
 mod webhook_senders;
 mod webhooks;
+mod writer_backpressure;
