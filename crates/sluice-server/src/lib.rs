@@ -216,9 +216,9 @@ pub async fn run(
         }
     });
     let served = listen::serve(listener, app, tls, &config.limits, shutdown_token.clone()).await;
-    // Whatever ended the accept loop ends everything else too.
+    // Whatever ended the accept loop ends everything else too (and the trigger with it).
     shutdown_token.cancel();
-    shutdown_trigger.abort();
+    let _ = shutdown_trigger.await;
     served?;
     // The supervisor stops its workers: no new claims from here on.
     end_task("push supervisor", push_task).await;
