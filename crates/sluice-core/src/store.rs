@@ -1,10 +1,15 @@
 //! The `Store` trait: what every storage backend offers the server.
 //!
-//! The trait speaks queue semantics (enqueue, claim, ack, nack, extend), not SQL, so a shared
-//! PostgreSQL backend serving several server nodes fits it as well as the embedded SQLite one
-//! with its in-memory dispatch index. Every method that depends on time takes `now_ms` from the
-//! caller's [`crate::Clock`]. A method that returns `Ok` after a write has made it durable, as the
-//! store's durability setting defines it.
+//! The trait speaks queue semantics (enqueue, claim, ack, nack, extend), not SQL, and its
+//! documentation promises only what every backend keeps: the embedded SQLite store, owned by
+//! one process and dispatching from an in-memory index, and a store shared by several server
+//! nodes (PostgreSQL) alike. Where backends may differ (whether a lease outlives a restart, which
+//! storage metrics exist), the method says so, and callers must not count on either way. The
+//! store conformance suite (`sluice-store-tests`) holds every backend to these promises.
+//!
+//! Every method that depends on time takes `now_ms` from the caller's [`crate::Clock`]. A method
+//! that returns `Ok` after a write has made it durable, as the store's durability setting
+//! defines it. Which backend the server opens is its configuration's choice (`[store] kind`).
 
 use std::sync::Arc;
 
@@ -370,11 +375,11 @@ pub struct BrowseQuery {
 /// One browsed message.
 #[derive(Debug, Clone)]
 pub struct BrowsedMessage {
-    /// What the index knows of it.
+    /// Where it is.
     pub status: MessageStatus,
     /// When its current lease began (in flight only).
     pub leased_at_ms: Option<Millis>,
-    /// Body size in bytes, when its body is held in memory.
+    /// Body size in bytes, when the store knows it without reading the body (`None` otherwise).
     pub body_bytes: Option<u64>,
 }
 
@@ -412,7 +417,8 @@ pub struct MessageBody {
 }
 
 /// Storage internals for metrics, counted since the store opened. `None` for what a backend
-/// does not measure.
+/// does not measure (the names follow a write-ahead-logged store with group commit, as SQLite
+/// is; another backend reports what has the same meaning, or nothing).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StorageMetrics {
     /// Write operations per committed group (one transaction, one sync).
@@ -474,8 +480,17 @@ pub trait Store: Send + Sync + 'static {
     async fn queue_delete(&self, name: &str) -> StoreResult<u64>;
     /// Stores messages durably; one result per message, in order.
     async fn message_enqueue(&self, params: EnqueueParams) -> StoreResult<Vec<Enqueued>>;
-    /// Leases ready messages. Leases are not made durable: after a restart, leased messages are
-    /// visible again.
+    /// Leases up to `max` ready messages: each gets a deadline, a fresh receipt and one more
+    /// attempt. Concurrent claims, from this process or (on a shared store) from other nodes,
+    /// never lease one message twice at once, and a receipt stays valid only while its lease is
+    /// the message's current one.
+    ///
+    /// Whether a lease outlives a restart of the server is the backend's choice, and callers
+    /// must not count on either: the SQLite store keeps leases in memory only (after a restart
+    /// every leased message is visible again at once), a shared store may keep them until their
+    /// deadline. Either way a message leased when the server stopped is delivered again, at the
+    /// latest once its lease would have ended. The attempt a claim counts may reach the disk
+    /// after the answer; [`Store::message_claim_recorded`] waits for it.
     async fn message_claim(&self, params: ClaimParams) -> StoreResult<Claim>;
     /// [`Store::message_claim`] that returns only once the claimed messages' attempt counts
     /// are durable, so a crash during the work that follows counts as a failed attempt. For
@@ -522,12 +537,16 @@ pub trait Store: Send + Sync + 'static {
     /// Every webhook endpoint definition, by name.
     async fn webhook_list(&self) -> StoreResult<Vec<(String, String)>>;
     /// Background upkeep: expire leases, apply retention, drop old records. Cheap when there is
-    /// nothing to do.
+    /// nothing to do. Every server calls it on a timer, so on a shared store several may call
+    /// it at once.
     async fn maintain(&self, now_ms: Millis) -> StoreResult<()>;
-    /// Long-poll wake-ups of this store's queues.
+    /// Wake-ups of waits on this store's queues (long polls, push workers, drains): a queue's
+    /// waiters are woken after a change that may make one of its messages claimable. A wake-up
+    /// is a hint, never a promise: a waiter looks again, and bounds its wait, since a wake-up
+    /// may find nothing and one caused by another node of a shared store may come late.
     fn notifier(&self) -> Arc<Notifier>;
-    /// Storage internals for metrics (group commits, syncs); nothing by default. Cheap: it
-    /// reads counters.
+    /// Storage internals for metrics (group commits, syncs, the size on disk); nothing by
+    /// default. Cheap: it reads counters.
     fn storage_metrics(&self) -> StorageMetrics {
         StorageMetrics::default()
     }
@@ -537,8 +556,8 @@ pub trait Store: Send + Sync + 'static {
     }
     /// Flushes and closes; later calls fail with `Unavailable`.
     async fn close(&self) -> StoreResult<()>;
-    /// Pages through one state of a queue in dispatch order, from a cursor, without a scan of
-    /// the queue (for the dashboard).
+    /// Pages through one state of a queue in dispatch order, from a cursor, in time bounded by
+    /// the page rather than the queue (for the dashboard).
     async fn message_browse(&self, query: BrowseQuery) -> StoreResult<BrowsePage>;
     /// A message found as [`Store::message_get`] finds it, with its body and headers.
     async fn message_body(&self, params: MessageGetParams) -> StoreResult<Option<MessageBody>>;

@@ -11,7 +11,6 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use sluice_core::queue::{QueueConfig, validate_queue_name};
 use sluice_core::wire::{QueueSpec, WebhookSpec};
-use sluice_store_sqlite::Durability;
 
 use crate::ServeOptions;
 
@@ -36,7 +35,7 @@ pub struct RawConfig {
     /// `[auth]`: API tokens.
     #[serde(default)]
     pub auth: crate::auth::AuthSpec,
-    /// `[store]`: limits of the SQLite store.
+    /// `[store]`: which store keeps the queues (`kind`), and its options.
     #[serde(default)]
     pub store: RawStore,
     /// `[limits]`: what requests, connections and sessions may hold.
@@ -180,6 +179,8 @@ impl Limits {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawStore {
+    /// Which store keeps the queues: one of [`STORE_KINDS`] (default `"sqlite"`).
+    pub kind: Option<String>,
     /// Past this size the WAL is checkpointed whole and truncated (default 64 MiB).
     pub wal_max_bytes: Option<u64>,
     /// Space kept back for acks when the disk fills (default 64 MiB; 0: none).
@@ -199,6 +200,98 @@ pub const DEFAULT_DISK_RESERVE_BYTES: u64 = 64 << 20;
 pub const DEFAULT_WRITER_QUEUE_BYTES: u64 = 128 << 20;
 /// The smallest `[store] writer_queue_bytes`: below it, batches would be stored one at a time.
 const MIN_WRITER_QUEUE_BYTES: u64 = 1 << 20;
+/// The default `[server] payload_cache_bytes`.
+pub const DEFAULT_PAYLOAD_CACHE_BYTES: usize = 64 << 20;
+
+/// The `[store] kind` values this build can open, the default first.
+pub const STORE_KINDS: &[&str] = &["sqlite"];
+
+/// When a write counts as done (`[server] durability`): what a 2xx on enqueue, ack or nack
+/// promises, whatever the store.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// The write is on stable storage (fsynced): it survives a power cut.
+    #[default]
+    Fsync,
+    /// The write reached the operating system: it survives a crash of sluice, not of the
+    /// machine.
+    Os,
+}
+
+/// The store the server opens, by `[store] kind`, with the options of that kind. Only
+/// [`crate::store_open::open_store`] turns it into a store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreConfig {
+    /// `kind = "sqlite"`: one database in the data directory, served by this process alone.
+    Sqlite(SqliteStoreConfig),
+}
+
+impl StoreConfig {
+    /// The `[store] kind` this is.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StoreConfig::Sqlite(_) => "sqlite",
+        }
+    }
+}
+
+/// The SQLite store's options: `[store] wal_max_bytes`, `disk_reserve_bytes`, `writer_queue_bytes` and
+/// `[server] payload_cache_bytes` (where they were before stores had a kind).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqliteStoreConfig {
+    /// Bytes of message bodies kept in memory, so deliveries need no disk read.
+    pub payload_cache_bytes: usize,
+    /// WAL size past which it is checkpointed whole and truncated.
+    pub wal_max_bytes: u64,
+    /// Space kept back for acks when the disk fills.
+    pub disk_reserve_bytes: u64,
+    /// Bytes of new messages that may wait for the writer; more is refused (503 `overloaded`).
+    pub writer_queue_bytes: u64,
+}
+
+impl StoreConfig {
+    /// `[store]` (and `[server] payload_cache_bytes`), checked: a known kind, and its options
+    /// within their bounds.
+    fn from_raw(
+        store: RawStore,
+        server_payload_cache_bytes: Option<usize>,
+    ) -> Result<Self, String> {
+        match store.kind.as_deref().unwrap_or(STORE_KINDS[0]) {
+            "sqlite" => {
+                let wal_max_bytes = store.wal_max_bytes.unwrap_or(DEFAULT_WAL_MAX_BYTES);
+                if wal_max_bytes < MIN_WAL_MAX_BYTES {
+                    return Err(format!(
+                        "[store] wal_max_bytes {wal_max_bytes} is below the minimum {MIN_WAL_MAX_BYTES}"
+                    ));
+                }
+                let writer_queue_bytes =
+                    store.writer_queue_bytes.unwrap_or(DEFAULT_WRITER_QUEUE_BYTES);
+                if writer_queue_bytes < MIN_WRITER_QUEUE_BYTES {
+                    return Err(format!(
+                        "[store] writer_queue_bytes {writer_queue_bytes} is below the minimum {MIN_WRITER_QUEUE_BYTES}"
+                    ));
+                }
+                Ok(StoreConfig::Sqlite(SqliteStoreConfig {
+                    payload_cache_bytes: server_payload_cache_bytes
+                        .unwrap_or(DEFAULT_PAYLOAD_CACHE_BYTES),
+                    wal_max_bytes,
+                    disk_reserve_bytes: store
+                        .disk_reserve_bytes
+                        .unwrap_or(DEFAULT_DISK_RESERVE_BYTES),
+                    writer_queue_bytes,
+                }))
+            }
+            other => Err(format!(
+                "[store] kind {other:?} is not a store this server can open; the kinds are: {}",
+                STORE_KINDS
+                    .iter()
+                    .map(|kind| format!("{kind:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+    }
+}
 
 /// `[server]` as written.
 #[derive(Debug, Default, Deserialize)]
@@ -230,20 +323,14 @@ pub struct RawServer {
 pub struct Config {
     /// Where to listen.
     pub listen: SocketAddr,
-    /// Data directory.
+    /// Data directory: the server's own files, and the store's when it keeps them there.
     pub data_dir: PathBuf,
-    /// Fsync or not.
+    /// When a write counts as done, whatever the store.
     pub durability: Durability,
-    /// Body cache budget.
-    pub payload_cache_bytes: usize,
-    /// Acked-record retention.
+    /// How long final records (acked, expired, cancelled...) stay answerable by id.
     pub acked_retention_ms: i64,
-    /// WAL size past which it is checkpointed whole and truncated.
-    pub wal_max_bytes: u64,
-    /// Space kept back for acks when the disk fills.
-    pub disk_reserve_bytes: u64,
-    /// Bytes of new messages that may wait for the writer; more is refused (503 `overloaded`).
-    pub writer_queue_bytes: u64,
+    /// `[store]`: which store, with its options.
+    pub store: StoreConfig,
     /// Queues to create or update at start.
     pub queues: Vec<(String, QueueConfig)>,
     /// Webhook endpoints to define at start.
@@ -309,21 +396,7 @@ impl Config {
             Some("os") => Durability::Os,
             Some(other) => return Err(format!("durability {other:?} is not one of fsync, os")),
         };
-        let wal_max_bytes = raw.store.wal_max_bytes.unwrap_or(DEFAULT_WAL_MAX_BYTES);
-        if wal_max_bytes < MIN_WAL_MAX_BYTES {
-            return Err(format!(
-                "[store] wal_max_bytes {wal_max_bytes} is below the minimum {MIN_WAL_MAX_BYTES}"
-            ));
-        }
-        let writer_queue_bytes = raw
-            .store
-            .writer_queue_bytes
-            .unwrap_or(DEFAULT_WRITER_QUEUE_BYTES);
-        if writer_queue_bytes < MIN_WRITER_QUEUE_BYTES {
-            return Err(format!(
-                "[store] writer_queue_bytes {writer_queue_bytes} is below the minimum {MIN_WRITER_QUEUE_BYTES}"
-            ));
-        }
+        let store = StoreConfig::from_raw(raw.store, raw.server.payload_cache_bytes)?;
         let mut queues = Vec::new();
         for (name, spec) in raw.queues {
             validate_queue_name(&name).map_err(|e| format!("[queues.{name}]: {e}"))?;
@@ -344,14 +417,8 @@ impl Config {
                 .or(raw.server.data_dir)
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)),
             durability,
-            payload_cache_bytes: raw.server.payload_cache_bytes.unwrap_or(64 << 20),
             acked_retention_ms: raw.server.acked_retention_ms.unwrap_or(60 * 60 * 1000),
-            wal_max_bytes,
-            disk_reserve_bytes: raw
-                .store
-                .disk_reserve_bytes
-                .unwrap_or(DEFAULT_DISK_RESERVE_BYTES),
-            writer_queue_bytes,
+            store,
             queues,
             webhooks: raw.webhooks.into_iter().collect(),
             auth: std::sync::Arc::new(
@@ -495,6 +562,51 @@ mod tests {
                 .unwrap_err()
                 .contains("port")
         );
+    }
+
+    #[test]
+    fn the_store_is_sqlite_by_default_and_by_name_with_its_options() {
+        let options = ServeOptions::default();
+        let default = check("", options.clone()).unwrap().store;
+        let named = check("[store]\nkind = \"sqlite\"\n", options.clone())
+            .unwrap()
+            .store;
+        assert_eq!(named, default);
+        assert_eq!(default.kind(), "sqlite");
+        let StoreConfig::Sqlite(sqlite) = check(
+            "[server]\npayload_cache_bytes = 1000\n[store]\nkind = \"sqlite\"\nwal_max_bytes = 2097152\ndisk_reserve_bytes = 0\n",
+            options.clone(),
+        )
+        .unwrap()
+        .store;
+        assert_eq!(
+            sqlite,
+            SqliteStoreConfig {
+                payload_cache_bytes: 1000,
+                wal_max_bytes: 2 << 20,
+                disk_reserve_bytes: 0,
+                writer_queue_bytes: DEFAULT_WRITER_QUEUE_BYTES,
+            }
+        );
+        let error = check("[store]\nwal_max_bytes = 1000\n", options).unwrap_err();
+        assert!(error.contains("wal_max_bytes"), "{error}");
+    }
+
+    #[test]
+    fn an_unknown_store_kind_is_refused_naming_the_kinds() {
+        for kind in ["postgres", "SQLite", ""] {
+            let error = check(
+                &format!("[store]\nkind = {kind:?}\n"),
+                ServeOptions::default(),
+            )
+            .unwrap_err();
+            assert_eq!(
+                error,
+                format!(
+                    "[store] kind {kind:?} is not a store this server can open; the kinds are: \"sqlite\""
+                )
+            );
+        }
     }
 
     #[test]

@@ -355,9 +355,9 @@ pub async fn run(app: crate::api::AppState) {
     let mut ticks = tokio::time::interval(app.history.config.interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        ticks.tick().await;
-        if app.is_shutting_down() {
-            return;
+        tokio::select! {
+            _ = ticks.tick() => {}
+            () = app.shutdown.cancelled() => return,
         }
         if let Err(error) = sample(&app).await {
             tracing::warn!(%error, "the dashboard's history sample failed");

@@ -3,6 +3,12 @@
 //! [`serve`] is what `sluice serve` calls: load the config, open the store, bind, print the ready
 //! line, serve until a signal. [`run`] is the server as one call over a bound listener and a
 //! shutdown future, which is what tests and embedders use.
+//!
+//! Shutdown is one [`CancellationToken`], cancelled when the shutdown future completes (or `run`
+//! returns early): the accept loop, long polls, the push supervisor and its workers, the
+//! history sampler and maintenance all observe it. Then, in order: requests in progress finish
+//! (`listen`), pushes already sent record their answers (`push`), the background tasks end, and
+//! the store closes.
 
 pub mod api;
 mod auth;
@@ -23,20 +29,28 @@ pub mod push_log;
 mod push_pauses;
 mod redact;
 mod secrets;
+pub mod store_open;
 pub mod telemetry;
 pub mod webhooks;
 
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use sluice_core::store::QueuePutParams;
-use sluice_core::{Clock, ManualClock, Store, SystemClock};
-use sluice_store_sqlite::{SharedSqliteStore, SqliteOptions};
+use sluice_core::{Clock, ManualClock, SystemClock};
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
 pub use crate::config::Config;
+pub use crate::store_open::open_store;
+
+/// How long shutdown waits for pushes already sent to get their answer recorded.
+const PUSH_GRACE: Duration = Duration::from_secs(10);
+/// How long shutdown waits for a background task to see the token and end (a maintenance tick
+/// or a claim in progress) before it is aborted.
+const TASK_GRACE: Duration = Duration::from_secs(5);
 
 /// Options from the command line; each overrides the config file.
 #[derive(Debug, Clone, Default)]
@@ -100,18 +114,7 @@ pub async fn run(
         (Arc::new(SystemClock), None)
     };
     let started = std::time::Instant::now();
-    let mut options = SqliteOptions::new(&config.data_dir);
-    options.durability = config.durability;
-    options.payload_cache_bytes = config.payload_cache_bytes;
-    options.acked_retention_ms = config.acked_retention_ms;
-    options.wal_max_bytes = config.wal_max_bytes;
-    options.disk_reserve_bytes = config.disk_reserve_bytes;
-    options.writer_queue_bytes = config.writer_queue_bytes;
-    let open_clock = clock.clone();
-    let store =
-        tokio::task::spawn_blocking(move || SharedSqliteStore::open(options, open_clock.now_ms()))
-            .await??;
-    let store: Arc<dyn Store> = Arc::new(store);
+    let store = open_store(&config, clock.now_ms()).await?;
     for (name, queue_config) in &config.queues {
         store
             .queue_put(QueuePutParams {
@@ -121,14 +124,16 @@ pub async fn run(
             })
             .await?;
     }
-    tracing::info!(data_dir = %config.data_dir.display(), durability = ?config.durability, elapsed_ms = started.elapsed().as_millis() as u64, "store open");
+    tracing::info!(store = config.store.kind(), data_dir = %config.data_dir.display(), durability = ?config.durability, elapsed_ms = started.elapsed().as_millis() as u64, "store open");
 
-    let shutting_down = Arc::new(AtomicBool::new(false));
+    let shutdown_token = CancellationToken::new();
+    // However `run` ends (an error below, a panic), every task it started sees the token.
+    let _cancel_on_return = shutdown_token.clone().drop_guard();
     let expr = expr::ExprPool::new(config.expressions.clone());
     let push = push::Dispatcher::new(
         store.clone(),
         clock.clone(),
-        shutting_down.clone(),
+        shutdown_token.child_token(),
         expr.clone(),
         push_pauses::PushPauses::load(&config.data_dir)?,
         config.push_enabled,
@@ -141,7 +146,7 @@ pub async fn run(
         store: store.clone(),
         clock: clock.clone(),
         manual_clock,
-        shutting_down: shutting_down.clone(),
+        shutdown: shutdown_token.clone(),
         webhooks: Arc::new(webhooks::Registry::default()),
         push: push.clone(),
         auth: config.auth.clone(),
@@ -176,7 +181,7 @@ pub async fn run(
     let maintenance = tokio::spawn(maintenance::run(
         store.clone(),
         clock.clone(),
-        shutting_down.clone(),
+        shutdown_token.clone(),
     ));
     let guard = browser_guard::BrowserGuard::new(
         !config.auth.enabled(),
@@ -199,25 +204,47 @@ pub async fn run(
     on_ready();
     tracing::info!(listen = %listener.local_addr()?, "listening");
 
-    let notify_store = store.clone();
-    let flag = shutting_down.clone();
-    let stopping = async move {
-        shutdown.await;
-        tracing::info!("shutting down");
-        flag.store(true, Ordering::SeqCst);
-        // Long polls see the flag and return at once.
-        notify_store.notifier().wake_all();
-    };
-    listen::serve(listener, app, tls, &config.limits, stopping).await?;
-    shutting_down.store(true, Ordering::SeqCst);
+    let trigger = shutdown_token.clone();
+    let shutdown_trigger = tokio::spawn(async move {
+        tokio::select! {
+            () = shutdown => {
+                tracing::info!("shutting down");
+                trigger.cancel();
+            }
+            // `run` ended some other way; nothing left to trigger.
+            () = trigger.cancelled() => {}
+        }
+    });
+    let served = listen::serve(listener, app, tls, &config.limits, shutdown_token.clone()).await;
+    // Whatever ended the accept loop ends everything else too (and the trigger with it).
+    shutdown_token.cancel();
+    let _ = shutdown_trigger.await;
+    served?;
+    // The supervisor stops its workers: no new claims from here on.
+    end_task("push supervisor", push_task).await;
     // Pushes already sent get their answer recorded before the store closes.
-    push.wait_idle(std::time::Duration::from_secs(10)).await;
-    maintenance.abort();
-    push_task.abort();
-    history_task.abort();
+    push.wait_idle(PUSH_GRACE).await;
+    end_task("maintenance", maintenance).await;
+    end_task("history sampler", history_task).await;
     store.close().await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Waits (at most [`TASK_GRACE`]) for a background task that saw the shutdown token to end, and
+/// aborts it beyond that, so a store call that cannot finish (a full disk) never holds the stop.
+async fn end_task(name: &str, mut task: tokio::task::JoinHandle<()>) {
+    match tokio::time::timeout(TASK_GRACE, &mut task).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => tracing::error!(task = name, %error, "background task failed"),
+        Err(_) => {
+            tracing::warn!(
+                task = name,
+                "background task still running at shutdown: aborted"
+            );
+            task.abort();
+        }
+    }
 }
 
 /// Gives every request an id (`x-request-id`, kept when the client sent one), returns it on the

@@ -10,7 +10,6 @@
 //! - HTTP/1.1 only, over plain TCP and TLS alike (ALPN offers `http/1.1`): hyper's header-read
 //!   timer is an HTTP/1 feature, and an HTTP/2 connection would be held without one.
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +24,7 @@ use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::Limits;
 
@@ -36,14 +36,14 @@ const RESERVED_FDS: u64 = 256;
 /// Pause after a failed accept (e.g. out of file descriptors), so the loop does not spin.
 const ACCEPT_RETRY: Duration = Duration::from_millis(50);
 
-/// Serves `app` on `listener` until `shutdown` completes, then lets requests in progress finish
-/// (for at most [`SHUTDOWN_GRACE`]).
+/// Serves `app` on `listener` until `shutdown` is cancelled, then lets requests in progress
+/// finish (for at most [`SHUTDOWN_GRACE`]).
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     tls: Option<RustlsConfig>,
     limits: &Limits,
-    shutdown: impl Future<Output = ()>,
+    shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let max_connections = connection_limit(limits.max_connections);
     let slots = Arc::new(Semaphore::new(max_connections));
@@ -55,11 +55,10 @@ pub async fn serve(
         RustlsAcceptor::new(http1_only(config)).handshake_timeout(limits.header_read_timeout)
     });
     let graceful = GracefulShutdown::new();
-    tokio::pin!(shutdown);
     loop {
         let slot = tokio::select! {
             slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
-            () = &mut shutdown => break,
+            () = shutdown.cancelled() => break,
         };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -70,7 +69,7 @@ pub async fn serve(
                     continue;
                 }
             },
-            () = &mut shutdown => break,
+            () = shutdown.cancelled() => break,
         };
         let _ = stream.set_nodelay(true);
         let connection = Connection {

@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -34,6 +34,7 @@ use sluice_core::{Clock, Store};
 use sluice_webhooks::expr::Expr;
 use sluice_webhooks::sign::StandardSigner;
 use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
 
 use crate::expr::{EvalError, ExprPool};
 use crate::push_log::{DeliveryLogLimits, Recording};
@@ -90,7 +91,8 @@ impl PushStats {
 /// A running worker and what it was started with.
 struct Worker {
     config: QueueConfig,
-    stop: Arc<AtomicBool>,
+    /// A child of the server's shutdown token: cancelled alone when the queue's push changes.
+    stop: CancellationToken,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -106,7 +108,8 @@ pub struct Dispatcher {
     changed: Notify,
     /// Requests in flight, across destinations.
     delivering: AtomicU64,
-    shutting_down: Arc<AtomicBool>,
+    /// Cancelled at shutdown: the supervisor stops every worker and ends.
+    shutdown: CancellationToken,
     /// Where transforms run.
     expr: Arc<ExprPool>,
     /// Queues whose push delivery is paused.
@@ -165,7 +168,7 @@ impl Dispatcher {
     pub fn new(
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
-        shutting_down: Arc<AtomicBool>,
+        shutdown: CancellationToken,
         expr: Arc<ExprPool>,
         pauses: PushPauses,
         enabled: bool,
@@ -186,7 +189,7 @@ impl Dispatcher {
             stats: Mutex::new(HashMap::new()),
             changed: Notify::new(),
             delivering: AtomicU64::new(0),
-            shutting_down,
+            shutdown,
             expr,
             pauses,
             enabled,
@@ -243,21 +246,27 @@ impl Dispatcher {
         self.changed.notify_one();
     }
 
-    /// Supervises workers until shutdown, then stops them. Returns at once when push is off.
+    /// Supervises workers until shutdown, then stops them and returns once they stopped
+    /// claiming (deliveries already started go on: [`Dispatcher::wait_idle`]). Returns at once
+    /// when push is off.
     pub async fn run(self: Arc<Self>) {
         if !self.enabled {
             tracing::warn!("push delivery is off (--no-push or [push] enabled = false)");
             return;
         }
-        while !self.shutting_down.load(Ordering::SeqCst) {
+        while !self.shutdown.is_cancelled() {
             self.supervise().await;
             tokio::select! {
                 _ = self.changed.notified() => {}
                 _ = tokio::time::sleep(SUPERVISE_INTERVAL) => {}
+                () = self.shutdown.cancelled() => {}
             }
         }
-        for (_, worker) in self.workers.lock().drain() {
-            worker.stop.store(true, Ordering::SeqCst);
+        let workers: Vec<Worker> = self.workers.lock().drain().map(|(_, w)| w).collect();
+        for worker in workers {
+            // Cancelled with the shutdown token already (a child); said for clarity.
+            worker.stop.cancel();
+            let _ = worker.task.await;
         }
     }
 
@@ -279,8 +288,7 @@ impl Dispatcher {
             let keep =
                 wanted.get(name.as_str()) == Some(&&worker.config) && !worker.task.is_finished();
             if !keep {
-                worker.stop.store(true, Ordering::SeqCst);
-                self.store.notifier().wake(name);
+                worker.stop.cancel();
             }
             keep
         });
@@ -322,7 +330,7 @@ impl Dispatcher {
                 signer,
                 stats,
             });
-            let stop = Arc::new(AtomicBool::new(false));
+            let stop = self.shutdown.child_token();
             let task = tokio::spawn(self.clone().work(destination, stop.clone()));
             tracing::info!(queue = name, "push worker started");
             workers.insert(
@@ -337,7 +345,8 @@ impl Dispatcher {
     }
 
     /// Leases messages and hands each to a delivery task, keeping at most `concurrency` out.
-    async fn work(self: Arc<Self>, destination: Arc<Destination>, stop: Arc<AtomicBool>) {
+    /// Runs until `stop` is cancelled (a configuration change, a pause, shutdown).
+    async fn work(self: Arc<Self>, destination: Arc<Destination>, stop: CancellationToken) {
         let concurrency = destination
             .spec
             .concurrency
@@ -351,15 +360,13 @@ impl Dispatcher {
             .visibility_timeout_ms
             .max(destination.timeout.as_millis() as i64 + 5_000);
         let notify = self.store.notifier().queue(&destination.queue);
-        let stopped = || stop.load(Ordering::SeqCst) || self.shutting_down.load(Ordering::SeqCst);
-        while !stopped() {
-            let Ok(first) = slots.clone().acquire_owned().await else {
-                break;
+        while !stop.is_cancelled() {
+            let first = tokio::select! {
+                // The wait for a slot may outlive this worker (a config change, shutdown).
+                biased;
+                () = stop.cancelled() => break,
+                first = slots.clone().acquire_owned() => first.expect("never closed"),
             };
-            // The wait for a slot may have outlived this worker (a config change, shutdown).
-            if stopped() {
-                break;
-            }
             let woken = notify.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
@@ -378,7 +385,10 @@ impl Dispatcher {
                 Err(error) => {
                     tracing::warn!(queue = %destination.queue, %error, "push worker cannot claim");
                     drop(first);
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        () = stop.cancelled() => {}
+                    }
                     continue;
                 }
             };
@@ -393,6 +403,7 @@ impl Dispatcher {
                 tokio::select! {
                     _ = woken => {}
                     _ = tokio::time::sleep(wait) => {}
+                    () = stop.cancelled() => {}
                 }
                 continue;
             }

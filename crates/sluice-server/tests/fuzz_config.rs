@@ -53,6 +53,7 @@ fn toml_value() -> impl Strategy<Value = Value> {
             "0.0.0.0:7566",
             "fsync",
             "os",
+            "sqlite",
             "fifo",
             "per_key",
             "dead_letter",

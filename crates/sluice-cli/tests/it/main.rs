@@ -46,6 +46,7 @@ mod schema;
 mod schema_time;
 mod stats;
 mod status;
+mod store_config;
 mod tls;
 mod tracing;
 mod visibility;

@@ -96,6 +96,8 @@ pub async fn receive(
         tokio::select! {
             _ = woken => {}
             _ = tokio::time::sleep_until(wake_at) => {}
+            // Shutdown: answer with what there is (nothing) at once.
+            () = app.shutdown.cancelled() => {}
         }
     }
 }

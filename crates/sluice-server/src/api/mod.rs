@@ -14,7 +14,6 @@ mod test_clock;
 pub mod webhooks;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::body::Bytes;
@@ -40,8 +39,9 @@ pub struct AppState {
     pub clock: Arc<dyn Clock>,
     /// Set in test-clock mode only.
     pub manual_clock: Option<ManualClock>,
-    /// Set once shutdown begins: long polls return, readiness fails.
-    pub shutting_down: Arc<AtomicBool>,
+    /// Cancelled once shutdown begins: long polls return, readiness fails, background tasks
+    /// end.
+    pub shutdown: tokio_util::sync::CancellationToken,
     /// Webhook endpoints served at `/hooks/{name}`.
     pub webhooks: Arc<crate::webhooks::Registry>,
     /// Where jq expressions run (webhooks; push transforms have their own handle).
@@ -68,7 +68,7 @@ impl AppState {
 
     /// True once shutdown began.
     pub fn is_shutting_down(&self) -> bool {
-        self.shutting_down.load(Ordering::SeqCst)
+        self.shutdown.is_cancelled()
     }
 }
 

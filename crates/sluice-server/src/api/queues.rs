@@ -335,6 +335,8 @@ pub async fn drain(
         tokio::select! {
             _ = woken => {}
             _ = tokio::time::sleep_until(deadline.min(Instant::now() + DRAIN_RECHECK)) => {}
+            // Shutdown: answer with the depth as it is.
+            () = app.shutdown.cancelled() => {}
         }
     }
 }
