@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use sluice_core::message::{NewMessage, Payload, Receipt};
+use sluice_core::message::{BodyKind, NewMessage, Payload, Receipt};
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::{
     AckParams, CancelOutcome as StoreCancel, ClaimParams, EnqueueParams, ExtendParams,
@@ -251,7 +251,7 @@ impl Backend for Embedded {
                 idempotency_key: message.id,
                 payload: Arc::new(Payload {
                     body_bytes: message.body,
-                    body_kind: 0,
+                    body_kind: BodyKind::Json,
                     headers: Default::default(),
                 }),
                 key: message.key,

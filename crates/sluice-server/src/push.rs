@@ -25,7 +25,7 @@ use parking_lot::Mutex;
 use serde_json::Value;
 use sluice_core::dispatch::NackOutcome;
 use sluice_core::histogram::{AtomicHistogram, Histogram};
-use sluice_core::message::ClaimedMessage;
+use sluice_core::message::{BodyKind, ClaimedMessage};
 use sluice_core::meter::Meter;
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::{AckParams, ClaimParams, NackParams};
@@ -680,14 +680,14 @@ impl Dispatcher {
     ) -> Result<(Vec<u8>, &'static str), TransformError> {
         let payload = &message.payload;
         let Some(transform) = &destination.transform else {
-            let content_type = if payload.body_kind == 0 {
+            let content_type = if payload.body_kind == BodyKind::Json {
                 "application/json"
             } else {
                 "application/octet-stream"
             };
             return Ok((payload.body_bytes.clone(), content_type));
         };
-        let body: Value = if payload.body_kind == 0 {
+        let body: Value = if payload.body_kind == BodyKind::Json {
             serde_json::from_slice(&payload.body_bytes).unwrap_or(Value::Null)
         } else {
             use base64::Engine;

@@ -16,7 +16,7 @@ use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use sluice_core::Millis;
-use sluice_core::message::{DeadLetterInfo, NewMessage, Payload};
+use sluice_core::message::{BodyKind, DeadLetterInfo, NewMessage, Payload};
 use sluice_core::queue::{QueueConfig, limits};
 use sluice_core::store::{EnqueueParams, StoreError};
 use sluice_core::wire::{WebhookReceiptOut, time_out};
@@ -258,13 +258,16 @@ async fn handle(
         }
     }
     let (body_bytes, body_kind) = match (&shaped.body, event.form) {
-        (Some(transformed), _) => (serde_json::to_vec(transformed).unwrap_or_default(), 0),
-        (None, BodyForm::Json) => (bytes.to_vec(), 0),
+        (Some(transformed), _) => (
+            serde_json::to_vec(transformed).unwrap_or_default(),
+            BodyKind::Json,
+        ),
+        (None, BodyForm::Json) => (bytes.to_vec(), BodyKind::Json),
         (None, BodyForm::Form) => (
             serde_json::to_vec(event.body.as_ref().unwrap_or(&Value::Null)).unwrap_or_default(),
-            0,
+            BodyKind::Json,
         ),
-        (None, BodyForm::Raw) => (bytes.to_vec(), 1),
+        (None, BodyForm::Raw) => (bytes.to_vec(), BodyKind::Bytes),
     };
     let payload = Payload {
         body_bytes,
@@ -364,8 +367,8 @@ async fn dead_letter(
     };
     let error = cut(error, limits::ERROR_BYTES_MAX);
     let (body_bytes, body_kind) = match serde_json::from_slice::<Value>(bytes) {
-        Ok(_) => (bytes.to_vec(), 0),
-        Err(_) => (bytes.to_vec(), 1),
+        Ok(_) => (bytes.to_vec(), BodyKind::Json),
+        Err(_) => (bytes.to_vec(), BodyKind::Bytes),
     };
     let message = NewMessage {
         idempotency_key: None,
