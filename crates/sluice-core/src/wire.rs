@@ -213,13 +213,7 @@ fn validate_push(push: &PushSpec) -> Result<(), String> {
     if host.is_empty() || host.starts_with('/') {
         return Err("push.url: the URL has no host".into());
     }
-    if let Some(method) = &push.method
-        && !matches!(method.as_str(), "POST" | "PUT" | "PATCH")
-    {
-        return Err(format!(
-            "push.method: {method:?} is not one of POST, PUT, PATCH"
-        ));
-    }
+    PushMethod::of_spec(push.method.as_deref())?;
     if let Some(ms) = push.timeout_ms {
         check_range("push.timeout_ms", ms, 1, 300_000)?;
     }

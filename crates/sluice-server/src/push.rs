@@ -29,7 +29,7 @@ use sluice_core::message::{BodyKind, ClaimedMessage};
 use sluice_core::meter::Meter;
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::{AckParams, ClaimParams, NackParams};
-use sluice_core::wire::{LatencyOut, PushSpec, PushStatsOut, time_out};
+use sluice_core::wire::{LatencyOut, PushMethod, PushSpec, PushStatsOut, time_out};
 use sluice_core::{Clock, Store};
 use sluice_webhooks::expr::Expr;
 use sluice_webhooks::sign::StandardSigner;
@@ -143,7 +143,16 @@ pub fn validate(spec: &PushSpec) -> Result<(), String> {
     compile(spec).map(|_| ())
 }
 
-fn compile(spec: &PushSpec) -> Result<(Option<Expr>, Option<StandardSigner>), String> {
+type Compiled = (reqwest::Method, Option<Expr>, Option<StandardSigner>);
+
+fn compile(spec: &PushSpec) -> Result<Compiled, String> {
+    // A definition refused at definition is refused here too (say, one stored by an older
+    // version): the worker does not start rather than guess a method.
+    let method = match PushMethod::of_spec(spec.method.as_deref())? {
+        PushMethod::Post => reqwest::Method::POST,
+        PushMethod::Put => reqwest::Method::PUT,
+        PushMethod::Patch => reqwest::Method::PATCH,
+    };
     let transform = spec
         .transform
         .as_deref()
@@ -157,7 +166,7 @@ fn compile(spec: &PushSpec) -> Result<(Option<Expr>, Option<StandardSigner>), St
             StandardSigner::new(&secret).map_err(|e| format!("push.signing_secret: {e}"))
         })
         .transpose()?;
-    Ok((transform, signer))
+    Ok((method, transform, signer))
 }
 
 impl Dispatcher {
@@ -291,7 +300,7 @@ impl Dispatcher {
             let Some(spec) = config.push.clone() else {
                 continue;
             };
-            let (transform, signer) = match compile(&spec) {
+            let (method, transform, signer) = match compile(&spec) {
                 Ok(compiled) => compiled,
                 Err(error) => {
                     tracing::error!(queue = name, %error, "push destination cannot start");
@@ -306,12 +315,7 @@ impl Dispatcher {
                 .clone();
             let destination = Arc::new(Destination {
                 queue: name.to_owned(),
-                method: spec
-                    .method
-                    .as_deref()
-                    .unwrap_or("POST")
-                    .parse()
-                    .unwrap_or(reqwest::Method::POST),
+                method,
                 timeout: Duration::from_millis(
                     spec.timeout_ms.unwrap_or(TIMEOUT_MS_DEFAULT).max(1) as u64,
                 ),
@@ -811,4 +815,34 @@ pub struct PushMetrics {
     pub in_flight: u64,
     /// Time of each request (transform, signing and the HTTP call), in µs.
     pub request_latency_us: Histogram,
+}
+
+#[cfg(test)]
+mod method_tests {
+    use super::*;
+
+    fn spec(method: Option<&str>) -> PushSpec {
+        serde_json::from_value(serde_json::json!({
+            "url": "http://127.0.0.1:9/hook",
+            "method": method,
+        }))
+        .unwrap()
+    }
+
+    /// A worker sends the method of its definition, and one whose method is not a push method
+    /// (a definition that skipped validation) does not start: it is never sent as a POST.
+    #[test]
+    fn a_worker_uses_its_method_or_does_not_start() {
+        for (given, sent) in [
+            (None, reqwest::Method::POST),
+            (Some("PUT"), reqwest::Method::PUT),
+            (Some("PATCH"), reqwest::Method::PATCH),
+        ] {
+            assert_eq!(compile(&spec(given)).unwrap().0, sent, "{given:?}");
+        }
+        for wrong in ["GET", "DELETE", "put"] {
+            let error = compile(&spec(Some(wrong))).map(|_| ()).unwrap_err();
+            assert!(error.contains("push.method"), "{wrong}: {error}");
+        }
+    }
 }
