@@ -10,6 +10,7 @@
 use std::io::ErrorKind;
 
 use serde_json::{Value, json};
+use sluice_client::Code;
 
 /// The exit statuses of every client command, for `sluice --help`, the README and docs/cli.md.
 pub const EXIT_CODES: &str = "\
@@ -47,11 +48,64 @@ pub fn usage(message: impl Into<String>) -> anyhow::Error {
     Usage(message.into()).into()
 }
 
+/// The code of a failed command: the server's, or one of the CLI's own for failures that
+/// never got an answer from it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FailureCode {
+    /// The server answered with this code (one from a newer server stays as sent).
+    Server(Code),
+    /// Bad flags, arguments or input, found before any request.
+    Usage,
+    /// No connection to the server, or no answer in time.
+    Unreachable,
+    /// The connection broke mid-request.
+    Transport,
+    /// An answer that is not the API's.
+    BadAnswer,
+    /// A local I/O error.
+    Io,
+    /// Anything else.
+    Error,
+}
+
+impl FailureCode {
+    /// The code as printed, e.g. `queue_not_found` or `usage`.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Server(code) => code.as_str(),
+            Self::Usage => "usage",
+            Self::Unreachable => "unreachable",
+            Self::Transport => "transport",
+            Self::BadAnswer => "bad_answer",
+            Self::Io => "io",
+            Self::Error => "error",
+        }
+    }
+
+    /// The exit status of a local failure (see [`EXIT_CODES`]); the server's answers go by
+    /// their HTTP status instead ([`exit_for_status`]).
+    fn local_exit(&self) -> u8 {
+        match self {
+            Self::Usage => 2,
+            Self::Unreachable => 6,
+            Self::Server(_) | Self::Transport | Self::BadAnswer | Self::Io | Self::Error => 1,
+        }
+    }
+
+    /// Whether the message alone says it all, so the text form leaves the code out.
+    fn speaks_for_itself(&self) -> bool {
+        matches!(
+            self,
+            Self::Usage | Self::Error | Self::Io | Self::Unreachable
+        )
+    }
+}
+
 /// What is printed for a failed command, and its exit status.
 #[derive(Debug, PartialEq)]
 pub struct Failure {
     /// The server's error code, or a local one (see the module docs).
-    pub code: String,
+    pub code: FailureCode,
     /// What went wrong, in words (the causes of local errors included).
     pub message: String,
     /// The server's `details`, when it sent any.
@@ -66,16 +120,16 @@ impl Failure {
     /// Sorts an error into its code and exit status. `url` is the server's, for the message
     /// of an unreachable server.
     pub fn of(error: &anyhow::Error, url: &str) -> Self {
-        let plain = |code: &str, exit: u8| Self {
-            code: code.to_owned(),
+        let plain = |code: FailureCode| Self {
+            exit: code.local_exit(),
+            code,
             message: format!("{error:#}"),
             details: None,
             retry_after_s: None,
-            exit,
         };
         for cause in error.chain() {
             if cause.downcast_ref::<Usage>().is_some() {
-                return plain("usage", 2);
+                return plain(FailureCode::Usage);
             }
             if let Some(client) = cause.downcast_ref::<sluice_client::Error>() {
                 return Self::of_client(error, client, url);
@@ -85,9 +139,9 @@ impl Failure {
             .chain()
             .any(|cause| cause.downcast_ref::<std::io::Error>().is_some())
         {
-            return plain("io", 1);
+            return plain(FailureCode::Io);
         }
-        plain("error", 1)
+        plain(FailureCode::Error)
     }
 
     fn of_client(error: &anyhow::Error, client: &sluice_client::Error, url: &str) -> Self {
@@ -103,34 +157,31 @@ impl Failure {
             parts.push(message);
             parts.join(": ")
         };
-        let (code, message, exit) = match client {
-            E::Api {
-                status,
-                code,
-                message,
-                ..
-            } => (code.clone(), message.clone(), exit_for_status(*status)),
+        let (code, message) = match client {
+            E::Api { code, message, .. } => (FailureCode::Server(code.clone()), message.clone()),
             E::Transport(transport) if transport.is_connect() || transport.is_timeout() => (
-                "unreachable".to_owned(),
+                FailureCode::Unreachable,
                 format!(
                     "cannot reach the sluice server at {url} ({}); start it with `sluice serve` \
                      or set SLUICE_URL / --url",
                     transport_reason(transport)
                 ),
-                6,
             ),
             E::Transport(transport) => (
-                "transport".to_owned(),
+                FailureCode::Transport,
                 format!(
                     "the connection to the sluice server at {url} failed: {}",
                     transport_reason(transport)
                 ),
-                1,
             ),
-            E::Decode { .. } => ("bad_answer".to_owned(), client.to_string(), 1),
+            E::Decode { .. } => (FailureCode::BadAnswer, client.to_string()),
             E::InvalidUrl { .. } | E::InvalidPathSegment { .. } | E::InvalidToken { .. } => {
-                ("usage".to_owned(), client.to_string(), 2)
+                (FailureCode::Usage, client.to_string())
             }
+        };
+        let exit = match (&code, client) {
+            (FailureCode::Server(_), E::Api { status, .. }) => exit_for_status(*status),
+            (local, _) => local.local_exit(),
         };
         Self {
             code,
@@ -145,7 +196,7 @@ impl Failure {
     /// errors without a code of their own as `error: <message>`), then details.
     pub fn print(&self, json: bool) {
         if json {
-            let mut error = json!({"code": self.code, "message": self.message});
+            let mut error = json!({"code": self.code.as_str(), "message": self.message});
             if let Some(details) = &self.details {
                 error["details"] = details.clone();
             }
@@ -155,9 +206,10 @@ impl Failure {
             eprintln!("{}", json!({ "error": error }));
             return;
         }
-        match self.code.as_str() {
-            "usage" | "error" | "io" | "unreachable" => eprintln!("error: {}", self.message),
-            code => eprintln!("error: {code}: {}", self.message),
+        if self.code.speaks_for_itself() {
+            eprintln!("error: {}", self.message);
+        } else {
+            eprintln!("error: {}: {}", self.code.as_str(), self.message);
         }
         if let Some(details) = &self.details {
             let details =
@@ -231,15 +283,42 @@ mod tests {
         assert_eq!((failure.code.as_str(), failure.exit), ("usage", 2));
         let api = sluice_client::Error::Api {
             status: 404,
-            code: "queue_not_found".into(),
+            code: Code::parse("queue_not_found"),
             message: "no queue".into(),
             details: None,
             retry_after: None,
         };
         let error = anyhow::Error::from(api).context("3 messages were stored");
         let failure = Failure::of(&error, "http://h:1");
-        assert_eq!(failure.code, "queue_not_found");
+        assert_eq!(
+            failure.code,
+            FailureCode::Server(Code::Known(sluice_client::ErrorCode::QueueNotFound))
+        );
+        assert_eq!(failure.code.as_str(), "queue_not_found");
         assert_eq!(failure.exit, 3);
         assert_eq!(failure.message, "3 messages were stored: no queue");
+    }
+
+    /// A code from a newer server is printed as sent and exits by its HTTP status.
+    #[test]
+    fn an_unknown_server_code_is_kept_and_exits_by_its_status() {
+        let api = sluice_client::Error::Api {
+            status: 409,
+            code: Code::parse("already_replayed"),
+            message: "m".into(),
+            details: None,
+            retry_after: None,
+        };
+        let failure = Failure::of(&anyhow::Error::from(api), "http://h:1");
+        assert_eq!(failure.code.as_str(), "already_replayed");
+        assert_eq!(failure.exit, 5);
+        for (code, exit) in [
+            (FailureCode::Usage, 2),
+            (FailureCode::Unreachable, 6),
+            (FailureCode::Io, 1),
+            (FailureCode::BadAnswer, 1),
+        ] {
+            assert_eq!(code.local_exit(), exit, "{code:?}");
+        }
     }
 }

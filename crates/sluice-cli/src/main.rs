@@ -196,7 +196,7 @@ fn exit_on_usage_error(error: &clap::Error) -> ExitCode {
         .trim_start_matches("error: ")
         .to_owned();
     failure::Failure {
-        code: "usage".into(),
+        code: failure::FailureCode::Usage,
         message,
         details: None,
         retry_after_s: None,

@@ -4,7 +4,76 @@
 //! prevented a well-formed answer (connection, timeout, a body of the wrong shape) has a variant
 //! of its own, so callers can match on meaning rather than on strings.
 
-use sluice_core::wire::{AckResult, ErrorBody};
+use sluice_core::wire::{AckResult, ErrorBody, ErrorCode};
+
+/// A server's error code as this client reads it.
+///
+/// The server's codes are the closed [`ErrorCode`]; the client adds [`Code::Unknown`] because a
+/// server newer than this client may send a code added after it was built, and that answer
+/// must still be an [`Error::Api`] with its status and message, not a decode failure. Match on
+/// [`Code::Known`] (or use [`Error::has_code`]); treat `Unknown` like its HTTP status.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Code {
+    /// A code of this client's API version.
+    Known(ErrorCode),
+    /// A code this client does not know, as sent.
+    Unknown(String),
+}
+
+impl Code {
+    /// Reads a code as sent.
+    pub fn parse(text: &str) -> Self {
+        text.parse()
+            .map_or_else(|_| Self::Unknown(text.to_owned()), Self::Known)
+    }
+
+    /// The code as sent, e.g. `queue_not_found`.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Known(code) => code.as_str(),
+            Self::Unknown(text) => text,
+        }
+    }
+
+    /// The [`ErrorCode`], when this client knows it.
+    pub fn known(&self) -> Option<ErrorCode> {
+        match self {
+            Self::Known(code) => Some(*code),
+            Self::Unknown(_) => None,
+        }
+    }
+}
+
+impl From<ErrorCode> for Code {
+    fn from(code: ErrorCode) -> Self {
+        Self::Known(code)
+    }
+}
+
+impl PartialEq<ErrorCode> for Code {
+    fn eq(&self, other: &ErrorCode) -> bool {
+        self.known() == Some(*other)
+    }
+}
+
+/// Compares with the wire form, known or not (`code == "queue_not_found"`).
+impl PartialEq<str> for Code {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for Code {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl std::fmt::Display for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// A `Result` with the client's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -19,7 +88,7 @@ pub enum Error {
         /// HTTP status, e.g. 404.
         status: u16,
         /// Stable machine code, e.g. `queue_not_found` or `stale_receipt`.
-        code: String,
+        code: Code,
         /// What to fix, in words.
         message: String,
         /// Per-item results where a batch was partly refused (e.g. the per-receipt results of
@@ -70,11 +139,16 @@ pub enum Error {
 
 impl Error {
     /// The API error code (`queue_not_found`, `stale_receipt`, ...), for [`Error::Api`] only.
-    pub fn code(&self) -> Option<&str> {
+    pub fn code(&self) -> Option<&Code> {
         match self {
             Self::Api { code, .. } => Some(code),
             _ => None,
         }
+    }
+
+    /// Whether this is an [`Error::Api`] with `code`.
+    pub fn has_code(&self, code: ErrorCode) -> bool {
+        self.code().is_some_and(|own| *own == code)
     }
 
     /// The HTTP status of the answer, when there was one.
@@ -127,7 +201,7 @@ impl Error {
         match serde_json::from_slice::<ErrorBody>(body) {
             Ok(ErrorBody { error }) => Self::Api {
                 status,
-                code: error.code,
+                code: Code::parse(error.code()),
                 message: error.message,
                 details: error.details,
                 retry_after,
@@ -169,9 +243,36 @@ mod tests {
             None,
             br#"{"error": {"code": "queue_not_found", "message": "no queue \"q\""}}"#,
         );
-        assert_eq!(error.code(), Some("queue_not_found"));
+        assert_eq!(error.code(), Some(&Code::Known(ErrorCode::QueueNotFound)));
+        assert!(error.has_code(ErrorCode::QueueNotFound));
         assert_eq!(error.status(), Some(404));
         assert_eq!(error.to_string(), r#"queue_not_found: no queue "q""#);
+    }
+
+    /// A code from a newer server is kept as sent, with its status and message, and matches no
+    /// known code.
+    #[test]
+    fn an_unknown_code_is_kept_as_sent() {
+        let error = Error::from_response(
+            429,
+            Some(2),
+            br#"{"error": {"code": "rate_limited", "message": "slow down"}}"#,
+        );
+        assert_eq!(error.code(), Some(&Code::Unknown("rate_limited".into())));
+        assert_eq!(error.code().and_then(Code::known), None);
+        assert!(!error.has_code(ErrorCode::TooLarge));
+        assert_eq!(error.status(), Some(429));
+        assert_eq!(error.retry_after(), Some(std::time::Duration::from_secs(2)));
+        assert_eq!(error.to_string(), "rate_limited: slow down");
+    }
+
+    /// Every code the server can send is read as that code.
+    #[test]
+    fn every_known_code_is_read_as_itself() {
+        for &code in ErrorCode::ALL {
+            assert_eq!(Code::parse(code.as_str()), Code::Known(code));
+            assert_eq!(Code::from(code).as_str(), code.as_str());
+        }
     }
 
     #[test]
@@ -208,7 +309,7 @@ mod tests {
             br#"{"error": {"code": "queue_full", "message": "full", "details":
                 {"accepted": 0, "refused": 2, "depth": 10, "max_depth": 10}}}"#,
         );
-        assert_eq!(error.code(), Some("queue_full"));
+        assert!(error.has_code(ErrorCode::QueueFull));
         assert_eq!(error.retry_after(), Some(std::time::Duration::from_secs(7)));
         assert_eq!(error.details().unwrap()["refused"], 2);
         assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);

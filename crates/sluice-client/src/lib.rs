@@ -26,8 +26,9 @@ use sluice_core::wire::{
     QueuePutOut, QueueSpec, QueueStatsOut, ReceiveIn, ReceiveOut, ReplayIn, ReplayOneIn, ReplayOut,
 };
 
-pub use error::{Error, Result};
+pub use error::{Code, Error, Result};
 pub use sluice_core::wire;
+pub use sluice_core::wire::ErrorCode;
 
 /// Where `sluice serve` listens unless told otherwise.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:7566";

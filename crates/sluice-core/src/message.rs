@@ -20,13 +20,24 @@ pub fn cut_utf8(text: &str, max: usize) -> &str {
 /// String headers carried with a message.
 pub type Headers = BTreeMap<String, String>;
 
+/// What a message body is: it decides how the API shows it (`body` or `body_base64`), the
+/// content type of a push, and whether a schema can check it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum BodyKind {
+    /// JSON text (`body`), valid when it was stored.
+    #[default]
+    Json,
+    /// Opaque bytes (`body_base64`).
+    Bytes,
+}
+
 /// What a consumer receives besides the delivery metadata: body and headers.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Payload {
     /// The body exactly as stored.
     pub body_bytes: Vec<u8>,
-    /// 0 = JSON text, 1 = opaque bytes.
-    pub body_kind: u8,
+    /// JSON text or opaque bytes.
+    pub body_kind: BodyKind,
     /// Headers given at enqueue.
     pub headers: Headers,
 }

@@ -12,8 +12,10 @@ use utoipa::ToSchema;
 
 use crate::clock::Millis;
 
+mod error;
 mod hooks;
 use crate::queue::{Backoff, MessageSchema, OnExpire, Ordering, QueueConfig, RateLimit, limits};
+pub use error::*;
 pub use hooks::*;
 
 /// Queue settings as given over the API or in the config file; every field is optional and
@@ -211,13 +213,7 @@ fn validate_push(push: &PushSpec) -> Result<(), String> {
     if host.is_empty() || host.starts_with('/') {
         return Err("push.url: the URL has no host".into());
     }
-    if let Some(method) = &push.method
-        && !matches!(method.as_str(), "POST" | "PUT" | "PATCH")
-    {
-        return Err(format!(
-            "push.method: {method:?} is not one of POST, PUT, PATCH"
-        ));
-    }
+    PushMethod::of_spec(push.method.as_deref())?;
     if let Some(ms) = push.timeout_ms {
         check_range("push.timeout_ms", ms, 1, 300_000)?;
     }
@@ -1057,26 +1053,6 @@ pub struct SchemaViolationOut {
     pub path: String,
     /// Why it fails.
     pub reason: String,
-}
-
-/// The body of every error response.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct ErrorBody {
-    /// What went wrong.
-    pub error: ErrorDetail,
-}
-
-/// A stable code and a human message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct ErrorDetail {
-    /// Stable machine code, e.g. `queue_not_found`, `stale_receipt`, `invalid_field`.
-    pub code: String,
-    /// What to fix.
-    pub message: String,
-    /// Per-item results where a batch was partly refused.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
-    pub details: Option<serde_json::Value>,
 }
 
 /// Health answer.

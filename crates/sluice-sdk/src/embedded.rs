@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use sluice_core::message::{NewMessage, Payload, Receipt};
+use sluice_core::message::{BodyKind, NewMessage, Payload, Receipt};
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::{
     AckParams, CancelOutcome as StoreCancel, ClaimParams, EnqueueParams, ExtendParams,
@@ -23,7 +23,7 @@ use crate::backend::{
     Backend, CancelOutcome, Delivery, Enqueued, MessageInfo, MessageRef, Nack, NackOutcome,
     Outgoing, QueueStats,
 };
-use crate::{Error, Result};
+use crate::{Error, ErrorCode, Result};
 
 /// How often leases, retries and retention are looked after in the background.
 const MAINTENANCE_INTERVAL: Duration = Duration::from_millis(200);
@@ -181,7 +181,7 @@ impl Embedded {
     /// Creates or updates a queue with a full configuration.
     pub async fn put_queue(&self, name: &str, config: QueueConfig) -> Result<()> {
         sluice_core::queue::validate_queue_name(name).map_err(|message| Error::Invalid {
-            code: "invalid_field".into(),
+            code: ErrorCode::InvalidField.into(),
             message,
         })?;
         self.store
@@ -210,7 +210,7 @@ impl Drop for Embedded {
 
 fn parse_receipt(receipt: &str) -> Result<Receipt> {
     Receipt::parse(receipt).ok_or_else(|| Error::Invalid {
-        code: "malformed_receipt".into(),
+        code: ErrorCode::MalformedReceipt.into(),
         message: format!("{receipt:?} is not a receipt"),
     })
 }
@@ -251,7 +251,7 @@ impl Backend for Embedded {
                 idempotency_key: message.id,
                 payload: Arc::new(Payload {
                     body_bytes: message.body,
-                    body_kind: 0,
+                    body_kind: BodyKind::Json,
                     headers: Default::default(),
                 }),
                 key: message.key,

@@ -1,6 +1,8 @@
 //! Errors by meaning, whatever the backend: the server's JSON errors and the embedded store's
 //! errors map onto the same variants.
 
+use sluice_client::{Code, ErrorCode};
+
 /// Result alias of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -23,7 +25,7 @@ pub enum Error {
     #[error("{code}: {message}")]
     Invalid {
         /// The server's stable code (`invalid_field`, `schema_violation`, `too_large`, ...).
-        code: String,
+        code: Code,
         /// What is wrong.
         message: String,
     },
@@ -39,8 +41,8 @@ pub enum Error {
     Other {
         /// HTTP status (0 for the embedded backend).
         status: u16,
-        /// Stable code.
-        code: String,
+        /// Stable code (possibly one this build does not know, from a newer server).
+        code: Code,
         /// Message.
         message: String,
     },
@@ -55,12 +57,12 @@ impl From<sluice_client::Error> for Error {
                 message,
                 retry_after,
                 ..
-            } => match (status, code.as_str()) {
-                (_, "queue_not_found") => Error::QueueNotFound(message),
-                (_, "queue_full") => Error::QueueFull {
+            } => match (status, code.known()) {
+                (_, Some(ErrorCode::QueueNotFound)) => Error::QueueNotFound(message),
+                (_, Some(ErrorCode::QueueFull)) => Error::QueueFull {
                     retry_after: std::time::Duration::from_secs(retry_after.unwrap_or(1)),
                 },
-                (_, "stale_receipt") => Error::StaleLease(message),
+                (_, Some(ErrorCode::StaleReceipt)) => Error::StaleLease(message),
                 (400 | 413 | 422, _) => Error::Invalid { code, message },
                 (503, _) => Error::Unavailable(message),
                 _ => Error::Other {
@@ -84,14 +86,14 @@ impl From<sluice_core::StoreError> for Error {
             },
             StoreError::Lease(sluice_core::dispatch::LeaseError::NoDeadLetterQueue) => {
                 Error::Invalid {
-                    code: "invalid_field".into(),
+                    code: ErrorCode::InvalidField.into(),
                     message: "permanent: the queue has no dead-letter queue".into(),
                 }
             }
             StoreError::Lease(lease) => Error::StaleLease(lease.to_string()),
             StoreError::Conflict(message) => Error::Other {
                 status: 409,
-                code: "conflict".into(),
+                code: ErrorCode::Conflict.into(),
                 message,
             },
             StoreError::Unavailable(message) => Error::Unavailable(message),
@@ -111,7 +113,7 @@ mod tests {
     fn server_errors_map_by_code() {
         let api = |status, code: &str, retry_after| sluice_client::Error::Api {
             status,
-            code: code.into(),
+            code: Code::parse(code),
             message: "m".into(),
             details: None,
             retry_after,
@@ -130,11 +132,24 @@ mod tests {
         ));
         assert!(matches!(
             Error::from(api(422, "schema_violation", None)),
-            Error::Invalid { code, .. } if code == "schema_violation"
+            Error::Invalid { code, .. } if code == ErrorCode::SchemaViolation
         ));
         assert!(matches!(
             Error::from(api(503, "unavailable", None)),
             Error::Unavailable(_)
+        ));
+        // A code from a newer server still sorts by its status, and keeps its text.
+        assert!(matches!(
+            Error::from(api(422, "too_deep", None)),
+            Error::Invalid { code: Code::Unknown(text), .. } if text == "too_deep"
+        ));
+        assert!(matches!(
+            Error::from(api(409, "already_done", None)),
+            Error::Other {
+                status: 409,
+                code: Code::Unknown(_),
+                ..
+            }
         ));
     }
 }

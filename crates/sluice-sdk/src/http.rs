@@ -12,7 +12,7 @@ use crate::backend::{
     Backend, CancelOutcome, Delivery, Enqueued, MessageInfo, MessageRef, Nack, NackOutcome,
     Outgoing, QueueStats,
 };
-use crate::{Error, Result};
+use crate::{Error, ErrorCode, Result};
 
 /// Most messages one enqueue request carries (the server's batch limit).
 const BATCH_MAX: usize = 1000;
@@ -82,7 +82,7 @@ impl Backend for Http {
     async fn ensure_queue(&self, queue: &str) -> Result<()> {
         match self.client.queue_get(queue).await {
             Ok(_) => Ok(()),
-            Err(sluice_client::Error::Api { code, .. }) if code == "queue_not_found" => {
+            Err(error) if error.has_code(ErrorCode::QueueNotFound) => {
                 self.client.queue_put(queue, &QueueSpec::default()).await?;
                 Ok(())
             }
@@ -95,7 +95,7 @@ impl Backend for Http {
         let mut inputs = Vec::with_capacity(messages.len());
         for message in messages {
             let text = String::from_utf8(message.body).map_err(|_| Error::Invalid {
-                code: "invalid_field".into(),
+                code: ErrorCode::InvalidField.into(),
                 message: "body: not UTF-8 JSON text".into(),
             })?;
             let body = RawValue::from_string(text)?;
@@ -264,7 +264,7 @@ impl Backend for Http {
                 attempts: status.attempts,
                 last_error: status.last_error,
             })),
-            Err(sluice_client::Error::Api { code, .. }) if code == "message_not_found" => Ok(None),
+            Err(error) if error.has_code(ErrorCode::MessageNotFound) => Ok(None),
             Err(error) => Err(error.into()),
         }
     }

@@ -64,6 +64,7 @@ pub use embedded::{Embedded, EmbeddedBuilder};
 pub use error::{Error, Result};
 pub use http::Http;
 pub use queue::{Enqueue, EnqueuedMany, Envelope, Queue};
+pub use sluice_client::{Code, ErrorCode};
 pub use worker::{
     Backoff, BoxError, Context, DeadLetterContext, EmptyContext, RetryPolicy, SlotState, Worker,
     WorkerHandle, WorkerReport, WorkerStatus,

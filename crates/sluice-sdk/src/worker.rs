@@ -21,7 +21,7 @@ use tokio::task::JoinSet;
 use uuid::Uuid;
 
 use crate::backend::{Delivery, Nack, NackOutcome, QueueStats};
-use crate::{Error, Queue, Result};
+use crate::{Error, ErrorCode, Queue, Result};
 
 /// An error returned by a handler.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -387,7 +387,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
     {
         if self.concurrency == 0 {
             return Err(Error::Invalid {
-                code: "invalid_field".into(),
+                code: ErrorCode::InvalidField.into(),
                 message: "concurrency must be at least 1".into(),
             });
         }

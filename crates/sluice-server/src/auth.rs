@@ -24,7 +24,7 @@ use subtle::ConstantTimeEq;
 
 use crate::api::AppState;
 use crate::browser_guard::Provenance;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::secrets;
 
 /// The session cookie the login form sets.
@@ -427,8 +427,7 @@ fn same_origin(request: &Request) -> bool {
 }
 
 fn unauthorized(message: &str) -> Response {
-    let mut response =
-        ApiError::with_status(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
+    let mut response = ApiError::new(ErrorCode::Unauthorized, message).into_response();
     response.headers_mut().insert(
         header::WWW_AUTHENTICATE,
         header::HeaderValue::from_static("Bearer"),
@@ -437,7 +436,7 @@ fn unauthorized(message: &str) -> Response {
 }
 
 fn forbidden(message: String) -> Response {
-    ApiError::with_status(StatusCode::FORBIDDEN, "forbidden", message).into_response()
+    ApiError::new(ErrorCode::Forbidden, message).into_response()
 }
 
 /// Lets a request through when its token allows the route; the caller rides along in the

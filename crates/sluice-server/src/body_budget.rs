@@ -18,7 +18,7 @@ use http_body_util::BodyExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::api::REQUEST_BYTES_MAX;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 
 /// Charged in steps of at least this much while a body of unknown length arrives, so a body
 /// sent in small pieces does not take the semaphore for each.
@@ -158,9 +158,8 @@ async fn overloaded(budget: &BodyBudget, mut body: Body) -> Response {
 }
 
 fn overloaded_error(budget: &BodyBudget) -> ApiError {
-    let mut error = ApiError::with_status(
-        axum::http::StatusCode::SERVICE_UNAVAILABLE,
-        "overloaded",
+    let mut error = ApiError::new(
+        ErrorCode::Overloaded,
         format!(
             "request bodies in flight already hold the server's budget ([limits] body_bytes_in_flight = {}); retry shortly",
             budget.total
@@ -178,9 +177,8 @@ fn too_large() -> ApiError {
 }
 
 fn body_timeout(timeout: Duration) -> ApiError {
-    ApiError::with_status(
-        axum::http::StatusCode::REQUEST_TIMEOUT,
-        "request_timeout",
+    ApiError::new(
+        ErrorCode::RequestTimeout,
         format!(
             "the request body stopped arriving for {} ms ([limits] body_read_timeout_ms)",
             timeout.as_millis()

@@ -33,12 +33,12 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{HeaderMap, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use reqwest::Url;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 
 /// Where a request comes from, as far as its browser headers tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -213,9 +213,8 @@ async fn check(
         if let Some(host) = host
             && !guard.host_allowed(&host)
         {
-            return ApiError::with_status(
-                StatusCode::MISDIRECTED_REQUEST,
-                "unknown_host",
+            return ApiError::new(
+ ErrorCode::UnknownHost,
                 format!(
                     "Host {host:?} does not name this server; without tokens only its listen address is served (add other names to [server] public_urls)"
                 ),
@@ -226,9 +225,8 @@ async fn check(
     let provenance = guard.provenance(headers);
     let changes = !matches!(*request.method(), Method::GET | Method::HEAD);
     if changes && provenance == Provenance::CrossSite {
-        return ApiError::with_status(
-            StatusCode::FORBIDDEN,
-            "cross_site_request",
+        return ApiError::new(
+            ErrorCode::CrossSiteRequest,
             "a request from another site's page was refused (Origin / Sec-Fetch-Site)",
         )
         .into_response();
@@ -240,9 +238,8 @@ async fn check(
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default();
         if !is_json(content_type) {
-            return ApiError::with_status(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
+            return ApiError::new(
+                ErrorCode::UnsupportedMediaType,
                 "a body sent from a browser needs content-type: application/json",
             )
             .into_response();

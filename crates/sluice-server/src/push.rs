@@ -25,11 +25,11 @@ use parking_lot::Mutex;
 use serde_json::Value;
 use sluice_core::dispatch::NackOutcome;
 use sluice_core::histogram::{AtomicHistogram, Histogram};
-use sluice_core::message::ClaimedMessage;
+use sluice_core::message::{BodyKind, ClaimedMessage};
 use sluice_core::meter::Meter;
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::{AckParams, ClaimParams, NackParams};
-use sluice_core::wire::{LatencyOut, PushSpec, PushStatsOut, time_out};
+use sluice_core::wire::{LatencyOut, PushMethod, PushSpec, PushStatsOut, time_out};
 use sluice_core::{Clock, Store};
 use sluice_webhooks::expr::Expr;
 use sluice_webhooks::sign::StandardSigner;
@@ -146,7 +146,16 @@ pub fn validate(spec: &PushSpec) -> Result<(), String> {
     compile(spec).map(|_| ())
 }
 
-fn compile(spec: &PushSpec) -> Result<(Option<Expr>, Option<StandardSigner>), String> {
+type Compiled = (reqwest::Method, Option<Expr>, Option<StandardSigner>);
+
+fn compile(spec: &PushSpec) -> Result<Compiled, String> {
+    // A definition refused at definition is refused here too (say, one stored by an older
+    // version): the worker does not start rather than guess a method.
+    let method = match PushMethod::of_spec(spec.method.as_deref())? {
+        PushMethod::Post => reqwest::Method::POST,
+        PushMethod::Put => reqwest::Method::PUT,
+        PushMethod::Patch => reqwest::Method::PATCH,
+    };
     let transform = spec
         .transform
         .as_deref()
@@ -160,7 +169,7 @@ fn compile(spec: &PushSpec) -> Result<(Option<Expr>, Option<StandardSigner>), St
             StandardSigner::new(&secret).map_err(|e| format!("push.signing_secret: {e}"))
         })
         .transpose()?;
-    Ok((transform, signer))
+    Ok((method, transform, signer))
 }
 
 impl Dispatcher {
@@ -299,7 +308,7 @@ impl Dispatcher {
             let Some(spec) = config.push.clone() else {
                 continue;
             };
-            let (transform, signer) = match compile(&spec) {
+            let (method, transform, signer) = match compile(&spec) {
                 Ok(compiled) => compiled,
                 Err(error) => {
                     tracing::error!(queue = name, %error, "push destination cannot start");
@@ -314,12 +323,7 @@ impl Dispatcher {
                 .clone();
             let destination = Arc::new(Destination {
                 queue: name.to_owned(),
-                method: spec
-                    .method
-                    .as_deref()
-                    .unwrap_or("POST")
-                    .parse()
-                    .unwrap_or(reqwest::Method::POST),
+                method,
                 timeout: Duration::from_millis(
                     spec.timeout_ms.unwrap_or(TIMEOUT_MS_DEFAULT).max(1) as u64,
                 ),
@@ -691,14 +695,14 @@ impl Dispatcher {
     ) -> Result<(Vec<u8>, &'static str), TransformError> {
         let payload = &message.payload;
         let Some(transform) = &destination.transform else {
-            let content_type = if payload.body_kind == 0 {
+            let content_type = if payload.body_kind == BodyKind::Json {
                 "application/json"
             } else {
                 "application/octet-stream"
             };
             return Ok((payload.body_bytes.clone(), content_type));
         };
-        let body: Value = if payload.body_kind == 0 {
+        let body: Value = if payload.body_kind == BodyKind::Json {
             serde_json::from_slice(&payload.body_bytes).unwrap_or(Value::Null)
         } else {
             use base64::Engine;
@@ -822,4 +826,34 @@ pub struct PushMetrics {
     pub in_flight: u64,
     /// Time of each request (transform, signing and the HTTP call), in µs.
     pub request_latency_us: Histogram,
+}
+
+#[cfg(test)]
+mod method_tests {
+    use super::*;
+
+    fn spec(method: Option<&str>) -> PushSpec {
+        serde_json::from_value(serde_json::json!({
+            "url": "http://127.0.0.1:9/hook",
+            "method": method,
+        }))
+        .unwrap()
+    }
+
+    /// A worker sends the method of its definition, and one whose method is not a push method
+    /// (a definition that skipped validation) does not start: it is never sent as a POST.
+    #[test]
+    fn a_worker_uses_its_method_or_does_not_start() {
+        for (given, sent) in [
+            (None, reqwest::Method::POST),
+            (Some("PUT"), reqwest::Method::PUT),
+            (Some("PATCH"), reqwest::Method::PATCH),
+        ] {
+            assert_eq!(compile(&spec(given)).unwrap().0, sent, "{given:?}");
+        }
+        for wrong in ["GET", "DELETE", "put"] {
+            let error = compile(&spec(Some(wrong))).map(|_| ()).unwrap_err();
+            assert!(error.contains("push.method"), "{wrong}: {error}");
+        }
+    }
 }

@@ -37,7 +37,7 @@ async fn main() {
         .expect("queue");
     let payload = Arc::new(Payload {
         body_bytes: vec![b'x'; 1024],
-        body_kind: 1,
+        body_kind: sluice_core::message::BodyKind::Bytes,
         headers: Default::default(),
     });
 

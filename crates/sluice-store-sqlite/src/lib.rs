@@ -11,6 +11,7 @@
 //! again at once; its delivery still counts as an attempt unless the crash came within a second
 //! of it (`claims.rs`).
 
+mod body_kind;
 mod checkpoint;
 mod claims;
 mod dead_letters;
@@ -1096,11 +1097,11 @@ fn read_payloads(conn: &Connection, seqs: &[Seq]) -> rusqlite::Result<Vec<(Seq, 
         let row = statement
             .query_row(params![seq as i64], |row| {
                 let body: Option<Vec<u8>> = row.get(0)?;
-                let kind: u8 = row.get(1)?;
+                let kind: body_kind::BodyKindColumn = row.get(1)?;
                 let headers: Option<String> = row.get(2)?;
                 Ok(Payload {
                     body_bytes: body.unwrap_or_default(),
-                    body_kind: kind,
+                    body_kind: kind.0,
                     headers: headers
                         .and_then(|h| serde_json::from_str(&h).ok())
                         .unwrap_or_default(),

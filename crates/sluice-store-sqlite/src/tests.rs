@@ -23,7 +23,7 @@ fn message(body: &str, id: Option<&str>) -> NewMessage {
         idempotency_key: id.map(str::to_owned),
         payload: Arc::new(Payload {
             body_bytes: body.as_bytes().to_vec(),
-            body_kind: 0,
+            body_kind: sluice_core::message::BodyKind::Json,
             headers: [("h".to_owned(), "v".to_owned())].into(),
         }),
         key: None,

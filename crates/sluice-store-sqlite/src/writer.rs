@@ -930,7 +930,7 @@ fn insert_message(
         message.visible_at_ms,
         now_ms,
         message.payload.body_bytes,
-        message.payload.body_kind,
+        crate::body_kind::BodyKindColumn(message.payload.body_kind),
         headers,
         dead.and_then(|d| d.last_error.as_deref()),
         dead.map(|d| d.source_queue.as_str()),

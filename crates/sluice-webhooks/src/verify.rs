@@ -63,6 +63,33 @@ pub enum SignatureEncoding {
     Base64,
 }
 
+impl std::str::FromStr for HmacAlgorithm {
+    type Err = String;
+
+    /// The configuration name: `sha1`, `sha256` or `sha512`.
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        match name {
+            "sha1" => Ok(Self::Sha1),
+            "sha256" => Ok(Self::Sha256),
+            "sha512" => Ok(Self::Sha512),
+            other => Err(format!("{other:?} is not one of sha1, sha256, sha512")),
+        }
+    }
+}
+
+impl std::str::FromStr for SignatureEncoding {
+    type Err = String;
+
+    /// The configuration name: `hex` or `base64`.
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        match name {
+            "hex" => Ok(Self::Hex),
+            "base64" => Ok(Self::Base64),
+            other => Err(format!("{other:?} is not one of hex, base64")),
+        }
+    }
+}
+
 /// A sender not covered by a named scheme that signs the raw body with an HMAC and sends it in one
 /// header, optionally behind a fixed prefix such as `sha256=`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -879,6 +906,25 @@ fn twilio_url_variants(url: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The names `FromStr` reads are the names serde writes, for every algorithm and encoding.
+    #[test]
+    fn configuration_names_parse_as_serde_writes_them() {
+        for algorithm in [
+            HmacAlgorithm::Sha1,
+            HmacAlgorithm::Sha256,
+            HmacAlgorithm::Sha512,
+        ] {
+            let name = serde_json::to_value(algorithm).unwrap();
+            assert_eq!(name.as_str().unwrap().parse(), Ok(algorithm));
+        }
+        for encoding in [SignatureEncoding::Hex, SignatureEncoding::Base64] {
+            let name = serde_json::to_value(encoding).unwrap();
+            assert_eq!(name.as_str().unwrap().parse(), Ok(encoding));
+        }
+        assert!("md5".parse::<HmacAlgorithm>().is_err());
+        assert!("HEX".parse::<SignatureEncoding>().is_err());
+    }
     use http::{HeaderMap, HeaderName, HeaderValue};
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {

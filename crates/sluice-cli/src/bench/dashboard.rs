@@ -215,7 +215,8 @@ pub async fn run(
 /// Purges the queue (a purge may take longer than a plain request), deletes it, then its
 /// dead-letter queue.
 async fn delete_queues(client: &Client) {
-    let missing = |error: &sluice_client::Error| error.code() == Some("queue_not_found");
+    let missing =
+        |error: &sluice_client::Error| error.has_code(sluice_client::ErrorCode::QueueNotFound);
     if let Err(error) = client.queue_purge(QUEUE).await
         && !missing(&error)
     {

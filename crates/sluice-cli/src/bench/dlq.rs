@@ -206,7 +206,7 @@ async fn delete_queues(client: &Client) {
     for name in [QUEUE.to_owned(), format!("{QUEUE}.dlq")] {
         match client.queue_delete(&name).await {
             Ok(_) => {}
-            Err(error) if error.code() == Some("queue_not_found") => {}
+            Err(error) if error.has_code(sluice_client::ErrorCode::QueueNotFound) => {}
             Err(error) => progress(&format!("cannot delete queue {name}: {error}")),
         }
     }

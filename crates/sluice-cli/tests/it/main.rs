@@ -36,6 +36,7 @@ mod pace;
 mod pause;
 mod purge_drain;
 mod push;
+mod push_method;
 mod redaction;
 mod request_ids;
 mod restart;

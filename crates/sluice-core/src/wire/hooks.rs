@@ -163,13 +163,53 @@ pub struct WebhookReceiptOut {
     pub error: Option<String>,
 }
 
+/// The HTTP method of a push request. The definition keeps the name as given (`PushSpec`
+/// stays the JSON it was); this is what the name must parse into, at definition (422 for any
+/// other) and again when a worker starts, which refuses to start rather than guess a method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum PushMethod {
+    /// `POST`, the default.
+    #[default]
+    Post,
+    /// `PUT`.
+    Put,
+    /// `PATCH`.
+    Patch,
+}
+
+impl PushMethod {
+    /// Every method a destination may use.
+    pub const ALL: [PushMethod; 3] = [PushMethod::Post, PushMethod::Put, PushMethod::Patch];
+
+    /// The method's name as sent (and as given in a definition): `POST`, `PUT`, `PATCH`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PushMethod::Post => "POST",
+            PushMethod::Put => "PUT",
+            PushMethod::Patch => "PATCH",
+        }
+    }
+
+    /// The method of a definition's `method` field: the default for none, an error naming the
+    /// field for a name that is not exactly one of [`PushMethod::ALL`].
+    pub fn of_spec(method: Option<&str>) -> Result<PushMethod, String> {
+        let Some(name) = method else {
+            return Ok(PushMethod::default());
+        };
+        PushMethod::ALL
+            .into_iter()
+            .find(|known| known.as_str() == name)
+            .ok_or_else(|| format!("push.method: {name:?} is not one of POST, PUT, PATCH"))
+    }
+}
+
 /// A queue's push destination: a dispatcher leases its messages and calls this URL.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PushSpec {
     /// `http://` or `https://` URL.
     pub url: String,
-    /// `POST` (default), `PUT` or `PATCH`.
+    /// `POST` (default), `PUT` or `PATCH` (see [`PushMethod`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub method: Option<String>,
     /// Extra request headers.
@@ -231,4 +271,23 @@ pub struct PushStatsOut {
 
 fn enabled_default() -> bool {
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each method is read from its own name only; no name means POST; anything else (another
+    /// HTTP method, another case) is refused naming the field.
+    #[test]
+    fn push_methods_are_read_exactly() {
+        for method in PushMethod::ALL {
+            assert_eq!(PushMethod::of_spec(Some(method.as_str())), Ok(method));
+        }
+        assert_eq!(PushMethod::of_spec(None), Ok(PushMethod::Post));
+        for wrong in ["GET", "DELETE", "post", "", "POST "] {
+            let error = PushMethod::of_spec(Some(wrong)).unwrap_err();
+            assert!(error.starts_with("push.method:"), "{wrong:?}: {error}");
+        }
+    }
 }

@@ -143,7 +143,7 @@ async fn preview(
     let Some(payload) = found.and_then(|found| found.payload) else {
         return Ok(None);
     };
-    let text = if payload.body_kind == 0 {
+    let text = if payload.body_kind == sluice_core::message::BodyKind::Json {
         String::from_utf8_lossy(&payload.body_bytes[..payload.body_bytes.len().min(max + 4)])
             .into_owned()
     } else {

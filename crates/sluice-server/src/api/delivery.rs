@@ -22,7 +22,7 @@ use tokio::time::Instant;
 
 use super::messages::dead_letter_out;
 use super::{ApiJson, ApiPath, AppState};
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 
 /// Most receipts in one ack.
 const ACK_RECEIPTS_MAX: usize = 1000;
@@ -214,11 +214,7 @@ pub async fn ack(
             Err(error) => AckResult {
                 receipt,
                 acked: false,
-                error: Some(ErrorDetail {
-                    code: "stale_receipt".into(),
-                    message: error.to_string(),
-                    details: None,
-                }),
+                error: Some(ErrorDetail::new(ErrorCode::StaleReceipt, error.to_string())),
             },
         })
         .collect();

@@ -247,6 +247,7 @@ impl<'de> Visitor<'de> for EnqueueVisitor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorCode;
 
     #[test]
     fn batches_and_headers_are_counted() {
@@ -292,7 +293,7 @@ mod tests {
             r#"{"body": 1} trailing"#,
         ] {
             let error = enqueue(text.as_bytes(), 64).unwrap_err();
-            assert_eq!(error.code, "malformed_json", "{text}");
+            assert_eq!(error.code, ErrorCode::MalformedJson, "{text}");
         }
     }
 

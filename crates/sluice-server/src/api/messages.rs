@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use serde::Deserialize;
-use sluice_core::message::{MessageStatus, NewMessage, Payload};
+use sluice_core::message::{BodyKind, MessageStatus, NewMessage, Payload};
 use sluice_core::queue::{QueueConfig, limits};
 use sluice_core::store::{CancelOutcome, EnqueueParams, MessageGetParams, MessageRef};
 use sluice_core::wire::{
@@ -146,7 +146,7 @@ fn check_schema(
 ) -> Result<(), ApiError> {
     let mut violations = Vec::new();
     for (index, message) in messages.iter().enumerate() {
-        if message.payload.body_kind != 0 {
+        if message.payload.body_kind != BodyKind::Json {
             violations.push(SchemaViolationOut {
                 index,
                 path: String::new(),
@@ -296,12 +296,12 @@ fn validate(
     let invalid =
         |field: &str, why: String| ApiError::invalid_field(format!("{prefix}{field}: {why}"));
     let (body_bytes, body_kind) = match (input.body, input.body_base64) {
-        (Some(raw), None) => (raw.get().as_bytes().to_vec(), 0u8),
+        (Some(raw), None) => (raw.get().as_bytes().to_vec(), BodyKind::Json),
         (None, Some(text)) => {
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(text.as_bytes())
                 .map_err(|e| invalid("body_base64", format!("not valid base64: {e}")))?;
-            (bytes, 1u8)
+            (bytes, BodyKind::Bytes)
         }
         (Some(_), Some(_)) => {
             return Err(invalid("body", "give body or body_base64, not both".into()));

@@ -77,7 +77,7 @@ pub fn body_out(
     payload: &sluice_core::message::Payload,
 ) -> (Option<Box<serde_json::value::RawValue>>, Option<String>) {
     use base64::Engine;
-    if payload.body_kind == 0 {
+    if payload.body_kind == sluice_core::message::BodyKind::Json {
         let text = String::from_utf8_lossy(&payload.body_bytes).into_owned();
         (serde_json::value::RawValue::from_string(text).ok(), None)
     } else {

@@ -12,7 +12,7 @@ use sluice_core::wire::{
 use tokio::time::{Duration, Instant};
 
 use super::{ApiJson, ApiPath, AppState};
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 
 /// The wire form of a queue.
 pub fn queue_out(app: &AppState, info: &QueueInfo) -> QueueOut {
@@ -258,9 +258,8 @@ async fn set_push_paused(
 ) -> Result<Json<QueueOut>, ApiError> {
     let info = app.store.queue_get(name, app.now_ms()).await?;
     if info.config.push.is_none() {
-        return Err(ApiError::with_status(
-            axum::http::StatusCode::CONFLICT,
-            "no_push_destination",
+        return Err(ApiError::new(
+            ErrorCode::NoPushDestination,
             format!("the queue {name:?} has no push destination"),
         ));
     }

@@ -7,7 +7,7 @@ use serde::Serialize;
 use sluice_core::wire::{WebhookListOut, WebhookOut, WebhookSpec};
 
 use super::{ApiJson, ApiPath, AppState};
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::webhooks::Endpoint;
 
 /// Answer to `PUT /v1/webhooks/{name}`.
@@ -109,5 +109,8 @@ pub async fn delete(
 }
 
 fn not_found(name: &str) -> ApiError {
-    ApiError::not_found_code("webhook_not_found", format!("no webhook endpoint {name:?}"))
+    ApiError::new(
+        ErrorCode::WebhookNotFound,
+        format!("no webhook endpoint {name:?}"),
+    )
 }

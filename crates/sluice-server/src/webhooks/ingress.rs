@@ -16,7 +16,7 @@ use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use sluice_core::Millis;
-use sluice_core::message::{DeadLetterInfo, NewMessage, Payload};
+use sluice_core::message::{BodyKind, DeadLetterInfo, NewMessage, Payload};
 use sluice_core::queue::{QueueConfig, limits};
 use sluice_core::store::{EnqueueParams, StoreError};
 use sluice_core::wire::{WebhookReceiptOut, time_out};
@@ -24,7 +24,7 @@ use sluice_webhooks::verify::{Request, slack_challenge};
 
 use super::{Endpoint, IdSource, Outcome};
 use crate::api::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::expr::{self, EvalError, ProgramResult};
 /// The senders' signature headers and the timestamps they sign: dropped unless the endpoint has
 /// `keep_signature_headers`, since they would let anyone who can read the queue post the same
@@ -99,8 +99,8 @@ pub async fn receive(
     body: Body,
 ) -> Response {
     let Some(endpoint) = app.webhooks.get(&name) else {
-        return ApiError::not_found_code(
-            "webhook_not_found",
+        return ApiError::new(
+            ErrorCode::WebhookNotFound,
             format!("no webhook endpoint {name:?}"),
         )
         .into_response();
@@ -154,7 +154,7 @@ async fn read_verified(
         Ok(bytes) => bytes,
         Err(_) => {
             return Err((
-                "too_large",
+                ErrorCode::TooLarge.as_str(),
                 ApiError::too_large(format!(
                     "the body is larger than this endpoint's max_body_bytes ({})",
                     endpoint.max_body_bytes
@@ -170,10 +170,8 @@ async fn read_verified(
             body: &bytes,
         };
         if let Err(error) = verifier.verify(&request, app.now_ms().div_euclid(1000)) {
-            return Err((
-                error.code(),
-                ApiError::unauthorized(error.code(), error.to_string()),
-            ));
+            let error = ApiError::signature_refused(&error);
+            return Err((error.code.as_str(), error));
         }
     }
     Ok(bytes)
@@ -192,7 +190,7 @@ async fn handle(
         .store
         .queue_config(&endpoint.spec.queue)
         .await
-        .map_err(|e| ("queue_not_found", ApiError::from(e)))?;
+        .map_err(|e| (ErrorCode::QueueNotFound.as_str(), ApiError::from(e)))?;
     let event = Event::new(
         (headers, uri, &bytes, peer),
         now_ms,
@@ -219,7 +217,7 @@ async fn handle(
         // Busy workers say nothing about the event: the sender retries later.
         Err(EvalError::Unavailable(error)) => {
             return Err((
-                "unavailable",
+                ErrorCode::Unavailable.as_str(),
                 ApiError::unavailable(format!("the endpoint's expressions did not run: {error}")),
             ));
         }
@@ -246,7 +244,7 @@ async fn handle(
             .await
             .map_err(|_| {
                 (
-                    "unavailable",
+                    ErrorCode::Unavailable.as_str(),
                     ApiError::unavailable("the schema check failed; see the server log"),
                 )
             })?;
@@ -260,13 +258,16 @@ async fn handle(
         }
     }
     let (body_bytes, body_kind) = match (&shaped.body, event.form) {
-        (Some(transformed), _) => (serde_json::to_vec(transformed).unwrap_or_default(), 0),
-        (None, BodyForm::Json) => (bytes.to_vec(), 0),
+        (Some(transformed), _) => (
+            serde_json::to_vec(transformed).unwrap_or_default(),
+            BodyKind::Json,
+        ),
+        (None, BodyForm::Json) => (bytes.to_vec(), BodyKind::Json),
         (None, BodyForm::Form) => (
             serde_json::to_vec(event.body.as_ref().unwrap_or(&Value::Null)).unwrap_or_default(),
-            0,
+            BodyKind::Json,
         ),
-        (None, BodyForm::Raw) => (bytes.to_vec(), 1),
+        (None, BodyForm::Raw) => (bytes.to_vec(), BodyKind::Bytes),
     };
     let payload = Payload {
         body_bytes,
@@ -332,14 +333,14 @@ async fn enqueue(
         .await
         .map_err(|error| {
             let reason = match &error {
-                StoreError::QueueFull { .. } => "queue_full",
-                StoreError::QueueNotFound(_) => "queue_not_found",
-                _ => "unavailable",
+                StoreError::QueueFull { .. } => ErrorCode::QueueFull.as_str(),
+                StoreError::QueueNotFound(_) => ErrorCode::QueueNotFound.as_str(),
+                _ => ErrorCode::Unavailable.as_str(),
             };
             (reason, ApiError::from(error))
         })?;
     results.into_iter().next().ok_or((
-        "unavailable",
+        ErrorCode::Unavailable.as_str(),
         ApiError::unavailable("the store returned no result"),
     ))
 }
@@ -366,8 +367,8 @@ async fn dead_letter(
     };
     let error = cut(error, limits::ERROR_BYTES_MAX);
     let (body_bytes, body_kind) = match serde_json::from_slice::<Value>(bytes) {
-        Ok(_) => (bytes.to_vec(), 0),
-        Err(_) => (bytes.to_vec(), 1),
+        Ok(_) => (bytes.to_vec(), BodyKind::Json),
+        Err(_) => (bytes.to_vec(), BodyKind::Bytes),
     };
     let message = NewMessage {
         idempotency_key: None,

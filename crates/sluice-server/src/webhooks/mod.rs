@@ -16,7 +16,7 @@ use sluice_core::queue::validate_queue_name;
 use sluice_core::wire::{IdempotencySpec, VerifySpec, WebhookSpec, WebhookStatsOut};
 use sluice_webhooks::expr::Expr;
 use sluice_webhooks::verify::{
-    DeliveryId, GenericHmac, HmacAlgorithm, Scheme, SignatureEncoding, Verifier,
+    DeliveryId, HmacAlgorithm, SCHEME_NAMES, Scheme, SignatureEncoding, Verifier,
 };
 
 use crate::secrets;
@@ -199,64 +199,27 @@ impl Endpoint {
     }
 }
 
-/// The scheme and its verifier (`None` for `scheme = "none"`).
+/// The scheme and its verifier (`None` for `scheme = "none"`). The scheme itself is parsed by
+/// sluice-webhooks (`Scheme::from_spec`), the one parser of verification specs; this adds only
+/// what the server's definition has beyond it: `none`, secrets and the tolerance.
 fn compile_verify(spec: &VerifySpec) -> Result<(Option<Scheme>, Option<Verifier>), String> {
-    let hmac_only = [
-        ("header", spec.header.is_some()),
-        ("algorithm", spec.algorithm.is_some()),
-        ("encoding", spec.encoding.is_some()),
-        ("prefix", spec.prefix.is_some()),
-    ];
-    if spec.scheme != "hmac"
-        && let Some((field, _)) = hmac_only.iter().find(|(_, given)| *given)
-    {
-        return Err(format!("verify.{field}: only for scheme \"hmac\""));
-    }
     let scheme = match spec.scheme.as_str() {
         "none" => {
+            if let Some(field) = hmac_only_fields(spec).first() {
+                return Err(format!("verify.{field}: only for scheme \"hmac\""));
+            }
             if !spec.secrets.is_empty() {
                 return Err("verify.secrets: scheme \"none\" takes no secrets".into());
             }
             return Ok((None, None));
         }
-        "standard_webhooks" => Scheme::StandardWebhooks,
-        "github" => Scheme::GitHub,
-        "stripe" => Scheme::Stripe,
-        "slack" => Scheme::Slack,
-        "shopify" => Scheme::Shopify,
-        "pagerduty" => Scheme::PagerDuty,
-        "twilio" => Scheme::Twilio,
-        "hmac" => Scheme::Hmac(GenericHmac {
-            header: spec
-                .header
-                .clone()
-                .ok_or("verify.header: scheme \"hmac\" needs the signature's header")?,
-            algorithm: match spec.algorithm.as_deref() {
-                None | Some("sha256") => HmacAlgorithm::Sha256,
-                Some("sha1") => HmacAlgorithm::Sha1,
-                Some("sha512") => HmacAlgorithm::Sha512,
-                Some(other) => {
-                    return Err(format!(
-                        "verify.algorithm: {other:?} is not one of sha1, sha256, sha512"
-                    ));
-                }
-            },
-            encoding: match spec.encoding.as_deref() {
-                None | Some("hex") => SignatureEncoding::Hex,
-                Some("base64") => SignatureEncoding::Base64,
-                Some(other) => {
-                    return Err(format!(
-                        "verify.encoding: {other:?} is not one of hex, base64"
-                    ));
-                }
-            },
-            prefix: spec.prefix.clone(),
-        }),
-        other => {
+        name if !SCHEME_NAMES.contains(&name) => {
             return Err(format!(
-                "verify.scheme: {other:?} is not one of standard_webhooks, github, stripe, slack, shopify, pagerduty, twilio, hmac, none"
+                "verify.scheme: {name:?} is not one of {}, none",
+                SCHEME_NAMES.join(", ")
             ));
         }
+        _ => Scheme::from_spec(&scheme_spec(spec)?).map_err(|e| format!("verify: {e}"))?,
     };
     if spec.secrets.is_empty() {
         return Err(format!(
@@ -274,6 +237,41 @@ fn compile_verify(spec: &VerifySpec) -> Result<(Option<Scheme>, Option<Verifier>
     let verifier = Verifier::new(scheme.clone(), secrets, tolerance_s)
         .map_err(|e| format!("verify.secrets: {e}"))?;
     Ok((Some(scheme), Some(verifier)))
+}
+
+/// The fields of `spec` given that only scheme `hmac` takes.
+fn hmac_only_fields(spec: &VerifySpec) -> Vec<&'static str> {
+    [
+        ("header", spec.header.is_some()),
+        ("algorithm", spec.algorithm.is_some()),
+        ("encoding", spec.encoding.is_some()),
+        ("prefix", spec.prefix.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(field, given)| given.then_some(field))
+    .collect()
+}
+
+/// The scheme part of a definition in sluice-webhooks' form; `algorithm` and `encoding` are
+/// read by its own names (`FromStr`).
+fn scheme_spec(spec: &VerifySpec) -> Result<sluice_webhooks::verify::VerifySpec, String> {
+    Ok(sluice_webhooks::verify::VerifySpec {
+        scheme: spec.scheme.clone(),
+        header: spec.header.clone(),
+        algorithm: spec
+            .algorithm
+            .as_deref()
+            .map(str::parse::<HmacAlgorithm>)
+            .transpose()
+            .map_err(|e| format!("verify.algorithm: {e}"))?,
+        encoding: spec
+            .encoding
+            .as_deref()
+            .map(str::parse::<SignatureEncoding>)
+            .transpose()
+            .map_err(|e| format!("verify.encoding: {e}"))?,
+        prefix: spec.prefix.clone(),
+    })
 }
 
 /// The endpoints the server serves, by name.
@@ -306,5 +304,82 @@ impl Registry {
     /// Removes an endpoint; true when it existed.
     pub fn remove(&self, name: &str) -> bool {
         self.endpoints.write().remove(name).is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sluice_webhooks::verify::GenericHmac;
+
+    use super::*;
+
+    fn spec(json: serde_json::Value) -> VerifySpec {
+        serde_json::from_value(json).unwrap()
+    }
+
+    fn refusal(json: serde_json::Value) -> String {
+        compile_verify(&spec(json)).map(|_| ()).unwrap_err()
+    }
+
+    /// A generic HMAC definition becomes the scheme sluice-webhooks' own parser makes, with the
+    /// algorithm and encoding read by their configuration names.
+    #[test]
+    fn an_hmac_definition_is_read_by_the_webhooks_parser() {
+        let definition = spec(serde_json::json!({
+            "scheme": "hmac", "header": "X-Sig", "algorithm": "sha512", "encoding": "base64",
+            "prefix": "v1="
+        }));
+        let scheme = Scheme::from_spec(&scheme_spec(&definition).unwrap()).unwrap();
+        assert_eq!(
+            scheme,
+            Scheme::Hmac(GenericHmac {
+                header: "X-Sig".into(),
+                algorithm: HmacAlgorithm::Sha512,
+                encoding: SignatureEncoding::Base64,
+                prefix: Some("v1=".into()),
+            })
+        );
+    }
+
+    /// Each mistake is refused naming its field, before any secret is read.
+    #[test]
+    fn wrong_definitions_name_their_field() {
+        let cases = [
+            (serde_json::json!({"scheme": "svix"}), "verify.scheme"),
+            (
+                serde_json::json!({"scheme": "github", "header": "x"}),
+                "header",
+            ),
+            (
+                serde_json::json!({"scheme": "none", "prefix": "x"}),
+                "verify.prefix",
+            ),
+            (
+                serde_json::json!({"scheme": "none", "secrets": [{"env": "X"}]}),
+                "verify.secrets",
+            ),
+            (serde_json::json!({"scheme": "hmac"}), "header"),
+            (
+                serde_json::json!({"scheme": "hmac", "header": "x", "algorithm": "md5"}),
+                "verify.algorithm",
+            ),
+            (
+                serde_json::json!({"scheme": "hmac", "header": "x", "encoding": "hex64"}),
+                "verify.encoding",
+            ),
+            (
+                serde_json::json!({"scheme": "hmac", "header": "bad header"}),
+                "header",
+            ),
+        ];
+        for (definition, field) in cases {
+            let error = refusal(definition.clone());
+            assert!(error.contains(field), "{definition}: {error}");
+        }
+        assert!(refusal(serde_json::json!({"scheme": "svix"})).contains("none"));
+        assert!(matches!(
+            compile_verify(&spec(serde_json::json!({"scheme": "none"}))),
+            Ok((None, None))
+        ));
     }
 }
