@@ -264,8 +264,9 @@ impl StoreConfig {
                         "[store] wal_max_bytes {wal_max_bytes} is below the minimum {MIN_WAL_MAX_BYTES}"
                     ));
                 }
-                let writer_queue_bytes =
-                    store.writer_queue_bytes.unwrap_or(DEFAULT_WRITER_QUEUE_BYTES);
+                let writer_queue_bytes = store
+                    .writer_queue_bytes
+                    .unwrap_or(DEFAULT_WRITER_QUEUE_BYTES);
                 if writer_queue_bytes < MIN_WRITER_QUEUE_BYTES {
                     return Err(format!(
                         "[store] writer_queue_bytes {writer_queue_bytes} is below the minimum {MIN_WRITER_QUEUE_BYTES}"

@@ -176,11 +176,7 @@ impl From<StoreError> for ApiError {
                 api
             }
             StoreError::Overloaded { retry_after_s, .. } => {
-                let mut api = Self::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "overloaded",
-                    error.to_string(),
-                );
+                let mut api = Self::new(ErrorCode::Overloaded, error.to_string());
                 api.retry_after_s = Some(retry_after_s);
                 api
             }

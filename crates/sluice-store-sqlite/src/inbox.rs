@@ -133,7 +133,7 @@ mod tests {
             idempotency_key: None,
             payload: Arc::new(Payload {
                 body_bytes: vec![0; body_bytes],
-                body_kind: 1,
+                body_kind: sluice_core::message::BodyKind::Bytes,
                 headers: Default::default(),
             }),
             key: None,

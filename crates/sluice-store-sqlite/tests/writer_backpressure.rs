@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rusqlite::Connection;
-use sluice_core::message::{NewMessage, Payload};
+use sluice_core::message::{BodyKind, NewMessage, Payload};
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::*;
 use sluice_core::{Millis, Store};
@@ -25,7 +25,7 @@ fn message(body_bytes: usize) -> NewMessage {
         idempotency_key: None,
         payload: Arc::new(Payload {
             body_bytes: vec![b'x'; body_bytes],
-            body_kind: 1,
+            body_kind: BodyKind::Bytes,
             headers: Default::default(),
         }),
         key: None,
