@@ -478,7 +478,9 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes a queue and its messages. Refused with `Conflict` while another queue uses it as
     /// its dead-letter queue.
     async fn queue_delete(&self, name: &str) -> StoreResult<u64>;
-    /// Stores messages durably; one result per message, in order.
+    /// Stores messages durably; one result per message, in order. A backend whose writes fall
+    /// behind may refuse with [`StoreError::Overloaded`]; then none of the messages is stored, so
+    /// the caller may retry them all.
     async fn message_enqueue(&self, params: EnqueueParams) -> StoreResult<Vec<Enqueued>>;
     /// Leases up to `max` ready messages: each gets a deadline, a fresh receipt and one more
     /// attempt. Concurrent claims, from this process or (on a shared store) from other nodes,
