@@ -50,13 +50,11 @@ pub struct RouteMetrics {
     pub duration_us: Histogram,
 }
 
-/// A route template and a method label.
-type RouteKey = (Arc<str>, &'static str);
-
-/// Requests served since start, by route and method.
+/// Requests served since start, by route template, then method label. Keyed by the template's
+/// text so a request looks its counters up by `&str`, with no allocation.
 #[derive(Default)]
 pub struct HttpMetrics {
-    routes: RwLock<HashMap<RouteKey, Arc<RouteStats>>>,
+    routes: RwLock<HashMap<Arc<str>, HashMap<&'static str, Arc<RouteStats>>>>,
 }
 
 impl std::fmt::Debug for HttpMetrics {
@@ -70,13 +68,20 @@ impl std::fmt::Debug for HttpMetrics {
 impl HttpMetrics {
     /// Counts one answered request.
     fn observe(&self, route: &str, method: &'static str, status: u16, elapsed_us: u64) {
-        let found = self.routes.read().get(&(Arc::from(route), method)).cloned();
+        let found = self
+            .routes
+            .read()
+            .get(route)
+            .and_then(|methods| methods.get(method))
+            .cloned();
         let stats = match found {
             Some(stats) => stats,
             None => self
                 .routes
                 .write()
-                .entry((Arc::from(route), method))
+                .entry(Arc::from(route))
+                .or_default()
+                .entry(method)
                 .or_insert_with(|| {
                     Arc::new(RouteStats {
                         statuses: Mutex::default(),
@@ -95,7 +100,12 @@ impl HttpMetrics {
             .routes
             .read()
             .iter()
-            .map(|((route, method), stats)| RouteMetrics {
+            .flat_map(|(route, methods)| {
+                methods
+                    .iter()
+                    .map(move |(method, stats)| (route, *method, stats))
+            })
+            .map(|(route, method, stats)| RouteMetrics {
                 route: route.clone(),
                 method,
                 statuses: stats
@@ -124,12 +134,11 @@ pub fn layer(app: Router, metrics: Arc<HttpMetrics>) -> Router {
 /// The middleware: time the request, count its answer, trace it.
 async fn track(State(metrics): State<Arc<HttpMetrics>>, request: Request, next: Next) -> Response {
     let started = Instant::now();
-    let route: Arc<str> = match request.extensions().get::<MatchedPath>() {
-        Some(matched) => Arc::from(matched.as_str()),
-        None => Arc::from(UNMATCHED),
-    };
+    // A clone of the matched path shares its text: nothing is allocated per request.
+    let matched = request.extensions().get::<MatchedPath>().cloned();
+    let route = matched.as_ref().map_or(UNMATCHED, MatchedPath::as_str);
     let method = method_label(request.method());
-    let response = match crate::telemetry::http_span(&request, &route) {
+    let response = match crate::telemetry::http_span(&request, route) {
         Some(span) => {
             let response = next.run(request).instrument(span.clone()).await;
             crate::telemetry::record_status(&span, response.status());
@@ -138,7 +147,7 @@ async fn track(State(metrics): State<Arc<HttpMetrics>>, request: Request, next: 
         None => next.run(request).await,
     };
     let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-    metrics.observe(&route, method, response.status().as_u16(), elapsed_us);
+    metrics.observe(route, method, response.status().as_u16(), elapsed_us);
     response
 }
 
