@@ -54,8 +54,11 @@ pub struct RouteMetrics {
 /// text so a request looks its counters up by `&str`, with no allocation.
 #[derive(Default)]
 pub struct HttpMetrics {
-    routes: RwLock<HashMap<Arc<str>, HashMap<&'static str, Arc<RouteStats>>>>,
+    routes: RwLock<HashMap<Arc<str>, ByMethod>>,
 }
+
+/// One route template's counters by method label.
+type ByMethod = HashMap<&'static str, Arc<RouteStats>>;
 
 impl std::fmt::Debug for HttpMetrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
