@@ -146,7 +146,7 @@ pub async fn run(
         store: store.clone(),
         clock: clock.clone(),
         manual_clock,
-        shutdown: shutdown_token.clone(),
+        shutdown: Arc::new(shutdown_token.clone()),
         webhooks: Arc::new(webhooks::Registry::default()),
         push: push.clone(),
         auth: config.auth.clone(),

@@ -40,8 +40,9 @@ pub struct AppState {
     /// Set in test-clock mode only.
     pub manual_clock: Option<ManualClock>,
     /// Cancelled once shutdown begins: long polls return, readiness fails, background tasks
-    /// end.
-    pub shutdown: tokio_util::sync::CancellationToken,
+    /// end. Behind an `Arc` because the state is cloned for every request and extractor, and
+    /// cloning a token itself locks its tree node: under load that lock showed up in profiles.
+    pub shutdown: Arc<tokio_util::sync::CancellationToken>,
     /// Webhook endpoints served at `/hooks/{name}`.
     pub webhooks: Arc<crate::webhooks::Registry>,
     /// Where jq expressions run (webhooks; push transforms have their own handle).
