@@ -24,12 +24,13 @@ use crate::message::{
 };
 use crate::meter::{Meter, Recent};
 use crate::queue::{Ordering, QueueConfig};
+use crate::rules::backoff::random_draw;
+use crate::rules::failure::{self, Failure, FailureDecision, NoDeadLetterQueue};
 
 /// Position in global enqueue order, assigned by the store; FIFO order within a priority.
 pub type Seq = u64;
 
-/// The error text recorded when a lease runs out.
-pub const LEASE_EXPIRED_ERROR: &str = "visibility timeout expired";
+pub use crate::rules::failure::LEASE_EXPIRED_ERROR;
 /// The error text recorded when retention moves a message to the dead-letter queue.
 pub const MAX_AGE_ERROR: &str = "expired: older than the queue's max_age_ms";
 
@@ -714,7 +715,8 @@ impl Index {
                 state.meter.failed(now_ms);
             }
             changes.extend(
-                self.fail(seq, Arc::from(LEASE_EXPIRED_ERROR), Some(0), false, now_ms)
+                self.fail(seq, Arc::from(LEASE_EXPIRED_ERROR), Failure::LeaseExpired, now_ms)
+                    .ok()
                     .map(|(change, _)| change),
             );
         }
@@ -875,7 +877,7 @@ impl Index {
     }
 
     /// Nacks a lease: the message is retried after `delay_ms` (or the queue's backoff), or
-    /// dead-lettered when `permanent` or out of attempts.
+    /// dead-lettered when `permanent` or out of attempts, as [`failure::decide`] says.
     pub fn nack(
         &mut self,
         queue: &str,
@@ -886,48 +888,58 @@ impl Index {
         now_ms: Millis,
     ) -> Result<(Change, NackOutcome), LeaseError> {
         let seq = self.leased_entry(queue, receipt)?;
-        let has_dlq = self
-            .queues
-            .get(queue)
-            .and_then(|s| s.config.dead_letter_queue.as_ref())
-            .is_some();
-        if permanent && !has_dlq {
-            return Err(LeaseError::NoDeadLetterQueue);
-        }
+        let failure = if permanent {
+            Failure::Rejected
+        } else {
+            Failure::Nacked { delay_ms }
+        };
+        let error = error.unwrap_or_else(|| Arc::from("nacked"));
+        let outcome = self.fail(seq, error, failure, now_ms)?;
         if let Some(state) = self.queues.get_mut(queue) {
             state.counters.nacked += 1;
             state.meter.failed(now_ms);
         }
-        let error = error.unwrap_or_else(|| Arc::from("nacked"));
-        Ok(self
-            .fail(seq, error, delay_ms, permanent, now_ms)
-            .expect("entry checked above"))
+        Ok(outcome)
     }
 
-    /// A failed attempt of a leased message: retry later, or dead-letter.
+    /// A failed attempt of a leased message: retried later or dead-lettered, as
+    /// [`failure::decide`] says. Refused, changing nothing, when a rejection finds no
+    /// dead-letter queue.
     fn fail(
         &mut self,
         seq: Seq,
         error: Arc<str>,
-        delay_ms: Option<Millis>,
-        permanent: bool,
+        failure: Failure,
+        now_ms: Millis,
+    ) -> Result<(Change, NackOutcome), LeaseError> {
+        let entry = self.entries.get(&seq).ok_or(LeaseError::Stale)?;
+        let config = self
+            .queues
+            .get(&*entry.queue)
+            .ok_or(LeaseError::NotInQueue)?
+            .config
+            .clone();
+        let decision = failure::decide(&config, entry.attempts, failure, now_ms, random_draw)
+            .map_err(|NoDeadLetterQueue| LeaseError::NoDeadLetterQueue)?;
+        match decision {
+            FailureDecision::DeadLetter { queue, .. } => self
+                .dead_letter(seq, queue, error, now_ms)
+                .map(|(change, queue)| (change, NackOutcome::DeadLettered { queue })),
+            FailureDecision::Retry { at_ms } => self.retry(seq, error, at_ms, now_ms),
+        }
+        .ok_or(LeaseError::Stale)
+    }
+
+    /// Makes a failed message visible again at `at_ms`, recording its error.
+    fn retry(
+        &mut self,
+        seq: Seq,
+        error: Arc<str>,
+        at_ms: Millis,
         now_ms: Millis,
     ) -> Option<(Change, NackOutcome)> {
-        let entry = self.entries.get(&seq)?;
-        let config = self.queues.get(&*entry.queue)?.config.clone();
-        let out_of_attempts = config.max_attempts > 0 && entry.attempts >= config.max_attempts;
-        if let Some(dlq) = config
-            .dead_letter_queue
-            .as_deref()
-            .filter(|_| permanent || out_of_attempts)
-        {
-            return self
-                .dead_letter(seq, dlq, error, now_ms)
-                .map(|(change, queue)| (change, NackOutcome::DeadLettered { queue }));
-        }
-        let delay_ms = delay_ms.unwrap_or_else(|| config.backoff.delay_ms(entry.attempts));
-        let state = self.queues.get_mut(&*entry.queue)?;
         let entry = self.entries.get_mut(&seq)?;
+        let state = self.queues.get_mut(&*entry.queue)?;
         match entry.place {
             Place::Ready => {
                 state.ready.remove(&(Reverse(entry.priority), seq));
@@ -938,7 +950,7 @@ impl Index {
             Place::Delayed | Place::Waiting => {}
         }
         entry.last_error = Some(error.clone());
-        entry.visible_at_ms = now_ms + delay_ms.max(0);
+        entry.visible_at_ms = at_ms;
         Self::activate(state, entry, now_ms);
         let change = Change::Retried {
             seq,

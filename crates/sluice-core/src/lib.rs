@@ -11,6 +11,7 @@ pub mod message;
 pub mod meter;
 pub mod notify;
 pub mod queue;
+pub mod rules;
 pub mod store;
 pub mod wire;
 

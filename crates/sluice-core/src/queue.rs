@@ -5,8 +5,6 @@
 
 use std::sync::Arc;
 
-use rand::Rng;
-
 use crate::clock::Millis;
 
 /// The longest queue name accepted.
@@ -105,24 +103,16 @@ impl Default for Backoff {
 }
 
 impl Backoff {
-    /// The longest delay after failed attempt number `attempt` (1-based), before jitter.
+    /// The longest delay after failed attempt number `attempt` (1-based), before jitter
+    /// (the rule: [`crate::rules::backoff::ceiling_ms`]).
     pub fn ceiling_ms(&self, attempt: u32) -> Millis {
-        let exponent = attempt.saturating_sub(1).min(64) as i32;
-        let grown = self.initial_ms as f64 * self.factor.powi(exponent);
-        if grown.is_finite() {
-            (grown as Millis).min(self.max_ms)
-        } else {
-            self.max_ms
-        }
+        crate::rules::backoff::ceiling_ms(self, attempt)
     }
 
-    /// The delay to wait after failed attempt number `attempt` (1-based).
+    /// The delay to wait after failed attempt number `attempt` (1-based), jittered at random
+    /// (the rule: [`crate::rules::backoff::delay_ms`]).
     pub fn delay_ms(&self, attempt: u32) -> Millis {
-        let ceiling = self.ceiling_ms(attempt);
-        if !self.jitter || ceiling < 2 {
-            return ceiling;
-        }
-        rand::rng().random_range(ceiling / 2..=ceiling)
+        crate::rules::backoff::delay_ms(self, attempt, crate::rules::backoff::random_draw)
     }
 }
 

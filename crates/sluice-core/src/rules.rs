@@ -1,0 +1,11 @@
+//! The queue's rules as pure functions and plain values: the decisions every store must make the
+//! same way, whatever it keeps its messages in.
+//!
+//! Nothing here holds state beyond the value it is given, does IO or reads the clock: each
+//! function takes the queue's configuration, the message's own figures and `now_ms`, and says
+//! what happens. The in-memory [`crate::dispatch::Index`] of the SQLite store calls them; a SQL
+//! store calls the same ones (or writes their arithmetic into its queries), so two backends
+//! cannot drift apart on when a message is retried, dead-lettered, paced or expired.
+
+pub mod backoff;
+pub mod failure;
