@@ -26,6 +26,7 @@ use crate::meter::{Meter, Recent};
 use crate::queue::{Ordering, QueueConfig};
 use crate::rules::backoff::random_draw;
 use crate::rules::failure::{self, Failure, FailureDecision, NoDeadLetterQueue};
+use crate::rules::token_bucket::TokenBucket;
 
 /// Position in global enqueue order, assigned by the store; FIFO order within a priority.
 pub type Seq = u64;
@@ -306,13 +307,6 @@ struct Lane {
     active: Option<Seq>,
 }
 
-/// The delivery budget of a rate-limited queue.
-#[derive(Debug, Clone, Copy)]
-struct TokenBucket {
-    tokens: f64,
-    at_ms: Millis,
-}
-
 #[derive(Debug)]
 struct QueueState {
     config: Arc<QueueConfig>,
@@ -363,7 +357,7 @@ impl QueueState {
             allowed = allowed.min((limit as usize).saturating_sub(self.leased.len()));
         }
         if let Some(bucket) = self.refilled_bucket(now_ms) {
-            allowed = allowed.min(bucket.tokens.floor() as usize);
+            allowed = allowed.min(bucket.available());
         }
         allowed
     }
@@ -371,26 +365,20 @@ impl QueueState {
     /// The token bucket brought up to `now_ms` (full when first used).
     fn refilled_bucket(&mut self, now_ms: Millis) -> Option<TokenBucket> {
         let limit = self.config.rate_limit?;
-        let burst = f64::from(limit.burst.max(1));
-        let bucket = self.bucket.get_or_insert(TokenBucket {
-            tokens: burst,
-            at_ms: now_ms,
-        });
-        let elapsed_ms = (now_ms - bucket.at_ms).max(0) as f64;
-        bucket.tokens = (bucket.tokens + elapsed_ms * limit.per_second / 1000.0).min(burst);
-        bucket.at_ms = bucket.at_ms.max(now_ms);
+        let bucket = self
+            .bucket
+            .get_or_insert_with(|| TokenBucket::full(&limit, now_ms));
+        bucket.refill(now_ms, &limit);
         Some(*bucket)
     }
 
     /// When the rate limit lets the next delivery through, if it is what holds one back.
     fn next_token_at(&self) -> Option<Millis> {
         let limit = self.config.rate_limit?;
-        let bucket = self.bucket?;
-        if bucket.tokens >= 1.0 || self.ready.is_empty() || self.paused {
+        if self.ready.is_empty() || self.paused {
             return None;
         }
-        let wait_ms = ((1.0 - bucket.tokens) * 1000.0 / limit.per_second).ceil() as Millis;
-        Some(bucket.at_ms + wait_ms.max(1))
+        self.bucket?.next_token_at(&limit)
     }
 
     fn lane_of(&self, key: Option<&Arc<str>>) -> Option<Arc<str>> {
@@ -806,7 +794,8 @@ impl Index {
             });
         }
         if let Some(bucket) = &mut state.bucket {
-            bucket.tokens -= claimed.len() as f64;
+            // claimable() allowed no more than the bucket's whole tokens, so all are taken.
+            bucket.take(claimed.len());
         }
         claimed
     }

@@ -9,3 +9,4 @@
 
 pub mod backoff;
 pub mod failure;
+pub mod token_bucket;
