@@ -23,9 +23,10 @@ use crate::message::{
     ClaimedMessage, DeadLetterInfo, MessageState, MessageStatus, Payload, Receipt,
 };
 use crate::meter::{Meter, Recent};
-use crate::queue::{Ordering, QueueConfig};
+use crate::queue::QueueConfig;
 use crate::rules::backoff::random_draw;
 use crate::rules::failure::{self, Failure, FailureDecision, NoDeadLetterQueue};
+use crate::rules::lanes::{self, Lane};
 use crate::rules::token_bucket::TokenBucket;
 
 /// Position in global enqueue order, assigned by the store; FIFO order within a priority.
@@ -301,12 +302,6 @@ pub enum NackOutcome {
     DeadLettered { queue: Arc<str> },
 }
 
-#[derive(Debug, Default)]
-struct Lane {
-    members: BTreeSet<Seq>,
-    active: Option<Seq>,
-}
-
 #[derive(Debug)]
 struct QueueState {
     config: Arc<QueueConfig>,
@@ -382,11 +377,7 @@ impl QueueState {
     }
 
     fn lane_of(&self, key: Option<&Arc<str>>) -> Option<Arc<str>> {
-        match self.config.ordering {
-            Ordering::Unordered => None,
-            Ordering::Fifo => Some(Arc::from("")),
-            Ordering::PerKey => key.cloned(),
-        }
+        lanes::lane_key(self.config.ordering, key)
     }
 }
 
@@ -517,10 +508,7 @@ impl Index {
         self.entries.insert(seq, entry);
         match lane {
             Some(lane_key) => {
-                let lane = state.lanes.entry(lane_key).or_default();
-                lane.members.insert(seq);
-                if lane.active.is_none() {
-                    lane.active = Some(seq);
+                if state.lanes.entry(lane_key).or_default().join(seq) {
                     Self::activate(
                         state,
                         self.entries.get_mut(&seq).expect("just inserted"),
@@ -623,12 +611,8 @@ impl Index {
         // The next member of the lane becomes active when this one leaves.
         let lane_key = state.lane_of(entry.key.as_ref())?;
         let lane = state.lanes.get_mut(&lane_key)?;
-        lane.members.remove(&entry.seq);
-        if lane.active == Some(entry.seq) {
-            lane.active = lane.members.first().copied();
-        }
-        let next = lane.active;
-        if lane.members.is_empty() {
+        let next = lane.leave(entry.seq);
+        if lane.is_empty() {
             state.lanes.remove(&lane_key);
         }
         next

@@ -9,4 +9,5 @@
 
 pub mod backoff;
 pub mod failure;
+pub mod lanes;
 pub mod token_bucket;

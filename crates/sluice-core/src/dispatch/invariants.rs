@@ -119,12 +119,12 @@ impl Index {
                 let lane = state.lanes.get(&lane_key).ok_or_else(|| {
                     format!("seq {seq} of {queue:?} belongs to lane {lane_key:?}, which is missing")
                 })?;
-                if !lane.members.contains(&seq) {
+                if !lane.members().contains(&seq) {
                     return Err(format!(
                         "seq {seq} of {queue:?} is missing from its lane {lane_key:?}"
                     ));
                 }
-                let active = lane.active == Some(seq);
+                let active = lane.active() == Some(seq);
                 if active == (entry.place == Place::Waiting) {
                     return Err(format!(
                         "seq {seq} of {queue:?} is {:?} while {} of lane {lane_key:?} (active: {:?})",
@@ -134,7 +134,7 @@ impl Index {
                         } else {
                             "behind the active member"
                         },
-                        lane.active
+                        lane.active()
                     ));
                 }
                 Ok(())
@@ -187,18 +187,18 @@ impl Index {
             ));
         }
         for (lane_key, lane) in &state.lanes {
-            if lane.members.is_empty() {
+            if lane.is_empty() {
                 return Err(format!("lane {lane_key:?} of {name:?} is empty but kept"));
             }
-            match lane.active {
-                Some(active) if lane.members.contains(&active) => {}
+            match lane.active() {
+                Some(active) if lane.members().contains(&active) => {}
                 active => {
                     return Err(format!(
                         "lane {lane_key:?} of {name:?} has active {active:?}, not one of its members"
                     ));
                 }
             }
-            for seq in &lane.members {
+            for seq in lane.members() {
                 let in_this_lane = self.entries.get(seq).is_some_and(|entry| {
                     &*entry.queue == name
                         && state.lane_of(entry.key.as_ref()).as_ref() == Some(lane_key)
