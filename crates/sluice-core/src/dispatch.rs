@@ -27,14 +27,14 @@ use crate::queue::QueueConfig;
 use crate::rules::backoff::random_draw;
 use crate::rules::failure::{self, Failure, FailureDecision, NoDeadLetterQueue};
 use crate::rules::lanes::{self, Lane};
+use crate::rules::retention::{self, Expiry};
 use crate::rules::token_bucket::TokenBucket;
 
 /// Position in global enqueue order, assigned by the store; FIFO order within a priority.
 pub type Seq = u64;
 
 pub use crate::rules::failure::LEASE_EXPIRED_ERROR;
-/// The error text recorded when retention moves a message to the dead-letter queue.
-pub const MAX_AGE_ERROR: &str = "expired: older than the queue's max_age_ms";
+pub use crate::rules::retention::MAX_AGE_ERROR;
 
 /// One message as the index knows it (no body unless cached).
 #[derive(Debug, Clone)]
@@ -110,9 +110,10 @@ impl Entry {
     /// The time retention counts from: when it was dead-lettered for a dead-letter entry, its
     /// enqueue otherwise.
     pub fn aged_from_ms(&self) -> Millis {
-        self.dead_letter
-            .as_ref()
-            .map_or(self.enqueued_at_ms, |dead| dead.last_seen_at_ms)
+        retention::counts_from_ms(
+            self.enqueued_at_ms,
+            self.dead_letter.as_ref().map(|dead| dead.last_seen_at_ms),
+        )
     }
 
     /// True while leased to a consumer.
@@ -1145,11 +1146,10 @@ impl Index {
                 continue;
             };
             let config = state.config.clone();
-            let cutoff = now_ms.saturating_sub(config.max_age_ms);
             let due: Vec<Seq> = state
                 .members
                 .iter()
-                .take_while(|&&(aged_from, _)| aged_from <= cutoff)
+                .take_while(|&&(aged_from, _)| retention::is_expired(&config, aged_from, now_ms))
                 .take(budget - looked)
                 .map(|&(_, seq)| seq)
                 .collect();
@@ -1161,16 +1161,12 @@ impl Index {
                 if let Some(state) = self.queues.get_mut(&*name) {
                     state.counters.expired += 1;
                 }
-                let dead_letter = config
-                    .dead_letter_queue
-                    .as_deref()
-                    .filter(|_| config.on_expire == crate::queue::OnExpire::DeadLetter);
-                match dead_letter {
-                    Some(dlq) => changes.extend(
+                match retention::on_expiry(&config) {
+                    Expiry::DeadLetter { queue: dlq } => changes.extend(
                         self.dead_letter(seq, dlq, Arc::from(MAX_AGE_ERROR), now_ms)
                             .map(|(change, _)| change),
                     ),
-                    None => {
+                    Expiry::Drop => {
                         if self.remove(seq, now_ms).is_some() {
                             changes.push(Change::Expired { seq });
                         }

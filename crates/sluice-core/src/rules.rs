@@ -10,4 +10,5 @@
 pub mod backoff;
 pub mod failure;
 pub mod lanes;
+pub mod retention;
 pub mod token_bucket;
