@@ -1,6 +1,7 @@
 //! Dispatch rules, driven with explicit times: no clock, no sleeps.
 
 use super::*;
+use crate::message::{ClaimedMessage, MessageState};
 use crate::queue::{Backoff, Ordering};
 
 const T0: Millis = 1_000_000;

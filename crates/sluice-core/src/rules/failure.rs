@@ -89,9 +89,9 @@ pub fn decide<'a>(
             queue,
             reason: DeadLetterReason::OutOfAttempts,
         }),
-        (Failure::Nacked { delay_ms }, _) => retry_after(delay_ms.unwrap_or_else(|| {
-            super::backoff::delay_ms(&config.backoff, attempts, draw)
-        })),
+        (Failure::Nacked { delay_ms }, _) => retry_after(
+            delay_ms.unwrap_or_else(|| super::backoff::delay_ms(&config.backoff, attempts, draw)),
+        ),
         (Failure::LeaseExpired, _) => retry_after(0),
     }
 }
@@ -120,7 +120,9 @@ mod tests {
         attempts: u32,
         failure: Failure,
     ) -> Result<FailureDecision<'_>, NoDeadLetterQueue> {
-        decide(config, attempts, failure, NOW, |_| unreachable!("no jitter"))
+        decide(config, attempts, failure, NOW, |_| {
+            unreachable!("no jitter")
+        })
     }
 
     const NACK: Failure = Failure::Nacked { delay_ms: None };
@@ -172,9 +174,7 @@ mod tests {
         });
         for failure in [
             NACK,
-            Failure::Nacked {
-                delay_ms: Some(10),
-            },
+            Failure::Nacked { delay_ms: Some(10) },
             Failure::LeaseExpired,
         ] {
             assert_eq!(decide_now(&config, 3, failure), out, "{failure:?}");
@@ -195,7 +195,9 @@ mod tests {
             );
             assert_eq!(
                 decide_now(&config, 1_000, NACK),
-                Ok(FailureDecision::Retry { at_ms: NOW + 60_000 })
+                Ok(FailureDecision::Retry {
+                    at_ms: NOW + 60_000
+                })
             );
         }
     }

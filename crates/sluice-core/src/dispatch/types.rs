@@ -1,0 +1,283 @@
+//! The values the dispatch index hands out and takes: entries, the changes a store persists,
+//! counters, depths and the results of its operations.
+
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use crate::clock::Millis;
+use crate::histogram::Histogram;
+use crate::message::{ClaimedMessage, DeadLetterInfo, Payload};
+use crate::meter::Recent;
+use crate::rules::retention;
+
+/// Position in global enqueue order, assigned by the store; FIFO order within a priority.
+pub type Seq = u64;
+
+/// One message as the index knows it (no body unless cached).
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// Enqueue order.
+    pub seq: Seq,
+    /// Server-assigned id.
+    pub id: Uuid,
+    /// Current queue.
+    pub queue: Arc<str>,
+    /// Client idempotency key.
+    pub idempotency_key: Option<Arc<str>>,
+    /// Ordering key.
+    pub key: Option<Arc<str>>,
+    /// Higher first.
+    pub priority: i32,
+    /// Enqueue time.
+    pub enqueued_at_ms: Millis,
+    /// Invisible before this time.
+    pub visible_at_ms: Millis,
+    /// Deliveries in the current queue.
+    pub attempts: u32,
+    /// Leases ever granted (never reset), part of every receipt.
+    pub lease_number: u32,
+    /// First delivery in the current queue.
+    pub first_received_at_ms: Option<Millis>,
+    /// Error of the last failed attempt.
+    pub last_error: Option<Arc<str>>,
+    /// Body and headers, when the store chose to keep them in memory.
+    pub payload: Option<Arc<Payload>>,
+    /// Set once dead-lettered.
+    pub dead_letter: Option<Arc<DeadLetterInfo>>,
+    /// The token of a lease that ran out, which may still ack until the next delivery.
+    pub(super) expired_lease_token: Option<u32>,
+    /// When the current (or last) lease began.
+    pub(super) leased_at_ms: Option<Millis>,
+    pub(super) place: Place,
+}
+
+impl Entry {
+    /// A new entry in `queue`; it is placed when inserted.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        seq: Seq,
+        id: Uuid,
+        queue: Arc<str>,
+        priority: i32,
+        key: Option<Arc<str>>,
+        enqueued_at_ms: Millis,
+        visible_at_ms: Millis,
+    ) -> Self {
+        Self {
+            seq,
+            id,
+            queue,
+            idempotency_key: None,
+            key,
+            priority,
+            enqueued_at_ms,
+            visible_at_ms,
+            attempts: 0,
+            lease_number: 0,
+            first_received_at_ms: None,
+            last_error: None,
+            payload: None,
+            dead_letter: None,
+            expired_lease_token: None,
+            leased_at_ms: None,
+            place: Place::Waiting,
+        }
+    }
+
+    /// The time retention counts from: when it was dead-lettered for a dead-letter entry, its
+    /// enqueue otherwise.
+    pub fn aged_from_ms(&self) -> Millis {
+        retention::counts_from_ms(
+            self.enqueued_at_ms,
+            self.dead_letter.as_ref().map(|dead| dead.last_seen_at_ms),
+        )
+    }
+
+    /// True while leased to a consumer.
+    pub fn is_leased(&self) -> bool {
+        matches!(self.place, Place::Leased { .. })
+    }
+}
+
+/// Which of its queue's sets a message is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Place {
+    Ready,
+    Delayed,
+    Leased {
+        deadline_ms: Millis,
+        token: u32,
+    },
+    /// Behind the active message of its lane.
+    Waiting,
+}
+
+/// A state change the store must make durable.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// A failed attempt (nack or expired lease): visible again at `visible_at_ms`.
+    Retried {
+        seq: Seq,
+        attempts: u32,
+        visible_at_ms: Millis,
+        last_error: Option<Arc<str>>,
+    },
+    /// Moved to the dead-letter queue `queue`, with attempts reset.
+    DeadLettered {
+        seq: Seq,
+        queue: Arc<str>,
+        info: Arc<DeadLetterInfo>,
+    },
+    /// Removed by retention.
+    Expired { seq: Seq },
+}
+
+impl Change {
+    /// The message the change is about.
+    pub fn seq(&self) -> Seq {
+        match self {
+            Change::Retried { seq, .. }
+            | Change::DeadLettered { seq, .. }
+            | Change::Expired { seq } => *seq,
+        }
+    }
+}
+
+/// Why a lease operation was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LeaseError {
+    /// The receipt is not the message's current lease (expired and redelivered, or already done).
+    #[error("the receipt is stale: the message is no longer leased with it")]
+    Stale,
+    /// The message is not in the queue the request named.
+    #[error("no such message in this queue")]
+    NotInQueue,
+    /// A permanent failure on a queue without a dead-letter queue.
+    #[error("the queue has no dead-letter queue")]
+    NoDeadLetterQueue,
+}
+
+/// Counters since start, per queue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Messages accepted (not counting duplicates).
+    pub enqueued: u64,
+    /// Deliveries handed out.
+    pub delivered: u64,
+    /// Acks.
+    pub acked: u64,
+    /// Nacks.
+    pub nacked: u64,
+    /// Messages moved to the dead-letter queue.
+    pub dead_lettered: u64,
+    /// Leases that ran out.
+    pub lease_expired: u64,
+    /// Messages removed (or dead-lettered) by retention.
+    pub expired: u64,
+    /// Messages refused because the queue was at `max_depth`.
+    pub rejected: u64,
+    /// Messages cancelled before delivery.
+    pub cancelled: u64,
+    /// Messages removed by purges.
+    pub purged: u64,
+}
+
+/// Depth and counters of one queue.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QueueDepth {
+    /// Visible messages (including those waiting behind their lane).
+    pub ready: u64,
+    /// Invisible until a delay or backoff ends.
+    pub delayed: u64,
+    /// Leased.
+    pub in_flight: u64,
+    /// Age of the oldest ready message.
+    pub oldest_ready_age_ms: Option<Millis>,
+    /// True while deliveries are paused.
+    pub paused: bool,
+    /// Since start.
+    pub counters: Counters,
+    /// Throughput and latency of the last minutes.
+    pub recent: Recent,
+    /// Enqueue-to-ack latency of every ack since start, in ms (for metrics).
+    pub ack_latency_ms: Histogram,
+}
+
+/// Why a cancel did not remove a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelRefused {
+    /// The index holds no such message in that queue.
+    NotHere,
+    /// It is leased to a consumer right now.
+    InFlight,
+}
+
+/// A page of dead-letter entries, newest first.
+#[derive(Debug, Clone, Default)]
+pub struct DeadLetterPage {
+    /// Matching entries.
+    pub entries: Vec<Entry>,
+    /// Where the next page starts, when the scan stopped before the end.
+    pub next: Option<(Millis, Seq)>,
+}
+
+/// Which dead-letter entries to select.
+#[derive(Debug, Clone, Default)]
+pub struct DeadLetterFilter {
+    /// Only entries that came from this queue.
+    pub source_queue: String,
+    /// Case-insensitive substring of the last error.
+    pub error_contains: Option<String>,
+    /// Dead-lettered at or after this time.
+    pub since_ms: Option<Millis>,
+    /// Dead-lettered before this time.
+    pub until_ms: Option<Millis>,
+}
+
+impl DeadLetterFilter {
+    pub(super) fn matches(&self, entry: &Entry) -> bool {
+        let Some(dead) = &entry.dead_letter else {
+            return false;
+        };
+        if dead.source_queue != self.source_queue {
+            return false;
+        }
+        if self
+            .since_ms
+            .is_some_and(|since| dead.last_seen_at_ms < since)
+            || self
+                .until_ms
+                .is_some_and(|until| dead.last_seen_at_ms >= until)
+        {
+            return false;
+        }
+        match &self.error_contains {
+            None => true,
+            Some(needle) => dead
+                .last_error
+                .as_deref()
+                .is_some_and(|error| error.to_lowercase().contains(&needle.to_lowercase())),
+        }
+    }
+}
+
+/// One message leased by [`super::Index::claim`].
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    /// Its seq, for the store's records.
+    pub seq: Seq,
+    /// False when the payload was not held in memory: the store must fill it in.
+    pub payload_cached: bool,
+    /// The delivery.
+    pub message: ClaimedMessage,
+}
+
+/// What the result of a nack was.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NackOutcome {
+    /// Visible again at this time.
+    Retry { visible_at_ms: Millis },
+    /// Moved to this dead-letter queue.
+    DeadLettered { queue: Arc<str> },
+}
