@@ -1,5 +1,7 @@
-//! sluice-core: the queue model, dispatch rules, backoff, the [`Store`] trait every storage
-//! backend implements, the [`Clock`], and the serde types of the HTTP API ([`wire`]).
+//! sluice-core: the queue model, the rules every store keeps the same way ([`rules`]: the
+//! failure decision, backoff, the token bucket, lanes, retention), the dispatch index, the
+//! [`Store`] trait every storage backend implements, the [`Clock`], and the serde types of the
+//! HTTP API ([`wire`]).
 //!
 //! Invariant: no IO here. Nothing in this crate touches the network, the disk or the system
 //! clock except [`SystemClock`], so every rule can be tested with explicit times.
