@@ -31,6 +31,7 @@ mod queues;
 mod reads;
 mod schema;
 mod space;
+mod stored_config;
 mod sync;
 mod webhooks;
 mod writer;

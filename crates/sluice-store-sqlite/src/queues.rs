@@ -11,7 +11,8 @@ use sluice_core::queue::QueueConfig;
 use sluice_core::store::{QueueInfo, QueuePut, QueuePutParams, StoreError, StoreResult};
 use tokio::sync::oneshot;
 
-use crate::writer::{WriteOp, config_to_json};
+use crate::stored_config::StoredQueueConfig;
+use crate::writer::WriteOp;
 use crate::{PURGE_CHUNK_ROWS, SharedSqliteStore, SqliteStore};
 
 impl SqliteStore {
@@ -66,7 +67,7 @@ impl SharedSqliteStore {
             }
             let rows = queues
                 .iter()
-                .map(|(name, config)| (name.clone(), config_to_json(config)))
+                .map(|(name, config)| (name.clone(), StoredQueueConfig::to_json(config)))
                 .collect();
             // Refuses an ordering change while messages are queued; nothing is written then.
             for (name, config) in queues {
