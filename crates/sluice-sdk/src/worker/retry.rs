@@ -39,11 +39,9 @@ impl Backoff {
                     * factor
                         .max(1.0)
                         .powi(attempt.saturating_sub(1).min(64) as i32);
-                if grown.is_finite() {
-                    Duration::from_secs_f64(grown).min(max)
-                } else {
-                    max
-                }
+                // Past `Duration`'s range (a long run of failures) the cap applies, instead of
+                // a panic in the worker's failure path.
+                Duration::try_from_secs_f64(grown).map_or(max, |delay| delay.min(max))
             }
         }
     }
@@ -149,6 +147,8 @@ mod tests {
         };
         let delays: Vec<u64> = (1..=6).map(|n| backoff.delay(n).as_secs()).collect();
         assert_eq!(delays, [1, 2, 4, 8, 10, 10]);
+        assert_eq!(backoff.delay(66), Duration::from_secs(10));
+        assert_eq!(backoff.delay(u32::MAX), Duration::from_secs(10));
     }
 
     #[test]
