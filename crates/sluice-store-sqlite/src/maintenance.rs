@@ -11,6 +11,8 @@ use crate::{SharedSqliteStore, SqliteStore};
 const EXPIRE_PER_TICK: usize = 5_000;
 
 impl SharedSqliteStore {
+    /// One upkeep tick: moves due delays and expired leases, applies retention, and has the
+    /// writer clean up final rows past their retention. Returns once its changes are on disk.
     pub(crate) async fn run_maintenance(&self, now_ms: Millis) -> StoreResult<()> {
         let store = &self.0;
         let committed = {

@@ -16,6 +16,8 @@ use crate::writer::WriteOp;
 use crate::{SharedSqliteStore, SqliteStore};
 
 impl SharedSqliteStore {
+    /// Stores new messages. A batch that would pass the queue's `max_depth`, or the bound on
+    /// the writer's inbox, is refused whole, with nothing changed.
     pub(crate) async fn enqueue(&self, params: EnqueueParams) -> StoreResult<Vec<Enqueued>> {
         let store = &self.0;
         if let Some(refused) = store.health.refusal(true) {
@@ -145,6 +147,7 @@ impl SharedSqliteStore {
         })
     }
 
+    /// Acks each receipt on its own; the results are per receipt, in order.
     pub(crate) async fn ack(
         &self,
         mut params: AckParams,
@@ -202,6 +205,7 @@ impl SharedSqliteStore {
         Ok(results)
     }
 
+    /// Fails an attempt: the index decides between a retry and the dead-letter queue.
     pub(crate) async fn nack(&self, params: NackParams) -> StoreResult<NackOutcome> {
         let store = &self.0;
         let error = params.error.map(|e| Arc::from(truncate(e)));
@@ -236,6 +240,7 @@ impl SharedSqliteStore {
         Ok(outcome)
     }
 
+    /// Renews a lease (in memory only: leases are not written).
     pub(crate) async fn extend(&self, params: ExtendParams) -> StoreResult<Millis> {
         let mut index = self.0.index.lock();
         if index.queue_config(&params.queue).is_none() {

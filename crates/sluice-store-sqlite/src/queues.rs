@@ -35,6 +35,8 @@ impl SqliteStore {
 }
 
 impl SharedSqliteStore {
+    /// Defines or updates a queue, creating the dead-letter queue it names when missing
+    /// (`Store::queue_put`).
     pub(crate) async fn put_queue(&self, params: QueuePutParams) -> StoreResult<QueuePut> {
         let store = &self.0;
         // The index changes and the write is queued under one lock, so concurrent definitions
@@ -90,11 +92,13 @@ impl SharedSqliteStore {
         })
     }
 
+    /// A queue with its settings and depth.
     pub(crate) async fn get_queue(&self, name: &str, now_ms: Millis) -> StoreResult<QueueInfo> {
         let index = self.0.index.lock();
         self.0.queue_info(&index, name, now_ms)
     }
 
+    /// A queue's settings.
     pub(crate) async fn get_queue_config(&self, name: &str) -> StoreResult<Arc<QueueConfig>> {
         self.0
             .index
@@ -103,10 +107,12 @@ impl SharedSqliteStore {
             .ok_or_else(|| StoreError::QueueNotFound(name.to_owned()))
     }
 
+    /// Whether another queue names this one as its dead-letter queue.
     pub(crate) async fn is_dead_letter_queue(&self, name: &str) -> StoreResult<bool> {
         Ok(self.0.index.lock().is_dead_letter_queue(name))
     }
 
+    /// Every queue, by name.
     pub(crate) async fn list_queues(&self, now_ms: Millis) -> StoreResult<Vec<QueueInfo>> {
         let index = self.0.index.lock();
         index
@@ -116,6 +122,8 @@ impl SharedSqliteStore {
             .collect()
     }
 
+    /// Deletes a queue and its messages; refused while another queue dead-letters into it.
+    /// Returns the messages removed.
     pub(crate) async fn delete_queue(&self, name: &str) -> StoreResult<u64> {
         let store = &self.0;
         let wait = {

@@ -18,6 +18,7 @@ use crate::{SharedSqliteStore, body_kind, delivery_log, ids, schema, writer};
 const BROWSE_SCAN_MAX: usize = 10_000;
 
 impl SharedSqliteStore {
+    /// Where a message is now, named by id or idempotency key (`Store::message_get`).
     pub(crate) async fn get_status(
         &self,
         params: MessageGetParams,
@@ -73,6 +74,7 @@ impl SharedSqliteStore {
         Ok(status.filter(belongs))
     }
 
+    /// A page of one state's messages in dispatch order, from the index.
     pub(crate) async fn browse(&self, query: BrowseQuery) -> StoreResult<BrowsePage> {
         let index = self.0.index.lock();
         let (entries, next) = index
@@ -101,6 +103,7 @@ impl SharedSqliteStore {
         })
     }
 
+    /// A message's push delivery log.
     pub(crate) async fn deliveries(
         &self,
         params: MessageGetParams,
@@ -120,6 +123,7 @@ impl SharedSqliteStore {
         Ok(Some((status, deliveries)))
     }
 
+    /// A message with its body and headers, while it still has them.
     pub(crate) async fn body(&self, params: MessageGetParams) -> StoreResult<Option<MessageBody>> {
         let Some(status) = self.get_status(params).await? else {
             return Ok(None);
@@ -205,6 +209,7 @@ fn read_failures(
     Ok(parse_failures(text.flatten()))
 }
 
+/// Bodies and headers of the rows `seqs` still holding one (cache misses).
 pub(crate) fn read_payloads(
     conn: &Connection,
     seqs: &[Seq],

@@ -8,6 +8,7 @@ use crate::writer::WriteOp;
 use crate::{SharedSqliteStore, SqliteStore};
 
 impl SharedSqliteStore {
+    /// Stores an endpoint definition, replacing one of the same name.
     pub(crate) async fn put_webhook(
         &self,
         name: &str,
@@ -24,6 +25,7 @@ impl SharedSqliteStore {
         SqliteStore::wait(wait).await
     }
 
+    /// Deletes an endpoint definition; false when there was none.
     pub(crate) async fn delete_webhook(&self, name: &str) -> StoreResult<bool> {
         let exists = self
             .list_webhooks()
@@ -42,6 +44,7 @@ impl SharedSqliteStore {
         Ok(true)
     }
 
+    /// Every endpoint definition as `(name, spec)`, by name.
     pub(crate) async fn list_webhooks(&self) -> StoreResult<Vec<(String, String)>> {
         self.0
             .read(|conn| {
