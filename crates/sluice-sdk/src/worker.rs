@@ -23,6 +23,10 @@ use uuid::Uuid;
 use crate::backend::{Delivery, Nack, NackOutcome, QueueStats};
 use crate::{Error, ErrorCode, Queue, Result};
 
+mod retry;
+
+pub use retry::{Backoff, RetryPolicy};
+
 /// An error returned by a handler.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -32,7 +36,6 @@ type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 const SETTLE_WAIT: Duration = Duration::from_secs(10);
 type DeadLetterHook<T> = Arc<dyn Fn(T, String, DeadLetterContext) -> BoxFuture + Send + Sync>;
 type EmptyHook = Arc<dyn Fn(EmptyContext) -> BoxFuture + Send + Sync>;
-type Retryable = Arc<dyn Fn(&BoxError) -> bool + Send + Sync>;
 
 /// What a handler gets with each event.
 #[derive(Debug, Clone)]
@@ -75,108 +78,6 @@ pub struct DeadLetterContext {
 pub struct EmptyContext {
     /// Events this worker finished so far.
     pub processed: u64,
-}
-
-/// Delay between attempts.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Backoff {
-    /// The same delay after every failure.
-    Fixed(Duration),
-    /// `initial · factor^(attempt-1)`, at most `max`.
-    Exponential {
-        /// After the first failure.
-        initial: Duration,
-        /// The cap.
-        max: Duration,
-        /// Growth per failure.
-        factor: f64,
-    },
-}
-
-impl Backoff {
-    /// The delay after failed attempt `attempt` (1-based).
-    pub fn delay(&self, attempt: u32) -> Duration {
-        match *self {
-            Backoff::Fixed(delay) => delay,
-            Backoff::Exponential {
-                initial,
-                max,
-                factor,
-            } => {
-                let grown = initial.as_secs_f64()
-                    * factor
-                        .max(1.0)
-                        .powi(attempt.saturating_sub(1).min(64) as i32);
-                if grown.is_finite() {
-                    Duration::from_secs_f64(grown).min(max)
-                } else {
-                    max
-                }
-            }
-        }
-    }
-}
-
-/// When and how often to retry.
-///
-/// The queue's own `max_attempts` still applies on the broker: a message is dead-lettered when
-/// either limit is reached, so give the queue at least as many attempts as the policy (or 0,
-/// "retry forever", and let the policy decide). A queue without a dead-letter queue keeps
-/// retrying what the policy would dead-letter.
-#[derive(Clone)]
-pub struct RetryPolicy {
-    max_attempts: u32,
-    backoff: Backoff,
-    retryable: Retryable,
-}
-
-impl std::fmt::Debug for RetryPolicy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RetryPolicy")
-            .field("max_attempts", &self.max_attempts)
-            .field("backoff", &self.backoff)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Default for RetryPolicy {
-    /// 5 attempts, exponential backoff from 1 s doubling to 60 s, every error retryable.
-    fn default() -> Self {
-        Self {
-            max_attempts: 5,
-            backoff: Backoff::Exponential {
-                initial: Duration::from_secs(1),
-                max: Duration::from_secs(60),
-                factor: 2.0,
-            },
-            retryable: Arc::new(|_| true),
-        }
-    }
-}
-
-impl RetryPolicy {
-    /// Up to `max_attempts` deliveries (at least 1), with the default backoff.
-    pub fn new(max_attempts: u32) -> Self {
-        Self {
-            max_attempts: max_attempts.max(1),
-            ..Self::default()
-        }
-    }
-
-    /// The delay between attempts.
-    pub fn backoff(mut self, backoff: Backoff) -> Self {
-        self.backoff = backoff;
-        self
-    }
-
-    /// Errors for which `retryable` is false go to the dead-letter queue at once.
-    pub fn retry_if(
-        mut self,
-        retryable: impl Fn(&BoxError) -> bool + Send + Sync + 'static,
-    ) -> Self {
-        self.retryable = Arc::new(retryable);
-        self
-    }
 }
 
 /// What one slot is doing.
@@ -607,14 +508,13 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
     async fn fail(&self, slot: usize, delivery: &Delivery, error: BoxError) {
         let backend = self.queue.backend();
         let name = self.queue.name();
-        let retryable = (self.retry.retryable)(&error);
-        let last_attempt = delivery.attempt >= self.retry.max_attempts;
+        let decision = self.retry.decide(delivery.attempt, &error);
         let text = error.to_string();
-        let delay = Some(self.retry.backoff.delay(delivery.attempt));
+        let delay = Some(decision.delay);
         let nack = Nack {
             error: text.clone(),
             delay,
-            permanent: !retryable || last_attempt,
+            permanent: decision.dead_letter,
         };
         let mut nacked = backend.nack(name, &delivery.receipt, nack).await;
         if let Err(Error::Invalid { message, .. }) = &nacked {

@@ -16,9 +16,10 @@ use sluice_core::store::{
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
+use crate::reads::{read_payloads, read_status};
 use crate::schema::STATE_DELETED;
 use crate::writer::{ReplayItem, WriteOp};
-use crate::{PURGE_CHUNK_ROWS, SharedSqliteStore, SqliteStore, ids, read_payloads, read_status};
+use crate::{PURGE_CHUNK_ROWS, SharedSqliteStore, SqliteStore, ids};
 
 /// Entries one list call looks at before it answers with a cursor.
 const LIST_SCAN_MAX: usize = 100_000;

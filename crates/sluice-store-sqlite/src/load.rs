@@ -11,25 +11,10 @@ use sluice_core::Millis;
 use sluice_core::dispatch::{Entry, Index, Seq};
 use sluice_core::message::DeadLetterInfo;
 use sluice_core::queue::QueueConfig;
-use sluice_core::wire::QueueSpec;
 use uuid::Uuid;
 
 use crate::schema::STATE_LIVE;
-
-/// A stored queue spec applied to the defaults. A schema this version no longer compiles (a
-/// pattern only a backtracking regex engine could run, stored by an older version) is dropped
-/// with an error in the log, so the queue keeps every other setting (its dead-letter queue,
-/// its push destination) until an admin defines a schema again.
-fn apply_stored(name: &str, mut spec: QueueSpec) -> Result<QueueConfig, String> {
-    match spec.apply_to(QueueConfig::defaults_for(name)) {
-        Err(error) if error.starts_with("schema:") => {
-            tracing::error!(queue = %name, %error, "stored schema no longer accepted; the queue runs without a schema until it is defined again");
-            spec.schema = None;
-            spec.apply_to(QueueConfig::defaults_for(name))
-        }
-        applied => applied,
-    }
-}
+use crate::stored_config::StoredQueueConfig;
 
 /// Loads queues and live messages into `index`; returns the next free seq.
 pub fn load(conn: &Connection, index: &mut Index, now_ms: Millis) -> rusqlite::Result<Seq> {
@@ -43,9 +28,8 @@ pub fn load(conn: &Connection, index: &mut Index, now_ms: Millis) -> rusqlite::R
     })?;
     for queue in queues {
         let (name, config, paused) = queue?;
-        let config = serde_json::from_str::<QueueSpec>(&config)
-            .map_err(|e| e.to_string())
-            .and_then(|spec| apply_stored(&name, spec))
+        let config = StoredQueueConfig::from_json(&config)
+            .and_then(|stored| stored.into_config(&name))
             .unwrap_or_else(|error| {
                 tracing::warn!(queue = %name, %error, "stored queue config is unreadable; using defaults");
                 QueueConfig::defaults_for(&name)
@@ -71,7 +55,7 @@ pub fn load(conn: &Connection, index: &mut Index, now_ms: Millis) -> rusqlite::R
         let config = QueueConfig::for_dead_letter_queue(&dlq);
         conn.execute(
             "INSERT OR IGNORE INTO queues (name, config, created_at) VALUES (?1, ?2, ?3)",
-            params![dlq, crate::writer::config_to_json(&config), now_ms],
+            params![dlq, StoredQueueConfig::to_json(&config), now_ms],
         )?;
         index
             .queue_put(&dlq, config)
@@ -135,23 +119,4 @@ pub fn load(conn: &Connection, index: &mut Index, now_ms: Millis) -> rusqlite::R
         conn.query_row("SELECT MAX(seq) FROM messages", [], |row| row.get(0))?;
     tracing::info!(messages = loaded, "dispatch index rebuilt");
     Ok(max_seq.map_or(1, |max| max as Seq + 1))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_stored_schema_this_version_refuses_drops_only_the_schema() {
-        let spec: QueueSpec = serde_json::from_value(serde_json::json!({
-            "max_attempts": 3,
-            "dead_letter_queue": "pay-failed",
-            "schema": {"type": "string", "pattern": "(?=a)a"},
-        }))
-        .unwrap();
-        let config = apply_stored("pay", spec).unwrap();
-        assert_eq!(config.max_attempts, 3);
-        assert_eq!(config.dead_letter_queue.as_deref(), Some("pay-failed"));
-        assert!(config.schema.is_none());
-    }
 }

@@ -24,10 +24,10 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
 use std::time::Instant;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use sluice_core::Millis;
 use sluice_core::dispatch::{Change, Entry, Seq};
 use sluice_core::message::{NewMessage, Payload};
 use sluice_core::store::{Enqueued, StoreError, StoreResult};
-use sluice_core::{Millis, queue::QueueConfig};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
@@ -973,14 +973,4 @@ fn apply_change(
         }
     }
     Ok(())
-}
-
-/// Queue config as stored: the wire spec with every field set.
-pub fn config_to_json(config: &QueueConfig) -> String {
-    let mut out =
-        serde_json::to_value(sluice_core::wire::QueueConfigOut::from(config)).unwrap_or_default();
-    if config.dead_letter_queue.is_none() {
-        out["dead_letter_queue"] = serde_json::Value::String(String::new());
-    }
-    out.to_string()
 }

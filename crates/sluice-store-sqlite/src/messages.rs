@@ -1,0 +1,272 @@
+//! A message's way through a queue: enqueue, claim, and the answers to a lease (ack, nack,
+//! extend). Pause, purge and cancel are in `lifecycle.rs`.
+
+use std::sync::Arc;
+
+use sluice_core::Millis;
+use sluice_core::dispatch::{LeaseError, NackOutcome, Seq};
+use sluice_core::store::{
+    AckParams, Claim, ClaimParams, EnqueueParams, Enqueued, ExtendParams, NackParams, StoreError,
+    StoreResult,
+};
+use tokio::sync::oneshot;
+
+use crate::reads::read_payloads;
+use crate::writer::WriteOp;
+use crate::{SharedSqliteStore, SqliteStore};
+
+impl SharedSqliteStore {
+    /// Stores new messages. A batch that would pass the queue's `max_depth`, or the bound on
+    /// the writer's inbox, is refused whole, with nothing changed.
+    pub(crate) async fn enqueue(&self, params: EnqueueParams) -> StoreResult<Vec<Enqueued>> {
+        let store = &self.0;
+        if let Some(refused) = store.health.refusal(true) {
+            return Err(refused);
+        }
+        let count = params.messages.len() as u64;
+        // New work is refused while too much of it waits for the writer; nothing has changed
+        // yet, so the caller can simply try again.
+        let charge = store.inbox.charge(&params.messages)?;
+        let (queue, dedup_window_ms, reserved) = {
+            let mut index = store.index.lock();
+            let config = index
+                .queue_config(&params.queue)
+                .ok_or_else(|| StoreError::QueueNotFound(params.queue.clone()))?;
+            // The depth check counts messages on their way to disk too, so concurrent batches
+            // cannot overshoot the limit together. All or nothing for a batch.
+            if let Some(max_depth) = config.max_depth {
+                index.reserve(&params.queue, count).map_err(|depth| {
+                    let drain_rate = index.ack_rate(&params.queue, params.now_ms);
+                    StoreError::QueueFull {
+                        queue: params.queue.clone(),
+                        depth,
+                        max_depth,
+                        refused: count,
+                        retry_after_s: retry_after_s(count, drain_rate),
+                    }
+                })?;
+            }
+            (
+                index.queue_name(&params.queue).expect("config found"),
+                config.dedup_window_ms,
+                config.max_depth.is_some(),
+            )
+        };
+        let (reply, wait) = oneshot::channel();
+        let sent = store.send(WriteOp::Enqueue {
+            queue: queue.clone(),
+            dedup_window_ms,
+            now_ms: params.now_ms,
+            messages: params.messages,
+            reply,
+            charge,
+        });
+        let result = match sent {
+            Ok(()) => SqliteStore::wait(wait).await,
+            Err(error) => Err(error),
+        };
+        if reserved {
+            // Published by now (or failed): the index counts what was stored.
+            store.index.lock().release(&queue, count);
+        }
+        result
+    }
+
+    /// Claims; with `record_now` the attempt counts are durable before the claim returns
+    /// (otherwise they wait in `claims.rs` for an ack).
+    pub(crate) async fn claim(&self, params: ClaimParams, record_now: bool) -> StoreResult<Claim> {
+        let store = &self.0;
+        let mut recorded = None;
+        let (claimed, next_change_at_ms) = {
+            let mut index = store.index.lock();
+            let config = index
+                .queue_config(&params.queue)
+                .ok_or_else(|| StoreError::QueueNotFound(params.queue.clone()))?;
+            let changes = index.tick_queue(&params.queue, params.now_ms);
+            if !changes.is_empty() {
+                if let Some(dlq) = &config.dead_letter_queue {
+                    store.notifier.wake(dlq);
+                }
+                store.send(WriteOp::Apply {
+                    changes,
+                    now_ms: params.now_ms,
+                    reply: None,
+                })?;
+            }
+            let lease_ms = params.lease_ms.unwrap_or(config.visibility_timeout_ms);
+            let claimed = index.claim(
+                &params.queue,
+                params.max,
+                lease_ms,
+                params.now_ms,
+                rand::random,
+            );
+            if !claimed.is_empty() {
+                let records = claimed
+                    .iter()
+                    .map(|c| (c.seq, c.message.attempts, c.message.first_received_at_ms))
+                    .collect();
+                let reply = record_now.then(|| {
+                    let (reply, wait) = oneshot::channel();
+                    recorded = Some(wait);
+                    reply
+                });
+                store.send(WriteOp::Claimed { records, reply })?;
+            }
+            (claimed, index.next_change_at(&params.queue))
+        };
+        if let Some(wait) = recorded {
+            SqliteStore::wait(wait).await?;
+        }
+        let missing: Vec<Seq> = claimed
+            .iter()
+            .filter(|c| !c.payload_cached)
+            .map(|c| c.seq)
+            .collect();
+        let mut payloads = if missing.is_empty() {
+            Vec::new()
+        } else {
+            self.0
+                .read(move |conn| read_payloads(conn, &missing))
+                .await?
+        };
+        let messages = claimed
+            .into_iter()
+            .map(|mut c| {
+                if !c.payload_cached
+                    && let Some(position) = payloads.iter().position(|(seq, _)| *seq == c.seq)
+                {
+                    c.message.payload = Arc::new(payloads.swap_remove(position).1);
+                }
+                c.message
+            })
+            .collect();
+        Ok(Claim {
+            messages,
+            next_change_at_ms,
+        })
+    }
+
+    /// Acks each receipt on its own; the results are per receipt, in order.
+    pub(crate) async fn ack(
+        &self,
+        mut params: AckParams,
+    ) -> StoreResult<Vec<Result<(), LeaseError>>> {
+        let store = &self.0;
+        let mut results = Vec::with_capacity(params.receipts.len());
+        let wait = {
+            let mut index = store.index.lock();
+            if index.queue_config(&params.queue).is_none() {
+                return Err(StoreError::QueueNotFound(params.queue));
+            }
+            let mut seqs = Vec::new();
+            let mut memos = Vec::new();
+            for receipt in &params.receipts {
+                let entry = index
+                    .seq_of(&receipt.message_id)
+                    .and_then(|seq| index.entry(seq));
+                // The acked record keeps the delivery count the lease had.
+                let attempts = entry.map(|entry| (entry.attempts, entry.first_received_at_ms));
+                let memo = entry.and_then(|entry| {
+                    let key = entry.idempotency_key.clone()?;
+                    Some((entry.queue.clone(), key, entry.id))
+                });
+                match index.ack(&params.queue, receipt, params.now_ms) {
+                    Ok(seq) => {
+                        store.log_delivery(seq, params.delivery.take())?;
+                        let (attempts, first_received_at_ms) = attempts.unwrap_or_default();
+                        seqs.push((seq, attempts, first_received_at_ms));
+                        memos.extend(memo);
+                        results.push(Ok(()));
+                    }
+                    Err(error) => results.push(Err(error)),
+                }
+            }
+            if seqs.is_empty() {
+                None
+            } else {
+                let (reply, wait) = oneshot::channel();
+                // Sent under the index lock so the disk sees changes in the order the index made them.
+                store.send(WriteOp::Ack {
+                    seqs,
+                    memos,
+                    result: params.result,
+                    now_ms: params.now_ms,
+                    reply,
+                })?;
+                Some(wait)
+            }
+        };
+        if let Some(wait) = wait {
+            SqliteStore::wait(wait).await?;
+            // An ack can unblock the next message of a lane.
+            store.notifier.wake(&params.queue);
+        }
+        Ok(results)
+    }
+
+    /// Fails an attempt: the index decides between a retry and the dead-letter queue.
+    pub(crate) async fn nack(&self, params: NackParams) -> StoreResult<NackOutcome> {
+        let store = &self.0;
+        let error = params.error.map(|e| Arc::from(truncate(e)));
+        let (outcome, wait) = {
+            let mut index = store.index.lock();
+            if index.queue_config(&params.queue).is_none() {
+                return Err(StoreError::QueueNotFound(params.queue));
+            }
+            let (change, outcome) = index.nack(
+                &params.queue,
+                &params.receipt,
+                error,
+                params.delay_ms,
+                params.permanent,
+                params.now_ms,
+            )?;
+            // Before the change, so its answer means the attempt is on disk too.
+            store.log_delivery(change.seq(), params.delivery)?;
+            let (reply, wait) = oneshot::channel();
+            store.send(WriteOp::Apply {
+                changes: vec![change],
+                now_ms: params.now_ms,
+                reply: Some(reply),
+            })?;
+            (outcome, wait)
+        };
+        SqliteStore::wait(wait).await?;
+        store.notifier.wake(&params.queue);
+        if let NackOutcome::DeadLettered { queue } = &outcome {
+            store.notifier.wake(queue);
+        }
+        Ok(outcome)
+    }
+
+    /// Renews a lease (in memory only: leases are not written).
+    pub(crate) async fn extend(&self, params: ExtendParams) -> StoreResult<Millis> {
+        let mut index = self.0.index.lock();
+        if index.queue_config(&params.queue).is_none() {
+            return Err(StoreError::QueueNotFound(params.queue));
+        }
+        Ok(index.extend(
+            &params.queue,
+            &params.receipt,
+            params.timeout_ms,
+            params.now_ms,
+        )?)
+    }
+}
+
+/// Seconds a refused producer should wait: the time the queue takes to drain the batch at its
+/// recent ack rate, between 1 and 60 (10 when nothing is being acked).
+fn retry_after_s(count: u64, acks_per_s: f64) -> u64 {
+    if acks_per_s <= 0.0 {
+        return 10;
+    }
+    ((count as f64 / acks_per_s).ceil() as u64).clamp(1, 60)
+}
+
+fn truncate(mut text: String) -> String {
+    let kept =
+        sluice_core::message::cut_utf8(&text, sluice_core::queue::limits::ERROR_BYTES_MAX).len();
+    text.truncate(kept);
+    text
+}

@@ -1,0 +1,178 @@
+//! Queue definitions: define or update, look up, list and delete.
+//!
+//! The index changes and the write is queued under one lock, so the disk sees definitions and
+//! deletions in the order the index made them.
+
+use std::sync::Arc;
+
+use sluice_core::Millis;
+use sluice_core::dispatch::Index;
+use sluice_core::queue::QueueConfig;
+use sluice_core::store::{QueueInfo, QueuePut, QueuePutParams, StoreError, StoreResult};
+use tokio::sync::oneshot;
+
+use crate::stored_config::StoredQueueConfig;
+use crate::writer::WriteOp;
+use crate::{PURGE_CHUNK_ROWS, SharedSqliteStore, SqliteStore};
+
+impl SqliteStore {
+    fn queue_info(&self, index: &Index, name: &str, now_ms: Millis) -> StoreResult<QueueInfo> {
+        let config = index
+            .queue_config(name)
+            .ok_or_else(|| StoreError::QueueNotFound(name.to_owned()))?;
+        let depth = index.depth(name, now_ms).unwrap_or_default();
+        let dead_letter_depth = config
+            .dead_letter_queue
+            .as_deref()
+            .map(|dlq| index.queue_len(dlq));
+        Ok(QueueInfo {
+            name: name.to_owned(),
+            config: (*config).clone(),
+            depth,
+            dead_letter_depth,
+        })
+    }
+}
+
+impl SharedSqliteStore {
+    /// Defines or updates a queue, creating the dead-letter queue it names when missing
+    /// (`Store::queue_put`).
+    pub(crate) async fn put_queue(&self, params: QueuePutParams) -> StoreResult<QueuePut> {
+        let store = &self.0;
+        // The index changes and the write is queued under one lock, so concurrent definitions
+        // and deletions reach the disk in the order the index saw them (a deletion cannot slip
+        // between a definition's write and its index update and leave a queue only in memory).
+        // Enqueues to the new definition are queued behind its row.
+        let (created, dead_letter_created, wait) = {
+            let mut index = store.index.lock();
+            let created = index.queue_config(&params.name).is_none();
+            let dlq = params
+                .config
+                .dead_letter_queue
+                .clone()
+                .filter(|dlq| index.queue_config(dlq).is_none() && dlq != &params.name);
+            if dlq.is_none()
+                && index
+                    .queue_config(&params.name)
+                    .is_some_and(|stored| *stored == params.config)
+            {
+                // Nothing changes (a start applying the same config file): no write, so a start
+                // on a full disk does not wait for one.
+                return Ok(QueuePut {
+                    created: false,
+                    dead_letter_created: false,
+                });
+            }
+            let mut queues = vec![(params.name.clone(), params.config.clone())];
+            if let Some(dlq) = &dlq {
+                queues.push((dlq.clone(), QueueConfig::for_dead_letter_queue(dlq)));
+            }
+            let rows = queues
+                .iter()
+                .map(|(name, config)| (name.clone(), StoredQueueConfig::to_json(config)))
+                .collect();
+            // Refuses an ordering change while messages are queued; nothing is written then.
+            for (name, config) in queues {
+                index
+                    .queue_put(&name, config)
+                    .map_err(StoreError::Conflict)?;
+            }
+            let (reply, wait) = oneshot::channel();
+            store.send(WriteOp::QueuePut {
+                queues: rows,
+                now_ms: params.now_ms,
+                reply,
+            })?;
+            (created, dlq.is_some(), wait)
+        };
+        SqliteStore::wait(wait).await?;
+        Ok(QueuePut {
+            created,
+            dead_letter_created,
+        })
+    }
+
+    /// A queue with its settings and depth.
+    pub(crate) async fn get_queue(&self, name: &str, now_ms: Millis) -> StoreResult<QueueInfo> {
+        let index = self.0.index.lock();
+        self.0.queue_info(&index, name, now_ms)
+    }
+
+    /// A queue's settings.
+    pub(crate) async fn get_queue_config(&self, name: &str) -> StoreResult<Arc<QueueConfig>> {
+        self.0
+            .index
+            .lock()
+            .queue_config(name)
+            .ok_or_else(|| StoreError::QueueNotFound(name.to_owned()))
+    }
+
+    /// Whether another queue names this one as its dead-letter queue.
+    pub(crate) async fn is_dead_letter_queue(&self, name: &str) -> StoreResult<bool> {
+        Ok(self.0.index.lock().is_dead_letter_queue(name))
+    }
+
+    /// Every queue, by name.
+    pub(crate) async fn list_queues(&self, now_ms: Millis) -> StoreResult<Vec<QueueInfo>> {
+        let index = self.0.index.lock();
+        index
+            .queue_names()
+            .iter()
+            .map(|name| self.0.queue_info(&index, name, now_ms))
+            .collect()
+    }
+
+    /// Deletes a queue and its messages; refused while another queue dead-letters into it.
+    /// Returns the messages removed.
+    pub(crate) async fn delete_queue(&self, name: &str) -> StoreResult<u64> {
+        let store = &self.0;
+        let wait = {
+            let mut index = store.index.lock();
+            if index.queue_config(name).is_none() {
+                return Err(StoreError::QueueNotFound(name.to_owned()));
+            }
+            let users: Vec<_> = index
+                .queue_names()
+                .into_iter()
+                .filter(|other| {
+                    &**other != name
+                        && index
+                            .queue_config(other)
+                            .and_then(|c| c.dead_letter_queue.clone())
+                            .as_deref()
+                            == Some(name)
+                })
+                .collect();
+            if !users.is_empty() {
+                let users: Vec<&str> = users.iter().map(|u| &**u).collect();
+                return Err(StoreError::Conflict(format!(
+                    "queue {name:?} is the dead-letter queue of {}; delete those first",
+                    users.join(", ")
+                )));
+            }
+            // The rows go by primary key, a chunk per transaction, so a big queue never holds
+            // the writer for long; the index already knows which rows are live. The queue row
+            // goes with the first chunk: rows of a deleted queue left by a crash are removed at
+            // the next start. Sent under the lock, so no later write can come between them.
+            let mut seqs = index.queue_remove(name);
+            // In table order, each chunk touches few pages (the index hands them out unordered).
+            seqs.sort_unstable();
+            let mut chunks = seqs.chunks(PURGE_CHUNK_ROWS);
+            let (reply, wait) = oneshot::channel();
+            store.send(WriteOp::QueueDelete {
+                name: name.to_owned(),
+                seqs: chunks.next().unwrap_or_default().to_vec(),
+                reply,
+            })?;
+            for chunk in chunks {
+                store.send(WriteOp::Purge {
+                    seqs: chunk.to_vec(),
+                })?;
+            }
+            (wait, seqs.len() as u64)
+        };
+        SqliteStore::wait(wait.0).await?;
+        store.notifier.wake(name);
+        Ok(wait.1)
+    }
+}

@@ -1,0 +1,287 @@
+//! Lookups that read and change nothing: a message's status, a browse page, its body, its push
+//! delivery log. The index answers for live messages; rows it no longer holds are read back
+//! from disk on the pooled read-only connections.
+
+use rusqlite::{Connection, OptionalExtension, params};
+use sluice_core::Millis;
+use sluice_core::dispatch::Seq;
+use sluice_core::message::{DeadLetterInfo, MessageState, MessageStatus, Payload};
+use sluice_core::store::{
+    BrowsePage, BrowseQuery, BrowsedMessage, MessageBody, MessageGetParams, MessageRef, StoreError,
+    StoreResult,
+};
+use uuid::Uuid;
+
+use crate::{SharedSqliteStore, body_kind, delivery_log, ids, schema, writer};
+
+/// Members a browse of waiting messages looks at per page, so it never holds the index for long.
+const BROWSE_SCAN_MAX: usize = 10_000;
+
+impl SharedSqliteStore {
+    /// Where a message is now, named by id or idempotency key (`Store::message_get`).
+    pub(crate) async fn get_status(
+        &self,
+        params: MessageGetParams,
+    ) -> StoreResult<Option<MessageStatus>> {
+        let store = &self.0;
+        if store.index.lock().queue_config(&params.queue).is_none() {
+            return Err(StoreError::QueueNotFound(params.queue));
+        }
+        let Some(record) = self
+            .resolve(&params.queue, params.by.clone(), params.now_ms)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let id = record.message_id;
+        let belongs = |status: &MessageStatus| {
+            status.queue == params.queue
+                || status
+                    .dead_letter
+                    .as_ref()
+                    .is_some_and(|d| d.source_queue == params.queue)
+        };
+        let live = store.index.lock().status(&id);
+        if let Some(mut status) = live {
+            if !belongs(&status) {
+                return Ok(None);
+            }
+            // Failed attempts are only on disk; messages that never failed need no read. The
+            // latest failure may still be queued for the writer (the index changes first), so
+            // wait for what is queued to be committed before reading.
+            if status.last_error.is_some() {
+                store.flush().await?;
+                status.failures = store.read(move |conn| read_failures(conn, id)).await?;
+            }
+            return Ok(Some(status));
+        }
+        let mut status = store.read(move |conn| read_status(conn, id)).await?;
+        if status
+            .as_ref()
+            .is_some_and(|status| !status.state.is_final())
+        {
+            // A live row the index no longer holds: its final state (an ack, expiry, cancel,
+            // purge) is on its way to disk. Wait for the writer, then read what it wrote.
+            store.flush().await?;
+            status = store.read(move |conn| read_status(conn, id)).await?;
+        }
+        if status.is_none()
+            && let (Some(_), MessageRef::IdempotencyKey(key)) = (record.acked_at_ms, &params.by)
+        {
+            // The acked record is gone but the key's window is open: it remembers the outcome.
+            return Ok(Some(remembered_ack(&params.queue, key, record)));
+        }
+        Ok(status.filter(belongs))
+    }
+
+    /// A page of one state's messages in dispatch order, from the index.
+    pub(crate) async fn browse(&self, query: BrowseQuery) -> StoreResult<BrowsePage> {
+        let index = self.0.index.lock();
+        let (entries, next) = index
+            .browse(
+                &query.queue,
+                query.state,
+                query.after,
+                query.limit,
+                BROWSE_SCAN_MAX,
+            )
+            .ok_or_else(|| StoreError::QueueNotFound(query.queue.clone()))?;
+        let messages = entries
+            .into_iter()
+            .filter_map(|entry| {
+                Some(BrowsedMessage {
+                    status: index.status(&entry.id)?,
+                    leased_at_ms: index.leased_at(entry.seq),
+                    body_bytes: entry.payload.as_ref().map(|p| p.body_bytes.len() as u64),
+                })
+            })
+            .collect();
+        Ok(BrowsePage {
+            messages,
+            next,
+            counts: index.browse_counts(&query.queue).unwrap_or_default(),
+        })
+    }
+
+    /// A message's push delivery log.
+    pub(crate) async fn deliveries(
+        &self,
+        params: MessageGetParams,
+    ) -> StoreResult<Option<(MessageStatus, Vec<sluice_core::message::DeliveryAttempt>)>> {
+        let Some(status) = self.get_status(params).await? else {
+            return Ok(None);
+        };
+        let Some(seq) = ids::decode(&status.message_id) else {
+            return Ok(Some((status, Vec::new())));
+        };
+        // The latest attempt may still be on its way to the writer.
+        self.0.flush().await?;
+        let deliveries = self
+            .0
+            .read(move |conn| delivery_log::read(conn, seq))
+            .await?;
+        Ok(Some((status, deliveries)))
+    }
+
+    /// A message with its body and headers, while it still has them.
+    pub(crate) async fn body(&self, params: MessageGetParams) -> StoreResult<Option<MessageBody>> {
+        let Some(status) = self.get_status(params).await? else {
+            return Ok(None);
+        };
+        // Final rows keep no body, except a replayed dead letter's.
+        if status.state.is_final() && status.state != MessageState::Replayed {
+            return Ok(Some(MessageBody {
+                status,
+                payload: None,
+            }));
+        }
+        let Some(seq) = ids::decode(&status.message_id) else {
+            return Ok(Some(MessageBody {
+                status,
+                payload: None,
+            }));
+        };
+        let cached = self.0.index.lock().payload_of(seq);
+        let payload = match cached {
+            Some(payload) => Some((*payload).clone()),
+            None => self
+                .0
+                .read(move |conn| read_payloads(conn, &[seq]))
+                .await?
+                .pop()
+                .map(|(_, payload)| payload),
+        };
+        Ok(Some(MessageBody { status, payload }))
+    }
+}
+
+/// What an idempotency key remembers of a message acked longer ago than its record is kept.
+fn remembered_ack(queue: &str, key: &str, record: writer::IdempotencyRecord) -> MessageStatus {
+    let acked_at_ms = record.acked_at_ms.unwrap_or_default();
+    // Message ids are UUIDv7 stamped at enqueue.
+    let enqueued_at_ms = record
+        .message_id
+        .get_timestamp()
+        .map_or(acked_at_ms, |stamp| {
+            let (seconds, nanos) = stamp.to_unix();
+            seconds as Millis * 1000 + Millis::from(nanos / 1_000_000)
+        });
+    MessageStatus {
+        message_id: record.message_id,
+        queue: queue.to_owned(),
+        state: MessageState::Acked,
+        idempotency_key: Some(key.to_owned()),
+        key: None,
+        priority: 0,
+        attempts: 0,
+        enqueued_at_ms,
+        first_received_at_ms: None,
+        visible_at_ms: enqueued_at_ms,
+        lease_expires_at_ms: None,
+        last_error: None,
+        acked_at_ms: Some(acked_at_ms),
+        finished_at_ms: Some(acked_at_ms),
+        dead_letter: None,
+        result: record.result,
+        replayed_as: None,
+        failures: Vec::new(),
+    }
+}
+
+/// The failure log as stored (a JSON array); an unreadable one is treated as empty.
+fn parse_failures(text: Option<String>) -> Vec<sluice_core::message::Failure> {
+    text.and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default()
+}
+
+/// The failure log of a message the index holds (it lives on disk only).
+fn read_failures(
+    conn: &Connection,
+    id: Uuid,
+) -> rusqlite::Result<Vec<sluice_core::message::Failure>> {
+    let Some(seq) = ids::decode(&id) else {
+        return Ok(Vec::new());
+    };
+    let text: Option<Option<String>> = conn
+        .prepare_cached("SELECT failures FROM messages WHERE seq = ?1")?
+        .query_row(params![seq as i64], |row| row.get(0))
+        .optional()?;
+    Ok(parse_failures(text.flatten()))
+}
+
+/// Bodies and headers of the rows `seqs` still holding one (cache misses).
+pub(crate) fn read_payloads(
+    conn: &Connection,
+    seqs: &[Seq],
+) -> rusqlite::Result<Vec<(Seq, Payload)>> {
+    let mut statement =
+        conn.prepare_cached("SELECT body, body_kind, headers FROM messages WHERE seq = ?1")?;
+    let mut payloads = Vec::with_capacity(seqs.len());
+    for &seq in seqs {
+        let row = statement
+            .query_row(params![seq as i64], |row| {
+                let body: Option<Vec<u8>> = row.get(0)?;
+                let kind: body_kind::BodyKindColumn = row.get(1)?;
+                let headers: Option<String> = row.get(2)?;
+                Ok(Payload {
+                    body_bytes: body.unwrap_or_default(),
+                    body_kind: kind.0,
+                    headers: headers
+                        .and_then(|h| serde_json::from_str(&h).ok())
+                        .unwrap_or_default(),
+                })
+            })
+            .optional()?;
+        if let Some(payload) = row {
+            payloads.push((seq, payload));
+        }
+    }
+    Ok(payloads)
+}
+
+/// Status of a message as stored: for one the index does not hold, in a final state (or gone).
+pub(crate) fn read_status(conn: &Connection, id: Uuid) -> rusqlite::Result<Option<MessageStatus>> {
+    conn.prepare_cached(
+        "SELECT queue, state, idempotency_key, msg_key, priority, attempts, enqueued_at, first_received_at, visible_at, last_error, acked_at,
+                dead_source_queue, dead_last_error, dead_attempts, dead_first_seen_at, dead_last_seen_at, result, replayed_as, failures
+         FROM messages WHERE seq = ?1 AND id = ?2",
+    )?
+    .query_row(params![ids::decode(&id).map_or(-1, |seq| seq as i64), id.as_bytes()], |row| {
+        let state: i64 = row.get(1)?;
+        let dead_source_queue: Option<String> = row.get(11)?;
+        let dead_letter = match dead_source_queue {
+            Some(source_queue) => Some(DeadLetterInfo {
+                source_queue,
+                last_error: row.get(12)?,
+                attempts: row.get(13)?,
+                first_seen_at_ms: row.get(14)?,
+                last_seen_at_ms: row.get(15)?,
+            }),
+            None => None,
+        };
+        let state = schema::message_state(state);
+        let finished_at_ms: Option<Millis> = row.get(10)?;
+        let replayed_as: Option<Vec<u8>> = row.get(17)?;
+        Ok(MessageStatus {
+            message_id: id,
+            queue: row.get(0)?,
+            state,
+            idempotency_key: row.get(2)?,
+            key: row.get(3)?,
+            priority: row.get(4)?,
+            attempts: row.get(5)?,
+            enqueued_at_ms: row.get(6)?,
+            first_received_at_ms: row.get(7)?,
+            visible_at_ms: row.get(8)?,
+            lease_expires_at_ms: None,
+            last_error: row.get(9)?,
+            acked_at_ms: finished_at_ms.filter(|_| state == MessageState::Acked),
+            finished_at_ms: finished_at_ms.filter(|_| state.is_final()),
+            dead_letter,
+            result: row.get(16)?,
+            replayed_as: replayed_as.and_then(|bytes| Uuid::from_slice(&bytes).ok()),
+            failures: parse_failures(row.get(18)?),
+        })
+    })
+    .optional()
+}
