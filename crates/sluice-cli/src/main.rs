@@ -8,7 +8,6 @@
 //! [`Exit`]: its own exit code and no `error:` line. The commands live in `cmd_*` modules,
 //! printing in `output`.
 
-mod bench;
 mod client_args;
 mod cmd_cancel;
 mod cmd_dlq;
@@ -65,7 +64,7 @@ enum Command {
         mut_arg("token", |arg| arg.hide(true)),
         mut_arg("token_file", |arg| arg.hide(true))
     )]
-    Bench(bench::BenchArgs),
+    Bench(BenchCommand),
     /// Create, list, inspect, pause, purge, drain and delete queues.
     #[command(subcommand)]
     Queue(cmd_queue::QueueCommand),
@@ -89,6 +88,17 @@ enum Command {
     /// Cancel a message that has not been delivered yet, by message id or idempotency key (--id).
     #[command(after_help = cmd_cancel::EXIT_CODES)]
     Cancel(cmd_cancel::CancelArgs),
+}
+
+/// `sluice bench`'s flags (the `sluice-bench` crate's), and the token flags under their own ids,
+/// so the global ones are not propagated to bench (and not listed in its help); [`parse`]
+/// refuses them when given.
+#[derive(Debug, clap::Args)]
+struct BenchCommand {
+    #[command(flatten)]
+    args: sluice_bench::BenchArgs,
+    #[command(flatten)]
+    _tokens: client_args::TokenArgs,
 }
 
 /// Ends the command with this exit code and no `error:` line: the command ran and printed its
@@ -228,7 +238,7 @@ async fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
     let json = cli.client.json;
     match cli.command {
         Command::Serve(args) => cmd_serve::run(args).await,
-        Command::Bench(args) => bench::run(args).await,
+        Command::Bench(command) => sluice_bench::run(command.args).await,
         Command::Queue(command) => cmd_queue::run(&client()?, command, json).await,
         Command::Stats(args) => cmd_stats::run(&client()?, args, json).await,
         Command::Dlq(command) => cmd_dlq::run(&client()?, command, json).await,

@@ -11,6 +11,7 @@
 //! This crate only speaks HTTP: it holds no state beyond a connection pool and knows nothing of
 //! stores or the server's internals.
 
+pub mod duration;
 mod error;
 
 use std::time::Duration;

@@ -2,8 +2,9 @@
 //!
 //! With no token configured every route is open (the server then refuses a non-loopback
 //! address unless told otherwise, see [`check_exposure`]). With tokens, every route is governed
-//! by one rule of [`RULES`], keyed by its path template; a route without a rule is refused, and
-//! a test holds the table and the OpenAPI document together. A token comes as
+//! by one [`Rule`], keyed by its path template and written down where the route is registered
+//! (`api::route`); a method without a rule is refused. The login form's routes are outside the
+//! check: they are how a browser gets its session. A token comes as
 //! `Authorization: Bearer <token>`; the dashboard's login form trades one for a session whose
 //! random id rides in the `sluice_session` cookie ([`session`]). Tokens are compared as SHA-256
 //! digests in constant time and never logged.
@@ -299,86 +300,51 @@ pub enum Need {
     Metrics,
 }
 
-/// The rule of every route, by method and path template. A route missing here is refused
-/// when access control is on, and a test checks every OpenAPI route is here.
-pub const RULES: &[(&str, &str, Need)] = &[
-    ("GET", "/healthz", Need::Public),
-    ("GET", "/readyz", Need::Public),
-    ("GET", "/v1/openapi.json", Need::Public),
-    ("POST", "/hooks/{name}", Need::Public),
-    ("GET", "/metrics", Need::Metrics),
-    ("GET", "/v1/queues", Need::AnyToken),
-    ("GET", "/v1/queues/{queue}", Need::Read),
-    ("PUT", "/v1/queues/{queue}", Need::Admin),
-    ("DELETE", "/v1/queues/{queue}", Need::Admin),
-    ("GET", "/v1/queues/{queue}/stats", Need::Read),
-    ("GET", "/v1/queues/{queue}/history", Need::Read),
-    ("GET", "/v1/history", Need::AnyToken),
-    ("POST", "/v1/queues/{queue}/pause", Need::Admin),
-    ("POST", "/v1/queues/{queue}/resume", Need::Admin),
-    ("POST", "/v1/queues/{queue}/push/pause", Need::Admin),
-    ("POST", "/v1/queues/{queue}/push/resume", Need::Admin),
-    ("POST", "/v1/queues/{queue}/purge", Need::Admin),
-    ("POST", "/v1/queues/{queue}/drain", Need::Read),
-    ("POST", "/v1/queues/{queue}/cancel", Need::Produce),
-    ("GET", "/v1/queues/{queue}/dlq", Need::Read),
-    ("DELETE", "/v1/queues/{queue}/dlq", Need::Admin),
-    ("POST", "/v1/queues/{queue}/dlq/replay", Need::Admin),
-    ("GET", "/v1/queues/{queue}/dlq/{message_id}", Need::Read),
-    ("DELETE", "/v1/queues/{queue}/dlq/{message_id}", Need::Admin),
-    (
-        "POST",
-        "/v1/queues/{queue}/dlq/{message_id}/replay",
-        Need::Admin,
-    ),
-    ("POST", "/v1/queues/{queue}/messages", Need::Produce),
-    ("GET", "/v1/queues/{queue}/messages", Need::Read),
-    (
-        "GET",
-        "/v1/queues/{queue}/messages/{message_id}",
-        Need::Read,
-    ),
-    ("POST", "/v1/queues/{queue}/receive", Need::Consume),
-    ("POST", "/v1/queues/{queue}/ack", Need::Consume),
-    ("POST", "/v1/queues/{queue}/nack", Need::Consume),
-    ("POST", "/v1/queues/{queue}/extend", Need::Consume),
-    ("GET", "/v1/webhooks", Need::Admin),
-    ("GET", "/v1/webhooks/{name}", Need::Admin),
-    ("PUT", "/v1/webhooks/{name}", Need::Admin),
-    ("DELETE", "/v1/webhooks/{name}", Need::Admin),
-    ("POST", "/v1/_test/clock/advance", Need::Admin),
-    // The dashboard's reads.
-    ("GET", "/v1/queues/{queue}/browse", Need::Read),
-    (
-        "GET",
-        "/v1/queues/{queue}/messages/{message_id}/body",
-        Need::Read,
-    ),
-    (
-        "GET",
-        "/v1/queues/{queue}/messages/{message_id}/deliveries",
-        Need::Read,
-    ),
-    ("GET", "/ui/login", Need::Public),
-    ("POST", "/ui/login", Need::Public),
-    ("POST", "/ui/logout", Need::Public),
-];
+/// The access rule of one route: what a caller needs to call `method path`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// The method (a GET rule covers HEAD too).
+    pub method: Method,
+    /// The route's path template, as the router matched it (`/v1/queues/{queue}`).
+    pub path: String,
+    /// Who may call it.
+    pub need: Need,
+}
 
-/// Routes whose template starts with these are the dashboard's static pages and assets:
-/// public, because they hold no data (the data comes from the API, which checks).
-const PUBLIC_PREFIXES: [&str; 2] = ["/ui", "/"];
+/// The rules of every guarded route, by method and path template. They are written down with
+/// the routes themselves (`api::route`: each module's `routes()` gives each handler its rule),
+/// so a route cannot be served without one; a method a route has no rule for is refused.
+#[derive(Debug, Default)]
+pub struct Rules(Vec<Rule>);
 
-/// The rule of a route.
-pub fn need(method: &Method, template: &str) -> Option<Need> {
-    if let Some(&(_, _, need)) = RULES
-        .iter()
-        .find(|(m, path, _)| *m == method.as_str() && *path == template)
-    {
-        return Some(need);
+impl Rules {
+    /// The rules, as the route table lists them.
+    pub fn new(rules: Vec<Rule>) -> Self {
+        Self(rules)
     }
-    let is_page = method == Method::GET
-        && (template == PUBLIC_PREFIXES[1] || template.starts_with(PUBLIC_PREFIXES[0]));
-    is_page.then_some(Need::Public)
+
+    /// The rule of a route.
+    pub fn need(&self, method: &Method, template: &str) -> Option<Need> {
+        self.0
+            .iter()
+            .find(|rule| rule.method == method && rule.path == template)
+            .map(|rule| rule.need)
+    }
+
+    /// Every rule.
+    pub fn iter(&self) -> impl Iterator<Item = &Rule> {
+        self.0.iter()
+    }
+}
+
+/// What the access check holds: the server's state and the rules of the routes it guards.
+#[derive(Clone)]
+pub struct Guard {
+    /// The server's state (its tokens, and the store that says which queues are dead-letter
+    /// queues).
+    pub app: AppState,
+    /// The rules of the guarded routes.
+    pub rules: Arc<Rules>,
 }
 
 /// How a request carried its token.
@@ -441,7 +407,8 @@ fn forbidden(message: String) -> Response {
 
 /// Lets a request through when its token allows the route; the caller rides along in the
 /// request's extensions for handlers that filter lists.
-pub async fn authorize(State(app): State<AppState>, request: Request, next: Next) -> Response {
+pub async fn authorize(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    let app = &guard.app;
     let auth = &app.auth;
     if !auth.enabled() {
         return next.run(request).await;
@@ -452,7 +419,7 @@ pub async fn authorize(State(app): State<AppState>, request: Request, next: Next
         .get::<MatchedPath>()
         .map_or("", |m| m.as_str())
         .to_owned();
-    let params = RawPathParams::from_request_parts(&mut parts, &app)
+    let params = RawPathParams::from_request_parts(&mut parts, app)
         .await
         .ok();
     let mut request = Request::from_parts(parts, body);
@@ -462,7 +429,7 @@ pub async fn authorize(State(app): State<AppState>, request: Request, next: Next
     } else {
         request.method().clone()
     };
-    let Some(need) = need(&method, &template) else {
+    let Some(need) = guard.rules.need(&method, &template) else {
         // A known route with a method it does not take (OPTIONS, say): the router's 405.
         tracing::debug!(method = %request.method(), route = %template, "method without an access rule");
         return ApiError::method_not_allowed().into_response();
@@ -677,22 +644,52 @@ mod tests {
         assert!(!format!("{:?}", auth.tokens[0]).contains("digest"));
     }
 
-    /// Every route of the OpenAPI document has a rule, so a new route cannot slip through
-    /// unguarded (with access control on, a route without one is refused).
+    /// Every route is served with a rule (with access control on, a route without one is
+    /// refused): every operation of the OpenAPI document has one, and the routes the document
+    /// does not show are exactly these, each with its rule.
     #[test]
-    fn every_documented_route_has_an_access_rule() {
-        use utoipa::OpenApi;
-        let doc = serde_json::to_value(crate::api::ApiDoc::openapi()).unwrap();
+    fn every_route_has_an_access_rule() {
+        let (_, document, rules) = crate::api::routes(true).split();
+        let doc = serde_json::to_value(&document).unwrap();
+        let mut documented = std::collections::BTreeSet::new();
         for (path, methods) in doc["paths"].as_object().unwrap() {
             for method in methods.as_object().unwrap().keys() {
                 let method: Method = method.to_uppercase().parse().unwrap();
                 assert!(
-                    need(&method, path).is_some_and(|need| RULES
-                        .iter()
-                        .any(|(m, p, n)| *m == method.as_str() && p == path && *n == need)),
-                    "{method} {path} has no access rule in auth::RULES"
+                    rules.need(&method, path).is_some(),
+                    "{method} {path} has no access rule"
                 );
+                documented.insert((method.to_string(), path.clone()));
             }
+        }
+        let undocumented = [
+            ("GET", "/metrics", Need::Metrics),
+            ("GET", "/", Need::Public),
+            ("GET", "/ui", Need::Public),
+            ("GET", "/ui/", Need::Public),
+            ("GET", "/ui/app.js", Need::Public),
+            ("GET", "/ui/app.css", Need::Public),
+            ("GET", "/ui/favicon.svg", Need::Public),
+            ("POST", "/v1/_test/clock/advance", Need::Admin),
+        ];
+        for (method, path, need) in undocumented {
+            assert_eq!(
+                rules.need(&method.parse().unwrap(), path),
+                Some(need),
+                "{method} {path}"
+            );
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for rule in rules.iter() {
+            let route = (rule.method.to_string(), rule.path.clone());
+            assert!(seen.insert(route.clone()), "{route:?} has two rules");
+            assert!(
+                documented.contains(&route)
+                    || undocumented
+                        .iter()
+                        .any(|(m, p, _)| (m.to_string(), p.to_string()) == route),
+                "{route:?} is served but neither documented nor listed here"
+            );
         }
     }
 

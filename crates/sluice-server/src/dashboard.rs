@@ -19,13 +19,13 @@
 //! minutes before. The queue page's header and tabs show the counts of one `/browse` answer, so
 //! they never disagree.
 
-use axum::Router;
 use axum::extract::State;
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderValue, Method, header};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::routing::get;
 
 use crate::api::AppState;
+use crate::api::route::Routes;
+use crate::auth::Need;
 
 const INDEX_HTML: &str = include_str!("dashboard/index.html");
 const APP_JS: &str = include_str!("dashboard/app.js");
@@ -37,24 +37,26 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; st
      img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; \
      frame-ancestors 'none'";
 
-/// The dashboard's routes (`/`, `/ui/...`).
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/", get(|| async { Redirect::to("/ui/") }))
-        .route("/ui", get(|| async { Redirect::to("/ui/") }))
-        .route("/ui/", get(index))
-        .route(
-            "/ui/app.js",
-            get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }),
-        )
-        .route(
-            "/ui/app.css",
-            get(|| async { asset("text/css; charset=utf-8", APP_CSS) }),
-        )
-        .route(
-            "/ui/favicon.svg",
-            get(|| async { asset("image/svg+xml", FAVICON_SVG) }),
-        )
+/// The dashboard's routes (`/`, `/ui/...`): public, because they hold no data (the page gets
+/// its data from the API, which checks the caller).
+pub fn routes() -> Routes {
+    Routes::new("dashboard")
+        .undocumented(Need::Public, Method::GET, "/", || async {
+            Redirect::to("/ui/")
+        })
+        .undocumented(Need::Public, Method::GET, "/ui", || async {
+            Redirect::to("/ui/")
+        })
+        .undocumented(Need::Public, Method::GET, "/ui/", index)
+        .undocumented(Need::Public, Method::GET, "/ui/app.js", || async {
+            asset("text/javascript; charset=utf-8", APP_JS)
+        })
+        .undocumented(Need::Public, Method::GET, "/ui/app.css", || async {
+            asset("text/css; charset=utf-8", APP_CSS)
+        })
+        .undocumented(Need::Public, Method::GET, "/ui/favicon.svg", || async {
+            asset("image/svg+xml", FAVICON_SVG)
+        })
 }
 
 /// The page; with access control on, its "Sign out" button is shown.

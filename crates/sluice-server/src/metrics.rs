@@ -21,11 +21,9 @@
 //! converted here), counters end in `_total`. The list with meanings is `docs/metrics.md`.
 //! This route is not part of the OpenAPI document of API v1.
 
-use axum::Router;
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{Method, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::encoding::{MetricEncoder, prometheus_text};
@@ -37,14 +35,16 @@ use sluice_core::store::{QueueInfo, StorageMetrics, WriteState};
 use sluice_core::wire::WebhookStatsOut;
 
 use crate::api::AppState;
+use crate::api::route::Routes;
+use crate::auth::Need;
 use crate::error::ApiError;
 use crate::http_metrics::RouteMetrics;
 use crate::process_metrics::ProcessMetrics;
 use crate::push::PushMetrics;
 
-/// The metrics route.
-pub fn router() -> Router<AppState> {
-    Router::new().route("/metrics", get(metrics))
+/// The metrics route: an admin's, unless `[auth] metrics_public` opens it.
+pub fn routes() -> Routes {
+    Routes::new("metrics").undocumented(Need::Metrics, Method::GET, "/metrics", metrics)
 }
 
 /// `GET /metrics`.

@@ -206,6 +206,17 @@ pub async fn body(
     Ok(Json(out))
 }
 
+/// The dashboard's read routes and who may call each.
+pub fn routes() -> super::route::Routes {
+    use super::route::Routes;
+    use crate::auth::Need;
+    use utoipa_axum::routes;
+
+    Routes::new("browse")
+        .documented(Need::Read, routes!(browse))
+        .documented(Need::Read, routes!(body))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

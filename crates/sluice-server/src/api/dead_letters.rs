@@ -358,3 +358,18 @@ async fn run_replay(
             .collect(),
     }))
 }
+
+/// The dead-letter routes and who may call each.
+pub fn routes() -> super::route::Routes {
+    use super::route::Routes;
+    use crate::auth::Need;
+    use utoipa_axum::routes;
+
+    Routes::new("dead_letters")
+        .documented(Need::Read, routes!(list))
+        .documented(Need::Admin, routes!(purge))
+        .documented(Need::Admin, routes!(replay))
+        .documented(Need::Read, routes!(get_one))
+        .documented(Need::Admin, routes!(delete_one))
+        .documented(Need::Admin, routes!(replay_one))
+}

@@ -58,3 +58,12 @@ fn delivery_out(attempt: DeliveryAttempt) -> DeliveryOut {
         latency_ms: attempt.latency_ms,
     }
 }
+
+/// The delivery-log route and who may call it.
+pub fn routes() -> super::route::Routes {
+    use super::route::Routes;
+    use crate::auth::Need;
+    use utoipa_axum::routes;
+
+    Routes::new("deliveries").documented(Need::Read, routes!(list))
+}

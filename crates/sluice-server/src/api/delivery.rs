@@ -306,3 +306,16 @@ pub async fn extend(
         lease_expires_at: time_out(deadline),
     }))
 }
+
+/// The consumer's routes and who may call each.
+pub fn routes() -> super::route::Routes {
+    use super::route::Routes;
+    use crate::auth::Need;
+    use utoipa_axum::routes;
+
+    Routes::new("delivery")
+        .documented(Need::Consume, routes!(receive))
+        .documented(Need::Consume, routes!(ack))
+        .documented(Need::Consume, routes!(nack))
+        .documented(Need::Consume, routes!(extend))
+}

@@ -64,3 +64,14 @@ pub async fn readyz(State(app): State<AppState>) -> (StatusCode, Json<HealthOut>
         ),
     }
 }
+
+/// The health routes: public, for load balancers and orchestrators.
+pub fn routes() -> super::route::Routes {
+    use super::route::Routes;
+    use crate::auth::Need;
+    use utoipa_axum::routes;
+
+    Routes::new("health")
+        .documented(Need::Public, routes!(healthz))
+        .documented(Need::Public, routes!(readyz))
+}

@@ -135,3 +135,14 @@ pub async fn queue(
         points,
     }))
 }
+
+/// The history routes and who may call each.
+pub fn routes() -> super::route::Routes {
+    use super::route::Routes;
+    use crate::auth::Need;
+    use utoipa_axum::routes;
+
+    Routes::new("history")
+        .documented(Need::AnyToken, routes!(list))
+        .documented(Need::Read, routes!(queue))
+}

@@ -482,3 +482,16 @@ pub fn dead_letter_out(info: &sluice_core::message::DeadLetterInfo) -> DeadLette
         last_seen_at: time_out(info.last_seen_at_ms),
     }
 }
+
+/// The message routes and who may call each.
+pub fn routes() -> super::route::Routes {
+    use super::route::Routes;
+    use crate::auth::Need;
+    use utoipa_axum::routes;
+
+    Routes::new("messages")
+        .documented(Need::Produce, routes!(enqueue))
+        .documented(Need::Read, routes!(get_by_idempotency_key))
+        .documented(Need::Read, routes!(get_by_id))
+        .documented(Need::Produce, routes!(cancel))
+}

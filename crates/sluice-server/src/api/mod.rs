@@ -1,4 +1,5 @@
-//! The HTTP API v1: one module per resource, each with its handlers; [`router`] joins them.
+//! The HTTP API v1: one module per resource, each with its handlers and its `routes()` (the
+//! route table, [`route`]); [`router`] joins them, and [`document`] describes them.
 
 mod browse;
 mod dead_letters;
@@ -10,21 +11,23 @@ mod json_shape;
 mod messages;
 mod openapi;
 mod queues;
+pub(crate) mod route;
 mod test_clock;
 pub mod webhooks;
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Request};
-use axum::routing::{delete, get, post};
 use serde::de::DeserializeOwned;
 use sluice_core::{Clock, ManualClock, Millis, Store};
 use tower_http::catch_panic::CatchPanicLayer;
-use utoipa::OpenApi;
+use utoipa::{Modify, OpenApi};
 
 use self::openapi::SharedAnswers;
+use self::route::Routes;
+use crate::auth::{Guard, Need};
 use crate::error::ApiError;
 
 /// Largest request body: a 10 MiB batch plus base64 and JSON overhead.
@@ -135,131 +138,64 @@ pub struct ApiPath<T>(pub T);
 #[from_request(via(axum::extract::Query), rejection(ApiError))]
 pub struct ApiQuery<T>(pub T);
 
-/// The OpenAPI document of every route.
+/// The OpenAPI document's title and description; its operations come from the route table.
 #[derive(OpenApi)]
-#[openapi(
-    info(title = "sluice", description = "Durable queue server: HTTP API v1"),
-    modifiers(&SharedAnswers),
-    paths(
-        queues::list,
-        queues::put,
-        queues::get_one,
-        queues::delete,
-        queues::stats,
-        queues::pause,
-        queues::resume,
-        queues::push_pause,
-        queues::push_resume,
-        queues::purge,
-        queues::drain,
-        messages::cancel,
-        dead_letters::list,
-        dead_letters::get_one,
-        dead_letters::delete_one,
-        dead_letters::purge,
-        dead_letters::replay,
-        dead_letters::replay_one,
-        messages::enqueue,
-        messages::get_by_id,
-        messages::get_by_idempotency_key,
-        browse::browse,
-        browse::body,
-        deliveries::list,
-        delivery::receive,
-        delivery::ack,
-        delivery::nack,
-        delivery::extend,
-        webhooks::list,
-        webhooks::put,
-        webhooks::get_one,
-        webhooks::delete,
-        history::list,
-        history::queue,
-        crate::webhooks::ingress::receive,
-        health::healthz,
-        health::readyz,
-        openapi_json,
-    )
-)]
-pub struct ApiDoc;
+#[openapi(info(title = "sluice", description = "Durable queue server: HTTP API v1"))]
+struct ApiInfo;
+
+/// Every route behind the access check, each with its rule: the API's resources, the webhook
+/// ingress, the dashboard's pages and `/metrics`, and in test-clock mode the clock.
+pub(crate) fn routes(test_clock: bool) -> Routes {
+    let routes = Routes::new("meta")
+        .documented(Need::Public, utoipa_axum::routes!(openapi_json))
+        .merge(queues::routes())
+        .merge(messages::routes())
+        .merge(dead_letters::routes())
+        .merge(browse::routes())
+        .merge(deliveries::routes())
+        .merge(delivery::routes())
+        .merge(webhooks::routes())
+        .merge(history::routes())
+        .merge(crate::webhooks::ingress::routes())
+        .merge(health::routes())
+        .merge(crate::dashboard::routes())
+        .merge(crate::metrics::routes());
+    if test_clock {
+        routes.merge(test_clock::routes())
+    } else {
+        routes
+    }
+}
+
+/// The OpenAPI document of every documented route, with the answers they all share
+/// ([`SharedAnswers`], which reads each route's access rule). Built once.
+pub fn document() -> &'static utoipa::openapi::OpenApi {
+    static DOCUMENT: LazyLock<utoipa::openapi::OpenApi> = LazyLock::new(|| {
+        let (_, operations, rules) = routes(false).split();
+        let mut document = ApiInfo::openapi();
+        document.merge(operations);
+        SharedAnswers(&rules).modify(&mut document);
+        document
+    });
+    &DOCUMENT
+}
 
 /// `GET /v1/openapi.json`.
 #[utoipa::path(get, operation_id = "openapi", path = "/v1/openapi.json", tag = "meta",
     responses((status = 200, description = "This document (OpenAPI 3.1)", body = Object)))]
-async fn openapi_json() -> axum::Json<utoipa::openapi::OpenApi> {
-    axum::Json(ApiDoc::openapi())
+async fn openapi_json() -> axum::Json<&'static utoipa::openapi::OpenApi> {
+    axum::Json(document())
 }
 
-/// Every route of the server.
+/// Every route of the server (but the login form's, `auth::router`).
 pub fn router(state: AppState) -> Router {
-    let mut v1 = Router::new()
-        .route("/v1/openapi.json", get(openapi_json))
-        .route("/v1/queues", get(queues::list))
-        .route(
-            "/v1/queues/{queue}",
-            get(queues::get_one).put(queues::put).delete(queues::delete),
-        )
-        .route("/v1/queues/{queue}/stats", get(queues::stats))
-        .route("/v1/queues/{queue}/history", get(history::queue))
-        .route("/v1/history", get(history::list))
-        .route("/v1/queues/{queue}/pause", post(queues::pause))
-        .route("/v1/queues/{queue}/resume", post(queues::resume))
-        .route("/v1/queues/{queue}/push/pause", post(queues::push_pause))
-        .route("/v1/queues/{queue}/push/resume", post(queues::push_resume))
-        .route("/v1/queues/{queue}/purge", post(queues::purge))
-        .route("/v1/queues/{queue}/drain", post(queues::drain))
-        .route("/v1/queues/{queue}/cancel", post(messages::cancel))
-        .route(
-            "/v1/queues/{queue}/dlq",
-            get(dead_letters::list).delete(dead_letters::purge),
-        )
-        .route("/v1/queues/{queue}/dlq/replay", post(dead_letters::replay))
-        .route(
-            "/v1/queues/{queue}/dlq/{message_id}",
-            get(dead_letters::get_one).merge(delete(dead_letters::delete_one)),
-        )
-        .route(
-            "/v1/queues/{queue}/dlq/{message_id}/replay",
-            post(dead_letters::replay_one),
-        )
-        .route(
-            "/v1/queues/{queue}/messages",
-            post(messages::enqueue).get(messages::get_by_idempotency_key),
-        )
-        .route(
-            "/v1/queues/{queue}/messages/{message_id}",
-            get(messages::get_by_id),
-        )
-        .route(
-            "/v1/queues/{queue}/messages/{message_id}/body",
-            get(browse::body),
-        )
-        .route(
-            "/v1/queues/{queue}/messages/{message_id}/deliveries",
-            get(deliveries::list),
-        )
-        .route("/v1/queues/{queue}/browse", get(browse::browse))
-        .route("/v1/queues/{queue}/receive", post(delivery::receive))
-        .route("/v1/queues/{queue}/ack", post(delivery::ack))
-        .route("/v1/queues/{queue}/nack", post(delivery::nack))
-        .route("/v1/queues/{queue}/extend", post(delivery::extend))
-        .route("/v1/webhooks", get(webhooks::list))
-        .route(
-            "/v1/webhooks/{name}",
-            get(webhooks::get_one)
-                .put(webhooks::put)
-                .delete(webhooks::delete),
-        )
-        .route("/hooks/{name}", post(crate::webhooks::ingress::receive))
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz));
-    if state.manual_clock.is_some() {
-        v1 = v1.route("/v1/_test/clock/advance", post(test_clock::advance));
-    }
-    let v1 = v1
-        .merge(crate::dashboard::router())
-        .merge(crate::metrics::router());
-    v1.fallback(|| async { ApiError::route_not_found() })
+    let (routes, _, rules) = routes(state.manual_clock.is_some()).split();
+    let guard = Guard {
+        app: state.clone(),
+        rules: Arc::new(rules),
+    };
+    routes
+        .fallback(|| async { ApiError::route_not_found() })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         // Bodies are read within the budget once the caller is authorized (below).
         .route_layer(axum::middleware::from_fn_with_state(
@@ -268,7 +204,7 @@ pub fn router(state: AppState) -> Router {
         ))
         // After routing, so the check knows the matched route and its queue.
         .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            guard,
             crate::auth::authorize,
         ))
         .layer(DefaultBodyLimit::max(REQUEST_BYTES_MAX))
@@ -287,7 +223,7 @@ mod tests {
     /// Every route the router serves is in the OpenAPI document, with the methods it takes.
     #[test]
     fn the_openapi_document_describes_every_route() {
-        let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
+        let doc = serde_json::to_value(document()).unwrap();
         let expected = [
             ("/v1/queues", "get"),
             ("/v1/queues/{queue}", "get"),

@@ -3,13 +3,14 @@
 //! store that refuses work) and the bearer token. Each handler's annotation lists only the
 //! answers that are its own; [`SharedAnswers`] adds these, so no operation forgets one.
 
+use axum::http::Method;
 use utoipa::Modify;
 use utoipa::openapi::path::{Operation, ParameterIn};
 use utoipa::openapi::response::ResponseBuilder;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr};
 
-use crate::auth::{Need, RULES};
+use crate::auth::{Need, Rules};
 
 /// Name of the bearer token's security scheme.
 const BEARER: &str = "bearer";
@@ -58,10 +59,11 @@ const UNAVAILABLE: SharedAnswer = SharedAnswer {
         failed, or the server is shutting down); the message says why.",
 };
 
-/// Adds the answers and the security requirement every operation shares.
-pub struct SharedAnswers;
+/// Adds the answers and the security requirement every operation shares, judging each by the
+/// access rule of its route.
+pub struct SharedAnswers<'a>(pub &'a Rules);
 
-impl Modify for SharedAnswers {
+impl Modify for SharedAnswers<'_> {
     fn modify(&self, openapi: &mut OpenApi) {
         let components = openapi.components.get_or_insert_with(Default::default);
         for answer in [
@@ -97,13 +99,13 @@ impl Modify for SharedAnswers {
         );
         for (path, item) in openapi.paths.paths.iter_mut() {
             for (method, operation) in [
-                ("GET", &mut item.get),
-                ("PUT", &mut item.put),
-                ("POST", &mut item.post),
-                ("DELETE", &mut item.delete),
+                (Method::GET, &mut item.get),
+                (Method::PUT, &mut item.put),
+                (Method::POST, &mut item.post),
+                (Method::DELETE, &mut item.delete),
             ] {
                 if let Some(operation) = operation {
-                    add_shared(method, path, operation);
+                    add_shared(self.0.need(&method, path), path, operation);
                 }
             }
         }
@@ -111,7 +113,7 @@ impl Modify for SharedAnswers {
 }
 
 /// The shared answers one operation can give, judged by what it takes and who may call it.
-fn add_shared(method: &str, path: &str, operation: &mut Operation) {
+fn add_shared(need: Option<Need>, path: &str, operation: &mut Operation) {
     let parameters = operation.parameters.as_deref().unwrap_or_default();
     let takes_parameters = parameters
         .iter()
@@ -119,10 +121,6 @@ fn add_shared(method: &str, path: &str, operation: &mut Operation) {
     let takes_body = operation.request_body.is_some();
     // Webhook senders post whatever their service signs, in any content type.
     let takes_json = takes_body && path != "/hooks/{name}";
-    let need = RULES
-        .iter()
-        .find(|(m, p, _)| *m == method && *p == path)
-        .map(|(_, _, need)| *need);
     let guarded = need.is_some_and(|need| need != Need::Public);
     // These answer without the store: nothing there can be unavailable.
     let uses_store = !matches!(path, "/healthz" | "/v1/openapi.json");
@@ -166,9 +164,8 @@ mod tests {
     use std::collections::{BTreeSet, HashMap};
 
     use serde_json::{Value, json};
-    use utoipa::OpenApi;
 
-    use crate::api::ApiDoc;
+    use crate::api::document as api_document;
 
     /// The OpenAPI Initiative's JSON Schema of OpenAPI 3.1 documents
     /// (<https://spec.openapis.org/oas/3.1/schema/2022-10-07>, Apache-2.0), kept here so the
@@ -180,7 +177,7 @@ mod tests {
     ];
 
     fn document() -> Value {
-        serde_json::to_value(ApiDoc::openapi()).unwrap()
+        serde_json::to_value(api_document()).unwrap()
     }
 
     /// Every operation: its path, method and object.

@@ -339,3 +339,23 @@ pub async fn drain(
         }
     }
 }
+
+/// The queue routes and who may call each.
+pub fn routes() -> super::route::Routes {
+    use super::route::Routes;
+    use crate::auth::Need;
+    use utoipa_axum::routes;
+
+    Routes::new("queues")
+        .documented(Need::AnyToken, routes!(list))
+        .documented(Need::Read, routes!(get_one))
+        .documented(Need::Admin, routes!(put))
+        .documented(Need::Admin, routes!(delete))
+        .documented(Need::Read, routes!(stats))
+        .documented(Need::Admin, routes!(pause))
+        .documented(Need::Admin, routes!(resume))
+        .documented(Need::Admin, routes!(push_pause))
+        .documented(Need::Admin, routes!(push_resume))
+        .documented(Need::Admin, routes!(purge))
+        .documented(Need::Read, routes!(drain))
+}

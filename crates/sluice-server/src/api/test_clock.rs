@@ -44,3 +44,17 @@ pub async fn advance(
         now: sluice_core::wire::time_out(now_ms),
     }))
 }
+
+/// The clock route (mounted in test-clock mode only).
+pub fn routes() -> super::route::Routes {
+    use super::route::Routes;
+    use crate::auth::Need;
+    use axum::http::Method;
+
+    Routes::new("test_clock").undocumented(
+        Need::Admin,
+        Method::POST,
+        "/v1/_test/clock/advance",
+        advance,
+    )
+}

@@ -114,3 +114,16 @@ fn not_found(name: &str) -> ApiError {
         format!("no webhook endpoint {name:?}"),
     )
 }
+
+/// The webhook endpoints' definition routes and who may call each.
+pub fn routes() -> super::route::Routes {
+    use super::route::Routes;
+    use crate::auth::Need;
+    use utoipa_axum::routes;
+
+    Routes::new("webhooks")
+        .documented(Need::Admin, routes!(list))
+        .documented(Need::Admin, routes!(get_one))
+        .documented(Need::Admin, routes!(put))
+        .documented(Need::Admin, routes!(delete))
+}

@@ -745,3 +745,12 @@ fn cut(mut text: String, max: usize) -> String {
     text.truncate(kept);
     text
 }
+
+/// The ingress route: public, since each endpoint checks its sender's signature itself.
+pub fn routes() -> crate::api::route::Routes {
+    use crate::api::route::Routes;
+    use crate::auth::Need;
+    use utoipa_axum::routes;
+
+    Routes::new("hooks").documented(Need::Public, routes!(receive))
+}

@@ -1,6 +1,9 @@
 //! `sluice bench`: starts a server of its own (or uses `--url`), runs fixed scenarios against it
 //! over HTTP and prints what it measured, as text or as JSON with `--json`.
 //!
+//! A crate of its own so the CLI stays thin: the `sluice` binary only wires [`BenchArgs`] in as
+//! its `bench` subcommand and calls [`run`] (which starts the server as that binary's `serve`).
+//!
 //! This file owns the flags, the order of the scenarios and the report. The load itself is in
 //! [`load`], the child process in [`server`], the dead-letter scenario in [`dlq`], the webhook
 //! scenario in [`webhooks`], the dashboard scenario in [`dashboard`]. Like every client command it
@@ -50,10 +53,6 @@ pub struct BenchArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
-    /// The token flags under their own ids, so the global ones are not propagated to bench
-    /// (and not listed in its help); `main` refuses them when given.
-    #[command(flatten)]
-    _tokens: crate::client_args::TokenArgs,
     /// Durability of the server the bench starts.
     #[arg(long, value_parser = ["fsync", "os"], default_value = "fsync")]
     durability: String,
@@ -70,7 +69,7 @@ pub struct BenchArgs {
     body_bytes: usize,
     /// Longest any one scenario (or the fill of the restart scenario, or one step of the dlq
     /// scenario) may run.
-    #[arg(long, default_value = "120s", value_parser = crate::output::parse_duration)]
+    #[arg(long, default_value = "120s", value_parser = sluice_client::duration::parse_duration)]
     time_limit: Duration,
     /// Where the server's data directory goes (a fresh temporary directory inside it).
     #[arg(long, value_name = "DIR")]
@@ -116,16 +115,16 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 10, help_heading = "Scenario sizes")]
     receive_max: i64,
     /// Scenarios 3 and 4: how long each receive may wait (long polling).
-    #[arg(long, default_value = "1s", value_parser = crate::output::parse_duration, help_heading = "Scenario sizes")]
+    #[arg(long, default_value = "1s", value_parser = sluice_client::duration::parse_duration, help_heading = "Scenario sizes")]
     wait: Duration,
     /// Scenario 4: messages per second, one per request.
     #[arg(long, default_value_t = 2_000, help_heading = "Scenario sizes")]
     latency_rate: u64,
     /// Scenario 4: how long it is measured.
-    #[arg(long, default_value = "10s", value_parser = crate::output::parse_duration, help_heading = "Scenario sizes")]
+    #[arg(long, default_value = "10s", value_parser = sluice_client::duration::parse_duration, help_heading = "Scenario sizes")]
     latency_duration: Duration,
     /// Scenario 4: how long it runs at the same rate, unmeasured, before.
-    #[arg(long, default_value = "1s", value_parser = crate::output::parse_duration, help_heading = "Scenario sizes")]
+    #[arg(long, default_value = "1s", value_parser = sluice_client::duration::parse_duration, help_heading = "Scenario sizes")]
     latency_warmup: Duration,
     /// Scenario 5: sequential single-message enqueues.
     #[arg(long, default_value_t = 2_000, help_heading = "Scenario sizes")]
@@ -292,7 +291,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         count: args.consumers,
         acks_in_flight: args.acks_in_flight,
         receive_max: args.receive_max,
-        wait_ms: crate::output::millis(args.wait),
+        wait_ms: sluice_client::duration::millis(args.wait),
     };
     if selected(Scenario::E2e) {
         progress("3. end to end");
