@@ -131,7 +131,8 @@ proptest! {
         if let Ok(spec) = serde_json::from_value::<QueueSpec>(spec)
             && let Ok(config) = spec.apply_to(QueueConfig::defaults_for("q"))
         {
-            prop_assert!(config.max_attempts >= 1);
+            // Any count is kept as asked; 0 means retry forever (docs/http-api.md).
+            prop_assert_eq!(config.max_attempts, spec.max_attempts.unwrap_or(5));
             // The backoff of any attempt is computed without overflow.
             let ceiling = config.backoff.ceiling_ms(attempt);
             let delay = config.backoff.delay_ms(attempt);
