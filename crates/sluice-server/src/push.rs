@@ -31,6 +31,7 @@ use sluice_core::queue::QueueConfig;
 use sluice_core::store::{AckParams, ClaimParams, NackParams};
 use sluice_core::wire::{LatencyOut, PushMethod, PushSpec, PushStatsOut, time_out};
 use sluice_core::{Clock, Store};
+use sluice_ops::wait::{self, Look, Wait};
 use sluice_webhooks::expr::Expr;
 use sluice_webhooks::sign::StandardSigner;
 use tokio::sync::{Notify, Semaphore};
@@ -363,7 +364,8 @@ impl Dispatcher {
             .config
             .visibility_timeout_ms
             .max(destination.timeout.as_millis() as i64 + 5_000);
-        let notify = self.store.notifier().queue(&destination.queue);
+        let notifier = self.store.notifier();
+        let policy = Wait::push(&stop);
         while !stop.is_cancelled() {
             let first = tokio::select! {
                 // The wait for a slot may outlive this worker (a config change, shutdown).
@@ -371,48 +373,47 @@ impl Dispatcher {
                 () = stop.cancelled() => break,
                 first = slots.clone().acquire_owned() => first.expect("never closed"),
             };
-            let woken = notify.notified();
-            tokio::pin!(woken);
-            woken.as_mut().enable();
-            let now_ms = self.clock.now_ms();
-            let claim = self
-                .store
-                .message_claim_recorded(ClaimParams {
-                    queue: destination.queue.clone(),
-                    max: (1 + slots.available_permits()).min(100),
-                    lease_ms: Some(lease_ms),
-                    now_ms,
-                })
-                .await;
-            let claim = match claim {
-                Ok(claim) => claim,
-                Err(error) => {
-                    tracing::warn!(queue = %destination.queue, %error, "push worker cannot claim");
-                    drop(first);
-                    tokio::select! {
-                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                        () = stop.cancelled() => {}
-                    }
-                    continue;
+            // Holds the slot while it waits: only this loop takes slots, so holding one
+            // leaves the others free for the claim's count.
+            let claim = |now_ms| {
+                let (store, slots, destination) = (&self.store, &slots, &destination);
+                async move {
+                    let claim = store
+                        .message_claim_recorded(ClaimParams {
+                            queue: destination.queue.clone(),
+                            max: (1 + slots.available_permits()).min(100),
+                            lease_ms: Some(lease_ms),
+                            now_ms,
+                        })
+                        .await
+                        .inspect_err(|error| {
+                            tracing::warn!(queue = %destination.queue, %error, "push worker cannot claim");
+                        })?;
+                    Ok::<_, sluice_core::StoreError>(if claim.messages.is_empty() {
+                        Look::Pending {
+                            current: claim.messages,
+                            next_change_at_ms: claim.next_change_at_ms,
+                        }
+                    } else {
+                        Look::Ready(claim.messages)
+                    })
                 }
             };
-            if claim.messages.is_empty() {
-                drop(first);
-                let wait = claim
-                    .next_change_at_ms
-                    .map_or(Duration::from_secs(1), |at| {
-                        // At least 10 ms: on a test clock time may stand still.
-                        Duration::from_millis((at - now_ms).clamp(10, 1_000) as u64)
-                    });
-                tokio::select! {
-                    _ = woken => {}
-                    _ = tokio::time::sleep(wait) => {}
-                    () = stop.cancelled() => {}
-                }
-                continue;
-            }
+            let messages = match wait::until(
+                &notifier,
+                &destination.queue,
+                self.clock.as_ref(),
+                &policy,
+                claim,
+            )
+            .await
+            {
+                Ok(messages) if !messages.is_empty() => messages,
+                // Stopped while waiting (with nothing, or after a failed claim).
+                _ => continue,
+            };
             let mut first = Some(first);
-            for message in claim.messages {
+            for message in messages {
                 // Only this loop takes slots, so the ones counted above are still free.
                 let permit = match first.take() {
                     Some(permit) => permit,

@@ -9,6 +9,7 @@ use sluice_core::wire::{
     CountersOut, DrainIn, DrainOut, LatencyOut, PurgeOut, QueueConfigOut, QueueDeleteOut,
     QueueListOut, QueueOut, QueuePutOut, QueueSpec, QueueStatsOut, ThroughputOut,
 };
+use sluice_ops::wait::{self, Look, Wait};
 use tokio::time::{Duration, Instant};
 
 use super::{ApiJson, ApiPath, AppState};
@@ -313,29 +314,32 @@ pub async fn drain(
     }
     let started = Instant::now();
     let deadline = started + Duration::from_millis(timeout_ms as u64);
-    // A queue that does not exist gets its 404 before the notifier keeps anything for the name.
-    app.store.queue_get(&name, app.now_ms()).await?;
-    let notify = app.store.notifier().queue(&name);
-    loop {
-        let woken = notify.notified();
-        tokio::pin!(woken);
-        woken.as_mut().enable();
-        let depth = app.store.queue_get(&name, app.now_ms()).await?.depth;
-        let drained = depth.ready + depth.delayed + depth.in_flight == 0;
-        if drained || Instant::now() >= deadline || app.is_shutting_down() {
-            return Ok(Json(DrainOut {
-                drained,
-                waited_ms: started.elapsed().as_millis() as u64,
-                ready: depth.ready,
-                delayed: depth.delayed,
-                in_flight: depth.in_flight,
-            }));
+    let policy = Wait::drain(deadline, DRAIN_RECHECK, &app.shutdown);
+    // The first look is unregistered: a queue that does not exist gets its 404 before the
+    // notifier keeps anything for the name. Shutdown answers with the depth as it is.
+    let look = |now_ms| {
+        let app = &app;
+        let name = &name;
+        async move {
+            let depth = app.store.queue_get(name, now_ms).await?.depth;
+            let drained = depth.ready + depth.delayed + depth.in_flight == 0;
+            Ok::<_, ApiError>(if drained {
+                Look::Ready((true, depth))
+            } else {
+                Look::Pending {
+                    current: (false, depth),
+                    next_change_at_ms: None,
+                }
+            })
         }
-        tokio::select! {
-            _ = woken => {}
-            _ = tokio::time::sleep_until(deadline.min(Instant::now() + DRAIN_RECHECK)) => {}
-            // Shutdown: answer with the depth as it is.
-            () = app.shutdown.cancelled() => {}
-        }
-    }
+    };
+    let notifier = app.store.notifier();
+    let (drained, depth) = wait::until(&notifier, &name, app.clock.as_ref(), &policy, look).await?;
+    Ok(Json(DrainOut {
+        drained,
+        waited_ms: started.elapsed().as_millis() as u64,
+        ready: depth.ready,
+        delayed: depth.delayed,
+        in_flight: depth.in_flight,
+    }))
 }
