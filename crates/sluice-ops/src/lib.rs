@@ -9,8 +9,13 @@
 //! [`wait`] is the one "claim or wait" every waiting caller shares (receive, push, drain,
 //! the embedded SDK), each with its own [`wait::Wait`] policy.
 
+mod browse;
+mod dead_letters;
 mod delivery;
+mod enqueue;
 pub mod error;
+mod lookups;
+mod queues;
 pub mod wait;
 
 use std::sync::Arc;
@@ -18,8 +23,15 @@ use std::sync::Arc;
 use sluice_core::{Clock, Millis, Store};
 use tokio_util::sync::CancellationToken;
 
+pub use browse::{BrowseRequest, Browsed};
+pub use dead_letters::{
+    DeadLetterListRequest, DeadLetterMatch, DeadLetterPage, REPLAY_LIMIT_MAX, ReplayRequest,
+};
 pub use delivery::{ACK_RECEIPTS_MAX, AckRequest, NackRequest, ReceiveRequest, too_many_receipts};
+pub use enqueue::{Enqueue, MessageRequest};
 pub use error::OpsError;
+pub use lookups::CancelRequest;
+pub use queues::{Drained, Purged};
 
 /// What every operation returns.
 pub type OpsResult<T> = Result<T, OpsError>;

@@ -215,11 +215,13 @@ where
             return Ok(current);
         }
         let wake_at = wait.wake_at(now_ms, next_change_at_ms);
-        let cancelled = tokio::select! {
-            _ = woken => false,
-            slept = sleep_or_cancel(wake_at, wait.cancel) => !slept,
-        };
-        if cancelled {
+        tokio::select! {
+            _ = woken => {}
+            _ = sleep_or_cancel(wake_at, wait.cancel) => {}
+        }
+        // Woken and cancelled at once: cancellation wins, without another look (a stopped
+        // push worker must not claim).
+        if wait.cancel.is_some_and(CancellationToken::is_cancelled) {
             return Ok(current);
         }
     }
