@@ -38,32 +38,9 @@ impl ApiError {
         }
     }
 
-    /// 422: bodies fail the queue's JSON Schema.
-    pub fn schema_violation(message: impl Into<String>) -> Self {
-        Self::new(ErrorCode::SchemaViolation, message)
-    }
-
     /// 400: the body is not JSON of the expected shape.
     pub fn malformed_json(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::MalformedJson, message)
-    }
-
-    /// 400: a receipt that is not a receipt.
-    pub fn malformed_receipt(message: impl Into<String>) -> Self {
-        Self::new(ErrorCode::MalformedReceipt, message)
-    }
-
-    /// 404: no such queue.
-    pub fn queue_not_found(queue: &str) -> Self {
-        Self::new(
-            ErrorCode::QueueNotFound,
-            format!("queue {queue:?} does not exist"),
-        )
-    }
-
-    /// 404: no such message.
-    pub fn message_not_found(message: impl Into<String>) -> Self {
-        Self::new(ErrorCode::MessageNotFound, message)
     }
 
     /// 401: a webhook's signature is missing, wrong or stale; the code says which.
@@ -87,11 +64,6 @@ impl ApiError {
         )
     }
 
-    /// 409: stale receipt.
-    pub fn stale_receipt(message: impl Into<String>) -> Self {
-        Self::new(ErrorCode::StaleReceipt, message)
-    }
-
     /// 413.
     pub fn too_large(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::TooLarge, message)
@@ -105,12 +77,6 @@ impl ApiError {
     /// 503.
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::Unavailable, message)
-    }
-
-    /// Attaches per-item details.
-    pub fn with_details(mut self, details: serde_json::Value) -> Self {
-        self.details = Some(details);
-        self
     }
 }
 
