@@ -2,7 +2,7 @@
 //!
 //! A protocol is a renderer; a store is a backend; the queue's rules live in ops and core.
 //! Each operation here takes a typed request, applies every rule that is not pure (limits,
-//! long polling, how a partly stale ack answers) over an [`Store`], and returns a typed
+//! long polling, how a partly stale ack answers) over a [`Store`], and returns a typed
 //! result or one [`OpsError`], whose code is the closed [`sluice_core::wire::ErrorCode`]. The
 //! HTTP API parses, authorizes, calls [`Ops`] and renders; another protocol does the same.
 //!
