@@ -16,6 +16,7 @@ use sluice_core::store::{
     MessageGetParams, MessageRef as StoreRef, NackParams, QueuePutParams,
 };
 use sluice_core::{Clock, ManualClock, Millis, Store, StoreError, SystemClock};
+use sluice_ops::wait::{self, Look, Wait};
 use sluice_store_sqlite::{Durability, SharedSqliteStore, SqliteOptions};
 use tokio::time::Instant;
 
@@ -285,13 +286,8 @@ impl Backend for Embedded {
         lease: Duration,
         wait: Duration,
     ) -> Result<Vec<Delivery>> {
-        let deadline = Instant::now() + wait;
-        let notify = self.store.notifier().queue(queue);
-        loop {
-            let woken = notify.notified();
-            tokio::pin!(woken);
-            woken.as_mut().enable();
-            let now_ms = self.clock.now_ms();
+        let policy = Wait::embedded(Instant::now() + wait, self.manual.is_some());
+        let claim = |now_ms| async move {
             let claim = self
                 .store
                 .message_claim(ClaimParams {
@@ -301,34 +297,30 @@ impl Backend for Embedded {
                     now_ms,
                 })
                 .await?;
-            if !claim.messages.is_empty() || Instant::now() >= deadline {
-                return Ok(claim
-                    .messages
-                    .into_iter()
-                    .map(|message| Delivery {
-                        message_id: message.message_id,
-                        receipt: message.receipt.to_string(),
-                        body: message.payload.body_bytes.clone(),
-                        id: message.idempotency_key,
-                        key: message.key,
-                        attempt: message.attempts,
-                        enqueued_at: system_time(message.enqueued_at_ms),
-                        last_error: message.last_error,
-                    })
-                    .collect());
-            }
-            // On a test clock nothing becomes due by itself: only an enqueue, an ack or
-            // `advance` wakes the wait. On the system clock, the next delay or lease end does.
-            let wake_at = match (claim.next_change_at_ms, &self.manual) {
-                (Some(at), None) => deadline
-                    .min(Instant::now() + Duration::from_millis((at - now_ms).max(1) as u64)),
-                _ => deadline,
-            };
-            tokio::select! {
-                _ = woken => {}
-                _ = tokio::time::sleep_until(wake_at) => {}
-            }
-        }
+            Ok::<_, StoreError>(if claim.messages.is_empty() {
+                Look::Pending {
+                    current: claim.messages,
+                    next_change_at_ms: claim.next_change_at_ms,
+                }
+            } else {
+                Look::Ready(claim.messages)
+            })
+        };
+        let notifier = self.store.notifier();
+        let messages = wait::until(&notifier, queue, self.clock.as_ref(), &policy, claim).await?;
+        Ok(messages
+            .into_iter()
+            .map(|message| Delivery {
+                message_id: message.message_id,
+                receipt: message.receipt.to_string(),
+                body: message.payload.body_bytes.clone(),
+                id: message.idempotency_key,
+                key: message.key,
+                attempt: message.attempts,
+                enqueued_at: system_time(message.enqueued_at_ms),
+                last_error: message.last_error,
+            })
+            .collect())
     }
 
     async fn ack(&self, queue: &str, receipt: &str) -> Result<()> {

@@ -4,15 +4,11 @@ use axum::Json;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use sluice_core::dispatch::LeaseError;
 use sluice_core::store::StoreError;
 pub use sluice_core::wire::ErrorCode;
 use sluice_core::wire::{ErrorBody, ErrorDetail};
+use sluice_ops::OpsError;
 use sluice_webhooks::verify::VerifyError;
-
-/// `Retry-After` of a write refused because the disk is full: the store looks for free space
-/// every second.
-const DISK_FULL_RETRY_AFTER_S: u64 = 5;
 
 /// An error answer: status, stable code, human message, optional details.
 #[derive(Debug)]
@@ -42,32 +38,9 @@ impl ApiError {
         }
     }
 
-    /// 422: bodies fail the queue's JSON Schema.
-    pub fn schema_violation(message: impl Into<String>) -> Self {
-        Self::new(ErrorCode::SchemaViolation, message)
-    }
-
     /// 400: the body is not JSON of the expected shape.
     pub fn malformed_json(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::MalformedJson, message)
-    }
-
-    /// 400: a receipt that is not a receipt.
-    pub fn malformed_receipt(message: impl Into<String>) -> Self {
-        Self::new(ErrorCode::MalformedReceipt, message)
-    }
-
-    /// 404: no such queue.
-    pub fn queue_not_found(queue: &str) -> Self {
-        Self::new(
-            ErrorCode::QueueNotFound,
-            format!("queue {queue:?} does not exist"),
-        )
-    }
-
-    /// 404: no such message.
-    pub fn message_not_found(message: impl Into<String>) -> Self {
-        Self::new(ErrorCode::MessageNotFound, message)
     }
 
     /// 401: a webhook's signature is missing, wrong or stale; the code says which.
@@ -91,11 +64,6 @@ impl ApiError {
         )
     }
 
-    /// 409: stale receipt.
-    pub fn stale_receipt(message: impl Into<String>) -> Self {
-        Self::new(ErrorCode::StaleReceipt, message)
-    }
-
     /// 413.
     pub fn too_large(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::TooLarge, message)
@@ -109,12 +77,6 @@ impl ApiError {
     /// 503.
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::Unavailable, message)
-    }
-
-    /// Attaches per-item details.
-    pub fn with_details(mut self, details: serde_json::Value) -> Self {
-        self.details = Some(details);
-        self
     }
 }
 
@@ -146,65 +108,18 @@ fn signature_code(error: &VerifyError) -> ErrorCode {
     }
 }
 
-impl From<StoreError> for ApiError {
-    fn from(error: StoreError) -> Self {
-        match error {
-            StoreError::QueueNotFound(queue) => Self::queue_not_found(&queue),
-            StoreError::Conflict(message) => Self::new(ErrorCode::Conflict, message),
-            StoreError::Lease(error) => error.into(),
-            StoreError::QueueFull {
-                depth,
-                max_depth,
-                refused,
-                retry_after_s,
-                ..
-            } => {
-                let message = error.to_string();
-                let mut error =
-                    Self::new(ErrorCode::QueueFull, message).with_details(serde_json::json!({
-                        "accepted": 0,
-                        "refused": refused,
-                        "depth": depth,
-                        "max_depth": max_depth,
-                    }));
-                error.retry_after_s = Some(retry_after_s);
-                error
-            }
-            StoreError::DiskFull(_) => {
-                let mut api = Self::new(ErrorCode::DiskFull, error.to_string());
-                api.retry_after_s = Some(DISK_FULL_RETRY_AFTER_S);
-                api
-            }
-            StoreError::Overloaded { retry_after_s, .. } => {
-                let mut api = Self::new(ErrorCode::Overloaded, error.to_string());
-                api.retry_after_s = Some(retry_after_s);
-                api
-            }
-            StoreError::WritesStopped(_) => {
-                let message = error.to_string();
-                tracing::error!(%message, "store refused a write");
-                Self::new(ErrorCode::StorageFailed, message)
-            }
-            StoreError::Unavailable(message) => {
-                tracing::warn!(%message, "store unavailable");
-                Self::unavailable(message)
-            }
-            StoreError::Other(source) => {
-                tracing::error!(error = %source, "internal store error");
-                Self::new(ErrorCode::Internal, "internal error; see the server log")
-            }
-        }
+impl From<OpsError> for ApiError {
+    fn from(error: OpsError) -> Self {
+        let mut api = Self::new(error.code, error.message);
+        api.details = error.details;
+        api.retry_after_s = error.retry_after_s;
+        api
     }
 }
 
-impl From<LeaseError> for ApiError {
-    fn from(error: LeaseError) -> Self {
-        match error {
-            LeaseError::Stale | LeaseError::NotInQueue => Self::stale_receipt(error.to_string()),
-            LeaseError::NoDeadLetterQueue => {
-                Self::invalid_field("permanent: the queue has no dead-letter queue")
-            }
-        }
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        OpsError::from(error).into()
     }
 }
 
@@ -232,6 +147,8 @@ impl From<QueryRejection> for ApiError {
 
 #[cfg(test)]
 mod tests {
+    use sluice_ops::error::DISK_FULL_RETRY_AFTER_S;
+
     use super::*;
 
     /// docs/http-api.md's error table, as (status, code) pairs: a row may list several codes

@@ -140,13 +140,19 @@ pub async fn run(
         config.push_delivery_log,
     )?;
     let http_metrics = Arc::new(http_metrics::HttpMetrics::default());
+    let shutdown_shared = Arc::new(shutdown_token.clone());
     let state = api::AppState {
         http_metrics: http_metrics.clone(),
         expr,
         store: store.clone(),
+        ops: Arc::new(sluice_ops::Ops::new(
+            store.clone(),
+            clock.clone(),
+            shutdown_shared.clone(),
+        )),
         clock: clock.clone(),
         manual_clock,
-        shutdown: Arc::new(shutdown_token.clone()),
+        shutdown: shutdown_shared,
         webhooks: Arc::new(webhooks::Registry::default()),
         push: push.clone(),
         auth: config.auth.clone(),

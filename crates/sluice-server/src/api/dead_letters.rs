@@ -1,29 +1,19 @@
-//! Dead-letter routes of a source queue: list, show, replay, delete, purge.
+//! Dead-letter routes of a source queue: list, show, replay, delete, purge. The rules are
+//! [`sluice_ops::Ops`]'s; these parse and render.
 
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use serde::Deserialize;
-use sluice_core::Millis;
-use sluice_core::clock::parse_rfc3339;
-use sluice_core::dispatch::{DeadLetterFilter, Seq};
-use sluice_core::store::{DeadLetter, DeadLetterQuery, DeadLetterSelection, ReplayParams};
+use sluice_core::store::DeadLetter;
 use sluice_core::wire::{
     DeadLetterDeleteOut, DeadLetterEntryOut, DeadLetterListOut, ReplayIn, ReplayOneIn, ReplayOut,
-    ReplayedOut, time_out,
+    time_out,
 };
-use uuid::Uuid;
+use sluice_ops::{DeadLetterListRequest, DeadLetterMatch, REPLAY_LIMIT_MAX, ReplayRequest};
 
 use super::{ApiBytes, ApiPath, ApiQuery, AppState, parse_json};
 use crate::error::ApiError;
-
-/// Default page size of a listing.
-const LIST_LIMIT_DEFAULT: usize = 50;
-/// Largest page of a listing.
-const LIST_LIMIT_MAX: usize = 1000;
-/// Default and largest number of entries one replay call takes.
-const REPLAY_LIMIT_DEFAULT: usize = 1000;
-const REPLAY_LIMIT_MAX: usize = 10_000;
 
 /// Query of `GET /v1/queues/{queue}/dlq`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -40,48 +30,6 @@ pub struct ListQuery {
     pub since: Option<String>,
     /// RFC 3339: dead-lettered before.
     pub until: Option<String>,
-}
-
-fn parse_time(field: &str, text: Option<&str>) -> Result<Option<Millis>, ApiError> {
-    text.map(|text| {
-        parse_rfc3339(text).ok_or_else(|| {
-            ApiError::invalid_field(format!("{field}: {text:?} is not an RFC 3339 time"))
-        })
-    })
-    .transpose()
-}
-
-fn filter(
-    queue: &str,
-    error: Option<String>,
-    since: Option<&str>,
-    until: Option<&str>,
-) -> Result<DeadLetterFilter, ApiError> {
-    Ok(DeadLetterFilter {
-        source_queue: queue.to_owned(),
-        error_contains: error.filter(|e| !e.is_empty()),
-        since_ms: parse_time("since", since)?,
-        until_ms: parse_time("until", until)?,
-    })
-}
-
-/// A cursor is the position of the next entry: `<dead-letter time ms>.<seq>`.
-fn parse_cursor(text: &str) -> Result<(Millis, Seq), ApiError> {
-    let invalid = || {
-        ApiError::invalid_field(format!(
-            "cursor: {text:?} is not a cursor from a previous page"
-        ))
-    };
-    let (at, seq) = text.split_once('.').ok_or_else(invalid)?;
-    Ok((
-        at.parse().map_err(|_| invalid())?,
-        seq.parse().map_err(|_| invalid())?,
-    ))
-}
-
-fn parse_id(text: &str) -> Result<Uuid, ApiError> {
-    Uuid::try_parse(text)
-        .map_err(|_| ApiError::message_not_found(format!("{text:?} is not a message id")))
 }
 
 fn entry_out(dead_letter: DeadLetter) -> DeadLetterEntryOut {
@@ -138,32 +86,23 @@ pub async fn list(
     ApiPath(queue): ApiPath<String>,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<DeadLetterListOut>, ApiError> {
-    let limit = query.limit.unwrap_or(LIST_LIMIT_DEFAULT);
-    if !(1..=LIST_LIMIT_MAX).contains(&limit) {
-        return Err(ApiError::invalid_field(format!(
-            "limit must be between 1 and {LIST_LIMIT_MAX}, got {limit}"
-        )));
-    }
-    let before = query.cursor.as_deref().map(parse_cursor).transpose()?;
-    let filter = filter(
-        &queue,
-        query.error,
-        query.since.as_deref(),
-        query.until.as_deref(),
-    )?;
     let page = app
-        .store
-        .dead_letter_list(DeadLetterQuery {
+        .ops
+        .dead_letter_list(DeadLetterListRequest {
             queue,
-            filter,
-            before,
-            limit,
+            limit: query.limit,
+            cursor: query.cursor,
+            matching: DeadLetterMatch {
+                error: query.error,
+                since: query.since,
+                until: query.until,
+            },
         })
         .await?;
     Ok(Json(DeadLetterListOut {
         dead_letter_queue: page.dead_letter_queue,
         entries: page.entries.into_iter().map(entry_out).collect(),
-        next_cursor: page.next.map(|(at, seq)| format!("{at}.{seq}")),
+        next_cursor: page.next_cursor,
     }))
 }
 
@@ -175,14 +114,7 @@ pub async fn get_one(
     State(app): State<AppState>,
     ApiPath((queue, message_id)): ApiPath<(String, String)>,
 ) -> Result<Json<DeadLetterEntryOut>, ApiError> {
-    let id = parse_id(&message_id)?;
-    let entry = app
-        .store
-        .dead_letter_get(&queue, id)
-        .await?
-        .ok_or_else(|| {
-            ApiError::message_not_found(format!("no dead letter {message_id} from queue {queue:?}"))
-        })?;
+    let entry = app.ops.dead_letter_get(&queue, &message_id).await?;
     Ok(Json(entry_out(entry)))
 }
 
@@ -194,16 +126,7 @@ pub async fn delete_one(
     State(app): State<AppState>,
     ApiPath((queue, message_id)): ApiPath<(String, String)>,
 ) -> Result<Json<DeadLetterDeleteOut>, ApiError> {
-    let id = parse_id(&message_id)?;
-    let deleted = app
-        .store
-        .dead_letter_delete(&queue, DeadLetterSelection::Ids(vec![id]), app.now_ms())
-        .await?;
-    if deleted == 0 {
-        return Err(ApiError::message_not_found(format!(
-            "no dead letter {message_id} from queue {queue:?} (or it is in flight)"
-        )));
-    }
+    let deleted = app.ops.dead_letter_delete(&queue, &message_id).await?;
     Ok(Json(DeadLetterDeleteOut { deleted }))
 }
 
@@ -215,14 +138,7 @@ pub async fn purge(
     State(app): State<AppState>,
     ApiPath(queue): ApiPath<String>,
 ) -> Result<Json<DeadLetterDeleteOut>, ApiError> {
-    let everything = DeadLetterSelection::Matching(DeadLetterFilter {
-        source_queue: queue.clone(),
-        ..DeadLetterFilter::default()
-    });
-    let deleted = app
-        .store
-        .dead_letter_delete(&queue, everything, app.now_ms())
-        .await?;
+    let deleted = app.ops.dead_letter_purge(&queue).await?;
     Ok(Json(DeadLetterDeleteOut { deleted }))
 }
 
@@ -244,50 +160,22 @@ pub async fn replay(
         )));
     }
     let input: ReplayIn = parse_json(&body)?;
-    let limit = input.limit.unwrap_or(REPLAY_LIMIT_DEFAULT);
-    if !(1..=REPLAY_LIMIT_MAX).contains(&limit) {
-        return Err(ApiError::invalid_field(format!(
-            "limit must be between 1 and {REPLAY_LIMIT_MAX}, got {limit}"
-        )));
-    }
-    let selection = match input.ids {
-        Some(ids) => {
-            if input.error.is_some() || input.since.is_some() || input.until.is_some() {
-                return Err(ApiError::invalid_field(
-                    "ids: give ids or filters (error, since, until), not both",
-                ));
-            }
-            if ids.is_empty() || ids.len() > limit {
-                return Err(ApiError::invalid_field(format!(
-                    "ids: give 1 to {limit} ids"
-                )));
-            }
-            let ids = ids
-                .iter()
-                .map(|id| {
-                    Uuid::try_parse(id).map_err(|_| {
-                        ApiError::invalid_field(format!("ids: {id:?} is not a message id"))
-                    })
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            DeadLetterSelection::Ids(ids)
-        }
-        None => DeadLetterSelection::Matching(filter(
-            &queue,
-            input.error,
-            input.since.as_deref(),
-            input.until.as_deref(),
-        )?),
-    };
-    run_replay(
-        &app,
-        queue,
-        selection,
-        limit,
-        input.dry_run.unwrap_or(false),
-        input.target_queue,
-    )
-    .await
+    let out = app
+        .ops
+        .dead_letter_replay(ReplayRequest {
+            queue,
+            ids: input.ids,
+            matching: DeadLetterMatch {
+                error: input.error,
+                since: input.since,
+                until: input.until,
+            },
+            limit: input.limit,
+            dry_run: input.dry_run.unwrap_or(false),
+            target_queue: input.target_queue,
+        })
+        .await?;
+    Ok(Json(out))
 }
 
 /// `POST /v1/queues/{queue}/dlq/{message_id}/replay`
@@ -304,59 +192,11 @@ pub async fn replay_one(
     } else {
         parse_json(&body)?
     };
-    let id = parse_id(&message_id)?;
-    let out = run_replay(
-        &app,
-        queue.clone(),
-        DeadLetterSelection::Ids(vec![id]),
-        1,
-        false,
-        input.target_queue,
-    )
-    .await?;
-    if out.replayed == 0 {
-        return Err(ApiError::message_not_found(format!(
-            "no dead letter {message_id} from queue {queue:?} to replay (replayed already, deleted, or in flight)"
-        )));
-    }
-    Ok(out)
-}
-
-async fn run_replay(
-    app: &AppState,
-    queue: String,
-    selection: DeadLetterSelection,
-    limit: usize,
-    dry_run: bool,
-    target_queue: Option<String>,
-) -> Result<Json<ReplayOut>, ApiError> {
-    let target = target_queue.clone().unwrap_or_else(|| queue.clone());
-    let replay = app
-        .store
-        .dead_letter_replay(ReplayParams {
-            queue,
-            selection,
-            limit,
-            dry_run,
-            target_queue,
-            now_ms: app.now_ms(),
-        })
+    let out = app
+        .ops
+        .dead_letter_replay_one(queue, &message_id, input.target_queue)
         .await?;
-    Ok(Json(ReplayOut {
-        dry_run,
-        matched: replay.matched,
-        replayed: replay.replayed.len() as u64,
-        more: replay.more,
-        target_queue: target,
-        results: replay
-            .replayed
-            .into_iter()
-            .map(|(dead_letter_id, message_id)| ReplayedOut {
-                dead_letter_id,
-                message_id,
-            })
-            .collect(),
-    }))
+    Ok(Json(out))
 }
 
 /// The dead-letter routes and who may call each.

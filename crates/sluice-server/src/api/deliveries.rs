@@ -6,9 +6,7 @@
 use axum::Json;
 use axum::extract::State;
 use sluice_core::message::DeliveryAttempt;
-use sluice_core::store::{MessageGetParams, MessageRef};
 use sluice_core::wire::{DeliveriesOut, DeliveryOut, time_out};
-use uuid::Uuid;
 
 use super::{ApiPath, AppState};
 use crate::error::ApiError;
@@ -21,19 +19,7 @@ pub async fn list(
     State(app): State<AppState>,
     ApiPath((queue, message_id)): ApiPath<(String, String)>,
 ) -> Result<Json<DeliveriesOut>, ApiError> {
-    let id = Uuid::try_parse(&message_id)
-        .map_err(|_| ApiError::message_not_found(format!("{message_id:?} is not a message id")))?;
-    let (status, deliveries) = app
-        .store
-        .message_deliveries(MessageGetParams {
-            queue: queue.clone(),
-            by: MessageRef::Id(id),
-            now_ms: app.now_ms(),
-        })
-        .await?
-        .ok_or_else(|| {
-            ApiError::message_not_found(format!("no message {message_id} in queue {queue:?}"))
-        })?;
+    let (status, deliveries) = app.ops.message_deliveries(queue, &message_id).await?;
     Ok(Json(DeliveriesOut {
         message_id: status.message_id,
         queue: status.queue,

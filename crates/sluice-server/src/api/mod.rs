@@ -38,6 +38,8 @@ pub const REQUEST_BYTES_MAX: usize = 16 * 1024 * 1024;
 pub struct AppState {
     /// The store.
     pub store: Arc<dyn Store>,
+    /// The queue operations over the store: what every handler calls.
+    pub ops: Arc<sluice_ops::Ops>,
     /// The clock every time-dependent rule reads.
     pub clock: Arc<dyn Clock>,
     /// Set in test-clock mode only.

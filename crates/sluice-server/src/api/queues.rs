@@ -9,7 +9,7 @@ use sluice_core::wire::{
     CountersOut, DrainIn, DrainOut, LatencyOut, PurgeOut, QueueConfigOut, QueueDeleteOut,
     QueueListOut, QueueOut, QueuePutOut, QueueSpec, QueueStatsOut, ThroughputOut,
 };
-use tokio::time::{Duration, Instant};
+use sluice_ops::{Drained, Purged};
 
 use super::{ApiJson, ApiPath, AppState};
 use crate::error::{ApiError, ErrorCode};
@@ -223,8 +223,7 @@ pub async fn resume(
 }
 
 async fn set_paused(app: &AppState, name: &str, paused: bool) -> Result<Json<QueueOut>, ApiError> {
-    app.store.queue_pause(name, paused).await?;
-    let info = app.store.queue_get(name, app.now_ms()).await?;
+    let info = app.ops.queue_set_paused(name, paused).await?;
     Ok(Json(queue_out(app, &info)))
 }
 
@@ -278,19 +277,9 @@ pub async fn purge(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<PurgeOut>, ApiError> {
-    let purged = app.store.queue_purge(&name, app.now_ms()).await?;
-    let info = app.store.queue_get(&name, app.now_ms()).await?;
-    Ok(Json(PurgeOut {
-        purged,
-        in_flight: info.depth.in_flight,
-    }))
+    let Purged { purged, in_flight } = app.ops.queue_purge(&name).await?;
+    Ok(Json(PurgeOut { purged, in_flight }))
 }
-
-/// Longest drain wait.
-const DRAIN_TIMEOUT_MS_MAX: i64 = 15 * 60 * 1000;
-/// How often a drain looks again when nothing wakes it: retention and lease expiry run in the
-/// background without waking waiters.
-const DRAIN_RECHECK: Duration = Duration::from_millis(100);
 
 /// `POST /v1/queues/{queue}/drain`: waits until the queue is empty, or the timeout.
 #[utoipa::path(post, operation_id = "queue_drain", path = "/v1/queues/{queue}/drain", params(("queue" = String, Path)), request_body = DrainIn,
@@ -305,39 +294,18 @@ pub async fn drain(
     } else {
         super::parse_json(&body)?
     };
-    let timeout_ms = input.timeout_ms.unwrap_or(30_000);
-    if !(0..=DRAIN_TIMEOUT_MS_MAX).contains(&timeout_ms) {
-        return Err(ApiError::invalid_field(format!(
-            "timeout_ms must be between 0 and {DRAIN_TIMEOUT_MS_MAX}, got {timeout_ms}"
-        )));
-    }
-    let started = Instant::now();
-    let deadline = started + Duration::from_millis(timeout_ms as u64);
-    // A queue that does not exist gets its 404 before the notifier keeps anything for the name.
-    app.store.queue_get(&name, app.now_ms()).await?;
-    let notify = app.store.notifier().queue(&name);
-    loop {
-        let woken = notify.notified();
-        tokio::pin!(woken);
-        woken.as_mut().enable();
-        let depth = app.store.queue_get(&name, app.now_ms()).await?.depth;
-        let drained = depth.ready + depth.delayed + depth.in_flight == 0;
-        if drained || Instant::now() >= deadline || app.is_shutting_down() {
-            return Ok(Json(DrainOut {
-                drained,
-                waited_ms: started.elapsed().as_millis() as u64,
-                ready: depth.ready,
-                delayed: depth.delayed,
-                in_flight: depth.in_flight,
-            }));
-        }
-        tokio::select! {
-            _ = woken => {}
-            _ = tokio::time::sleep_until(deadline.min(Instant::now() + DRAIN_RECHECK)) => {}
-            // Shutdown: answer with the depth as it is.
-            () = app.shutdown.cancelled() => {}
-        }
-    }
+    let Drained {
+        drained,
+        waited,
+        depth,
+    } = app.ops.queue_drain(&name, input.timeout_ms).await?;
+    Ok(Json(DrainOut {
+        drained,
+        waited_ms: waited.as_millis() as u64,
+        ready: depth.ready,
+        delayed: depth.delayed,
+        in_flight: depth.in_flight,
+    }))
 }
 
 /// The queue routes and who may call each.

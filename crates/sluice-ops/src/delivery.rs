@@ -1,0 +1,263 @@
+//! Taking messages and settling them: receive (with long polling), ack, nack, extend.
+
+use std::time::Duration;
+
+use sluice_core::Millis;
+use sluice_core::dispatch::NackOutcome;
+use sluice_core::message::{ClaimedMessage, Receipt};
+use sluice_core::queue::limits;
+use sluice_core::store::{AckParams, ClaimParams, ExtendParams, NackParams};
+use sluice_core::wire::{AckOut, AckResult, ErrorCode, ErrorDetail, NackOut, time_out};
+use tokio::time::Instant;
+
+use crate::wait::{self, Look, Wait};
+use crate::{Ops, OpsError, OpsResult};
+
+/// Most receipts in one ack.
+pub const ACK_RECEIPTS_MAX: usize = 1000;
+
+/// Take up to `max` messages, waiting up to `wait_ms` for the first.
+#[derive(Debug, Clone)]
+pub struct ReceiveRequest {
+    /// The queue.
+    pub queue: String,
+    /// 1 to [`limits::RECEIVE_MAX`]; 1 when `None`.
+    pub max: Option<i64>,
+    /// 0 to [`limits::WAIT_MS_MAX`]; 0 (answer at once) when `None`.
+    pub wait_ms: Option<i64>,
+    /// The lease's length; the queue's visibility timeout when `None`.
+    pub visibility_timeout_ms: Option<i64>,
+}
+
+/// Settle leases as done, with an optional result kept for duplicates to read.
+#[derive(Debug, Clone)]
+pub struct AckRequest {
+    /// The queue.
+    pub queue: String,
+    /// Receipt texts as receive gave them, in the order results are wanted.
+    pub receipts: Vec<String>,
+    /// JSON text kept as the message's result (one receipt only).
+    pub result: Option<String>,
+}
+
+/// Settle a lease as failed: retry (after a delay) or dead-letter.
+#[derive(Debug, Clone)]
+pub struct NackRequest {
+    /// The queue.
+    pub queue: String,
+    /// Receipt text as receive gave it.
+    pub receipt: String,
+    /// Why it failed (kept as `last_error`).
+    pub error: Option<String>,
+    /// Wait before the retry; the queue's backoff when `None`.
+    pub delay_ms: Option<i64>,
+    /// Dead-letter now rather than retry.
+    pub permanent: bool,
+}
+
+impl Ops {
+    /// Claims up to `max` messages; with `wait_ms`, waits for the first as a long poll.
+    ///
+    /// The first look registers no wake-up: it answers at once when there are messages, and
+    /// refuses a queue that does not exist before the notifier keeps anything for the name.
+    /// Shutdown ends the wait with what there is (nothing).
+    pub async fn receive(&self, request: ReceiveRequest) -> OpsResult<Vec<ClaimedMessage>> {
+        let max = request.max.unwrap_or(1);
+        if !(1..=limits::RECEIVE_MAX as i64).contains(&max) {
+            return Err(OpsError::invalid_field(format!(
+                "max must be between 1 and {}, got {max}",
+                limits::RECEIVE_MAX
+            )));
+        }
+        let wait_ms = request.wait_ms.unwrap_or(0);
+        if !(0..=limits::WAIT_MS_MAX).contains(&wait_ms) {
+            return Err(OpsError::invalid_field(format!(
+                "wait_ms must be between 0 and {}, got {wait_ms}",
+                limits::WAIT_MS_MAX
+            )));
+        }
+        if let Some(ms) = request.visibility_timeout_ms
+            && !(1..=limits::VISIBILITY_TIMEOUT_MS_MAX).contains(&ms)
+        {
+            return Err(OpsError::invalid_field(format!(
+                "visibility_timeout_ms must be between 1 and {}, got {ms}",
+                limits::VISIBILITY_TIMEOUT_MS_MAX
+            )));
+        }
+        let deadline = Instant::now() + Duration::from_millis(wait_ms as u64);
+        let policy = Wait::long_poll(deadline, &self.shutdown);
+        let queue = &request.queue;
+        let claim = |now_ms| async move {
+            let claim = self
+                .store
+                .message_claim(ClaimParams {
+                    queue: queue.clone(),
+                    max: max as usize,
+                    lease_ms: request.visibility_timeout_ms,
+                    now_ms,
+                })
+                .await?;
+            Ok::<_, OpsError>(if claim.messages.is_empty() {
+                Look::Pending {
+                    current: claim.messages,
+                    next_change_at_ms: claim.next_change_at_ms,
+                }
+            } else {
+                Look::Ready(claim.messages)
+            })
+        };
+        let notifier = self.store.notifier();
+        wait::until(&notifier, queue, self.clock.as_ref(), &policy, claim).await
+    }
+
+    /// Acks every receipt; answers per receipt, in order. When some receipt is stale, the
+    /// error carries every receipt's result as details.
+    pub async fn ack(&self, request: AckRequest) -> OpsResult<AckOut> {
+        let texts = request.receipts;
+        if texts.is_empty() {
+            return Err(OpsError::invalid_field(
+                "receipts: give receipt or a non-empty receipts list",
+            ));
+        }
+        if texts.len() > ACK_RECEIPTS_MAX {
+            return Err(too_many_receipts(texts.len()));
+        }
+        let receipts = texts
+            .iter()
+            .map(|text| parse_receipt(text))
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(result) = &request.result {
+            if texts.len() != 1 {
+                return Err(OpsError::invalid_field(
+                    "result: give a result with a single receipt",
+                ));
+            }
+            if result.len() > limits::RESULT_BYTES_MAX {
+                return Err(OpsError::too_large(format!(
+                    "result: {} bytes; at most {} are kept",
+                    result.len(),
+                    limits::RESULT_BYTES_MAX
+                )));
+            }
+        }
+        let outcomes = self
+            .store
+            .message_ack(AckParams {
+                queue: request.queue,
+                receipts,
+                result: request.result,
+                delivery: None,
+                now_ms: self.now_ms(),
+            })
+            .await?;
+        let results: Vec<AckResult> = texts
+            .into_iter()
+            .zip(outcomes)
+            .map(|(receipt, outcome)| match outcome {
+                Ok(()) => AckResult {
+                    receipt,
+                    acked: true,
+                    error: None,
+                },
+                Err(error) => AckResult {
+                    receipt,
+                    acked: false,
+                    error: Some(ErrorDetail::new(ErrorCode::StaleReceipt, error.to_string())),
+                },
+            })
+            .collect();
+        let acked = results.iter().filter(|r| r.acked).count();
+        if acked == results.len() {
+            return Ok(AckOut { acked, results });
+        }
+        let message = format!(
+            "{} of {} receipts are stale: those messages are no longer leased with them",
+            results.len() - acked,
+            results.len()
+        );
+        Err(OpsError::stale_receipt(message)
+            .with_details(serde_json::to_value(AckOut { acked, results }).unwrap_or_default()))
+    }
+
+    /// Nacks one lease: the message is retried (now or after a delay) or dead-lettered.
+    pub async fn nack(&self, request: NackRequest) -> OpsResult<NackOut> {
+        let receipt = parse_receipt(&request.receipt)?;
+        if let Some(delay) = request.delay_ms
+            && !(0..=limits::DELAY_MS_MAX).contains(&delay)
+        {
+            return Err(OpsError::invalid_field(format!(
+                "delay_ms must be between 0 and {}",
+                limits::DELAY_MS_MAX
+            )));
+        }
+        let now_ms = self.now_ms();
+        let params = NackParams {
+            queue: request.queue,
+            receipt,
+            error: request.error,
+            delay_ms: request.delay_ms,
+            permanent: request.permanent,
+            delivery: None,
+            now_ms,
+        };
+        Ok(match self.store.message_nack(params).await? {
+            NackOutcome::Retry { visible_at_ms } => NackOut {
+                state: if visible_at_ms > now_ms {
+                    "delayed"
+                } else {
+                    "ready"
+                }
+                .into(),
+                visible_at: Some(time_out(visible_at_ms)),
+                dead_letter_queue: None,
+            },
+            NackOutcome::DeadLettered { queue } => NackOut {
+                state: "dead".into(),
+                visible_at: None,
+                dead_letter_queue: Some(queue.to_string()),
+            },
+        })
+    }
+
+    /// Extends (or, with 0, ends) a lease; returns when it now expires.
+    pub async fn extend(
+        &self,
+        queue: String,
+        receipt: &str,
+        visibility_timeout_ms: i64,
+    ) -> OpsResult<Millis> {
+        let receipt = parse_receipt(receipt)?;
+        if !(0..=limits::VISIBILITY_TIMEOUT_MS_MAX).contains(&visibility_timeout_ms) {
+            return Err(OpsError::invalid_field(format!(
+                "visibility_timeout_ms must be between 0 and {}",
+                limits::VISIBILITY_TIMEOUT_MS_MAX
+            )));
+        }
+        Ok(self
+            .store
+            .message_extend(ExtendParams {
+                queue,
+                receipt,
+                timeout_ms: visibility_timeout_ms,
+                now_ms: self.now_ms(),
+            })
+            .await?)
+    }
+}
+
+/// The refusal of an ack with more than [`ACK_RECEIPTS_MAX`] receipts (also given by a
+/// protocol that counts them before parsing).
+pub fn too_many_receipts(count: usize) -> OpsError {
+    OpsError::too_large(format!(
+        "receipts: {count} receipts; at most {ACK_RECEIPTS_MAX} per ack"
+    ))
+}
+
+fn parse_receipt(text: &str) -> OpsResult<Receipt> {
+    Receipt::parse(text).ok_or_else(|| {
+        OpsError::malformed_receipt(format!(
+            "{:?} is not a receipt from receive",
+            sluice_core::message::cut_utf8(text, 80)
+        ))
+    })
+}

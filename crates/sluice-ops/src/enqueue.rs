@@ -1,0 +1,305 @@
+//! Enqueue: the message rules (sizes, keys, headers, delays), the batch's byte limit, the
+//! queue's JSON Schema, and the answer to a duplicate.
+//!
+//! An enqueue is built in two steps so that every refusal comes in the order a client sees it
+//! today: [`Ops::enqueue_to`] looks up the queue (a missing queue is refused before the body
+//! is even read), then the protocol adds its messages one by one ([`Enqueue::add`]), each
+//! checked as it comes, and [`Ops::enqueue`] checks the batch and stores it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use sluice_core::clock::parse_rfc3339;
+use sluice_core::message::{BodyKind, NewMessage, Payload};
+use sluice_core::queue::{MessageSchema, QueueConfig, limits};
+use sluice_core::store::{EnqueueParams, MessageGetParams, MessageRef};
+use sluice_core::wire::{EnqueueOut, SchemaViolationOut};
+use sluice_core::{Millis, StoreError};
+use uuid::Uuid;
+
+use crate::{Ops, OpsError, OpsResult};
+
+/// A message as a protocol hands it over, its body already decoded.
+#[derive(Debug, Clone)]
+pub struct MessageRequest {
+    /// The body's bytes, and whether they are JSON text.
+    pub body: (Vec<u8>, BodyKind),
+    /// Idempotency key.
+    pub id: Option<String>,
+    /// Per-key order key.
+    pub key: Option<String>,
+    /// Headers kept with the message.
+    pub headers: Option<BTreeMap<String, String>>,
+    /// Higher first; 0 when `None`.
+    pub priority: Option<i32>,
+    /// Visible after this wait.
+    pub delay_ms: Option<i64>,
+    /// Visible from this RFC 3339 time.
+    pub not_before: Option<String>,
+}
+
+/// An enqueue under way: the queue's configuration, and the messages checked so far.
+#[derive(Debug)]
+pub struct Enqueue {
+    queue: String,
+    config: Arc<QueueConfig>,
+    now_ms: Millis,
+    messages: Vec<NewMessage>,
+    batch_bytes: usize,
+}
+
+impl Ops {
+    /// Starts an enqueue to `queue`: refuses a queue that does not exist.
+    pub async fn enqueue_to(&self, queue: String) -> OpsResult<Enqueue> {
+        let now_ms = self.now_ms();
+        let config = self.store.queue_config(&queue).await?;
+        Ok(Enqueue {
+            queue,
+            config,
+            now_ms,
+            messages: Vec::new(),
+            batch_bytes: 0,
+        })
+    }
+
+    /// Checks the batch (its bytes, the queue's schema, off the async threads) and stores it;
+    /// one answer per message, in order. A duplicate's answer says where the first message
+    /// is now and, once acked, its result, so a retried request learns the first outcome
+    /// instead of causing a second run.
+    pub async fn enqueue(&self, enqueue: Enqueue) -> OpsResult<Vec<EnqueueOut>> {
+        let Enqueue {
+            queue,
+            config,
+            now_ms,
+            mut messages,
+            batch_bytes,
+        } = enqueue;
+        if batch_bytes > limits::BATCH_BYTES_MAX {
+            return Err(OpsError::too_large(format!(
+                "messages: the batch holds {batch_bytes} body bytes; at most {} are allowed",
+                limits::BATCH_BYTES_MAX
+            )));
+        }
+        if let Some(schema) = &config.schema {
+            // Off the async threads: a batch can hold 10 MiB of strings for the patterns.
+            let schema = schema.clone();
+            let (checked, result) = tokio::task::spawn_blocking(move || {
+                let result = check_schema(&schema, &messages);
+                (messages, result)
+            })
+            .await
+            .map_err(|_| OpsError::unavailable("the schema check failed; see the server log"))?;
+            result?;
+            messages = checked;
+        }
+        let keys: Vec<Option<String>> =
+            messages.iter().map(|m| m.idempotency_key.clone()).collect();
+        let results = self
+            .store
+            .message_enqueue(EnqueueParams {
+                queue: queue.clone(),
+                messages,
+                now_ms,
+            })
+            .await?;
+        let mut out = Vec::with_capacity(results.len());
+        for (result, key) in results.into_iter().zip(keys) {
+            out.push(if result.created {
+                EnqueueOut {
+                    message_id: result.message_id,
+                    created: true,
+                    position: Some(result.position),
+                    state: None,
+                    result: None,
+                }
+            } else {
+                self.duplicate_out(&queue, result.message_id, key).await?
+            });
+        }
+        Ok(out)
+    }
+
+    async fn duplicate_out(
+        &self,
+        queue: &str,
+        message_id: Uuid,
+        key: Option<String>,
+    ) -> Result<EnqueueOut, StoreError> {
+        // By key: the key remembers the ack and result even after the message's record is gone.
+        let by = key.map_or(MessageRef::Id(message_id), MessageRef::IdempotencyKey);
+        let status = self
+            .store
+            .message_get(MessageGetParams {
+                queue: queue.to_owned(),
+                by,
+                now_ms: self.now_ms(),
+            })
+            .await?
+            .filter(|status| status.message_id == message_id);
+        Ok(EnqueueOut {
+            message_id,
+            created: false,
+            position: None,
+            state: status.as_ref().map(|s| s.state.as_str().to_owned()),
+            result: status
+                .and_then(|s| s.result)
+                .and_then(|text| serde_json::from_str(&text).ok()),
+        })
+    }
+}
+
+impl Enqueue {
+    /// Messages added so far.
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    /// True before the first message.
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+
+    /// Checks one message against the queue's limits and adds it. `prefix` names the
+    /// message in refusals (`messages[3].` in a batch, nothing for one message).
+    pub fn add(&mut self, input: MessageRequest, prefix: &str) -> OpsResult<()> {
+        let message = build(input, &self.config, self.now_ms, prefix)?;
+        self.batch_bytes += message.payload.body_bytes.len();
+        self.messages.push(message);
+        Ok(())
+    }
+
+    /// Lets the protocol add headers of its own to every payload (e.g. a trace context).
+    pub fn payloads_mut(&mut self) -> impl Iterator<Item = &mut Arc<Payload>> {
+        self.messages.iter_mut().map(|message| &mut message.payload)
+    }
+}
+
+/// Checks one message against the queue's limits and builds what the store takes.
+fn build(
+    input: MessageRequest,
+    config: &QueueConfig,
+    now_ms: Millis,
+    prefix: &str,
+) -> OpsResult<NewMessage> {
+    let invalid =
+        |field: &str, why: String| OpsError::invalid_field(format!("{prefix}{field}: {why}"));
+    let (body_bytes, body_kind) = input.body;
+    if body_bytes.len() > config.max_message_bytes {
+        return Err(OpsError::too_large(format!(
+            "{prefix}body: {} bytes; the queue accepts at most {}",
+            body_bytes.len(),
+            config.max_message_bytes
+        )));
+    }
+    for (field, value) in [("id", &input.id), ("key", &input.key)] {
+        if let Some(value) = value
+            && (value.is_empty() || value.len() > limits::KEY_BYTES_MAX)
+        {
+            return Err(invalid(
+                field,
+                format!("must be 1 to {} bytes long", limits::KEY_BYTES_MAX),
+            ));
+        }
+    }
+    let headers = input.headers.unwrap_or_default();
+    let header_bytes: usize = headers.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if headers.len() > limits::HEADERS_MAX || header_bytes > limits::HEADER_BYTES_MAX {
+        return Err(invalid(
+            "headers",
+            format!(
+                "at most {} headers and {} bytes in all",
+                limits::HEADERS_MAX,
+                limits::HEADER_BYTES_MAX
+            ),
+        ));
+    }
+    let visible_at_ms = match (input.delay_ms, input.not_before) {
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                "delay_ms",
+                "give delay_ms or not_before, not both".into(),
+            ));
+        }
+        (Some(delay), None) => {
+            if !(0..=limits::DELAY_MS_MAX).contains(&delay) {
+                return Err(invalid(
+                    "delay_ms",
+                    format!("must be between 0 and {}", limits::DELAY_MS_MAX),
+                ));
+            }
+            now_ms + delay
+        }
+        (None, Some(text)) => {
+            let at = parse_rfc3339(&text).ok_or_else(|| {
+                invalid("not_before", format!("{text:?} is not an RFC 3339 time"))
+            })?;
+            if at - now_ms > limits::DELAY_MS_MAX {
+                return Err(invalid("not_before", "is more than 15 days away".into()));
+            }
+            at
+        }
+        (None, None) => now_ms,
+    };
+    Ok(NewMessage {
+        idempotency_key: input.id,
+        payload: Arc::new(Payload {
+            body_bytes,
+            body_kind,
+            headers,
+        }),
+        key: input.key,
+        priority: input.priority.unwrap_or(0),
+        visible_at_ms,
+        dead_letter: None,
+    })
+}
+
+/// Every violation of every message of a batch, or nothing stored.
+fn check_schema(schema: &MessageSchema, messages: &[NewMessage]) -> OpsResult<()> {
+    let mut violations = Vec::new();
+    for (index, message) in messages.iter().enumerate() {
+        if message.payload.body_kind != BodyKind::Json {
+            violations.push(SchemaViolationOut {
+                index,
+                path: String::new(),
+                reason: "this queue has a schema: give a JSON body, not body_base64".into(),
+            });
+            continue;
+        }
+        let body: serde_json::Value = match serde_json::from_slice(&message.payload.body_bytes) {
+            Ok(body) => body,
+            Err(error) => {
+                violations.push(SchemaViolationOut {
+                    index,
+                    path: String::new(),
+                    reason: format!("not JSON: {error}"),
+                });
+                continue;
+            }
+        };
+        violations.extend(schema.violations(&body).into_iter().map(|violation| {
+            SchemaViolationOut {
+                index,
+                path: violation.path,
+                reason: violation.reason,
+            }
+        }));
+    }
+    if violations.is_empty() {
+        return Ok(());
+    }
+    let summary: Vec<String> = violations
+        .iter()
+        .take(5)
+        .map(|v| format!("message {} at {:?}: {}", v.index, v.path, v.reason))
+        .collect();
+    Err(OpsError::new(
+        sluice_core::wire::ErrorCode::SchemaViolation,
+        format!(
+            "{} schema violation(s); nothing was stored: {}",
+            violations.len(),
+            summary.join("; ")
+        ),
+    )
+    .with_details(serde_json::json!({ "violations": violations })))
+}

@@ -1,0 +1,78 @@
+//! The queue operations of sluice, protocol-neutral.
+//!
+//! A protocol is a renderer; a store is a backend; the queue's rules live in ops and core.
+//! Each operation here takes a typed request, applies every rule that is not pure (limits,
+//! long polling, how a partly stale ack answers) over a [`Store`], and returns a typed
+//! result or one [`OpsError`], whose code is the closed [`sluice_core::wire::ErrorCode`]. The
+//! HTTP API parses, authorizes, calls [`Ops`] and renders; another protocol does the same.
+//!
+//! [`wait`] is the one "claim or wait" every waiting caller shares (receive, push, drain,
+//! the embedded SDK), each with its own [`wait::Wait`] policy.
+
+mod browse;
+mod dead_letters;
+mod delivery;
+mod enqueue;
+pub mod error;
+mod lookups;
+mod queues;
+pub mod wait;
+
+use std::sync::Arc;
+
+use sluice_core::{Clock, Millis, Store};
+use tokio_util::sync::CancellationToken;
+
+pub use browse::{BrowseRequest, Browsed};
+pub use dead_letters::{
+    DeadLetterListRequest, DeadLetterMatch, DeadLetterPage, REPLAY_LIMIT_MAX, ReplayRequest,
+};
+pub use delivery::{ACK_RECEIPTS_MAX, AckRequest, NackRequest, ReceiveRequest, too_many_receipts};
+pub use enqueue::{Enqueue, MessageRequest};
+pub use error::OpsError;
+pub use lookups::CancelRequest;
+pub use queues::{Drained, Purged};
+
+/// What every operation returns.
+pub type OpsResult<T> = Result<T, OpsError>;
+
+/// The operations over one store, on one clock.
+#[derive(Clone)]
+pub struct Ops {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    /// Cancelled once shutdown begins: long polls and drains answer at once with what there
+    /// is. Behind an `Arc` like the server's, since cloning a token locks its tree node.
+    shutdown: Arc<CancellationToken>,
+}
+
+impl std::fmt::Debug for Ops {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ops").finish_non_exhaustive()
+    }
+}
+
+impl Ops {
+    /// Operations over `store`, reading time from `clock`, ending waits on `shutdown`.
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        shutdown: Arc<CancellationToken>,
+    ) -> Self {
+        Self {
+            store,
+            clock,
+            shutdown,
+        }
+    }
+
+    /// The store underneath.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Now, by the operations' clock.
+    pub fn now_ms(&self) -> Millis {
+        self.clock.now_ms()
+    }
+}

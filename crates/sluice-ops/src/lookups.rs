@@ -1,0 +1,128 @@
+//! Finding one message: its status (by id or by idempotency key), its body, its push
+//! delivery log; and cancelling one.
+
+use sluice_core::message::{DeliveryAttempt, MessageStatus};
+use sluice_core::store::{CancelOutcome, MessageBody, MessageGetParams, MessageRef};
+use uuid::Uuid;
+
+use crate::{Ops, OpsError, OpsResult};
+
+/// Which message to cancel, as a client names it: by server id or by idempotency key.
+#[derive(Debug, Clone)]
+pub struct CancelRequest {
+    /// The queue.
+    pub queue: String,
+    /// The server id (text: one that is not a UUID names no message).
+    pub message_id: Option<String>,
+    /// The idempotency key.
+    pub id: Option<String>,
+}
+
+impl Ops {
+    /// A message's status by its server id.
+    pub async fn message_by_id(&self, queue: String, message_id: &str) -> OpsResult<MessageStatus> {
+        let id = parse_message_id(message_id)?;
+        self.lookup(queue, MessageRef::Id(id), message_id).await
+    }
+
+    /// A message's status by its idempotency key (`None`: the client gave none).
+    pub async fn message_by_key(
+        &self,
+        queue: String,
+        key: Option<String>,
+    ) -> OpsResult<MessageStatus> {
+        let key =
+            key.ok_or_else(|| OpsError::invalid_field("id: give the idempotency key as ?id=..."))?;
+        let shown = format!("idempotency key {key:?}");
+        self.lookup(queue, MessageRef::IdempotencyKey(key), &shown)
+            .await
+    }
+
+    async fn lookup(&self, queue: String, by: MessageRef, shown: &str) -> OpsResult<MessageStatus> {
+        let status = self
+            .store
+            .message_get(MessageGetParams {
+                queue: queue.clone(),
+                by,
+                now_ms: self.now_ms(),
+            })
+            .await?;
+        status.ok_or_else(|| {
+            OpsError::message_not_found(format!("no message {shown} in queue {queue:?}"))
+        })
+    }
+
+    /// A message with its body and headers (found as [`Ops::message_by_id`] finds it, so also
+    /// in its dead-letter queue); the payload is `None` once the body is gone.
+    pub async fn message_body(&self, queue: String, message_id: &str) -> OpsResult<MessageBody> {
+        let id = parse_message_id(message_id)?;
+        self.store
+            .message_body(MessageGetParams {
+                queue: queue.clone(),
+                by: MessageRef::Id(id),
+                now_ms: self.now_ms(),
+            })
+            .await?
+            .ok_or_else(|| {
+                OpsError::message_not_found(format!("no message {message_id} in queue {queue:?}"))
+            })
+    }
+
+    /// A message's push delivery log, oldest attempt first.
+    pub async fn message_deliveries(
+        &self,
+        queue: String,
+        message_id: &str,
+    ) -> OpsResult<(MessageStatus, Vec<DeliveryAttempt>)> {
+        let id = parse_message_id(message_id)?;
+        self.store
+            .message_deliveries(MessageGetParams {
+                queue: queue.clone(),
+                by: MessageRef::Id(id),
+                now_ms: self.now_ms(),
+            })
+            .await?
+            .ok_or_else(|| {
+                OpsError::message_not_found(format!("no message {message_id} in queue {queue:?}"))
+            })
+    }
+
+    /// Cancels a message that is not being processed; the outcome says what happened.
+    pub async fn cancel(&self, request: CancelRequest) -> OpsResult<CancelOutcome> {
+        let by = match (request.message_id, request.id) {
+            (Some(id), None) => match Uuid::try_parse(&id) {
+                Ok(id) => MessageRef::Id(id),
+                // No message has an id that is not a UUID.
+                Err(_) => {
+                    self.store.queue_get(&request.queue, self.now_ms()).await?;
+                    return Ok(CancelOutcome::NotFound);
+                }
+            },
+            (None, Some(key)) => MessageRef::IdempotencyKey(key),
+            (Some(_), Some(_)) => {
+                return Err(OpsError::invalid_field(
+                    "give message_id or id (the idempotency key), not both",
+                ));
+            }
+            (None, None) => {
+                return Err(OpsError::invalid_field(
+                    "name the message: give message_id, or id (its idempotency key)",
+                ));
+            }
+        };
+        Ok(self
+            .store
+            .message_cancel(MessageGetParams {
+                queue: request.queue,
+                by,
+                now_ms: self.now_ms(),
+            })
+            .await?)
+    }
+}
+
+/// A message id as a client gives it; one that is not a UUID names no message.
+pub(crate) fn parse_message_id(text: &str) -> OpsResult<Uuid> {
+    Uuid::try_parse(text)
+        .map_err(|_| OpsError::message_not_found(format!("{text:?} is not a message id")))
+}

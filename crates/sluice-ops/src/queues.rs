@@ -1,0 +1,91 @@
+//! Operating on a whole queue: pause and resume, purge, drain.
+
+use std::time::Duration;
+
+use sluice_core::dispatch::QueueDepth;
+use sluice_core::store::QueueInfo;
+use tokio::time::Instant;
+
+use crate::wait::{self, Look, Wait};
+use crate::{Ops, OpsError, OpsResult};
+
+/// Longest drain wait.
+const DRAIN_TIMEOUT_MS_MAX: i64 = 15 * 60 * 1000;
+/// Drain wait when none is given.
+const DRAIN_TIMEOUT_MS_DEFAULT: i64 = 30_000;
+/// How often a drain looks again when nothing wakes it: retention and lease expiry run in the
+/// background without waking waiters.
+const DRAIN_RECHECK: Duration = Duration::from_millis(100);
+
+/// How a drain ended.
+#[derive(Debug)]
+pub struct Drained {
+    /// True when the queue held nothing (ready, delayed or in flight).
+    pub drained: bool,
+    /// How long the drain waited.
+    pub waited: Duration,
+    /// The queue's depth at the end.
+    pub depth: QueueDepth,
+}
+
+/// What a purge removed, and what it left.
+#[derive(Debug, Clone, Copy)]
+pub struct Purged {
+    /// Messages removed.
+    pub purged: u64,
+    /// Messages in flight, which a purge leaves.
+    pub in_flight: u64,
+}
+
+impl Ops {
+    /// Pauses (or resumes) a queue's deliveries; enqueues are still stored. Returns the queue.
+    pub async fn queue_set_paused(&self, queue: &str, paused: bool) -> OpsResult<QueueInfo> {
+        self.store.queue_pause(queue, paused).await?;
+        Ok(self.store.queue_get(queue, self.now_ms()).await?)
+    }
+
+    /// Removes every message that is not in flight.
+    pub async fn queue_purge(&self, queue: &str) -> OpsResult<Purged> {
+        let purged = self.store.queue_purge(queue, self.now_ms()).await?;
+        let info = self.store.queue_get(queue, self.now_ms()).await?;
+        Ok(Purged {
+            purged,
+            in_flight: info.depth.in_flight,
+        })
+    }
+
+    /// Waits until the queue holds nothing, or `timeout_ms` (30 s when `None`). The first
+    /// look is unregistered: a queue that does not exist is refused before the notifier keeps
+    /// anything for the name. Shutdown answers with the depth as it is.
+    pub async fn queue_drain(&self, queue: &str, timeout_ms: Option<i64>) -> OpsResult<Drained> {
+        let timeout_ms = timeout_ms.unwrap_or(DRAIN_TIMEOUT_MS_DEFAULT);
+        if !(0..=DRAIN_TIMEOUT_MS_MAX).contains(&timeout_ms) {
+            return Err(OpsError::invalid_field(format!(
+                "timeout_ms must be between 0 and {DRAIN_TIMEOUT_MS_MAX}, got {timeout_ms}"
+            )));
+        }
+        let started = Instant::now();
+        let deadline = started + Duration::from_millis(timeout_ms as u64);
+        let policy = Wait::drain(deadline, DRAIN_RECHECK, &self.shutdown);
+        let look = |now_ms| async move {
+            let depth = self.store.queue_get(queue, now_ms).await?.depth;
+            let drained = depth.ready + depth.delayed + depth.in_flight == 0;
+            Ok::<_, OpsError>(if drained {
+                Look::Ready((true, depth))
+            } else {
+                Look::Pending {
+                    current: (false, depth),
+                    next_change_at_ms: None,
+                }
+            })
+        };
+        let notifier = self.store.notifier();
+        let (drained, depth) =
+            wait::until(&notifier, queue, self.clock.as_ref(), &policy, look).await?;
+        Ok(Drained {
+            drained,
+            waited: started.elapsed(),
+            depth,
+        })
+    }
+}
