@@ -283,8 +283,8 @@ pub fn check_exposure(
 /// What a route needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Need {
-    /// Anyone (health, webhooks guarded by their signatures, the API description, the login
-    /// form and static assets).
+    /// Anyone (health, webhooks guarded by their signatures, the API description, the
+    /// dashboard's pages and assets).
     Public,
     /// Any valid token (lists are then filtered to what the caller may read).
     AnyToken,
