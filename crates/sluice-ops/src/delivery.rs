@@ -6,11 +6,11 @@ use sluice_core::Millis;
 use sluice_core::dispatch::NackOutcome;
 use sluice_core::message::{ClaimedMessage, Receipt};
 use sluice_core::queue::limits;
-use sluice_core::store::{AckParams, ClaimParams, ExtendParams, NackParams};
+use sluice_core::store::{AckParams, ExtendParams, NackParams};
 use sluice_core::wire::{AckOut, AckResult, ErrorCode, ErrorDetail, NackOut, time_out};
 use tokio::time::Instant;
 
-use crate::wait::{self, Look, Wait};
+use crate::wait::{self, Wait};
 use crate::{Ops, OpsError, OpsResult};
 
 /// Most receipts in one ack.
@@ -87,27 +87,16 @@ impl Ops {
         let deadline = Instant::now() + Duration::from_millis(wait_ms as u64);
         let policy = Wait::long_poll(deadline, &self.shutdown);
         let queue = &request.queue;
-        let claim = |now_ms| async move {
-            let claim = self
-                .store
-                .message_claim(ClaimParams {
-                    queue: queue.clone(),
-                    max: max as usize,
-                    lease_ms: request.visibility_timeout_ms,
-                    now_ms,
-                })
-                .await?;
-            Ok::<_, OpsError>(if claim.messages.is_empty() {
-                Look::Pending {
-                    current: claim.messages,
-                    next_change_at_ms: claim.next_change_at_ms,
-                }
-            } else {
-                Look::Ready(claim.messages)
-            })
-        };
-        let notifier = self.store.notifier();
-        wait::until(&notifier, queue, self.clock.as_ref(), &policy, claim).await
+        let messages = wait::claim(
+            self.store.as_ref(),
+            self.clock.as_ref(),
+            &policy,
+            queue,
+            max as usize,
+            request.visibility_timeout_ms,
+        )
+        .await?;
+        Ok(messages)
     }
 
     /// Acks every receipt; answers per receipt, in order. When some receipt is stale, the

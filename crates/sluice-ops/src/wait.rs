@@ -10,8 +10,10 @@
 use std::future::Future;
 use std::time::Duration;
 
+use sluice_core::message::ClaimedMessage;
 use sluice_core::notify::Notifier;
-use sluice_core::{Clock, Millis};
+use sluice_core::store::{ClaimParams, StoreResult};
+use sluice_core::{Clock, Millis, Store};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -225,6 +227,39 @@ where
             return Ok(current);
         }
     }
+}
+
+/// Claims up to `max` messages of `queue` under a lease of `lease_ms` (the queue's own when
+/// `None`), waiting as `wait` says while there are none: the claim-or-wait of a consumer
+/// (a receive, the SDK's embedded lease). Push workers claim with the attempt recorded and
+/// hold delivery slots, so they call [`until`] with their own look.
+pub async fn claim(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    wait: &Wait<'_>,
+    queue: &str,
+    max: usize,
+    lease_ms: Option<Millis>,
+) -> StoreResult<Vec<ClaimedMessage>> {
+    let look = |now_ms| async move {
+        let claim = store
+            .message_claim(ClaimParams {
+                queue: queue.to_owned(),
+                max,
+                lease_ms,
+                now_ms,
+            })
+            .await?;
+        Ok(if claim.messages.is_empty() {
+            Look::Pending {
+                current: claim.messages,
+                next_change_at_ms: claim.next_change_at_ms,
+            }
+        } else {
+            Look::Ready(claim.messages)
+        })
+    };
+    until(&store.notifier(), queue, clock, wait, look).await
 }
 
 /// Sleeps until `at` (forever when `None`); false when `cancel` fired first.

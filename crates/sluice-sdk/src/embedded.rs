@@ -12,11 +12,11 @@ use async_trait::async_trait;
 use sluice_core::message::{BodyKind, NewMessage, Payload, Receipt};
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::{
-    AckParams, CancelOutcome as StoreCancel, ClaimParams, EnqueueParams, ExtendParams,
-    MessageGetParams, MessageRef as StoreRef, NackParams, QueuePutParams,
+    AckParams, CancelOutcome as StoreCancel, EnqueueParams, ExtendParams, MessageGetParams,
+    MessageRef as StoreRef, NackParams, QueuePutParams,
 };
 use sluice_core::{Clock, ManualClock, Millis, Store, StoreError, SystemClock};
-use sluice_ops::wait::{self, Look, Wait};
+use sluice_ops::wait::{self, Wait};
 use sluice_store_sqlite::{Durability, SharedSqliteStore, SqliteOptions};
 use tokio::time::Instant;
 
@@ -287,27 +287,15 @@ impl Backend for Embedded {
         wait: Duration,
     ) -> Result<Vec<Delivery>> {
         let policy = Wait::embedded(Instant::now() + wait, self.manual.is_some());
-        let claim = |now_ms| async move {
-            let claim = self
-                .store
-                .message_claim(ClaimParams {
-                    queue: queue.to_owned(),
-                    max: max.clamp(1, 100),
-                    lease_ms: Some((lease.as_millis() as Millis).max(1)),
-                    now_ms,
-                })
-                .await?;
-            Ok::<_, StoreError>(if claim.messages.is_empty() {
-                Look::Pending {
-                    current: claim.messages,
-                    next_change_at_ms: claim.next_change_at_ms,
-                }
-            } else {
-                Look::Ready(claim.messages)
-            })
-        };
-        let notifier = self.store.notifier();
-        let messages = wait::until(&notifier, queue, self.clock.as_ref(), &policy, claim).await?;
+        let messages = wait::claim(
+            self.store.as_ref(),
+            self.clock.as_ref(),
+            &policy,
+            queue,
+            max.clamp(1, 100),
+            Some((lease.as_millis() as Millis).max(1)),
+        )
+        .await?;
         Ok(messages
             .into_iter()
             .map(|message| Delivery {
