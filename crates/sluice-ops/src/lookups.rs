@@ -55,17 +55,11 @@ impl Ops {
     /// A message with its body and headers (found as [`Ops::message_by_id`] finds it, so also
     /// in its dead-letter queue); the payload is `None` once the body is gone.
     pub async fn message_body(&self, queue: String, message_id: &str) -> OpsResult<MessageBody> {
-        let id = parse_message_id(message_id)?;
-        self.store
-            .message_body(MessageGetParams {
-                queue: queue.clone(),
-                by: MessageRef::Id(id),
-                now_ms: self.now_ms(),
-            })
-            .await?
-            .ok_or_else(|| {
-                OpsError::message_not_found(format!("no message {message_id} in queue {queue:?}"))
-            })
+        let found = self
+            .store
+            .message_body(self.by_id(&queue, message_id)?)
+            .await?;
+        found.ok_or_else(|| no_message(message_id, &queue))
     }
 
     /// A message's push delivery log, oldest attempt first.
@@ -74,17 +68,20 @@ impl Ops {
         queue: String,
         message_id: &str,
     ) -> OpsResult<(MessageStatus, Vec<DeliveryAttempt>)> {
-        let id = parse_message_id(message_id)?;
-        self.store
-            .message_deliveries(MessageGetParams {
-                queue: queue.clone(),
-                by: MessageRef::Id(id),
-                now_ms: self.now_ms(),
-            })
-            .await?
-            .ok_or_else(|| {
-                OpsError::message_not_found(format!("no message {message_id} in queue {queue:?}"))
-            })
+        let found = self
+            .store
+            .message_deliveries(self.by_id(&queue, message_id)?)
+            .await?;
+        found.ok_or_else(|| no_message(message_id, &queue))
+    }
+
+    /// The store's lookup of `message_id` in `queue`, now.
+    fn by_id(&self, queue: &str, message_id: &str) -> OpsResult<MessageGetParams> {
+        Ok(MessageGetParams {
+            queue: queue.to_owned(),
+            by: MessageRef::Id(parse_message_id(message_id)?),
+            now_ms: self.now_ms(),
+        })
     }
 
     /// Cancels a message that is not being processed; the outcome says what happened.
@@ -125,4 +122,9 @@ impl Ops {
 pub(crate) fn parse_message_id(text: &str) -> OpsResult<Uuid> {
     Uuid::try_parse(text)
         .map_err(|_| OpsError::message_not_found(format!("{text:?} is not a message id")))
+}
+
+/// The answer when a queue has no message by that id.
+fn no_message(message_id: &str, queue: &str) -> OpsError {
+    OpsError::message_not_found(format!("no message {message_id} in queue {queue:?}"))
 }
