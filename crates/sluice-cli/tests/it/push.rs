@@ -171,6 +171,48 @@ async fn each_message_is_pushed_once_with_its_body_and_headers() {
 }
 
 #[tokio::test]
+async fn a_configured_authorization_header_is_the_only_one_sent() {
+    // Proves a destination whose URL has user info and whose headers configure
+    // `Authorization` gets exactly one Authorization header, the configured one (the HTTP
+    // client used to add a Basic one from the user info beside it); without a configured one,
+    // the user info still becomes Basic credentials.
+    let destination = Destination::start().await;
+    let server = TestServer::builder().start().await;
+    let with_user_info = destination.url("/in").replace("http://", "http://user:pw@");
+    server
+        .put_queue(
+            "configured",
+            json!({"push": {"url": with_user_info, "headers": {"Authorization": "Bearer tok-1"}}}),
+        )
+        .await;
+    server
+        .put_queue("basic", json!({"push": {"url": with_user_info}}))
+        .await;
+    server.send("configured", json!({"body": 1})).await;
+    server.send("basic", json!({"body": 2})).await;
+    destination.wait_for(2, WAIT).await;
+    let requests = destination.requests();
+    let authorization = |queue: &str| -> Vec<String> {
+        let request = requests
+            .iter()
+            .find(|request| request.header("sluice-queue") == Some(queue))
+            .unwrap_or_else(|| panic!("nothing pushed from {queue}: {requests:#?}"));
+        request
+            .headers
+            .get_all("authorization")
+            .iter()
+            .map(|value| value.to_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(authorization("configured"), ["Bearer tok-1"]);
+    assert_eq!(
+        authorization("basic"),
+        ["Basic dXNlcjpwdw=="],
+        "user:pw as Basic"
+    );
+}
+
+#[tokio::test]
 async fn byte_bodies_go_as_octet_stream_with_the_configured_method() {
     // Proves a body_base64 message is pushed as its raw bytes with content-type
     // application/octet-stream, and push.method PUT is used.

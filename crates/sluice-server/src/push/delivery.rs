@@ -7,7 +7,7 @@ use serde_json::Value;
 use sluice_core::dispatch::NackOutcome;
 use sluice_core::message::{BodyKind, ClaimedMessage};
 use sluice_core::store::{AckParams, NackParams};
-use sluice_core::wire::time_out;
+use sluice_core::wire::{PushSpec, time_out};
 
 use super::{Destination, Dispatcher};
 use crate::expr::EvalError;
@@ -147,7 +147,7 @@ impl Dispatcher {
         };
         let mut request = self
             .http
-            .request(destination.method.clone(), &spec.url)
+            .request(destination.method.clone(), request_url(spec))
             .timeout(destination.timeout)
             .header(reqwest::header::CONTENT_TYPE, content_type)
             .header("sluice-message-id", message.message_id.to_string())
@@ -363,4 +363,24 @@ fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
         cause = source;
     }
     cause.to_string()
+}
+
+/// The URL a push request goes to. A configured `authorization` header is the credential:
+/// the URL's user info (which the HTTP client would turn into a second, Basic one) is left
+/// out then, so the destination sees one Authorization header, the configured one.
+fn request_url(spec: &PushSpec) -> String {
+    let configured = spec
+        .headers
+        .iter()
+        .flatten()
+        .any(|(name, _)| name.eq_ignore_ascii_case("authorization"));
+    match reqwest::Url::parse(&spec.url) {
+        Ok(mut url) if configured && (!url.username().is_empty() || url.password().is_some()) => {
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+            url.into()
+        }
+        // A URL that does not parse fails when the request is built, as it always did.
+        _ => spec.url.clone(),
+    }
 }
