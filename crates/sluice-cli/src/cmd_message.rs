@@ -1,4 +1,5 @@
-//! `sluice status QUEUE (MESSAGE_ID | --id IDEMPOTENCY_KEY)`: where a message is now.
+//! `sluice status QUEUE (MESSAGE_ID | --id IDEMPOTENCY_KEY)`: where a message is now;
+//! `sluice deliveries QUEUE MESSAGE_ID`: its push delivery log.
 //!
 //! Reaches the server only through [`sluice_client::Client`].
 
@@ -77,4 +78,65 @@ pub async fn status(client: &Client, args: StatusArgs, json: bool) -> anyhow::Re
         rows.push(("replayed as", replayed_as.to_string()));
     }
     output::print_table(&output::key_value_table(rows))
+}
+
+/// Flags of `sluice deliveries`.
+#[derive(Debug, clap::Args)]
+pub struct DeliveriesArgs {
+    /// Queue name (its source queue or its dead-letter queue, once it is dead).
+    queue: String,
+    /// Message id (a UUID, as `send` prints it).
+    message_id: String,
+}
+
+/// Longest text of an answer or error shown in a row of the table (`--json` has all of it).
+const EXCERPT_CHARS: usize = 60;
+
+/// Runs `sluice deliveries`: one row per push attempt, oldest first.
+pub async fn deliveries(client: &Client, args: DeliveriesArgs, json: bool) -> anyhow::Result<()> {
+    let id = uuid::Uuid::parse_str(&args.message_id).map_err(|_| {
+        usage(format!(
+            "{:?} is not a message id (a UUID)",
+            args.message_id
+        ))
+    })?;
+    let out = client.message_deliveries(&args.queue, id).await?;
+    if json {
+        return output::json(&out);
+    }
+    if out.deliveries.is_empty() {
+        println!(
+            "message {} ({}) has no push attempts on record",
+            out.message_id, out.state
+        );
+        return Ok(());
+    }
+    let mut table = output::table(&["attempt", "at", "status", "latency", "answer or error"]);
+    for attempt in &out.deliveries {
+        let status = attempt
+            .status
+            .map_or_else(|| "-".to_owned(), |status| status.to_string());
+        let said = attempt
+            .error
+            .as_deref()
+            .or(attempt.body_excerpt.as_deref())
+            .unwrap_or("");
+        table.add_row(vec![
+            attempt.attempt.to_string(),
+            attempt.at.clone(),
+            status,
+            format!("{} ms", attempt.latency_ms),
+            shorten(said),
+        ]);
+    }
+    output::print_table(&table)
+}
+
+/// `text` on one line, cut to [`EXCERPT_CHARS`] characters.
+fn shorten(text: &str) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match line.char_indices().nth(EXCERPT_CHARS) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line,
+    }
 }

@@ -85,6 +85,8 @@ enum Command {
     Extend(cmd_recv::ExtendArgs),
     /// Show where a message is now, by message id or idempotency key (--id).
     Status(cmd_message::StatusArgs),
+    /// Show a message's push delivery log: each attempt's status or error, latency and answer.
+    Deliveries(cmd_message::DeliveriesArgs),
     /// Cancel a message that has not been delivered yet, by message id or idempotency key (--id).
     #[command(after_help = cmd_cancel::EXIT_CODES)]
     Cancel(cmd_cancel::CancelArgs),
@@ -249,6 +251,7 @@ async fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
         Command::Nack(args) => cmd_recv::nack(&client()?, args, json).await,
         Command::Extend(args) => cmd_recv::extend(&client()?, args, json).await,
         Command::Status(args) => cmd_message::status(&client()?, args, json).await,
+        Command::Deliveries(args) => cmd_message::deliveries(&client()?, args, json).await,
     }
 }
 

@@ -22,9 +22,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sluice_core::wire::{
     AckIn, AckOut, CancelIn, CancelOut, DeadLetterDeleteOut, DeadLetterEntryOut, DeadLetterListOut,
-    DrainIn, DrainOut, EnqueueBatchOut, EnqueueOut, ExtendIn, ExtendOut, HealthOut, MessageBatchIn,
-    MessageIn, MessageStatusOut, NackIn, NackOut, PurgeOut, QueueDeleteOut, QueueListOut, QueueOut,
-    QueuePutOut, QueueSpec, QueueStatsOut, ReceiveIn, ReceiveOut, ReplayIn, ReplayOneIn, ReplayOut,
+    DeliveriesOut, DrainIn, DrainOut, EnqueueBatchOut, EnqueueOut, ExtendIn, ExtendOut, HealthOut,
+    MessageBatchIn, MessageIn, MessageStatusOut, NackIn, NackOut, PurgeOut, QueueDeleteOut,
+    QueueListOut, QueueOut, QueuePutOut, QueueSpec, QueueStatsOut, ReceiveIn, ReceiveOut, ReplayIn,
+    ReplayOneIn, ReplayOut,
 };
 
 pub use error::{Code, Error, Result};
@@ -366,6 +367,26 @@ impl Client {
     ) -> Result<MessageStatusOut> {
         let mut url = self.url(&["v1", "queues", queue_segment(queue)?, "messages"])?;
         url.query_pairs_mut().append_pair("id", key);
+        self.send(Method::GET, url, None::<&()>, REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// `GET /v1/queues/{queue}/messages/{message_id}/deliveries`: a message's push delivery
+    /// log, its last attempts oldest first.
+    pub async fn message_deliveries(
+        &self,
+        queue: &str,
+        message_id: uuid::Uuid,
+    ) -> Result<DeliveriesOut> {
+        let id = message_id.to_string();
+        let url = self.url(&[
+            "v1",
+            "queues",
+            queue_segment(queue)?,
+            "messages",
+            &id,
+            "deliveries",
+        ])?;
         self.send(Method::GET, url, None::<&()>, REQUEST_TIMEOUT)
             .await
     }

@@ -295,3 +295,67 @@ async fn an_unknown_message_has_no_log_and_the_route_is_described() {
         "{operation:#}"
     );
 }
+
+#[tokio::test]
+async fn the_cli_shows_the_log_as_a_table_and_as_json() {
+    // Proves `sluice deliveries QUEUE ID` reads the log through the client: the table has one
+    // row per attempt with its status, and the failed one's answer; `--json` prints the same
+    // log as the API; a message that was never pushed says so; a bad id is a usage error.
+    let destination = Destination::start().await;
+    destination.on_path(
+        "/in",
+        Script::fail(1, Answer::status(503).body("upstream down"))
+            .then(Answer::ok().body("thanks")),
+    );
+    let server = TestServer::builder().start().await;
+    server
+        .put_queue(
+            "q",
+            json!({"backoff": {"initial_ms": 50, "jitter": false},
+                   "push": {"url": destination.url("/in")}}),
+        )
+        .await;
+    server.put_queue("plain", json!({})).await;
+    let id = crate::support::message_id(&server.send("q", json!({"body": 1})).await);
+    let log = deliveries_until(&server, "q", &id, |log| attempts_in(log) == 2).await;
+    assert_eq!(attempts_in(&log), 2, "{log:#}");
+
+    let sluice = |args: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(args)
+            .args(["--url", server.url()])
+            .env_remove("SLUICE_TOKEN")
+            .output()
+            .unwrap();
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let (code, table, stderr) = sluice(&["deliveries", "q", &id]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let rows: Vec<&str> = table.lines().filter(|line| line.contains(" ms")).collect();
+    assert_eq!(rows.len(), 2, "{table}");
+    assert!(
+        rows[0].contains("503") && rows[0].contains("HTTP 503: upstream down"),
+        "{table}"
+    );
+    assert!(
+        rows[1].contains("200") && rows[1].contains("thanks"),
+        "{table}"
+    );
+
+    let (code, json_out, stderr) = sluice(&["deliveries", "q", &id, "--json"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let printed: Value = serde_json::from_str(&json_out).unwrap();
+    assert_eq!(printed, log, "--json prints the API's log");
+
+    let plain = crate::support::message_id(&server.send("plain", json!({"body": 2})).await);
+    let (code, text, stderr) = sluice(&["deliveries", "plain", &plain]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(text.contains("no push attempts"), "{text}");
+
+    let (code, _, stderr) = sluice(&["deliveries", "q", "not-a-uuid"]);
+    assert_eq!(code, Some(2), "a usage error: {stderr}");
+}
