@@ -10,6 +10,7 @@
 //! the embedded SDK), each with its own [`wait::Wait`] policy.
 
 mod browse;
+pub mod caller;
 mod dead_letters;
 mod delivery;
 mod enqueue;
@@ -24,6 +25,7 @@ use sluice_core::{Clock, Millis, Store};
 use tokio_util::sync::CancellationToken;
 
 pub use browse::{BrowseRequest, Browsed};
+pub use caller::{Anyone, Caller};
 pub use dead_letters::{
     DeadLetterListRequest, DeadLetterMatch, DeadLetterPage, REPLAY_LIMIT_MAX, ReplayRequest,
 };

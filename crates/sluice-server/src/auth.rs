@@ -136,6 +136,21 @@ impl Caller {
     }
 }
 
+/// The caller as the operations layer sees it (`sluice_ops::Caller`).
+impl sluice_ops::Caller for Caller {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn is_admin(&self) -> bool {
+        Caller::is_admin(self)
+    }
+
+    fn may_read(&self, queue: &str) -> bool {
+        Caller::may_read(self, queue)
+    }
+}
+
 /// A pattern that grants dead-letter queues: one that ends in `.dlq` (`team-a.*.dlq`), or a
 /// queue's exact name (`team-a.pay-failed`). A wildcard such as `team-a.*` that happens to
 /// match a dead-letter queue's name does not.
