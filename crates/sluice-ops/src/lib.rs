@@ -14,6 +14,7 @@ mod dead_letters;
 mod delivery;
 mod enqueue;
 pub mod error;
+mod events;
 mod lookups;
 mod queues;
 pub mod wait;
@@ -30,6 +31,7 @@ pub use dead_letters::{
 pub use delivery::{ACK_RECEIPTS_MAX, AckRequest, NackRequest, ReceiveRequest, too_many_receipts};
 pub use enqueue::{Enqueue, MessageRequest};
 pub use error::OpsError;
+pub use events::{DeadLettered, EventOutcome, EventRequest};
 pub use lookups::CancelRequest;
 pub use queues::{Drained, Purged};
 

@@ -4,11 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use sluice_core::message::BodyKind;
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::QueuePutParams;
-use sluice_core::wire::ErrorCode;
+use sluice_core::wire::{ErrorCode, QueueSpec};
 use sluice_core::{Clock, ManualClock, Store};
-use sluice_ops::{AckRequest, MessageRequest, Ops, ReceiveRequest};
+use sluice_ops::{AckRequest, EventOutcome, EventRequest, MessageRequest, Ops, ReceiveRequest};
 use sluice_store_sqlite::{Durability, SharedSqliteStore, SqliteOptions};
 use tokio_util::sync::CancellationToken;
 
@@ -191,4 +192,146 @@ async fn refusals_carry_their_codes() {
         .await
         .unwrap_err();
     assert_eq!(none.code, ErrorCode::InvalidField);
+}
+
+/// Defines `name` from a spec, as a queue put would.
+async fn define(store: &Arc<dyn Store>, name: &str, spec: QueueSpec) {
+    let config = spec
+        .apply_to(QueueConfig::defaults_for(name))
+        .expect("a valid spec");
+    store
+        .queue_put(QueuePutParams {
+            name: name.into(),
+            config,
+            now_ms: 1_700_000_000_000,
+        })
+        .await
+        .expect("the queue is defined");
+}
+
+fn event(body: &str, id: Option<&str>) -> EventRequest {
+    EventRequest {
+        message: MessageRequest {
+            body: (body.as_bytes().to_vec(), BodyKind::Json),
+            id: id.map(str::to_owned),
+            key: None,
+            headers: None,
+            priority: None,
+            delay_ms: None,
+            not_before: None,
+        },
+        schema_body: serde_json::from_str(body).ok(),
+        received: body.as_bytes().to_vec(),
+    }
+}
+
+/// An event the queue's schema refuses is kept in the dead-letter queue with the violation,
+/// not bounced; one that passes is enqueued, and a repeated delivery is a duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_failing_the_schema_is_dead_lettered_by_ops() {
+    let fixture = fixture().await;
+    let spec = QueueSpec {
+        dead_letter_queue: Some("events.dlq".into()),
+        schema: Some(serde_json::json!({"type": "object", "required": ["id"]})),
+        ..QueueSpec::default()
+    };
+    define(&fixture.store, "events", spec).await;
+    let to = fixture.ops.enqueue_to("events".into()).await.unwrap();
+    assert!(to.has_schema());
+    let outcome = fixture
+        .ops
+        .enqueue_event(to, event("{}", None))
+        .await
+        .unwrap();
+    let EventOutcome::DeadLettered(kept) = outcome else {
+        panic!("not dead-lettered: {outcome:?}");
+    };
+    assert!(
+        kept.reason.starts_with("the body fails the queue's schema"),
+        "{}",
+        kept.reason
+    );
+    let dead = fixture
+        .store
+        .queue_get("events.dlq", 1_700_000_000_000)
+        .await
+        .unwrap();
+    assert_eq!(dead.depth.ready, 1);
+
+    let first = {
+        let to = fixture.ops.enqueue_to("events".into()).await.unwrap();
+        fixture
+            .ops
+            .enqueue_event(to, event(r#"{"id": 1}"#, Some("d-1")))
+            .await
+            .unwrap()
+    };
+    let again = {
+        let to = fixture.ops.enqueue_to("events".into()).await.unwrap();
+        fixture
+            .ops
+            .enqueue_event(to, event(r#"{"id": 1}"#, Some("d-1")))
+            .await
+            .unwrap()
+    };
+    let (
+        EventOutcome::Enqueued {
+            message_id: a,
+            created: true,
+        },
+        EventOutcome::Enqueued {
+            message_id: b,
+            created: false,
+        },
+    ) = (&first, &again)
+    else {
+        panic!("not a first delivery and a duplicate: {first:?}, {again:?}");
+    };
+    assert_eq!(a, b);
+}
+
+/// A message larger than the queue takes is dead-lettered; with no dead-letter queue, the
+/// event is refused with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_event_is_dead_lettered_or_refused_without_a_dead_letter_queue() {
+    let fixture = fixture().await;
+    let spec = QueueSpec {
+        dead_letter_queue: Some("small.dlq".into()),
+        max_message_bytes: Some(1024),
+        ..QueueSpec::default()
+    };
+    define(&fixture.store, "small", spec).await;
+    let big = format!("\"{}\"", "x".repeat(2000));
+    let to = fixture.ops.enqueue_to("small".into()).await.unwrap();
+    let outcome = fixture
+        .ops
+        .enqueue_event(to, event(&big, None))
+        .await
+        .unwrap();
+    let EventOutcome::DeadLettered(kept) = outcome else {
+        panic!("not dead-lettered: {outcome:?}");
+    };
+    assert!(
+        kept.reason.contains("the queue accepts at most 1024"),
+        "{}",
+        kept.reason
+    );
+
+    let none = QueueSpec {
+        dead_letter_queue: Some(String::new()),
+        ..QueueSpec::default()
+    };
+    define(&fixture.store, "lone", none).await;
+    let to = fixture.ops.enqueue_to("lone".into()).await.unwrap();
+    let refused = fixture
+        .ops
+        .dead_letter_event(to, b"{".to_vec(), Default::default(), "not JSON".into())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, ErrorCode::InvalidField);
+    assert!(
+        refused.message.contains("no dead-letter queue"),
+        "{}",
+        refused.message
+    );
 }
