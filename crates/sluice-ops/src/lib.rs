@@ -33,7 +33,7 @@ pub use enqueue::{Enqueue, MessageRequest};
 pub use error::OpsError;
 pub use events::{DeadLettered, EventOutcome, EventRequest};
 pub use lookups::CancelRequest;
-pub use queues::{Drained, Purged};
+pub use queues::{Drained, Purged, QueuePutDone, QueuePutRequest};
 
 /// What every operation returns.
 pub type OpsResult<T> = Result<T, OpsError>;

@@ -7,9 +7,11 @@ use std::time::Duration;
 use sluice_core::message::BodyKind;
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::QueuePutParams;
-use sluice_core::wire::{ErrorCode, QueueSpec};
+use sluice_core::wire::{ErrorCode, PushSpec, QueueSpec};
 use sluice_core::{Clock, ManualClock, Store};
-use sluice_ops::{AckRequest, EventOutcome, EventRequest, MessageRequest, Ops, ReceiveRequest};
+use sluice_ops::{
+    AckRequest, EventOutcome, EventRequest, MessageRequest, Ops, QueuePutRequest, ReceiveRequest,
+};
 use sluice_store_sqlite::{Durability, SharedSqliteStore, SqliteOptions};
 use tokio_util::sync::CancellationToken;
 
@@ -333,5 +335,132 @@ async fn an_oversized_event_is_dead_lettered_or_refused_without_a_dead_letter_qu
         refused.message.contains("no dead-letter queue"),
         "{}",
         refused.message
+    );
+}
+
+fn put(name: &str, spec: QueueSpec) -> QueuePutRequest {
+    QueuePutRequest {
+        name: name.into(),
+        spec,
+    }
+}
+
+fn any_push(_: &PushSpec) -> Result<(), String> {
+    Ok(())
+}
+
+/// A put creates the queue and its dead-letter queue, updates only the fields given, and
+/// refuses a bad definition with the field named; delete removes the queue but not its
+/// dead-letter queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_definitions_are_checked_created_updated_and_deleted() {
+    let fixture = fixture().await;
+    let ops = &fixture.ops;
+    let spec = QueueSpec {
+        max_attempts: Some(3),
+        ..QueueSpec::default()
+    };
+    let created = ops.queue_put(put("jobs", spec), any_push).await.unwrap();
+    assert!(created.created);
+    assert_eq!(created.queue.config.max_attempts, 3);
+    let dlq = created
+        .queue
+        .config
+        .dead_letter_queue
+        .clone()
+        .expect("a dead-letter queue");
+    assert!(
+        ops.queue_get(&dlq).await.is_ok(),
+        "the dead-letter queue exists"
+    );
+
+    let spec = QueueSpec {
+        visibility_timeout_ms: Some(5_000),
+        ..QueueSpec::default()
+    };
+    let updated = ops.queue_put(put("jobs", spec), any_push).await.unwrap();
+    assert!(!updated.created);
+    assert_eq!(
+        updated.queue.config.max_attempts, 3,
+        "fields not given are kept"
+    );
+
+    let invalid = QueueSpec {
+        visibility_timeout_ms: Some(0),
+        ..QueueSpec::default()
+    };
+    let refused = ops
+        .queue_put(put("jobs", invalid), any_push)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, ErrorCode::InvalidField);
+    assert!(
+        refused.message.contains("visibility_timeout_ms"),
+        "{}",
+        refused.message
+    );
+    let bad_name = ops
+        .queue_put(put("no spaces", QueueSpec::default()), any_push)
+        .await
+        .unwrap_err();
+    assert_eq!(bad_name.code, ErrorCode::InvalidField);
+    let own = QueueSpec {
+        dead_letter_queue: Some("jobs".into()),
+        ..QueueSpec::default()
+    };
+    let refused = ops.queue_put(put("jobs", own), any_push).await.unwrap_err();
+    assert!(
+        refused.message.starts_with("dead_letter_queue:"),
+        "{}",
+        refused.message
+    );
+
+    let names: Vec<String> = ops
+        .queue_list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|q| q.name)
+        .collect();
+    assert!(names.contains(&"jobs".to_owned()) && names.contains(&dlq));
+    assert_eq!(ops.queue_delete("jobs").await.unwrap(), 0);
+    assert_eq!(
+        ops.queue_get("jobs").await.unwrap_err().code,
+        ErrorCode::QueueNotFound
+    );
+    assert!(
+        ops.queue_get(&dlq).await.is_ok(),
+        "the dead-letter queue stays"
+    );
+}
+
+/// A push destination is checked by the caller's check, and its refusal is the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_put_refuses_a_push_destination_its_check_refuses() {
+    let fixture = fixture().await;
+    let spec: QueueSpec =
+        serde_json::from_value(serde_json::json!({"push": {"url": "http://127.0.0.1:9/hook"}}))
+            .expect("a spec with a push destination");
+    let refused = fixture
+        .ops
+        .queue_put(put("pushed", spec.clone()), |_| {
+            Err("push.transform: does not compile".into())
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, ErrorCode::InvalidField);
+    assert_eq!(refused.message, "push.transform: does not compile");
+    assert_eq!(
+        fixture.ops.queue_get("pushed").await.unwrap_err().code,
+        ErrorCode::QueueNotFound,
+        "nothing was defined"
+    );
+    assert!(
+        fixture
+            .ops
+            .queue_put(put("pushed", spec), any_push)
+            .await
+            .unwrap()
+            .created
     );
 }
