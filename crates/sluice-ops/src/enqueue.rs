@@ -41,9 +41,9 @@ pub struct MessageRequest {
 /// An enqueue under way: the queue's configuration, and the messages checked so far.
 #[derive(Debug)]
 pub struct Enqueue {
-    queue: String,
-    config: Arc<QueueConfig>,
-    now_ms: Millis,
+    pub(crate) queue: String,
+    pub(crate) config: Arc<QueueConfig>,
+    pub(crate) now_ms: Millis,
     messages: Vec<NewMessage>,
     batch_bytes: usize,
 }

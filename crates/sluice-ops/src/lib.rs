@@ -15,6 +15,7 @@ mod dead_letters;
 mod delivery;
 mod enqueue;
 pub mod error;
+mod events;
 mod lookups;
 mod queues;
 pub mod wait;
@@ -32,8 +33,9 @@ pub use dead_letters::{
 pub use delivery::{ACK_RECEIPTS_MAX, AckRequest, NackRequest, ReceiveRequest, too_many_receipts};
 pub use enqueue::{Enqueue, MessageRequest};
 pub use error::OpsError;
+pub use events::{DeadLettered, EventOutcome, EventRequest};
 pub use lookups::CancelRequest;
-pub use queues::{Drained, Purged};
+pub use queues::{Drained, Purged, QueuePutDone, QueuePutRequest};
 
 /// What every operation returns.
 pub type OpsResult<T> = Result<T, OpsError>;

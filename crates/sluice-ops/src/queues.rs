@@ -1,9 +1,16 @@
-//! Operating on a whole queue: pause and resume, purge, drain.
+//! Queues: their definitions (put, get, list, delete) and operating on a whole queue (pause
+//! and resume, purge, drain).
+//!
+//! A definition's rules live here so every protocol that defines queues (the native API, the
+//! SQS-compatible one) refuses the same definitions with the same field named.
 
 use std::time::Duration;
 
+use sluice_core::StoreError;
 use sluice_core::dispatch::QueueDepth;
-use sluice_core::store::QueueInfo;
+use sluice_core::queue::{QueueConfig, validate_queue_name};
+use sluice_core::store::{QueueInfo, QueuePutParams};
+use sluice_core::wire::{PushSpec, QueueSpec};
 use tokio::time::Instant;
 
 use crate::wait::{self, Look, Wait};
@@ -37,7 +44,83 @@ pub struct Purged {
     pub in_flight: u64,
 }
 
+/// A queue to create, or to update with the fields given.
+#[derive(Debug, Clone)]
+pub struct QueuePutRequest {
+    /// The queue's name.
+    pub name: String,
+    /// The fields to set; those not given keep their current value (or the default, for a new
+    /// queue).
+    pub spec: QueueSpec,
+}
+
+/// A queue put: whether it was created, and the queue as it now is.
+#[derive(Debug)]
+pub struct QueuePutDone {
+    /// False when the queue existed and was updated.
+    pub created: bool,
+    /// The queue, with its depth.
+    pub queue: QueueInfo,
+}
+
 impl Ops {
+    /// Creates a queue, or updates the fields `request.spec` gives; its dead-letter queue is
+    /// created with it. Refusals name the field. `check_push` checks a push destination the
+    /// way the push workers will run it (its transform compiles, its secret resolves): that
+    /// needs the server's push client, so the server passes it in.
+    pub async fn queue_put(
+        &self,
+        request: QueuePutRequest,
+        check_push: impl FnOnce(&PushSpec) -> Result<(), String>,
+    ) -> OpsResult<QueuePutDone> {
+        let QueuePutRequest { name, spec } = request;
+        validate_queue_name(&name).map_err(OpsError::invalid_field)?;
+        let now_ms = self.now_ms();
+        let base = match self.store.queue_get(&name, now_ms).await {
+            Ok(info) => info.config,
+            Err(StoreError::QueueNotFound(_)) => QueueConfig::defaults_for(&name),
+            Err(error) => return Err(error.into()),
+        };
+        let config = spec.apply_to(base).map_err(OpsError::invalid_field)?;
+        if let Some(push) = &config.push {
+            check_push(push).map_err(OpsError::invalid_field)?;
+        }
+        if config.dead_letter_queue.as_deref() == Some(name.as_str()) {
+            return Err(OpsError::invalid_field(
+                "dead_letter_queue: a queue cannot be its own dead-letter queue",
+            ));
+        }
+        let put = self
+            .store
+            .queue_put(QueuePutParams {
+                name: name.clone(),
+                config,
+                now_ms,
+            })
+            .await?;
+        let queue = self.store.queue_get(&name, now_ms).await?;
+        Ok(QueuePutDone {
+            created: put.created,
+            queue,
+        })
+    }
+
+    /// One queue, with its depth and counters.
+    pub async fn queue_get(&self, name: &str) -> OpsResult<QueueInfo> {
+        Ok(self.store.queue_get(name, self.now_ms()).await?)
+    }
+
+    /// Every queue, by name.
+    pub async fn queue_list(&self) -> OpsResult<Vec<QueueInfo>> {
+        Ok(self.store.queue_list(self.now_ms()).await?)
+    }
+
+    /// Deletes a queue and its messages; its dead-letter queue stays. Returns how many
+    /// messages were removed.
+    pub async fn queue_delete(&self, name: &str) -> OpsResult<u64> {
+        Ok(self.store.queue_delete(name).await?)
+    }
+
     /// Pauses (or resumes) a queue's deliveries; enqueues are still stored. Returns the queue.
     pub async fn queue_set_paused(&self, queue: &str, paused: bool) -> OpsResult<QueueInfo> {
         self.store.queue_pause(queue, paused).await?;

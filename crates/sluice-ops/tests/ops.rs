@@ -4,11 +4,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use sluice_core::message::BodyKind;
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::QueuePutParams;
-use sluice_core::wire::ErrorCode;
+use sluice_core::wire::{ErrorCode, PushSpec, QueueSpec};
 use sluice_core::{Clock, ManualClock, Store};
-use sluice_ops::{AckRequest, MessageRequest, Ops, ReceiveRequest};
+use sluice_ops::{
+    AckRequest, EventOutcome, EventRequest, MessageRequest, Ops, QueuePutRequest, ReceiveRequest,
+};
 use sluice_store_sqlite::{Durability, SharedSqliteStore, SqliteOptions};
 use tokio_util::sync::CancellationToken;
 
@@ -191,4 +194,273 @@ async fn refusals_carry_their_codes() {
         .await
         .unwrap_err();
     assert_eq!(none.code, ErrorCode::InvalidField);
+}
+
+/// Defines `name` from a spec, as a queue put would.
+async fn define(store: &Arc<dyn Store>, name: &str, spec: QueueSpec) {
+    let config = spec
+        .apply_to(QueueConfig::defaults_for(name))
+        .expect("a valid spec");
+    store
+        .queue_put(QueuePutParams {
+            name: name.into(),
+            config,
+            now_ms: 1_700_000_000_000,
+        })
+        .await
+        .expect("the queue is defined");
+}
+
+fn event(body: &str, id: Option<&str>) -> EventRequest {
+    EventRequest {
+        message: MessageRequest {
+            body: (body.as_bytes().to_vec(), BodyKind::Json),
+            id: id.map(str::to_owned),
+            key: None,
+            headers: None,
+            priority: None,
+            delay_ms: None,
+            not_before: None,
+        },
+        schema_body: serde_json::from_str(body).ok(),
+        received: body.as_bytes().to_vec(),
+    }
+}
+
+/// An event the queue's schema refuses is kept in the dead-letter queue with the violation,
+/// not bounced; one that passes is enqueued, and a repeated delivery is a duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_failing_the_schema_is_dead_lettered_by_ops() {
+    let fixture = fixture().await;
+    let spec = QueueSpec {
+        dead_letter_queue: Some("events.dlq".into()),
+        schema: Some(serde_json::json!({"type": "object", "required": ["id"]})),
+        ..QueueSpec::default()
+    };
+    define(&fixture.store, "events", spec).await;
+    let to = fixture.ops.enqueue_to("events".into()).await.unwrap();
+    assert!(to.has_schema());
+    let outcome = fixture
+        .ops
+        .enqueue_event(to, event("{}", None))
+        .await
+        .unwrap();
+    let EventOutcome::DeadLettered(kept) = outcome else {
+        panic!("not dead-lettered: {outcome:?}");
+    };
+    assert!(
+        kept.reason.starts_with("the body fails the queue's schema"),
+        "{}",
+        kept.reason
+    );
+    let dead = fixture
+        .store
+        .queue_get("events.dlq", 1_700_000_000_000)
+        .await
+        .unwrap();
+    assert_eq!(dead.depth.ready, 1);
+
+    let first = {
+        let to = fixture.ops.enqueue_to("events".into()).await.unwrap();
+        fixture
+            .ops
+            .enqueue_event(to, event(r#"{"id": 1}"#, Some("d-1")))
+            .await
+            .unwrap()
+    };
+    let again = {
+        let to = fixture.ops.enqueue_to("events".into()).await.unwrap();
+        fixture
+            .ops
+            .enqueue_event(to, event(r#"{"id": 1}"#, Some("d-1")))
+            .await
+            .unwrap()
+    };
+    let (
+        EventOutcome::Enqueued {
+            message_id: a,
+            created: true,
+        },
+        EventOutcome::Enqueued {
+            message_id: b,
+            created: false,
+        },
+    ) = (&first, &again)
+    else {
+        panic!("not a first delivery and a duplicate: {first:?}, {again:?}");
+    };
+    assert_eq!(a, b);
+}
+
+/// A message larger than the queue takes is dead-lettered; with no dead-letter queue, the
+/// event is refused with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_event_is_dead_lettered_or_refused_without_a_dead_letter_queue() {
+    let fixture = fixture().await;
+    let spec = QueueSpec {
+        dead_letter_queue: Some("small.dlq".into()),
+        max_message_bytes: Some(1024),
+        ..QueueSpec::default()
+    };
+    define(&fixture.store, "small", spec).await;
+    let big = format!("\"{}\"", "x".repeat(2000));
+    let to = fixture.ops.enqueue_to("small".into()).await.unwrap();
+    let outcome = fixture
+        .ops
+        .enqueue_event(to, event(&big, None))
+        .await
+        .unwrap();
+    let EventOutcome::DeadLettered(kept) = outcome else {
+        panic!("not dead-lettered: {outcome:?}");
+    };
+    assert!(
+        kept.reason.contains("the queue accepts at most 1024"),
+        "{}",
+        kept.reason
+    );
+
+    let none = QueueSpec {
+        dead_letter_queue: Some(String::new()),
+        ..QueueSpec::default()
+    };
+    define(&fixture.store, "lone", none).await;
+    let to = fixture.ops.enqueue_to("lone".into()).await.unwrap();
+    let refused = fixture
+        .ops
+        .dead_letter_event(to, b"{".to_vec(), Default::default(), "not JSON".into())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, ErrorCode::InvalidField);
+    assert!(
+        refused.message.contains("no dead-letter queue"),
+        "{}",
+        refused.message
+    );
+}
+
+fn put(name: &str, spec: QueueSpec) -> QueuePutRequest {
+    QueuePutRequest {
+        name: name.into(),
+        spec,
+    }
+}
+
+fn any_push(_: &PushSpec) -> Result<(), String> {
+    Ok(())
+}
+
+/// A put creates the queue and its dead-letter queue, updates only the fields given, and
+/// refuses a bad definition with the field named; delete removes the queue but not its
+/// dead-letter queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_definitions_are_checked_created_updated_and_deleted() {
+    let fixture = fixture().await;
+    let ops = &fixture.ops;
+    let spec = QueueSpec {
+        max_attempts: Some(3),
+        ..QueueSpec::default()
+    };
+    let created = ops.queue_put(put("jobs", spec), any_push).await.unwrap();
+    assert!(created.created);
+    assert_eq!(created.queue.config.max_attempts, 3);
+    let dlq = created
+        .queue
+        .config
+        .dead_letter_queue
+        .clone()
+        .expect("a dead-letter queue");
+    assert!(
+        ops.queue_get(&dlq).await.is_ok(),
+        "the dead-letter queue exists"
+    );
+
+    let spec = QueueSpec {
+        visibility_timeout_ms: Some(5_000),
+        ..QueueSpec::default()
+    };
+    let updated = ops.queue_put(put("jobs", spec), any_push).await.unwrap();
+    assert!(!updated.created);
+    assert_eq!(
+        updated.queue.config.max_attempts, 3,
+        "fields not given are kept"
+    );
+
+    let invalid = QueueSpec {
+        visibility_timeout_ms: Some(0),
+        ..QueueSpec::default()
+    };
+    let refused = ops
+        .queue_put(put("jobs", invalid), any_push)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, ErrorCode::InvalidField);
+    assert!(
+        refused.message.contains("visibility_timeout_ms"),
+        "{}",
+        refused.message
+    );
+    let bad_name = ops
+        .queue_put(put("no spaces", QueueSpec::default()), any_push)
+        .await
+        .unwrap_err();
+    assert_eq!(bad_name.code, ErrorCode::InvalidField);
+    let own = QueueSpec {
+        dead_letter_queue: Some("jobs".into()),
+        ..QueueSpec::default()
+    };
+    let refused = ops.queue_put(put("jobs", own), any_push).await.unwrap_err();
+    assert!(
+        refused.message.starts_with("dead_letter_queue:"),
+        "{}",
+        refused.message
+    );
+
+    let names: Vec<String> = ops
+        .queue_list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|q| q.name)
+        .collect();
+    assert!(names.contains(&"jobs".to_owned()) && names.contains(&dlq));
+    assert_eq!(ops.queue_delete("jobs").await.unwrap(), 0);
+    assert_eq!(
+        ops.queue_get("jobs").await.unwrap_err().code,
+        ErrorCode::QueueNotFound
+    );
+    assert!(
+        ops.queue_get(&dlq).await.is_ok(),
+        "the dead-letter queue stays"
+    );
+}
+
+/// A push destination is checked by the caller's check, and its refusal is the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_put_refuses_a_push_destination_its_check_refuses() {
+    let fixture = fixture().await;
+    let spec: QueueSpec =
+        serde_json::from_value(serde_json::json!({"push": {"url": "http://127.0.0.1:9/hook"}}))
+            .expect("a spec with a push destination");
+    let refused = fixture
+        .ops
+        .queue_put(put("pushed", spec.clone()), |_| {
+            Err("push.transform: does not compile".into())
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, ErrorCode::InvalidField);
+    assert_eq!(refused.message, "push.transform: does not compile");
+    assert_eq!(
+        fixture.ops.queue_get("pushed").await.unwrap_err().code,
+        ErrorCode::QueueNotFound,
+        "nothing was defined"
+    );
+    assert!(
+        fixture
+            .ops
+            .queue_put(put("pushed", spec), any_push)
+            .await
+            .unwrap()
+            .created
+    );
 }

@@ -3,13 +3,12 @@
 use axum::Json;
 use axum::extract::State;
 use sluice_core::meter::Throughput;
-use sluice_core::queue::{QueueConfig, validate_queue_name};
-use sluice_core::store::{QueueInfo, QueuePutParams};
+use sluice_core::store::QueueInfo;
 use sluice_core::wire::{
     CountersOut, DrainIn, DrainOut, LatencyOut, PurgeOut, QueueConfigOut, QueueDeleteOut,
     QueueListOut, QueueOut, QueuePutOut, QueueSpec, QueueStatsOut, ThroughputOut,
 };
-use sluice_ops::{Drained, Purged};
+use sluice_ops::{Drained, Purged, QueuePutRequest};
 
 use super::{ApiJson, ApiPath, AppState};
 use crate::error::{ApiError, ErrorCode};
@@ -79,7 +78,7 @@ pub async fn list(
     State(app): State<AppState>,
     caller: Option<axum::Extension<std::sync::Arc<crate::auth::Caller>>>,
 ) -> Result<Json<QueueListOut>, ApiError> {
-    let queues = app.store.queue_list(app.now_ms()).await?;
+    let queues = app.ops.queue_list().await?;
     // With access control on, a token sees only the queues it may read.
     let visible = |name: &str| caller.as_ref().is_none_or(|caller| caller.may_read(name));
     Ok(Json(QueueListOut {
@@ -100,35 +99,16 @@ pub async fn put(
     ApiPath(name): ApiPath<String>,
     ApiJson(spec): ApiJson<QueueSpec>,
 ) -> Result<Json<QueuePutOut>, ApiError> {
-    validate_queue_name(&name).map_err(ApiError::invalid_field)?;
-    let now_ms = app.now_ms();
-    let base = match app.store.queue_get(&name, now_ms).await {
-        Ok(info) => info.config,
-        Err(sluice_core::StoreError::QueueNotFound(_)) => QueueConfig::defaults_for(&name),
-        Err(error) => return Err(error.into()),
-    };
-    let config = spec.apply_to(base).map_err(ApiError::invalid_field)?;
-    if let Some(push) = &config.push {
-        crate::push::validate(push).map_err(ApiError::invalid_field)?;
-    }
-    if config.dead_letter_queue.as_deref() == Some(name.as_str()) {
-        return Err(ApiError::invalid_field(
-            "dead_letter_queue: a queue cannot be its own dead-letter queue",
-        ));
-    }
     let put = app
-        .store
-        .queue_put(QueuePutParams {
-            name: name.clone(),
-            config,
-            now_ms,
+        .ops
+        .queue_put(QueuePutRequest { name, spec }, |push| {
+            crate::push::validate(push)
         })
         .await?;
     app.push.refresh();
-    let info = app.store.queue_get(&name, now_ms).await?;
     Ok(Json(QueuePutOut {
         created: put.created,
-        queue: queue_out(&app, &info),
+        queue: queue_out(&app, &put.queue),
     }))
 }
 
@@ -140,7 +120,7 @@ pub async fn get_one(
     ApiPath(name): ApiPath<String>,
     caller: Option<axum::Extension<std::sync::Arc<crate::auth::Caller>>>,
 ) -> Result<Json<QueueOut>, ApiError> {
-    let info = app.store.queue_get(&name, app.now_ms()).await?;
+    let info = app.ops.queue_get(&name).await?;
     Ok(Json(redacted_for(
         caller.as_deref(),
         queue_out(&app, &info),
@@ -178,7 +158,7 @@ pub async fn delete(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<QueueDeleteOut>, ApiError> {
-    let messages_removed = app.store.queue_delete(&name).await?;
+    let messages_removed = app.ops.queue_delete(&name).await?;
     app.history.forget_queue(&name);
     // A queue created again under this name starts with push running.
     if let Err(error) = app.push.set_paused(&name, false).await {
@@ -198,7 +178,7 @@ pub async fn stats(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<QueueStatsOut>, ApiError> {
-    let info = app.store.queue_get(&name, app.now_ms()).await?;
+    let info = app.ops.queue_get(&name).await?;
     Ok(Json(stats_out(&app, &info)))
 }
 
@@ -255,7 +235,7 @@ async fn set_push_paused(
     name: &str,
     paused: bool,
 ) -> Result<Json<QueueOut>, ApiError> {
-    let info = app.store.queue_get(name, app.now_ms()).await?;
+    let info = app.ops.queue_get(name).await?;
     if info.config.push.is_none() {
         return Err(ApiError::new(
             ErrorCode::NoPushDestination,
@@ -266,7 +246,7 @@ async fn set_push_paused(
         .set_paused(name, paused)
         .await
         .map_err(ApiError::unavailable)?;
-    let info = app.store.queue_get(name, app.now_ms()).await?;
+    let info = app.ops.queue_get(name).await?;
     Ok(Json(queue_out(app, &info)))
 }
 

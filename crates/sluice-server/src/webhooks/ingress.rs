@@ -16,10 +16,10 @@ use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use sluice_core::Millis;
-use sluice_core::message::{BodyKind, DeadLetterInfo, NewMessage, Payload};
-use sluice_core::queue::{QueueConfig, limits};
-use sluice_core::store::{EnqueueParams, StoreError};
+use sluice_core::message::BodyKind;
+use sluice_core::queue::limits;
 use sluice_core::wire::{WebhookReceiptOut, time_out};
+use sluice_ops::{DeadLettered, Enqueue, EventOutcome, EventRequest, MessageRequest, OpsError};
 use sluice_webhooks::verify::{Request, slack_challenge};
 
 use super::{Endpoint, IdSource, Outcome};
@@ -186,33 +186,24 @@ async fn handle(
     bytes: Bytes,
 ) -> Handled {
     let now_ms = app.now_ms();
-    let config = app
-        .store
-        .queue_config(&endpoint.spec.queue)
+    let to = app
+        .ops
+        .enqueue_to(endpoint.spec.queue.clone())
         .await
         .map_err(|e| (ErrorCode::QueueNotFound.as_str(), ApiError::from(e)))?;
     let event = Event::new(
         (headers, uri, &bytes, peer),
         now_ms,
-        config.schema.is_some() || endpoint.id_from_body(),
+        to.has_schema() || endpoint.id_from_body(),
         endpoint.has_expressions(),
     );
     if let Some(parse_error) = &event.parse_error {
-        return dead_letter(
-            app,
-            endpoint,
-            &config,
-            &event,
-            &bytes,
-            parse_error.clone(),
-            now_ms,
-        )
-        .await;
+        return dead_letter(app, endpoint, to, &bytes, headers, parse_error.clone()).await;
     }
     let shaped = match shape(app, endpoint, &event).await {
         Ok(shaped) => shaped,
         Err(EvalError::Stopped(error)) => {
-            return dead_letter(app, endpoint, &config, &event, &bytes, error, now_ms).await;
+            return dead_letter(app, endpoint, to, &bytes, headers, error).await;
         }
         // Busy workers say nothing about the event: the sender retries later.
         Err(EvalError::Unavailable(error)) => {
@@ -232,32 +223,12 @@ async fn handle(
             },
         ));
     }
-    if let Some(schema) = &config.schema {
-        let body = shaped
-            .body
-            .as_ref()
-            .or(event.body.as_ref())
-            .unwrap_or(&Value::Null);
-        // Off the async threads, like the API's enqueue.
-        let (schema, body) = (schema.clone(), body.clone());
-        let violations = tokio::task::spawn_blocking(move || schema.violations(&body))
-            .await
-            .map_err(|_| {
-                (
-                    ErrorCode::Unavailable.as_str(),
-                    ApiError::unavailable("the schema check failed; see the server log"),
-                )
-            })?;
-        if !violations.is_empty() {
-            let reasons: Vec<String> = violations
-                .iter()
-                .map(|v| format!("at {:?}: {}", v.path, v.reason))
-                .collect();
-            let error = format!("the body fails the queue's schema: {}", reasons.join("; "));
-            return dead_letter(app, endpoint, &config, &event, &bytes, error, now_ms).await;
-        }
-    }
-    let (body_bytes, body_kind) = match (&shaped.body, event.form) {
+    // What the queue's schema checks: the transformed body, else the body as parsed.
+    let schema_body = to
+        .has_schema()
+        .then(|| shaped.body.clone().or_else(|| event.body.clone()))
+        .flatten();
+    let body = match (&shaped.body, event.form) {
         (Some(transformed), _) => (
             serde_json::to_vec(transformed).unwrap_or_default(),
             BodyKind::Json,
@@ -269,137 +240,95 @@ async fn handle(
         ),
         (None, BodyForm::Raw) => (bytes.to_vec(), BodyKind::Bytes),
     };
-    let payload = Payload {
-        body_bytes,
-        body_kind,
-        headers: stored_headers(endpoint, headers),
+    let request = EventRequest {
+        message: MessageRequest {
+            body,
+            id: shaped.idempotency_key.clone(),
+            key: shaped.key,
+            headers: Some(stored_headers(endpoint, headers)),
+            priority: shaped.priority,
+            delay_ms: None,
+            not_before: None,
+        },
+        schema_body,
+        received: bytes.to_vec(),
     };
-    if payload.body_bytes.len() > config.max_message_bytes {
-        let error = format!(
-            "the message is {} bytes; the queue accepts at most {}",
-            payload.body_bytes.len(),
-            config.max_message_bytes
-        );
-        return dead_letter(app, endpoint, &config, &event, &bytes, error, now_ms).await;
-    }
-    let message = NewMessage {
-        idempotency_key: shaped.idempotency_key.clone(),
-        payload: Arc::new(payload),
-        key: shaped.key,
-        priority: shaped.priority.unwrap_or(0),
-        visible_at_ms: now_ms,
-        dead_letter: None,
-    };
-    let enqueued = enqueue(app, &endpoint.spec.queue, message, now_ms).await?;
-    if enqueued.created {
-        Ok((
+    let outcome = app.ops.enqueue_event(to, request).await.map_err(refusal)?;
+    Ok(match outcome {
+        EventOutcome::Enqueued {
+            message_id,
+            created: true,
+        } => (
             StatusCode::ACCEPTED,
             Outcome::Accepted,
             WebhookReceiptOut {
                 queued: true,
-                message_id: Some(enqueued.message_id),
+                message_id: Some(message_id),
                 idempotency_key: shaped.idempotency_key,
                 ..WebhookReceiptOut::default()
             },
-        ))
-    } else {
-        Ok((
+        ),
+        EventOutcome::Enqueued {
+            message_id,
+            created: false,
+        } => (
             StatusCode::OK,
             Outcome::Duplicate,
             WebhookReceiptOut {
                 queued: true,
-                message_id: Some(enqueued.message_id),
+                message_id: Some(message_id),
                 idempotency_key: shaped.idempotency_key,
                 duplicate: Some(true),
                 ..WebhookReceiptOut::default()
             },
-        ))
-    }
+        ),
+        EventOutcome::DeadLettered(kept) => dead_lettered(kept),
+    })
 }
 
-async fn enqueue(
-    app: &AppState,
-    queue: &str,
-    message: NewMessage,
-    now_ms: Millis,
-) -> Result<sluice_core::store::Enqueued, (&'static str, ApiError)> {
-    let results = app
-        .store
-        .message_enqueue(EnqueueParams {
-            queue: queue.to_owned(),
-            messages: vec![message],
-            now_ms,
-        })
-        .await
-        .map_err(|error| {
-            let reason = match &error {
-                StoreError::QueueFull { .. } => ErrorCode::QueueFull.as_str(),
-                StoreError::QueueNotFound(_) => ErrorCode::QueueNotFound.as_str(),
-                _ => ErrorCode::Unavailable.as_str(),
-            };
-            (reason, ApiError::from(error))
-        })?;
-    results.into_iter().next().ok_or((
-        ErrorCode::Unavailable.as_str(),
-        ApiError::unavailable("the store returned no result"),
-    ))
-}
-
-/// Stores an event that cannot become a message straight into the queue's dead-letter queue,
-/// with the reason, so it can be inspected and replayed once the cause is fixed.
+/// Keeps an event that cannot become a message in the queue's dead-letter queue, with the
+/// reason (see [`sluice_ops::Ops::dead_letter_event`]).
 async fn dead_letter(
     app: &AppState,
     endpoint: &Endpoint,
-    config: &QueueConfig,
-    event: &Event,
+    to: Enqueue,
     bytes: &Bytes,
+    headers: &HeaderMap,
     error: String,
-    now_ms: Millis,
 ) -> Handled {
-    let Some(dlq) = config.dead_letter_queue.clone() else {
-        return Err((
-            "invalid_event",
-            ApiError::invalid_field(format!(
-                "{error} (the queue {:?} has no dead-letter queue to keep it in)",
-                endpoint.spec.queue
-            )),
-        ));
-    };
-    let error = cut(error, limits::ERROR_BYTES_MAX);
-    let (body_bytes, body_kind) = match serde_json::from_slice::<Value>(bytes) {
-        Ok(_) => (bytes.to_vec(), BodyKind::Json),
-        Err(_) => (bytes.to_vec(), BodyKind::Bytes),
-    };
-    let message = NewMessage {
-        idempotency_key: None,
-        payload: Arc::new(Payload {
-            body_bytes,
-            body_kind,
-            headers: stored_headers(endpoint, &event.headers_map),
-        }),
-        key: None,
-        priority: 0,
-        visible_at_ms: now_ms,
-        dead_letter: Some(DeadLetterInfo {
-            source_queue: endpoint.spec.queue.clone(),
-            last_error: Some(error.clone()),
-            attempts: 0,
-            first_seen_at_ms: now_ms,
-            last_seen_at_ms: now_ms,
-        }),
-    };
-    let enqueued = enqueue(app, &dlq, message, now_ms).await?;
-    Ok((
+    let stored = stored_headers(endpoint, headers);
+    let kept = app
+        .ops
+        .dead_letter_event(to, bytes.to_vec(), stored, error)
+        .await
+        .map_err(refusal)?;
+    Ok(dead_lettered(kept))
+}
+
+fn dead_lettered(kept: DeadLettered) -> (StatusCode, Outcome, WebhookReceiptOut) {
+    let DeadLettered { message_id, reason } = kept;
+    (
         StatusCode::ACCEPTED,
         Outcome::DeadLettered,
         WebhookReceiptOut {
             queued: false,
-            message_id: Some(enqueued.message_id),
+            message_id: Some(message_id),
             dead_lettered: Some(true),
-            error: Some(error),
+            error: Some(reason),
             ..WebhookReceiptOut::default()
         },
-    ))
+    )
+}
+
+/// An ops refusal as ingress answers it, with the label its stats count it under: an event
+/// with nowhere to go is an `invalid_event`; a store that cannot take it now, `unavailable`.
+fn refusal(error: OpsError) -> (&'static str, ApiError) {
+    let reason = match error.code {
+        ErrorCode::InvalidField => "invalid_event",
+        ErrorCode::QueueFull | ErrorCode::QueueNotFound => error.code.as_str(),
+        _ => ErrorCode::Unavailable.as_str(),
+    };
+    (reason, ApiError::from(error))
 }
 
 /// The URL the sender signed (Twilio): the configured public URL, or this server's own, with
@@ -738,12 +667,6 @@ fn stored_headers(endpoint: &Endpoint, headers: &HeaderMap) -> BTreeMap<String, 
             .or_insert_with(|| value.to_owned());
     }
     stored
-}
-
-fn cut(mut text: String, max: usize) -> String {
-    let kept = sluice_core::message::cut_utf8(&text, max).len();
-    text.truncate(kept);
-    text
 }
 
 /// The ingress route: public, since each endpoint checks its sender's signature itself.
