@@ -14,7 +14,7 @@ use sluice_core::wire::{PushSpec, QueueSpec};
 use tokio::time::Instant;
 
 use crate::wait::{self, Look, Wait};
-use crate::{Ops, OpsError, OpsResult};
+use crate::{Caller, Ops, OpsError, OpsResult};
 
 /// Longest drain wait.
 const DRAIN_TIMEOUT_MS_MAX: i64 = 15 * 60 * 1000;
@@ -110,9 +110,11 @@ impl Ops {
         Ok(self.store.queue_get(name, self.now_ms()).await?)
     }
 
-    /// Every queue, by name.
-    pub async fn queue_list(&self) -> OpsResult<Vec<QueueInfo>> {
-        Ok(self.store.queue_list(self.now_ms()).await?)
+    /// Every queue `caller` may read, by name (every queue for [`crate::Anyone`]).
+    pub async fn queue_list(&self, caller: &dyn Caller) -> OpsResult<Vec<QueueInfo>> {
+        let mut queues = self.store.queue_list(self.now_ms()).await?;
+        queues.retain(|info| caller.may_read(&info.name));
+        Ok(queues)
     }
 
     /// Deletes a queue and its messages; its dead-letter queue stays. Returns how many

@@ -415,14 +415,28 @@ async fn queue_definitions_are_checked_created_updated_and_deleted() {
         refused.message
     );
 
-    let names: Vec<String> = ops
-        .queue_list()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|q| q.name)
-        .collect();
-    assert!(names.contains(&"jobs".to_owned()) && names.contains(&dlq));
+    let names = |queues: Vec<sluice_core::store::QueueInfo>| -> Vec<String> {
+        queues.into_iter().map(|q| q.name).collect()
+    };
+    let all = names(ops.queue_list(&sluice_ops::Anyone).await.unwrap());
+    assert!(
+        all.contains(&"jobs".to_owned()) && all.contains(&dlq),
+        "{all:?}"
+    );
+    // A caller sees only the queues it may read.
+    struct OnlyJobs;
+    impl sluice_ops::Caller for OnlyJobs {
+        fn name(&self) -> &str {
+            "team-jobs"
+        }
+        fn is_admin(&self) -> bool {
+            false
+        }
+        fn may_read(&self, queue: &str) -> bool {
+            queue == "jobs"
+        }
+    }
+    assert_eq!(names(ops.queue_list(&OnlyJobs).await.unwrap()), ["jobs"]);
     assert_eq!(ops.queue_delete("jobs").await.unwrap(), 0);
     assert_eq!(
         ops.queue_get("jobs").await.unwrap_err().code,

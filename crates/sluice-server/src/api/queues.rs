@@ -78,13 +78,15 @@ pub async fn list(
     State(app): State<AppState>,
     caller: Option<axum::Extension<std::sync::Arc<crate::auth::Caller>>>,
 ) -> Result<Json<QueueListOut>, ApiError> {
-    let queues = app.ops.queue_list().await?;
     // With access control on, a token sees only the queues it may read.
-    let visible = |name: &str| caller.as_ref().is_none_or(|caller| caller.may_read(name));
+    let who: &dyn sluice_ops::Caller = match caller.as_deref() {
+        Some(caller) => caller.as_ref(),
+        None => &sluice_ops::Anyone,
+    };
+    let queues = app.ops.queue_list(who).await?;
     Ok(Json(QueueListOut {
         queues: queues
             .iter()
-            .filter(|info| visible(&info.name))
             .map(|info| redacted_for(caller.as_deref(), queue_out(&app, info)))
             .collect(),
     }))
