@@ -20,9 +20,11 @@
 pub mod action;
 pub mod error;
 pub mod md5;
+pub mod protocol;
 pub mod request;
 mod xml;
 
 pub use action::Action;
 pub use error::{ErrorKind, SqsError};
+pub use protocol::{Protocol, Wire, detect};
 pub use request::Request;
