@@ -22,9 +22,11 @@ pub mod error;
 pub mod md5;
 pub mod protocol;
 pub mod request;
+pub mod response;
 mod xml;
 
 pub use action::Action;
 pub use error::{ErrorKind, SqsError};
 pub use protocol::{Protocol, Wire, detect};
 pub use request::Request;
+pub use response::Response;
