@@ -11,6 +11,7 @@
 //! - [`request`]: one request struct per operation, from JSON or from flattened query params;
 //! - [`response`]: one response struct per operation, rendered as JSON or as query XML;
 //! - [`error`]: the SQS error shapes, codes and statuses, in both renderings;
+//! - [`answer`]: a response or an error as HTTP status, content type, headers and body;
 //! - [`md5`]: the digests SQS returns for message bodies and message attributes.
 //!
 //! The queue's rules are not here: "a protocol is a renderer" (ARCHITECTURE.md). The
@@ -18,6 +19,7 @@
 //! until then this crate is wired to nothing.
 
 pub mod action;
+pub mod answer;
 pub mod error;
 pub mod md5;
 pub mod protocol;
@@ -26,6 +28,7 @@ pub mod response;
 mod xml;
 
 pub use action::Action;
+pub use answer::Answer;
 pub use error::{ErrorKind, SqsError};
 pub use protocol::{Protocol, Wire, detect};
 pub use request::Request;

@@ -189,3 +189,24 @@ fn values_of_the_wrong_type_are_invalid_parameter_values() {
     let error = Request::from_json(Action::ListQueues, b"{").expect_err("not json");
     assert_eq!(error.kind, ErrorKind::InvalidParameterValue);
 }
+
+#[test]
+fn a_detected_query_request_on_a_queue_path_parses_with_the_path_as_its_queue() {
+    let detected = crate::protocol::detect(
+        &http::Method::GET,
+        "/000000000000/orders",
+        Some("Action=SendMessage&MessageBody=hi"),
+        &http::HeaderMap::new(),
+        b"",
+    );
+    let crate::Protocol::Query { action, params } = detected else {
+        panic!("{detected:?}")
+    };
+    let Request::SendMessage(send) = Request::from_query(action, &params).expect("parses") else {
+        panic!("not SendMessage")
+    };
+    assert_eq!(
+        (send.queue_url.as_str(), send.message_body.as_str()),
+        ("/000000000000/orders", "hi")
+    );
+}
