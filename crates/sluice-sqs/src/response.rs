@@ -1,9 +1,9 @@
 //! One response struct per SQS operation, rendered as JSON 1.0 or as query XML
 //! (docs/design/sqs-compat.md §1.1, §1.3).
 //!
-//! JSON comes from serde: PascalCase members, absent optional members and empty optional
-//! lists and maps omitted (SDK users write `resp.get("QueueUrls", [])` for this), required
-//! ones (a batch's `Successful` and `Failed`, `queueUrls`) always present. XML is written by
+//! JSON comes from serde: PascalCase members in the model's order, absent optional members
+//! and empty optional lists and maps omitted (SDK users write `resp.get("QueueUrls", [])` for
+//! this), required ones (a batch's `Successful` and `Failed`, `queueUrls`) always present. XML is written by
 //! hand, because the query protocol flattens lists and maps into repeated elements
 //! (`<QueueUrl>`×N, `<Attribute><Name>…</Name><Value>…</Value></Attribute>`×N) inside
 //! `<XResponse xmlns=…><XResult>…</XResult><ResponseMetadata>…</XResponse>`.
@@ -255,28 +255,21 @@ impl Response {
 
     /// The JSON 1.0 body; `{}` for an operation without output, which every SDK parses.
     pub fn json_body(&self) -> String {
-        let value = match self {
-            Response::CreateQueue(r) | Response::GetQueueUrl(r) => serde_json::to_value(r),
-            Response::ListQueues(r) => serde_json::to_value(r),
-            Response::GetQueueAttributes(r) => serde_json::to_value(r),
-            Response::SendMessage(r) => serde_json::to_value(r),
-            Response::SendMessageBatch(r) => serde_json::to_value(r),
-            Response::ReceiveMessage(r) => serde_json::to_value(r),
-            Response::DeleteMessageBatch(r) | Response::ChangeMessageVisibilityBatch(r) => {
-                serde_json::to_value(r)
-            }
-            Response::ListDeadLetterSourceQueues(r) => serde_json::to_value(r),
-            Response::ListQueueTags(r) => serde_json::to_value(r),
-            Response::StartMessageMoveTask(r) => serde_json::to_value(r),
-            Response::ListMessageMoveTasks(r) => serde_json::to_value(r),
-            Response::CancelMessageMoveTask(r) => serde_json::to_value(r),
-            Response::Empty(_) => return "{}".to_owned(),
-        };
-        // These structs hold only strings, numbers, lists and string-keyed maps, which
-        // always serialise.
-        value
-            .map(|value| value.to_string())
-            .unwrap_or_else(|_| "{}".to_owned())
+        match self {
+            Response::CreateQueue(r) | Response::GetQueueUrl(r) => json(r),
+            Response::ListQueues(r) => json(r),
+            Response::GetQueueAttributes(r) => json(r),
+            Response::SendMessage(r) => json(r),
+            Response::SendMessageBatch(r) => json(r),
+            Response::ReceiveMessage(r) => json(r),
+            Response::DeleteMessageBatch(r) | Response::ChangeMessageVisibilityBatch(r) => json(r),
+            Response::ListDeadLetterSourceQueues(r) => json(r),
+            Response::ListQueueTags(r) => json(r),
+            Response::StartMessageMoveTask(r) => json(r),
+            Response::ListMessageMoveTasks(r) => json(r),
+            Response::CancelMessageMoveTask(r) => json(r),
+            Response::Empty(_) => "{}".to_owned(),
+        }
     }
 
     /// The query protocol's XML body: the envelope, the result (none for an operation
@@ -403,6 +396,12 @@ impl Response {
             Response::Empty(_) => {}
         }
     }
+}
+
+/// A result in JSON, members in the model's order. These structs hold only strings,
+/// numbers, booleans, lists and string-keyed maps, which always serialise.
+fn json(result: &impl Serialize) -> String {
+    serde_json::to_string(result).unwrap_or_else(|_| "{}".to_owned())
 }
 
 fn optional(out: &mut String, name: &str, text: Option<&str>) {

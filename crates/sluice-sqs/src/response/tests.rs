@@ -16,7 +16,7 @@ fn send_result() -> Response {
 fn send_message_in_both_renderings() {
     assert_eq!(
         send_result().json_body(),
-        r#"{"MD5OfMessageAttributes":"a311262e065454b75da111d535b8dacd","MD5OfMessageBody":"9dd4e461268c8034f5c8564e155c67a6","MessageId":"5fea7756-0ea4-451a-a703-a558b933e274"}"#
+        r#"{"MD5OfMessageBody":"9dd4e461268c8034f5c8564e155c67a6","MD5OfMessageAttributes":"a311262e065454b75da111d535b8dacd","MessageId":"5fea7756-0ea4-451a-a703-a558b933e274"}"#
     );
     assert_eq!(
         send_result().xml_body("req-1"),
@@ -59,7 +59,7 @@ fn empty_results_omit_optional_members_and_keep_required_ones() {
     );
     assert_eq!(
         Response::SendMessageBatch(SendMessageBatchResult::default()).json_body(),
-        r#"{"Failed":[],"Successful":[]}"#
+        r#"{"Successful":[],"Failed":[]}"#
     );
     assert_eq!(
         Response::ListDeadLetterSourceQueues(ListDeadLetterSourceQueuesResult::default())
@@ -142,7 +142,7 @@ fn received_messages_carry_attributes_and_escape_carriage_returns() {
     });
     assert_eq!(
         response.json_body(),
-        r#"{"Messages":[{"Attributes":{"ApproximateReceiveCount":"1"},"Body":"{\r\n}","MD5OfBody":"d","MD5OfMessageAttributes":"a311262e065454b75da111d535b8dacd","MessageAttributes":{"Hello":{"DataType":"String","StringValue":"There"},"Raw":{"BinaryValue":"eHk=","DataType":"Binary"}},"MessageId":"m1","ReceiptHandle":"h1"}]}"#
+        r#"{"Messages":[{"MessageId":"m1","ReceiptHandle":"h1","MD5OfBody":"d","Body":"{\r\n}","Attributes":{"ApproximateReceiveCount":"1"},"MD5OfMessageAttributes":"a311262e065454b75da111d535b8dacd","MessageAttributes":{"Hello":{"DataType":"String","StringValue":"There"},"Raw":{"DataType":"Binary","BinaryValue":"eHk="}}}]}"#
     );
     assert_eq!(
         response.xml_body("r"),
@@ -174,7 +174,7 @@ fn batch_results_name_their_entries_per_operation() {
     let response = Response::DeleteMessageBatch(batch.clone());
     assert_eq!(
         response.json_body(),
-        r#"{"Failed":[{"Code":"ReceiptHandleIsInvalid","Id":"b","Message":"bad","SenderFault":true}],"Successful":[{"Id":"a"}]}"#
+        r#"{"Successful":[{"Id":"a"}],"Failed":[{"Id":"b","SenderFault":true,"Code":"ReceiptHandleIsInvalid","Message":"bad"}]}"#
     );
     assert!(response.xml_body("r").contains(
         "<DeleteMessageBatchResult><DeleteMessageBatchResultEntry><Id>a</Id></DeleteMessageBatchResultEntry>\
@@ -199,7 +199,7 @@ fn move_tasks_carry_numbers_as_json_numbers() {
     });
     assert_eq!(
         response.json_body(),
-        r#"{"Results":[{"ApproximateNumberOfMessagesMoved":3,"ApproximateNumberOfMessagesToMove":3,"SourceArn":"arn:aws:sqs:us-east-1:000000000000:dlq","StartedTimestamp":1700000000000,"Status":"COMPLETED"}]}"#
+        r#"{"Results":[{"Status":"COMPLETED","SourceArn":"arn:aws:sqs:us-east-1:000000000000:dlq","ApproximateNumberOfMessagesMoved":3,"ApproximateNumberOfMessagesToMove":3,"StartedTimestamp":1700000000000}]}"#
     );
     assert!(response.xml_body("r").contains(
         "<ListMessageMoveTasksResultEntry><Status>COMPLETED</Status>\
