@@ -158,7 +158,8 @@ impl ErrorKind {
 }
 
 /// An SQS error: its kind and the human message AWS would give.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}: {message}", kind.code())]
 pub struct SqsError {
     pub kind: ErrorKind,
     pub message: String,
@@ -235,14 +236,6 @@ impl SqsError {
         out
     }
 }
-
-impl std::fmt::Display for SqsError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.kind.code(), self.message)
-    }
-}
-
-impl std::error::Error for SqsError {}
 
 #[cfg(test)]
 mod tests {
