@@ -111,6 +111,15 @@ pub struct SetQueueAttributes {
 #[serde(rename_all = "PascalCase")]
 pub struct SendMessage {
     pub queue_url: String,
+    #[serde(flatten)]
+    pub message: MessageToSend,
+}
+
+/// A message as SendMessage and each SendMessageBatch entry carry it (the same members in
+/// AWS's model).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct MessageToSend {
     pub message_body: String,
     #[serde(default)]
     pub delay_seconds: Option<i64>,
@@ -135,17 +144,8 @@ pub struct SendMessageBatch {
 #[serde(rename_all = "PascalCase")]
 pub struct SendMessageBatchEntry {
     pub id: String,
-    pub message_body: String,
-    #[serde(default)]
-    pub delay_seconds: Option<i64>,
-    #[serde(default)]
-    pub message_attributes: MessageAttributes,
-    #[serde(default)]
-    pub message_system_attributes: MessageAttributes,
-    #[serde(default)]
-    pub message_deduplication_id: Option<String>,
-    #[serde(default)]
-    pub message_group_id: Option<String>,
+    #[serde(flatten)]
+    pub message: MessageToSend,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

@@ -37,17 +37,19 @@ fn send_message_is_the_same_in_both_protocols() {
         panic!("{request:?}")
     };
     assert_eq!(send.queue_url, URL);
-    assert_eq!(send.delay_seconds, Some(5));
+    assert_eq!(send.message.delay_seconds, Some(5));
     assert_eq!(
-        send.message_attributes["Raw"].binary_value,
+        send.message.message_attributes["Raw"].binary_value,
         Some(Blob(b"xy".to_vec()))
     );
     assert_eq!(
-        send.message_attributes["Hello"].string_value.as_deref(),
+        send.message.message_attributes["Hello"]
+            .string_value
+            .as_deref(),
         Some("There")
     );
     assert_eq!(
-        send.message_system_attributes["AWSTraceHeader"].data_type,
+        send.message.message_system_attributes["AWSTraceHeader"].data_type,
         "String"
     );
 }
@@ -78,7 +80,10 @@ fn send_message_batch_is_the_same_in_both_protocols() {
         .map(|entry| entry.id.as_str())
         .collect();
     assert_eq!(ids, ["a", "b"]);
-    assert_eq!(batch.entries[1].message_attributes["k"].data_type, "Number");
+    assert_eq!(
+        batch.entries[1].message.message_attributes["k"].data_type,
+        "Number"
+    );
 }
 
 #[test]
@@ -206,7 +211,7 @@ fn a_detected_query_request_on_a_queue_path_parses_with_the_path_as_its_queue() 
         panic!("not SendMessage")
     };
     assert_eq!(
-        (send.queue_url.as_str(), send.message_body.as_str()),
+        (send.queue_url.as_str(), send.message.message_body.as_str()),
         ("/000000000000/orders", "hi")
     );
 }
@@ -226,11 +231,11 @@ fn the_spec_query_example_digests_to_the_recorded_md5s() {
         panic!("not SendMessage")
     };
     assert_eq!(
-        crate::md5::of_body(&send.message_body),
+        crate::md5::of_body(&send.message.message_body),
         "9dd4e461268c8034f5c8564e155c67a6"
     );
     assert_eq!(
-        crate::md5::of_attributes(&send.message_attributes).as_deref(),
+        crate::md5::of_attributes(&send.message.message_attributes).as_deref(),
         Some("a311262e065454b75da111d535b8dacd")
     );
 }
