@@ -83,12 +83,11 @@ impl Ops {
         if let Some(schema) = &config.schema {
             // Off the async threads: a batch can hold 10 MiB of strings for the patterns.
             let schema = schema.clone();
-            let (checked, result) = tokio::task::spawn_blocking(move || {
+            let (checked, result) = schema_check(move || {
                 let result = check_schema(&schema, &messages);
                 (messages, result)
             })
-            .await
-            .map_err(|_| OpsError::unavailable("the schema check failed; see the server log"))?;
+            .await?;
             result?;
             messages = checked;
         }
@@ -302,4 +301,14 @@ fn check_schema(schema: &MessageSchema, messages: &[NewMessage]) -> OpsResult<()
         ),
     )
     .with_details(serde_json::json!({ "violations": violations })))
+}
+
+/// Runs a schema check on a blocking thread: a schema's patterns may run over megabytes of
+/// strings, which must not hold an async thread. A check that panicked is `unavailable`.
+pub(crate) async fn schema_check<T: Send + 'static>(
+    check: impl FnOnce() -> T + Send + 'static,
+) -> OpsResult<T> {
+    tokio::task::spawn_blocking(check)
+        .await
+        .map_err(|_| OpsError::unavailable("the schema check failed; see the server log"))
 }

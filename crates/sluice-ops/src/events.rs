@@ -73,11 +73,7 @@ impl Ops {
         if let Some(schema) = to.config.schema.clone() {
             // Off the async threads, like a batch's schema check.
             let body = schema_body.unwrap_or(Value::Null);
-            let violations = tokio::task::spawn_blocking(move || schema.violations(&body))
-                .await
-                .map_err(|_| {
-                    OpsError::unavailable("the schema check failed; see the server log")
-                })?;
+            let violations = crate::enqueue::schema_check(move || schema.violations(&body)).await?;
             if !violations.is_empty() {
                 let reasons: Vec<String> = violations
                     .iter()
