@@ -233,6 +233,16 @@ Authorization:AWS4-HMAC-SHA256 Credential=sluice-token-1/20261126/us-east-1/sqs/
 
 Action=ListQueues&Version=2012-11-05"#;
 
+/// `SigV4Auth(creds, "sqs", "eu-central-1")`: a client configured for another region.
+const BOTO_OTHER_REGION: &str = r#"POST / HTTP/1.1
+Host:127.0.0.1:7566
+Content-Type:application/x-www-form-urlencoded; charset=utf-8
+X-Amz-Date:20261126T160000Z
+Authorization:AWS4-HMAC-SHA256 Credential=sluice-token-1/20261126/eu-central-1/sqs/aws4_request, SignedHeaders=content-type;host;x-amz-date, Signature=748d2e8f5b779aec21a1d366e0a505b8db70a452d4aac0ab06627ed0f2f44170
+Content-Length:36
+
+Action=ListQueues&Version=2012-11-05"#;
+
 fn boto_verify(text: &str) -> Result<Verified, SqsError> {
     Raw::parse(text).verify(KEY, SECRET, NOW)
 }
@@ -273,6 +283,29 @@ fn botocore_requests_verify() {
         let verified = boto_verify(text).unwrap_or_else(|error| panic!("{name}: {error}"));
         assert_eq!(&verified, expected, "{name}");
     }
+}
+
+/// The scope's region is the client's choice and is not enforced, only reported; changing it
+/// after signing breaks the signature like any other signed part.
+#[test]
+fn the_scope_region_is_reported_not_enforced() {
+    let verified = boto_verify(BOTO_OTHER_REGION).expect("any region");
+    assert_eq!(verified.region, "eu-central-1");
+    assert_eq!(verified.service, "sqs");
+    let text = edit(BOTO_OTHER_REGION, "/eu-central-1/", "/us-east-1/");
+    assert_eq!(kind(boto_verify(&text)), ErrorKind::SignatureDoesNotMatch);
+}
+
+/// A `SignedHeaders` entry that is no valid header name cannot match a header: refused as a
+/// mismatch, never a panic.
+#[test]
+fn a_signed_header_name_that_is_no_header_name_does_not_match() {
+    let text = edit(
+        BOTO_QUERY_SEND_MESSAGE,
+        "SignedHeaders=content-type;host;x-amz-date",
+        "SignedHeaders=content-type;host;x amz-date",
+    );
+    assert_eq!(kind(boto_verify(&text)), ErrorKind::SignatureDoesNotMatch);
 }
 
 // ---- Refusals -------------------------------------------------------------------------------
