@@ -237,7 +237,7 @@ fn build(
             }
             at
         }
-        (None, None) => now_ms,
+        (None, None) => now_ms + config.delay_ms,
     };
     Ok(NewMessage {
         idempotency_key: input.id,
