@@ -6,7 +6,7 @@ use sluice_core::Millis;
 use sluice_core::dispatch::NackOutcome;
 use sluice_core::message::{ClaimedMessage, Receipt};
 use sluice_core::queue::limits;
-use sluice_core::store::{AckParams, ExtendParams, NackParams, GiveBackParams};
+use sluice_core::store::{AckParams, ExtendParams, GiveBackParams, NackParams};
 use sluice_core::wire::{AckOut, AckResult, ErrorCode, ErrorDetail, NackOut, time_out};
 use tokio::time::Instant;
 

@@ -148,6 +148,11 @@ impl Ops {
 }
 
 impl Enqueue {
+    /// The target queue's configuration, as read when the enqueue started.
+    pub fn config(&self) -> &QueueConfig {
+        &self.config
+    }
+
     /// Messages added so far.
     pub fn len(&self) -> usize {
         self.messages.len()

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use sluice_core::Millis;
 use sluice_core::dispatch::{LeaseError, NackOutcome, Seq};
 use sluice_core::store::{
-    AckParams, Claim, ClaimParams, EnqueueParams, Enqueued, ExtendParams, GiveBackParams, NackParams, StoreError,
-    StoreResult,
+    AckParams, Claim, ClaimParams, EnqueueParams, Enqueued, ExtendParams, GiveBackParams,
+    NackParams, StoreError, StoreResult,
 };
 use tokio::sync::oneshot;
 

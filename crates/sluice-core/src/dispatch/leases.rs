@@ -375,7 +375,12 @@ impl Index {
     /// this delivery, as SQS's receive count does, so `max_attempts` still bounds how often a
     /// message that keeps being given back is delivered. Like an expired lease, the receipt
     /// still acks until the message is handed out again.
-    pub fn give_back(&mut self, queue: &str, receipt: &Receipt, now_ms: Millis) -> Result<(), LeaseError> {
+    pub fn give_back(
+        &mut self,
+        queue: &str,
+        receipt: &Receipt,
+        now_ms: Millis,
+    ) -> Result<(), LeaseError> {
         let seq = self.leased_entry(queue, receipt)?;
         let state = self.queues.get_mut(queue).ok_or(LeaseError::NotInQueue)?;
         let entry = self.entries.get_mut(&seq).ok_or(LeaseError::Stale)?;

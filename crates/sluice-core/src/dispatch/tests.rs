@@ -286,7 +286,10 @@ fn give_back_returns_a_lease_at_once_without_a_failure() {
     // Ready at once: no backoff, no error, and the delivery still counted.
     let again = h.claim(1, T0 + 10).remove(0);
     assert_eq!((again.attempts, again.last_error.clone()), (2, None));
-    assert_eq!(h.index.depth("q", T0 + 10).unwrap().counters.lease_expired, 0);
+    assert_eq!(
+        h.index.depth("q", T0 + 10).unwrap().counters.lease_expired,
+        0
+    );
     // The old receipt is fenced now that someone else holds the message.
     assert_eq!(
         h.index.give_back("q", &first.receipt, T0 + 20),

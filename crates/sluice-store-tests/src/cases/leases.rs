@@ -143,7 +143,8 @@ pub async fn extend_pushes_the_lease_deadline_out(h: Harness) {
 /// Releasing a lease makes the message claimable at once, with no error and no backoff, while
 /// the delivery still counts; the released receipt acks nothing once the message is out again.
 pub async fn give_back_returns_a_lease_without_a_failure(h: Harness) {
-    h.queue("q", |config| config.backoff.initial_ms = 60_000).await;
+    h.queue("q", |config| config.backoff.initial_ms = 60_000)
+        .await;
     h.send("q", &["job"]).await;
     let receipt = h.claim("q", 1).await.messages[0].receipt;
     let give_back = |receipt: Receipt| GiveBackParams {
@@ -159,7 +160,10 @@ pub async fn give_back_returns_a_lease_without_a_failure(h: Harness) {
         h.store.message_give_back(give_back(receipt)).await,
         Err(StoreError::Lease(LeaseError::Stale))
     ));
-    assert!(h.ack("q", receipt).await.is_err(), "the old receipt is fenced");
+    assert!(
+        h.ack("q", receipt).await.is_err(),
+        "the old receipt is fenced"
+    );
     assert_eq!(h.ack("q", again[0].receipt).await, Ok(()));
 }
 
