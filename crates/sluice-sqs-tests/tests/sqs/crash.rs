@@ -13,11 +13,12 @@ use crate::support::binary::{ServerProcess, sluice_binary_or_skip};
 use crate::support::{ENDPOINT_VARIABLE, body, client, unique_name};
 
 const SENDERS: usize = 4;
-/// Batches each sender tries at most (bounds the test in count).
-const BATCHES_PER_SENDER: usize = 60;
+/// Batches each sender tries at most (bounds the test in count), spread evenly over
+/// [`SENDING`] so that every kill finds senders at work.
+const BATCHES_PER_SENDER: u32 = 60;
 const KILLS: usize = 3;
 /// How long the senders run at most (bounds the test in time, with the kills inside it).
-const SENDING: Duration = Duration::from_secs(8);
+const SENDING: Duration = Duration::from_secs(6);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn acknowledged_batch_sends_survive_sigkill() {
@@ -41,14 +42,14 @@ async fn acknowledged_batch_sends_survive_sigkill() {
 
     // MessageId -> body of every entry a SendMessageBatch answered as Successful.
     let acknowledged = Arc::new(Mutex::new(BTreeMap::<String, String>::new()));
-    let deadline = tokio::time::Instant::now() + SENDING;
+    let start = tokio::time::Instant::now();
     let mut senders = Vec::new();
     for sender in 0..SENDERS {
         let sqs = sqs.clone();
         let url = url.clone();
         let acknowledged = acknowledged.clone();
         senders.push(tokio::spawn(async move {
-            send_batches(&sqs, &url, sender, deadline, &acknowledged).await
+            send_batches(&sqs, &url, sender, start, &acknowledged).await
         }));
     }
 
@@ -73,6 +74,11 @@ async fn acknowledged_batch_sends_survive_sigkill() {
         acknowledged.len()
     );
     let received = receive_all(&sqs, &url, acknowledged.len()).await;
+    eprintln!(
+        "{KILLS} kills: {} messages acknowledged, {refused} batch calls failed, {} received",
+        acknowledged.len(),
+        received.len()
+    );
     let missing: Vec<(&String, &String)> = acknowledged
         .iter()
         .filter(|(id, text)| received.get(*id) != Some(*text))
@@ -86,18 +92,21 @@ async fn acknowledged_batch_sends_survive_sigkill() {
     );
 }
 
-/// Sends batches of 10 until `deadline` or [`BATCHES_PER_SENDER`]; records the Successful
-/// entries and returns how many calls failed (refused or cut off by a kill).
+/// Sends [`BATCHES_PER_SENDER`] batches of 10, the n-th not before `start` + n steps, until
+/// `start` + [`SENDING`]; records the Successful entries and returns how many calls failed
+/// (refused or cut off by a kill).
 async fn send_batches(
     sqs: &Client,
     url: &str,
     sender: usize,
-    deadline: tokio::time::Instant,
+    start: tokio::time::Instant,
     acknowledged: &Mutex<BTreeMap<String, String>>,
 ) -> usize {
+    let step = SENDING / BATCHES_PER_SENDER;
     let mut failed = 0;
     for batch in 0..BATCHES_PER_SENDER {
-        if tokio::time::Instant::now() >= deadline {
+        tokio::time::sleep_until(start + step * batch).await;
+        if tokio::time::Instant::now() >= start + SENDING {
             break;
         }
         let bodies: Vec<String> = (0..10)
@@ -116,11 +125,8 @@ async fn send_batches(
                     acknowledged.insert(success.message_id().to_owned(), bodies[n].clone());
                 }
             }
-            Err(_) => {
-                // The server is down or restarting; try the next batch shortly.
-                failed += 1;
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+            // The server is down or restarting: on to the next batch.
+            Err(_) => failed += 1,
         }
     }
     failed

@@ -274,3 +274,39 @@ async fn an_empty_body_is_missing_parameter() {
         Some("The request must contain the parameter MessageBody.")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_entry_id_is_invalid_batch_entry_id() {
+    let sqs = Sqs::start().await;
+    let url = sqs.queue("bad-entry-id", &[]).await;
+    let error = sqs
+        .client
+        .send_message_batch()
+        .queue_url(&url)
+        .entries(entry("not valid!", "x"))
+        .send()
+        .await
+        .expect_err("SendMessageBatch with Id \"not valid!\"")
+        .into_service_error();
+    assert!(error.is_invalid_batch_entry_id(), "{error:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_queue_name_is_invalid_parameter_value() {
+    let sqs = Sqs::start().await;
+    for name in ["has space", "dotted.name", &"n".repeat(81)] {
+        let error = sqs
+            .client
+            .create_queue()
+            .queue_name(name)
+            .send()
+            .await
+            .expect_err("CreateQueue with an invalid name")
+            .into_service_error();
+        assert_eq!(
+            error.code(),
+            Some("InvalidParameterValue"),
+            "{name}: {error:?}"
+        );
+    }
+}

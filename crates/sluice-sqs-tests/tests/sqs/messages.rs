@@ -3,10 +3,13 @@
 
 use std::time::{Duration, Instant};
 
+use aws_sdk_sqs::error::ProvideErrorMetadata;
 use aws_sdk_sqs::primitives::Blob;
-use aws_sdk_sqs::types::{Message, MessageAttributeValue, MessageSystemAttributeName};
+use aws_sdk_sqs::types::{
+    Message, MessageAttributeValue, MessageSystemAttributeName, QueueAttributeName,
+};
 
-use crate::support::{Sqs, body, now_ms, receipt, system_attribute, system_number};
+use crate::support::{Sqs, bodies, body, now_ms, receipt, system_attribute, system_number};
 
 /// A `String` message attribute.
 fn string_attribute(value: &str) -> MessageAttributeValue {
@@ -400,5 +403,73 @@ async fn an_empty_long_poll_returns_no_messages_after_its_wait() {
     assert!(
         (Duration::from_millis(900)..Duration::from_secs(5)).contains(&waited),
         "waited {waited:?} for WaitTimeSeconds=1"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delayed_message_becomes_visible_after_its_delay() {
+    let sqs = Sqs::start().await;
+    let url = sqs.queue("delayed", &[]).await;
+    sqs.client
+        .send_message()
+        .queue_url(&url)
+        .message_body("later")
+        .delay_seconds(1)
+        .send()
+        .await
+        .expect("SendMessage with DelaySeconds 1");
+    assert!(
+        sqs.receive(&url, 1, 0).await.is_empty(),
+        "visible before its delay"
+    );
+    assert_eq!(
+        sqs.attribute(&url, QueueAttributeName::ApproximateNumberOfMessagesDelayed)
+            .await
+            .as_deref(),
+        Some("1")
+    );
+    let received = sqs.receive(&url, 1, 5).await;
+    assert_eq!(bodies(&received), ["later"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_over_maximum_message_size_is_invalid_parameter_value() {
+    let sqs = Sqs::start().await;
+    let url = sqs
+        .queue("small", &[(QueueAttributeName::MaximumMessageSize, "1024")])
+        .await;
+    let error = sqs
+        .client
+        .send_message()
+        .queue_url(&url)
+        .message_body("x".repeat(1025))
+        .send()
+        .await
+        .expect_err("SendMessage of 1025 bytes to a 1024-byte queue")
+        .into_service_error();
+    assert_eq!(error.code(), Some("InvalidParameterValue"), "{error:?}");
+    // Exactly the limit is fine.
+    sqs.send(&url, &"x".repeat(1024)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_id_on_a_standard_queue_comes_back_as_a_system_attribute() {
+    let sqs = Sqs::start().await;
+    let url = sqs.queue("fair", &[]).await;
+    let sent = sqs
+        .client
+        .send_message()
+        .queue_url(&url)
+        .message_body("fair")
+        .message_group_id("tenant-1")
+        .send()
+        .await
+        .expect("SendMessage with a group to a standard queue (fair queues)");
+    assert_eq!(sent.sequence_number(), None);
+    let received = sqs.receive(&url, 1, 1).await;
+    assert_eq!(received.len(), 1);
+    assert_eq!(
+        system_attribute(&received[0], &MessageSystemAttributeName::MessageGroupId),
+        "tenant-1"
     );
 }
