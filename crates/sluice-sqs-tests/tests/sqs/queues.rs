@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use aws_sdk_sqs::error::ProvideErrorMetadata;
+use aws_sdk_sqs::operation::RequestId;
 use aws_sdk_sqs::types::QueueAttributeName;
 
 use crate::support::Sqs;
@@ -26,6 +27,22 @@ async fn create_queue_answers_a_url_that_get_queue_url_finds_again() {
         .await
         .expect("GetQueueUrl");
     assert_eq!(found.queue_url(), Some(url.as_str()));
+    // Read from x-amzn-RequestId (spec §1.1), on answers and on errors.
+    assert!(
+        found.request_id().is_some_and(|id| !id.is_empty()),
+        "{found:?}"
+    );
+    let error = sqs
+        .client
+        .get_queue_url()
+        .queue_name(sqs.name("missing"))
+        .send()
+        .await
+        .expect_err("GetQueueUrl of a missing queue");
+    assert!(
+        error.request_id().is_some_and(|id| !id.is_empty()),
+        "{error:?}"
+    );
     // A standard queue has no FIFO attributes.
     assert_eq!(
         sqs.attribute(&url, QueueAttributeName::FifoQueue).await,
@@ -205,6 +222,23 @@ async fn list_queues_pages_with_max_results_and_next_token() {
         .expect("ListQueues");
     assert_eq!(whole.queue_urls().len(), 5);
     assert_eq!(whole.next_token(), None);
+
+    // MaxResults is 1–1000.
+    for max in [0, 1001] {
+        let error = sqs
+            .client
+            .list_queues()
+            .max_results(max)
+            .send()
+            .await
+            .expect_err("ListQueues with MaxResults out of range")
+            .into_service_error();
+        assert_eq!(
+            error.code(),
+            Some("InvalidParameterValue"),
+            "{max}: {error:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
