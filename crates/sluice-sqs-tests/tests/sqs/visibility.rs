@@ -271,7 +271,7 @@ async fn the_latest_fifo_handle_after_its_timeout_deletes_in_sluice() {
     let received = sqs.receive(&url, 1, 1).await;
     assert_eq!(received.len(), 1);
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    // FIXME(#13): AWS answers InvalidParameterValue "… Reason: The receipt handle has
+    // A documented difference: AWS answers InvalidParameterValue "… Reason: The receipt handle has
     // expired." here; sluice deletes, a difference docs/sqs.md ("Receipt handles") states.
     sqs.delete(&url, &received[0]).await;
     assert!(sqs.receive(&url, 1, 2).await.is_empty());

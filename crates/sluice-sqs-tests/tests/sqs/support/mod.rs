@@ -69,6 +69,46 @@ impl Sqs {
         Some(Sqs::start().await)
     }
 
+    /// A fresh in-process sluice with access control on: each `(name, token, toml)` is an
+    /// `[[auth.tokens]]` entry whose token is written to a file (`toml` gives its roles and
+    /// queues). The client signs as the first token. `None` against an external endpoint.
+    pub async fn with_tokens(tokens: &[(&str, &str, &str)]) -> Option<Sqs> {
+        if std::env::var(ENDPOINT_VARIABLE).is_ok_and(|endpoint| !endpoint.is_empty()) {
+            eprintln!("skipped against {ENDPOINT_VARIABLE}: access control is sluice's");
+            return None;
+        }
+        let entries: Vec<(String, String, String)> = tokens
+            .iter()
+            .map(|(name, token, toml)| {
+                ((*name).to_owned(), (*token).to_owned(), (*toml).to_owned())
+            })
+            .collect();
+        let server = InProcessServer::start_with(move |dir| {
+            let mut text = String::new();
+            for (name, token, rest) in &entries {
+                let file = dir.join(format!("{name}.token"));
+                std::fs::write(&file, token).expect("token file");
+                text.push_str(&format!(
+                    "[[auth.tokens]]\nname = {name:?}\ntoken = {{ file = {:?} }}\n{rest}\n",
+                    file.display().to_string()
+                ));
+            }
+            toml::from_str(&text).expect("auth config")
+        })
+        .await;
+        let endpoint = server.url.clone();
+        Some(Sqs {
+            client: signed_client(&endpoint, tokens[0].0, tokens[0].1),
+            endpoint,
+            server: Some(server),
+        })
+    }
+
+    /// A client of this endpoint signing with another access key and secret.
+    pub fn signed_as(&self, access_key_id: &str, secret: &str) -> Client {
+        signed_client(&self.endpoint, access_key_id, secret)
+    }
+
     /// Whether this run targets sluice (the in-process server), not an external endpoint.
     pub fn is_sluice(&self) -> bool {
         self.server.is_some()
@@ -205,6 +245,11 @@ impl Sqs {
 /// no retries (a test sees the server's first answer), HTTPS over rustls on ring when the
 /// endpoint is `https`.
 pub fn client(endpoint: &str) -> Client {
+    signed_client(endpoint, "AKIDSLUICE", "secret")
+}
+
+/// [`client`] signing with `access_key_id` and `secret`.
+pub fn signed_client(endpoint: &str, access_key_id: &str, secret: &str) -> Client {
     let http_client = aws_smithy_http_client::Builder::new()
         .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
         .build_https();
@@ -213,8 +258,8 @@ pub fn client(endpoint: &str) -> Client {
         .endpoint_url(endpoint)
         .region(Region::new("us-east-1"))
         .credentials_provider(Credentials::new(
-            "AKIDSLUICE",
-            "secret",
+            access_key_id.to_owned(),
+            secret.to_owned(),
             None,
             None,
             "static",
@@ -318,12 +363,18 @@ impl InProcessServer {
     /// `sluice_server::run` on 127.0.0.1:0 with default config (no auth, `durability = os`:
     /// a test's data need not survive a power cut, and fsyncs would slow every send).
     async fn start() -> InProcessServer {
+        Self::start_with(|_| RawConfig::default()).await
+    }
+
+    /// [`InProcessServer::start`] with the config `make` returns given the data directory
+    /// (where a test can put files the config names, such as token files).
+    async fn start_with(make: impl FnOnce(&std::path::Path) -> RawConfig) -> InProcessServer {
         let data = tempfile::Builder::new()
             .prefix("sluice-sqs-")
             .tempdir()
             .expect("temp dir");
         let config = Config::from_raw(
-            RawConfig::default(),
+            make(data.path()),
             &ServeOptions {
                 data_dir: Some(data.path().to_owned()),
                 durability: Some("os".into()),
