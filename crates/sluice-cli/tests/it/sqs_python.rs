@@ -61,6 +61,8 @@ async fn run_script(server: &TestServer, set: (&str, &str), name: &str, extra: &
         .env("HOME", home.path())
         .env("TMPDIR", home.path())
         .env("PYTHONUNBUFFERED", "1")
+        // No __pycache__ beside the scripts in the source tree.
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
