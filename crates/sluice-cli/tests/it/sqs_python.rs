@@ -103,7 +103,7 @@ async fn boto3_over_json_gets_what_aws_answers() {
 #[tokio::test]
 async fn boto3_over_query_runs_the_core_flow() {
     // Proves the same core flow over the query protocol with botocore 1.34.89: form-encoded
-    // requests, XML answers (botocore checks their MD5s, a CR body included), XML errors with
+    // requests, XML answers (their MD5s checked, a CR body included), XML errors with
     // the legacy codes and the query wording of QueueDoesNotExist.
     let server = TestServer::builder().start().await;
     run_script(&server, QUERY_CLIENTS, "query_boto3_flow.py", &[]).await;

@@ -3,8 +3,9 @@
 
     python query_boto3_flow.py http://127.0.0.1:PORT     (in a venv with .ci/sqs-query-requirements.txt)
 
-boto3 checks MD5OfMessageBody/MD5OfMessageAttributes of sends and receives itself, so an XML
-answer that loses a character (a CR turned into LF) fails here.
+botocore does not check MD5s itself (unlike the Java SDK), so the script compares the answers'
+MD5OfMessageBody/MD5OfMessageAttributes with its own digests: an XML answer that loses a
+character (a CR read back as LF) fails here.
 """
 
 from sqs_common import (
@@ -97,8 +98,8 @@ def messages():
 
 
 def carriage_return():
-    # The XML answer must escape CR (spec 1.3), or the body comes back with LF and its MD5 fails
-    # (boto3 raises on a mismatch before this code sees the message).
+    # The XML answer must escape CR (spec 1.3), or the body comes back with LF and no longer
+    # matches its MD5.
     url = state["url"]
     body = '{\r\n  "a": "b"\r\n}\r'
     sent = sqs.send_message(QueueUrl=url, MessageBody=body)
