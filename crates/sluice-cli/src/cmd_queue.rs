@@ -151,6 +151,18 @@ pub struct CreateArgs {
     /// environment variable of the server.
     #[arg(long, value_name = "NAME", requires = "push_url")]
     push_secret_env: Option<String>,
+    /// Delay given to messages sent without one, e.g. 30s [server default: 0].
+    #[arg(long, value_name = "DURATION", value_parser = output::parse_duration)]
+    delay: Option<Duration>,
+    /// A tag KEY=VALUE (repeat it); the tags given replace the queue's tags.
+    #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = parse_tag)]
+    tags: Vec<(String, String)>,
+}
+
+fn parse_tag(text: &str) -> Result<(String, String), String> {
+    text.split_once('=')
+        .map(|(key, value)| (key.to_owned(), value.to_owned()))
+        .ok_or_else(|| format!("{text:?} is not KEY=VALUE"))
 }
 
 impl CreateArgs {
@@ -189,6 +201,8 @@ impl CreateArgs {
                 burst: self.burst,
             }),
             schema,
+            delay_ms: self.delay.map(output::millis),
+            tags: (!self.tags.is_empty()).then(|| self.tags.iter().cloned().collect()),
             push: self.push_url.as_deref().map(|url| {
                 (url != "none").then(|| PushSpec {
                     url: url.to_owned(),

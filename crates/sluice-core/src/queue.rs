@@ -3,6 +3,7 @@
 //! [`QueueConfig`] is the typed, validated form; the wire and TOML forms live in
 //! [`crate::wire::QueueSpec`], which every field of this module can be built from.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::clock::Millis;
@@ -148,6 +149,14 @@ pub struct QueueConfig {
     pub schema: Option<Arc<MessageSchema>>,
     /// Push destination: the server delivers the queue's messages to this URL itself.
     pub push: Option<Arc<crate::wire::PushSpec>>,
+    /// Delay given to a message enqueued without one (default 0: visible at once).
+    pub delay_ms: Millis,
+    /// Labels people attach to the queue (SQS calls them tags); the rules never read them.
+    pub tags: BTreeMap<String, String>,
+    /// Settings a protocol keeps for the queue that the queue's rules do not use, keyed
+    /// `<protocol>.<name>` (the SQS API's `sqs.Policy`, `sqs.ContentBasedDeduplication`, …).
+    /// Kept and shown as given; only the protocol that wrote them reads them.
+    pub protocol_attributes: BTreeMap<String, String>,
 }
 
 /// What to do with a message that reached the queue's `max_age_ms`.
@@ -282,6 +291,9 @@ impl QueueConfig {
             rate_limit: None,
             schema: None,
             push: None,
+            delay_ms: 0,
+            tags: BTreeMap::new(),
+            protocol_attributes: BTreeMap::new(),
         }
     }
 
@@ -333,6 +345,12 @@ pub mod limits {
     pub const RESULT_BYTES_MAX: usize = 64 * 1024;
     /// Largest JSON Schema document, in bytes.
     pub const SCHEMA_BYTES_MAX: usize = 256 * 1024;
+    /// Most tags on one queue (AWS's advice for SQS queues).
+    pub const TAGS_MAX: usize = 50;
+    /// Longest tag key, in characters.
+    pub const TAG_KEY_CHARS_MAX: usize = 128;
+    /// Longest tag value, in characters.
+    pub const TAG_VALUE_CHARS_MAX: usize = 256;
 
     // A batch of one maximal message must fit in a batch.
     const _: () = assert!(MESSAGE_BYTES_MAX <= BATCH_BYTES_MAX);

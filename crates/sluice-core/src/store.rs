@@ -209,6 +209,17 @@ pub struct ExtendParams {
     pub now_ms: Millis,
 }
 
+/// Give one lease back without counting a failure (see `Index::give_back`).
+#[derive(Debug, Clone)]
+pub struct GiveBackParams {
+    /// Queue of the lease.
+    pub queue: String,
+    /// Receipt from receive.
+    pub receipt: Receipt,
+    /// Now.
+    pub now_ms: Millis,
+}
+
 /// How to find a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MessageRef {
@@ -509,6 +520,9 @@ pub trait Store: Send + Sync + 'static {
     async fn message_nack(&self, params: NackParams) -> StoreResult<NackOutcome>;
     /// Pushes a lease's deadline out; returns the new deadline.
     async fn message_extend(&self, params: ExtendParams) -> StoreResult<Millis>;
+    /// Ends a lease early: the message is ready again at once, not counted as a failure, and
+    /// waiting receivers are woken.
+    async fn message_give_back(&self, params: GiveBackParams) -> StoreResult<()>;
     /// Where a message is now; `None` when unknown (or acked long ago).
     async fn message_get(&self, params: MessageGetParams) -> StoreResult<Option<MessageStatus>>;
     /// Pauses or resumes deliveries of a queue, durably.

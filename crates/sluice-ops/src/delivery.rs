@@ -6,7 +6,7 @@ use sluice_core::Millis;
 use sluice_core::dispatch::NackOutcome;
 use sluice_core::message::{ClaimedMessage, Receipt};
 use sluice_core::queue::limits;
-use sluice_core::store::{AckParams, ExtendParams, NackParams};
+use sluice_core::store::{AckParams, ExtendParams, GiveBackParams, NackParams};
 use sluice_core::wire::{AckOut, AckResult, ErrorCode, ErrorDetail, NackOut, time_out};
 use tokio::time::Instant;
 
@@ -228,6 +228,21 @@ impl Ops {
                 queue,
                 receipt,
                 timeout_ms: visibility_timeout_ms,
+                now_ms: self.now_ms(),
+            })
+            .await?)
+    }
+}
+
+impl Ops {
+    /// Gives a lease back without counting a failure: the message is ready again at once.
+    pub async fn give_back(&self, queue: String, receipt: &str) -> OpsResult<()> {
+        let receipt = parse_receipt(receipt)?;
+        Ok(self
+            .store
+            .message_give_back(GiveBackParams {
+                queue,
+                receipt,
                 now_ms: self.now_ms(),
             })
             .await?)

@@ -148,6 +148,11 @@ impl Ops {
 }
 
 impl Enqueue {
+    /// The target queue's configuration, as read when the enqueue started.
+    pub fn config(&self) -> &QueueConfig {
+        &self.config
+    }
+
     /// Messages added so far.
     pub fn len(&self) -> usize {
         self.messages.len()
@@ -237,7 +242,7 @@ fn build(
             }
             at
         }
-        (None, None) => now_ms,
+        (None, None) => now_ms + config.delay_ms,
     };
     Ok(NewMessage {
         idempotency_key: input.id,

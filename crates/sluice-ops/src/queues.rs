@@ -105,6 +105,36 @@ impl Ops {
         })
     }
 
+    /// Creates a queue, or replaces its whole configuration: for a protocol whose settings
+    /// map onto the configuration as a whole (the SQS API's attributes). The checks of
+    /// [`Ops::queue_put`] apply; a push destination is kept as it is.
+    pub async fn queue_put_config(
+        &self,
+        name: &str,
+        config: QueueConfig,
+    ) -> OpsResult<QueuePutDone> {
+        validate_queue_name(name).map_err(OpsError::invalid_field)?;
+        if config.dead_letter_queue.as_deref() == Some(name) {
+            return Err(OpsError::invalid_field(
+                "dead_letter_queue: a queue cannot be its own dead-letter queue",
+            ));
+        }
+        let now_ms = self.now_ms();
+        let put = self
+            .store
+            .queue_put(QueuePutParams {
+                name: name.to_owned(),
+                config,
+                now_ms,
+            })
+            .await?;
+        let queue = self.store.queue_get(name, now_ms).await?;
+        Ok(QueuePutDone {
+            created: put.created,
+            queue,
+        })
+    }
+
     /// One queue, with its depth and counters.
     pub async fn queue_get(&self, name: &str) -> OpsResult<QueueInfo> {
         Ok(self.store.queue_get(name, self.now_ms()).await?)

@@ -76,6 +76,9 @@ pub struct AuthSpec {
 struct Token {
     name: String,
     digest: [u8; 32],
+    /// The token itself: the SQS API's SigV4 signatures are keyed with it (the token's name is
+    /// the access key id), and checking one needs the key, not a digest.
+    secret: String,
     roles: Vec<Role>,
     queues: Vec<String>,
 }
@@ -216,6 +219,7 @@ impl Auth {
             tokens.push(Token {
                 name: token.name.clone(),
                 digest: digest(&value),
+                secret: value.clone(),
                 roles: token.roles.clone(),
                 queues: token.queues.clone(),
             });
@@ -230,6 +234,7 @@ impl Auth {
             tokens.push(Token {
                 name: "SLUICE_ADMIN_TOKEN".into(),
                 digest: digest(value),
+                secret: value.to_owned(),
                 roles: vec![Role::Admin],
                 queues: Vec::new(),
             });
@@ -264,6 +269,23 @@ impl Auth {
             .sessions
             .token_digest(session_id, std::time::Instant::now())?;
         self.identify_digest(token_digest)
+    }
+
+    /// The secret and caller of the token named `access_key_id` (an SQS client's access key
+    /// id is the token's name; its secret access key is the token).
+    pub fn by_access_key(&self, access_key_id: &str) -> Option<(String, Caller)> {
+        let token = self
+            .tokens
+            .iter()
+            .find(|token| token.name == access_key_id)?;
+        Some((
+            token.secret.clone(),
+            Caller {
+                name: token.name.clone(),
+                roles: token.roles.clone(),
+                queues: token.queues.clone(),
+            },
+        ))
     }
 
     fn identify_digest(&self, presented: [u8; 32]) -> Option<Caller> {
@@ -476,32 +498,43 @@ pub async fn authorize(State(guard): State<Guard>, request: Request, next: Next)
             .find(|(name, _)| *name == "queue")
             .map(|(_, value)| value.to_owned())
     });
+    match allows(app, &caller, need, queue.as_deref()).await {
+        Ok(true) => {}
+        Ok(false) => {
+            let what = queue.map_or_else(|| "this route".to_owned(), |q| format!("queue {q:?}"));
+            return forbidden(format!("token {:?} may not do this on {what}", caller.name));
+        }
+        Err(error) => return ApiError::from(error).into_response(),
+    }
+    request.extensions_mut().insert(Arc::new(caller));
+    next.run(request).await
+}
+
+/// Whether `caller` may do what `need` says on `queue` (`None` for a route without one). The
+/// native API's guard and the SQS API both decide here.
+pub async fn allows(
+    app: &AppState,
+    caller: &Caller,
+    need: Need,
+    queue: Option<&str>,
+) -> Result<bool, sluice_core::store::StoreError> {
     // Looked up now, so a queue named as a dead-letter queue a moment ago is one.
-    let is_dead_letter_queue = match (need, queue.as_deref()) {
+    let is_dead_letter_queue = match (need, queue) {
         (Need::Produce | Need::Consume, Some(queue))
             if !caller.is_admin() && !queue.ends_with(sluice_core::queue::DEAD_LETTER_SUFFIX) =>
         {
-            match app.store.queue_is_dead_letter_queue(queue).await {
-                Ok(is) => is,
-                Err(error) => return ApiError::from(error).into_response(),
-            }
+            app.store.queue_is_dead_letter_queue(queue).await?
         }
         _ => false,
     };
-    let allowed = match (need, queue.as_deref()) {
-        (Need::AnyToken, _) => true,
+    Ok(match (need, queue) {
+        (Need::Public | Need::AnyToken, _) => true,
         (Need::Admin | Need::Metrics, _) => caller.is_admin(),
         (Need::Read, Some(queue)) => caller.may_read(queue),
         (Need::Produce, Some(queue)) => caller.may(Role::Producer, queue, is_dead_letter_queue),
         (Need::Consume, Some(queue)) => caller.may(Role::Consumer, queue, is_dead_letter_queue),
         _ => caller.is_admin(),
-    };
-    if !allowed {
-        let what = queue.map_or_else(|| "this route".to_owned(), |q| format!("queue {q:?}"));
-        return forbidden(format!("token {:?} may not do this on {what}", caller.name));
-    }
-    request.extensions_mut().insert(Arc::new(caller));
-    next.run(request).await
+    })
 }
 
 /// The login routes (public; the form checks the token itself).
@@ -647,6 +680,7 @@ mod tests {
             tokens: vec![Token {
                 name: "t".into(),
                 digest: digest("a-long-enough-token"),
+                secret: "a-long-enough-token".into(),
                 roles: vec![Role::Admin],
                 queues: vec![],
             }],
@@ -657,6 +691,13 @@ mod tests {
         assert!(auth.identify("a-long-enough-tokeN").is_none());
         assert!(auth.identify("").is_none());
         assert!(!format!("{:?}", auth.tokens[0]).contains("digest"));
+        assert!(!format!("{:?}", auth.tokens[0]).contains("a-long-enough-token"));
+        let (secret, caller) = auth.by_access_key("t").unwrap();
+        assert_eq!(
+            (secret.as_str(), caller.is_admin()),
+            ("a-long-enough-token", true)
+        );
+        assert!(auth.by_access_key("a-long-enough-token").is_none());
     }
 
     /// Every route is served with a rule (with access control on, a route without one is

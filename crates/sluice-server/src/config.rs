@@ -53,6 +53,9 @@ pub struct RawConfig {
     /// `[tracing]`: OpenTelemetry trace export.
     #[serde(default)]
     pub tracing: crate::telemetry::TracingSpec,
+    /// `[sqs]`: the SQS-compatible API.
+    #[serde(default)]
+    pub sqs: crate::sqs::RawSqs,
 }
 
 /// `[expressions]` as written.
@@ -360,6 +363,8 @@ pub struct Config {
     pub tracing: crate::telemetry::TracingConfig,
     /// `[push] delivery_log_*`: what each message's push delivery log keeps.
     pub push_delivery_log: crate::push_log::DeliveryLogLimits,
+    /// `[sqs]`: the SQS-compatible API.
+    pub sqs: crate::sqs::SqsConfig,
 }
 
 impl Config {
@@ -447,6 +452,7 @@ impl Config {
             history: crate::history::HistoryConfig::from_raw(raw.dashboard)?,
             tracing: crate::telemetry::TracingConfig::from_spec(raw.tracing)?,
             push_delivery_log: delivery_log(&raw.push),
+            sqs: crate::sqs::SqsConfig::from_raw(raw.sqs)?,
         })
     }
 }

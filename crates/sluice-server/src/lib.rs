@@ -29,6 +29,7 @@ pub mod push_log;
 mod push_pauses;
 mod redact;
 mod secrets;
+pub mod sqs;
 pub mod store_open;
 pub mod telemetry;
 pub mod webhooks;
@@ -162,6 +163,7 @@ pub async fn run(
             config.limits.body_read_timeout,
         )),
         history: history::History::new(config.history.clone()),
+        sqs: Arc::new(sqs::SqsState::new(config.sqs.clone())),
     };
     // Read before the ready line, so a bad certificate stops the start with its reason.
     let tls = match &config.tls {
@@ -195,16 +197,19 @@ pub async fn run(
         config.tls.is_some(),
         config.public_urls.clone(),
     );
-    let app = with_request_ids(browser_guard::layer(
-        auth::router()
-            .route_layer(axum::middleware::from_fn_with_state(
-                state.body_budget.clone(),
-                body_budget::hold,
-            ))
-            .with_state(state.clone())
-            .merge(api::router(state)),
-        Arc::new(guard),
-    ));
+    let routes = auth::router()
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.body_budget.clone(),
+            body_budget::hold,
+        ))
+        .with_state(state.clone())
+        .merge(api::router(state.clone()));
+    // The SQS API shares the listener: its requests are taken before routing (a router layer
+    // would run after it, and `POST /` has no route), so it wraps the whole router.
+    let routes = axum::Router::new()
+        .fallback_service(routes)
+        .layer(axum::middleware::from_fn_with_state(state, sqs::intercept));
+    let app = with_request_ids(browser_guard::layer(routes, Arc::new(guard)));
     // Outermost, so every answer is counted (and traced), whichever layer gave it.
     let app = http_metrics::layer(app, http_metrics);
     on_ready();

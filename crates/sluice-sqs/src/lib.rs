@@ -12,7 +12,8 @@
 //! - [`response`]: one response struct per operation, rendered as JSON or as query XML;
 //! - [`error`]: the SQS error shapes, codes and statuses, in both renderings;
 //! - [`answer`]: a response or an error as HTTP status, content type, headers and body;
-//! - [`md5`]: the digests SQS returns for message bodies and message attributes.
+//! - [`md5`]: the digests SQS returns for message bodies and message attributes;
+//! - [`sigv4`]: AWS Signature Version 4 verification, for when access control is on.
 //!
 //! The queue's rules are not here: "a protocol is a renderer" (ARCHITECTURE.md). The
 //! operations will come from `sluice-ops` when the API is wired into the server (issue 13);
@@ -25,6 +26,7 @@ pub mod md5;
 pub mod protocol;
 pub mod request;
 pub mod response;
+pub mod sigv4;
 mod xml;
 
 pub use action::Action;
@@ -33,3 +35,4 @@ pub use error::{ErrorKind, SqsError};
 pub use protocol::{Protocol, Wire, detect};
 pub use request::Request;
 pub use response::Response;
+pub use sigv4::{SignedRequest, Verified};

@@ -87,6 +87,25 @@ pub fn detect(
     }
 }
 
+/// Whether [`detect`] could claim a request, judged without its body: lets the server leave
+/// every other request (its own API, the dashboard's pages) alone without reading a body.
+pub fn may_be_sqs(method: &Method, path: &str, query: Option<&str>, headers: &HeaderMap) -> bool {
+    if content_subtype(headers).is_some_and(|subtype| subtype.starts_with("x-amz-json"))
+        || headers.contains_key("x-amz-target")
+    {
+        return true;
+    }
+    if is_queue_path(path) {
+        return true;
+    }
+    path == "/"
+        && (method == Method::POST
+            || is_aws_signed(headers)
+            || query.is_some_and(|query| {
+                form_urlencoded::parse(query.as_bytes()).any(|(name, _)| name == "Action")
+            }))
+}
+
 fn json(target: Option<&str>) -> Protocol {
     let Some(target) = target else {
         return refused(Wire::Json, SqsError::missing_action());

@@ -393,6 +393,10 @@ impl Store for SharedSqliteStore {
         self.extend(params).await
     }
 
+    async fn message_give_back(&self, params: GiveBackParams) -> StoreResult<()> {
+        self.give_back(params).await
+    }
+
     async fn message_get(&self, params: MessageGetParams) -> StoreResult<Option<MessageStatus>> {
         self.get_status(params).await
     }

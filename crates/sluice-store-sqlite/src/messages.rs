@@ -6,8 +6,8 @@ use std::sync::Arc;
 use sluice_core::Millis;
 use sluice_core::dispatch::{LeaseError, NackOutcome, Seq};
 use sluice_core::store::{
-    AckParams, Claim, ClaimParams, EnqueueParams, Enqueued, ExtendParams, NackParams, StoreError,
-    StoreResult,
+    AckParams, Claim, ClaimParams, EnqueueParams, Enqueued, ExtendParams, GiveBackParams,
+    NackParams, StoreError, StoreResult,
 };
 use tokio::sync::oneshot;
 
@@ -252,6 +252,22 @@ impl SharedSqliteStore {
             params.timeout_ms,
             params.now_ms,
         )?)
+    }
+}
+
+impl SharedSqliteStore {
+    /// Gives a lease back (in memory only, like every lease: after a restart the message is
+    /// ready anyway), then wakes the queue's waiting receivers.
+    pub(crate) async fn give_back(&self, params: GiveBackParams) -> StoreResult<()> {
+        {
+            let mut index = self.0.index.lock();
+            if index.queue_config(&params.queue).is_none() {
+                return Err(StoreError::QueueNotFound(params.queue));
+            }
+            index.give_back(&params.queue, &params.receipt, params.now_ms)?;
+        }
+        self.0.notifier.wake(&params.queue);
+        Ok(())
     }
 }
 

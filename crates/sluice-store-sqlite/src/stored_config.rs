@@ -29,6 +29,9 @@ pub struct StoredQueueConfig {
     dead_letter_queue: Option<String>,
     #[serde(default)]
     dedup_window_ms: Option<i64>,
+    /// Absent (0) in rows written before queues had a default delay, and when it is 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    delay_ms: Option<i64>,
     #[serde(default)]
     max_age_ms: Option<i64>,
     #[serde(default)]
@@ -45,6 +48,9 @@ pub struct StoredQueueConfig {
     /// `unordered`, `fifo` or `per_key`.
     #[serde(default)]
     ordering: Option<String>,
+    /// Absent when empty (and in rows written before there were any).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    protocol_attributes: BTreeMap<String, String>,
     #[serde(default)]
     push: Option<StoredPush>,
     #[serde(default)]
@@ -52,6 +58,9 @@ pub struct StoredQueueConfig {
     /// The JSON Schema document as given.
     #[serde(default)]
     schema: Option<serde_json::Value>,
+    /// Absent when empty (and in rows written before there were any).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    tags: BTreeMap<String, String>,
     #[serde(default)]
     visibility_timeout_ms: Option<i64>,
 }
@@ -168,6 +177,9 @@ impl StoredQueueConfig {
         config.rate_limit = self.rate_limit.and_then(StoredRateLimit::into_limit);
         config.schema = self.schema.and_then(|schema| compile_schema(name, schema));
         config.push = self.push.map(|push| Arc::new(push.into()));
+        config.delay_ms = self.delay_ms.unwrap_or(0);
+        config.tags = self.tags;
+        config.protocol_attributes = self.protocol_attributes;
         Ok(config)
     }
 }
@@ -198,6 +210,7 @@ impl From<&QueueConfig> for StoredQueueConfig {
             }),
             dead_letter_queue: Some(config.dead_letter_queue.clone().unwrap_or_default()),
             dedup_window_ms: Some(config.dedup_window_ms),
+            delay_ms: (config.delay_ms != 0).then_some(config.delay_ms),
             max_age_ms: Some(config.max_age_ms),
             max_attempts: Some(config.max_attempts),
             max_depth: config.max_depth,
@@ -205,12 +218,14 @@ impl From<&QueueConfig> for StoredQueueConfig {
             max_message_bytes: Some(config.max_message_bytes),
             on_expire: Some(config.on_expire.as_str().to_owned()),
             ordering: Some(config.ordering.as_str().to_owned()),
+            protocol_attributes: config.protocol_attributes.clone(),
             push: config.push.as_deref().map(StoredPush::from),
             rate_limit: config.rate_limit.map(|limit| StoredRateLimit {
                 burst: Some(limit.burst),
                 per_second: limit.per_second,
             }),
             schema: config.schema.as_ref().map(|schema| schema.source().clone()),
+            tags: config.tags.clone(),
             visibility_timeout_ms: Some(config.visibility_timeout_ms),
         }
     }

@@ -369,4 +369,28 @@ impl Index {
         state.leased.insert((deadline_ms, seq));
         Ok(deadline_ms)
     }
+
+    /// Gives a lease back without counting a failure: the message is ready again at once, with
+    /// no error and no backoff (SQS's `ChangeMessageVisibility` to 0). Its attempt count keeps
+    /// this delivery, as SQS's receive count does, so `max_attempts` still bounds how often a
+    /// message that keeps being given back is delivered. Like an expired lease, the receipt
+    /// still acks until the message is handed out again.
+    pub fn give_back(
+        &mut self,
+        queue: &str,
+        receipt: &Receipt,
+        now_ms: Millis,
+    ) -> Result<(), LeaseError> {
+        let seq = self.leased_entry(queue, receipt)?;
+        let state = self.queues.get_mut(queue).ok_or(LeaseError::NotInQueue)?;
+        let entry = self.entries.get_mut(&seq).ok_or(LeaseError::Stale)?;
+        let Place::Leased { deadline_ms, token } = entry.place else {
+            return Err(LeaseError::Stale);
+        };
+        state.leased.remove(&(deadline_ms, seq));
+        entry.expired_lease_token = Some(token);
+        entry.visible_at_ms = now_ms;
+        Self::activate(state, entry, now_ms);
+        Ok(())
+    }
 }

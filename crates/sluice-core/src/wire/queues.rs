@@ -2,6 +2,8 @@
 //! [`QueueConfig`]), their settings as shown, and the answers of the queue-wide operations
 //! (define, list, delete, purge, drain).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -65,6 +67,12 @@ pub struct QueueSpec {
         skip_serializing_if = "Option::is_none"
     )]
     pub push: Option<Option<PushSpec>>,
+    /// Delay in ms given to a message enqueued without one (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<i64>,
+    /// Tags, replacing the queue's tags (at most 50; keys 1-128 characters, values up to 256).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<BTreeMap<String, String>>,
 }
 
 /// Rate limit settings.
@@ -178,6 +186,14 @@ impl QueueSpec {
                 }
             };
         }
+        if let Some(ms) = self.delay_ms {
+            check_range("delay_ms", ms, 0, limits::DELAY_MS_MAX)?;
+            base.delay_ms = ms;
+        }
+        if let Some(tags) = &self.tags {
+            validate_tags(tags)?;
+            base.tags = tags.clone();
+        }
         if let Some(push) = &self.push {
             base.push = match push {
                 None => None,
@@ -189,6 +205,33 @@ impl QueueSpec {
         }
         Ok(base)
     }
+}
+
+/// Checks a queue's tags against the limits in [`limits`].
+pub fn validate_tags(tags: &BTreeMap<String, String>) -> Result<(), String> {
+    if tags.len() > limits::TAGS_MAX {
+        return Err(format!(
+            "tags: {} tags; at most {} per queue",
+            tags.len(),
+            limits::TAGS_MAX
+        ));
+    }
+    for (key, value) in tags {
+        let chars = key.chars().count();
+        if chars == 0 || chars > limits::TAG_KEY_CHARS_MAX {
+            return Err(format!(
+                "tags: a key must be 1 to {} characters, got {chars}",
+                limits::TAG_KEY_CHARS_MAX
+            ));
+        }
+        if value.chars().count() > limits::TAG_VALUE_CHARS_MAX {
+            return Err(format!(
+                "tags: the value of {key:?} is longer than {} characters",
+                limits::TAG_VALUE_CHARS_MAX
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Checks what can be checked without IO: the URL's scheme, the method and the ranges.
@@ -317,6 +360,12 @@ pub struct QueueConfigOut {
     pub schema: Option<serde_json::Value>,
     /// Push destination; null = none (consumers receive over HTTP).
     pub push: Option<PushSpec>,
+    /// Delay in ms given to a message enqueued without one.
+    pub delay_ms: i64,
+    /// Tags.
+    pub tags: BTreeMap<String, String>,
+    /// Settings a protocol keeps for the queue (`sqs.<Attribute>`), shown as stored.
+    pub protocol_attributes: BTreeMap<String, String>,
 }
 
 /// Rate limit as the API shows it.
@@ -366,6 +415,9 @@ impl From<&QueueConfig> for QueueConfigOut {
             }),
             schema: config.schema.as_ref().map(|schema| schema.source().clone()),
             push: config.push.as_deref().cloned(),
+            delay_ms: config.delay_ms,
+            tags: config.tags.clone(),
+            protocol_attributes: config.protocol_attributes.clone(),
         }
     }
 }

@@ -64,6 +64,8 @@ pub struct AppState {
     pub history: Arc<crate::history::History>,
     /// Requests by route, method and status (for `/metrics`).
     pub http_metrics: Arc<crate::http_metrics::HttpMetrics>,
+    /// The SQS-compatible API's settings and what it keeps between requests.
+    pub sqs: Arc<crate::sqs::SqsState>,
 }
 
 impl AppState {

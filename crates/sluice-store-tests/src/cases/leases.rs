@@ -2,7 +2,7 @@
 
 use sluice_core::dispatch::{LEASE_EXPIRED_ERROR, LeaseError, NackOutcome};
 use sluice_core::message::{MessageState, Receipt};
-use sluice_core::store::{ExtendParams, StoreError};
+use sluice_core::store::{ExtendParams, GiveBackParams, StoreError};
 
 use crate::{Harness, bodies};
 
@@ -138,6 +138,33 @@ pub async fn extend_pushes_the_lease_deadline_out(h: Harness) {
         h.store.message_extend(extend(forged, 1_000)).await,
         Err(StoreError::Lease(LeaseError::Stale))
     ));
+}
+
+/// Releasing a lease makes the message claimable at once, with no error and no backoff, while
+/// the delivery still counts; the released receipt acks nothing once the message is out again.
+pub async fn give_back_returns_a_lease_without_a_failure(h: Harness) {
+    h.queue("q", |config| config.backoff.initial_ms = 60_000)
+        .await;
+    h.send("q", &["job"]).await;
+    let receipt = h.claim("q", 1).await.messages[0].receipt;
+    let give_back = |receipt: Receipt| GiveBackParams {
+        queue: "q".into(),
+        receipt,
+        now_ms: h.now(),
+    };
+    h.store.message_give_back(give_back(receipt)).await.unwrap();
+    let again = h.claim("q", 1).await.messages;
+    assert_eq!(again.len(), 1, "ready at once, not after the backoff");
+    assert_eq!((again[0].attempts, again[0].last_error.clone()), (2, None));
+    assert!(matches!(
+        h.store.message_give_back(give_back(receipt)).await,
+        Err(StoreError::Lease(LeaseError::Stale))
+    ));
+    assert!(
+        h.ack("q", receipt).await.is_err(),
+        "the old receipt is fenced"
+    );
+    assert_eq!(h.ack("q", again[0].receipt).await, Ok(()));
 }
 
 /// Receipts are fenced: once a message is handed out again, the earlier receipt can neither

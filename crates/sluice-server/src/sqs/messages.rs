@@ -1,0 +1,672 @@
+//! Message operations: send, receive, delete, change visibility (docs/design/sqs-compat.md
+//! §3.7-3.11, §4), each mapped onto one `ops` call.
+//!
+//! - A FIFO queue is a `per_key` queue keyed by `MessageGroupId`; its deduplication id (given,
+//!   or the body's SHA-256 with `ContentBasedDeduplication`) is the idempotency key, so a
+//!   duplicate within the 5-minute window answers with the first message's id.
+//! - A receipt handle wraps the sluice receipt: deleting is an ack, a visibility change an
+//!   extend, and a visibility of 0 gives the lease back without counting a failure.
+
+use std::collections::{BTreeMap, HashSet};
+
+use sha2::{Digest, Sha256};
+use sluice_core::message::{BodyKind, ClaimedMessage, Headers};
+use sluice_core::queue::QueueConfig;
+use sluice_core::wire::{AckOut, ErrorCode};
+use sluice_ops::{AckRequest, MessageRequest, OpsError, ReceiveRequest};
+use sluice_sqs::md5;
+use sluice_sqs::request::{
+    ChangeMessageVisibility, ChangeMessageVisibilityBatch, DeleteMessage, DeleteMessageBatch,
+    MessageToSend, ReceiveMessage, SendMessage, SendMessageBatch,
+};
+use sluice_sqs::response::{
+    BatchResult, BatchResultEntry, BatchResultErrorEntry, Message, ReceiveMessageResult,
+    SendMessageBatchResult, SendMessageBatchResultEntry, SendMessageResult,
+};
+use sluice_sqs::{Action, ErrorKind, Response, SqsError};
+
+use super::content::{
+    self, ATTRIBUTES_HEADER, DEDUPLICATION_HEADER, SENDER_HEADER, SYSTEM_ATTRIBUTES_HEADER,
+};
+use super::{Ctx, attributes, from_ops, names, queues, receipts};
+use crate::auth::Need;
+
+type Answer = Result<Response, SqsError>;
+
+/// The attribute a message gets when its body is not UTF-8 (sent through the native API as
+/// bytes): the body is then base64.
+pub const BODY_ENCODING_ATTRIBUTE: &str = "sluice-body-encoding";
+
+/// A message checked and mapped, with the digests its answer carries.
+struct Prepared {
+    request: MessageRequest,
+    md5_of_body: String,
+    md5_of_attributes: Option<String>,
+    md5_of_system_attributes: Option<String>,
+}
+
+/// Whether a missing `MessageGroupId` is `MissingParameter` (SendMessage) or, in a batch,
+/// `InvalidParameterValue`, as SQS answers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Call {
+    Single,
+    Batch,
+}
+
+pub async fn send(ctx: &Ctx<'_>, request: SendMessage) -> Answer {
+    let name = ctx.queue_of(&request.queue_url)?;
+    ctx.allow(Need::Produce, Some(&name)).await?;
+    let mut enqueue = ctx
+        .app
+        .ops
+        .enqueue_to(name.clone())
+        .await
+        .map_err(from_ops)?;
+    let fifo = attributes::is_fifo(&name, enqueue.config());
+    let prepared = prepare(ctx, enqueue.config(), fifo, &request.message, Call::Single)?;
+    enqueue.add(prepared.request, "").map_err(from_ops)?;
+    let out = ctx.app.ops.enqueue(enqueue).await.map_err(from_ops)?;
+    let id = out.first().map(|o| o.message_id).unwrap_or_default();
+    Ok(Response::SendMessage(SendMessageResult {
+        md5_of_message_body: prepared.md5_of_body,
+        md5_of_message_attributes: prepared.md5_of_attributes,
+        md5_of_message_system_attributes: prepared.md5_of_system_attributes,
+        message_id: id.to_string(),
+        sequence_number: fifo.then(|| sequence_number(&id)),
+    }))
+}
+
+pub async fn send_batch(ctx: &Ctx<'_>, request: SendMessageBatch) -> Answer {
+    let name = ctx.queue_of(&request.queue_url)?;
+    ctx.allow(Need::Produce, Some(&name)).await?;
+    check_batch(
+        ctx,
+        request.entries.iter().map(|e| e.id.as_str()),
+        "SendMessageBatchRequestEntry",
+    )?;
+    let total: usize = request
+        .entries
+        .iter()
+        .map(|e| {
+            e.message.message_body.len()
+                + content::check_attributes(&e.message.message_attributes).unwrap_or(0)
+        })
+        .sum();
+    if total > ctx.sqs.config.max_message_bytes {
+        return Err(SqsError::new(
+            ErrorKind::BatchRequestTooLong,
+            format!(
+                "Batch requests cannot be longer than {} bytes. You have sent {total} bytes.",
+                ctx.sqs.config.max_message_bytes
+            ),
+        ));
+    }
+    let mut enqueue = ctx
+        .app
+        .ops
+        .enqueue_to(name.clone())
+        .await
+        .map_err(from_ops)?;
+    let fifo = attributes::is_fifo(&name, enqueue.config());
+    let mut failed = Vec::new();
+    let mut accepted = Vec::new();
+    for entry in &request.entries {
+        let prepared = match prepare(ctx, enqueue.config(), fifo, &entry.message, Call::Batch) {
+            Ok(prepared) => prepared,
+            // A FIFO entry without its group fails the whole request, as SQS does.
+            Err(error) if fifo && entry.message.message_group_id.is_none() => return Err(error),
+            Err(error) => {
+                failed.push(entry_error(&entry.id, &error));
+                continue;
+            }
+        };
+        match enqueue.add(prepared.request.clone(), "") {
+            Ok(()) => accepted.push((entry.id.clone(), prepared)),
+            Err(error) => failed.push(entry_error(&entry.id, &from_ops(error))),
+        }
+    }
+    let outs = if enqueue.is_empty() {
+        Vec::new()
+    } else {
+        ctx.app.ops.enqueue(enqueue).await.map_err(from_ops)?
+    };
+    let successful = accepted
+        .into_iter()
+        .zip(outs)
+        .map(|((id, prepared), out)| SendMessageBatchResultEntry {
+            id,
+            message_id: out.message_id.to_string(),
+            md5_of_message_body: prepared.md5_of_body,
+            md5_of_message_attributes: prepared.md5_of_attributes,
+            md5_of_message_system_attributes: prepared.md5_of_system_attributes,
+            sequence_number: fifo.then(|| sequence_number(&out.message_id)),
+        })
+        .collect();
+    Ok(Response::SendMessageBatch(SendMessageBatchResult {
+        successful,
+        failed,
+    }))
+}
+
+/// Checks one message as SQS does and maps it: group → ordering key, deduplication id →
+/// idempotency key, attributes → headers.
+fn prepare(
+    ctx: &Ctx<'_>,
+    config: &QueueConfig,
+    fifo: bool,
+    message: &MessageToSend,
+    call: Call,
+) -> Result<Prepared, SqsError> {
+    let body = &message.message_body;
+    content::check_body(body)?;
+    let attributes_size = content::check_attributes(&message.message_attributes)?;
+    if let Some(name) = message
+        .message_system_attributes
+        .keys()
+        .find(|name| *name != "AWSTraceHeader")
+    {
+        return Err(invalid(format!(
+            "Message system attribute name '{name}' is invalid. The only supported name is AWSTraceHeader."
+        )));
+    }
+    if body.len() + attributes_size > config.max_message_bytes {
+        return Err(invalid(format!(
+            "One or more parameters are invalid. Reason: Message must be shorter than {} bytes.",
+            config.max_message_bytes
+        )));
+    }
+    let delay_ms = match message.delay_seconds {
+        Some(seconds) if !(0..=900).contains(&seconds) => {
+            return Err(invalid(format!(
+                "Value {seconds} for parameter DelaySeconds is invalid. Reason: DelaySeconds must be >= 0 and <= 900."
+            )));
+        }
+        Some(seconds) if fifo && seconds != 0 => {
+            return Err(invalid(format!(
+                "Value {seconds} for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid for this queue type."
+            )));
+        }
+        Some(seconds) => Some(seconds * 1000),
+        None => None,
+    };
+    if let Some(group) = &message.message_group_id {
+        check_token("MessageGroupId", group)?;
+    }
+    let group = match (&message.message_group_id, fifo, call) {
+        (None, true, Call::Single) => return Err(SqsError::missing_parameter("MessageGroupId")),
+        (None, true, Call::Batch) => {
+            return Err(invalid(
+                "The request must contain the parameter MessageGroupId.",
+            ));
+        }
+        (group, _, _) => group.clone(),
+    };
+    let deduplication_id = match (&message.message_deduplication_id, fifo) {
+        (Some(id), false) => {
+            return Err(invalid(format!(
+                "Value {id} for parameter MessageDeduplicationId is invalid. Reason: The request includes a parameter that is not valid for this queue type."
+            )));
+        }
+        (Some(id), true) => {
+            check_token("MessageDeduplicationId", id)?;
+            Some(id.clone())
+        }
+        (None, true) if attributes::kept(config, "ContentBasedDeduplication") == Some("true") => {
+            Some(hex(&Sha256::digest(body.as_bytes())))
+        }
+        (None, true) => {
+            return Err(invalid(
+                "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly",
+            ));
+        }
+        (None, false) => None,
+    };
+    // Scope `messageGroup` makes the same id in two groups two messages.
+    let idempotency_key = deduplication_id.as_ref().map(|id| {
+        match (attributes::kept(config, "DeduplicationScope"), &group) {
+            (Some("messageGroup"), Some(group)) => format!("{}:{group}{id}", group.len()),
+            _ => id.clone(),
+        }
+    });
+    let mut headers = Headers::new();
+    content::store(&mut headers, ATTRIBUTES_HEADER, &message.message_attributes);
+    content::store(
+        &mut headers,
+        SYSTEM_ATTRIBUTES_HEADER,
+        &message.message_system_attributes,
+    );
+    headers.insert(SENDER_HEADER.to_owned(), ctx.sender_id());
+    if let Some(id) = &deduplication_id {
+        headers.insert(DEDUPLICATION_HEADER.to_owned(), id.clone());
+    }
+    let kind = if serde_json::from_str::<serde::de::IgnoredAny>(body).is_ok() {
+        BodyKind::Json
+    } else {
+        BodyKind::Bytes
+    };
+    Ok(Prepared {
+        request: MessageRequest {
+            body: (body.as_bytes().to_vec(), kind),
+            id: idempotency_key,
+            key: group,
+            headers: Some(headers),
+            priority: None,
+            delay_ms,
+            not_before: None,
+        },
+        md5_of_body: md5::of_body(body),
+        md5_of_attributes: md5::of_attributes(&message.message_attributes),
+        md5_of_system_attributes: md5::of_attributes(&message.message_system_attributes),
+    })
+}
+
+pub async fn receive(ctx: &Ctx<'_>, request: ReceiveMessage) -> Answer {
+    let name = ctx.queue_of(&request.queue_url)?;
+    ctx.allow(Need::Consume, Some(&name)).await?;
+    let info = queues::queue(ctx, &name).await?;
+    let max_entries = ctx.sqs.config.batch_entries_max as i64;
+    let max = request.max_number_of_messages.unwrap_or(1);
+    if !(1..=max_entries).contains(&max) {
+        return Err(invalid(format!(
+            "Value {max} for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and {max_entries}, if provided."
+        )));
+    }
+    let wait = match request.wait_time_seconds {
+        Some(wait) => wait,
+        None => attributes::kept(&info.config, "ReceiveMessageWaitTimeSeconds")
+            .and_then(|text| text.parse().ok())
+            .unwrap_or(0),
+    };
+    if !(0..=20).contains(&wait) {
+        return Err(invalid(format!(
+            "Value {wait} for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= 20, if provided."
+        )));
+    }
+    if let Some(seconds) = request.visibility_timeout
+        && !(0..=43_200).contains(&seconds)
+    {
+        return Err(invalid(format!(
+            "Value {seconds} for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200, if provided."
+        )));
+    }
+    let claimed = ctx
+        .app
+        .ops
+        .receive(ReceiveRequest {
+            queue: name.clone(),
+            max: Some(max),
+            wait_ms: Some(wait * 1000),
+            // A lease of 0 ms cannot be: 0 s is the shortest lease, 1 ms.
+            visibility_timeout_ms: request.visibility_timeout.map(|s| (s * 1000).max(1)),
+        })
+        .await
+        .map_err(from_ops)?;
+    let fifo = attributes::is_fifo(&name, &info.config);
+    let system_names: Vec<&String> = request
+        .attribute_names
+        .iter()
+        .chain(&request.message_system_attribute_names)
+        .collect();
+    let messages = claimed
+        .into_iter()
+        .map(|message| {
+            render(
+                ctx,
+                &name,
+                fifo,
+                message,
+                &system_names,
+                &request.message_attribute_names,
+            )
+        })
+        .collect();
+    Ok(Response::ReceiveMessage(ReceiveMessageResult { messages }))
+}
+
+/// A claimed message as SQS shows it, with the system and message attributes asked for.
+fn render(
+    ctx: &Ctx<'_>,
+    queue: &str,
+    fifo: bool,
+    message: ClaimedMessage,
+    system_names: &[&String],
+    attribute_names: &[String],
+) -> Message {
+    let headers = &message.payload.headers;
+    let mut stored = content::load(headers, ATTRIBUTES_HEADER);
+    let body = match String::from_utf8(message.payload.body_bytes.clone()) {
+        Ok(text) => text,
+        Err(_) => {
+            use base64::Engine;
+            stored.insert(
+                BODY_ENCODING_ATTRIBUTE.to_owned(),
+                sluice_sqs::request::MessageAttributeValue {
+                    data_type: "String".into(),
+                    string_value: Some("base64".into()),
+                    ..Default::default()
+                },
+            );
+            base64::engine::general_purpose::STANDARD.encode(&message.payload.body_bytes)
+        }
+    };
+    let message_attributes = content::filter(stored, attribute_names);
+    let system = content::load(headers, SYSTEM_ATTRIBUTES_HEADER);
+    let mut all = BTreeMap::new();
+    let mut put = |name: &str, value: String| {
+        all.insert(name.to_owned(), value);
+    };
+    put(
+        "SenderId",
+        headers
+            .get(SENDER_HEADER)
+            .cloned()
+            .unwrap_or_else(|| ctx.sqs.config.account_id.clone()),
+    );
+    put("SentTimestamp", message.enqueued_at_ms.to_string());
+    put("ApproximateReceiveCount", message.attempts.to_string());
+    put(
+        "ApproximateFirstReceiveTimestamp",
+        message.first_received_at_ms.to_string(),
+    );
+    if let Some(group) = &message.key {
+        put("MessageGroupId", group.clone());
+    }
+    if fifo {
+        if let Some(id) = headers.get(DEDUPLICATION_HEADER) {
+            put("MessageDeduplicationId", id.clone());
+        }
+        put("SequenceNumber", sequence_number(&message.message_id));
+    }
+    if let Some(trace) = system
+        .get("AWSTraceHeader")
+        .and_then(|v| v.string_value.clone())
+    {
+        put("AWSTraceHeader", trace);
+    }
+    if let Some(dead) = &message.dead_letter {
+        put(
+            "DeadLetterQueueSourceArn",
+            names::queue_arn(&ctx.sqs.config, &dead.source_queue),
+        );
+    }
+    if !system_names.iter().any(|n| *n == "All") {
+        all.retain(|name, _| system_names.iter().any(|n| *n == name));
+    }
+    Message {
+        message_id: message.message_id.to_string(),
+        receipt_handle: receipts::encode(queue, &message.receipt),
+        md5_of_body: md5::of_body(&body),
+        body,
+        attributes: all,
+        md5_of_message_attributes: md5::of_attributes(&message_attributes),
+        message_attributes,
+    }
+}
+
+pub async fn delete(ctx: &Ctx<'_>, request: DeleteMessage) -> Answer {
+    let name = ctx.queue_of(&request.queue_url)?;
+    ctx.allow(Need::Consume, Some(&name)).await?;
+    let receipt = receipts::decode(&name, &request.receipt_handle)?;
+    let outcome = ctx
+        .app
+        .ops
+        .ack(AckRequest {
+            queue: name.clone(),
+            receipts: vec![receipt.clone()],
+            result: None,
+        })
+        .await;
+    match outcome {
+        Ok(_) => {}
+        Err(error) if error.code == ErrorCode::StaleReceipt => {
+            stale_delete(ctx, &name, &receipt, &request.receipt_handle).await?;
+        }
+        Err(error) => return Err(from_ops(error)),
+    }
+    Ok(Response::Empty(Action::DeleteMessage))
+}
+
+pub async fn delete_batch(ctx: &Ctx<'_>, request: DeleteMessageBatch) -> Answer {
+    let name = ctx.queue_of(&request.queue_url)?;
+    ctx.allow(Need::Consume, Some(&name)).await?;
+    check_batch(
+        ctx,
+        request.entries.iter().map(|e| e.id.as_str()),
+        "DeleteMessageBatchRequestEntry",
+    )?;
+    let mut failed = Vec::new();
+    let mut valid = Vec::new();
+    for entry in &request.entries {
+        match receipts::decode(&name, &entry.receipt_handle) {
+            Ok(receipt) => valid.push((entry, receipt)),
+            Err(error) => failed.push(entry_error(&entry.id, &error)),
+        }
+    }
+    let acked: Vec<bool> = if valid.is_empty() {
+        Vec::new()
+    } else {
+        let outcome = ctx
+            .app
+            .ops
+            .ack(AckRequest {
+                queue: name.clone(),
+                receipts: valid.iter().map(|(_, r)| r.clone()).collect(),
+                result: None,
+            })
+            .await;
+        match outcome {
+            Ok(out) => out.results.iter().map(|r| r.acked).collect(),
+            Err(error) => per_receipt(error, valid.len())?,
+        }
+    };
+    let mut successful = Vec::new();
+    for ((entry, receipt), acked) in valid.into_iter().zip(acked) {
+        if !acked
+            && let Err(error) = stale_delete(ctx, &name, &receipt, &entry.receipt_handle).await
+        {
+            failed.push(entry_error(&entry.id, &error));
+            continue;
+        }
+        successful.push(BatchResultEntry {
+            id: entry.id.clone(),
+        });
+    }
+    Ok(Response::DeleteMessageBatch(BatchResult {
+        successful,
+        failed,
+    }))
+}
+
+/// Which receipts of a multi-receipt ack were acked, from a refusal that lists them.
+fn per_receipt(error: OpsError, count: usize) -> Result<Vec<bool>, SqsError> {
+    if error.code != ErrorCode::StaleReceipt {
+        return Err(from_ops(error));
+    }
+    let out: AckOut = error
+        .details
+        .clone()
+        .and_then(|details| serde_json::from_value(details).ok())
+        .ok_or_else(|| from_ops(error))?;
+    let acked: Vec<bool> = out.results.iter().map(|r| r.acked).collect();
+    Ok(if acked.len() == count {
+        acked
+    } else {
+        vec![false; count]
+    })
+}
+
+/// A delete whose handle no longer holds the message. On a standard queue that succeeds, as
+/// SQS's does: the message is gone already, or someone who received it since holds it, and
+/// the handle (fenced) deletes nothing. On a FIFO queue a handle whose message is still there
+/// has expired, as SQS answers, since another consumer may now hold the group.
+async fn stale_delete(
+    ctx: &Ctx<'_>,
+    queue: &str,
+    receipt: &str,
+    handle: &str,
+) -> Result<(), SqsError> {
+    let info = queues::queue(ctx, queue).await?;
+    if !attributes::is_fifo(queue, &info.config) {
+        return Ok(());
+    }
+    let id = receipt.split('.').next().unwrap_or_default();
+    match ctx.app.ops.message_by_id(queue.to_owned(), id).await {
+        Ok(status) if !status.state.is_final() && status.queue == queue => Err(invalid(format!(
+            "Value {handle} for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired."
+        ))),
+        _ => Ok(()),
+    }
+}
+
+pub async fn change_visibility(ctx: &Ctx<'_>, request: ChangeMessageVisibility) -> Answer {
+    let name = ctx.queue_of(&request.queue_url)?;
+    ctx.allow(Need::Consume, Some(&name)).await?;
+    set_visibility(
+        ctx,
+        &name,
+        &request.receipt_handle,
+        Some(request.visibility_timeout),
+    )
+    .await?;
+    Ok(Response::Empty(Action::ChangeMessageVisibility))
+}
+
+pub async fn change_visibility_batch(
+    ctx: &Ctx<'_>,
+    request: ChangeMessageVisibilityBatch,
+) -> Answer {
+    let name = ctx.queue_of(&request.queue_url)?;
+    ctx.allow(Need::Consume, Some(&name)).await?;
+    check_batch(
+        ctx,
+        request.entries.iter().map(|e| e.id.as_str()),
+        "ChangeMessageVisibilityBatchRequestEntry",
+    )?;
+    let mut successful = Vec::new();
+    let mut failed = Vec::new();
+    for entry in &request.entries {
+        match set_visibility(ctx, &name, &entry.receipt_handle, entry.visibility_timeout).await {
+            Ok(()) => successful.push(BatchResultEntry {
+                id: entry.id.clone(),
+            }),
+            Err(error) => failed.push(entry_error(&entry.id, &error)),
+        }
+    }
+    Ok(Response::ChangeMessageVisibilityBatch(BatchResult {
+        successful,
+        failed,
+    }))
+}
+
+/// A new visibility timeout from now; 0 gives the lease back at once, not as a failure.
+async fn set_visibility(
+    ctx: &Ctx<'_>,
+    queue: &str,
+    handle: &str,
+    seconds: Option<i64>,
+) -> Result<(), SqsError> {
+    let receipt = receipts::decode(queue, handle)?;
+    let seconds = seconds.unwrap_or(0);
+    if !(0..=43_200).contains(&seconds) {
+        return Err(invalid(format!(
+            "Value {seconds} for parameter VisibilityTimeout is invalid. Reason: Must be between 0 and 43200."
+        )));
+    }
+    let ops = &ctx.app.ops;
+    let outcome = if seconds == 0 {
+        ops.give_back(queue.to_owned(), &receipt).await
+    } else {
+        ops.extend(queue.to_owned(), &receipt, seconds * 1000)
+            .await
+            .map(|_| ())
+    };
+    outcome.map_err(|error| match error.code {
+        ErrorCode::StaleReceipt | ErrorCode::MessageNotFound => invalid(format!(
+            "Value {handle} for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change."
+        )),
+        _ => from_ops(error),
+    })
+}
+
+/// The checks of every batch request: at least one entry, at most the limit, ids of
+/// `[A-Za-z0-9_-]{1,80}`, no id twice.
+fn check_batch<'e>(
+    ctx: &Ctx<'_>,
+    ids: impl ExactSizeIterator<Item = &'e str>,
+    entry_name: &str,
+) -> Result<(), SqsError> {
+    let count = ids.len();
+    let max = ctx.sqs.config.batch_entries_max;
+    if count == 0 {
+        return Err(SqsError::new(
+            ErrorKind::EmptyBatchRequest,
+            format!("There should be at least one {entry_name} in the request."),
+        ));
+    }
+    if count > max {
+        return Err(SqsError::new(
+            ErrorKind::TooManyEntriesInBatchRequest,
+            format!("Maximum number of entries per request are {max}. You have sent {count}."),
+        ));
+    }
+    let mut seen = HashSet::new();
+    for id in ids {
+        let valid = !id.is_empty()
+            && id.len() <= 80
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !valid {
+            return Err(SqsError::new(
+                ErrorKind::InvalidBatchEntryId,
+                "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long.",
+            ));
+        }
+        if !seen.insert(id) {
+            return Err(SqsError::new(
+                ErrorKind::BatchEntryIdsNotDistinct,
+                format!("Id {id} repeated."),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `MessageGroupId` and `MessageDeduplicationId`: 1 to 128 of alphanumerics and punctuation.
+fn check_token(parameter: &str, value: &str) -> Result<(), SqsError> {
+    let valid = !value.is_empty()
+        && value.len() <= 128
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b.is_ascii_punctuation());
+    if valid {
+        Ok(())
+    } else {
+        Err(invalid(format!(
+            "Value {value} for parameter {parameter} is invalid. Reason: {parameter} can only include alphanumeric and punctuation characters. 1 to 128 in length."
+        )))
+    }
+}
+
+fn entry_error(id: &str, error: &SqsError) -> BatchResultErrorEntry {
+    BatchResultErrorEntry {
+        id: id.to_owned(),
+        sender_fault: !error.kind.status().is_server_error(),
+        code: error.kind.code().to_owned(),
+        message: Some(error.message.clone()),
+    }
+}
+
+/// A FIFO message's `SequenceNumber`: its id as a number. Ids sort by enqueue time and then
+/// enqueue order, so the number grows with every message of the queue, hence of each group.
+fn sequence_number(id: &uuid::Uuid) -> String {
+    u128::from_be_bytes(*id.as_bytes()).to_string()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn invalid(message: impl Into<String>) -> SqsError {
+    SqsError::new(ErrorKind::InvalidParameterValue, message)
+}
