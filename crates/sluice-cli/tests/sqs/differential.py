@@ -64,7 +64,9 @@ class Side:
             return value
         if key == "MessageId":
             assert UUID.match(value), f"MessageId {value!r} is not a UUID"
-            return self.message_ids.setdefault(value, f"<message {len(self.message_ids)}>")
+            # Named by the step that first answered it, so one side's extra message (moto taking
+            # an empty body) does not renumber the rest, while "the same id again" still shows.
+            return self.message_ids.setdefault(value, f"<message of {self.step}>")
         if key == "ReceiptHandle":
             return "<handle>"
         if key in TIMESTAMPS:
@@ -95,16 +97,22 @@ class Side:
 
 def sequence(side):
     """The steps, in order, as (name, normalised answer). `side.q` holds queue URLs by role."""
-    side.message_ids = {}
+    side.message_ids, side.step = {}, None
     sqs, p, steps = side.sqs, side.prefix, []
 
+    def record(name, answer):
+        side.step = name
+        steps.append((name, side.normalise(answer)))
+        return steps[-1][1]
+
     def step(name, operation, **kwargs):
+        side.step = name
         steps.append((name, side.call(operation, **kwargs)))
         return steps[-1][1]
 
     url = sqs.create_queue(QueueName=f"{p}-std", Attributes={"VisibilityTimeout": "30"})["QueueUrl"]
     side.account = url.rsplit("/", 2)[1]
-    steps.append(("create", side.normalise({"QueueUrl": url})))
+    record("create", {"QueueUrl": url})
     step("create-same", "create_queue", QueueName=f"{p}-std", Attributes={"VisibilityTimeout": "30"})
     step("create-different", "create_queue", QueueName=f"{p}-std", Attributes={"VisibilityTimeout": "31"})
     step("get-url", "get_queue_url", QueueName=f"{p}-std")
@@ -116,11 +124,11 @@ def sequence(side):
     step("receive-filtered", "receive_message", QueueUrl=url, MessageAttributeNames=["Hel.*"],
          MessageSystemAttributeNames=["ApproximateReceiveCount"], VisibilityTimeout=0, WaitTimeSeconds=1)
     got = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"], WaitTimeSeconds=1)
-    steps.append(("receive-all", side.normalise(got)))
+    record("receive-all", got)
     handle = got["Messages"][0]["ReceiptHandle"]
     step("visibility-0", "change_message_visibility", QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=0)
     got = sqs.receive_message(QueueUrl=url, MessageSystemAttributeNames=["ApproximateReceiveCount"], WaitTimeSeconds=1)
-    steps.append(("receive-again", side.normalise(got)))
+    record("receive-again", got)
     step("delete", "delete_message", QueueUrl=url, ReceiptHandle=got["Messages"][0]["ReceiptHandle"])
     step("receive-empty", "receive_message", QueueUrl=url)
     step("batch-send", "send_message_batch", QueueUrl=url, Entries=[
@@ -162,7 +170,7 @@ def sequence(side):
     step("tags-after-untag", "list_queue_tags", QueueUrl=tagged)
 
     listed = sqs.list_queues(QueueNamePrefix=p)
-    steps.append(("list", side.normalise({"QueueUrls": sorted(listed.get("QueueUrls", []))})))
+    record("list", {"QueueUrls": sorted(listed.get("QueueUrls", []))})
     for role in (url, fifo, tagged):
         step("delete-queue", "delete_queue", QueueUrl=role)
     step("get-url-deleted", "get_queue_url", QueueName=f"{p}-std")
