@@ -3,8 +3,8 @@ needs, with the answers AWS gives (docs/design/sqs-compat.md §2-§4).
 
     python boto3_flow.py http://127.0.0.1:PORT
 
-Checks marked "AWS only" hold on AWS and are expected of sluice, but moto_server differs there
-(spec §5); on moto they are skipped with a note.
+Checks that hold on AWS but not on moto_server (spec §5) are skipped there with a note, and
+enforced against every other endpoint.
 """
 
 import hashlib
@@ -12,26 +12,8 @@ import json
 import threading
 import time
 
-from sqs_common import (
-    MOTO_ACCOUNT,
-    SLUICE_ACCOUNT,
-    Checks,
-    attributes_md5,
-    client,
-    endpoint,
-    error_of,
-    expect_error,
-    is_moto,
-    md5_hex,
-    unique,
-    wait_until,
-)
+from sqs_common import Flow, attributes_md5, client, error_of, expect_error, md5_hex, unique, wait_until
 
-URL = endpoint()
-sqs = client(URL)
-checks = Checks(f"boto3 JSON flow against {URL}")
-botocore_protocol = sqs.meta.service_model.protocol
-assert botocore_protocol == "json", f"this botocore speaks {botocore_protocol}, not json"
 
 # The attributes of the spec's MD5 vectors (3.7), AWS-recorded.
 GREETINGS = {
@@ -47,44 +29,12 @@ TRACE = b"traceparent\x1e00-774062d6c37081a5a0b9b5b88e30627c-2d2482211f6489da-01
 MD5_TRACE = "8cbe4db156db8a94db8b801b7addb984"
 
 state = {}
-
-
-def account():
-    return MOTO_ACCOUNT if state.get("moto") else SLUICE_ACCOUNT
-
-
-def new_queue(prefix, **attributes):
-    name = unique(prefix)
-    if prefix.endswith(".fifo"):
-        name = unique(prefix[: -len(".fifo")]) + ".fifo"
-    kwargs = {"Attributes": attributes} if attributes else {}
-    return sqs.create_queue(QueueName=name, **kwargs)["QueueUrl"]
-
-
-def receive_all(queue_url, count, timeout=5.0, **kwargs):
-    """Receives until `count` messages came (standard queues may answer with fewer than asked)."""
-    got = []
-    deadline = time.monotonic() + timeout
-    while len(got) < count and time.monotonic() < deadline:
-        answer = sqs.receive_message(
-            QueueUrl=queue_url, MaxNumberOfMessages=min(10, count - len(got)), WaitTimeSeconds=1, **kwargs
-        )
-        got.extend(answer.get("Messages", []))
-    assert len(got) == count, f"received {len(got)} messages, wanted {count}: {got}"
-    return got
-
-
-def receive_none(queue_url, wait=0):
-    answer = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=wait)
-    assert "Messages" not in answer, f"wanted no messages, got {answer['Messages']}"
-
-
-def strict(what):
-    """True unless the endpoint is moto, where `what` is a known difference (then noted)."""
-    if state.get("moto"):
-        checks.note(f"skipped on moto_server (spec §5): {what}")
-        return False
-    return True
+flow = Flow("boto3 JSON flow")
+URL, sqs, checks = flow.url, flow.sqs, flow.checks
+strict, account, new_queue = flow.strict, flow.account, flow.new_queue
+receive_all, receive_none = flow.receive_all, flow.receive_none
+botocore_protocol = sqs.meta.service_model.protocol
+assert botocore_protocol == "json", f"this botocore speaks {botocore_protocol}, not json"
 
 
 # ---- queues ------------------------------------------------------------------------------------
@@ -93,7 +43,7 @@ def strict(what):
 def create_standard():
     name = unique("std")
     url = sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "30"})["QueueUrl"]
-    state["moto"] = is_moto(url)
+    flow.saw(url)
     assert url == f"{URL}/{account()}/{name}", f"queue URL {url!r}"
     # Idempotent: the same attributes, a matching subset, or none at all answer the same URL.
     assert sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "30"})["QueueUrl"] == url
@@ -198,7 +148,7 @@ def queue_attributes():
         assert got.get(key) == value, f"{key}={got.get(key)!r}, wanted {value!r}: {got}"
     for key in ("CreatedTimestamp", "LastModifiedTimestamp"):
         # Epoch seconds, as a string (moto's carry a fraction).
-        seconds = float(got[key]) if state["moto"] else int(got[key])
+        seconds = float(got[key]) if flow.moto else int(got[key])
         assert abs(seconds - before) < 120, f"{key}={got[key]}"
     assert "FifoQueue" not in got and "RedrivePolicy" not in got, got
 

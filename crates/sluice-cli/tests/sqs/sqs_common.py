@@ -175,3 +175,53 @@ class Checks:
             sys.exit(1)
         print(f"== {self.title}: all passed ({took:.1f}s)")
         sys.exit(0)
+
+
+class Flow:
+    """What a boto3 script shares: its client, its checks, and whether the endpoint is moto
+    (known from the first queue URL it sees)."""
+
+    def __init__(self, title):
+        self.url = endpoint()
+        self.sqs = client(self.url)
+        self.checks = Checks(f"{title} against {self.url}")
+        self.moto = False
+
+    def saw(self, queue_url):
+        self.moto = is_moto(queue_url)
+        return queue_url
+
+    def strict(self, what):
+        """True unless the endpoint is moto, where `what` is a known difference (then noted)."""
+        if self.moto:
+            self.checks.note(f"skipped on moto_server: {what}")
+            return False
+        return True
+
+    def account(self):
+        return MOTO_ACCOUNT if self.moto else SLUICE_ACCOUNT
+
+    def new_queue(self, prefix, **attributes):
+        """A queue named `prefix-<random>` (FIFO when the prefix ends in .fifo)."""
+        if prefix.endswith(".fifo"):
+            name = unique(prefix[: -len(".fifo")]) + ".fifo"
+        else:
+            name = unique(prefix)
+        kwargs = {"Attributes": attributes} if attributes else {}
+        return self.saw(self.sqs.create_queue(QueueName=name, **kwargs)["QueueUrl"])
+
+    def receive_all(self, queue_url, count, timeout=5.0, **kwargs):
+        """Receives until `count` messages came (standard queues may answer with fewer)."""
+        got = []
+        deadline = time.monotonic() + timeout
+        while len(got) < count and time.monotonic() < deadline:
+            answer = self.sqs.receive_message(
+                QueueUrl=queue_url, MaxNumberOfMessages=min(10, count - len(got)), WaitTimeSeconds=1, **kwargs
+            )
+            got.extend(answer.get("Messages", []))
+        assert len(got) == count, f"received {len(got)} messages, wanted {count}: {got}"
+        return got
+
+    def receive_none(self, queue_url, wait=0):
+        answer = self.sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=wait)
+        assert "Messages" not in answer, f"wanted no messages, got {answer['Messages']}"
