@@ -504,6 +504,23 @@ def long_poll_wakeup():
 def purge_queue():
     url = new_queue("purge")
     sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": "p"} for i in range(3)])
+    sqs.send_message(QueueUrl=url, MessageBody="delayed", DelaySeconds=1)
+    sqs.purge_queue(QueueUrl=url)
+    receive_none(url)
+    time.sleep(1.1)
+    receive_none(url)  # the delayed one went too
+    got = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
+    assert got == {"ApproximateNumberOfMessages": "0"}, got
+    if strict("PurgeQueue within 60 s is refused (moto does not enforce it)"):
+        e = expect_error(
+            sqs.purge_queue, "AWS.SimpleQueueService.PurgeQueueInProgress", QueueUrl=url, status=403
+        )
+        assert isinstance(e, sqs.exceptions.PurgeQueueInProgress), type(e)
+
+
+def purge_takes_in_flight_messages():
+    url = new_queue("purgeinflight")
+    sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": "p"} for i in range(2)])
     # One in flight: AWS purges it too (spec 3.4), so it does not come back when its lease ends.
     receive_all(url, 1, VisibilityTimeout=1)
     sqs.purge_queue(QueueUrl=url)
@@ -514,11 +531,6 @@ def purge_queue():
         QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
     )["Attributes"]
     assert got == {"ApproximateNumberOfMessages": "0", "ApproximateNumberOfMessagesNotVisible": "0"}, got
-    if strict("PurgeQueue within 60 s is refused (moto does not enforce it)"):
-        e = expect_error(
-            sqs.purge_queue, "AWS.SimpleQueueService.PurgeQueueInProgress", QueueUrl=url, status=403
-        )
-        assert isinstance(e, sqs.exceptions.PurgeQueueInProgress), type(e)
 
 
 def tags():
@@ -611,6 +623,7 @@ for name, check in [
     ("Dead-letter queue after maxReceiveCount", dead_letter_queue),
     ("Long poll wakes on send", long_poll_wakeup),
     ("PurgeQueue", purge_queue),
+    ("PurgeQueue takes in-flight messages too", purge_takes_in_flight_messages),
     ("TagQueue, UntagQueue, ListQueueTags", tags),
     ("DeleteQueue", delete_queue),
     ("Parameter errors", errors),

@@ -142,6 +142,13 @@ def wait_until(condition, timeout, what, interval=0.1):
         time.sleep(interval)
 
 
+def known_gaps():
+    """Checks (by function name) expected to fail against this endpoint: `SQS_KNOWN_GAPS`, a
+    comma-separated list. A test suite names there what its server does not do yet, so the rest
+    stays enforced; a listed check that passes fails the run, so the list cannot go stale."""
+    return {name.strip() for name in os.environ.get("SQS_KNOWN_GAPS", "").split(",") if name.strip()}
+
+
 class Checks:
     """Runs named checks in order, each isolated: a failure is printed with its traceback and the
     remaining checks still run. `finish()` exits with the overall status."""
@@ -149,20 +156,33 @@ class Checks:
     def __init__(self, title):
         self.title = title
         self.failed = []
+        self.gaps = known_gaps()
         self.started = time.monotonic()
         print(f"== {title}", flush=True)
 
     def run(self, name, check, *args):
         began = time.monotonic()
+        gap = check.__name__ in self.gaps
         try:
             check(*args)
         except Exception:  # every failure, assertion or client error, is a failed check
+            took = time.monotonic() - began
+            if gap:
+                print(f"gap  {name} ({took:.1f}s): fails as expected ({check.__name__} in SQS_KNOWN_GAPS)")
+                traceback.print_exc(file=sys.stdout, limit=-1)
+                sys.stdout.flush()
+                return False
             self.failed.append(name)
-            print(f"FAIL {name} ({time.monotonic() - began:.1f}s)", flush=True)
+            print(f"FAIL {name} ({took:.1f}s)", flush=True)
             traceback.print_exc(file=sys.stdout)
             sys.stdout.flush()
             return False
-        print(f"ok   {name} ({time.monotonic() - began:.1f}s)", flush=True)
+        took = time.monotonic() - began
+        if gap:
+            self.failed.append(name)
+            print(f"FAIL {name} ({took:.1f}s): passes, so take {check.__name__} out of SQS_KNOWN_GAPS", flush=True)
+            return True
+        print(f"ok   {name} ({took:.1f}s)", flush=True)
         return True
 
     def note(self, text):
