@@ -46,9 +46,6 @@ const BOTO3_RULES_GAPS: &[&str] = &[
     // A ReceiveMessage retried with the same ReceiveRequestAttemptId gets no messages; AWS
     // answers the same messages and receipt handles again (spec §4).
     "fifo_attempt_id_retry",
-    // SetQueueAttributes FifoQueue=true on a FIFO queue succeeds; AWS answers
-    // InvalidAttributeValue "... Reason: Modifying queue type is not supported." (spec 2.2).
-    "fifo_queue_type_is_fixed",
     // PurgeQueue on a FIFO queue keeps the deduplication cache: the same body sent after the
     // purge is deduplicated (original MessageId, nothing delivered); AWS clears it (spec §4).
     "fifo_purge_clears_deduplication",
