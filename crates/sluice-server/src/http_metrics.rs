@@ -70,7 +70,7 @@ impl std::fmt::Debug for HttpMetrics {
 
 impl HttpMetrics {
     /// Counts one answered request.
-    fn observe(&self, route: &str, method: &'static str, status: u16, elapsed_us: u64) {
+    pub(crate) fn observe(&self, route: &str, method: &'static str, status: u16, elapsed_us: u64) {
         let found = self
             .routes
             .read()
@@ -155,7 +155,7 @@ async fn track(State(metrics): State<Arc<HttpMetrics>>, request: Request, next: 
 }
 
 /// The `method` label: a standard method's name, else `other` (bounded, like the routes).
-fn method_label(method: &Method) -> &'static str {
+pub(crate) fn method_label(method: &Method) -> &'static str {
     match *method {
         Method::GET => "GET",
         Method::HEAD => "HEAD",

@@ -204,14 +204,20 @@ pub async fn run(
         ))
         .with_state(state.clone())
         .merge(api::router(state.clone()));
+    let guard = Arc::new(guard);
+    let routes = with_request_ids(browser_guard::layer(routes, guard.clone()));
+    // Outermost of each route, so every answer is counted (and traced), whichever layer gave it.
+    let routes = http_metrics::layer(routes, http_metrics);
     // The SQS API shares the listener: its requests are taken before routing (a router layer
-    // would run after it, and `POST /` has no route), so it wraps the whole router.
-    let routes = axum::Router::new()
-        .fallback_service(routes)
-        .layer(axum::middleware::from_fn_with_state(state, sqs::intercept));
-    let app = with_request_ids(browser_guard::layer(routes, Arc::new(guard)));
-    // Outermost, so every answer is counted (and traced), whichever layer gave it.
-    let app = http_metrics::layer(app, http_metrics);
+    // runs after it, and `POST /` has no route), so it wraps the whole router, behind the
+    // browser guard of its own (a cross-site form must not reach it either). It counts its
+    // requests into the same metrics, by operation.
+    let app = browser_guard::layer(
+        axum::Router::new()
+            .fallback_service(routes)
+            .layer(axum::middleware::from_fn_with_state(state, sqs::intercept)),
+        guard,
+    );
     on_ready();
     tracing::info!(listen = %listener.local_addr()?, "listening");
 

@@ -45,6 +45,7 @@ mod retention;
 mod round_trip;
 mod schema;
 mod schema_time;
+mod sqs;
 mod sqs_python;
 mod stats;
 mod status;

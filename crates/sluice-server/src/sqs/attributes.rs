@@ -188,13 +188,12 @@ pub fn apply(
                 config.visibility_timeout_ms = (seconds(name, value, 0, 43_200)? * 1000).max(1);
             }
             "RedrivePolicy" => {}
-            "FifoQueue" => {
-                if !boolean(name, value)? {
-                    return Err(invalid_value(
-                        name,
-                        "Modifying queue type is not supported.",
-                    ));
-                }
+            // `FifoQueue` cannot change: `true` on a FIFO queue is accepted as it is.
+            "FifoQueue" if !boolean(name, value)? => {
+                return Err(invalid_value(
+                    name,
+                    "Modifying queue type is not supported.",
+                ));
             }
             "ContentBasedDeduplication" | "SqsManagedSseEnabled" => {
                 keep(config, name, boolean(name, value)?.to_string());

@@ -390,7 +390,7 @@ fn render(
         );
     }
     if !system_names.iter().any(|n| *n == "All") {
-        all.retain(|name, _| system_names.iter().any(|n| *n == name));
+        all.retain(|name, _| system_names.contains(&name));
     }
     Message {
         message_id: message.message_id.to_string(),

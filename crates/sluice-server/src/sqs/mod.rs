@@ -129,6 +129,7 @@ pub async fn intercept(State(app): State<AppState>, request: Request, next: Next
     {
         return next.run(request).await;
     }
+    let started = Instant::now();
     let (parts, body) = request.into_parts();
     let request_id = parts
         .headers
@@ -149,6 +150,11 @@ pub async fn intercept(State(app): State<AppState>, request: Request, next: Next
         }
     };
     let protocol = sluice_sqs::detect(&method, &path, query.as_deref(), &parts.headers, &bytes);
+    // The metrics' route label: the operation, so the series stay bounded by SQS's 23.
+    let route = match &protocol {
+        Protocol::Json { action } | Protocol::Query { action, .. } => format!("sqs:{action}"),
+        _ => "sqs".to_owned(),
+    };
     let (wire, parsed) = match protocol {
         Protocol::NotSqs => {
             return next
@@ -189,7 +195,15 @@ pub async fn intercept(State(app): State<AppState>, request: Request, next: Next
             Answer::error(wire, &error, &request_id)
         }
     };
-    render(answer, &request_id)
+    let response = render(answer, &request_id);
+    let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    app.http_metrics.observe(
+        &route,
+        crate::http_metrics::method_label(&method),
+        response.status().as_u16(),
+        elapsed_us,
+    );
+    response
 }
 
 /// With access control on, the request's SigV4 signature names a token (its name is the
@@ -267,7 +281,8 @@ fn render(answer: Answer, request_id: &str) -> Response {
         HeaderValue::from_static(answer.content_type),
     );
     if let Ok(value) = HeaderValue::from_str(request_id) {
-        headers.insert(sluice_sqs::answer::REQUEST_ID_HEADER, value);
+        headers.insert(sluice_sqs::answer::REQUEST_ID_HEADER, value.clone());
+        headers.insert("x-request-id", value);
     }
     if let Some(query_error) = answer.query_error
         && let Ok(value) = HeaderValue::from_str(&query_error)
