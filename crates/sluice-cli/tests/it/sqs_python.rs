@@ -1,7 +1,7 @@
 //! The SQS-compatible API driven by real clients: the Python scripts in `tests/sqs/` (boto3 over
 //! JSON, boto3 1.34.89 over query, hand-signed query requests, the AWS CLI, Celery on kombu's SQS
 //! transport, and a differential run against moto_server), each against a fresh `sluice serve`.
-//! Checks sluice does not pass yet are listed per script (`*_GAPS`), each with the difference.
+//! Checks where sluice differs from AWS on purpose (docs/sqs.md) are listed per script (`*_GAPS`).
 //!
 //! Every script is a plain program taking the endpoint URL, so it runs by hand against any
 //! endpoint too, e.g. `python tests/sqs/boto3_flow.py http://127.0.0.1:PORT` in a venv made from
@@ -30,24 +30,25 @@ const QUERY_CLIENTS: (&str, &str) = ("sqs-query", "sqs-query-requirements.txt");
 /// Celery with kombu's SQS transport.
 const CELERY: (&str, &str) = ("sqs-celery", "sqs-celery-requirements.txt");
 
-/// Checks of `boto3_flow.py` sluice fails so far (passed as `SQS_KNOWN_GAPS`; a listed check that
-/// passes fails the test, so fixing the server means deleting its line here):
+/// Checks of `boto3_flow.py` where sluice differs from AWS on purpose, as docs/sqs.md ("What
+/// differs from AWS") says. Passed as `SQS_KNOWN_GAPS`: each must fail, and one that passes fails
+/// the test, so a change of behaviour means changing this list and the docs together.
 const BOTO3_FLOW_GAPS: &[&str] = &[
-    // PurgeQueue leaves an in-flight message, which comes back when its lease ends; AWS purges
-    // in-flight messages too (spec 3.4).
+    // PurgeQueue leaves in-flight messages, which come back when their lease ends; AWS purges
+    // them too (spec 3.4).
     "purge_takes_in_flight_messages",
 ];
 
-/// Checks of `boto3_rules.py` sluice fails so far (as [`BOTO3_FLOW_GAPS`]):
+/// Checks of `boto3_rules.py` where sluice differs on purpose (as [`BOTO3_FLOW_GAPS`]):
 const BOTO3_RULES_GAPS: &[&str] = &[
-    // DeleteMessage on a FIFO queue with a handle whose lease ran out deletes the message; AWS
-    // refuses: InvalidParameterValue "... Reason: The receipt handle has expired." (spec 3.10).
+    // On a FIFO queue, a handle whose lease ran out (nobody received the message since) still
+    // deletes; AWS refuses it: InvalidParameterValue "... The receipt handle has expired."
     "fifo_handle_after_the_lease",
-    // A ReceiveMessage retried with the same ReceiveRequestAttemptId gets no messages; AWS
-    // answers the same messages and receipt handles again (spec §4).
+    // ReceiveRequestAttemptId is ignored: a retried receive gets none of the messages again;
+    // AWS answers the same messages and receipt handles (spec §4).
     "fifo_attempt_id_retry",
-    // PurgeQueue on a FIFO queue keeps the deduplication cache: the same body sent after the
-    // purge is deduplicated (original MessageId, nothing delivered); AWS clears it (spec §4).
+    // PurgeQueue keeps the FIFO deduplication window: the same body sent after a purge is still
+    // a duplicate (first MessageId, nothing delivered); AWS clears it (spec §4).
     "fifo_purge_clears_deduplication",
 ];
 
