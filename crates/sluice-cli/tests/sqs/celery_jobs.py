@@ -48,9 +48,14 @@ def make_app(url, prefix, done_file):
 
     @app.task(name="record")
     def record(n, text):
-        # The job's effect: one line per run, so a job run twice shows up twice.
+        # The job's effect: one line per run, so a job run twice shows up twice. The last field
+        # says whether the worker has kombu's async HTTP client (pycurl) loaded, as its async
+        # receive path does (boto3's own calls would not load it).
+        import sys
+
+        via = "curl" if "kombu.asynchronous.http.curl" in sys.modules else "sync"
         with open(done_file, "a") as out:
-            out.write(f"{n} {text}\n")
+            out.write(f"{n} {text} {via}\n")
 
     return app, record
 
@@ -119,7 +124,7 @@ def main():
                 output, _ = worker.communicate()
             if os.path.exists(done_file):
                 os.remove(done_file)
-        wanted = sorted(f"{n} job {n} \u00e9\u4e2d" for n in range(jobs))
+        wanted = sorted(f"{n} job {n} \u00e9\u4e2d curl" for n in range(jobs))
         if done != wanted:
             print(output[-6000:])
         assert done == wanted, f"{len(done)} job runs of {jobs}: {done[:5]}..."
