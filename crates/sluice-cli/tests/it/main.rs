@@ -46,6 +46,7 @@ mod round_trip;
 mod schema;
 mod schema_time;
 mod sqs;
+mod sqs_python;
 mod stats;
 mod status;
 mod store_config;
