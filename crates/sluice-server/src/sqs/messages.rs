@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use sha2::{Digest, Sha256};
-use sluice_core::message::{BodyKind, ClaimedMessage, Headers};
+use sluice_core::message::{BodyKind, ClaimedMessage, Headers, MessageState};
 use sluice_core::queue::QueueConfig;
 use sluice_core::wire::{AckOut, ErrorCode};
 use sluice_ops::{AckRequest, MessageRequest, OpsError, ReceiveRequest};
@@ -407,6 +407,7 @@ pub async fn delete(ctx: &Ctx<'_>, request: DeleteMessage) -> Answer {
     let name = ctx.queue_of(&request.queue_url)?;
     ctx.allow(Need::Consume, Some(&name)).await?;
     let receipt = receipts::decode(&name, &request.receipt_handle)?;
+    refuse_expired_fifo_handle(ctx, &name, &receipt, &request.receipt_handle).await?;
     let outcome = ctx
         .app
         .ops
@@ -437,7 +438,13 @@ pub async fn delete_batch(ctx: &Ctx<'_>, request: DeleteMessageBatch) -> Answer 
     let mut failed = Vec::new();
     let mut valid = Vec::new();
     for entry in &request.entries {
-        match receipts::decode(&name, &entry.receipt_handle) {
+        let checked = match receipts::decode(&name, &entry.receipt_handle) {
+            Ok(receipt) => refuse_expired_fifo_handle(ctx, &name, &receipt, &entry.receipt_handle)
+                .await
+                .map(|()| receipt),
+            Err(error) => Err(error),
+        };
+        match checked {
             Ok(receipt) => valid.push((entry, receipt)),
             Err(error) => failed.push(entry_error(&entry.id, &error)),
         }
@@ -495,6 +502,38 @@ fn per_receipt(error: OpsError, count: usize) -> Result<Vec<bool>, SqsError> {
     })
 }
 
+/// On a FIFO queue a handle whose lease ran out is expired even when nobody received the
+/// message since (SQS's rule: another consumer may hold the group by now), so it deletes
+/// nothing. Standard queues let it delete, as SQS's do (the index acks such a receipt).
+async fn refuse_expired_fifo_handle(
+    ctx: &Ctx<'_>,
+    queue: &str,
+    receipt: &str,
+    handle: &str,
+) -> Result<(), SqsError> {
+    // Only a `.fifo` name can be a FIFO queue: other deletes need no lookup.
+    if !queue.ends_with(".fifo") || !attributes::is_fifo(queue, &queues::queue(ctx, queue).await?.config) {
+        return Ok(());
+    }
+    let id = receipt.split('.').next().unwrap_or_default();
+    match ctx.app.ops.message_by_id(queue.to_owned(), id).await {
+        Ok(status)
+            if status.queue == queue
+                && status.state != MessageState::InFlight
+                && !status.state.is_final() =>
+        {
+            Err(expired(handle))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn expired(handle: &str) -> SqsError {
+    invalid(format!(
+        "Value {handle} for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired."
+    ))
+}
+
 /// A delete whose handle no longer holds the message. On a standard queue that succeeds, as
 /// SQS's does: the message is gone already, or someone who received it since holds it, and
 /// the handle (fenced) deletes nothing. On a FIFO queue a handle whose message is still there
@@ -511,9 +550,7 @@ async fn stale_delete(
     }
     let id = receipt.split('.').next().unwrap_or_default();
     match ctx.app.ops.message_by_id(queue.to_owned(), id).await {
-        Ok(status) if !status.state.is_final() && status.queue == queue => Err(invalid(format!(
-            "Value {handle} for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired."
-        ))),
+        Ok(status) if !status.state.is_final() && status.queue == queue => Err(expired(handle)),
         _ => Ok(()),
     }
 }
