@@ -6,11 +6,13 @@
 //!
 //! This file owns the flags, the order of the scenarios and the report. The load itself is in
 //! [`load`], the child process in [`server`], the dead-letter scenario in [`dlq`], the webhook
-//! scenario in [`webhooks`], the dashboard scenario in [`dashboard`]. Like every client command it
-//! reaches the server only through `sluice_client` (the webhook scenario also posts to
-//! `/hooks/{name}` as a sender would, and serves a push destination of its own; the dashboard
-//! scenario makes the dashboard's GETs, which the client has no methods for); it starts the server as a child process (the current
-//! executable with `serve`), never in-process, so the figures include real HTTP over loopback.
+//! scenario in [`webhooks`], the dashboard scenario in [`dashboard`], the SQS scenario in
+//! [`sqs`]. Like every client command it reaches the server only through `sluice_client` (the
+//! webhook scenario also posts to `/hooks/{name}` as a sender would, and serves a push
+//! destination of its own; the dashboard scenario makes the dashboard's GETs, which the client
+//! has no methods for; the SQS scenario speaks SQS's JSON protocol with a client of its own); it
+//! starts the server as a child process (the current executable with `serve`), never
+//! in-process, so the figures include real HTTP over loopback.
 //!
 //! Every message body is a JSON string whose JSON text is `--body-bytes` long (1024 by default),
 //! starting with the time it was sent, so consumers can measure enqueue-to-receive latency.
@@ -19,6 +21,7 @@ mod dashboard;
 mod dlq;
 mod load;
 mod server;
+mod sqs;
 mod webhooks;
 
 use std::collections::BTreeMap;
@@ -78,43 +81,44 @@ pub struct BenchArgs {
     #[arg(long)]
     keep_data: bool,
 
-    /// Scenario 1: messages sent one per request.
+    /// Scenarios 1 and 11: messages sent one per request.
     #[arg(long, default_value_t = 50_000, help_heading = "Scenario sizes")]
     single_messages: u64,
-    /// Scenario 1: concurrent clients.
+    /// Scenarios 1 and 11: concurrent clients.
     #[arg(long, default_value_t = 32, help_heading = "Scenario sizes")]
     single_clients: usize,
-    /// Scenario 2: messages sent in batches.
+    /// Scenarios 2 and 11: messages sent in batches.
     #[arg(long, default_value_t = 200_000, help_heading = "Scenario sizes")]
     batch_messages: u64,
-    /// Scenario 2: concurrent clients.
+    /// Scenarios 2 and 11: concurrent clients.
     #[arg(long, default_value_t = 32, help_heading = "Scenario sizes")]
     batch_clients: usize,
-    /// Scenario 2: messages per request.
+    /// Scenarios 2 and 11: messages per request (at most 10 in scenario 11).
     #[arg(long, default_value_t = 100, help_heading = "Scenario sizes")]
     batch_size: usize,
-    /// Scenario 3: messages sent and consumed.
+    /// Scenarios 3 and 11: messages sent and consumed.
     #[arg(long, default_value_t = 200_000, help_heading = "Scenario sizes")]
     e2e_messages: u64,
-    /// Scenario 3: producer tasks.
+    /// Scenarios 3 and 11: producer tasks.
     #[arg(long, default_value_t = 4, help_heading = "Scenario sizes")]
     e2e_producers: usize,
-    /// Scenario 3: requests each producer keeps in flight.
+    /// Scenarios 3 and 11: requests each producer keeps in flight.
     #[arg(long, default_value_t = 4, help_heading = "Scenario sizes")]
     e2e_inflight: usize,
-    /// Scenario 3: messages per enqueue request.
+    /// Scenarios 3 and 11: messages per enqueue request (at most 10 in scenario 11).
     #[arg(long, default_value_t = 10, help_heading = "Scenario sizes")]
     e2e_batch: usize,
-    /// Scenarios 3 and 4: consumer tasks.
+    /// Scenarios 3, 4 and 11: consumer tasks.
     #[arg(long, default_value_t = 4, help_heading = "Scenario sizes")]
     consumers: usize,
-    /// Scenarios 3 and 4: acks each consumer keeps in flight while receiving the next batch.
+    /// Scenarios 3, 4 and 11: acks each consumer keeps in flight while receiving the next batch.
     #[arg(long, default_value_t = 4, help_heading = "Scenario sizes")]
     acks_in_flight: usize,
-    /// Scenarios 3 and 4: `max` of each receive.
+    /// Scenarios 3, 4 and 11: `max` of each receive (at most 10 in scenario 11).
     #[arg(long, default_value_t = 10, help_heading = "Scenario sizes")]
     receive_max: i64,
-    /// Scenarios 3 and 4: how long each receive may wait (long polling).
+    /// Scenarios 3, 4 and 11: how long each receive may wait (long polling; whole seconds, at
+    /// most 20, in scenario 11).
     #[arg(long, default_value = "1s", value_parser = sluice_client::duration::parse_duration, help_heading = "Scenario sizes")]
     wait: Duration,
     /// Scenario 4: messages per second, one per request.
@@ -161,9 +165,9 @@ pub struct BenchArgs {
     dashboard_messages: u64,
 }
 
-/// The scenarios, in the order they run, except that 8, 9 and 10 run before 7 (on the server of
-/// 1-5, which 7 does not use). The server's memory (scenario 6) is read whenever the bench started the
-/// server, before scenario 8.
+/// The scenarios, in the order they run, except that 11, 8, 9 and 10 run before 7 (on the server
+/// of 1-5, which 7 does not use). The server's memory (scenario 6) is read whenever the bench
+/// started the server, before scenario 11.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Scenario {
     /// 1: enqueue with single-message requests.
@@ -191,6 +195,14 @@ enum Scenario {
     /// server of scenarios 1-5 after scenario 9, in a queue named `bench-dash` that it deletes
     /// (with `bench-dash.dlq`) before and after.
     Dashboard,
+    /// 11: the loads of scenarios 1-3 through the SQS API (not run by default; add it to
+    /// `single,batch,e2e` to see both APIs in one run): SendMessage, SendMessageBatch (at most
+    /// 10 per request), and SendMessageBatch with ReceiveMessage + DeleteMessageBatch at once,
+    /// sized by the flags of scenarios 1-3 (batches, receives and waits cut to SQS's limits).
+    /// Runs on the server of scenarios 1-5 after its memory is read, before scenario 8, in
+    /// standard queues `bench-sqs-single`, `bench-sqs-batch` and `bench-sqs-e2e` made with
+    /// CreateQueue and deleted before and after. Needs access control off (unsigned requests).
+    Sqs,
 }
 
 /// Runs the selected scenarios and prints the report on stdout (progress goes to stderr).
@@ -229,6 +241,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         dlq: None,
         webhooks: None,
         dashboard: None,
+        sqs: None,
         notes: Vec::new(),
     };
     let webhook_secret = webhooks::new_secret();
@@ -344,6 +357,37 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     if let Some(server) = &server {
         report.server_memory = server.memory();
     }
+    if selected(Scenario::Sqs) {
+        progress("11. the SQS API");
+        let batch_max = sqs::BATCH_MAX;
+        let loads = sqs::SqsLoads {
+            single: EnqueueLoad {
+                messages: args.single_messages,
+                clients: args.single_clients,
+                batch_size: 1,
+                time_limit,
+            },
+            batch: EnqueueLoad {
+                messages: args.batch_messages,
+                clients: args.batch_clients,
+                batch_size: args.batch_size.clamp(1, batch_max),
+                time_limit,
+            },
+            end_to_end: EndToEndLoad {
+                messages: args.e2e_messages,
+                producers: args.e2e_producers,
+                inflight: args.e2e_inflight,
+                batch_size: args.e2e_batch.clamp(1, batch_max),
+                consumers: Consumers {
+                    receive_max: consumers.receive_max.clamp(1, batch_max as i64),
+                    wait_ms: sqs::wait_seconds(consumers.wait_ms) * 1000,
+                    ..consumers
+                },
+                time_limit,
+            },
+        };
+        report.sqs = Some(sqs::run(&report.url, server.as_ref(), &bodies, loads).await);
+    }
     if selected(Scenario::Dlq) {
         progress("8. dead letters: expiry, listing, replay, purge");
         let load = dlq::DlqLoad {
@@ -429,6 +473,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     {
         anyhow::bail!("the dashboard scenario failed: {failure}");
     }
+    if let Some(failure) = report.sqs.as_ref().and_then(|sqs| sqs.failure.as_ref()) {
+        anyhow::bail!("the sqs scenario failed: {failure}");
+    }
     Ok(())
 }
 
@@ -458,6 +505,7 @@ struct Report {
     dlq: Option<dlq::DlqReport>,
     webhooks: Option<webhooks::WebhooksReport>,
     dashboard: Option<dashboard::DashboardReport>,
+    sqs: Option<sqs::SqsReport>,
     notes: Vec<String>,
 }
 
@@ -619,29 +667,7 @@ impl Report {
                 "3. end to end: {} producers (batches of {}, {} in flight each), {} consumers (receive max {}, wait_ms {}, one ack per batch, up to {} acks in flight each)",
                 r.producers, r.batch_size, r.inflight_per_producer, r.consumers, r.receive_max, r.wait_ms, r.acks_in_flight
             ));
-            out.push(format!(
-                "   {} msgs sent, received and acked in {:.2} s: {} msgs/s (producers alone: {} msgs/s over {:.2} s)",
-                thousands(r.delivery.distinct),
-                r.elapsed_s,
-                thousands(r.msgs_per_s as u64),
-                thousands(r.produce_msgs_per_s as u64),
-                r.produce_elapsed_s
-            ));
-            delivery_line(&mut out, r.enqueued, &r.delivery);
-            if let Some(latency) = &r.enqueue_to_receive {
-                out.push(format!(
-                    "   enqueue-to-receive under this load: {}",
-                    latency_text(latency)
-                ));
-            }
-            consumer_lines(&mut out, &r.consumer_requests);
-            failure_lines(
-                &mut out,
-                r.errors,
-                r.first_error.as_deref(),
-                r.hit_time_limit,
-            );
-            cpu_line(&mut out, e2e);
+            end_to_end_lines(&mut out, e2e);
         }
         if let Some(latency) = &self.latency {
             let r = &latency.result;
@@ -766,6 +792,15 @@ impl Report {
             out.push(String::new());
             dashboard::text_lines(&mut out, dashboard);
         }
+        if let Some(report) = &self.sqs {
+            out.push(String::new());
+            let native = sqs::Native {
+                single: self.single.as_ref().map(|single| single.result.msgs_per_s),
+                batch: self.batch.as_ref(),
+                end_to_end: self.end_to_end.as_ref().map(|e2e| e2e.result.msgs_per_s),
+            };
+            sqs::text_lines(&mut out, report, native);
+        }
         for note in &self.notes {
             out.push(format!("note: {note}"));
         }
@@ -788,6 +823,29 @@ fn enqueue_lines(out: &mut Vec<String>, measured: &Measured<EnqueueReport>) {
     }
     failure_lines(out, r.errors, r.first_error.as_deref(), r.hit_time_limit);
     cpu_line(out, measured);
+}
+
+/// The figures of an end-to-end load, under its heading.
+fn end_to_end_lines(out: &mut Vec<String>, e2e: &Measured<EndToEndReport>) {
+    let r = &e2e.result;
+    out.push(format!(
+        "   {} msgs sent, received and acked in {:.2} s: {} msgs/s (producers alone: {} msgs/s over {:.2} s)",
+        thousands(r.delivery.distinct),
+        r.elapsed_s,
+        thousands(r.msgs_per_s as u64),
+        thousands(r.produce_msgs_per_s as u64),
+        r.produce_elapsed_s
+    ));
+    delivery_line(out, r.enqueued, &r.delivery);
+    if let Some(latency) = &r.enqueue_to_receive {
+        out.push(format!(
+            "   enqueue-to-receive under this load: {}",
+            latency_text(latency)
+        ));
+    }
+    consumer_lines(out, &r.consumer_requests);
+    failure_lines(out, r.errors, r.first_error.as_deref(), r.hit_time_limit);
+    cpu_line(out, e2e);
 }
 
 fn consumer_lines(out: &mut Vec<String>, requests: &load::ConsumerRequests) {
@@ -1022,6 +1080,24 @@ mod tests {
         assert_eq!(
             (dash.scenarios, dash.dashboard_messages),
             (vec![Scenario::Dashboard], 20_000)
+        );
+    }
+
+    #[test]
+    fn the_sqs_scenario_is_chosen_beside_the_native_ones() {
+        assert!(
+            !parse(&["sluice", "bench"])
+                .scenarios
+                .contains(&Scenario::Sqs)
+        );
+        assert_eq!(
+            parse(&["sluice", "bench", "--scenarios", "single,batch,e2e,sqs"]).scenarios,
+            [
+                Scenario::Single,
+                Scenario::Batch,
+                Scenario::E2e,
+                Scenario::Sqs
+            ]
         );
     }
 

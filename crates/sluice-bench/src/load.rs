@@ -1,12 +1,15 @@
 //! The load generators behind `sluice bench`: one function per kind of load, each bounded by a
 //! message count and a deadline.
 //!
-//! They reach the server only through [`sluice_client`], share one client (one connection pool)
-//! per task group, and do little work per message, because they share the machine with the
-//! server they measure. They never panic on a failed request: failures are counted, the first
-//! one is kept for the report, and the figures say how many messages actually got through.
+//! They make their requests through an [`Api`]: the native one is [`sluice_client`]'s client,
+//! the SQS scenario brings another ([`super::sqs`]), so both APIs are measured by the same
+//! loops and their figures mean the same. They share one client (one connection pool) per task
+//! group, and do little work per message, because they share the machine with the server they
+//! measure. They never panic on a failed request: failures are counted, the first one is kept
+//! for the report, and the figures say how many messages actually got through.
 
 use std::collections::HashSet;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -69,9 +72,25 @@ impl Bodies {
         MessageIn::json(body)
     }
 
+    /// The same body as plain text, the form SQS carries (`MessageBody` is a string):
+    /// `<sent_us>:<seq>:xxx…`, exactly `bytes` long (or just long enough for the stamp). Stored,
+    /// it takes as many bytes as the JSON text of [`Bodies::message`].
+    pub fn text(&self, seq: u64) -> String {
+        use std::fmt::Write;
+        let mut text = String::with_capacity(self.bytes.max(48));
+        let _ = write!(text, "{}:{seq}:", now_us());
+        let padding = self.bytes.saturating_sub(text.len());
+        text.push_str(&self.padding[..padding]);
+        text
+    }
+
     /// The send time stamped into a body by [`Bodies::message`].
     fn sent_us(body: &RawValue) -> Option<u64> {
-        let text = body.get().strip_prefix('"')?;
+        Self::sent_us_of_text(body.get().strip_prefix('"')?)
+    }
+
+    /// The send time stamped into a body by [`Bodies::text`].
+    pub fn sent_us_of_text(text: &str) -> Option<u64> {
         text[..text.find(':')?].parse().ok()
     }
 }
@@ -120,6 +139,128 @@ pub fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 600_000_000, 3).expect("the bounds are valid")
 }
 
+/// The requests the loads make, so the same loops drive the native API and the SQS API.
+pub trait Api: Clone + Send + Sync + 'static {
+    /// Why a request failed.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// A client for the same server with a connection pool of its own, so the consumers' long
+    /// polls never hold a connection a producer waits for.
+    fn own_pool(&self) -> Self;
+
+    /// Sends the messages numbered `seqs` (made by `bodies`, so each carries its send time) to
+    /// `queue` in one request; with `single`, `seqs` holds one message and the API's
+    /// single-message request is used.
+    fn send(
+        &self,
+        queue: &str,
+        bodies: &Bodies,
+        seqs: Range<u64>,
+        single: bool,
+    ) -> impl Future<Output = Result<Outcome<Self::Error>, Self::Error>> + Send;
+
+    /// Receives up to `max` messages, waiting up to `wait_ms` for the first (long polling).
+    fn receive(
+        &self,
+        queue: &str,
+        max: i64,
+        wait_ms: i64,
+    ) -> impl Future<Output = Result<Vec<Received>, Self::Error>> + Send;
+
+    /// Acks (deletes) the messages of `receipts` in one request.
+    fn ack(
+        &self,
+        queue: &str,
+        receipts: Vec<String>,
+    ) -> impl Future<Output = Result<Outcome<Self::Error>, Self::Error>> + Send;
+}
+
+/// An answered send or ack: how many messages it stored or acked, and why the others were
+/// refused (an SQS batch answers entry by entry, so a request can do both).
+#[derive(Debug)]
+pub struct Outcome<E> {
+    pub done: u64,
+    pub refused: Option<E>,
+}
+
+impl<E> Outcome<E> {
+    /// Every message of the request went through.
+    pub fn all(done: u64) -> Self {
+        Self {
+            done,
+            refused: None,
+        }
+    }
+}
+
+/// A received message, as the loads need it.
+#[derive(Debug)]
+pub struct Received {
+    /// Its id, which counts it once however often it arrives.
+    pub id: Uuid,
+    /// The send time stamped in its body, if the body has one.
+    pub sent_us: Option<u64>,
+    /// What acks it.
+    pub receipt: String,
+}
+
+/// The native API.
+impl Api for Client {
+    type Error = sluice_client::Error;
+
+    fn own_pool(&self) -> Self {
+        Client::new(self.base_url().as_str()).unwrap_or_else(|_| self.clone())
+    }
+
+    async fn send(
+        &self,
+        queue: &str,
+        bodies: &Bodies,
+        seqs: Range<u64>,
+        single: bool,
+    ) -> Result<Outcome<Self::Error>, Self::Error> {
+        if single {
+            self.enqueue(queue, &bodies.message(seqs.start)).await?;
+            return Ok(Outcome::all(1));
+        }
+        let batch = seqs.map(|seq| bodies.message(seq)).collect();
+        let out = self.enqueue_batch(queue, batch).await?;
+        Ok(Outcome::all(out.results.len() as u64))
+    }
+
+    async fn receive(
+        &self,
+        queue: &str,
+        max: i64,
+        wait_ms: i64,
+    ) -> Result<Vec<Received>, Self::Error> {
+        let request = ReceiveIn {
+            max: Some(max),
+            wait_ms: Some(wait_ms),
+            visibility_timeout_ms: None,
+        };
+        let out = self.receive(queue, &request).await?;
+        Ok(out
+            .messages
+            .into_iter()
+            .map(|message| Received {
+                id: message.message_id,
+                sent_us: message.body.as_deref().and_then(Bodies::sent_us),
+                receipt: message.receipt,
+            })
+            .collect())
+    }
+
+    async fn ack(
+        &self,
+        queue: &str,
+        receipts: Vec<String>,
+    ) -> Result<Outcome<Self::Error>, Self::Error> {
+        let out = Client::ack(self, queue, receipts).await?;
+        Ok(Outcome::all(out.acked as u64))
+    }
+}
+
 /// Failed requests: how many, and the first one in words.
 #[derive(Debug, Default)]
 struct Failures {
@@ -128,10 +269,11 @@ struct Failures {
 }
 
 impl Failures {
-    fn record(&self, what: &str, error: &sluice_client::Error) {
+    /// Counts a failed request; keeps `what` and the error's chain of causes if it is the first.
+    fn record(&self, what: &str, error: &(impl std::error::Error + ?Sized)) {
         if self.count.fetch_add(1, Ordering::Relaxed) == 0 {
             let mut text = format!("{what}: {error}");
-            let mut source = std::error::Error::source(error);
+            let mut source = error.source();
             while let Some(cause) = source {
                 text.push_str(&format!(": {cause}"));
                 source = cause.source();
@@ -179,7 +321,7 @@ pub struct EnqueueReport {
     pub msgs_per_s: f64,
     /// Time of one request, from sending to the whole answer read.
     pub request_latency: Option<LatencySummary>,
-    /// Failed requests.
+    /// Failed requests, and answered ones that refused some of their messages.
     pub errors: u64,
     /// The first failure.
     pub first_error: Option<String>,
@@ -189,8 +331,8 @@ pub struct EnqueueReport {
 
 /// Sends `load.messages` messages to `queue` from `load.clients` concurrent clients, each with
 /// one request in flight, and times every request.
-pub async fn enqueue_load(
-    client: &Client,
+pub async fn enqueue_load<A: Api>(
+    api: &A,
     queue: &str,
     bodies: &Bodies,
     load: EnqueueLoad,
@@ -203,7 +345,7 @@ pub async fn enqueue_load(
     let deadline = started + load.time_limit;
     let workers: Vec<_> = (0..load.clients.max(1))
         .map(|_| {
-            let (client, queue, bodies) = (client.clone(), queue.clone(), bodies.clone());
+            let (api, queue, bodies) = (api.clone(), queue.clone(), bodies.clone());
             let (next, failures) = (next.clone(), failures.clone());
             tokio::spawn(async move {
                 let mut latency = histogram();
@@ -214,26 +356,19 @@ pub async fn enqueue_load(
                         break;
                     }
                     let count = batch.min(load.messages - first);
+                    let single = count == 1 && load.batch_size <= 1;
                     let sent = Instant::now();
-                    let stored = if count == 1 && load.batch_size <= 1 {
-                        client
-                            .enqueue(&queue, &bodies.message(first))
-                            .await
-                            .map(|_| 1)
-                    } else {
-                        let batch = (first..first + count)
-                            .map(|seq| bodies.message(seq))
-                            .collect();
-                        client
-                            .enqueue_batch(&queue, batch)
-                            .await
-                            .map(|out| out.results.len() as u64)
-                    };
-                    match stored {
-                        Ok(stored) => {
+                    match api
+                        .send(&queue, &bodies, first..first + count, single)
+                        .await
+                    {
+                        Ok(outcome) => {
                             latency.saturating_record(micros(sent.elapsed()));
-                            messages += stored;
+                            messages += outcome.done;
                             requests += 1;
+                            if let Some(refused) = outcome.refused {
+                                failures.record("enqueue", &refused);
+                            }
                         }
                         Err(error) => failures.record("enqueue", &error),
                     }
@@ -369,8 +504,8 @@ pub struct Delivery {
 
 /// Producers send `load.messages` in batches while consumers receive and ack them; checks that
 /// every confirmed message arrives.
-pub async fn end_to_end(
-    client: &Client,
+pub async fn end_to_end<A: Api>(
+    api: &A,
     queue: &str,
     bodies: &Bodies,
     load: EndToEndLoad,
@@ -378,15 +513,14 @@ pub async fn end_to_end(
     let started = Instant::now();
     let deadline = started + load.time_limit;
     let shared = Arc::new(Shared::new(queue, deadline, started, load.consumers, 0));
-    let consumer_client = own_pool(client);
-    let consumers = spawn_consumers(&consumer_client, &shared);
+    let consumers = spawn_consumers(&api.own_pool(), &shared);
 
     let next = Arc::new(AtomicU64::new(0));
     let batch = load.batch_size.max(1) as u64;
     let producers: Vec<_> = (0..load.producers.max(1))
         .map(|_| {
-            let (client, bodies, shared, next) =
-                (client.clone(), bodies.clone(), shared.clone(), next.clone());
+            let (api, bodies, shared, next) =
+                (api.clone(), bodies.clone(), shared.clone(), next.clone());
             tokio::spawn(async move {
                 let firsts = futures::stream::iter(std::iter::from_fn(|| {
                     if Instant::now() >= deadline {
@@ -397,20 +531,19 @@ pub async fn end_to_end(
                 }));
                 firsts
                     .map(|first| {
-                        let count = batch.min(load.messages - first);
-                        let messages: Vec<_> = (first..first + count)
-                            .map(|seq| bodies.message(seq))
-                            .collect();
-                        let (client, queue) = (client.clone(), shared.queue.clone());
-                        async move { client.enqueue_batch(&queue, messages).await }
+                        let seqs = first..first + batch.min(load.messages - first);
+                        let (api, queue, bodies) =
+                            (api.clone(), shared.queue.clone(), bodies.clone());
+                        async move { api.send(&queue, &bodies, seqs, false).await }
                     })
                     .buffer_unordered(load.inflight.max(1))
                     .for_each(|result| {
                         match result {
-                            Ok(out) => {
-                                shared
-                                    .enqueued
-                                    .fetch_add(out.results.len() as u64, Ordering::Release);
+                            Ok(outcome) => {
+                                shared.enqueued.fetch_add(outcome.done, Ordering::Release);
+                                if let Some(refused) = outcome.refused {
+                                    shared.failures.record("enqueue", &refused);
+                                }
                             }
                             Err(error) => shared.failures.record("enqueue", &error),
                         }
@@ -429,34 +562,7 @@ pub async fn end_to_end(
         consumer.await.expect("consumers do not panic");
     }
 
-    let enqueued = shared.enqueued.load(Ordering::Acquire);
-    let tracker = shared.tracker.lock().expect("never poisoned");
-    let delivery = shared.delivery(&tracker);
-    let elapsed_s = shared.last_ack_us.load(Ordering::Relaxed) as f64 / 1e6;
-    EndToEndReport {
-        producers: load.producers,
-        inflight_per_producer: load.inflight,
-        batch_size: load.batch_size,
-        consumers: load.consumers.count,
-        acks_in_flight: load.consumers.acks_in_flight,
-        receive_max: load.consumers.receive_max,
-        wait_ms: load.consumers.wait_ms,
-        enqueued,
-        produce_elapsed_s,
-        produce_msgs_per_s: enqueued as f64 / produce_elapsed_s,
-        delivery,
-        elapsed_s,
-        msgs_per_s: if elapsed_s > 0.0 {
-            delivery.distinct as f64 / elapsed_s
-        } else {
-            0.0
-        },
-        enqueue_to_receive: LatencySummary::of(&tracker.latency),
-        consumer_requests: tracker.consumer_requests(),
-        errors: shared.failures.count(),
-        first_error: shared.failures.first(),
-        hit_time_limit: Instant::now() >= deadline,
-    }
+    shared.end_to_end_report(load, produce_elapsed_s)
 }
 
 /// How to run [`paced_latency`].
@@ -536,8 +642,7 @@ pub async fn paced_latency(
         load.consumers,
         measure_from_us,
     ));
-    let consumer_client = own_pool(client);
-    let consumers = spawn_consumers(&consumer_client, &shared);
+    let consumers = spawn_consumers(&client.own_pool(), &shared);
 
     let total = (load.rate as f64 * (load.warmup + load.duration).as_secs_f64()) as u64;
     let interval = Duration::from_secs_f64(1.0 / load.rate.max(1) as f64);
@@ -562,9 +667,8 @@ pub async fn paced_latency(
             let enqueue_latency = enqueue_latency.clone();
             let seq = sent;
             sends.spawn(async move {
-                let message = bodies.message(seq);
                 let sent_us = now_us();
-                match client.enqueue(&shared.queue, &message).await {
+                match Api::send(&client, &shared.queue, &bodies, seq..seq + 1, true).await {
                     Ok(_) => {
                         shared.enqueued.fetch_add(1, Ordering::Release);
                         if sent_us >= measure_from_us {
@@ -609,12 +713,6 @@ pub async fn paced_latency(
         first_error: shared.failures.first(),
         hit_time_limit: Instant::now() >= deadline,
     }
-}
-
-/// A client for the same server with a connection pool of its own, so the consumers' long polls
-/// never hold a connection a producer waits for.
-fn own_pool(client: &Client) -> Client {
-    Client::new(client.base_url().as_str()).unwrap_or_else(|_| client.clone())
 }
 
 /// State the producers and consumers of one scenario share.
@@ -698,6 +796,85 @@ impl Shared {
                 >= self.enqueued.load(Ordering::Acquire)
     }
 
+    /// Notes a receive that brought `messages`, sent at `sent`; returns their receipts.
+    fn note_received(&self, sent: Instant, messages: Vec<Received>) -> Vec<String> {
+        let received_us = now_us();
+        let mut receipts = Vec::with_capacity(messages.len());
+        let mut tracker = self.tracker.lock().expect("never poisoned");
+        tracker
+            .receive_latency
+            .saturating_record(micros(sent.elapsed()));
+        for message in messages {
+            tracker.deliveries += 1;
+            if !tracker.ids.insert(message.id) {
+                tracker.duplicates += 1;
+            }
+            if let Some(sent_us) = message.sent_us
+                && sent_us >= tracker.measure_from_us
+            {
+                tracker
+                    .latency
+                    .saturating_record(received_us.saturating_sub(sent_us).max(1));
+            }
+            receipts.push(message.receipt);
+        }
+        receipts
+    }
+
+    /// Notes the answer to an ack sent at `sent`.
+    fn note_ack<E: std::error::Error>(&self, sent: Instant, answer: Result<Outcome<E>, E>) {
+        match answer {
+            Ok(outcome) => {
+                self.acked.fetch_add(outcome.done, Ordering::Relaxed);
+                let took = micros(sent.elapsed());
+                self.tracker
+                    .lock()
+                    .expect("never poisoned")
+                    .ack_latency
+                    .saturating_record(took);
+                if let Some(refused) = outcome.refused {
+                    self.failures.record("ack", &refused);
+                }
+            }
+            Err(error) => self.failures.record("ack", &error),
+        }
+        self.last_ack_us
+            .fetch_max(self.started.elapsed().as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// The figures of [`end_to_end`]: from the start to the last ack answered, the delivery
+    /// counts, the latencies and failures.
+    fn end_to_end_report(&self, load: EndToEndLoad, produce_elapsed_s: f64) -> EndToEndReport {
+        let enqueued = self.enqueued.load(Ordering::Acquire);
+        let tracker = self.tracker.lock().expect("never poisoned");
+        let delivery = self.delivery(&tracker);
+        let elapsed_s = self.last_ack_us.load(Ordering::Relaxed) as f64 / 1e6;
+        EndToEndReport {
+            producers: load.producers,
+            inflight_per_producer: load.inflight,
+            batch_size: load.batch_size,
+            consumers: load.consumers.count,
+            acks_in_flight: load.consumers.acks_in_flight,
+            receive_max: load.consumers.receive_max,
+            wait_ms: load.consumers.wait_ms,
+            enqueued,
+            produce_elapsed_s,
+            produce_msgs_per_s: enqueued as f64 / produce_elapsed_s,
+            delivery,
+            elapsed_s,
+            msgs_per_s: if elapsed_s > 0.0 {
+                delivery.distinct as f64 / elapsed_s
+            } else {
+                0.0
+            },
+            enqueue_to_receive: LatencySummary::of(&tracker.latency),
+            consumer_requests: tracker.consumer_requests(),
+            errors: self.failures.count(),
+            first_error: self.failures.first(),
+            hit_time_limit: Instant::now() >= self.deadline,
+        }
+    }
+
     fn delivery(&self, tracker: &Tracker) -> Delivery {
         let distinct = tracker.ids.len() as u64;
         Delivery {
@@ -713,9 +890,9 @@ impl Shared {
     }
 }
 
-fn spawn_consumers(client: &Client, shared: &Arc<Shared>) -> Vec<tokio::task::JoinHandle<()>> {
+fn spawn_consumers<A: Api>(api: &A, shared: &Arc<Shared>) -> Vec<tokio::task::JoinHandle<()>> {
     (0..shared.consumers.count.max(1))
-        .map(|_| tokio::spawn(consume(client.clone(), shared.clone())))
+        .map(|_| tokio::spawn(consume(api.clone(), shared.clone())))
         .collect()
 }
 
@@ -723,12 +900,8 @@ fn spawn_consumers(client: &Client, shared: &Arc<Shared>) -> Vec<tokio::task::Jo
 /// (in the background, up to `acks_in_flight` at once);
 /// until every confirmed message has arrived, or the deadline, or the producers are done and the
 /// queue stays empty.
-async fn consume(client: Client, shared: Arc<Shared>) {
-    let request = ReceiveIn {
-        max: Some(shared.consumers.receive_max),
-        wait_ms: Some(shared.consumers.wait_ms),
-        visibility_timeout_ms: None,
-    };
+async fn consume<A: Api>(api: A, shared: Arc<Shared>) {
+    let (max, wait_ms) = (shared.consumers.receive_max, shared.consumers.wait_ms);
     let mut empty_polls_after_done = 0;
     let acks = Arc::new(tokio::sync::Semaphore::new(
         shared.consumers.acks_in_flight.max(1),
@@ -737,8 +910,8 @@ async fn consume(client: Client, shared: Arc<Shared>) {
     while Instant::now() < shared.deadline && !shared.all_received() {
         let done = shared.producers_done.load(Ordering::Acquire);
         let receive_sent = Instant::now();
-        let messages = match client.receive(&shared.queue, &request).await {
-            Ok(out) => out.messages,
+        let messages = match api.receive(&shared.queue, max, wait_ms).await {
+            Ok(messages) => messages,
             Err(error) => {
                 shared.failures.record("receive", &error);
                 tokio::time::sleep(RECEIVE_ERROR_PAUSE).await;
@@ -755,63 +928,22 @@ async fn consume(client: Client, shared: Arc<Shared>) {
             continue;
         }
         empty_polls_after_done = 0;
-        let received_us = now_us();
-        let mut receipts = Vec::with_capacity(messages.len());
-        {
-            let mut tracker = shared.tracker.lock().expect("never poisoned");
-            tracker
-                .receive_latency
-                .saturating_record(micros(receive_sent.elapsed()));
-            for message in messages {
-                tracker.deliveries += 1;
-                if !tracker.ids.insert(message.message_id) {
-                    tracker.duplicates += 1;
-                }
-                if let Some(sent_us) = message.body.as_deref().and_then(Bodies::sent_us)
-                    && sent_us >= tracker.measure_from_us
-                {
-                    tracker
-                        .latency
-                        .saturating_record(received_us.saturating_sub(sent_us).max(1));
-                }
-                receipts.push(message.receipt);
-            }
-        }
+        let receipts = shared.note_received(receive_sent, messages);
         // Wait for a free ack slot, then ack in the background and go on receiving.
         let permit = match acks.clone().acquire_owned().await {
             Ok(permit) => permit,
             Err(_) => break,
         };
-        let (client, ack_shared) = (client.clone(), shared.clone());
+        let (api, ack_shared) = (api.clone(), shared.clone());
         pending_acks.spawn(async move {
             let _permit = permit;
-            ack_batch(&client, &ack_shared, receipts).await;
+            let sent = Instant::now();
+            let answer = api.ack(&ack_shared.queue, receipts).await;
+            ack_shared.note_ack(sent, answer);
         });
         while pending_acks.try_join_next().is_some() {}
     }
     while pending_acks.join_next().await.is_some() {}
-}
-
-/// Acks one batch and records how long it took.
-async fn ack_batch(client: &Client, shared: &Shared, receipts: Vec<String>) {
-    let ack_sent = Instant::now();
-    match client.ack(&shared.queue, receipts).await {
-        Ok(out) => {
-            shared.acked.fetch_add(out.acked as u64, Ordering::Relaxed);
-            let took = micros(ack_sent.elapsed());
-            shared
-                .tracker
-                .lock()
-                .expect("never poisoned")
-                .ack_latency
-                .saturating_record(took);
-        }
-        Err(error) => shared.failures.record("ack", &error),
-    }
-    shared.last_ack_us.fetch_max(
-        shared.started.elapsed().as_micros() as u64,
-        Ordering::Relaxed,
-    );
 }
 
 #[cfg(test)]
@@ -827,6 +959,17 @@ mod tests {
         let sent_us = Bodies::sent_us(&body).expect("a stamp");
         assert!(sent_us <= now_us());
         assert!(serde_json::from_str::<String>(body.get()).is_ok());
+    }
+
+    #[test]
+    fn text_bodies_are_the_same_size_as_the_json_ones_and_carry_their_send_time() {
+        let bodies = Bodies::new(1024);
+        let text = bodies.text(7);
+        assert_eq!(text.len(), 1024);
+        assert!(text.contains(":7:"), "{text}");
+        let sent_us = Bodies::sent_us_of_text(&text).expect("a stamp");
+        assert!(sent_us <= now_us());
+        assert!(Bodies::new(4).text(123).ends_with(":123:"));
     }
 
     #[test]

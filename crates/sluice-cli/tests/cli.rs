@@ -833,6 +833,120 @@ fn a_hundred_thousand_dead_letters_are_replayed_with_progress() {
     );
 }
 
+#[test]
+fn bench_measures_the_sqs_api_beside_the_native_one() {
+    // Proves scenario 11 of `sluice bench` against a real server, with tiny sizes: SendMessage,
+    // SendMessageBatch (capped at 10) and ReceiveMessage + DeleteMessageBatch get every message
+    // through and count each once, beside the native scenarios of the same run, and the bench's
+    // SQS queues are gone afterwards. A leftover queue of an earlier run, holding a message the
+    // bench never sent, must be deleted first: else that message arrives as an extra, or
+    // CreateQueue refuses the differing attributes.
+    let server = Server::start();
+    server
+        .sluice(&["queue", "create", "bench-sqs-e2e"])
+        .assert_success();
+    server
+        .sluice_with_stdin(&["send", "bench-sqs-e2e"], "{\"left\": \"over\"}\n")
+        .assert_success();
+    let sizes = [
+        "--single-messages",
+        "30",
+        "--single-clients",
+        "3",
+        "--batch-messages",
+        "95",
+        "--batch-clients",
+        "2",
+        "--batch-size",
+        "25",
+        "--e2e-messages",
+        "95",
+        "--e2e-producers",
+        "2",
+        "--consumers",
+        "2",
+        "--wait",
+        "1s",
+        "--body-bytes",
+        "300",
+        "--time-limit",
+        "60s",
+    ];
+    let mut command = server.command(&["bench", "--scenarios", "single,batch,e2e,sqs", "--json"]);
+    command.args(sizes);
+    let bench = run_with_timeout(command, None, SLOW_COMMAND_TIMEOUT);
+    bench.assert_success();
+    let report: Value = serde_json::from_str(&bench.stdout)
+        .unwrap_or_else(|error| panic!("stdout is not JSON ({error}): {bench:?}"));
+    let sqs = &report["sqs"];
+    assert_eq!(sqs["failure"], Value::Null, "{sqs}");
+
+    let single = &sqs["single"];
+    assert_eq!(single["queue"], "bench-sqs-single", "{single}");
+    assert_eq!(
+        (&single["messages"], &single["requests"], &single["errors"]),
+        (&json!(30), &json!(30), &json!(0)),
+        "{single}"
+    );
+    let batch = &sqs["batch"];
+    assert_eq!(batch["batch_size"], 10, "SQS takes 10 per batch: {batch}");
+    assert_eq!(
+        (&batch["messages"], &batch["requests"], &batch["errors"]),
+        (&json!(95), &json!(10), &json!(0)),
+        "{batch}"
+    );
+    let e2e = &sqs["end_to_end"];
+    for (field, value) in [
+        ("enqueued", 95),
+        ("deliveries", 95),
+        ("distinct", 95),
+        ("duplicates", 0),
+        ("missing", 0),
+        ("acked", 95),
+        ("errors", 0),
+    ] {
+        assert_eq!(e2e[field], value, "{field}: {e2e}");
+    }
+    assert_eq!(e2e["wait_ms"], 1000, "{e2e}");
+    assert!(e2e["msgs_per_s"].as_f64().unwrap_or(0.0) > 0.0, "{e2e}");
+    assert!(
+        e2e["ack_request"]["count"].as_u64().unwrap_or(0) >= 10,
+        "one DeleteMessageBatch per receive of at most 10: {e2e}"
+    );
+    // The native figures of the same run are there to compare with.
+    assert_eq!(report["single"]["messages"], 30, "{report}");
+    assert_eq!(report["batch"]["batch_size"], 25, "{report}");
+    assert_eq!(report["end_to_end"]["distinct"], 95, "{report}");
+
+    let list = server.sluice_json(&["queue", "list"]);
+    let names: Vec<&str> = list["queues"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{list}"))
+        .iter()
+        .filter_map(|queue| queue["name"].as_str())
+        .collect();
+    for queue in ["bench-sqs-single", "bench-sqs-batch", "bench-sqs-e2e"] {
+        assert!(!names.contains(&queue), "{queue} is left: {names:?}");
+    }
+
+    // The text report puts each SQS figure beside the native one.
+    let mut command = server.command(&["bench", "--scenarios", "single,sqs"]);
+    command.args(sizes);
+    let text = run_with_timeout(command, None, SLOW_COMMAND_TIMEOUT);
+    text.assert_success();
+    for line in [
+        "11. the SQS API (AWS JSON 1.0)",
+        "SendMessage, one message per request, 3 clients",
+        "30 msgs in 30 requests",
+        "native API in this run (scenario 1): ",
+        "SendMessageBatch of 10, 2 clients",
+        "95 enqueued, 95 distinct received, 0 duplicates, 0 missing, 95 acked",
+    ] {
+        assert!(text.stdout.contains(line), "no {line:?} in {text:?}");
+    }
+    assert!(!text.stdout.contains("FAILED"), "{text:?}");
+}
+
 /// Receives one message of `queue` and nacks it with `permanent`, so it lands in the DLQ.
 fn dead_letter_one(server: &Server, queue: &str, error: &str) {
     let received = server.sluice_json(&["recv", queue]);
