@@ -41,12 +41,6 @@ const BOTO3_FLOW_GAPS: &[&str] = &[
 
 /// Checks of `boto3_rules.py` where sluice differs on purpose (as [`BOTO3_FLOW_GAPS`]):
 const BOTO3_RULES_GAPS: &[&str] = &[
-    // On a FIFO queue, a handle whose lease ran out (nobody received the message since) still
-    // deletes; AWS refuses it: InvalidParameterValue "... The receipt handle has expired."
-    "fifo_handle_after_the_lease",
-    // ReceiveRequestAttemptId is ignored: a retried receive gets none of the messages again;
-    // AWS answers the same messages and receipt handles (spec §4).
-    "fifo_attempt_id_retry",
     // PurgeQueue keeps the FIFO deduplication window: the same body sent after a purge is still
     // a duplicate (first MessageId, nothing delivered); AWS clears it (spec §4).
     "fifo_purge_clears_deduplication",

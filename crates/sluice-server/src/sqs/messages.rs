@@ -289,6 +289,20 @@ pub async fn receive(ctx: &Ctx<'_>, request: ReceiveMessage) -> Answer {
             "Value {seconds} for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200, if provided."
         )));
     }
+    let fifo = attributes::is_fifo(&name, &info.config);
+    let attempt = match &request.receive_request_attempt_id {
+        Some(attempt) if fifo => {
+            check_token("ReceiveRequestAttemptId", attempt)?;
+            Some(attempt.as_str())
+        }
+        _ => None,
+    };
+    let visibility_ms = request.visibility_timeout.map(|s| (s * 1000).max(1));
+    if let Some(attempt) = attempt
+        && let Some(messages) = retried(ctx, &name, attempt, visibility_ms, &info.config).await
+    {
+        return Ok(Response::ReceiveMessage(ReceiveMessageResult { messages }));
+    }
     let claimed = ctx
         .app
         .ops
@@ -297,11 +311,10 @@ pub async fn receive(ctx: &Ctx<'_>, request: ReceiveMessage) -> Answer {
             max: Some(max),
             wait_ms: Some(wait * 1000),
             // A lease of 0 ms cannot be: 0 s is the shortest lease, 1 ms.
-            visibility_timeout_ms: request.visibility_timeout.map(|s| (s * 1000).max(1)),
+            visibility_timeout_ms: visibility_ms,
         })
         .await
         .map_err(from_ops)?;
-    let fifo = attributes::is_fifo(&name, &info.config);
     let system_names: Vec<&String> = request
         .attribute_names
         .iter()
@@ -319,8 +332,45 @@ pub async fn receive(ctx: &Ctx<'_>, request: ReceiveMessage) -> Answer {
                 &request.message_attribute_names,
             )
         })
-        .collect();
+        .collect::<Vec<_>>();
+    if let Some(attempt) = attempt
+        && !messages.is_empty()
+    {
+        ctx.sqs
+            .receive_attempts
+            .put(&name, attempt, messages.clone());
+    }
     Ok(Response::ReceiveMessage(ReceiveMessageResult { messages }))
+}
+
+/// The messages of an earlier receive with the same attempt id, when it still holds every one
+/// of them: their leases are extended by the visibility timeout again. Otherwise the attempt
+/// is forgotten and the receive goes on as a new one.
+async fn retried(
+    ctx: &Ctx<'_>,
+    queue: &str,
+    attempt: &str,
+    visibility_ms: Option<i64>,
+    config: &QueueConfig,
+) -> Option<Vec<Message>> {
+    let messages = ctx.sqs.receive_attempts.get(queue, attempt)?;
+    let lease_ms = visibility_ms.unwrap_or(config.visibility_timeout_ms);
+    for message in &messages {
+        let held = match receipts::decode(queue, &message.receipt_handle) {
+            Ok(receipt) => ctx
+                .app
+                .ops
+                .extend(queue.to_owned(), &receipt, lease_ms)
+                .await
+                .is_ok(),
+            Err(_) => false,
+        };
+        if !held {
+            ctx.sqs.receive_attempts.forget(queue, attempt);
+            return None;
+        }
+    }
+    Some(messages)
 }
 
 /// A claimed message as SQS shows it, with the system and message attributes asked for.
@@ -512,7 +562,9 @@ async fn refuse_expired_fifo_handle(
     handle: &str,
 ) -> Result<(), SqsError> {
     // Only a `.fifo` name can be a FIFO queue: other deletes need no lookup.
-    if !queue.ends_with(".fifo") || !attributes::is_fifo(queue, &queues::queue(ctx, queue).await?.config) {
+    if !queue.ends_with(".fifo")
+        || !attributes::is_fifo(queue, &queues::queue(ctx, queue).await?.config)
+    {
         return Ok(());
     }
     let id = receipt.split('.').next().unwrap_or_default();

@@ -9,6 +9,7 @@
 //! - [`move_tasks`]: dead-letter redrive as SQS's message move tasks, over replay;
 //! - [`attributes`], [`content`], [`names`], [`receipts`]: the mappings they share.
 
+mod attempts;
 pub mod attributes;
 pub mod config;
 pub mod content;
@@ -46,6 +47,8 @@ pub struct SqsState {
     purged_at: Mutex<HashMap<String, Instant>>,
     /// Running and finished message move tasks.
     pub move_tasks: move_tasks::MoveTasks,
+    /// Recent FIFO receives by `ReceiveRequestAttemptId`.
+    receive_attempts: attempts::ReceiveAttempts,
 }
 
 impl SqsState {

@@ -260,10 +260,11 @@ async fn an_older_fifo_handle_is_refused_as_expired() {
     );
 }
 
-/// AWS refuses a FIFO handle whose visibility expired even when nobody received the message
-/// since (spec §3.10, AWS-recorded); sluice deletes, as for standard queues.
+/// A FIFO handle whose visibility expired is refused even when nobody received the message
+/// since (spec §3.10, AWS-recorded): another consumer may hold the group by now. The message
+/// stays, and the next receive's handle deletes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_latest_fifo_handle_after_its_timeout_deletes_in_sluice() {
+async fn the_latest_fifo_handle_after_its_timeout_has_expired() {
     let Some(sqs) = Sqs::sluice_only("moto lets every past receipt handle delete").await else {
         return;
     };
@@ -271,8 +272,25 @@ async fn the_latest_fifo_handle_after_its_timeout_deletes_in_sluice() {
     let received = sqs.receive(&url, 1, 1).await;
     assert_eq!(received.len(), 1);
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    // A documented difference: AWS answers InvalidParameterValue "… Reason: The receipt handle has
-    // expired." here; sluice deletes, a difference docs/sqs.md ("Receipt handles") states.
-    sqs.delete(&url, &received[0]).await;
-    assert!(sqs.receive(&url, 1, 2).await.is_empty());
+    let error = sqs
+        .client
+        .delete_message()
+        .queue_url(&url)
+        .receipt_handle(receipt(&received[0]))
+        .send()
+        .await
+        .unwrap_err()
+        .into_service_error();
+    assert_eq!(error.code(), Some("InvalidParameterValue"));
+    assert!(
+        error
+            .message()
+            .unwrap_or_default()
+            .ends_with("Reason: The receipt handle has expired."),
+        "{error:?}"
+    );
+    let again = sqs.receive(&url, 1, 2).await;
+    assert_eq!(again.len(), 1, "still there");
+    sqs.delete(&url, &again[0]).await;
+    assert!(sqs.receive(&url, 1, 1).await.is_empty());
 }
