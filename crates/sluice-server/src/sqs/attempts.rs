@@ -14,10 +14,16 @@ const KEPT_FOR: Duration = Duration::from_secs(5 * 60);
 /// Most attempts remembered; the oldest are forgotten first beyond it.
 const ATTEMPTS_MAX: usize = 10_000;
 
-/// Recent receives by (queue, attempt id).
+/// A receive's queue and attempt id.
+type AttemptKey = (String, String);
+
+/// When a receive answered, and what.
+type Answered = (Instant, Vec<Message>);
+
+/// Recent receives by queue and attempt id.
 #[derive(Debug, Default)]
 pub struct ReceiveAttempts {
-    by_id: Mutex<HashMap<(String, String), (Instant, Vec<Message>)>>,
+    by_id: Mutex<HashMap<AttemptKey, Answered>>,
 }
 
 impl ReceiveAttempts {
