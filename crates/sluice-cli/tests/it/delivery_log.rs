@@ -98,7 +98,10 @@ async fn each_attempt_is_logged_with_its_answer_and_kept_after_a_restart() {
         .unwrap()
         .to_owned();
     destination.wait_for(2, WAIT).await;
-    let log = deliveries_until(&server, "q", &id, |log| attempts_in(log) == 2).await;
+    let log = deliveries_until(&server, "q", &id, |log| {
+        attempts_in(log) == 2 && log["state"] == "acked"
+    })
+    .await;
     assert_eq!(attempts_in(&log), 2, "{log:#}");
     assert_eq!(log["message_id"], id.as_str());
     assert_eq!(log["state"], "acked", "{log:#}");
