@@ -294,6 +294,14 @@ macro_rules! requests {
                 }
                 .map_err(|error| from_serde(&error))
             }
+
+            /// Straight from the bytes, without a `Value` tree in between (a batch's bodies are
+            /// then copied once).
+            fn from_slice(action: Action, body: &[u8]) -> Result<Request, serde_json::Error> {
+                match action {
+                    $(Action::$action => serde_json::from_slice(body).map(Request::$action),)+
+                }
+            }
         }
     };
 }
@@ -327,17 +335,19 @@ requests! {
 impl Request {
     /// A JSON 1.0 request body. An empty body counts as `{}`: every member is then missing.
     pub fn from_json(action: Action, body: &[u8]) -> Result<Request, SqsError> {
-        let value = if body.iter().all(u8::is_ascii_whitespace) {
-            serde_json::Value::Object(serde_json::Map::new())
-        } else {
-            serde_json::from_slice(body).map_err(|error| {
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Request::from_value(action, serde_json::Value::Object(serde_json::Map::new()));
+        }
+        Request::from_slice(action, body).map_err(|error| {
+            if error.is_syntax() || error.is_eof() {
                 SqsError::new(
                     ErrorKind::InvalidParameterValue,
                     format!("The request body is not valid JSON: {error}."),
                 )
-            })?
-        };
-        Request::from_value(action, value)
+            } else {
+                from_serde(&error)
+            }
+        })
     }
 
     /// Query parameters (the query string and the form body together). Parameters the
