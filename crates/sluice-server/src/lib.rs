@@ -212,12 +212,13 @@ pub async fn run(
     // runs after it, and `POST /` has no route), so it wraps the whole router, behind the
     // browser guard of its own (a cross-site form must not reach it either). It counts its
     // requests into the same metrics, by operation.
-    let app = browser_guard::layer(
-        axum::Router::new()
-            .fallback_service(routes)
-            .layer(axum::middleware::from_fn_with_state(state, sqs::intercept)),
-        guard,
-    );
+    let app =
+        browser_guard::layer(
+            axum::Router::new().fallback_service(routes).layer(
+                axum::middleware::from_fn_with_state(Arc::new(state), sqs::intercept),
+            ),
+            guard,
+        );
     on_ready();
     tracing::info!(listen = %listener.local_addr()?, "listening");
 

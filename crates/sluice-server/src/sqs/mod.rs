@@ -21,6 +21,7 @@ mod queues;
 pub mod receipts;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Body;
@@ -120,18 +121,25 @@ impl Ctx<'_> {
 /// Takes the requests that are SQS (docs/design/sqs-compat.md §1.1) and answers them; every
 /// other request goes on to the native routes untouched (its body is read only when the
 /// request could be SQS: `POST /`, a queue URL path, or AWS's headers).
-pub async fn intercept(State(app): State<AppState>, request: Request, next: Next) -> Response {
-    let sqs = app.sqs.clone();
-    let (method, path, query) = (
-        request.method().clone(),
-        request.uri().path().to_owned(),
-        request.uri().query().map(str::to_owned),
-    );
-    if !sqs.config.enabled
-        || !sluice_sqs::protocol::may_be_sqs(&method, &path, query.as_deref(), request.headers())
+pub async fn intercept(State(app): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    // Every request of the native API passes here: it is looked at without a copy.
+    let uri = request.uri();
+    if !app.sqs.config.enabled
+        || !sluice_sqs::protocol::may_be_sqs(
+            request.method(),
+            uri.path(),
+            uri.query(),
+            request.headers(),
+        )
     {
         return next.run(request).await;
     }
+    let sqs = app.sqs.clone();
+    let (method, path, query) = (
+        request.method().clone(),
+        uri.path().to_owned(),
+        uri.query().map(str::to_owned),
+    );
     let started = Instant::now();
     let (parts, body) = request.into_parts();
     let request_id = parts
