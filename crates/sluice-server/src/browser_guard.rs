@@ -198,55 +198,67 @@ async fn check(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let path = request.uri().path().to_owned();
+    match judge(&guard, &request) {
+        Ok(Some(provenance)) => {
+            request.extensions_mut().insert(provenance);
+            next.run(request).await
+        }
+        Ok(None) => next.run(request).await,
+        Err(refused) => refused,
+    }
+}
+
+/// The checks on one request, for the layer and for the SQS API (which takes its requests
+/// before the routes): `Err` is the refusal to answer with; `Ok` carries the request's
+/// provenance, `None` for a webhook (whose sender is no browser).
+pub fn judge(guard: &BrowserGuard, request: &Request) -> Result<Option<Provenance>, Response> {
+    let path = request.uri().path();
     if path.starts_with("/hooks/") {
-        return next.run(request).await;
+        return Ok(None);
     }
     let headers = request.headers();
-    if guard.open && !matches!(path.as_str(), "/healthz" | "/readyz") {
+    if guard.open && !matches!(path, "/healthz" | "/readyz") {
         let host = headers
             .get(header::HOST)
             .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-            .or_else(|| request.uri().authority().map(|a| a.as_str().to_owned()));
+            .or_else(|| request.uri().authority().map(|a| a.as_str()));
         // No host at all is an HTTP/1.0 client, not a browser (browsers always send one).
         if let Some(host) = host
-            && !guard.host_allowed(&host)
+            && !guard.host_allowed(host)
         {
-            return ApiError::new(
- ErrorCode::UnknownHost,
+            return Err(ApiError::new(
+                ErrorCode::UnknownHost,
                 format!(
                     "Host {host:?} does not name this server; without tokens only its listen address is served (add other names to [server] public_urls)"
                 ),
             )
-            .into_response();
+            .into_response());
         }
     }
     let provenance = guard.provenance(headers);
     let changes = !matches!(*request.method(), Method::GET | Method::HEAD);
     if changes && provenance == Provenance::CrossSite {
-        return ApiError::new(
+        return Err(ApiError::new(
             ErrorCode::CrossSiteRequest,
             "a request from another site's page was refused (Origin / Sec-Fetch-Site)",
         )
-        .into_response();
+        .into_response());
     }
-    let is_form_route = matches!(path.as_str(), "/ui/login" | "/ui/logout");
-    if changes && !is_form_route && from_browser(headers) && has_body(&request) {
+    let is_form_route = matches!(path, "/ui/login" | "/ui/logout");
+    if changes && !is_form_route && from_browser(headers) && has_body(request) {
         let content_type = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default();
         if !is_json(content_type) {
-            return ApiError::new(
+            return Err(ApiError::new(
                 ErrorCode::UnsupportedMediaType,
                 "a body sent from a browser needs content-type: application/json",
             )
-            .into_response();
+            .into_response());
         }
     }
-    request.extensions_mut().insert(provenance);
-    next.run(request).await
+    Ok(Some(provenance))
 }
 
 #[cfg(test)]

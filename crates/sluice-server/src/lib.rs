@@ -209,16 +209,17 @@ pub async fn run(
     // Outermost of each route, so every answer is counted (and traced), whichever layer gave it.
     let routes = http_metrics::layer(routes, http_metrics);
     // The SQS API shares the listener: its requests are taken before routing (a router layer
-    // runs after it, and `POST /` has no route), so it wraps the whole router, behind the
-    // browser guard of its own (a cross-site form must not reach it either). It counts its
+    // runs after it, and `POST /` has no route), so it wraps the whole router, with the browser
+    // guard's checks of its own (a cross-site form must not reach it either). It counts its
     // requests into the same metrics, by operation.
+    let sqs_layer = Arc::new(sqs::Layer { app: state, guard });
     let app =
-        browser_guard::layer(
-            axum::Router::new().fallback_service(routes).layer(
-                axum::middleware::from_fn_with_state(Arc::new(state), sqs::intercept),
-            ),
-            guard,
-        );
+        axum::Router::new()
+            .fallback_service(routes)
+            .layer(axum::middleware::from_fn_with_state(
+                sqs_layer,
+                sqs::intercept,
+            ));
     on_ready();
     tracing::info!(listen = %listener.local_addr()?, "listening");
 

@@ -210,13 +210,38 @@ mod tests {
     #[test]
     fn may_be_sqs_leaves_the_native_api_and_the_dashboard_alone() {
         let native = headers(&[("content-type", "application/json")]);
-        assert!(!may_be_sqs(&Method::POST, "/v1/queues/q/messages", None, &native));
+        assert!(!may_be_sqs(
+            &Method::POST,
+            "/v1/queues/q/messages",
+            None,
+            &native
+        ));
         assert!(!may_be_sqs(&Method::GET, "/", None, &HeaderMap::new()));
-        assert!(!may_be_sqs(&Method::GET, "/", Some("tab=dlq"), &HeaderMap::new()));
-        assert!(!may_be_sqs(&Method::GET, "/ui/queues/q", None, &HeaderMap::new()));
-        assert!(may_be_sqs(&Method::GET, "/", Some("Action=ListQueues"), &HeaderMap::new()));
+        assert!(!may_be_sqs(
+            &Method::GET,
+            "/",
+            Some("tab=dlq"),
+            &HeaderMap::new()
+        ));
+        assert!(!may_be_sqs(
+            &Method::GET,
+            "/ui/queues/q",
+            None,
+            &HeaderMap::new()
+        ));
+        assert!(may_be_sqs(
+            &Method::GET,
+            "/",
+            Some("Action=ListQueues"),
+            &HeaderMap::new()
+        ));
         assert!(may_be_sqs(&Method::POST, "/", None, &HeaderMap::new()));
-        assert!(may_be_sqs(&Method::GET, "/000000000000/q", None, &HeaderMap::new()));
+        assert!(may_be_sqs(
+            &Method::GET,
+            "/000000000000/q",
+            None,
+            &HeaderMap::new()
+        ));
         let json = headers(&[("content-type", "Application/X-Amz-Json-1.0")]);
         assert!(may_be_sqs(&Method::POST, "/anything", None, &json));
         let target = headers(&[("x-amz-target", "AmazonSQS.ListQueues")]);

@@ -62,6 +62,12 @@ impl SqsState {
     }
 }
 
+/// What [`intercept`] holds: the server's state and its browser guard.
+pub struct Layer {
+    pub app: AppState,
+    pub guard: Arc<crate::browser_guard::BrowserGuard>,
+}
+
 /// One SQS request being served: who asks, and the base of the queue URLs it gets back.
 pub struct Ctx<'a> {
     pub app: &'a AppState,
@@ -121,7 +127,8 @@ impl Ctx<'_> {
 /// Takes the requests that are SQS (docs/design/sqs-compat.md §1.1) and answers them; every
 /// other request goes on to the native routes untouched (its body is read only when the
 /// request could be SQS: `POST /`, a queue URL path, or AWS's headers).
-pub async fn intercept(State(app): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+pub async fn intercept(State(layer): State<Arc<Layer>>, request: Request, next: Next) -> Response {
+    let app = &layer.app;
     // Every request of the native API passes here: it is looked at without a copy.
     let uri = request.uri();
     if !app.sqs.config.enabled
@@ -133,6 +140,11 @@ pub async fn intercept(State(app): State<Arc<AppState>>, request: Request, next:
         )
     {
         return next.run(request).await;
+    }
+    // What the browser guard refuses on the native routes it refuses here too: a cross-site
+    // form posting `Action=PurgeQueue` is a browser acting for another site.
+    if let Err(refused) = crate::browser_guard::judge(&layer.guard, &request) {
+        return refused;
     }
     let sqs = app.sqs.clone();
     let (method, path, query) = (
