@@ -204,14 +204,14 @@ async fn check(
             next.run(request).await
         }
         Ok(None) => next.run(request).await,
-        Err(refused) => refused,
+        Err(refused) => refused.into_response(),
     }
 }
 
 /// The checks on one request, for the layer and for the SQS API (which takes its requests
 /// before the routes): `Err` is the refusal to answer with; `Ok` carries the request's
 /// provenance, `None` for a webhook (whose sender is no browser).
-pub fn judge(guard: &BrowserGuard, request: &Request) -> Result<Option<Provenance>, Response> {
+pub fn judge(guard: &BrowserGuard, request: &Request) -> Result<Option<Provenance>, ApiError> {
     let path = request.uri().path();
     if path.starts_with("/hooks/") {
         return Ok(None);
@@ -231,8 +231,7 @@ pub fn judge(guard: &BrowserGuard, request: &Request) -> Result<Option<Provenanc
                 format!(
                     "Host {host:?} does not name this server; without tokens only its listen address is served (add other names to [server] public_urls)"
                 ),
-            )
-            .into_response());
+            ));
         }
     }
     let provenance = guard.provenance(headers);
@@ -241,8 +240,7 @@ pub fn judge(guard: &BrowserGuard, request: &Request) -> Result<Option<Provenanc
         return Err(ApiError::new(
             ErrorCode::CrossSiteRequest,
             "a request from another site's page was refused (Origin / Sec-Fetch-Site)",
-        )
-        .into_response());
+        ));
     }
     let is_form_route = matches!(path, "/ui/login" | "/ui/logout");
     if changes && !is_form_route && from_browser(headers) && has_body(request) {
@@ -254,8 +252,7 @@ pub fn judge(guard: &BrowserGuard, request: &Request) -> Result<Option<Provenanc
             return Err(ApiError::new(
                 ErrorCode::UnsupportedMediaType,
                 "a body sent from a browser needs content-type: application/json",
-            )
-            .into_response());
+            ));
         }
     }
     Ok(Some(provenance))

@@ -144,7 +144,7 @@ pub async fn intercept(State(layer): State<Arc<Layer>>, request: Request, next: 
     // What the browser guard refuses on the native routes it refuses here too: a cross-site
     // form posting `Action=PurgeQueue` is a browser acting for another site.
     if let Err(refused) = crate::browser_guard::judge(&layer.guard, &request) {
-        return refused;
+        return refused.into_response();
     }
     let sqs = app.sqs.clone();
     let (method, path, query) = (
@@ -193,7 +193,7 @@ pub async fn intercept(State(layer): State<Arc<Layer>>, request: Request, next: 
     };
     let answer = async {
         let caller = authenticate(
-            &app,
+            app,
             &method,
             &path,
             query.as_deref(),
