@@ -201,7 +201,7 @@ pub async fn intercept(State(layer): State<Arc<Layer>>, request: Request, next: 
             &bytes,
         )?;
         let ctx = Ctx {
-            app: &app,
+            app,
             sqs: &sqs,
             base: names::base_url(&sqs.config, &parts.headers, app.tls),
             caller,
