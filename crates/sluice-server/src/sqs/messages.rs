@@ -581,10 +581,15 @@ async fn refuse_expired_fifo_handle(
     }
     let id = receipt.split('.').next().unwrap_or_default();
     match ctx.app.ops.message_by_id(queue.to_owned(), id).await {
+        // Leases run out at their deadline, whether or not the index has noticed yet (it
+        // notices at the next claim or maintenance tick).
         Ok(status)
             if status.queue == queue
-                && status.state != MessageState::InFlight
-                && !status.state.is_final() =>
+                && !status.state.is_final()
+                && (status.state != MessageState::InFlight
+                    || status
+                        .lease_expires_at_ms
+                        .is_some_and(|deadline| deadline <= ctx.now_ms())) =>
         {
             Err(expired(handle))
         }
