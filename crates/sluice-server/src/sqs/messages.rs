@@ -83,13 +83,15 @@ pub async fn send(ctx: &Ctx<'_>, request: SendMessage) -> Answer {
 }
 
 pub async fn send_batch(ctx: &Ctx<'_>, request: SendMessageBatch) -> Answer {
-    let name = ctx.queue_of(&request.queue_url)?;
-    ctx.allow(Need::Produce, Some(&name)).await?;
-    check_batch(
+    let ids = request.entries.iter().map(|e| e.id.as_str());
+    let name = batch_queue(
         ctx,
-        request.entries.iter().map(|e| e.id.as_str()),
+        &request.queue_url,
+        Need::Produce,
+        ids,
         "SendMessageBatchRequestEntry",
-    )?;
+    )
+    .await?;
     let total: usize = request
         .entries
         .iter()
@@ -469,7 +471,10 @@ pub async fn delete(ctx: &Ctx<'_>, request: DeleteMessage) -> Answer {
     let name = ctx.queue_of(&request.queue_url)?;
     ctx.allow(Need::Consume, Some(&name)).await?;
     let receipt = receipts::decode(&name, &request.receipt_handle)?;
-    refuse_expired_fifo_handle(ctx, &name, &receipt, &request.receipt_handle).await?;
+    let fifo = is_fifo_queue(ctx, &name).await?;
+    if fifo {
+        refuse_expired_fifo_handle(ctx, &name, &receipt, &request.receipt_handle).await?;
+    }
     let outcome = ctx
         .app
         .ops
@@ -482,7 +487,7 @@ pub async fn delete(ctx: &Ctx<'_>, request: DeleteMessage) -> Answer {
     match outcome {
         Ok(_) => {}
         Err(error) if error.code == ErrorCode::StaleReceipt => {
-            stale_delete(ctx, &name, &receipt, &request.receipt_handle).await?;
+            stale_delete(ctx, fifo, &name, &receipt, &request.receipt_handle).await?;
         }
         Err(error) => return Err(from_ops(error)),
     }
@@ -490,17 +495,21 @@ pub async fn delete(ctx: &Ctx<'_>, request: DeleteMessage) -> Answer {
 }
 
 pub async fn delete_batch(ctx: &Ctx<'_>, request: DeleteMessageBatch) -> Answer {
-    let name = ctx.queue_of(&request.queue_url)?;
-    ctx.allow(Need::Consume, Some(&name)).await?;
-    check_batch(
+    let ids = request.entries.iter().map(|e| e.id.as_str());
+    let name = batch_queue(
         ctx,
-        request.entries.iter().map(|e| e.id.as_str()),
+        &request.queue_url,
+        Need::Consume,
+        ids,
         "DeleteMessageBatchRequestEntry",
-    )?;
+    )
+    .await?;
+    let fifo = is_fifo_queue(ctx, &name).await?;
     let mut failed = Vec::new();
     let mut valid = Vec::new();
     for entry in &request.entries {
         let checked = match receipts::decode(&name, &entry.receipt_handle) {
+            Ok(receipt) if !fifo => Ok(receipt),
             Ok(receipt) => refuse_expired_fifo_handle(ctx, &name, &receipt, &entry.receipt_handle)
                 .await
                 .map(|()| receipt),
@@ -531,7 +540,8 @@ pub async fn delete_batch(ctx: &Ctx<'_>, request: DeleteMessageBatch) -> Answer 
     let mut successful = Vec::new();
     for ((entry, receipt), acked) in valid.into_iter().zip(acked) {
         if !acked
-            && let Err(error) = stale_delete(ctx, &name, &receipt, &entry.receipt_handle).await
+            && let Err(error) =
+                stale_delete(ctx, fifo, &name, &receipt, &entry.receipt_handle).await
         {
             failed.push(entry_error(&entry.id, &error));
             continue;
@@ -564,6 +574,13 @@ fn per_receipt(error: OpsError, count: usize) -> Result<Vec<bool>, SqsError> {
     })
 }
 
+/// Whether a delete's queue is FIFO, looked up once per request; only a `.fifo` name can be
+/// one, so other deletes need no lookup.
+async fn is_fifo_queue(ctx: &Ctx<'_>, queue: &str) -> Result<bool, SqsError> {
+    Ok(queue.ends_with(".fifo")
+        && attributes::is_fifo(queue, &queues::queue(ctx, queue).await?.config))
+}
+
 /// On a FIFO queue a handle whose lease ran out is expired even when nobody received the
 /// message since (SQS's rule: another consumer may hold the group by now), so it deletes
 /// nothing. Standard queues let it delete, as SQS's do (the index acks such a receipt).
@@ -573,12 +590,6 @@ async fn refuse_expired_fifo_handle(
     receipt: &str,
     handle: &str,
 ) -> Result<(), SqsError> {
-    // Only a `.fifo` name can be a FIFO queue: other deletes need no lookup.
-    if !queue.ends_with(".fifo")
-        || !attributes::is_fifo(queue, &queues::queue(ctx, queue).await?.config)
-    {
-        return Ok(());
-    }
     let id = receipt.split('.').next().unwrap_or_default();
     match ctx.app.ops.message_by_id(queue.to_owned(), id).await {
         // Leases run out at their deadline, whether or not the index has noticed yet (it
@@ -609,12 +620,12 @@ fn expired(handle: &str) -> SqsError {
 /// has expired, as SQS answers, since another consumer may now hold the group.
 async fn stale_delete(
     ctx: &Ctx<'_>,
+    fifo: bool,
     queue: &str,
     receipt: &str,
     handle: &str,
 ) -> Result<(), SqsError> {
-    let info = queues::queue(ctx, queue).await?;
-    if !attributes::is_fifo(queue, &info.config) {
+    if !fifo {
         return Ok(());
     }
     let id = receipt.split('.').next().unwrap_or_default();
@@ -641,13 +652,15 @@ pub async fn change_visibility_batch(
     ctx: &Ctx<'_>,
     request: ChangeMessageVisibilityBatch,
 ) -> Answer {
-    let name = ctx.queue_of(&request.queue_url)?;
-    ctx.allow(Need::Consume, Some(&name)).await?;
-    check_batch(
+    let ids = request.entries.iter().map(|e| e.id.as_str());
+    let name = batch_queue(
         ctx,
-        request.entries.iter().map(|e| e.id.as_str()),
+        &request.queue_url,
+        Need::Consume,
+        ids,
         "ChangeMessageVisibilityBatchRequestEntry",
-    )?;
+    )
+    .await?;
     let mut successful = Vec::new();
     let mut failed = Vec::new();
     for entry in &request.entries {
@@ -692,6 +705,21 @@ async fn set_visibility(
         )),
         _ => from_ops(error),
     })
+}
+
+/// A batch request's queue, once the caller may `need` it and the entries pass
+/// [`check_batch`].
+async fn batch_queue<'e>(
+    ctx: &Ctx<'_>,
+    url: &str,
+    need: Need,
+    ids: impl ExactSizeIterator<Item = &'e str>,
+    entry_name: &str,
+) -> Result<String, SqsError> {
+    let name = ctx.queue_of(url)?;
+    ctx.allow(need, Some(&name)).await?;
+    check_batch(ctx, ids, entry_name)?;
+    Ok(name)
 }
 
 /// The checks of every batch request: at least one entry, at most the limit, ids of
