@@ -320,7 +320,10 @@ async fn the_cli_shows_the_log_as_a_table_and_as_json() {
         .await;
     server.put_queue("plain", json!({})).await;
     let id = crate::support::message_id(&server.send("q", json!({"body": 1})).await);
-    let log = deliveries_until(&server, "q", &id, |log| attempts_in(log) == 2).await;
+    let log = deliveries_until(&server, "q", &id, |log| {
+        attempts_in(log) == 2 && log["state"] == "acked"
+    })
+    .await;
     assert_eq!(attempts_in(&log), 2, "{log:#}");
 
     let sluice = |args: &[&str]| {
