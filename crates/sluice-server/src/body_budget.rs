@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
+use axum::http::HeaderMap;
 use axum::http::header::CONTENT_LENGTH;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -72,27 +73,126 @@ impl BodyBudget {
     }
 }
 
+/// Why a body was not taken.
+#[derive(Debug)]
+pub enum Refusal {
+    /// It is (or says it is) longer than the caller's limit.
+    TooLarge,
+    /// The budget cannot take it now: answer 503 (or the protocol's throttling error).
+    Spent,
+    /// It stopped arriving, or could not be read: the answer to give.
+    Unreadable(ApiError),
+}
+
+/// Bytes of the budget held for one body: given back when dropped, once the answer is ready.
+#[derive(Debug)]
+#[must_use = "the charge is given back when dropped: keep it until the answer is ready"]
+pub struct Charge {
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+impl BodyBudget {
+    /// Reads a whole body of at most `limit` bytes, charging it to the budget as it arrives (the
+    /// declared `Content-Length` up front). Every protocol on the listener reads its bodies
+    /// here, so no route holds memory outside the budget.
+    pub async fn read(
+        &self,
+        headers: &HeaderMap,
+        body: Body,
+        limit: usize,
+    ) -> Result<(Bytes, Charge), Refusal> {
+        let declared = headers
+            .get(CONTENT_LENGTH)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|text| text.parse::<usize>().ok());
+        if declared.is_some_and(|length| length > limit) {
+            return Err(Refusal::TooLarge);
+        }
+        let mut charge = None;
+        if !self.charge(&mut charge, declared.unwrap_or(0)) {
+            self.discard(body).await;
+            return Err(Refusal::Spent);
+        }
+        let bytes = self
+            .read_charging(body, declared, limit, &mut charge)
+            .await?;
+        Ok((bytes, Charge { _permit: charge }))
+    }
+
+    /// Reads a body into one buffer, charging what goes beyond the declared length as it comes.
+    async fn read_charging(
+        &self,
+        mut body: Body,
+        declared: Option<usize>,
+        limit: usize,
+        charge: &mut Option<OwnedSemaphorePermit>,
+    ) -> Result<Bytes, Refusal> {
+        let mut buffer = Vec::with_capacity(declared.unwrap_or(0));
+        let mut charged = declared.unwrap_or(0);
+        loop {
+            let frame = match tokio::time::timeout(self.read_timeout, body.frame()).await {
+                Err(_) => return Err(Refusal::Unreadable(body_timeout(self.read_timeout))),
+                Ok(None) => break,
+                Ok(Some(Err(error))) => {
+                    return Err(Refusal::Unreadable(ApiError::malformed_json(format!(
+                        "the request body could not be read: {error}"
+                    ))));
+                }
+                Ok(Some(Ok(frame))) => frame,
+            };
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            let length = buffer.len() + data.len();
+            if length > limit {
+                return Err(Refusal::TooLarge);
+            }
+            if length > charged {
+                let step = (length - charged).max(CHARGE_STEP);
+                if !self.charge(charge, step) {
+                    return Err(Refusal::Spent);
+                }
+                charged += step;
+            }
+            buffer.extend_from_slice(&data);
+        }
+        Ok(Bytes::from(buffer))
+    }
+
+    /// Reads a refused body and drops it (keeping none of it, for at most the read timeout),
+    /// so the client can read the answer rather than see its upload cut off.
+    async fn discard(&self, mut body: Body) {
+        let mut discarded = 0usize;
+        while discarded <= REQUEST_BYTES_MAX {
+            match tokio::time::timeout(self.read_timeout, body.frame()).await {
+                Ok(Some(Ok(frame))) => {
+                    discarded += frame.data_ref().map_or(0, Bytes::len);
+                }
+                _ => break,
+            }
+        }
+    }
+
+    /// The message of a `Spent` refusal, naming the setting.
+    pub fn spent_message(&self) -> String {
+        format!(
+            "request bodies in flight already hold the server's budget ([limits] body_bytes_in_flight = {}); retry shortly",
+            self.total
+        )
+    }
+}
+
 /// The layer: reads the body within the budget, then runs the handler holding the charge.
 pub async fn hold(State(budget): State<Arc<BodyBudget>>, request: Request, next: Next) -> Response {
     let (parts, body) = request.into_parts();
     if axum::body::HttpBody::is_end_stream(&body) {
         return next.run(Request::from_parts(parts, body)).await;
     }
-    let declared = parts
-        .headers
-        .get(CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|text| text.parse::<usize>().ok());
-    if declared.is_some_and(|length| length > REQUEST_BYTES_MAX) {
-        return too_large().into_response();
-    }
-    let mut charge = None;
-    if !budget.charge(&mut charge, declared.unwrap_or(0)) {
-        return overloaded(&budget, body).await;
-    }
-    let bytes = match read(&budget, body, declared, &mut charge).await {
-        Ok(bytes) => bytes,
-        Err(error) => return error.into_response(),
+    let (bytes, charge) = match budget.read(&parts.headers, body, REQUEST_BYTES_MAX).await {
+        Ok(read) => read,
+        Err(Refusal::TooLarge) => return too_large().into_response(),
+        Err(Refusal::Spent) => return overloaded_error(&budget).into_response(),
+        Err(Refusal::Unreadable(error)) => return error.into_response(),
     };
     let response = next
         .run(Request::from_parts(parts, Body::from(bytes)))
@@ -102,69 +202,8 @@ pub async fn hold(State(budget): State<Arc<BodyBudget>>, request: Request, next:
     response
 }
 
-/// Reads a body into one buffer, charging what goes beyond the declared length as it comes.
-async fn read(
-    budget: &BodyBudget,
-    mut body: Body,
-    declared: Option<usize>,
-    charge: &mut Option<OwnedSemaphorePermit>,
-) -> Result<Bytes, ApiError> {
-    let mut buffer = Vec::with_capacity(declared.unwrap_or(0));
-    let mut charged = declared.unwrap_or(0);
-    loop {
-        let frame = match tokio::time::timeout(budget.read_timeout, body.frame()).await {
-            Err(_) => return Err(body_timeout(budget.read_timeout)),
-            Ok(None) => break,
-            Ok(Some(Err(error))) => {
-                return Err(ApiError::malformed_json(format!(
-                    "the request body could not be read: {error}"
-                )));
-            }
-            Ok(Some(Ok(frame))) => frame,
-        };
-        let Ok(data) = frame.into_data() else {
-            continue;
-        };
-        let length = buffer.len() + data.len();
-        if length > REQUEST_BYTES_MAX {
-            return Err(too_large());
-        }
-        if length > charged {
-            let step = (length - charged).max(CHARGE_STEP);
-            if !budget.charge(charge, step) {
-                return Err(overloaded_error(budget));
-            }
-            charged += step;
-        }
-        buffer.extend_from_slice(&data);
-    }
-    Ok(Bytes::from(buffer))
-}
-
-/// The 503 for a request the budget cannot take. The body is read and dropped first (keeping
-/// none of it, for at most the read timeout), so the client can read the answer rather than
-/// see its upload cut off.
-async fn overloaded(budget: &BodyBudget, mut body: Body) -> Response {
-    let mut discarded = 0usize;
-    while discarded <= REQUEST_BYTES_MAX {
-        match tokio::time::timeout(budget.read_timeout, body.frame()).await {
-            Ok(Some(Ok(frame))) => {
-                discarded += frame.data_ref().map_or(0, Bytes::len);
-            }
-            _ => break,
-        }
-    }
-    overloaded_error(budget).into_response()
-}
-
 fn overloaded_error(budget: &BodyBudget) -> ApiError {
-    let mut error = ApiError::new(
-        ErrorCode::Overloaded,
-        format!(
-            "request bodies in flight already hold the server's budget ([limits] body_bytes_in_flight = {}); retry shortly",
-            budget.total
-        ),
-    );
+    let mut error = ApiError::new(ErrorCode::Overloaded, budget.spent_message());
     error.retry_after_s = Some(RETRY_AFTER_S);
     error
 }

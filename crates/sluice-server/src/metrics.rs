@@ -65,6 +65,7 @@ async fn metrics(State(state): State<AppState>) -> Response {
         storage: state.store.storage_metrics(),
         expressions: ExprCounts::of(state.expr.metrics()),
         http: state.http_metrics.snapshot(),
+        body_bytes_held: state.body_budget.held() as u64,
         process: ProcessMetrics::read(),
     };
     match render(snapshot) {
@@ -88,6 +89,8 @@ struct Snapshot {
     storage: StorageMetrics,
     /// Requests by route and method.
     http: Vec<RouteMetrics>,
+    /// Bytes of request bodies held now, of `[limits] body_bytes_in_flight`.
+    body_bytes_held: u64,
     /// This process (Linux only).
     process: Option<ProcessMetrics>,
 }
@@ -427,6 +430,12 @@ impl Snapshot {
                 1e6,
             )?;
         }
+        gauge(
+            encoder,
+            "sluice_http_request_body_held_bytes",
+            "Bytes of request bodies held in memory now (every protocol's), of [limits] body_bytes_in_flight; beyond it requests get 503 overloaded.",
+        )?
+        .encode_gauge(&self.body_bytes_held)?;
         Ok(())
     }
 
@@ -663,6 +672,7 @@ mod tests {
                 start_failures: 0,
                 stopped: vec![("timeout", 1), ("died", 1), ("protocol", 0)],
             },
+            body_bytes_held: 4096,
             http: vec![RouteMetrics {
                 route: "/v1/queues/{queue}/messages".into(),
                 method: "POST",
@@ -855,6 +865,7 @@ mod tests {
             r#"sluice_http_request_duration_seconds_bucket{route="/v1/queues/{queue}/messages",method="POST",le="0.001"} 0"#,
             r#"sluice_http_request_duration_seconds_bucket{route="/v1/queues/{queue}/messages",method="POST",le="0.01"} 1"#,
             r#"sluice_http_request_duration_seconds_count{route="/v1/queues/{queue}/messages",method="POST"} 1"#,
+            "sluice_http_request_body_held_bytes 4096",
             "process_cpu_seconds_total 1.25",
             "process_open_fds 12",
             "process_max_fds 1024",

@@ -355,3 +355,131 @@ async fn a_redrive_policy_dead_letters_after_max_receive_count() {
     .await;
     assert_eq!(code(&refused, 400), "InvalidParameterValue");
 }
+
+/// Proves SQS request bodies are read within `[limits] body_bytes_in_flight`, as native ones
+/// are: while a slow native upload holds the whole budget, a small SendMessage is throttled
+/// (`RequestThrottled`, which every SDK retries) instead of taking memory beyond the budget;
+/// once the upload is gone it is taken. Before the fix the SQS layer read its bodies outside
+/// the budget and the send was stored at once.
+#[tokio::test]
+async fn sqs_bodies_are_read_within_the_in_flight_budget() {
+    use std::time::{Duration, Instant};
+    use tokio::io::AsyncWriteExt;
+
+    let server = TestServer::builder()
+        .config("[limits]\nbody_bytes_in_flight = 16777216\n")
+        .start()
+        .await;
+    server.put_queue("q", json!({})).await;
+    let url = sqs_ok(&server, "GetQueueUrl", json!({"QueueName": "q"})).await["QueueUrl"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let address = server.url().trim_start_matches("http://").to_owned();
+    let mut upload = tokio::net::TcpStream::connect(&address).await.unwrap();
+    // Declares the largest request there is, so its charge is the whole budget.
+    upload
+        .write_all(
+            format!(
+                "POST /v1/queues/q/messages HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\ncontent-length: 16777216\r\n\r\n{{\"messages\":["
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    upload.flush().await.unwrap();
+    eprintln!(
+        "DEBUG written {:?} {:?}",
+        Instant::now(),
+        upload.local_addr()
+    );
+    // Wait until the server holds the upload's charge (a request without a body is never
+    // charged, so the scrape cannot take the upload's place in the budget).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while body_bytes_held(&server).await < 16_000_000 {
+        assert!(
+            Instant::now() < deadline,
+            "the upload's charge never showed in sluice_http_request_body_held_bytes"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let send = json!({"QueueUrl": url, "MessageBody": "small"});
+    let reply = sqs(&server, "SendMessage", send.clone()).await;
+    assert_eq!(code(&reply, 400), "RequestThrottled", "{}", reply.text);
+    assert!(
+        reply.text.contains("body_bytes_in_flight"),
+        "the refusal names the setting: {}",
+        reply.text
+    );
+    drop(upload);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let reply = sqs(&server, "SendMessage", send.clone()).await;
+        if reply.status == StatusCode::OK {
+            break;
+        }
+        assert_eq!(code(&reply, 400), "RequestThrottled", "{}", reply.text);
+        assert!(
+            Instant::now() < deadline,
+            "the closed upload's charge never came back"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Every charge, the SQS requests' too, is given back.
+    while body_bytes_held(&server).await != 0 {
+        assert!(Instant::now() < deadline, "charges were never given back");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The `sluice_http_request_body_held_bytes` gauge, scraped.
+async fn body_bytes_held(server: &TestServer) -> u64 {
+    let text = server
+        .client()
+        .get(format!("{}/metrics", server.url()))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix("sluice_http_request_body_held_bytes "))
+        .expect("the gauge is exposed")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Proves an SQS request whose body stops arriving is answered after
+/// `[limits] body_read_timeout_ms` (and its connection's memory given back), not held open for
+/// as long as the client likes.
+#[tokio::test]
+async fn a_stalled_sqs_body_is_answered_after_the_read_timeout() {
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let server = TestServer::builder()
+        .config("[limits]\nbody_read_timeout_ms = 500\n")
+        .start()
+        .await;
+    let address = server.url().trim_start_matches("http://").to_owned();
+    let mut stalled = tokio::net::TcpStream::connect(&address).await.unwrap();
+    stalled
+        .write_all(
+            format!(
+                "POST / HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/x-amz-json-1.0\r\nx-amz-target: AmazonSQS.ListQueues\r\ncontent-length: 100\r\n\r\n{{\"Queue"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut answer = vec![0u8; 4096];
+    let read = tokio::time::timeout(Duration::from_secs(10), stalled.read(&mut answer))
+        .await
+        .expect("no answer 10 s after the body stalled (the read timeout is 500 ms)")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer[..read]);
+    assert!(answer.contains("RequestThrottled"), "{answer}");
+    assert!(answer.contains("body_read_timeout_ms"), "{answer}");
+}

@@ -35,6 +35,9 @@ use sluice_sqs::{Answer, ErrorKind, Protocol, SqsError, Wire};
 
 use crate::api::AppState;
 use crate::auth::{Caller, Need};
+use crate::body_budget::Refusal;
+use sluice_core::wire::ErrorCode;
+use sluice_ops::OpsError;
 
 pub use config::{RawSqs, SqsConfig};
 pub use errors::from_ops;
@@ -159,16 +162,31 @@ pub async fn intercept(State(layer): State<Arc<Layer>>, request: Request, next: 
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
         .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned);
-    let bytes = match axum::body::to_bytes(body, sqs.config.request_bytes_max).await {
-        Ok(bytes) => bytes,
-        Err(_) => {
-            let error = SqsError::new(
-                ErrorKind::InvalidParameterValue,
-                format!(
-                    "The request body is larger than {} bytes ([sqs] request_bytes_max), or could not be read.",
-                    sqs.config.request_bytes_max
+    // Read within the server's budget for bodies in flight, as the native routes are: SQS
+    // requests must not hold memory (or a slow upload's connection) outside it.
+    let (bytes, charge) = match app
+        .body_budget
+        .read(&parts.headers, body, sqs.config.request_bytes_max)
+        .await
+    {
+        Ok(read) => read,
+        Err(refusal) => {
+            let error = match refusal {
+                Refusal::TooLarge => SqsError::new(
+                    ErrorKind::InvalidParameterValue,
+                    format!(
+                        "The request body is larger than {} bytes ([sqs] request_bytes_max).",
+                        sqs.config.request_bytes_max
+                    ),
                 ),
-            );
+                Refusal::Spent => errors::from_ops(OpsError::new(
+                    ErrorCode::Overloaded,
+                    app.body_budget.spent_message(),
+                )),
+                Refusal::Unreadable(error) => {
+                    errors::from_ops(OpsError::new(error.code, error.message))
+                }
+            };
             return render(Answer::error(Wire::Json, &error, &request_id), &request_id);
         }
     };
@@ -180,6 +198,8 @@ pub async fn intercept(State(layer): State<Arc<Layer>>, request: Request, next: 
     };
     let (wire, parsed) = match protocol {
         Protocol::NotSqs => {
+            // The native routes charge the body again themselves.
+            drop(charge);
             return next
                 .run(Request::from_parts(parts, Body::from(bytes)))
                 .await;
@@ -219,6 +239,7 @@ pub async fn intercept(State(layer): State<Arc<Layer>>, request: Request, next: 
         }
     };
     let response = render(answer, &request_id);
+    drop(charge);
     let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
     app.http_metrics.observe(
         &route,
