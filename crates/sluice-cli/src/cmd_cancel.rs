@@ -1,4 +1,4 @@
-//! `sluice cancel QUEUE (MESSAGE_ID | --id IDEMPOTENCY_KEY)`: removes a message before it is
+//! `sluice cancel QUEUE (MESSAGE_ID | --id IDEMPOTENCY_KEY) [--reason TEXT]`: removes a message before it is
 //! delivered.
 //!
 //! Reaches the server only through [`sluice_client::Client`]. The outcome is printed and also
@@ -33,6 +33,9 @@ pub struct CancelArgs {
     /// the dedup window).
     #[arg(long, value_name = "IDEMPOTENCY_KEY")]
     id: Option<String>,
+    /// Why it is cancelled: kept as the message's last error, shown by `sluice status`.
+    #[arg(long)]
+    reason: Option<String>,
 }
 
 /// Runs `sluice cancel`.
@@ -47,11 +50,13 @@ pub async fn run(client: &Client, args: CancelArgs, json: bool) -> anyhow::Resul
             CancelIn {
                 message_id: Some(id),
                 id: None,
+                reason: args.reason,
             }
         }
         (None, key) => CancelIn {
             message_id: None,
             id: key,
+            reason: args.reason,
         },
     };
     let out = client.cancel(&args.queue, &request).await?;

@@ -395,13 +395,15 @@ fn cancel_reports_its_outcome_in_words_and_exit_status() {
         .sluice(&["send", "orders", "2", "--id", "order-2"])
         .assert_success();
 
-    let cancelled = server.sluice(&["cancel", "orders", &id]);
+    let cancelled = server.sluice(&["cancel", "orders", &id, "--reason", "order withdrawn"]);
     cancelled.assert_success();
     assert_eq!(
         cancelled.stdout.trim(),
         format!("cancelled: {id} is cancelled"),
         "{cancelled:?}"
     );
+    let shown = server.sluice_json(&["status", "orders", &id]);
+    assert_eq!(shown["last_error"], "order withdrawn", "{shown}");
     let again = server.sluice(&["cancel", "orders", &id]);
     assert_eq!(again.status.code(), Some(5), "{again:?}");
     assert!(again.stdout.starts_with("already_completed: "), "{again:?}");

@@ -529,8 +529,13 @@ pub trait Store: Send + Sync + 'static {
     async fn queue_pause(&self, name: &str, paused: bool) -> StoreResult<()>;
     /// Removes every message of a queue that is not in flight; returns how many went.
     async fn queue_purge(&self, name: &str, now_ms: Millis) -> StoreResult<u64>;
-    /// Cancels a message that is not being processed.
-    async fn message_cancel(&self, params: MessageGetParams) -> StoreResult<CancelOutcome>;
+    /// Cancels a message that is not being processed; `reason` (already cut to
+    /// [`crate::queue::limits::ERROR_BYTES_MAX`]) is kept as its record's `last_error`.
+    async fn message_cancel(
+        &self,
+        params: MessageGetParams,
+        reason: Option<String>,
+    ) -> StoreResult<CancelOutcome>;
     /// Lists dead letters of a queue, newest first.
     async fn dead_letter_list(&self, query: DeadLetterQuery) -> StoreResult<DeadLetters>;
     /// One dead letter of a queue with its payload (also after it was replayed or deleted,

@@ -1,7 +1,8 @@
 //! Finding one message: its status (by id or by idempotency key), its body, its push
 //! delivery log; and cancelling one.
 
-use sluice_core::message::{DeliveryAttempt, MessageStatus};
+use sluice_core::message::{DeliveryAttempt, MessageStatus, cut_utf8};
+use sluice_core::queue::limits::ERROR_BYTES_MAX;
 use sluice_core::store::{CancelOutcome, MessageBody, MessageGetParams, MessageRef};
 use uuid::Uuid;
 
@@ -16,6 +17,8 @@ pub struct CancelRequest {
     pub message_id: Option<String>,
     /// The idempotency key.
     pub id: Option<String>,
+    /// Why: kept as the message's `last_error`.
+    pub reason: Option<String>,
 }
 
 impl Ops {
@@ -109,11 +112,16 @@ impl Ops {
         };
         Ok(self
             .store
-            .message_cancel(MessageGetParams {
-                queue: request.queue,
-                by,
-                now_ms: self.now_ms(),
-            })
+            .message_cancel(
+                MessageGetParams {
+                    queue: request.queue,
+                    by,
+                    now_ms: self.now_ms(),
+                },
+                request
+                    .reason
+                    .map(|reason| cut_utf8(&reason, ERROR_BYTES_MAX).to_owned()),
+            )
             .await?)
     }
 }

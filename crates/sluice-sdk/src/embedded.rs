@@ -383,11 +383,14 @@ impl Backend for Embedded {
     async fn cancel(&self, queue: &str, message: MessageRef) -> Result<CancelOutcome> {
         let outcome = self
             .store
-            .message_cancel(MessageGetParams {
-                queue: queue.to_owned(),
-                by: store_ref(message),
-                now_ms: self.clock.now_ms(),
-            })
+            .message_cancel(
+                MessageGetParams {
+                    queue: queue.to_owned(),
+                    by: store_ref(message),
+                    now_ms: self.clock.now_ms(),
+                },
+                None,
+            )
             .await?;
         Ok(match outcome {
             StoreCancel::Cancelled { .. } => CancelOutcome::Cancelled,

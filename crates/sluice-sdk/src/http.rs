@@ -233,10 +233,12 @@ impl Backend for Http {
             MessageRef::Id(id) => CancelIn {
                 message_id: Some(id.to_string()),
                 id: None,
+                reason: None,
             },
             MessageRef::IdempotencyId(key) => CancelIn {
                 message_id: None,
                 id: Some(key),
+                reason: None,
             },
         };
         let out = self.client.cancel(queue, &request).await?;

@@ -286,6 +286,7 @@ impl SharedSqliteStore {
                     store.send(WriteOp::Finish {
                         seqs,
                         state: STATE_DELETED,
+                        reason: None,
                         now_ms,
                         reply: Some(reply),
                     })?;

@@ -425,8 +425,12 @@ impl Store for SharedSqliteStore {
         self.purge(name, now_ms).await
     }
 
-    async fn message_cancel(&self, params: MessageGetParams) -> StoreResult<CancelOutcome> {
-        self.cancel(params).await
+    async fn message_cancel(
+        &self,
+        params: MessageGetParams,
+        reason: Option<String>,
+    ) -> StoreResult<CancelOutcome> {
+        self.cancel(params, reason).await
     }
 
     async fn dead_letter_list(&self, query: DeadLetterQuery) -> StoreResult<DeadLetters> {

@@ -85,6 +85,7 @@ impl SharedSqliteStore {
                 store.send(WriteOp::Finish {
                     seqs: rows.to_vec(),
                     state: STATE_PURGED,
+                    reason: None,
                     now_ms,
                     reply: Some(reply),
                 })?;
@@ -98,7 +99,11 @@ impl SharedSqliteStore {
         Ok(purged)
     }
 
-    pub(crate) async fn cancel(&self, params: MessageGetParams) -> StoreResult<CancelOutcome> {
+    pub(crate) async fn cancel(
+        &self,
+        params: MessageGetParams,
+        reason: Option<String>,
+    ) -> StoreResult<CancelOutcome> {
         let store = &self.0;
         if store.index.lock().queue_config(&params.queue).is_none() {
             return Err(StoreError::QueueNotFound(params.queue));
@@ -118,6 +123,7 @@ impl SharedSqliteStore {
                     store.send(WriteOp::Finish {
                         seqs: vec![entry.seq],
                         state: STATE_CANCELLED,
+                        reason,
                         now_ms: params.now_ms,
                         reply: Some(reply),
                     })?;

@@ -383,11 +383,14 @@ async fn lifecycle_operations_hold_across_a_reopen() {
     }
     store.maintain(T0 + 1).await.unwrap();
     let cancelled = store
-        .message_cancel(MessageGetParams {
-            queue: "q".into(),
-            by: MessageRef::Id(ids[1]),
-            now_ms: T0 + 1,
-        })
+        .message_cancel(
+            MessageGetParams {
+                queue: "q".into(),
+                by: MessageRef::Id(ids[1]),
+                now_ms: T0 + 1,
+            },
+            None,
+        )
         .await
         .unwrap();
     assert_eq!(cancelled, CancelOutcome::Cancelled { message_id: ids[1] });

@@ -82,6 +82,8 @@ pub enum WriteOp {
     Finish {
         seqs: Vec<Seq>,
         state: i64,
+        /// Why, kept as `last_error` (a cancel's reason); `None` keeps the last error.
+        reason: Option<String>,
         now_ms: Millis,
         reply: Option<oneshot::Sender<StoreResult<()>>>,
     },
@@ -705,10 +707,11 @@ fn apply(
         WriteOp::Finish {
             seqs,
             state,
+            reason,
             now_ms,
             ..
         } => {
-            finish_rows(tx, seqs, *state, *now_ms, claims)?;
+            finish_rows(tx, seqs, *state, reason.as_deref(), *now_ms, claims)?;
             Applied::Done
         }
         WriteOp::Replay {
@@ -843,15 +846,16 @@ fn finish_rows(
     tx: &rusqlite::Transaction<'_>,
     seqs: &[Seq],
     state: i64,
+    reason: Option<&str>,
     now_ms: Millis,
     claims: &mut DeferredClaims,
 ) -> rusqlite::Result<()> {
     let mut statement = tx.prepare_cached(
-        "UPDATE messages SET state = ?2, acked_at = ?3, body = NULL, headers = NULL WHERE seq = ?1",
+        "UPDATE messages SET state = ?2, acked_at = ?3, body = NULL, headers = NULL, last_error = COALESCE(?4, last_error) WHERE seq = ?1",
     )?;
     for &seq in seqs {
         claims.forget(seq);
-        statement.execute(params![seq as i64, state, now_ms])?;
+        statement.execute(params![seq as i64, state, now_ms, reason])?;
     }
     Ok(())
 }
@@ -948,7 +952,7 @@ fn apply_change(
     claims: &mut DeferredClaims,
 ) -> rusqlite::Result<()> {
     match change {
-        Change::Expired { seq } => finish_rows(tx, &[*seq], STATE_EXPIRED, now_ms, claims)?,
+        Change::Expired { seq } => finish_rows(tx, &[*seq], STATE_EXPIRED, None, now_ms, claims)?,
         Change::Retried {
             seq,
             attempts,

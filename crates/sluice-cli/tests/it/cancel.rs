@@ -180,3 +180,46 @@ fn bodies(messages: &[Value]) -> Vec<&str> {
         .map(|message| message["body"].as_str().unwrap())
         .collect()
 }
+
+#[tokio::test]
+async fn a_cancel_keeps_its_reason_as_the_last_error() {
+    // Proves `reason`: kept as the cancelled message's `last_error` (cut to 4096 bytes, as a
+    // nack's error), shown by the lookup; a cancel without one leaves `last_error` empty.
+    let server = TestServer::builder().start().await;
+    server.put_queue("q", json!({})).await;
+    let id = message_id(&server.send("q", json!({"body": "order 7"})).await);
+    let answer = cancel(
+        &server,
+        json!({"message_id": id, "reason": "customer withdrew the order"}),
+    )
+    .await;
+    assert_eq!(answer["outcome"], "cancelled", "{answer}");
+    let status = server.message_status("q", &id).await;
+    assert_eq!(status["state"], "cancelled", "{status}");
+    assert_eq!(
+        status["last_error"], "customer withdrew the order",
+        "{status}"
+    );
+
+    let long = message_id(
+        &server
+            .send("q", json!({"body": "order 8", "id": "o-8"}))
+            .await,
+    );
+    let answer = cancel(&server, json!({"id": "o-8", "reason": "x".repeat(10_000)})).await;
+    assert_eq!(answer["outcome"], "cancelled", "{answer}");
+    let status = server.message_status("q", &long).await;
+    assert_eq!(
+        status["last_error"].as_str().unwrap().len(),
+        4096,
+        "{status}"
+    );
+
+    let plain = message_id(&server.send("q", json!({"body": "order 9"})).await);
+    cancel(&server, json!({"message_id": plain})).await;
+    let status = server.message_status("q", &plain).await;
+    assert!(
+        status.get("last_error").is_none_or(Value::is_null),
+        "{status}"
+    );
+}

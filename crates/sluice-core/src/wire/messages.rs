@@ -199,6 +199,10 @@ pub struct CancelIn {
     /// Idempotency key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// Why it was cancelled: kept as the message's `last_error`, shown by lookups (cut to
+    /// 4096 bytes, as a nack's error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Answer to cancel.

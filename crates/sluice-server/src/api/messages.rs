@@ -74,6 +74,7 @@ pub async fn cancel(
             queue,
             message_id: input.message_id,
             id: input.id,
+            reason: input.reason,
         })
         .await?;
     let (outcome, message_id, state) = match outcome {

@@ -64,7 +64,7 @@ pub async fn cancel_reports_each_outcome(h: Harness) {
             by,
             now_ms: h.now(),
         };
-        async move { store.message_cancel(params).await.unwrap() }
+        async move { store.message_cancel(params, None).await.unwrap() }
     };
     let claim = h.claim("q", 2).await.messages;
     assert_eq!(bodies(&claim), ["leased", "acked"]);
@@ -97,6 +97,32 @@ pub async fn cancel_reports_each_outcome(h: Harness) {
         CancelOutcome::NotFound
     );
     assert_eq!(h.status_of("q", keyed).await.state, MessageState::Cancelled);
+    // A cancel's reason is kept as the record's last error.
+    let reasoned = h.send("q", &["with a reason"]).await[0];
+    let outcome = h
+        .store
+        .message_cancel(
+            MessageGetParams {
+                queue: "q".into(),
+                by: MessageRef::Id(reasoned),
+                now_ms: h.now(),
+            },
+            Some("customer withdrew the order".into()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome,
+        CancelOutcome::Cancelled {
+            message_id: reasoned
+        }
+    );
+    let status = h.status_of("q", reasoned).await;
+    assert_eq!(status.state, MessageState::Cancelled);
+    assert_eq!(
+        status.last_error.as_deref(),
+        Some("customer withdrew the order")
+    );
     assert_eq!(
         h.ack("q", claim[0].receipt).await,
         Ok(()),
