@@ -12,6 +12,12 @@ use std::time::{Duration, Instant};
 
 /// The Python of venv `name` with the packages of `.ci/<requirements>`, made once per test run.
 pub fn venv_python(name: &str, requirements: &str) -> Result<PathBuf, String> {
+    venv_python_at(name, &Path::new(".ci").join(requirements))
+}
+
+/// [`venv_python`] for a requirements file anywhere in the repository (`requirements` is
+/// relative to its root).
+pub fn venv_python_at(name: &str, requirements: &Path) -> Result<PathBuf, String> {
     static MADE: Mutex<BTreeMap<String, Result<PathBuf, String>>> = Mutex::new(BTreeMap::new());
     let mut made = MADE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     made.entry(name.to_owned())
@@ -21,7 +27,13 @@ pub fn venv_python(name: &str, requirements: &str) -> Result<PathBuf, String> {
 
 /// [`venv_python`], or `None` after saying the test is skipped (outside CI only).
 pub fn venv_python_or_skip(name: &str, requirements: &str, what: &str) -> Option<PathBuf> {
-    match venv_python(name, requirements) {
+    or_skip(venv_python(name, requirements), what)
+}
+
+/// A venv's Python, or `None` after saying the test is skipped (outside CI only); in CI a
+/// venv that could not be made fails the test.
+pub fn or_skip(venv: Result<PathBuf, String>, what: &str) -> Option<PathBuf> {
+    match venv {
         Ok(python) => Some(python),
         Err(why) if std::env::var_os("CI").is_none() => {
             eprintln!("skipped: {what} could not be installed ({why})");
@@ -31,9 +43,9 @@ pub fn venv_python_or_skip(name: &str, requirements: &str, what: &str) -> Option
     }
 }
 
-fn make_venv(name: &str, requirements: &str) -> Result<PathBuf, String> {
+fn make_venv(name: &str, requirements: &Path) -> Result<PathBuf, String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let requirements = root.join(".ci").join(requirements);
+    let requirements = root.join(requirements);
     // The binary is target/<profile>/sluice: the venv goes beside the profiles.
     let target = Path::new(env!("CARGO_BIN_EXE_sluice"))
         .parent()
@@ -64,7 +76,7 @@ fn make_venv(name: &str, requirements: &str) -> Result<PathBuf, String> {
 }
 
 /// Runs a command to its end (at most 5 minutes); its output in the error when it fails.
-fn run(command: &mut Command) -> Result<(), String> {
+pub fn run(command: &mut Command) -> Result<(), String> {
     let described = format!("{command:?}");
     let mut child = command
         .stdout(Stdio::piped())
