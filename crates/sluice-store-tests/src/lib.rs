@@ -131,6 +131,10 @@ macro_rules! store_conformance {
             acks_keep_their_result,
             browse_pages_each_state_in_dispatch_order,
             concurrent_claimers_never_share_a_lease,
+            a_dead_lettered_lane_head_lets_its_key_go_on,
+            a_given_back_receipt_acks_until_the_next_claim,
+            ordering_changes_are_refused_while_messages_are_queued,
+            purging_a_per_key_queue_leaves_no_lane_stuck,
         );
     };
     (@cases $open:expr; $($case:ident),* $(,)?) => {

@@ -285,3 +285,35 @@ pub async fn nack_retries_after_its_delay_or_the_backoff(h: Harness) {
     );
     assert_eq!(h.ack("q", third.receipt).await, Ok(()));
 }
+
+/// A lease given back is like one that ran out: until the message is handed out again, its
+/// receipt still acks it (the work may have been done after all); once it is claimed again,
+/// the old receipt is fenced.
+pub async fn a_given_back_receipt_acks_until_the_next_claim(h: Harness) {
+    h.queue("q", |_| {}).await;
+    h.send("q", &["kept", "taken"]).await;
+    let claim = h.claim("q", 2).await.messages;
+    let give_back = |receipt: Receipt| GiveBackParams {
+        queue: "q".into(),
+        receipt,
+        now_ms: h.now(),
+    };
+    for message in &claim {
+        h.store
+            .message_give_back(give_back(message.receipt))
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        h.ack("q", claim[0].receipt).await,
+        Ok(()),
+        "not handed out again yet: the receipt still acks"
+    );
+    let again = h.claim("q", 10).await.messages;
+    assert_eq!(bodies(&again), ["taken"], "the acked one is gone");
+    assert!(
+        h.ack("q", claim[1].receipt).await.is_err(),
+        "handed out again: the old receipt is fenced"
+    );
+    assert_eq!(h.ack("q", again[0].receipt).await, Ok(()));
+}

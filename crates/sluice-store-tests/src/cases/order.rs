@@ -155,3 +155,35 @@ pub async fn delayed_messages_stay_hidden_until_visible(h: Harness) {
     h.advance(1);
     assert_eq!(h.claim_bodies("q", 10).await, ["later"]);
 }
+
+/// A key's message that is dead-lettered (its attempts used up by a nack, or by a lease that ran
+/// out on its last attempt) leaves its lane: the key's next message goes out.
+pub async fn a_dead_lettered_lane_head_lets_its_key_go_on(h: Harness) {
+    h.queue("q", |c| {
+        c.ordering = Ordering::PerKey;
+        c.max_attempts = 1;
+    })
+    .await;
+    h.enqueue(
+        "q",
+        ["a1", "a2", "a3"]
+            .iter()
+            .map(|body| with_key(&h, body, Some("a")))
+            .collect(),
+    )
+    .await;
+    let first = h.claim("q", 10).await.messages;
+    assert_eq!(bodies(&first), ["a1"]);
+    h.nack("q", first[0].receipt, "failed", None, false)
+        .await
+        .unwrap();
+    let second = h.claim_for("q", 10, 1_000).await.messages;
+    assert_eq!(bodies(&second), ["a2"], "a nacked-out head frees its key");
+    h.advance(1_001);
+    h.maintain().await;
+    assert_eq!(
+        h.claim_bodies("q", 10).await,
+        ["a3"],
+        "a head whose last lease ran out frees its key"
+    );
+}

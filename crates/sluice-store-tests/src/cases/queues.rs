@@ -1,6 +1,6 @@
 //! Queues: creation with their dead-letter queue, and errors for queues that do not exist.
 
-use sluice_core::queue::QueueConfig;
+use sluice_core::queue::{Ordering, QueueConfig};
 use sluice_core::store::{
     AckParams, ClaimParams, EnqueueParams, MessageGetParams, MessageRef, QueuePut, QueuePutParams,
     StoreError,
@@ -143,4 +143,38 @@ pub async fn unknown_queues_are_refused(h: Harness) {
         h.store.queue_list(now).await.unwrap().is_empty(),
         "nothing was created"
     );
+}
+
+/// A queue's ordering cannot change while it holds messages (its lanes would be rebuilt under
+/// its consumers); once it is empty the change is taken.
+pub async fn ordering_changes_are_refused_while_messages_are_queued(h: Harness) {
+    h.queue("q", |_| {}).await;
+    h.send("q", &["waiting"]).await;
+    let put = |ordering: Ordering| {
+        let mut config = QueueConfig::defaults_for("q");
+        config.ordering = ordering;
+        h.store.queue_put(QueuePutParams {
+            name: "q".into(),
+            config,
+            now_ms: h.now(),
+        })
+    };
+    let refused = put(Ordering::PerKey).await;
+    assert!(
+        refused.is_err(),
+        "refused while a message waits: {refused:?}"
+    );
+    let info = h.store.queue_get("q", h.now()).await.unwrap();
+    assert_eq!(info.config.ordering, Ordering::Unordered, "unchanged");
+    let claim = h.claim("q", 1).await.messages;
+    assert!(
+        put(Ordering::PerKey).await.is_err(),
+        "refused while a message is leased"
+    );
+    assert_eq!(h.ack("q", claim[0].receipt).await, Ok(()));
+    put(Ordering::PerKey)
+        .await
+        .expect("taken once the queue is empty");
+    let info = h.store.queue_get("q", h.now()).await.unwrap();
+    assert_eq!(info.config.ordering, Ordering::PerKey);
 }
