@@ -11,6 +11,9 @@ use sluice_core::wire::ErrorCode;
 /// `Retry-After` of a write refused because the disk is full: the store looks for free space
 /// every second.
 pub const DISK_FULL_RETRY_AFTER_S: u64 = 5;
+/// What `Retry-After` says when the store cannot serve now (a lost database connection, a
+/// store closing): a second, then the client tries again.
+pub const UNAVAILABLE_RETRY_AFTER_S: u64 = 1;
 
 /// Why an operation was refused or failed.
 #[derive(Debug, Clone, PartialEq)]
@@ -121,7 +124,9 @@ impl From<StoreError> for OpsError {
             }
             StoreError::Unavailable(message) => {
                 tracing::warn!(%message, "store unavailable");
-                Self::unavailable(message)
+                // Temporary by meaning (a lost connection, a store shutting down): clients
+                // and load balancers retry after a second rather than give up.
+                Self::unavailable(message).retry_after(UNAVAILABLE_RETRY_AFTER_S)
             }
             StoreError::Other(source) => {
                 tracing::error!(error = %source, "internal store error");
@@ -158,5 +163,15 @@ mod tests {
         let stopped = OpsError::from(StoreError::WritesStopped("fdatasync failed".into()));
         assert_eq!(stopped.code, ErrorCode::StorageFailed);
         assert!(stopped.message.contains("fdatasync failed"));
+    }
+
+    /// A store that cannot serve now says when to come back.
+    #[test]
+    fn an_unavailable_store_says_retry_after() {
+        let unavailable = OpsError::from(StoreError::Unavailable("connection lost".into()));
+        assert_eq!(
+            (unavailable.code, unavailable.retry_after_s),
+            (ErrorCode::Unavailable, Some(UNAVAILABLE_RETRY_AFTER_S))
+        );
     }
 }
