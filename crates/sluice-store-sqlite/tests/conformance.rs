@@ -1,6 +1,8 @@
 //! The store conformance suite (`sluice-store-tests`) against the SQLite store: one test per
 //! case, each on a fresh store in its own temporary directory. It runs twice: with the payload
-//! cache (bodies served from memory) and without it (every body read back from disk).
+//! cache (bodies served from memory) and without it (every body read back from disk). After
+//! each case the closed store must open again and pass SQLite's integrity check: no case may
+//! leave a store that cannot restart.
 
 use std::sync::Arc;
 
@@ -16,8 +18,23 @@ fn open(clock: &ManualClock, payload_cache_bytes: usize) -> Opened {
     options.durability = Durability::Os;
     options.disk_reserve_bytes = 0;
     options.payload_cache_bytes = payload_cache_bytes;
-    let store = SharedSqliteStore::open(options, clock.now_ms()).expect("the store opens");
-    Opened::new(Arc::new(store)).keeping(dir)
+    let store = SharedSqliteStore::open(options.clone(), clock.now_ms()).expect("the store opens");
+    let path = dir.path().to_owned();
+    let now_ms = clock.now_ms();
+    Opened::new(Arc::new(store))
+        .after_close(async move {
+            let reopened = SharedSqliteStore::open(options, now_ms)
+                .expect("the store the case left opens again");
+            sluice_store_tests::Store::close(&reopened)
+                .await
+                .expect("and closes");
+            let conn = rusqlite::Connection::open(path.join("sluice.db")).expect("the database");
+            let check: String = conn
+                .query_row("PRAGMA integrity_check", [], |row| row.get(0))
+                .expect("integrity_check runs");
+            assert_eq!(check, "ok", "the database the case left is intact");
+        })
+        .keeping(dir)
 }
 
 mod cached {

@@ -24,6 +24,7 @@
 
 use std::any::Any;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,25 +43,48 @@ pub const T0: Millis = 1_700_000_000_000;
 /// test run.
 pub const CASE_TIME_LIMIT: Duration = Duration::from_secs(60);
 
+/// Work to do once a case's store is closed (a check of the database, dropping its schema).
+type AfterClose = Pin<Box<dyn Future<Output = ()> + Send>>;
+
 /// A freshly opened store, with whatever must live as long as it (a temporary directory, a
-/// database guard).
+/// database guard) and what must run after it closed; or the reason there is none here.
 pub struct Opened {
-    store: Arc<dyn Store>,
+    store: Result<Arc<dyn Store>, String>,
     keep: Vec<Box<dyn Any + Send>>,
+    after_close: Vec<AfterClose>,
 }
 
 impl Opened {
     /// A store that needs nothing kept alive.
     pub fn new(store: Arc<dyn Store>) -> Self {
         Self {
-            store,
+            store: Ok(store),
             keep: Vec::new(),
+            after_close: Vec::new(),
+        }
+    }
+
+    /// No store on this machine (a database server that is not there): the case says it is
+    /// skipped and passes. A backend decides itself when that is allowed (never in CI).
+    pub fn skipped(reason: impl Into<String>) -> Self {
+        Self {
+            store: Err(reason.into()),
+            keep: Vec::new(),
+            after_close: Vec::new(),
         }
     }
 
     /// Keeps `guard` until the case is over and the store closed.
     pub fn keeping(mut self, guard: impl Any + Send) -> Self {
         self.keep.push(Box::new(guard));
+        self
+    }
+
+    /// Runs `work` once the case is over and the store closed (what cannot happen in a
+    /// `Drop`: an async check of what the store left, dropping a database schema). A panic in
+    /// it fails the case.
+    pub fn after_close(mut self, work: impl Future<Output = ()> + Send + 'static) -> Self {
+        self.after_close.push(Box::pin(work));
         self
     }
 }
@@ -81,7 +105,18 @@ where
         .expect("a tokio runtime for the case");
     runtime.block_on(async move {
         let clock = ManualClock::new(T0);
-        let Opened { store, keep } = open(clock.clone()).await;
+        let Opened {
+            store,
+            keep,
+            after_close,
+        } = open(clock.clone()).await;
+        let store = match store {
+            Ok(store) => store,
+            Err(reason) => {
+                eprintln!("skipped: {reason}");
+                return;
+            }
+        };
         let harness = Harness::new(store.clone(), clock);
         if tokio::time::timeout(CASE_TIME_LIMIT, case(harness))
             .await
@@ -90,6 +125,10 @@ where
             panic!("the case took longer than {CASE_TIME_LIMIT:?}: a store call stalled");
         }
         store.close().await.expect("the store closes");
+        drop(store);
+        for work in after_close {
+            work.await;
+        }
         drop(keep);
     });
 }
@@ -145,4 +184,19 @@ macro_rules! store_conformance {
             }
         )*
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A backend with no store here (no database server) passes its cases without running
+    /// them, saying why.
+    #[test]
+    fn a_skipped_store_runs_no_case() {
+        run(
+            |_clock| async { Opened::skipped("no database here") },
+            |_harness| async { panic!("a skipped store ran its case") },
+        );
+    }
 }
