@@ -15,6 +15,7 @@ pub mod notify;
 pub mod queue;
 pub mod rules;
 pub mod store;
+pub mod stored;
 pub mod wire;
 
 pub use clock::{Clock, ManualClock, Millis, SystemClock};

@@ -19,7 +19,8 @@ use uuid::Uuid;
 use crate::reads::{read_payloads, read_status};
 use crate::schema::STATE_DELETED;
 use crate::writer::{ReplayItem, WriteOp};
-use crate::{PURGE_CHUNK_ROWS, SharedSqliteStore, SqliteStore, ids};
+use crate::{PURGE_CHUNK_ROWS, SharedSqliteStore, SqliteStore};
+use sluice_core::stored::ids;
 
 /// Entries one list call looks at before it answers with a cursor.
 const LIST_SCAN_MAX: usize = 100_000;

@@ -14,7 +14,7 @@ use sluice_core::queue::QueueConfig;
 use uuid::Uuid;
 
 use crate::schema::STATE_LIVE;
-use crate::stored_config::StoredQueueConfig;
+use sluice_core::stored::StoredQueueConfig;
 
 /// Loads queues and live messages into `index`; returns the next free seq.
 pub fn load(conn: &Connection, index: &mut Index, now_ms: Millis) -> rusqlite::Result<Seq> {

@@ -11,9 +11,9 @@ use sluice_core::queue::QueueConfig;
 use sluice_core::store::{QueueInfo, QueuePut, QueuePutParams, StoreError, StoreResult};
 use tokio::sync::oneshot;
 
-use crate::stored_config::StoredQueueConfig;
 use crate::writer::WriteOp;
 use crate::{PURGE_CHUNK_ROWS, SharedSqliteStore, SqliteStore};
+use sluice_core::stored::StoredQueueConfig;
 
 impl SqliteStore {
     fn queue_info(&self, index: &Index, name: &str, now_ms: Millis) -> StoreResult<QueueInfo> {

@@ -12,7 +12,8 @@ use sluice_core::store::{
 };
 use uuid::Uuid;
 
-use crate::{SharedSqliteStore, body_kind, delivery_log, ids, schema, writer};
+use crate::{SharedSqliteStore, body_kind, delivery_log, schema, writer};
+use sluice_core::stored::ids;
 
 /// Members a browse of waiting messages looks at per page, so it never holds the index for long.
 const BROWSE_SCAN_MAX: usize = 10_000;

@@ -622,7 +622,7 @@ fn apply(
                 }
                 let seq = *next_seq;
                 *next_seq += 1;
-                let id = crate::ids::encode(seq, now_ms);
+                let id = sluice_core::stored::ids::encode(seq, now_ms);
                 insert_message(tx, seq, id, queue, message, now_ms)?;
                 if let Some(key) = &message.idempotency_key {
                     tx.prepare_cached("INSERT OR REPLACE INTO idempotency (queue, key, message_id, expires_at) VALUES (?1, ?2, ?3, ?4)")?
@@ -727,7 +727,7 @@ fn apply(
             for item in items {
                 let seq = *next_seq;
                 *next_seq += 1;
-                let id = crate::ids::encode(seq, now_ms);
+                let id = sluice_core::stored::ids::encode(seq, now_ms);
                 let copied = tx
                     .prepare_cached(
                         "INSERT INTO messages (seq, id, queue, state, priority, msg_key, idempotency_key, visible_at, enqueued_at, attempts, body, body_kind, headers)

@@ -6,8 +6,8 @@
 //! store decodes the seq, reads that row by primary key, and checks the stored id matches. The
 //! receipt's random token, not the id, is what makes a lease hard to forge.
 
-use sluice_core::Millis;
-use sluice_core::dispatch::Seq;
+use crate::Millis;
+use crate::dispatch::Seq;
 use uuid::Uuid;
 
 const RAND_B_BITS: u32 = 62;

@@ -1,4 +1,5 @@
-//! A queue's settings as the `queues.config` column holds them: JSON owned by this crate.
+//! A queue's settings at rest: the JSON every store keeps for a queue (the SQLite store's
+//! `queues.config` column).
 //!
 //! The API's shapes (`QueueSpec`, `QueueConfigOut`, `PushSpec` in `sluice_core::wire`) may
 //! change with the API; this form changes only with the schema version, so a renamed or
@@ -14,9 +15,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::queue::{Backoff, MessageSchema, OnExpire, Ordering, QueueConfig, RateLimit};
+use crate::wire::{PushSpec, SecretRef};
 use serde::{Deserialize, Serialize};
-use sluice_core::queue::{Backoff, MessageSchema, OnExpire, Ordering, QueueConfig, RateLimit};
-use sluice_core::wire::{PushSpec, SecretRef};
 
 /// One `queues.config` value. Fields are in key order, which is the order they are written in.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
