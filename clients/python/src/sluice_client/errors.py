@@ -60,3 +60,8 @@ class Unsupported(Exception):
 class LeaseLost(Exception):
     """The receipt no longer holds the message: its lease ran out and it went out again, or it
     was acked, nacked or dead-lettered already. (sluice's `stale_receipt`.)"""
+
+
+class BrokerError(Exception):
+    """A broker (SQS, RabbitMQ) refused part of an operation for a reason of its own, such as
+    some entries of a batch; the message names them."""
