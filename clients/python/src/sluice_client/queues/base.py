@@ -95,6 +95,11 @@ class Enqueued:
     position: int | None
     """Messages the queue held when this one was stored (None where the broker cannot say)."""
 
+    @property
+    def event_id(self) -> str:
+        """The worker's name for `message_id`."""
+        return self.message_id
+
 
 @dataclass(frozen=True)
 class Task:
