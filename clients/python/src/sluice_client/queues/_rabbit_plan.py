@@ -10,6 +10,15 @@ For a queue `<name>`:
   deletes itself (`x-expires`) a minute after its last use, when it is empty by then;
 - `<name>.dlq`: the dead-letter queue.
 
+Leases: AMQP has none (a delivery is out until acked, or until its channel closes). A receive
+with a `visibility_timeout` gets a lease kept by the backend object itself: a delivery not
+settled by then is given back on the object's next receive (published again as a failed attempt,
+`visibility timeout expired`, then acked), as sluice's reaper would; without one the delivery is
+held until acked. Leases cannot be extended, and none can outlast the broker's consumer timeout.
+
+RabbitMQ does not deduplicate: a queue asked for with `dedup` is refused, and an idempotency id
+given to `push` is carried with the task only.
+
 The body is a `TaskEnvelope`, which counts the attempts (AMQP does not, for classic queues): a
 delivery is the envelope's attempt + 1, and a message the broker redelivered after a lost
 channel counts one more.
@@ -28,6 +37,7 @@ from ..errors import Unsupported
 from .base import Capabilities, DeadLetter, PushItem, QueueOptions, Task, should_dead_letter
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+LEASE_EXPIRED = "visibility timeout expired"
 CONSUMER_TIMEOUT_S = 1800.0
 """RabbitMQ's default `consumer_timeout`: how long an unacked delivery may stay out."""
 RETRY_QUEUE_IDLE_MS = 60_000
@@ -63,13 +73,14 @@ def check_options(options: QueueOptions, consumer_timeout: float) -> None:
 
 def check_lease(visibility_timeout: float | None, consumer_timeout: float) -> None:
     """AMQP has no per-message lease: a delivery is out until it is acked or its channel
-    closes, which the broker does after `consumer_timeout`. A shorter lease cannot be kept."""
-    if visibility_timeout is not None and visibility_timeout < consumer_timeout:
+    closes, which the broker does after `consumer_timeout`. The backend keeps shorter leases
+    itself (an expired one is given back on its next call); a longer one cannot be kept."""
+    if visibility_timeout is not None and visibility_timeout > consumer_timeout:
         raise Unsupported(
             "rabbitmq",
             f"lease a message for {visibility_timeout} s",
-            "AMQP has no per-message lease: an unacked message returns only when its channel "
-            f"closes (after the consumer timeout, {consumer_timeout} s)",
+            "the broker takes an unacked message back after its consumer timeout "
+            f"({consumer_timeout} s)",
         )
 
 
@@ -78,8 +89,6 @@ def unsupported(operation: str, reason: str) -> Unsupported:
 
 
 def envelope_for_push(item: PushItem) -> TaskEnvelope:
-    if item.id is not None:
-        raise unsupported("push with an id", "RabbitMQ does not deduplicate")
     if item.delay:
         raise unsupported(
             "push with a delay", "delays need a TTL queue per delay; supported for retries only"
@@ -92,6 +101,7 @@ def envelope_for_push(item: PushItem) -> TaskEnvelope:
         max_attempts=item.max_attempts,
         enqueued_at=time.time(),
         key=item.key,
+        idempotency_id=item.id,
     )
 
 
@@ -120,6 +130,15 @@ class Republish:
     envelope: TaskEnvelope
     expiration_ms: int | None
     dead: bool
+
+
+def lease_deadline(lease: float | None) -> float | None:
+    """When a lease of `lease` seconds taken now runs out (monotonic time), if it does."""
+    return time.monotonic() + lease if lease is not None else None
+
+
+def expired(deadline: float | None) -> bool:
+    return deadline is not None and deadline <= time.monotonic()
 
 
 def after_failure(

@@ -54,7 +54,7 @@ class AsyncRabbitMQQueue:
         self._connection: AbstractRobustConnection | None = None
         self._channel: AbstractChannel | None = None
         self._generation = 0
-        self._outstanding: dict[str, AbstractIncomingMessage] = {}
+        self._held: dict[str, tuple[Task, AbstractIncomingMessage, float | None]] = {}
         self._declared = False
 
     @property
@@ -80,7 +80,7 @@ class AsyncRabbitMQQueue:
         self._channel = await self._connection.channel(publisher_confirms=True)
         # Deliveries of an earlier channel went back to the queue with it.
         self._generation += 1
-        self._outstanding.clear()
+        self._held.clear()
         self._declared = False
         return self._channel
 
@@ -102,7 +102,7 @@ class AsyncRabbitMQQueue:
                 await self._connection.close()
             self._connection = None
             self._channel = None
-            self._outstanding.clear()
+            self._held.clear()
 
     async def _publish(self, routing_key: str, body: str, expiration_ms: int | None) -> None:
         channel = await self._ready()
@@ -155,6 +155,7 @@ class AsyncRabbitMQQueue:
 
     async def _get(self, max: int, lease: float | None) -> list[Task]:
         channel = await self._ready()
+        await self._expire()
         queue = await channel.get_queue(self._name, ensure=False)
         tasks: list[Task] = []
         while len(tasks) < max:
@@ -162,45 +163,55 @@ class AsyncRabbitMQQueue:
             if message is None:
                 break
             receipt = f"{self._generation}.{message.delivery_tag}"
-            self._outstanding[receipt] = message
-            tasks.append(
-                plan.delivered(
-                    message.body, message.redelivered or False, receipt, lease, self.options
-                )
+            task = plan.delivered(
+                message.body, message.redelivered or False, receipt, lease, self.options
             )
+            self._held[receipt] = (task, message, plan.lease_deadline(lease))
+            tasks.append(task)
         return tasks
 
-    def _held(self, task: Task) -> AbstractIncomingMessage:
-        message = self._outstanding.get(task.receipt)
-        if message is None:
+    async def _expire(self) -> None:
+        """Gives back every delivery whose lease ran out, as a failed attempt."""
+        for task, _, deadline in list(self._held.values()):
+            if plan.expired(deadline):
+                await self._fail(task, plan.LEASE_EXPIRED, 0.0, False)
+
+    def _message(self, task: Task) -> AbstractIncomingMessage:
+        held = self._held.get(task.receipt)
+        if held is None:
             raise LeaseLost(
                 f"task {task.task_id}: not held by this channel (acked already, or its channel "
                 "closed and the broker took the message back)"
             )
-        return message
+        return held[1]
 
     async def ack(self, task: Task) -> None:
         async with self._lock:
-            message = self._held(task)
+            message = self._message(task)
             await message.ack()
-            del self._outstanding[task.receipt]
+            del self._held[task.receipt]
 
     async def nack(
         self, task: Task, error: str = "", *, delay: float | None = None, permanent: bool = False
     ) -> NackOutcome:
-        step = plan.after_failure(self._name, task, error, delay, permanent, self.options)
         async with self._lock:
-            message = self._held(task)
-            if step.expiration_ms is not None:
-                channel = await self._ready()
-                await channel.declare_queue(
-                    step.routing_key,
-                    durable=True,
-                    arguments=plan.retry_queue_arguments(self._name, step.expiration_ms),
-                )
-            await self._publish(step.routing_key, step.envelope.to_json(), step.expiration_ms)
-            await message.ack()
-            del self._outstanding[task.receipt]
+            return await self._fail(task, error, delay, permanent)
+
+    async def _fail(
+        self, task: Task, error: str, delay: float | None, permanent: bool
+    ) -> NackOutcome:
+        step = plan.after_failure(self._name, task, error, delay, permanent, self.options)
+        message = self._message(task)
+        if step.expiration_ms is not None:
+            channel = await self._ready()
+            await channel.declare_queue(
+                step.routing_key,
+                durable=True,
+                arguments=plan.retry_queue_arguments(self._name, step.expiration_ms),
+            )
+        await self._publish(step.routing_key, step.envelope.to_json(), step.expiration_ms)
+        await message.ack()
+        del self._held[task.receipt]
         return "dead_lettered" if step.dead else "retried"
 
     async def extend_visibility(self, task: Task, visibility_timeout: float) -> None:
@@ -211,6 +222,7 @@ class AsyncRabbitMQQueue:
     async def stats(self) -> QueueStats:
         async with self._lock:
             channel = await self._ready()
+            await self._expire()
             main = await channel.declare_queue(self._name, passive=True)
             dead = await channel.declare_queue(plan.dead_letter_queue(self._name), passive=True)
         return QueueStats(

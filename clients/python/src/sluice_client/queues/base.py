@@ -39,7 +39,8 @@ class Capabilities:
     per_key_order: bool
     """`QueueOptions(per_key=True)`: one message of a key at a time, in order."""
     dedup: bool
-    """`push(..., id=...)` deduplicates within a window."""
+    """`push(..., id=...)` deduplicates within a window (`QueueOptions(dedup=True)` is refused
+    where False; an id is then carried with the task, deduplicating nothing)."""
     delays: bool
     """`push(..., delay=...)`."""
     in_flight_stats: bool

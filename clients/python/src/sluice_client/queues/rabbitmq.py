@@ -41,8 +41,8 @@ class RabbitMQQueue:
     """One RabbitMQ queue (see the module doc). Thread-safe.
 
     `url` defaults to `RABBITMQ_URL`, else amqp://guest:guest@127.0.0.1:5672/%2F.
-    `consumer_timeout` (seconds) is the broker's `consumer_timeout`: leases shorter than it are
-    refused, since an unacked message only returns when its channel closes.
+    `consumer_timeout` (seconds) is the broker's `consumer_timeout`: longer leases are refused,
+    since the broker takes an unacked message back after it.
     """
 
     def __init__(
@@ -65,7 +65,7 @@ class RabbitMQQueue:
         self._connection: pika.BlockingConnection | None = None
         self._channel: Any = None
         self._generation = 0
-        self._outstanding: set[str] = set()
+        self._held: dict[str, tuple[Task, float | None]] = {}
         self._declared = False
 
     @property
@@ -96,7 +96,7 @@ class RabbitMQQueue:
                 self._connection.close()
             self._connection = None
             self._channel = None
-            self._outstanding.clear()
+            self._held.clear()
 
     def _open(self) -> Any:
         if self._channel is not None and self._channel.is_open:
@@ -108,7 +108,7 @@ class RabbitMQQueue:
         self._channel = channel
         # Deliveries of an earlier channel went back to the queue with it.
         self._generation += 1
-        self._outstanding.clear()
+        self._held.clear()
         self._declared = False
         return channel
 
@@ -180,19 +180,27 @@ class RabbitMQQueue:
 
     def _get(self, max: int, lease: float | None) -> list[Task]:
         channel = self._ready()
+        self._expire()
         tasks: list[Task] = []
         while len(tasks) < max:
             method, _, body = channel.basic_get(queue=self._name, auto_ack=False)
             if method is None:
                 break
             receipt = f"{self._generation}.{method.delivery_tag}"
-            self._outstanding.add(receipt)
-            tasks.append(plan.delivered(body, method.redelivered, receipt, lease, self.options))
+            task = plan.delivered(body, method.redelivered, receipt, lease, self.options)
+            self._held[receipt] = (task, plan.lease_deadline(lease))
+            tasks.append(task)
         return tasks
+
+    def _expire(self) -> None:
+        """Gives back every delivery whose lease ran out, as a failed attempt."""
+        for task, deadline in list(self._held.values()):
+            if plan.expired(deadline):
+                self._fail(task, plan.LEASE_EXPIRED, 0.0, False)
 
     def _settle(self, task: Task) -> int:
         """The delivery tag of a receipt this channel still holds (else `LeaseLost`)."""
-        if task.receipt not in self._outstanding:
+        if task.receipt not in self._held:
             raise LeaseLost(
                 f"task {task.task_id}: not held by this channel (acked already, or its channel "
                 "closed and the broker took the message back)"
@@ -203,23 +211,26 @@ class RabbitMQQueue:
         with self._lock:
             tag = self._settle(task)
             self._channel.basic_ack(delivery_tag=tag)
-            self._outstanding.discard(task.receipt)
+            del self._held[task.receipt]
 
     def nack(
         self, task: Task, error: str = "", *, delay: float | None = None, permanent: bool = False
     ) -> NackOutcome:
-        step = plan.after_failure(self._name, task, error, delay, permanent, self.options)
         with self._lock:
-            tag = self._settle(task)
-            if step.expiration_ms is not None:
-                self._channel.queue_declare(
-                    queue=step.routing_key,
-                    durable=True,
-                    arguments=plan.retry_queue_arguments(self._name, step.expiration_ms),
-                )
-            self._publish(step.routing_key, step.envelope.to_json(), step.expiration_ms)
-            self._channel.basic_ack(delivery_tag=tag)
-            self._outstanding.discard(task.receipt)
+            return self._fail(task, error, delay, permanent)
+
+    def _fail(self, task: Task, error: str, delay: float | None, permanent: bool) -> NackOutcome:
+        step = plan.after_failure(self._name, task, error, delay, permanent, self.options)
+        tag = self._settle(task)
+        if step.expiration_ms is not None:
+            self._channel.queue_declare(
+                queue=step.routing_key,
+                durable=True,
+                arguments=plan.retry_queue_arguments(self._name, step.expiration_ms),
+            )
+        self._publish(step.routing_key, step.envelope.to_json(), step.expiration_ms)
+        self._channel.basic_ack(delivery_tag=tag)
+        del self._held[task.receipt]
         return "dead_lettered" if step.dead else "retried"
 
     def extend_visibility(self, task: Task, visibility_timeout: float) -> None:
@@ -232,6 +243,7 @@ class RabbitMQQueue:
     def stats(self) -> QueueStats:
         with self._lock:
             channel = self._ready()
+            self._expire()
             main = channel.queue_declare(queue=self._name, passive=True)
             dead = channel.queue_declare(queue=plan.dead_letter_queue(self._name), passive=True)
         # AMQP counts only ready messages; those out with consumers and those waiting in retry
