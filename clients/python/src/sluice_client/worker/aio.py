@@ -122,7 +122,7 @@ class AsyncWorker(Generic[T]):
         return self._counters.status(running, not self._resumed.is_set(), stats)
 
     def pause(self) -> None:
-        """This instance takes no new events until `resume()`; running handlers finish."""
+        """This instance starts no handler until `resume()` (see `Worker.pause`)."""
         self._resumed.clear()
 
     def resume(self) -> None:
@@ -211,6 +211,14 @@ class AsyncWorker(Generic[T]):
             if task is None:
                 await self._maybe_empty()
                 continue
+            if not self._resumed.is_set():
+                # Leased by a receive that was waiting when `pause()` came: held, its lease
+                # kept, until `resume()` (or shutdown).
+                heartbeat = asyncio.create_task(self._heartbeat(task))
+                try:
+                    await self._resumed.wait()
+                finally:
+                    heartbeat.cancel()
             await self._process(index, task)
 
     async def _process(self, index: int, task: Task) -> None:

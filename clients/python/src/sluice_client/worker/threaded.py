@@ -138,7 +138,8 @@ class Worker(Generic[T]):
         return self._counters.status(running, not self._resumed.is_set(), stats)
 
     def pause(self) -> None:
-        """This instance takes no new events until `resume()`; running handlers finish."""
+        """This instance starts no handler until `resume()`; running handlers finish (an event a
+        slot was already receiving is held, its lease kept, until then)."""
         self._resumed.clear()
 
     def resume(self) -> None:
@@ -236,7 +237,17 @@ class Worker(Generic[T]):
             if task is None:
                 self._maybe_empty()
                 continue
+            if not self._resumed.is_set():
+                self._hold_while_paused(task)
             self._process(index, task)
+
+    def _hold_while_paused(self, task: Task) -> None:
+        """An event leased by a receive that was waiting when `pause()` came: it runs only after
+        `resume()` (or at shutdown), its lease kept meanwhile where the backend can."""
+        self._watch_lease(task)
+        while not self._resumed.wait(0.2):
+            pass
+        self._heartbeats.pop(task.receipt, None)
 
     def _process(self, index: int, task: Task) -> None:
         envelope = task.envelope
