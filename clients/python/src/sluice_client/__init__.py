@@ -13,6 +13,7 @@ Errors: `SluiceError` (what a server said), `Unsupported` (what a backend cannot
 
 from typing import TYPE_CHECKING
 
+from . import models, specs
 from ._codec import UNSET, Unset
 from .aio_client import AsyncClient
 from .client import Client
@@ -117,6 +118,8 @@ __all__ = [
     "Worker",
     "WorkerReport",
     "WorkerStatus",
+    "models",
+    "specs",
 ]
 
 

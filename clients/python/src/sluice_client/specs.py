@@ -1,7 +1,7 @@
 """What a client sends: queue settings, messages, webhook endpoints (docs/http-api.md).
 
 `QueueSpec` updates only the fields it is given: its fields default to `UNSET` (left out of the
-request), and `None` sends JSON null, which removes a setting (`schema`, `push`, `rate_limit`).
+request), and `None` sends JSON null, which removes a setting (`schema`, `push`).
 The webhook and push specs are also how the server shows those definitions back.
 """
 
@@ -40,10 +40,11 @@ class RateLimitSpec:
 
 @dataclass(frozen=True)
 class QueueSpec:
-    """Queue settings for `PUT /v1/queues/{queue}`: only the fields given are applied. `UNSET` (the
-    default) leaves a field as it is (or at its default, for a new queue); `None` removes a
-    setting where the API allows it (`max_depth`, `max_in_flight`, `rate_limit`, `schema`,
-    `push`).
+    """Queue settings for `PUT /v1/queues/{queue}`: only the fields given are applied.
+
+    `UNSET` (the default) leaves a field as it is (or at its default, for a new queue); `None`
+    removes `schema` and `push`. To remove a limit, give 0 (`max_depth`, `max_in_flight`) or
+    `RateLimitSpec(0)` (the server of this writing keeps those when sent null).
     """
 
     visibility_timeout_ms: int | Unset = UNSET
@@ -67,11 +68,11 @@ class QueueSpec:
     on_expire: str | Unset = UNSET
     """`drop` (default) or `dead_letter`: what retention does with an old message."""
     max_depth: int | Unset | None = UNSET
-    """Most messages held (ready + delayed + in flight); 0 or None = unbounded."""
+    """Most messages held (ready + delayed + in flight); 0 = unbounded."""
     max_in_flight: int | Unset | None = UNSET
-    """Most leases out at once; 0 or None = unbounded."""
+    """Most leases out at once; 0 = unbounded."""
     rate_limit: RateLimitSpec | Unset | None = UNSET
-    """Deliveries per second; None removes the limit."""
+    """Deliveries per second; `RateLimitSpec(0)` removes the limit."""
     schema: Any | Unset = UNSET
     """A JSON Schema every JSON body must satisfy; None removes it."""
     push: PushSpec | Unset | None = UNSET
