@@ -3,8 +3,9 @@
 Enqueues `--messages` messages (in batches of 1000, not timed), then runs a `Worker` (threads)
 or an `AsyncWorker` with `--concurrency` slots (default 16; the worker has no default, this is
 the SDK's own example figure) until every message is acked, and prints messages per second from
-the worker's start to the moment it sees the queue empty (`on_empty`). Bounded in count (`--messages`, at most 1,000,000) and in
-time (`--timeout` seconds, default 120: the run stops there and reports what it did). Runs
+the worker's start to the moment it sees the queue empty (`on_empty`). Bounded in count
+(`--messages`, at most 1,000,000) and in time (`--timeout` seconds, default 120: the run stops
+there and reports what it did). Runs
 against SLUICE_URL (default http://127.0.0.1:7566); the queue is deleted afterwards.
 
     python bench/worker.py --messages 20000 --flavor sync
