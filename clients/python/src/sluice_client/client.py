@@ -1,0 +1,348 @@
+"""`Client`: the whole native HTTP API of a sluice server, typed, blocking.
+
+One method per route (docs/http-api.md); answers are the dataclasses of `models`; every error
+answer raises `SluiceError` with the server's stable code. `AsyncClient` (module `aio_client`)
+has the same methods as coroutines. Thread-safe: one client serves many threads (it holds a
+pool of keep-alive connections).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from . import _calls as calls
+from . import _transport as transport
+from . import models as m
+from ._codec import UNSET, Unset
+from .specs import MessageIn, QueueSpec, WebhookSpec
+
+T = TypeVar("T")
+
+
+class Client:
+    """A blocking client of one sluice server.
+
+    `url` defaults to `SLUICE_URL`, else http://127.0.0.1:7566; `token` to `SLUICE_TOKEN` (sent
+    as `Authorization: Bearer`; none when neither is set). `timeout` (seconds, default 30) bounds
+    each request beyond the time a long poll or drain is asked to wait. Pass `http` to use your
+    own `httpx.Client` (its base URL and headers are then yours to set). Close it with `close()`
+    or a `with` block.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        token: str | None = None,
+        timeout: float = transport.DEFAULT_TIMEOUT_S,
+        http: httpx.Client | None = None,
+    ) -> None:
+        self.url = transport.base_url(url)
+        """The server's base URL."""
+        self._timeout = timeout
+        self._http = http or httpx.Client(
+            base_url=self.url,
+            headers=transport.auth_headers(token),
+            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
+        )
+
+    def close(self) -> None:
+        """Closes the connections."""
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _call(self, call: calls.Call[T]) -> T:
+        try:
+            response = self._http.request(**transport.request_args(call, self._timeout))
+        except httpx.HTTPError as error:
+            raise transport.unreachable(error) from error
+        return transport.read(call, response)
+
+    # Health and self-description.
+
+    def health(self) -> m.HealthOut:
+        """`GET /healthz`: the process runs."""
+        return self._call(calls.health())
+
+    def ready(self) -> m.HealthOut:
+        """`GET /readyz`: the store takes new messages (`SluiceError` 503 when not)."""
+        return self._call(calls.ready())
+
+    def openapi(self) -> dict[str, Any]:
+        """`GET /v1/openapi.json`: the server's OpenAPI 3.1 document."""
+        return self._call(calls.openapi())
+
+    def metrics(self) -> str:
+        """`GET /metrics`: Prometheus text."""
+        return self._call(calls.metrics())
+
+    # Queues.
+
+    def list_queues(self) -> list[m.QueueOut]:
+        """`GET /v1/queues`: every queue the token may read, by name."""
+        return self._call(calls.list_queues())
+
+    def put_queue(self, name: str, spec: QueueSpec | None = None) -> m.QueuePutOut:
+        """`PUT /v1/queues/{name}`: creates the queue (and its dead-letter queue `<name>.dlq`)
+        or updates the fields `spec` gives."""
+        return self._call(calls.put_queue(name, spec))
+
+    def get_queue(self, name: str) -> m.QueueOut:
+        """`GET /v1/queues/{name}`: settings and stats."""
+        return self._call(calls.get_queue(name))
+
+    def delete_queue(self, name: str) -> m.QueueDeleteOut:
+        """`DELETE /v1/queues/{name}`: the queue and its messages (its DLQ stays)."""
+        return self._call(calls.delete_queue(name))
+
+    def queue_stats(self, name: str) -> m.QueueStatsOut:
+        """`GET /v1/queues/{name}/stats`: depth, counters, rates, latency."""
+        return self._call(calls.queue_stats(name))
+
+    def pause_queue(self, name: str) -> m.QueueOut:
+        """Stops deliveries (enqueues are still stored); kept across restarts."""
+        return self._call(calls.pause_queue(name))
+
+    def resume_queue(self, name: str) -> m.QueueOut:
+        """Starts deliveries again."""
+        return self._call(calls.resume_queue(name))
+
+    def pause_push(self, name: str) -> m.QueueOut:
+        """Stops calling the queue's push destination (admin)."""
+        return self._call(calls.pause_push(name))
+
+    def resume_push(self, name: str) -> m.QueueOut:
+        """Calls the queue's push destination again (admin)."""
+        return self._call(calls.resume_push(name))
+
+    def purge(self, name: str) -> m.PurgeOut:
+        """Removes every ready and delayed message; in-flight ones stay with their consumers."""
+        return self._call(calls.purge(name))
+
+    def drain(self, name: str, timeout_ms: int | None = None) -> m.DrainOut:
+        """Waits until the queue holds no ready, delayed or in-flight message, or `timeout_ms`
+        (0..=900000, default 30000); `drained` says which."""
+        return self._call(calls.drain(name, timeout_ms))
+
+    def browse(
+        self,
+        name: str,
+        state: str | None = None,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        preview_bytes: int | None = None,
+    ) -> m.BrowseOut:
+        """One page of a state's messages (`ready`, `waiting`, `delayed`, `in_flight`) in
+        dispatch order."""
+        return self._call(calls.browse(name, state, limit, cursor, preview_bytes))
+
+    def history(self, since_ms: int | None = None) -> m.HistoryOut:
+        """The server's samples of every queue (and, for admins, webhook)."""
+        return self._call(calls.history(since_ms))
+
+    def queue_history(self, name: str, since_ms: int | None = None) -> m.QueueHistoryOnlyOut:
+        """The server's samples of one queue."""
+        return self._call(calls.queue_history(name, since_ms))
+
+    # Messages.
+
+    def enqueue(
+        self,
+        queue: str,
+        body: Any = None,
+        *,
+        id: str | None = None,
+        key: str | None = None,
+        priority: int | None = None,
+        delay_ms: int | None = None,
+        not_before: datetime | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> m.EnqueueOut:
+        """Enqueues one message with a JSON `body`; answers once it is on disk.
+
+        `id` is an idempotency key (a repeat within the dedup window stores nothing and answers
+        `created=False` with the first message's id), `key` an ordering key, `priority` higher
+        first, `delay_ms` or `not_before` keeps it invisible until then.
+        """
+        message = MessageIn(
+            body=body,
+            id=_given(id),
+            key=_given(key),
+            priority=_given(priority),
+            delay_ms=_given(delay_ms),
+            not_before=_given(not_before),
+            headers=_given(headers),
+        )
+        return self._call(calls.enqueue(queue, message))
+
+    def enqueue_message(self, queue: str, message: MessageIn) -> m.EnqueueOut:
+        """Enqueues one message given whole (for a byte body, `body_base64`)."""
+        return self._call(calls.enqueue(queue, message))
+
+    def enqueue_batch(self, queue: str, messages: Sequence[MessageIn]) -> list[m.EnqueueOut]:
+        """Enqueues 1 to 1000 messages in one request, validated whole: one bad message refuses
+        the batch. One result per message, in order."""
+        return self._call(calls.enqueue_batch(queue, messages))
+
+    def get_message(self, queue: str, message_id: str) -> m.MessageStatusOut:
+        """Where a message is now, by its id (`message_not_found` once forgotten)."""
+        return self._call(calls.get_message(queue, message_id))
+
+    def find_message(self, queue: str, idempotency_id: str) -> m.MessageStatusOut:
+        """Where a message is now, by its idempotency key (within the dedup window)."""
+        return self._call(calls.find_message(queue, idempotency_id))
+
+    def message_body(self, queue: str, message_id: str) -> m.MessageBodyOut:
+        """A message's body and headers, while it still has them."""
+        return self._call(calls.message_body(queue, message_id))
+
+    def message_deliveries(self, queue: str, message_id: str) -> m.DeliveriesOut:
+        """The push delivery log of a message."""
+        return self._call(calls.message_deliveries(queue, message_id))
+
+    # Delivery.
+
+    def receive(
+        self,
+        queue: str,
+        max: int = 1,
+        *,
+        wait_ms: int = 0,
+        visibility_timeout_ms: int | None = None,
+    ) -> list[m.ReceivedMessage]:
+        """Leases up to `max` (1..=100) messages, waiting up to `wait_ms` (0..=20000) for the
+        first; each comes with a receipt for ack, nack and extend. The lease lasts
+        `visibility_timeout_ms` (default: the queue's)."""
+        return self._call(calls.receive(queue, max, wait_ms, visibility_timeout_ms))
+
+    def ack(self, queue: str, receipt: str, *, result: Any | Unset = UNSET) -> m.AckOut:
+        """The message is done. `result` (any JSON, up to 64 KiB) is kept with it and answered
+        to a later enqueue with the same idempotency key. A stale receipt raises `SluiceError`
+        with code `stale_receipt`."""
+        return self._call(calls.ack(queue, [receipt], result))
+
+    def ack_many(self, queue: str, receipts: Sequence[str]) -> m.AckOut:
+        """Acks up to 1000 receipts; when some are stale, the current ones are acked all the same
+        and `SluiceError` (`stale_receipt`) carries the per-receipt results in `details`."""
+        return self._call(calls.ack(queue, receipts, UNSET))
+
+    def nack(
+        self,
+        queue: str,
+        receipt: str,
+        *,
+        error: str | None = None,
+        delay_ms: int | None = None,
+        permanent: bool = False,
+    ) -> m.NackOut:
+        """The attempt failed: retried after `delay_ms` (default: the queue's backoff), or
+        dead-lettered when the attempts are used up or `permanent`."""
+        return self._call(calls.nack(queue, receipt, error, delay_ms, permanent))
+
+    def extend(self, queue: str, receipt: str, visibility_timeout_ms: int) -> m.ExtendOut:
+        """The lease now ends `visibility_timeout_ms` after now."""
+        return self._call(calls.extend(queue, receipt, visibility_timeout_ms))
+
+    def cancel(
+        self,
+        queue: str,
+        *,
+        message_id: str | None = None,
+        id: str | None = None,
+        reason: str | None = None,
+    ) -> m.CancelOut:
+        """Removes a message not yet delivered, named by `message_id` or idempotency `id`
+        (exactly one). `reason` is kept as its `last_error`. `outcome` is `cancelled`,
+        `not_found`, `already_processing` or `already_completed`."""
+        return self._call(calls.cancel(queue, message_id, id, reason))
+
+    # Dead letters.
+
+    def list_dead_letters(
+        self,
+        queue: str,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        error: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> m.DeadLetterListOut:
+        """One page of the dead letters that came from `queue`, newest first; `error` is a
+        case-insensitive substring of the last error. Follow `next_cursor` until it is None."""
+        return self._call(calls.list_dead_letters(queue, limit, cursor, error, since, until))
+
+    def get_dead_letter(self, queue: str, message_id: str) -> m.DeadLetterEntryOut:
+        """One dead letter with its body and headers."""
+        return self._call(calls.get_dead_letter(queue, message_id))
+
+    def replay_dead_letter(
+        self, queue: str, message_id: str, *, target_queue: str | None = None
+    ) -> m.ReplayOut:
+        """Puts one dead letter back as a fresh message (into `target_queue` if given)."""
+        return self._call(calls.replay_dead_letter(queue, message_id, target_queue))
+
+    def replay_dead_letters(
+        self,
+        queue: str,
+        *,
+        ids: Sequence[str] | None = None,
+        error: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int | None = None,
+        dry_run: bool = False,
+        target_queue: str | None = None,
+    ) -> m.ReplayOut:
+        """Replays dead letters by id or by filter, up to `limit` (default 1000) per call; call
+        again while `more`. A dry run only counts."""
+        return self._call(
+            calls.replay_dead_letters(queue, ids, error, since, until, limit, dry_run, target_queue)
+        )
+
+    def delete_dead_letter(self, queue: str, message_id: str) -> m.DeadLetterDeleteOut:
+        """Deletes one dead letter."""
+        return self._call(calls.delete_dead_letter(queue, message_id))
+
+    def purge_dead_letters(self, queue: str) -> m.DeadLetterDeleteOut:
+        """Deletes every dead letter that came from `queue`."""
+        return self._call(calls.purge_dead_letters(queue))
+
+    # Webhooks.
+
+    def list_webhooks(self) -> list[m.WebhookOut]:
+        """Every webhook endpoint, by name."""
+        return self._call(calls.list_webhooks())
+
+    def get_webhook(self, name: str) -> m.WebhookOut:
+        """One webhook endpoint with its stats."""
+        return self._call(calls.get_webhook(name))
+
+    def put_webhook(self, name: str, spec: WebhookSpec) -> m.WebhookPutOut:
+        """Creates or replaces the endpoint `POST /hooks/{name}`."""
+        return self._call(calls.put_webhook(name, spec))
+
+    def delete_webhook(self, name: str) -> m.WebhookDeleteOut:
+        """Deletes a webhook endpoint."""
+        return self._call(calls.delete_webhook(name))
+
+
+def _given(value: T | None) -> T | Unset:
+    """None (not given) becomes UNSET (left out of the request)."""
+    return UNSET if value is None else value

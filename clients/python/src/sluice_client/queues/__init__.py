@@ -1,0 +1,1 @@
+"""One queue interface over interchangeable backends (see `base`)."""

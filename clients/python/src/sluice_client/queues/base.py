@@ -1,0 +1,352 @@
+"""The queue interface every backend implements, in sluice's terms.
+
+`TaskQueue` (blocking) and `AsyncTaskQueue` (asyncio) are what the worker and the conformance
+runner use; they mirror the Rust SDK's `Backend` trait (crates/sluice-sdk/src/backend.rs), with
+the names the issue asks for: `push` is an enqueue, `pop` a receive of one message under a lease,
+`extend_visibility` an extend. An operation a backend cannot do raises `Unsupported`, and its
+`capabilities` say so beforehand: nothing is silently skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from ..envelope import TaskEnvelope
+from ..retry import Backoff
+
+NackOutcome = Literal["retried", "dead_lettered"]
+"""What a nack did: the message will be delivered again, or it went to the dead-letter queue."""
+
+CancelOutcome = Literal["cancelled", "not_found", "already_processing", "already_completed"]
+"""What a cancel found."""
+
+BackendName = Literal["sluice", "memory", "sqs", "rabbitmq"]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do. Each False means the matching operation or option raises
+    `Unsupported`."""
+
+    extend: bool
+    """`extend_visibility`, and leases of any length (the worker's heartbeat needs it)."""
+    pause: bool
+    """`pause` / `resume` of deliveries."""
+    cancel: bool
+    """`cancel` of a message not yet delivered."""
+    per_key_order: bool
+    """`QueueOptions(per_key=True)`: one message of a key at a time, in order."""
+    dedup: bool
+    """`push(..., id=...)` deduplicates within a window (`QueueOptions(dedup=True)` is refused
+    where False; an id is then carried with the task, deduplicating nothing)."""
+    delays: bool
+    """`push(..., delay=...)`."""
+    in_flight_stats: bool
+    """`stats()` counts leased messages (`in_flight`)."""
+    ordered: bool
+    """`QueueOptions(ordered=True)`: messages come out in the order they went in."""
+    drain: bool
+    """`drain`: the backend can tell when nothing is ready, delayed or in flight."""
+    priority: bool
+    """`push(..., priority=...)` other than 0."""
+
+
+@dataclass(frozen=True)
+class QueueOptions:
+    """How a queue is created (by `ensure`, or lazily by the first operation)."""
+
+    max_attempts: int = 5
+    """Deliveries before a failure dead-letters (0: retry forever)."""
+    per_key: bool = False
+    """Messages with the same key are delivered one at a time, in order (sluice `per_key`;
+    SQS: a FIFO queue with the key as `MessageGroupId`)."""
+    ordered: bool = False
+    """Require enqueue order (sluice, memory and RabbitMQ keep it; standard SQS cannot)."""
+    dedup: bool = False
+    """Require deduplication by idempotency id (sluice and memory always; SQS: a FIFO queue)."""
+    visibility_timeout: float | None = None
+    """The lease of a receive, in seconds (None: the backend's default, 30 s where leases
+    exist)."""
+    backoff: Backoff = field(default_factory=Backoff)
+    """The delay of a retry when `nack` is given none (sluice applies its own queue backoff)."""
+
+
+@dataclass(frozen=True)
+class PushItem:
+    """One task for `push_many`, with its options (as the keyword arguments of `push`)."""
+
+    payload: Any
+    id: str | None = None
+    key: str | None = None
+    delay: float | None = None
+    priority: int = 0
+    max_attempts: int | None = None
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    """What a push did."""
+
+    message_id: str
+    """The message (the first one, for a duplicate idempotency id). The worker's `event_id`."""
+    created: bool
+    """False when the idempotency id was seen within the dedup window: nothing was stored."""
+    position: int | None
+    """Messages the queue held when this one was stored (None where the broker cannot say)."""
+
+    @property
+    def event_id(self) -> str:
+        """The worker's name for `message_id`."""
+        return self.message_id
+
+
+@dataclass(frozen=True)
+class Task:
+    """A leased message: its envelope plus the receipt that holds the lease."""
+
+    envelope: TaskEnvelope
+    """The task and its bookkeeping (attempt, last error, ...)."""
+    receipt: str
+    """The lease handle for `ack`, `nack` and `extend_visibility`."""
+    lease_expires_at: float | None = None
+    """When the lease runs out (seconds since the epoch; None where the broker has no lease)."""
+
+    @property
+    def task_id(self) -> str:
+        """The message's id."""
+        return self.envelope.task_id
+
+    @property
+    def payload(self) -> Any:
+        """The task itself."""
+        return self.envelope.payload
+
+    @property
+    def attempt(self) -> int:
+        """This delivery's number, from 1."""
+        return self.envelope.attempt
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """A queue's numbers; None where the backend cannot report one."""
+
+    ready: int | None
+    """Visible, waiting for a consumer."""
+    delayed: int | None
+    """Waiting for a delay or backoff."""
+    in_flight: int | None
+    """Leased."""
+    dead_lettered: int | None
+    """In the dead-letter queue."""
+    paused: bool | None
+    """Deliveries paused."""
+    processed: int | None = None
+    """Acked since the backend started counting."""
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    """What `cancel` found."""
+
+    outcome: CancelOutcome
+    state: str | None = None
+    """The message's state now (`cancelled`, `in_flight`, `acked`, `dead`, ...), when found."""
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """One message in the dead-letter queue."""
+
+    task_id: str
+    payload: Any
+    error: str | None
+    """The last attempt's error."""
+    attempts: int
+    """Deliveries made before it was dead-lettered."""
+    failed_at: float | None = None
+    """When it was dead-lettered (seconds since the epoch)."""
+    idempotency_id: str | None = None
+    key: str | None = None
+
+
+@runtime_checkable
+class TaskQueue(Protocol):
+    """One queue on some backend, blocking. Every method may raise `Unsupported`; a receipt
+    that no longer holds its message raises `LeaseLost`."""
+
+    @property
+    def name(self) -> str:
+        """The queue's name on the backend."""
+        ...
+
+    @property
+    def backend(self) -> BackendName:
+        """Which backend this is."""
+        ...
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What it can do."""
+        ...
+
+    def ensure(self) -> None:
+        """Creates the queue and its dead-letter queue if they do not exist (every other
+        operation does it first, once)."""
+        ...
+
+    def push(
+        self,
+        payload: Any,
+        *,
+        id: str | None = None,
+        key: str | None = None,
+        delay: float | None = None,
+        priority: int = 0,
+        max_attempts: int | None = None,
+    ) -> Enqueued:
+        """Enqueues one task: `id` an idempotency id, `key` an ordering key, `delay` seconds of
+        invisibility, `priority` higher first, `max_attempts` this task's own limit."""
+        ...
+
+    def push_many(self, items: Sequence[PushItem]) -> list[Enqueued]:
+        """Enqueues many tasks; one result each, in order."""
+        ...
+
+    def pop(self, *, visibility_timeout: float | None = None, wait: float = 0.0) -> Task | None:
+        """Leases one task for `visibility_timeout` seconds (default: the queue's), waiting up
+        to `wait` seconds for one; None when none came."""
+        ...
+
+    def receive(
+        self, max: int = 1, *, visibility_timeout: float | None = None, wait: float = 0.0
+    ) -> list[Task]:
+        """Leases up to `max` tasks, waiting up to `wait` seconds for the first."""
+        ...
+
+    def ack(self, task: Task) -> None:
+        """The task is done."""
+        ...
+
+    def nack(
+        self, task: Task, error: str = "", *, delay: float | None = None, permanent: bool = False
+    ) -> NackOutcome:
+        """The attempt failed: retry after `delay` seconds (default: the queue's backoff), or
+        dead-letter it when its attempts are used up or `permanent`."""
+        ...
+
+    def extend_visibility(self, task: Task, visibility_timeout: float) -> None:
+        """The lease now ends `visibility_timeout` seconds from now (sluice's extend)."""
+        ...
+
+    def stats(self) -> QueueStats:
+        """The queue's numbers."""
+        ...
+
+    def pause(self) -> None:
+        """Stops deliveries; pushes are still stored."""
+        ...
+
+    def resume(self) -> None:
+        """Starts deliveries again."""
+        ...
+
+    def cancel(
+        self, *, message_id: str | None = None, id: str | None = None, reason: str | None = None
+    ) -> CancelResult:
+        """Removes a task not yet delivered, by message id or idempotency id."""
+        ...
+
+    def drain(self, timeout: float) -> bool:
+        """Waits up to `timeout` seconds until nothing is ready, delayed or in flight; True when
+        the queue emptied."""
+        ...
+
+    def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        """The queue's dead letters, newest first, at most `limit`."""
+        ...
+
+    def now(self) -> float:
+        """Now by the backend's clock (seconds since the epoch)."""
+        ...
+
+    def close(self) -> None:
+        """Releases connections."""
+        ...
+
+
+@runtime_checkable
+class AsyncTaskQueue(Protocol):
+    """The asyncio twin of `TaskQueue`: the same methods, as coroutines."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def backend(self) -> BackendName: ...
+
+    @property
+    def capabilities(self) -> Capabilities: ...
+
+    async def ensure(self) -> None: ...
+
+    async def push(
+        self,
+        payload: Any,
+        *,
+        id: str | None = None,
+        key: str | None = None,
+        delay: float | None = None,
+        priority: int = 0,
+        max_attempts: int | None = None,
+    ) -> Enqueued: ...
+
+    async def push_many(self, items: Sequence[PushItem]) -> list[Enqueued]: ...
+
+    async def pop(
+        self, *, visibility_timeout: float | None = None, wait: float = 0.0
+    ) -> Task | None: ...
+
+    async def receive(
+        self, max: int = 1, *, visibility_timeout: float | None = None, wait: float = 0.0
+    ) -> list[Task]: ...
+
+    async def ack(self, task: Task) -> None: ...
+
+    async def nack(
+        self, task: Task, error: str = "", *, delay: float | None = None, permanent: bool = False
+    ) -> NackOutcome: ...
+
+    async def extend_visibility(self, task: Task, visibility_timeout: float) -> None: ...
+
+    async def stats(self) -> QueueStats: ...
+
+    async def pause(self) -> None: ...
+
+    async def resume(self) -> None: ...
+
+    async def cancel(
+        self, *, message_id: str | None = None, id: str | None = None, reason: str | None = None
+    ) -> CancelResult: ...
+
+    async def drain(self, timeout: float) -> bool: ...
+
+    async def dead_letters(self, limit: int = 100) -> list[DeadLetter]: ...
+
+    def now(self) -> float: ...
+
+    async def close(self) -> None: ...
+
+
+def should_dead_letter(attempt: int, max_attempts: int, permanent: bool) -> bool:
+    """A failed attempt dead-letters when it is permanent or the last one allowed
+    (`max_attempts` 0: never by count)."""
+    return permanent or (max_attempts > 0 and attempt >= max_attempts)
+
+
+def check_exactly_one(message_id: str | None, id: str | None) -> None:
+    """`cancel` names a message by exactly one of its ids."""
+    if (message_id is None) == (id is None):
+        raise ValueError("name the message by exactly one of message_id and id")

@@ -1,0 +1,432 @@
+"""`SQSQueue`: the queue interface over Amazon SQS (or sluice's SQS-compatible API), with boto3.
+
+Layout: the queue `<name>` and its dead-letter queue `<name>-dlq`, tied by a `RedrivePolicy`
+whose `maxReceiveCount` is `max_attempts`. A queue with `per_key` or `dedup` is a FIFO queue
+(`<name>.fifo`, `<name>-dlq.fifo`): the key is the `MessageGroupId` (a keyless message gets a
+group of its own, so it holds up nothing), the idempotency id the `MessageDeduplicationId`.
+The body is a `TaskEnvelope`; the attempt is SQS's `ApproximateReceiveCount`. On a standard
+queue an idempotency id is carried with the task but deduplicates nothing (`capabilities.dedup`
+is False there): ask for `QueueOptions(dedup=True)` to get a FIFO queue that deduplicates.
+
+A retry is a visibility change to the retry's delay (the message keeps its place, group and
+receive count; SQS keeps no error with it, so `last_error` is None on SQS). Dead-lettering when
+the attempts are used up happens at nack time, here: the envelope goes to the dead-letter queue
+with its error, then the message is deleted, because SQS itself only redrives on a later
+receive and would drop the error. The redrive policy still catches messages whose last lease
+runs out. SQS has no pause, no cancel, no priorities and keeps no order outside a FIFO group:
+those raise `Unsupported`. Counts are SQS's approximate ones.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from ..envelope import TaskEnvelope
+from ..errors import BrokerError, LeaseLost, Unsupported
+from .base import (
+    BackendName,
+    CancelResult,
+    Capabilities,
+    DeadLetter,
+    Enqueued,
+    NackOutcome,
+    PushItem,
+    QueueOptions,
+    QueueStats,
+    Task,
+    should_dead_letter,
+)
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+DEFAULT_VISIBILITY_TIMEOUT_S = 30
+DELAY_MAX_S = 900
+"""SQS's longest message delay."""
+VISIBILITY_MAX_S = 43_200
+"""SQS's longest visibility timeout (12 hours)."""
+BATCH_MAX = 10
+"""Entries per SQS batch and messages per receive."""
+WAIT_MAX_S = 20
+"""SQS's longest long poll."""
+DRAIN_POLL_S = 0.05
+DEAD_LETTER_PEEK_S = 30
+"""How long `dead_letters` holds the entries it reads before giving them back."""
+_LEASE_ERRORS = {"InvalidParameterValue", "ReceiptHandleIsInvalid", "MessageNotInflight"}
+
+
+class SQSQueue:
+    """One SQS queue (see the module doc). Blocking and thread-safe (boto3 clients are).
+
+    `client` is a boto3 SQS client; without one, a client is made from `endpoint_url` (e.g.
+    a sluice server's URL), `region` (default `AWS_REGION`/`AWS_DEFAULT_REGION`, else
+    us-east-1) and boto3's usual credentials (any key works on sluice without access control).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        client: SQSClient | None = None,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        options: QueueOptions | None = None,
+    ) -> None:
+        self.options = options or QueueOptions()
+        if self.options.ordered:
+            raise Unsupported(
+                "sqs",
+                "keep enqueue order",
+                "standard SQS queues do not keep order; a FIFO queue does only within a "
+                "message group (QueueOptions(per_key=True))",
+            )
+        base = name.removesuffix(".fifo")
+        self.fifo = self.options.per_key or self.options.dedup or name.endswith(".fifo")
+        """A FIFO queue: per-key order and deduplication, but no per-message delays."""
+        suffix = ".fifo" if self.fifo else ""
+        self._name = base + suffix
+        self.dead_letter_queue = f"{base}-dlq{suffix}"
+        """The dead-letter queue's name."""
+        self.client: SQSClient = client or _make_client(endpoint_url, region)
+        """The boto3 client underneath."""
+        self._url: str | None = None
+        self._dlq_url: str | None = None
+        self._capabilities = Capabilities(
+            extend=True,
+            pause=False,
+            cancel=False,
+            per_key_order=True,
+            dedup=self.fifo,
+            delays=not self.fifo,
+            in_flight_stats=True,
+            ordered=False,
+            drain=True,
+            priority=False,
+        )
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def backend(self) -> BackendName:
+        return "sqs"
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self._capabilities
+
+    def now(self) -> float:
+        return time.time()
+
+    def close(self) -> None:
+        self.client.close()
+
+    def ensure(self) -> None:
+        fifo: dict[Any, str] = {"FifoQueue": "true"} if self.fifo else {}
+        dlq_url = self.client.create_queue(QueueName=self.dead_letter_queue, Attributes=fifo)[
+            "QueueUrl"
+        ]
+        attributes: dict[Any, str] = dict(fifo)
+        attributes["VisibilityTimeout"] = str(self._lease_s(None))
+        if self.options.max_attempts > 0:
+            arn = self.client.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])[
+                "Attributes"
+            ]["QueueArn"]
+            attributes["RedrivePolicy"] = json.dumps(
+                {"deadLetterTargetArn": arn, "maxReceiveCount": self.options.max_attempts}
+            )
+        url = self.client.create_queue(QueueName=self._name, Attributes=attributes)["QueueUrl"]
+        self._dlq_url, self._url = dlq_url, url
+
+    def _urls(self) -> tuple[str, str]:
+        if self._url is None or self._dlq_url is None:
+            self.ensure()
+        if self._url is None or self._dlq_url is None:
+            raise BrokerError("SQS gave no queue URL")
+        return self._url, self._dlq_url
+
+    # Producing.
+
+    def push(
+        self,
+        payload: Any,
+        *,
+        id: str | None = None,
+        key: str | None = None,
+        delay: float | None = None,
+        priority: int = 0,
+        max_attempts: int | None = None,
+    ) -> Enqueued:
+        return self.push_many([PushItem(payload, id, key, delay, priority, max_attempts)])[0]
+
+    def push_many(self, items: Sequence[PushItem]) -> list[Enqueued]:
+        url, _ = self._urls()
+        entries = [self._entry(str(index), item) for index, item in enumerate(items)]
+        results: list[Enqueued] = []
+        for start in range(0, len(entries), BATCH_MAX):
+            batch = entries[start : start + BATCH_MAX]
+            answer = self.client.send_message_batch(QueueUrl=url, Entries=batch)  # type: ignore[arg-type]
+            if answer.get("Failed"):
+                failed = [
+                    (entry["Id"], entry.get("Message", entry["Code"])) for entry in answer["Failed"]
+                ]
+                raise BrokerError(f"SQS refused {len(failed)} of the batch: {failed}")
+            by_id = {entry["Id"]: entry["MessageId"] for entry in answer["Successful"]}
+            # SQS says nothing of a queue's depth, nor whether a FIFO send was a duplicate.
+            results.extend(
+                Enqueued(message_id=by_id[entry["Id"]], created=True, position=None)
+                for entry in batch
+            )
+        return results
+
+    def _entry(self, entry_id: str, item: PushItem) -> dict[str, Any]:
+        if item.priority:
+            raise Unsupported("sqs", "push with a priority", "SQS has no message priorities")
+        # The task id is SQS's MessageId, known only once sent: receivers fill it in.
+        envelope = TaskEnvelope(
+            task_id="",
+            payload=item.payload,
+            max_attempts=item.max_attempts,
+            enqueued_at=time.time(),
+            idempotency_id=item.id,
+            key=item.key,
+        )
+        entry: dict[str, Any] = {"Id": entry_id, "MessageBody": envelope.to_json()}
+        if item.delay:
+            if self.fifo:
+                raise Unsupported(
+                    "sqs", "delay one message", "FIFO queues take only the queue's delay"
+                )
+            seconds = math.ceil(item.delay)
+            if seconds > DELAY_MAX_S:
+                raise Unsupported(
+                    "sqs", f"delay {seconds} s", f"SQS delays at most {DELAY_MAX_S} s"
+                )
+            entry["DelaySeconds"] = seconds
+        if self.fifo:
+            entry["MessageGroupId"] = item.key or uuid.uuid4().hex
+            entry["MessageDeduplicationId"] = item.id or uuid.uuid4().hex
+        return entry
+
+    # Consuming.
+
+    def pop(self, *, visibility_timeout: float | None = None, wait: float = 0.0) -> Task | None:
+        tasks = self.receive(1, visibility_timeout=visibility_timeout, wait=wait)
+        return tasks[0] if tasks else None
+
+    def receive(
+        self, max: int = 1, *, visibility_timeout: float | None = None, wait: float = 0.0
+    ) -> list[Task]:
+        url, _ = self._urls()
+        lease = self._lease_s(visibility_timeout)
+        tasks: list[Task] = []
+        wait_s = min(math.ceil(max_wait(wait)), WAIT_MAX_S)
+        while len(tasks) < max:
+            answer = self.client.receive_message(
+                QueueUrl=url,
+                MaxNumberOfMessages=min(BATCH_MAX, max - len(tasks)),
+                WaitTimeSeconds=wait_s,
+                VisibilityTimeout=lease,
+                MessageSystemAttributeNames=["All"],
+            )
+            messages = answer.get("Messages", [])
+            now = time.time()
+            tasks.extend(self._task(message, lease, now) for message in messages)
+            # After the first answer, only take what is there already.
+            wait_s = 0
+            if not messages:
+                break
+        return tasks
+
+    def _task(self, message: Any, lease: int, now: float) -> Task:
+        attributes = message.get("Attributes", {})
+        envelope = TaskEnvelope.wrap_body(message["MessageId"], message["Body"])
+        envelope = replace(
+            envelope,
+            task_id=envelope.task_id or message["MessageId"],
+            attempt=int(attributes.get("ApproximateReceiveCount", "1")),
+            max_attempts=self._max_attempts(envelope),
+            visibility_timeout=float(lease),
+            enqueued_at=envelope.enqueued_at or int(attributes.get("SentTimestamp", "0")) / 1000,
+        )
+        return Task(
+            envelope=envelope, receipt=message["ReceiptHandle"], lease_expires_at=now + lease
+        )
+
+    def ack(self, task: Task) -> None:
+        url, _ = self._urls()
+        with _lease_errors(task):
+            self.client.delete_message(QueueUrl=url, ReceiptHandle=task.receipt)
+
+    def nack(
+        self, task: Task, error: str = "", *, delay: float | None = None, permanent: bool = False
+    ) -> NackOutcome:
+        url, dlq_url = self._urls()
+        envelope = task.envelope
+        if should_dead_letter(task.attempt, self._max_attempts(envelope), permanent):
+            dead = replace(envelope, last_error=error, failed_at=time.time())
+            entry: dict[str, Any] = {"QueueUrl": dlq_url, "MessageBody": dead.to_json()}
+            if self.fifo:
+                # A group of its own, so one dead letter never hides another from `dead_letters`.
+                entry["MessageGroupId"] = envelope.task_id
+                entry["MessageDeduplicationId"] = f"{envelope.task_id}.{task.attempt}"
+            self.client.send_message(**entry)
+            with _lease_errors(task):
+                self.client.delete_message(QueueUrl=url, ReceiptHandle=task.receipt)
+            return "dead_lettered"
+        if delay is None:
+            delay = self.options.backoff.delay(task.attempt)
+        with _lease_errors(task):
+            self.client.change_message_visibility(
+                QueueUrl=url,
+                ReceiptHandle=task.receipt,
+                VisibilityTimeout=min(math.ceil(max(delay, 0.0)), VISIBILITY_MAX_S),
+            )
+        return "retried"
+
+    def extend_visibility(self, task: Task, visibility_timeout: float) -> None:
+        url, _ = self._urls()
+        with _lease_errors(task):
+            self.client.change_message_visibility(
+                QueueUrl=url,
+                ReceiptHandle=task.receipt,
+                VisibilityTimeout=self._lease_s(visibility_timeout),
+            )
+
+    # Operating.
+
+    def stats(self) -> QueueStats:
+        url, dlq_url = self._urls()
+        names: Any = [
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+        ]
+        main = self.client.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+        dead = self.client.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=names)[
+            "Attributes"
+        ]
+        return QueueStats(
+            ready=int(main["ApproximateNumberOfMessages"]),
+            delayed=int(main["ApproximateNumberOfMessagesDelayed"]),
+            in_flight=int(main["ApproximateNumberOfMessagesNotVisible"]),
+            dead_lettered=sum(int(value) for value in dead.values()),
+            paused=None,
+        )
+
+    def pause(self) -> None:
+        raise Unsupported("sqs", "pause", "SQS has no pause")
+
+    def resume(self) -> None:
+        raise Unsupported("sqs", "resume", "SQS has no pause")
+
+    def cancel(
+        self, *, message_id: str | None = None, id: str | None = None, reason: str | None = None
+    ) -> CancelResult:
+        raise Unsupported("sqs", "cancel", "SQS deletes only by receipt handle")
+
+    def drain(self, timeout: float) -> bool:
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while True:
+            stats = self.stats()
+            if (stats.ready or 0) + (stats.delayed or 0) + (stats.in_flight or 0) == 0:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(DRAIN_POLL_S)
+
+    def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        """Reads the dead-letter queue by receiving from it (SQS has no other way to look), then
+        makes every entry visible again at once; their receive counts grow by one."""
+        _, dlq_url = self._urls()
+        received: list[Any] = []
+        while len(received) < limit:
+            answer = self.client.receive_message(
+                QueueUrl=dlq_url,
+                MaxNumberOfMessages=min(BATCH_MAX, limit - len(received)),
+                VisibilityTimeout=DEAD_LETTER_PEEK_S,
+                WaitTimeSeconds=0,
+            )
+            messages = answer.get("Messages", [])
+            if not messages:
+                break
+            received.extend(messages)
+        for start in range(0, len(received), BATCH_MAX):
+            self.client.change_message_visibility_batch(
+                QueueUrl=dlq_url,
+                Entries=[
+                    {
+                        "Id": str(index),
+                        "ReceiptHandle": message["ReceiptHandle"],
+                        "VisibilityTimeout": 0,
+                    }
+                    for index, message in enumerate(received[start : start + BATCH_MAX])
+                ],
+            )
+        letters = [_dead_letter(message) for message in received]
+        return sorted(letters, key=lambda letter: letter.failed_at or 0.0, reverse=True)
+
+    def _lease_s(self, visibility_timeout: float | None) -> int:
+        seconds = visibility_timeout or self.options.visibility_timeout
+        if seconds is None:
+            return DEFAULT_VISIBILITY_TIMEOUT_S
+        return min(max(math.ceil(seconds), 0), VISIBILITY_MAX_S)
+
+    def _max_attempts(self, envelope: TaskEnvelope) -> int:
+        if envelope.max_attempts is not None:
+            return envelope.max_attempts
+        return self.options.max_attempts
+
+
+def _dead_letter(message: Any) -> DeadLetter:
+    envelope = TaskEnvelope.wrap_body(message["MessageId"], message["Body"])
+    return DeadLetter(
+        task_id=envelope.task_id or message["MessageId"],
+        payload=envelope.payload,
+        error=envelope.last_error,
+        attempts=envelope.attempt,
+        failed_at=envelope.failed_at,
+        idempotency_id=envelope.idempotency_id,
+        key=envelope.key,
+    )
+
+
+class _lease_errors:
+    """SQS's answers for a receipt handle that no longer holds its message are `LeaseLost`."""
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, _: Any
+    ) -> None:
+        from botocore.exceptions import ClientError
+
+        if isinstance(error, ClientError):
+            code = error.response.get("Error", {}).get("Code", "")
+            if code in _LEASE_ERRORS or code.endswith("ReceiptHandleIsInvalid"):
+                raise LeaseLost(f"task {self.task.task_id}: {error}") from error
+
+
+def _make_client(endpoint_url: str | None, region: str | None) -> SQSClient:
+    import os
+
+    import boto3
+
+    region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    return boto3.client("sqs", endpoint_url=endpoint_url, region_name=region or "us-east-1")
+
+
+def max_wait(wait: float) -> float:
+    """Waits are not negative."""
+    return max(wait, 0.0)

@@ -1,0 +1,1 @@
+"""The worker runtime: `Worker` (threads) and `AsyncWorker` (asyncio) over any queue."""

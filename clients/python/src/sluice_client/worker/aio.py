@@ -1,0 +1,352 @@
+"""`AsyncWorker`: the worker for asyncio, over any `AsyncTaskQueue`.
+
+The same rules as `Worker` (threads): `concurrency` slot tasks lease one event at a time, a
+heartbeat task per event extends its lease while the coroutine handler runs, failures follow
+the `RetryPolicy`, and shutdown (SIGTERM or SIGINT in `run()`, or `stop()`) gives running
+handlers `shutdown_grace` seconds, then cancels them and gives their events back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import signal
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Generic, TypeVar, cast
+
+from ..errors import SluiceError
+from ..queues.base import AsyncTaskQueue, CancelResult, Enqueued, PushItem, QueueStats, Task
+from .policy import RetryPolicy
+from .state import (
+    RELEASED_ERROR,
+    Context,
+    Counters,
+    DeadLetterContext,
+    EmptyContext,
+    WorkerReport,
+    WorkerStatus,
+    as_datetime,
+    error_text,
+    identity,
+    pending_of,
+    queue_is_empty,
+)
+
+T = TypeVar("T")
+log = logging.getLogger("sluice_client.worker")
+
+PENDING_EVERY_S = 0.5
+ERROR_PAUSE_S = 1.0
+
+Hook = Callable[[Any], object]
+"""A hook: a function or a coroutine function of its context."""
+
+
+class AsyncWorker(Generic[T]):
+    """Runs the coroutine `handler` over the events of `queue`, at most `concurrency` at once.
+    The options are `Worker`'s; hooks may be functions or coroutine functions."""
+
+    def __init__(
+        self,
+        queue: AsyncTaskQueue,
+        handler: Callable[[Context[T]], Awaitable[object]],
+        *,
+        concurrency: int,
+        retry: RetryPolicy | None = None,
+        decode: Callable[[Any], T] = identity,
+        encode: Callable[[T], Any] = identity,
+        on_dead_letter: Callable[[DeadLetterContext[T]], object] | None = None,
+        on_empty: Callable[[EmptyContext], object] | None = None,
+        lease: float | None = None,
+        poll_wait: float = 1.0,
+        shutdown_grace: float = 30.0,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.queue = queue
+        self.handler = handler
+        self.concurrency = concurrency
+        self.retry = retry or RetryPolicy()
+        self.decode = decode
+        self.encode = encode
+        self.on_dead_letter = on_dead_letter
+        self.on_empty = on_empty
+        self.lease = lease
+        self.poll_wait = poll_wait
+        self.shutdown_grace = shutdown_grace
+        self._counters = Counters(concurrency)
+        self._stop = asyncio.Event()
+        self._resumed = asyncio.Event()
+        self._resumed.set()
+        self._slots: list[asyncio.Task[None]] = []
+        self._pending_task: asyncio.Task[None] | None = None
+        self._holding: dict[str, tuple[int, Task]] = {}
+        self._released: set[str] = set()
+        self._report: WorkerReport | None = None
+
+    async def enqueue(
+        self,
+        event: T,
+        *,
+        id: str | None = None,
+        key: str | None = None,
+        delay: float | None = None,
+        priority: int = 0,
+    ) -> Enqueued:
+        """Enqueues one event; `event_id`, `position`, `created` in the answer."""
+        return await self.queue.push(
+            self.encode(event), id=id, key=key, delay=delay, priority=priority
+        )
+
+    async def enqueue_many(self, events: Sequence[T]) -> list[Enqueued]:
+        """Enqueues many events in order; one answer each."""
+        return await self.queue.push_many([PushItem(self.encode(event)) for event in events])
+
+    async def cancel(self, event_id: str, reason: str | None = None) -> CancelResult:
+        """Cancels an event not yet delivered (see `Worker.cancel`)."""
+        result = await self.queue.cancel(message_id=event_id, reason=reason)
+        log.info("cancel %s: %s (%s)", event_id, result.outcome, reason)
+        return result
+
+    async def status(self) -> WorkerStatus:
+        """This instance's state, and the queue's numbers."""
+        try:
+            stats: QueueStats | None = await self.queue.stats()
+        except Exception as error:
+            log.warning("stats failed: %s", error)
+            stats = None
+        running = bool(self._slots) and self._report is None
+        return self._counters.status(running, not self._resumed.is_set(), stats)
+
+    def pause(self) -> None:
+        """This instance starts no handler until `resume()` (see `Worker.pause`)."""
+        self._resumed.clear()
+
+    def resume(self) -> None:
+        self._resumed.set()
+
+    async def drain(self, timeout: float) -> bool:
+        """Waits up to `timeout` seconds until the queue is empty and this instance holds
+        nothing; True if so."""
+        deadline = time.monotonic() + timeout
+        if not await self.queue.drain(timeout):
+            return False
+        while self._counters.in_flight:
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.01)
+        return True
+
+    async def run(self) -> WorkerReport:
+        """Runs until SIGTERM or SIGINT or `stop()`; answers what the run did."""
+        loop = asyncio.get_running_loop()
+        installed: list[signal.Signals] = []
+        for number in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(number, self._stop.set)
+                installed.append(number)
+        try:
+            await self.start()
+            await self._stop.wait()
+            return await self.stop()
+        finally:
+            for number in installed:
+                loop.remove_signal_handler(number)
+
+    async def start(self) -> None:
+        """Starts the slots and returns; `stop()` ends them."""
+        if self._slots:
+            raise RuntimeError("the worker is running already")
+        await self.queue.ensure()
+        self._slots = [
+            asyncio.create_task(self._slot(index), name=f"sluice-slot-{index}")
+            for index in range(self.concurrency)
+        ]
+        self._pending_task = asyncio.create_task(self._watch_pending())
+
+    async def stop(self, grace: float | None = None) -> WorkerReport:
+        """Stops leasing, gives running handlers `grace` seconds (default `shutdown_grace`),
+        cancels and gives back what still runs, and answers what the run did."""
+        if self._report is not None:
+            return self._report
+        self._stop.set()
+        self._resumed.set()
+        if self._slots:
+            _, late = await asyncio.wait(
+                self._slots, timeout=self.shutdown_grace if grace is None else grace
+            )
+            leftovers = list(self._holding.values())
+            self._released.update(task.receipt for _, task in leftovers)
+            for slot in late:
+                slot.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+            for index, task in leftovers:
+                self._counters.finished(index, "released")
+                try:
+                    await self.queue.nack(task, RELEASED_ERROR, delay=0.0)
+                except Exception as error:
+                    log.warning("release of %s failed: %s", task.task_id, error)
+        if self._pending_task is not None:
+            self._pending_task.cancel()
+            await asyncio.gather(self._pending_task, return_exceptions=True)
+        self._report = self._counters.report()
+        return self._report
+
+    async def _slot(self, index: int) -> None:
+        while not self._stop.is_set():
+            await self._resumed.wait()
+            if self._stop.is_set():
+                return
+            try:
+                task = await self.queue.pop(visibility_timeout=self.lease, wait=self.poll_wait)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                log.warning("receive failed; again in %s s: %s", ERROR_PAUSE_S, error)
+                await asyncio.sleep(ERROR_PAUSE_S)
+                continue
+            if task is None:
+                await self._maybe_empty()
+                continue
+            if not self._resumed.is_set():
+                # Leased by a receive that was waiting when `pause()` came: held, its lease
+                # kept, until `resume()` (or shutdown).
+                heartbeat = asyncio.create_task(self._heartbeat(task))
+                try:
+                    await self._resumed.wait()
+                finally:
+                    heartbeat.cancel()
+            await self._process(index, task)
+
+    async def _process(self, index: int, task: Task) -> None:
+        envelope = task.envelope
+        processed = self._counters.started(index, task.task_id, self.queue.now())
+        try:
+            event = self.decode(envelope.payload)
+        except Exception as error:
+            await self._settle_failure(index, task, None, error, undecodable=True)
+            return
+        ctx = Context(
+            event=event,
+            event_id=task.task_id,
+            attempt=task.attempt,
+            enqueued_at=as_datetime(envelope.enqueued_at),
+            processing_started_at=as_datetime(self.queue.now()),
+            instance_index=index,
+            processed_count=processed,
+            pending_count=self._counters.pending,
+            idempotency_id=envelope.idempotency_id,
+            task=task,
+        )
+        self._holding[task.receipt] = (index, task)
+        heartbeat = asyncio.create_task(self._heartbeat(task))
+        failure: BaseException | None = None
+        try:
+            await self.handler(ctx)
+        except Exception as error:
+            failure = error
+        finally:
+            heartbeat.cancel()
+            self._holding.pop(task.receipt, None)
+        if task.receipt in self._released:
+            return
+        # Settling is shielded: an ack or nack under way lands even if the slot is cancelled.
+        if failure is None:
+            await asyncio.shield(self._ack(index, task))
+        else:
+            await asyncio.shield(self._settle_failure(index, task, event, failure))
+
+    async def _ack(self, index: int, task: Task) -> None:
+        try:
+            await self.queue.ack(task)
+        except Exception as error:
+            log.warning("ack of %s failed (it will come back): %s", task.task_id, error)
+            self._counters.finished(index, "lost")
+            return
+        self._counters.finished(index, "processed")
+
+    async def _settle_failure(
+        self,
+        index: int,
+        task: Task,
+        event: T | None,
+        error: BaseException,
+        undecodable: bool = False,
+    ) -> None:
+        if undecodable:
+            text = f"cannot decode the event: {error_text(error)}"
+            delay, dead = 0.0, True
+        else:
+            decision = self.retry.decide(task.attempt, error)
+            text, delay, dead = error_text(error), decision.delay, decision.dead_letter
+        try:
+            outcome = await self._nack(task, text, delay, dead)
+        except Exception as nack_error:
+            log.warning("nack of %s failed (its lease will run out): %s", task.task_id, nack_error)
+            self._counters.finished(index, "lost")
+            return
+        self._counters.finished(index, outcome)
+        if outcome == "dead_lettered" and self.on_dead_letter is not None and not undecodable:
+            hook_ctx = DeadLetterContext(
+                event=cast(T, event),
+                error=error,
+                event_id=task.task_id,
+                attempt=task.attempt,
+                enqueued_at=as_datetime(task.envelope.enqueued_at),
+                failed_at=as_datetime(self.queue.now()),
+            )
+            await _call_hook(self.on_dead_letter, hook_ctx, "on_dead_letter")
+
+    async def _nack(self, task: Task, text: str, delay: float, permanent: bool) -> str:
+        try:
+            return await self.queue.nack(task, text, delay=delay, permanent=permanent)
+        except SluiceError as error:
+            if not (permanent and error.code == "invalid_field"):
+                raise
+            log.warning("cannot dead-letter %s (no dead-letter queue); retrying", task.task_id)
+            return await self.queue.nack(task, text, delay=delay)
+
+    async def _maybe_empty(self) -> None:
+        if self.on_empty is None or not self._counters.take_empty_check():
+            return
+        try:
+            stats = await self.queue.stats()
+        except Exception:
+            self._counters.rearm()
+            return
+        if not queue_is_empty(stats):
+            self._counters.rearm()
+            return
+        await _call_hook(self.on_empty, EmptyContext(self._counters.processed), "on_empty")
+
+    async def _heartbeat(self, task: Task) -> None:
+        lease = task.envelope.visibility_timeout
+        if not self.queue.capabilities.extend or not lease:
+            return
+        while True:
+            await asyncio.sleep(lease / 3)
+            try:
+                await self.queue.extend_visibility(task, lease)
+            except Exception as error:
+                log.warning("lease extension of %s failed: %s", task.task_id, error)
+                return
+
+    async def _watch_pending(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._counters.pending = pending_of(await self.queue.stats())
+            except Exception as error:
+                log.debug("stats failed: %s", error)
+            await asyncio.sleep(PENDING_EVERY_S)
+
+
+async def _call_hook(hook: Hook, ctx: object, name: str) -> None:
+    try:
+        result = hook(ctx)
+        if inspect.isawaitable(result):
+            await result
+    except Exception as error:
+        log.exception("%s failed: %s", name, error)

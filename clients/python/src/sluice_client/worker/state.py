@@ -1,0 +1,223 @@
+"""What the worker hands to handlers and hooks, and what it reports about itself: the types
+both workers (threads and asyncio) share, and the counters behind `status()`."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Generic, TypeVar
+
+from ..queues.base import QueueStats, Task
+
+T = TypeVar("T")
+
+RELEASED_ERROR = "released: the worker shut down before the handler finished"
+
+
+def as_datetime(seconds: float | None) -> datetime:
+    """Seconds since the epoch as an aware UTC datetime (the epoch itself when unknown)."""
+    return datetime.fromtimestamp(seconds or 0.0, tz=timezone.utc)
+
+
+def error_text(error: BaseException) -> str:
+    """The error kept with a failed attempt."""
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+@dataclass(frozen=True)
+class Context(Generic[T]):
+    """What a handler gets with each event."""
+
+    event: T
+    """The decoded event."""
+    event_id: str
+    """The message's id (sluice's message id; the same through every retry)."""
+    attempt: int
+    """This delivery's number, from 1."""
+    enqueued_at: datetime
+    """When the event was enqueued."""
+    processing_started_at: datetime
+    """When this attempt started (by the backend's clock)."""
+    instance_index: int
+    """Which of the worker's `concurrency` slots runs it, from 0."""
+    processed_count: int
+    """Events this worker finished (acked) before this one started."""
+    pending_count: int
+    """Events waiting in the queue (ready or delayed), as last seen (every 0.5 s)."""
+    idempotency_id: str | None
+    """The idempotency id it was enqueued with."""
+    task: Task
+    """The leased task underneath (its envelope, its receipt)."""
+
+
+@dataclass(frozen=True)
+class DeadLetterContext(Generic[T]):
+    """What `on_dead_letter` gets after an event went to the dead-letter queue."""
+
+    event: T
+    error: BaseException
+    """The last attempt's error."""
+    event_id: str
+    attempt: int
+    """The attempt that failed last."""
+    enqueued_at: datetime
+    failed_at: datetime
+    """When it was dead-lettered (by the backend's clock)."""
+
+
+@dataclass(frozen=True)
+class EmptyContext:
+    """What `on_empty` gets when the queue emptied after this worker processed events."""
+
+    processed_count: int
+
+
+@dataclass(frozen=True)
+class SlotStatus:
+    """One slot of a worker."""
+
+    index: int
+    event_id: str | None
+    """The event it runs now."""
+    started_at: datetime | None
+    processed: int
+    """Events it finished."""
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    """A worker instance's state (`Worker.status()`)."""
+
+    running: bool
+    paused: bool
+    """This instance takes no new events (`pause()`); the queue itself is not paused."""
+    concurrency: int
+    processed: int
+    retried: int
+    dead_lettered: int
+    in_flight: int
+    """Events this instance holds now."""
+    pending: int
+    """Events waiting in the queue, as last seen."""
+    slots: list[SlotStatus]
+    queue: QueueStats | None
+    """The queue's numbers now (None when the backend could not be asked)."""
+
+
+@dataclass(frozen=True)
+class WorkerReport:
+    """What a finished run did."""
+
+    processed: int
+    retried: int
+    dead_lettered: int
+    released: int
+    """Events still running at the end of the shutdown grace, given back to the queue."""
+
+
+@dataclass
+class _Slot:
+    event_id: str | None = None
+    started_at: float | None = None
+    processed: int = 0
+
+
+@dataclass
+class Counters:
+    """The worker's numbers, under one lock (threads) or one loop (asyncio)."""
+
+    concurrency: int
+    processed: int = 0
+    retried: int = 0
+    dead_lettered: int = 0
+    released: int = 0
+    pending: int = 0
+    in_flight: int = 0
+    empty_armed: bool = False
+    """Set after each finished event: the next empty receive checks whether the queue emptied."""
+    slots: list[_Slot] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.slots = [_Slot() for _ in range(self.concurrency)]
+
+    def started(self, index: int, event_id: str, now: float) -> int:
+        """Marks a slot busy; answers the processed count before this event."""
+        with self.lock:
+            self.slots[index].event_id = event_id
+            self.slots[index].started_at = now
+            self.in_flight += 1
+            return self.processed
+
+    def finished(self, index: int, outcome: str) -> None:
+        """`outcome`: `processed`, `retried`, `dead_lettered`, `released` or `lost`."""
+        with self.lock:
+            slot = self.slots[index]
+            slot.event_id = None
+            slot.started_at = None
+            self.in_flight -= 1
+            self.empty_armed = True
+            if outcome == "processed":
+                self.processed += 1
+                slot.processed += 1
+            elif outcome == "retried":
+                self.retried += 1
+            elif outcome == "dead_lettered":
+                self.dead_lettered += 1
+            elif outcome == "released":
+                self.released += 1
+
+    def take_empty_check(self) -> bool:
+        """True once after events finished and nothing is in hand: time to look whether the
+        queue emptied."""
+        with self.lock:
+            if self.in_flight or not self.empty_armed:
+                return False
+            self.empty_armed = False
+            return True
+
+    def rearm(self) -> None:
+        with self.lock:
+            self.empty_armed = True
+
+    def status(self, running: bool, paused: bool, queue: QueueStats | None) -> WorkerStatus:
+        with self.lock:
+            return WorkerStatus(
+                running=running,
+                paused=paused,
+                concurrency=self.concurrency,
+                processed=self.processed,
+                retried=self.retried,
+                dead_lettered=self.dead_lettered,
+                in_flight=self.in_flight,
+                pending=self.pending,
+                slots=[
+                    SlotStatus(
+                        index=index,
+                        event_id=slot.event_id,
+                        started_at=as_datetime(slot.started_at) if slot.started_at else None,
+                        processed=slot.processed,
+                    )
+                    for index, slot in enumerate(self.slots)
+                ],
+                queue=queue,
+            )
+
+    def report(self) -> WorkerReport:
+        with self.lock:
+            return WorkerReport(self.processed, self.retried, self.dead_lettered, self.released)
+
+
+def queue_is_empty(stats: QueueStats) -> bool:
+    """Nothing ready, delayed or in flight (counts a backend cannot report are taken as 0)."""
+    return (stats.ready or 0) + (stats.delayed or 0) + (stats.in_flight or 0) == 0
+
+
+def pending_of(stats: QueueStats) -> int:
+    return (stats.ready or 0) + (stats.delayed or 0)
+
+
+def identity(value: Any) -> Any:
+    return value

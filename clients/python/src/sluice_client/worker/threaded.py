@@ -1,0 +1,394 @@
+"""`Worker`: runs a handler over a queue's events on `concurrency` threads.
+
+Each slot thread leases one event at a time, decodes it and runs the handler while a heartbeat
+thread extends its lease (where the backend can), then acks it, or on failure asks the
+`RetryPolicy` whether to retry after a delay or dead-letter it (`on_dead_letter` then runs).
+A payload that does not decode is dead-lettered at once. On shutdown (SIGTERM or SIGINT in
+`run()`, or `stop()`), slots stop leasing and running handlers get `shutdown_grace` seconds;
+an event whose handler is still running after it is given back to the queue (a nack with no
+delay), and its late result is dropped. The same worker as the Rust SDK's
+(crates/sluice-sdk/src/worker.rs), in threads.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import Any, Generic, TypeVar
+
+from ..errors import SluiceError
+from ..queues.base import CancelResult, Enqueued, PushItem, QueueStats, Task, TaskQueue
+from .policy import RetryPolicy
+from .state import (
+    RELEASED_ERROR,
+    Context,
+    Counters,
+    DeadLetterContext,
+    EmptyContext,
+    WorkerReport,
+    WorkerStatus,
+    as_datetime,
+    error_text,
+    identity,
+    pending_of,
+    queue_is_empty,
+)
+
+T = TypeVar("T")
+log = logging.getLogger("sluice_client.worker")
+
+PENDING_EVERY_S = 0.5
+"""How often the worker refreshes `pending_count`."""
+ERROR_PAUSE_S = 1.0
+"""How long a slot waits after a receive failed (the backend is down, say)."""
+
+
+class Worker(Generic[T]):
+    """Runs `handler` over the events of `queue` with at most `concurrency` at once.
+
+    - `concurrency` (required): handlers running at once; pick what the work can take.
+    - `retry`: `RetryPolicy` (`max_attempts`, `delay` or `backoff`, `is_retryable`).
+    - `decode` / `encode`: payload to event and back (default: the JSON value itself).
+    - `on_dead_letter(ctx)`, `on_empty(ctx)`: hooks (exceptions in them are logged).
+    - `lease`: seconds each event is leased for (default: the queue's); renewed every third
+      of it while the handler runs, where the backend can extend.
+    - `poll_wait`: how long an idle slot waits in one receive (default 1 s; it also bounds how
+      long `stop()` waits for idle slots).
+    - `shutdown_grace`: seconds running handlers get after shutdown starts (default 30).
+    """
+
+    def __init__(
+        self,
+        queue: TaskQueue,
+        handler: Callable[[Context[T]], object],
+        *,
+        concurrency: int,
+        retry: RetryPolicy | None = None,
+        decode: Callable[[Any], T] = identity,
+        encode: Callable[[T], Any] = identity,
+        on_dead_letter: Callable[[DeadLetterContext[T]], object] | None = None,
+        on_empty: Callable[[EmptyContext], object] | None = None,
+        lease: float | None = None,
+        poll_wait: float = 1.0,
+        shutdown_grace: float = 30.0,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.queue = queue
+        self.handler = handler
+        self.concurrency = concurrency
+        self.retry = retry or RetryPolicy()
+        self.decode = decode
+        self.encode = encode
+        self.on_dead_letter = on_dead_letter
+        self.on_empty = on_empty
+        self.lease = lease
+        self.poll_wait = poll_wait
+        self.shutdown_grace = shutdown_grace
+        self._counters = Counters(concurrency)
+        self._stop = threading.Event()
+        self._resumed = threading.Event()
+        self._resumed.set()
+        self._threads: list[threading.Thread] = []
+        self._released: set[str] = set()
+        self._holding: dict[str, tuple[int, Task]] = {}
+        self._hold_lock = threading.Lock()
+        self._heartbeats: dict[str, tuple[Task, float, float]] = {}
+        self._finished = threading.Event()
+        self._report: WorkerReport | None = None
+
+    # Producing and operating, through the worker.
+
+    def enqueue(
+        self,
+        event: T,
+        *,
+        id: str | None = None,
+        key: str | None = None,
+        delay: float | None = None,
+        priority: int = 0,
+    ) -> Enqueued:
+        """Enqueues one event; `event_id`, `position`, `created` in the answer."""
+        return self.queue.push(self.encode(event), id=id, key=key, delay=delay, priority=priority)
+
+    def enqueue_many(self, events: Sequence[T]) -> list[Enqueued]:
+        """Enqueues many events in order; one answer each."""
+        return self.queue.push_many([PushItem(self.encode(event)) for event in events])
+
+    def cancel(self, event_id: str, reason: str | None = None) -> CancelResult:
+        """Cancels an event not yet delivered; `reason` is kept as its last error where the
+        backend keeps one (sluice, memory)."""
+        result = self.queue.cancel(message_id=event_id, reason=reason)
+        log.info("cancel %s: %s (%s)", event_id, result.outcome, reason)
+        return result
+
+    def status(self) -> WorkerStatus:
+        """This instance's state, and the queue's numbers."""
+        try:
+            stats: QueueStats | None = self.queue.stats()
+        except Exception as error:
+            log.warning("stats failed: %s", error)
+            stats = None
+        running = bool(self._threads) and not self._finished.is_set()
+        return self._counters.status(running, not self._resumed.is_set(), stats)
+
+    def pause(self) -> None:
+        """This instance starts no handler until `resume()`; running handlers finish (an event a
+        slot was already receiving is held, its lease kept, until then)."""
+        self._resumed.clear()
+
+    def resume(self) -> None:
+        self._resumed.set()
+
+    def drain(self, timeout: float) -> bool:
+        """Waits up to `timeout` seconds until the queue holds nothing ready, delayed or in
+        flight and this instance holds nothing; True if so. (`Unsupported` on backends that
+        cannot tell, such as RabbitMQ.)"""
+        deadline = time.monotonic() + timeout
+        if not self.queue.drain(timeout):
+            return False
+        while self._counters.in_flight:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    # Running.
+
+    def run(self) -> WorkerReport:
+        """Runs until SIGTERM or SIGINT (handled while `run` runs, from the main thread) or
+        `stop()`; answers what the run did."""
+        restore: list[tuple[int, Any]] = []
+        if threading.current_thread() is threading.main_thread():
+            for number in (signal.SIGTERM, signal.SIGINT):
+                restore.append((number, signal.signal(number, self._on_signal)))
+        try:
+            self.start()
+            while not self._stop.wait(0.2):
+                pass
+            return self.stop()
+        finally:
+            for signal_number, previous in restore:
+                signal.signal(signal_number, previous)
+
+    def _on_signal(self, number: int, frame: FrameType | None) -> None:
+        log.info("signal %s: shutting down", number)
+        self._stop.set()
+
+    def start(self) -> None:
+        """Starts the slots and returns; `stop()` ends them."""
+        if self._threads:
+            raise RuntimeError("the worker is running already")
+        self.queue.ensure()
+        targets: list[tuple[str, Callable[[], None]]] = [
+            (f"sluice-slot-{index}", functools.partial(self._slot, index))
+            for index in range(self.concurrency)
+        ]
+        targets.append(("sluice-heartbeat", self._heartbeat))
+        targets.append(("sluice-pending", self._watch_pending))
+        for name, target in targets:
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self, grace: float | None = None) -> WorkerReport:
+        """Stops leasing, gives running handlers `grace` seconds (default `shutdown_grace`),
+        gives back what still runs, and answers what the run did."""
+        if self._report is not None:
+            return self._report
+        self._stop.set()
+        self._resumed.set()
+        deadline = time.monotonic() + (self.shutdown_grace if grace is None else grace)
+        for thread in self._threads:
+            thread.join(max(deadline - time.monotonic(), 0.0))
+        with self._hold_lock:
+            leftovers = list(self._holding.values())
+            self._released.update(task.receipt for _, task in leftovers)
+        for index, task in leftovers:
+            self._release(index, task)
+        self._finished.set()
+        self._report = self._counters.report()
+        return self._report
+
+    def _release(self, index: int, task: Task) -> None:
+        self._counters.finished(index, "released")
+        try:
+            self.queue.nack(task, RELEASED_ERROR, delay=0.0)
+        except Exception as error:
+            log.warning("release of %s failed (its lease will run out): %s", task.task_id, error)
+
+    # The slots.
+
+    def _slot(self, index: int) -> None:
+        while not self._stop.is_set():
+            if not self._resumed.wait(0.2):
+                continue
+            try:
+                task = self.queue.pop(visibility_timeout=self.lease, wait=self.poll_wait)
+            except Exception as error:
+                log.warning("receive failed; again in %s s: %s", ERROR_PAUSE_S, error)
+                self._stop.wait(ERROR_PAUSE_S)
+                continue
+            if task is None:
+                self._maybe_empty()
+                continue
+            if not self._resumed.is_set():
+                self._hold_while_paused(task)
+            self._process(index, task)
+
+    def _hold_while_paused(self, task: Task) -> None:
+        """An event leased by a receive that was waiting when `pause()` came: it runs only after
+        `resume()` (or at shutdown), its lease kept meanwhile where the backend can."""
+        self._watch_lease(task)
+        while not self._resumed.wait(0.2):
+            pass
+        self._heartbeats.pop(task.receipt, None)
+
+    def _process(self, index: int, task: Task) -> None:
+        envelope = task.envelope
+        processed = self._counters.started(index, task.task_id, self.queue.now())
+        try:
+            event = self.decode(envelope.payload)
+        except Exception as error:
+            self._nack_undecodable(index, task, error)
+            return
+        ctx = Context(
+            event=event,
+            event_id=task.task_id,
+            attempt=task.attempt,
+            enqueued_at=as_datetime(envelope.enqueued_at),
+            processing_started_at=as_datetime(self.queue.now()),
+            instance_index=index,
+            processed_count=processed,
+            pending_count=self._counters.pending,
+            idempotency_id=envelope.idempotency_id,
+            task=task,
+        )
+        with self._hold_lock:
+            self._holding[task.receipt] = (index, task)
+        self._watch_lease(task)
+        failure: BaseException | None = None
+        try:
+            self.handler(ctx)
+        except Exception as error:
+            failure = error
+        finally:
+            self._heartbeats.pop(task.receipt, None)
+            with self._hold_lock:
+                self._holding.pop(task.receipt, None)
+                released = task.receipt in self._released
+        if released:
+            # Given back at the end of the shutdown grace; this late result has no lease.
+            return
+        if failure is None:
+            self._ack(index, task)
+        else:
+            self._fail(index, task, event, failure)
+
+    def _ack(self, index: int, task: Task) -> None:
+        try:
+            self.queue.ack(task)
+        except Exception as error:
+            log.warning("ack of %s failed (it will come back): %s", task.task_id, error)
+            self._counters.finished(index, "lost")
+            return
+        self._counters.finished(index, "processed")
+
+    def _fail(self, index: int, task: Task, event: T, error: BaseException) -> None:
+        decision = self.retry.decide(task.attempt, error)
+        text = error_text(error)
+        try:
+            outcome = self._nack(task, text, decision.delay, decision.dead_letter)
+        except Exception as nack_error:
+            log.warning("nack of %s failed (its lease will run out): %s", task.task_id, nack_error)
+            self._counters.finished(index, "lost")
+            return
+        self._counters.finished(index, outcome)
+        if outcome == "dead_lettered" and self.on_dead_letter is not None:
+            hook_ctx = DeadLetterContext(
+                event=event,
+                error=error,
+                event_id=task.task_id,
+                attempt=task.attempt,
+                enqueued_at=as_datetime(task.envelope.enqueued_at),
+                failed_at=as_datetime(self.queue.now()),
+            )
+            try:
+                self.on_dead_letter(hook_ctx)
+            except Exception as hook_error:
+                log.exception("on_dead_letter failed: %s", hook_error)
+
+    def _nack(self, task: Task, text: str, delay: float, permanent: bool) -> str:
+        try:
+            return self.queue.nack(task, text, delay=delay, permanent=permanent)
+        except SluiceError as error:
+            if not (permanent and error.code == "invalid_field"):
+                raise
+            # A queue without a dead-letter queue keeps every message: retry instead.
+            log.warning("cannot dead-letter %s (no dead-letter queue); retrying", task.task_id)
+            return self.queue.nack(task, text, delay=delay)
+
+    def _nack_undecodable(self, index: int, task: Task, error: Exception) -> None:
+        try:
+            self._nack(task, f"cannot decode the event: {error_text(error)}", 0.0, True)
+            self._counters.finished(index, "dead_lettered")
+        except Exception as nack_error:
+            log.warning("nack of undecodable %s failed: %s", task.task_id, nack_error)
+            self._counters.finished(index, "lost")
+
+    def _maybe_empty(self) -> None:
+        if self.on_empty is None or not self._counters.take_empty_check():
+            return
+        try:
+            stats = self.queue.stats()
+        except Exception:
+            self._counters.rearm()
+            return
+        if not queue_is_empty(stats):
+            # Not empty yet (another slot is busy): look again at the next empty receive.
+            self._counters.rearm()
+            return
+        try:
+            self.on_empty(EmptyContext(self._counters.processed))
+        except Exception as error:
+            log.exception("on_empty failed: %s", error)
+
+    # Background threads.
+
+    def _watch_lease(self, task: Task) -> None:
+        lease = task.envelope.visibility_timeout
+        if not self.queue.capabilities.extend or not lease:
+            return
+        self._heartbeats[task.receipt] = (task, lease, time.monotonic() + lease / 3)
+
+    def _heartbeat(self) -> None:
+        """Extends every running event's lease each third of it."""
+        while not self._finished.is_set():
+            if self._stop.is_set() and not self._heartbeats:
+                return
+            time.sleep(0.05)
+            now = time.monotonic()
+            for receipt, (task, lease, due) in list(self._heartbeats.items()):
+                if due > now:
+                    continue
+                try:
+                    self.queue.extend_visibility(task, lease)
+                except Exception as error:
+                    log.warning("lease extension of %s failed: %s", task.task_id, error)
+                    self._heartbeats.pop(receipt, None)
+                    continue
+                if receipt in self._heartbeats:
+                    self._heartbeats[receipt] = (task, lease, now + lease / 3)
+
+    def _watch_pending(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._counters.pending = pending_of(self.queue.stats())
+            except Exception as error:
+                log.debug("stats failed: %s", error)
+            self._stop.wait(PENDING_EVERY_S)

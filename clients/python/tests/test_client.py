@@ -1,0 +1,234 @@
+"""The typed client against a real server: the models match the server's OpenAPI document both
+ways, every route answers into its dataclass, and errors carry the server's stable codes."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import typing
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+
+from sluice_client import (
+    AsyncClient,
+    Client,
+    MessageIn,
+    QueueSpec,
+    RateLimitSpec,
+    SecretRef,
+    SluiceError,
+    VerifySpec,
+    WebhookSpec,
+    models,
+    specs,
+)
+from sluice_client._codec import parse_datetime
+
+from .conftest import SluiceServer, unique
+
+
+@pytest.fixture
+def client(sluice_server: SluiceServer) -> typing.Iterator[Client]:
+    with Client(sluice_server.url) as client:
+        yield client
+
+
+def _schemas(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return typing.cast(dict[str, dict[str, Any]], document["components"]["schemas"])
+
+
+def _properties(schema: dict[str, Any], schemas: dict[str, dict[str, Any]]) -> set[str]:
+    if "allOf" in schema:
+        names: set[str] = set()
+        for part in schema["allOf"]:
+            if "$ref" in part:
+                part = schemas[part["$ref"].rsplit("/", 1)[1]]
+            names |= _properties(part, schemas)
+        return names
+    return set(schema.get("properties", {}))
+
+
+def test_models_match_the_servers_openapi_document(client: Client) -> None:
+    """Every answer model has exactly the fields its schema lists, so a server change that a
+    model misses (or a model field the server never sends) fails here."""
+    schemas = _schemas(client.openapi())
+    checked = 0
+    for name, cls in inspect.getmembers(models, dataclasses.is_dataclass):
+        if name not in schemas:
+            continue
+        fields = {field.name for field in dataclasses.fields(cls)}
+        assert fields == _properties(schemas[name], schemas), name
+        checked += 1
+    for name in ("QueueSpec", "MessageIn", "WebhookSpec", "PushSpec", "BackoffSpec"):
+        cls = getattr(specs, name)
+        fields = {field.name for field in dataclasses.fields(cls)}
+        assert fields == _properties(schemas[name], schemas), name
+        checked += 1
+    assert checked >= 55
+
+
+def test_every_route_of_the_document_has_a_client_method(client: Client) -> None:
+    document = client.openapi()
+    operations = {
+        operation["operationId"]
+        for path in document["paths"].values()
+        for operation in path.values()
+        if isinstance(operation, dict) and "operationId" in operation
+    }
+    # The sender's side of a webhook is not a client call: senders post to /hooks/{name}.
+    covered = {
+        "healthz": "health", "readyz": "ready", "openapi": "openapi", "queue_list": "list_queues",
+        "queue_get": "get_queue", "queue_put": "put_queue", "queue_delete": "delete_queue",
+        "message_ack": "ack", "queue_browse": "browse", "message_cancel": "cancel",
+        "dead_letter_list": "list_dead_letters", "dead_letter_purge": "purge_dead_letters",
+        "dead_letter_replay": "replay_dead_letters", "dead_letter_get": "get_dead_letter",
+        "dead_letter_delete": "delete_dead_letter",
+        "dead_letter_replay_one": "replay_dead_letter", "queue_drain": "drain",
+        "message_extend": "extend", "queue_history": "queue_history",
+        "message_get_by_idempotency_key": "find_message", "message_enqueue": "enqueue",
+        "message_get": "get_message", "message_body": "message_body",
+        "message_deliveries": "message_deliveries", "message_nack": "nack",
+        "queue_pause": "pause_queue", "queue_purge": "purge", "push_pause": "pause_push",
+        "push_resume": "resume_push", "message_receive": "receive", "queue_resume": "resume_queue",
+        "queue_stats": "queue_stats", "webhook_list": "list_webhooks", "webhook_get": "get_webhook",
+        "webhook_put": "put_webhook", "webhook_delete": "delete_webhook", "history_list": "history",
+    }  # fmt: skip
+    assert operations - {"webhook_receive"} == set(covered)
+    for method in covered.values():
+        assert callable(getattr(Client, method)), method
+        assert inspect.iscoroutinefunction(getattr(AsyncClient, method)), method
+
+
+def test_the_async_client_has_the_same_signatures() -> None:
+    for name, method in inspect.getmembers(Client, inspect.isfunction):
+        if name.startswith("_") or name == "close":
+            continue
+        twin = getattr(AsyncClient, name)
+        assert inspect.signature(twin) == inspect.signature(method), name
+
+
+def test_a_message_goes_through_its_whole_life(client: Client) -> None:
+    queue = unique("client")
+    put = client.put_queue(queue, QueueSpec(max_attempts=2, rate_limit=RateLimitSpec(100)))
+    assert put.created and put.queue.config.max_attempts == 2
+    assert put.queue.config.rate_limit is not None
+    unlimited = client.put_queue(queue, QueueSpec(rate_limit=RateLimitSpec(0), schema=None))
+    assert unlimited.queue.config.rate_limit is None
+    enqueued = client.enqueue(queue, {"order": 1}, id="order-1", headers={"h": "v"})
+    assert enqueued.created and enqueued.position == 0
+    batch = client.enqueue_batch(queue, [MessageIn(body="a"), MessageIn(body="b", priority=5)])
+    assert [result.created for result in batch] == [True, True]
+    assert client.find_message(queue, "order-1").message_id == enqueued.message_id
+    received = client.receive(queue, 10, wait_ms=1000, visibility_timeout_ms=5000)
+    assert [message.body for message in received] == ["b", {"order": 1}, "a"]
+    first = received[1]
+    assert first.headers == {"h": "v"} and first.attempts == 1
+    assert first.enqueued_at.tzinfo is not None
+    assert client.extend(queue, first.receipt, 10_000).lease_expires_at > first.lease_expires_at
+    nacked = client.nack(queue, first.receipt, error="boom", delay_ms=0)
+    assert nacked.state == "ready"
+    assert client.ack_many(queue, [received[0].receipt, received[2].receipt]).acked == 2
+    again = client.receive(queue, wait_ms=2000)[0]
+    assert (again.attempts, again.last_error) == (2, "boom")
+    dead = client.nack(queue, again.receipt, error="final")
+    assert dead.state == "dead"
+    letters = client.list_dead_letters(queue, error="final")
+    assert [entry.message_id for entry in letters.entries] == [enqueued.message_id]
+    entry = client.get_dead_letter(queue, enqueued.message_id)
+    assert (entry.body, entry.attempts, entry.last_error) == ({"order": 1}, 2, "final")
+    replay = client.replay_dead_letters(queue, error="final", dry_run=True)
+    assert (replay.dry_run, replay.matched) == (True, 1)
+    replayed = client.replay_dead_letter(queue, enqueued.message_id)
+    assert replayed.replayed == 1
+    status = client.get_message(queue, enqueued.message_id)
+    assert status.state == "replayed" or status.failures
+    stats = client.queue_stats(queue)
+    assert stats.ready == 1 and stats.counters.acked == 2
+    assert client.browse(queue, "ready", preview_bytes=10).counts.ready == 1
+    assert client.drain(queue, timeout_ms=0).drained is False
+    assert client.purge(queue).purged == 1
+    assert client.pause_queue(queue).stats.paused is True
+    assert client.resume_queue(queue).stats.paused is False
+    assert client.cancel(queue, id="nobody").outcome == "not_found"
+    assert client.purge_dead_letters(queue).deleted == 0
+    assert any(q.name == queue for q in client.list_queues())
+    assert client.health().status == "ok" and client.ready().status == "ok"
+    assert "sluice" in client.metrics()
+    assert client.queue_history(queue).queue == queue
+    assert client.delete_queue(queue).deleted is True
+
+
+def test_errors_carry_the_servers_code(client: Client) -> None:
+    with pytest.raises(SluiceError) as missing:
+        client.get_queue(unique("absent"))
+    assert (missing.value.status, missing.value.code) == (404, "queue_not_found")
+    assert missing.value.request_id
+    queue = unique("errors")
+    client.put_queue(queue, QueueSpec(max_depth=1))
+    client.enqueue(queue, 1)
+    with pytest.raises(SluiceError) as full:
+        client.enqueue(queue, 2)
+    assert full.value.code == "queue_full"
+    assert full.value.retry_after is not None and full.value.retry_after >= 1
+    assert full.value.details["max_depth"] == 1
+    receipt = client.receive(queue)[0].receipt
+    client.ack(queue, receipt)
+    with pytest.raises(SluiceError) as stale:
+        client.ack(queue, receipt)
+    assert (stale.value.status, stale.value.code) == (409, "stale_receipt")
+
+
+def test_an_unreachable_server_is_status_0() -> None:
+    with Client("http://127.0.0.1:9", timeout=2) as client, pytest.raises(SluiceError) as error:
+        client.health()
+    assert (error.value.status, error.value.code) == (0, "unreachable")
+
+
+def test_the_url_and_token_come_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, sluice_server: SluiceServer
+) -> None:
+    monkeypatch.setenv("SLUICE_URL", sluice_server.url)
+    monkeypatch.setenv("SLUICE_TOKEN", "secret-token")
+    with Client() as client:
+        assert client.url == sluice_server.url
+        assert client._http.headers["authorization"] == "Bearer secret-token"
+        assert client.health().status == "ok"
+
+
+def test_webhooks_round_trip(client: Client) -> None:
+    queue = unique("hooks")
+    client.put_queue(queue)
+    name = unique("hook")
+    spec = WebhookSpec(queue=queue, verify=VerifySpec(scheme="none"), transform=".body")
+    assert client.put_webhook(name, spec).created
+    shown = client.get_webhook(name)
+    assert shown.spec.queue == queue and shown.path == f"/hooks/{name}"
+    assert any(hook.name == name for hook in client.list_webhooks())
+    assert client.delete_webhook(name).deleted
+    assert SecretRef(env="X").env == "X"
+
+
+def test_the_async_client_works(sluice_server: SluiceServer) -> None:
+    async def run() -> None:
+        async with AsyncClient(sluice_server.url) as client:
+            queue = unique("async-client")
+            await client.put_queue(queue)
+            sent = await client.enqueue(queue, {"n": 1})
+            received = await client.receive(queue, wait_ms=1000)
+            assert received[0].message_id == sent.message_id
+            await client.ack(queue, received[0].receipt, result={"ok": True})
+            status = await client.get_message(queue, sent.message_id)
+            assert (status.state, status.result) == ("acked", {"ok": True})
+
+    asyncio.run(run())
+
+
+def test_times_read_with_any_precision() -> None:
+    parsed = parse_datetime("2024-05-06T07:08:09.123456789Z")
+    assert parsed == datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=timezone.utc)
+    assert parse_datetime("2024-05-06T07:08:09+02:00").utcoffset() is not None
+    with pytest.raises(ValueError, match="RFC 3339"):
+        parse_datetime("yesterday")

@@ -1,0 +1,247 @@
+"""The worker on memory and on sluice, threaded and asyncio: each test runs on all four."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from sluice_client import (
+    Backoff,
+    Context,
+    DeadLetterContext,
+    EmptyContext,
+    QueueOptions,
+    RetryPolicy,
+    SystemClock,
+)
+
+from .harness import Harness, wait_until
+
+COMBOS = [(b, f) for b in ("memory", "sluice") for f in ("sync", "async")]
+IDS = [f"{b}-{f}" for b, f in COMBOS]
+
+
+@pytest.fixture(params=COMBOS, ids=IDS)
+def combo(request: pytest.FixtureRequest) -> tuple[str, str]:
+    return request.param  # type: ignore[no-any-return]
+
+
+def harness(
+    combo: tuple[str, str], request: pytest.FixtureRequest, real_time: bool = False, **options: Any
+) -> Harness:
+    backend, flavor = combo
+    clock = SystemClock() if real_time else None
+    return Harness(backend, flavor, request, QueueOptions(**options), clock=clock)
+
+
+@pytest.fixture
+def cleanup() -> Iterator[list[Harness]]:
+    made: list[Harness] = []
+    yield made
+    for h in made:
+        h.close()
+
+
+def test_concurrency_is_never_exceeded(
+    combo: tuple[str, str], request: pytest.FixtureRequest, cleanup: list[Harness]
+) -> None:
+    """Twelve events of 50 ms each on three slots: never more than three run at once, and
+    three do (the slots really run side by side)."""
+    h = harness(combo, request)
+    cleanup.append(h)
+    for n in range(12):
+        h.push({"n": n})
+    h.start(lambda ctx: 0.05, concurrency=3, poll_wait=0.2)
+    wait_until(lambda: h.status().processed == 12, what="12 processed")
+    report = h.stop(5.0)
+    assert report.processed == 12
+    assert h.peak == 3, f"{h.peak} handlers ran at once"
+
+
+def test_concurrency_counts_running_handlers(
+    combo: tuple[str, str], request: pytest.FixtureRequest, cleanup: list[Harness]
+) -> None:
+    """While handlers run, the worker's status shows at most `concurrency` in flight."""
+    h = harness(combo, request)
+    cleanup.append(h)
+    for n in range(6):
+        h.push({"n": n})
+    seen: list[int] = []
+    h.start(lambda ctx: 0.3, concurrency=2, poll_wait=0.2)
+    wait_until(lambda: h.status().in_flight == 2, what="two in flight")
+    for _ in range(10):
+        status = h.status()
+        seen.append(status.in_flight)
+        assert sum(1 for slot in status.slots if slot.event_id) <= 2
+    wait_until(lambda: h.status().processed == 6, what="all processed")
+    h.stop(5.0)
+    assert max(seen) <= 2
+
+
+def test_retries_follow_the_backoff(
+    combo: tuple[str, str], request: pytest.FixtureRequest, cleanup: list[Harness]
+) -> None:
+    """An event failing twice comes back after 1 s, then 2 s (exponential backoff), and its
+    third attempt succeeds. On memory the test moves the clock; on sluice time passes."""
+    h = harness(combo, request)
+    cleanup.append(h)
+    starts: list[tuple[int, float]] = []
+
+    def behavior(ctx: Context[Any]) -> float:
+        starts.append((ctx.attempt, ctx.processing_started_at.timestamp()))
+        if ctx.attempt < 3:
+            raise RuntimeError(f"attempt {ctx.attempt} fails")
+        return 0.0
+
+    h.push({"job": 1})
+    retry = RetryPolicy(max_attempts=5, backoff=Backoff.exponential(1.0, 10.0, 2.0))
+    h.start(behavior, concurrency=1, retry=retry, poll_wait=0.2)
+    for delay in (1.0, 2.0):
+        wait_until(lambda: h.status().retried >= len(starts), what="the retry")
+        if h.memory is not None:
+            wait_until(lambda: h.stats().delayed == 1, what="the delayed retry")
+            attempts_before = len(starts)
+            h.advance(delay - 0.01)
+            assert len(starts) == attempts_before, "delivered before its backoff ended"
+            h.advance(0.01)
+    wait_until(lambda: h.status().processed == 1, timeout=20, what="the third attempt")
+    report = h.stop(5.0)
+    assert [attempt for attempt, _ in starts] == [1, 2, 3]
+    gaps = [starts[1][1] - starts[0][1], starts[2][1] - starts[1][1]]
+    assert gaps[0] >= 0.99 and gaps[1] >= 1.99, f"gaps {gaps}"
+    assert report.retried == 2
+    assert report.processed == 1
+
+
+def test_an_error_not_retryable_dead_letters_at_once(
+    combo: tuple[str, str], request: pytest.FixtureRequest, cleanup: list[Harness]
+) -> None:
+    h = harness(combo, request)
+    cleanup.append(h)
+    hooks: list[DeadLetterContext[Any]] = []
+
+    def behavior(ctx: Context[Any]) -> float:
+        raise ValueError(f"bad order {ctx.event['order']}")
+
+    pushed = h.push({"order": 7})
+    retry = RetryPolicy(max_attempts=5, is_retryable=lambda e: not isinstance(e, ValueError))
+    h.start(behavior, concurrency=2, retry=retry, on_dead_letter=hooks.append, poll_wait=0.2)
+    wait_until(lambda: len(hooks) == 1, what="on_dead_letter")
+    report = h.stop(5.0)
+    hook = hooks[0]
+    assert hook.event == {"order": 7}
+    assert hook.event_id == pushed.event_id
+    assert hook.attempt == 1
+    assert isinstance(hook.error, ValueError)
+    assert hook.failed_at >= hook.enqueued_at
+    assert report.dead_lettered == 1 and report.retried == 0
+    letters = h.dead_letters()
+    assert [(letter.payload, letter.attempts) for letter in letters] == [({"order": 7}, 1)]
+    assert letters[0].error == "ValueError: bad order 7"
+
+
+def test_a_heartbeat_keeps_a_slow_handlers_lease(
+    combo: tuple[str, str], request: pytest.FixtureRequest, cleanup: list[Harness]
+) -> None:
+    """A 1 s lease and a 2.5 s handler: the heartbeat extends the lease, so the event is
+    delivered once and acked (no second attempt, nothing retried). Real time on both."""
+    h = harness(combo, request, real_time=True)
+    cleanup.append(h)
+    attempts: list[int] = []
+
+    def behavior(ctx: Context[Any]) -> float:
+        attempts.append(ctx.attempt)
+        return 2.5
+
+    h.push({"slow": True})
+    h.start(behavior, concurrency=2, lease=1.0, poll_wait=0.2)
+    wait_until(lambda: h.status().processed == 1, what="the slow event")
+    report = h.stop(5.0)
+    assert attempts == [1]
+    assert report.processed == 1 and report.retried == 0
+    stats = h.stats()
+    assert (stats.ready, stats.in_flight) == (0, 0)
+
+
+def test_graceful_shutdown_loses_nothing(
+    combo: tuple[str, str], request: pytest.FixtureRequest, cleanup: list[Harness]
+) -> None:
+    """Stopping while handlers run: they finish and are acked, the rest stays in the queue."""
+    h = harness(combo, request)
+    cleanup.append(h)
+    for n in range(6):
+        h.push({"n": n})
+    h.start(lambda ctx: 0.4, concurrency=2, poll_wait=0.2)
+    wait_until(lambda: h.status().in_flight == 2, what="two handlers running")
+    report = h.stop(10.0)
+    stats = h.stats()
+    assert report.released == 0
+    assert report.processed >= 2
+    assert stats.in_flight == 0
+    assert report.processed + (stats.ready or 0) == 6, f"{report} {stats}"
+
+
+def test_shutdown_gives_back_what_outlives_the_grace(
+    combo: tuple[str, str], request: pytest.FixtureRequest, cleanup: list[Harness]
+) -> None:
+    h = harness(combo, request)
+    cleanup.append(h)
+    h.push({"n": 1})
+    h.start(lambda ctx: 3.0, concurrency=1, poll_wait=0.2)
+    wait_until(lambda: h.status().in_flight == 1, what="the handler running")
+    report = h.stop(0.2)
+    assert report.released == 1
+    stats = h.stats()
+    assert (stats.ready, stats.in_flight) == (1, 0)
+
+
+def test_on_empty_runs_once_the_queue_emptied(
+    combo: tuple[str, str], request: pytest.FixtureRequest, cleanup: list[Harness]
+) -> None:
+    h = harness(combo, request)
+    cleanup.append(h)
+    empties: list[EmptyContext] = []
+    for n in range(3):
+        h.push({"n": n})
+    h.start(lambda ctx: 0.0, concurrency=2, on_empty=empties.append, poll_wait=0.2)
+    wait_until(lambda: len(empties) >= 1, what="on_empty")
+    h.stop(5.0)
+    assert empties[0].processed_count == 3
+
+
+def test_pause_resume_enqueue_cancel_and_status(
+    combo: tuple[str, str], request: pytest.FixtureRequest, cleanup: list[Harness]
+) -> None:
+    h = harness(combo, request)
+    cleanup.append(h)
+    contexts: list[Context[Any]] = []
+
+    def behavior(ctx: Context[Any]) -> float:
+        contexts.append(ctx)
+        return 0.0
+
+    h.start(behavior, concurrency=2, poll_wait=0.2)
+    h.worker_call("pause")
+    first = h.worker_call("enqueue", {"n": 1}, id="first")
+    again = h.worker_call("enqueue", {"n": 1}, id="first")
+    later = h.worker_call("enqueue", {"n": 2}, delay=60.0)
+    assert (first.created, first.position) == (True, 0)
+    assert (again.created, again.event_id) == (False, first.event_id)
+    many = h.worker_call("enqueue_many", [{"n": 3}, {"n": 4}])
+    assert [result.created for result in many] == [True, True]
+    status = h.status()
+    assert status.paused and status.processed == 0 and status.concurrency == 2
+    cancelled = h.worker_call("cancel", later.event_id, "not needed")
+    assert cancelled.outcome == "cancelled"
+    h.worker_call("resume")
+    wait_until(lambda: h.status().processed == 3, what="three processed after resume")
+    assert h.worker_call("drain", 5.0) is True
+    h.stop(5.0)
+    assert sorted(ctx.event["n"] for ctx in contexts) == [1, 3, 4]
+    one = next(ctx for ctx in contexts if ctx.event["n"] == 1)
+    assert one.event_id == first.event_id and one.attempt == 1
+    assert one.idempotency_id == "first"
+    assert 0 <= one.instance_index < 2
+    assert sorted(ctx.processed_count for ctx in contexts)[0] == 0
