@@ -57,8 +57,8 @@ mod queue;
 mod worker;
 
 pub use backend::{
-    Backend, CancelOutcome, Delivery, Enqueued, MessageInfo, MessageRef, Nack, NackOutcome,
-    Outgoing, QueueStats,
+    Backend, CancelOutcome, Capabilities, DeadLetter, Delivery, Enqueued, MessageInfo, MessageRef,
+    Nack, NackOutcome, Outgoing, QueueOptions, QueueStats,
 };
 pub use embedded::{Embedded, EmbeddedBuilder};
 pub use error::{Error, Result};

@@ -397,7 +397,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
             return;
         }
         match self.queue.status().await {
-            Ok(stats) if stats.ready + stats.delayed + stats.in_flight == 0 => {
+            Ok(stats) if stats.outstanding() == 0 => {
                 hook(EmptyContext {
                     processed: self.shared.processed.load(Ordering::SeqCst),
                 })

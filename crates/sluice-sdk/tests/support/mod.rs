@@ -330,8 +330,24 @@ pub struct SlowAcks {
 
 #[async_trait::async_trait]
 impl Backend for SlowAcks {
-    async fn ensure_queue(&self, queue: &str) -> sluice_sdk::Result<()> {
-        self.inner.ensure_queue(queue).await
+    fn capabilities(&self) -> sluice_sdk::Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn ensure_queue_with(
+        &self,
+        queue: &str,
+        options: &sluice_sdk::QueueOptions,
+    ) -> sluice_sdk::Result<()> {
+        self.inner.ensure_queue_with(queue, options).await
+    }
+
+    async fn dead_letters(
+        &self,
+        queue: &str,
+        max: usize,
+    ) -> sluice_sdk::Result<Vec<sluice_sdk::DeadLetter>> {
+        self.inner.dead_letters(queue, max).await
     }
 
     async fn enqueue(
