@@ -54,6 +54,8 @@ mod embedded;
 mod error;
 mod http;
 mod queue;
+#[cfg(feature = "sqs")]
+mod sqs;
 mod worker;
 
 pub use backend::{
@@ -63,6 +65,8 @@ pub use backend::{
 pub use embedded::{Embedded, EmbeddedBuilder};
 pub use error::{Error, Result};
 pub use http::Http;
+#[cfg(feature = "sqs")]
+pub use sqs::Sqs;
 pub use queue::{Enqueue, EnqueuedMany, Envelope, Queue};
 pub use sluice_client::{Code, ErrorCode};
 pub use worker::{
