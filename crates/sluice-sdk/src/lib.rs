@@ -49,6 +49,8 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "amqp")]
+mod amqp;
 mod backend;
 mod embedded;
 mod error;
@@ -58,6 +60,8 @@ mod queue;
 mod sqs;
 mod worker;
 
+#[cfg(feature = "amqp")]
+pub use amqp::Amqp;
 pub use backend::{
     Backend, CancelOutcome, Capabilities, DeadLetter, Delivery, Enqueued, MessageInfo, MessageRef,
     Nack, NackOutcome, Outgoing, QueueOptions, QueueStats,
@@ -65,10 +69,10 @@ pub use backend::{
 pub use embedded::{Embedded, EmbeddedBuilder};
 pub use error::{Error, Result};
 pub use http::Http;
-#[cfg(feature = "sqs")]
-pub use sqs::Sqs;
 pub use queue::{Enqueue, EnqueuedMany, Envelope, Queue};
 pub use sluice_client::{Code, ErrorCode};
+#[cfg(feature = "sqs")]
+pub use sqs::Sqs;
 pub use worker::{
     Backoff, BoxError, Context, DeadLetterContext, EmptyContext, RetryPolicy, SlotState, Worker,
     WorkerHandle, WorkerReport, WorkerStatus,

@@ -232,7 +232,11 @@ impl Sqs {
     }
 
     /// Creates `name` (with `attributes`) or finds it; its URL.
-    async fn create(&self, name: &str, attributes: Vec<(QueueAttributeName, String)>) -> Result<String> {
+    async fn create(
+        &self,
+        name: &str,
+        attributes: Vec<(QueueAttributeName, String)>,
+    ) -> Result<String> {
         let mut request = self.client.create_queue().queue_name(name);
         for (key, value) in attributes {
             request = request.attributes(key, value);
@@ -320,7 +324,11 @@ impl Sqs {
         if queue.fifo {
             // The original's id deduplicates a retried copy; the group keeps the key's order.
             request = request
-                .message_group_id(held.group.clone().unwrap_or_else(|| Uuid::now_v7().to_string()))
+                .message_group_id(
+                    held.group
+                        .clone()
+                        .unwrap_or_else(|| Uuid::now_v7().to_string()),
+                )
                 .message_deduplication_id(delivery.message_id.to_string());
         }
         request
@@ -564,7 +572,9 @@ impl Backend for Sqs {
     }
 
     async fn set_paused(&self, _queue: &str, _paused: bool) -> Result<()> {
-        Err(Error::Unsupported("pause: SQS has no pause of a queue".into()))
+        Err(Error::Unsupported(
+            "pause: SQS has no pause of a queue".into(),
+        ))
     }
 
     async fn cancel(&self, _queue: &str, _message: MessageRef) -> Result<CancelOutcome> {
@@ -662,7 +672,11 @@ impl Sqs {
 }
 
 /// One SendMessageBatch entry; refuses what the queue cannot take.
-fn entry(queue: &SqsQueue, index: usize, message: Outgoing) -> Result<SendMessageBatchRequestEntry> {
+fn entry(
+    queue: &SqsQueue,
+    index: usize,
+    message: Outgoing,
+) -> Result<SendMessageBatchRequestEntry> {
     if message.priority != 0 {
         return Err(Error::Unsupported("priority: SQS has no priorities".into()));
     }
@@ -738,7 +752,9 @@ fn delivery(message: Message) -> Result<(Delivery, Option<String>)> {
         // SQS keeps no error with a message.
         last_error: None,
     };
-    let group = system.get(&MessageSystemAttributeName::MessageGroupId).cloned();
+    let group = system
+        .get(&MessageSystemAttributeName::MessageGroupId)
+        .cloned();
     Ok((delivery, group))
 }
 
@@ -833,10 +849,7 @@ where
     let Some(code) = error.code().map(str::to_owned) else {
         return Error::Unavailable(format!("{operation}: {}", DisplayChain(&error)));
     };
-    let message = format!(
-        "{operation}: {}",
-        error.message().unwrap_or("no message")
-    );
+    let message = format!("{operation}: {}", error.message().unwrap_or("no message"));
     let stale = code == "ReceiptHandleIsInvalid"
         || (code == "InvalidParameterValue"
             && (message.contains("expired") || message.contains("not available")));
