@@ -25,8 +25,9 @@
 //! lease has no deadline (a leased message comes back only when the backend's connection
 //! closes, or when the broker's consumer timeout closes its channel), so it cannot be extended,
 //! and a lease longer than that timeout is refused; there is no pause, cancel, lookup, per-key
-//! order, deduplication, delayed enqueue or priority, and messages in flight are not counted
-//! (so `drain` is refused too).
+//! order (a `per_key` queue is refused), deduplication (a `dedup` queue is refused; an
+//! idempotency id on an ordinary queue is carried in a header, not deduplicated), delayed
+//! enqueue or priority, and messages in flight are not counted (so `drain` is refused too).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -67,6 +68,8 @@ mod header {
     pub const MAX_ATTEMPTS: &str = "x-sluice-max-attempts";
     /// Enqueue time, ms since the epoch.
     pub const ENQUEUED_AT: &str = "x-sluice-enqueued-at-ms";
+    /// The idempotency id (carried; RabbitMQ does not deduplicate).
+    pub const ID: &str = "x-sluice-id";
     /// The ordering key (carried; a classic queue does not order by it).
     pub const KEY: &str = "x-sluice-key";
     /// The error of the last failed attempt.
@@ -387,11 +390,6 @@ impl Backend for Amqp {
 
     async fn enqueue(&self, queue: &str, messages: Vec<Outgoing>) -> Result<Vec<Enqueued>> {
         for message in &messages {
-            if message.id.is_some() {
-                return Err(Error::Unsupported(
-                    "idempotency id: RabbitMQ does not deduplicate".into(),
-                ));
-            }
             if message.delay.is_some_and(|d| !d.is_zero()) {
                 return Err(Error::Unsupported(
                     "delay: delayed enqueue on RabbitMQ needs a TTL queue per delay; this \
@@ -423,6 +421,10 @@ impl Backend for Amqp {
             );
             if let Some(key) = &message.key {
                 headers.insert(header::KEY.into(), long_string(key));
+            }
+            // Carried, so that deliveries report it; RabbitMQ deduplicates nothing.
+            if let Some(id) = &message.id {
+                headers.insert(header::ID.into(), long_string(id));
             }
             let properties = BasicProperties::default()
                 .with_message_id(message_id.to_string().into())
@@ -489,7 +491,7 @@ impl Backend for Amqp {
                         .unwrap_or_default(),
                     receipt: format!("{}.{tag}", channels.epoch),
                     body: message.data,
-                    id: None,
+                    id: text(&headers, header::ID),
                     key: text(&headers, header::KEY),
                     attempt,
                     enqueued_at: integer(&headers, header::ENQUEUED_AT)
@@ -694,7 +696,7 @@ impl Backend for Amqp {
                         .and_then(|id| Uuid::parse_str(id.as_str()).ok())
                         .unwrap_or_default(),
                     body: message.data,
-                    id: None,
+                    id: text(&headers, header::ID),
                     key: text(&headers, header::KEY),
                     error: text(&headers, header::LAST_ERROR),
                     attempts: integer(&headers, header::ATTEMPTS).unwrap_or(0) as u32,

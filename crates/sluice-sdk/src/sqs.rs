@@ -7,7 +7,7 @@
 //! | a queue | a standard queue; a FIFO queue (`<name>.fifo`) when it is `per_key` or `dedup` |
 //! | its dead-letter queue | `<name>-dlq` (`<name>-dlq.fifo` for FIFO), named by a `RedrivePolicy` whose `maxReceiveCount` is `max_attempts` |
 //! | key | `MessageGroupId` (a keyless message on a FIFO queue gets a group of its own) |
-//! | idempotency id | `MessageDeduplicationId` (FIFO only: a standard queue refuses ids) |
+//! | idempotency id | `MessageDeduplicationId` on a FIFO queue (a standard queue carries the id, as a message attribute, but does not deduplicate) |
 //! | lease, extend | `VisibilityTimeout`, `ChangeMessageVisibility` (whole seconds, rounded up) |
 //! | attempt | `ApproximateReceiveCount` |
 //! | nack with a delay | `ChangeMessageVisibility(delay)` |
@@ -692,14 +692,9 @@ fn entry(
         }
         entry = entry.delay_seconds(seconds(delay).min(900));
     }
+    // On a standard queue the id is carried (deliveries report it) but deduplicates nothing:
+    // that takes a `dedup` queue (FIFO).
     if let Some(id) = &message.id {
-        if !queue.fifo {
-            return Err(Error::Unsupported(
-                "idempotency id: a standard SQS queue does not deduplicate; open the queue with \
-                 `dedup` (a FIFO queue)"
-                    .into(),
-            ));
-        }
         entry = entry.message_attributes(attr::ID, string_attribute(id));
     }
     if let Some(key) = &message.key {
