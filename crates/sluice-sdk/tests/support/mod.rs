@@ -69,6 +69,8 @@ pub struct Harness {
     /// Wall-clock time just before the backend started (its clock starts at or after this).
     pub started_at: SystemTime,
     inner: Inner,
+    /// Queue names given out by [`Harness::name`], for [`Harness::cleanup_all`].
+    names: std::sync::Mutex<Vec<String>>,
 }
 
 enum Inner {
@@ -207,6 +209,7 @@ impl Harness {
             clock,
             started_at,
             inner,
+            names: std::sync::Mutex::default(),
         })
     }
 
@@ -250,12 +253,23 @@ impl Harness {
         }
     }
 
-    /// A queue name unique to this harness's broker: RabbitMQ keeps queues across test runs.
+    /// A queue name unique to this harness's broker (RabbitMQ keeps queues across test runs),
+    /// removed by [`Harness::cleanup_all`].
     pub fn name(&self, base: &str) -> String {
-        if self.kind == Kind::Amqp {
+        let name = if self.kind == Kind::Amqp {
             format!("{base}-{}", &Uuid::now_v7().simple().to_string()[20..])
         } else {
             base.to_owned()
+        };
+        self.names.lock().unwrap().push(name.clone());
+        name
+    }
+
+    /// [`Harness::cleanup`] of every name [`Harness::name`] gave out.
+    pub async fn cleanup_all(&self) {
+        let names = std::mem::take(&mut *self.names.lock().unwrap());
+        for name in names {
+            self.cleanup(&name).await;
         }
     }
 
