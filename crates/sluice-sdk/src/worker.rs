@@ -458,7 +458,10 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
             let receipt = delivery.receipt.clone();
             let lease = self.lease;
             async move {
-                while extends {
+                if !extends {
+                    return;
+                }
+                loop {
                     tokio::time::sleep(lease / 3).await;
                     if let Err(error) = backend.extend(&name, &receipt, lease).await {
                         tracing::warn!(queue = %name, %error, "lease extension failed");
