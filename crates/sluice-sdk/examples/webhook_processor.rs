@@ -224,7 +224,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         failures.push(format!("{} retries, expected none", report.retried));
     }
     let stats = queue.status().await?;
-    if stats.ready + stats.delayed + stats.in_flight != 0 {
+    if stats.outstanding() != 0 {
         failures.push(format!("the queue is not empty: {stats:?}"));
     }
     cleanup::remove_queues(&[&name]).await;

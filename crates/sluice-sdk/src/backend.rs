@@ -3,8 +3,11 @@
 //! [`Backend`] is what [`crate::Queue`] and [`crate::Worker`] need from a broker: enqueue,
 //! lease, ack, nack, extend, stats and a few operator actions, in queue terms, not HTTP terms.
 //! [`crate::Http`] implements it against a sluice server, [`crate::Embedded`] against a store
-//! inside the process; a backend for another broker (Amazon SQS, RabbitMQ) would implement the
-//! same trait.
+//! inside the process, `Sqs` (feature `sqs`) against Amazon SQS or sluice's SQS-compatible API,
+//! and `Amqp` (feature `amqp`) against RabbitMQ.
+//!
+//! Not every broker can keep every rule: [`Backend::capabilities`] says what a backend can do,
+//! and a call it cannot serve fails with [`crate::Error::Unsupported`] instead of doing nothing.
 
 use std::time::{Duration, SystemTime};
 
@@ -87,14 +90,106 @@ pub struct QueueStats {
     pub ready: u64,
     /// Waiting for a delay or backoff.
     pub delayed: u64,
-    /// Leased.
-    pub in_flight: u64,
-    /// Acked since the backend started.
+    /// Leased; `None` where the broker cannot count messages delivered and not yet settled
+    /// (RabbitMQ: see [`Capabilities::in_flight_stats`]).
+    pub in_flight: Option<u64>,
+    /// Acked since the backend started: on sluice (HTTP, embedded) by the store, whoever acked;
+    /// on SQS and RabbitMQ, which keep no such count, the acks made through this backend value.
     pub processed: u64,
     /// In the dead-letter queue.
     pub dead_lettered: u64,
     /// Deliveries paused.
     pub paused: bool,
+}
+
+impl QueueStats {
+    /// Ready, delayed and in flight together (in flight counted as 0 where it is unknown).
+    pub fn outstanding(&self) -> u64 {
+        self.ready + self.delayed + self.in_flight.unwrap_or(0)
+    }
+}
+
+/// What a backend can do. A call that needs something a backend cannot do fails with
+/// [`crate::Error::Unsupported`]; nothing is silently skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// [`Backend::extend`]: a lease can be renewed while a handler runs.
+    pub extend: bool,
+    /// A lease that is neither settled nor extended runs out, and the message is delivered
+    /// again. Without it (RabbitMQ) a leased message comes back only when the backend's
+    /// connection closes.
+    pub lease_expiry: bool,
+    /// [`Backend::set_paused`]: deliveries of a whole queue can be paused and resumed.
+    pub pause: bool,
+    /// [`Backend::cancel`]: a message not yet delivered can be removed by id.
+    pub cancel: bool,
+    /// [`Backend::get`]: where a message is, by id.
+    pub lookup: bool,
+    /// Per-key order: [`QueueOptions::per_key`] queues deliver one message of a key at a time.
+    pub per_key_order: bool,
+    /// Deduplication by idempotency id ([`Outgoing::id`]; on SQS in a [`QueueOptions::dedup`]
+    /// queue).
+    pub dedup: bool,
+    /// Delayed enqueue ([`Outgoing::delay`]). Retry delays of a nack are a separate matter:
+    /// every backend has those.
+    pub delays: bool,
+    /// Priorities ([`Outgoing::priority`] other than 0).
+    pub priority: bool,
+    /// [`QueueStats::in_flight`] is counted, so [`Backend::drain`] can tell when a queue is
+    /// empty.
+    pub in_flight_stats: bool,
+}
+
+impl Capabilities {
+    /// Everything: what sluice (HTTP or embedded) can do.
+    pub const ALL: Capabilities = Capabilities {
+        extend: true,
+        lease_expiry: true,
+        pause: true,
+        cancel: true,
+        lookup: true,
+        per_key_order: true,
+        dedup: true,
+        delays: true,
+        priority: true,
+        in_flight_stats: true,
+    };
+}
+
+/// How to create a queue ([`Backend::ensure_queue_with`]). The default is the backend's
+/// default queue.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueOptions {
+    /// Deliveries before a failure dead-letters (the backend's default, 5, when `None`).
+    pub max_attempts: Option<u32>,
+    /// Messages of one key are delivered one at a time, in order (sluice `ordering: per_key`;
+    /// SQS: a FIFO queue, key = MessageGroupId). Refused where
+    /// [`Capabilities::per_key_order`] is false.
+    pub per_key: bool,
+    /// An idempotency id deduplicates (sluice always does; SQS: a FIFO queue, id =
+    /// MessageDeduplicationId). Refused where [`Capabilities::dedup`] is false.
+    pub dedup: bool,
+}
+
+/// A message in the dead-letter queue, as [`Backend::dead_letters`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// The message (the id it had in its queue).
+    pub message_id: Uuid,
+    /// JSON text of the body.
+    pub body: Vec<u8>,
+    /// Idempotency id it was enqueued with.
+    pub id: Option<String>,
+    /// Ordering key.
+    pub key: Option<String>,
+    /// The error of the last failed attempt.
+    pub error: Option<String>,
+    /// Deliveries made before it was dead-lettered.
+    pub attempts: u32,
+    /// When it was enqueued.
+    pub enqueued_at: SystemTime,
+    /// When it was dead-lettered.
+    pub failed_at: SystemTime,
 }
 
 /// How a message is named.
@@ -135,8 +230,17 @@ pub struct MessageInfo {
 /// A broker, in queue terms.
 #[async_trait]
 pub trait Backend: Send + Sync + 'static {
+    /// What this backend can do; calls beyond it fail with [`crate::Error::Unsupported`].
+    fn capabilities(&self) -> Capabilities;
+    /// Creates the queue (and its dead-letter queue) with `options` if it does not exist; an
+    /// existing queue keeps its settings. Options the backend cannot keep are refused with
+    /// [`crate::Error::Unsupported`].
+    async fn ensure_queue_with(&self, queue: &str, options: &QueueOptions) -> Result<()>;
     /// Creates the queue with default settings if it does not exist.
-    async fn ensure_queue(&self, queue: &str) -> Result<()>;
+    async fn ensure_queue(&self, queue: &str) -> Result<()> {
+        self.ensure_queue_with(queue, &QueueOptions::default())
+            .await
+    }
     /// Stores messages durably; one result per message, in order.
     async fn enqueue(&self, queue: &str, messages: Vec<Outgoing>) -> Result<Vec<Enqueued>>;
     /// Leases up to `max` messages for `lease`, waiting up to `wait` for the first.
@@ -161,18 +265,25 @@ pub trait Backend: Send + Sync + 'static {
     async fn cancel(&self, queue: &str, message: MessageRef) -> Result<CancelOutcome>;
     /// Where a message is.
     async fn get(&self, queue: &str, message: MessageRef) -> Result<Option<MessageInfo>>;
+    /// Up to `max` of the queue's dead letters, oldest failure first, without removing them.
+    async fn dead_letters(&self, queue: &str, max: usize) -> Result<Vec<DeadLetter>>;
     /// Now, by the backend's clock (the embedded store's test clock, say).
     fn now(&self) -> SystemTime {
         SystemTime::now()
     }
 
     /// Waits until the queue holds no ready, delayed or in-flight message, or `timeout`; true
-    /// when it emptied.
+    /// when it emptied. Unsupported where in-flight messages are not counted.
     async fn drain(&self, queue: &str, timeout: Duration) -> Result<bool> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let stats = self.stats(queue).await?;
-            if stats.ready + stats.delayed + stats.in_flight == 0 {
+            let Some(in_flight) = stats.in_flight else {
+                return Err(crate::Error::Unsupported(
+                    "drain: this backend does not count messages in flight".into(),
+                ));
+            };
+            if stats.ready + stats.delayed + in_flight == 0 {
                 return Ok(true);
             }
             if tokio::time::Instant::now() >= deadline {

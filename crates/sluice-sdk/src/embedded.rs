@@ -21,8 +21,8 @@ use sluice_store_sqlite::{Durability, SharedSqliteStore, SqliteOptions};
 use tokio::time::Instant;
 
 use crate::backend::{
-    Backend, CancelOutcome, Delivery, Enqueued, MessageInfo, MessageRef, Nack, NackOutcome,
-    Outgoing, QueueStats,
+    Backend, CancelOutcome, Capabilities, DeadLetter, Delivery, Enqueued, MessageInfo, MessageRef,
+    Nack, NackOutcome, Outgoing, QueueOptions, QueueStats,
 };
 use crate::{Error, ErrorCode, Result};
 
@@ -233,12 +233,23 @@ impl Backend for Embedded {
         system_time(self.clock.now_ms())
     }
 
-    async fn ensure_queue(&self, queue: &str) -> Result<()> {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ALL
+    }
+
+    async fn ensure_queue_with(&self, queue: &str, options: &QueueOptions) -> Result<()> {
         match self.store.queue_get(queue, self.clock.now_ms()).await {
             Ok(_) => Ok(()),
             Err(StoreError::QueueNotFound(_)) => {
-                self.put_queue(queue, QueueConfig::defaults_for(queue))
-                    .await
+                let mut config = QueueConfig::defaults_for(queue);
+                if let Some(max_attempts) = options.max_attempts {
+                    config.max_attempts = max_attempts;
+                }
+                if options.per_key {
+                    config.ordering = sluice_core::queue::Ordering::PerKey;
+                }
+                // `dedup`: every sluice queue deduplicates by idempotency id.
+                self.put_queue(queue, config).await
             }
             Err(error) => Err(error.into()),
         }
@@ -368,7 +379,7 @@ impl Backend for Embedded {
         Ok(QueueStats {
             ready: info.depth.ready,
             delayed: info.depth.delayed,
-            in_flight: info.depth.in_flight,
+            in_flight: Some(info.depth.in_flight),
             processed: info.depth.counters.acked,
             dead_lettered: info.dead_letter_depth.unwrap_or(0),
             paused: info.depth.paused,
@@ -417,5 +428,52 @@ impl Backend for Embedded {
             attempts: status.attempts,
             last_error: status.last_error,
         }))
+    }
+
+    async fn dead_letters(&self, queue: &str, max: usize) -> Result<Vec<DeadLetter>> {
+        let page = self
+            .store
+            .dead_letter_list(sluice_core::store::DeadLetterQuery {
+                queue: queue.to_owned(),
+                filter: sluice_core::dispatch::DeadLetterFilter {
+                    source_queue: queue.to_owned(),
+                    error_contains: None,
+                    since_ms: None,
+                    until_ms: None,
+                },
+                before: None,
+                limit: max.clamp(1, 1000),
+            })
+            .await?;
+        let mut letters = Vec::with_capacity(page.entries.len());
+        // The list is newest first and carries no bodies: each entry is read in full.
+        for entry in page.entries.into_iter().rev() {
+            let Some(full) = self
+                .store
+                .dead_letter_get(queue, entry.status.message_id)
+                .await?
+            else {
+                continue;
+            };
+            letters.push(dead_letter(full));
+        }
+        Ok(letters)
+    }
+}
+
+fn dead_letter(entry: sluice_core::store::DeadLetter) -> DeadLetter {
+    let status = entry.status;
+    let info = status.dead_letter.as_ref();
+    DeadLetter {
+        message_id: status.message_id,
+        body: entry.payload.map(|p| p.body_bytes).unwrap_or_default(),
+        id: status.idempotency_key.clone(),
+        key: status.key.clone(),
+        error: info
+            .and_then(|i| i.last_error.clone())
+            .or(status.last_error.clone()),
+        attempts: info.map_or(status.attempts, |i| i.attempts),
+        enqueued_at: system_time(status.enqueued_at_ms),
+        failed_at: system_time(info.map_or(status.enqueued_at_ms, |i| i.last_seen_at_ms)),
     }
 }

@@ -36,6 +36,10 @@ pub enum Error {
     /// messages waiting to be stored).
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// The backend cannot do this (see [`crate::Capabilities`]): an SQS queue cannot be
+    /// paused, a RabbitMQ lease cannot be extended, and so on. Nothing was done.
+    #[error("unsupported by this backend: {0}")]
+    Unsupported(String),
     /// Anything else the server said, with its code.
     #[error("{code}: {message} (HTTP {status})")]
     Other {

@@ -9,8 +9,8 @@ use sluice_client::Client;
 use sluice_client::wire::{CancelIn, ExtendIn, MessageIn, NackIn, QueueSpec, ReceiveIn};
 
 use crate::backend::{
-    Backend, CancelOutcome, Delivery, Enqueued, MessageInfo, MessageRef, Nack, NackOutcome,
-    Outgoing, QueueStats,
+    Backend, CancelOutcome, Capabilities, DeadLetter, Delivery, Enqueued, MessageInfo, MessageRef,
+    Nack, NackOutcome, Outgoing, QueueOptions, QueueStats,
 };
 use crate::{Error, ErrorCode, Result};
 
@@ -79,11 +79,21 @@ fn time(rfc3339: &str) -> SystemTime {
 
 #[async_trait]
 impl Backend for Http {
-    async fn ensure_queue(&self, queue: &str) -> Result<()> {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ALL
+    }
+
+    async fn ensure_queue_with(&self, queue: &str, options: &QueueOptions) -> Result<()> {
         match self.client.queue_get(queue).await {
             Ok(_) => Ok(()),
             Err(error) if error.has_code(ErrorCode::QueueNotFound) => {
-                self.client.queue_put(queue, &QueueSpec::default()).await?;
+                // `dedup`: every sluice queue deduplicates by idempotency id.
+                let spec = QueueSpec {
+                    max_attempts: options.max_attempts,
+                    ordering: options.per_key.then(|| "per_key".to_owned()),
+                    ..QueueSpec::default()
+                };
+                self.client.queue_put(queue, &spec).await?;
                 Ok(())
             }
             Err(error) => Err(error.into()),
@@ -212,7 +222,7 @@ impl Backend for Http {
         Ok(QueueStats {
             ready: stats.ready,
             delayed: stats.delayed,
-            in_flight: stats.in_flight,
+            in_flight: Some(stats.in_flight),
             processed: stats.counters.acked,
             dead_lettered: stats.dead_lettered.unwrap_or(0),
             paused: stats.paused,
@@ -269,6 +279,45 @@ impl Backend for Http {
             Err(error) if error.has_code(ErrorCode::MessageNotFound) => Ok(None),
             Err(error) => Err(error.into()),
         }
+    }
+
+    async fn dead_letters(&self, queue: &str, max: usize) -> Result<Vec<DeadLetter>> {
+        let page = self
+            .client
+            .dlq_list(
+                queue,
+                &sluice_client::DlqListQuery {
+                    limit: Some(max.clamp(1, 1000)),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        let mut letters = Vec::with_capacity(page.entries.len());
+        // The list is newest first and carries no bodies: each entry is read in full.
+        for entry in page.entries.into_iter().rev() {
+            let full = match self.client.dlq_get(queue, entry.message_id).await {
+                Ok(full) => full,
+                Err(error) if error.has_code(ErrorCode::MessageNotFound) => continue,
+                Err(error) => return Err(error.into()),
+            };
+            letters.push(DeadLetter {
+                message_id: full.message_id,
+                body: match (full.body, full.body_base64) {
+                    (Some(raw), _) => raw.get().as_bytes().to_vec(),
+                    (None, Some(text)) => base64::engine::general_purpose::STANDARD
+                        .decode(text)
+                        .unwrap_or_default(),
+                    (None, None) => Vec::new(),
+                },
+                id: full.id,
+                key: full.key,
+                error: full.last_error,
+                attempts: full.attempts,
+                enqueued_at: time(&full.enqueued_at),
+                failed_at: time(&full.last_seen_at),
+            });
+        }
+        Ok(letters)
     }
 
     async fn drain(&self, queue: &str, timeout: Duration) -> Result<bool> {

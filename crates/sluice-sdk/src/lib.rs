@@ -1,16 +1,19 @@
 //! sluice-sdk: typed producers and a worker runtime for sluice queues.
 //!
-//! The same code runs on a sluice server ([`Http`]) or with the queue inside the process
+//! The same code runs on a sluice server ([`Http`]), with the queue inside the process
 //! ([`Embedded`], a SQLite file or a temporary store, with an optional test clock that makes
-//! delays and retries instant and deterministic). Both implement [`Backend`], the seam where
-//! other brokers can plug in.
+//! delays and retries instant and deterministic), on Amazon SQS or sluice's SQS-compatible API
+//! (`Sqs`, cargo feature `sqs`) or on RabbitMQ (`Amqp`, cargo feature `amqp`). Each implements
+//! [`Backend`]; [`Backend::capabilities`] says what a backend can do, and what it cannot do
+//! fails with [`Error::Unsupported`] rather than doing nothing.
 //!
 //! - [`Queue<T>`]: enqueue events of any serde type (with an idempotency id, key, priority,
-//!   delay), enqueue many, status, pause/resume, cancel, drain, get.
+//!   delay), enqueue many, status, pause/resume, cancel, drain, get, dead letters.
 //! - [`Worker<T>`]: runs an async handler with a fixed concurrency, keeps leases alive while it
 //!   runs, acks on success, retries failures with a [`RetryPolicy`], dead-letters what is not
 //!   retryable or out of attempts (and calls `on_dead_letter`), and shuts down gracefully on
-//!   SIGTERM or ctrl-c.
+//!   SIGTERM or ctrl-c. Its [`WorkerHandle`] shows one instance's status and pauses, resumes,
+//!   drains or stops that instance.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -49,22 +52,30 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "amqp")]
+mod amqp;
 mod backend;
 mod embedded;
 mod error;
 mod http;
 mod queue;
+#[cfg(feature = "sqs")]
+mod sqs;
 mod worker;
 
+#[cfg(feature = "amqp")]
+pub use amqp::Amqp;
 pub use backend::{
-    Backend, CancelOutcome, Delivery, Enqueued, MessageInfo, MessageRef, Nack, NackOutcome,
-    Outgoing, QueueStats,
+    Backend, CancelOutcome, Capabilities, DeadLetter, Delivery, Enqueued, MessageInfo, MessageRef,
+    Nack, NackOutcome, Outgoing, QueueOptions, QueueStats,
 };
 pub use embedded::{Embedded, EmbeddedBuilder};
 pub use error::{Error, Result};
 pub use http::Http;
 pub use queue::{Enqueue, EnqueuedMany, Envelope, Queue};
 pub use sluice_client::{Code, ErrorCode};
+#[cfg(feature = "sqs")]
+pub use sqs::Sqs;
 pub use worker::{
     Backoff, BoxError, Context, DeadLetterContext, EmptyContext, RetryPolicy, SlotState, Worker,
     WorkerHandle, WorkerReport, WorkerStatus,

@@ -12,7 +12,8 @@ use uuid::Uuid;
 
 use crate::Result;
 use crate::backend::{
-    Backend, CancelOutcome, Enqueued, MessageInfo, MessageRef, Outgoing, QueueStats,
+    Backend, CancelOutcome, Capabilities, DeadLetter, Enqueued, MessageInfo, MessageRef, Outgoing,
+    QueueOptions, QueueStats,
 };
 
 /// A queue of events of type `T`, on some [`Backend`]. Cheap to clone.
@@ -161,6 +162,23 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Queue<T> {
         Ok(Self::new(backend, name))
     }
 
+    /// A handle on the queue `name`, created with `options` if it does not exist (an existing
+    /// queue keeps its settings). Options the backend cannot keep fail with
+    /// [`crate::Error::Unsupported`].
+    pub async fn open_with(
+        backend: Arc<dyn Backend>,
+        name: &str,
+        options: &QueueOptions,
+    ) -> Result<Self> {
+        backend.ensure_queue_with(name, options).await?;
+        Ok(Self::new(backend, name))
+    }
+
+    /// What the backend can do.
+    pub fn capabilities(&self) -> Capabilities {
+        self.backend.capabilities()
+    }
+
     /// The queue's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -231,6 +249,11 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Queue<T> {
     /// when it emptied.
     pub async fn drain(&self, timeout: Duration) -> Result<bool> {
         self.backend.drain(&self.name, timeout).await
+    }
+
+    /// Up to `max` dead letters of this queue, oldest failure first, left where they are.
+    pub async fn dead_letters(&self, max: usize) -> Result<Vec<DeadLetter>> {
+        self.backend.dead_letters(&self.name, max).await
     }
 
     /// Where a message is now.

@@ -8,6 +8,7 @@
 //! ctrl-c, or the future given to [`Worker::run_until`]) slots stop leasing, running handlers get
 //! a grace period, and whatever is still running after it is released back to the queue.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -20,11 +21,13 @@ use tokio::sync::{Mutex, Notify};
 use tokio::task::JoinSet;
 use uuid::Uuid;
 
-use crate::backend::{Delivery, Nack, NackOutcome, QueueStats};
+use crate::backend::{Delivery, Nack, NackOutcome};
 use crate::{Error, ErrorCode, Queue, Result};
 
+mod handle;
 mod retry;
 
+pub use handle::{SlotState, WorkerHandle, WorkerStatus};
 pub use retry::{Backoff, RetryPolicy};
 
 /// An error returned by a handler.
@@ -52,12 +55,18 @@ pub struct Context<T> {
     pub enqueued_at: SystemTime,
     /// When this attempt started.
     pub processing_started_at: SystemTime,
-    /// Which slot runs it, `0..concurrency`.
+    /// Which slot runs it, `0..concurrency` (the instance index of the TypeScript design).
     pub slot: usize,
-    /// Events this worker finished (acked) before this one.
-    pub processed: u64,
-    /// Messages waiting in the queue (ready or delayed), as last seen by the worker.
-    pub pending: u64,
+    /// Events this worker instance finished (acked) before this one: exact, counted in the
+    /// process.
+    pub processed_count: u64,
+    /// Other events this worker instance holds leased right now (running in other slots, or
+    /// being acked or nacked): exact, counted in the process. Together with `processed_count`
+    /// it is this instance's share of the queue; [`Context::queue_pending`] is the queue's.
+    pub pending_count: u64,
+    /// Messages waiting in the queue (ready or delayed), as the worker last saw them (it looks
+    /// every 500 ms): an estimate for progress, not a count to rely on.
+    pub queue_pending: u64,
 }
 
 /// What `on_dead_letter` gets besides the event and the error.
@@ -71,6 +80,10 @@ pub struct DeadLetterContext {
     pub attempt: u32,
     /// The slot that ran it.
     pub slot: usize,
+    /// When it was enqueued.
+    pub enqueued_at: SystemTime,
+    /// When it was dead-lettered (by the backend's clock).
+    pub failed_at: SystemTime,
 }
 
 /// What `on_empty` gets.
@@ -78,58 +91,6 @@ pub struct DeadLetterContext {
 pub struct EmptyContext {
     /// Events this worker finished so far.
     pub processed: u64,
-}
-
-/// What one slot is doing.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SlotState {
-    /// Its index.
-    pub slot: usize,
-    /// The message it runs now.
-    pub current: Option<Uuid>,
-    /// Events it finished.
-    pub processed: u64,
-}
-
-/// A running worker's state.
-#[derive(Debug, Clone)]
-pub struct WorkerStatus {
-    /// The queue's numbers.
-    pub queue: QueueStats,
-    /// Each slot.
-    pub slots: Vec<SlotState>,
-}
-
-/// A handle on a worker, to see its slots while it runs.
-#[derive(Clone)]
-pub struct WorkerHandle {
-    shared: Arc<Shared>,
-    queue: Arc<dyn crate::Backend>,
-    name: Arc<str>,
-}
-
-impl std::fmt::Debug for WorkerHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WorkerHandle")
-            .field("queue", &self.name)
-            .finish()
-    }
-}
-
-impl WorkerHandle {
-    /// The queue's numbers and every slot's state.
-    pub async fn status(&self) -> Result<WorkerStatus> {
-        Ok(WorkerStatus {
-            queue: self.queue.stats(&self.name).await?,
-            slots: self.shared.slots.lock().await.clone(),
-        })
-    }
-
-    /// Asks the worker to stop: like SIGTERM.
-    pub fn shutdown(&self) {
-        self.shared.stopping.store(true, Ordering::SeqCst);
-        self.shared.stop.notify_waiters();
-    }
 }
 
 /// What a finished run did.
@@ -161,6 +122,26 @@ struct Shared {
     /// Set after each finished event: the next empty lease checks whether the queue emptied.
     empty_armed: AtomicBool,
     slots: Mutex<Vec<SlotState>>,
+    /// This instance stops leasing ([`WorkerHandle::pause`]); the queue is not paused.
+    paused: AtomicBool,
+    /// Wakes paused slots on resume.
+    resumed: Notify,
+    /// What this instance holds leased, by message id: the slot that leased it.
+    leased: std::sync::Mutex<BTreeMap<Uuid, usize>>,
+}
+
+impl Shared {
+    fn hold(&self, message_id: Uuid, slot: usize) {
+        self.leased.lock().expect("leased").insert(message_id, slot);
+    }
+
+    fn release_hold(&self, message_id: &Uuid) {
+        self.leased.lock().expect("leased").remove(message_id);
+    }
+
+    fn held(&self) -> usize {
+        self.leased.lock().expect("leased").len()
+    }
 }
 
 /// Runs a handler over a queue's events.
@@ -207,6 +188,9 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
                 settling: AtomicU64::new(0),
                 empty_armed: AtomicBool::new(false),
                 slots: Mutex::new(slots),
+                paused: AtomicBool::new(false),
+                resumed: Notify::new(),
+                leased: std::sync::Mutex::default(),
             }),
         }
     }
@@ -355,6 +339,10 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
         let backend = self.queue.backend().clone();
         let name = self.queue.name().to_owned();
         while !self.shared.stopping.load(Ordering::SeqCst) {
+            if self.shared.paused.load(Ordering::SeqCst) {
+                handle::wait_resumed(&self.shared).await;
+                continue;
+            }
             let leased = backend.lease(&name, 1, self.lease, self.poll_wait).await;
             let deliveries = match leased {
                 Ok(deliveries) => deliveries,
@@ -371,12 +359,16 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
             self.shared
                 .unsettled
                 .fetch_add(deliveries.len() as u64, Ordering::SeqCst);
+            for delivery in &deliveries {
+                self.shared.hold(delivery.message_id, slot);
+            }
             for delivery in deliveries {
                 // Released on drop if the slot is aborted after the grace period.
                 let guard = Release {
                     backend: backend.clone(),
                     queue: name.clone(),
                     receipt: Some(delivery.receipt.clone()),
+                    message_id: delivery.message_id,
                     shared: self.shared.clone(),
                 };
                 self.clone()
@@ -397,7 +389,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
             return;
         }
         match self.queue.status().await {
-            Ok(stats) if stats.ready + stats.delayed + stats.in_flight == 0 => {
+            Ok(stats) if stats.outstanding() == 0 => {
                 hook(EmptyContext {
                     processed: self.shared.processed.load(Ordering::SeqCst),
                 })
@@ -433,30 +425,42 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
                     tracing::warn!(queue = %name, %error, "nack of an undecodable event failed");
                 }
                 self.shared.dead_lettered.fetch_add(1, Ordering::SeqCst);
+                self.shared.release_hold(&delivery.message_id);
                 self.shared.empty_armed.store(true, Ordering::SeqCst);
                 self.shared.unsettled.fetch_sub(1, Ordering::SeqCst);
                 return;
             }
         };
-        self.set_current(slot, Some(delivery.message_id)).await;
+        let processing_started_at = backend.now();
+        self.set_current(
+            slot,
+            Some((delivery.message_id, delivery.attempt, processing_started_at)),
+        )
+        .await;
         let ctx = Context {
             event,
             message_id: delivery.message_id,
             idempotency_id: delivery.id.clone(),
             attempt: delivery.attempt,
             enqueued_at: delivery.enqueued_at,
-            processing_started_at: backend.now(),
+            processing_started_at,
             slot,
-            processed: self.shared.processed.load(Ordering::SeqCst),
-            pending: self.shared.pending.load(Ordering::Relaxed),
+            processed_count: self.shared.processed.load(Ordering::SeqCst),
+            pending_count: (self.shared.held() as u64).saturating_sub(1),
+            queue_pending: self.shared.pending.load(Ordering::Relaxed),
         };
-        // The heartbeat keeps the lease while the handler runs.
+        // The heartbeat keeps the lease while the handler runs, where leases can be extended
+        // (elsewhere, RabbitMQ, a delivery is held until it is settled).
+        let extends = backend.capabilities().extend;
         let heartbeat = tokio::spawn({
             let backend = backend.clone();
             let name = name.to_owned();
             let receipt = delivery.receipt.clone();
             let lease = self.lease;
             async move {
+                if !extends {
+                    return;
+                }
                 loop {
                     tokio::time::sleep(lease / 3).await;
                     if let Err(error) = backend.extend(&name, &receipt, lease).await {
@@ -498,6 +502,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
                 Err(error) => worker.fail(slot, &delivery, error).await,
             }
             worker.set_current(slot, None).await;
+            worker.shared.release_hold(&delivery.message_id);
             worker.shared.empty_armed.store(true, Ordering::SeqCst);
             worker.shared.unsettled.fetch_sub(1, Ordering::SeqCst);
             worker.shared.settling.fetch_sub(1, Ordering::SeqCst);
@@ -532,6 +537,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
                 self.shared.retried.fetch_add(1, Ordering::SeqCst);
             }
             Ok(NackOutcome::DeadLettered) => {
+                let failed_at = backend.now();
                 self.shared.dead_lettered.fetch_add(1, Ordering::SeqCst);
                 if let Some(hook) = &self.on_dead_letter
                     && let Ok(event) = serde_json::from_slice::<T>(&delivery.body)
@@ -544,6 +550,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
                             idempotency_id: delivery.id.clone(),
                             attempt: delivery.attempt,
                             slot,
+                            enqueued_at: delivery.enqueued_at,
+                            failed_at,
                         },
                     )
                     .await;
@@ -555,9 +563,12 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
         }
     }
 
-    async fn set_current(&self, slot: usize, current: Option<Uuid>) {
+    /// What `slot` runs now: (message, attempt, since), or nothing.
+    async fn set_current(&self, slot: usize, current: Option<(Uuid, u32, SystemTime)>) {
         if let Some(state) = self.shared.slots.lock().await.get_mut(slot) {
-            state.current = current;
+            state.current = current.map(|c| c.0);
+            state.attempt = current.map(|c| c.1);
+            state.since = current.map(|c| c.2);
         }
     }
 
@@ -595,6 +606,7 @@ struct Release {
     backend: Arc<dyn crate::Backend>,
     queue: String,
     receipt: Option<String>,
+    message_id: Uuid,
     shared: Arc<Shared>,
 }
 
@@ -604,6 +616,7 @@ impl Drop for Release {
             return;
         };
         self.shared.released.fetch_add(1, Ordering::SeqCst);
+        self.shared.release_hold(&self.message_id);
         let backend = self.backend.clone();
         let queue = std::mem::take(&mut self.queue);
         // Visible again at once; the attempt counts, as for any interrupted delivery.

@@ -1,6 +1,7 @@
-//! The harness the worker suite runs on: one [`Backend`] (an [`Embedded`] store or a sluice
-//! server started in this process), a way to move its clock, and helpers to run a worker with a
-//! shutdown the test controls and to wait for conditions with a bound.
+//! The harness the worker suite and the conformance runner run on: one [`Backend`] (an
+//! [`Embedded`] store, a sluice server started in this process over HTTP or its SQS API, or
+//! RabbitMQ), a way to move its clock, and helpers to run a worker with a shutdown the test
+//! controls and to wait for conditions with a bound.
 
 #![allow(dead_code)]
 
@@ -10,15 +11,15 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use sluice_client::wire::QueueSpec;
-use sluice_core::queue::{Ordering, QueueConfig};
 use sluice_sdk::{
-    Backend, BoxError, Context, Embedded, Http, Queue, QueueStats, Worker, WorkerReport,
+    Amqp, Backend, BoxError, Context, Embedded, Http, Queue, QueueOptions, QueueStats, Sqs, Worker,
+    WorkerReport,
 };
 use sluice_server::ServeOptions;
 use sluice_server::config::{Config, RawConfig};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use uuid::Uuid;
 
 /// Which backend a test runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +28,22 @@ pub enum Kind {
     Embedded,
     /// A sluice server on 127.0.0.1, over HTTP.
     Http,
+    /// The SQS-compatible API of a sluice server on 127.0.0.1, over aws-sdk-sqs.
+    Sqs,
+    /// RabbitMQ on 127.0.0.1:5672 (guest/guest), over lapin.
+    Amqp,
+}
+
+impl Kind {
+    /// The backend's name in conformance/scenarios.json (`exceptions`, `unchecked`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::Embedded => "memory",
+            Kind::Http => "sluice",
+            Kind::Sqs => "sqs",
+            Kind::Amqp => "rabbitmq",
+        }
+    }
 }
 
 /// Which clock the backend runs on.
@@ -37,6 +54,9 @@ pub enum Clock {
     /// The system clock (for what is about real time: heartbeats).
     Real,
 }
+
+/// Where the tests find RabbitMQ.
+pub const AMQP_URI: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 
 /// A backend to test against, with a way to move its clock.
 pub struct Harness {
@@ -49,16 +69,19 @@ pub struct Harness {
     /// Wall-clock time just before the backend started (its clock starts at or after this).
     pub started_at: SystemTime,
     inner: Inner,
+    /// Queue names given out by [`Harness::name`], for [`Harness::cleanup_all`].
+    names: std::sync::Mutex<Vec<String>>,
 }
 
 enum Inner {
     Embedded(Arc<Embedded>),
-    Http {
-        http: Http,
+    /// A server in this process, reached over HTTP or its SQS API.
+    Server {
         base: String,
         client: reqwest::Client,
         _server: Server,
     },
+    Amqp(Arc<Amqp>),
 }
 
 /// A server running in this process; stopped when dropped.
@@ -76,9 +99,62 @@ impl Drop for Server {
     }
 }
 
+/// Starts a sluice server in this process on 127.0.0.1 (port 0); its base URL.
+async fn start_server(clock: Clock) -> (String, Server) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let mut config = Config::from_raw(
+        RawConfig::default(),
+        &ServeOptions {
+            data_dir: Some(dir.path().to_owned()),
+            durability: Some("os".into()),
+            ..Default::default()
+        },
+    )
+    .expect("server config");
+    config.test_clock = clock == Clock::Test;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0");
+    let address = listener.local_addr().expect("local address");
+    let (stop, stopped) = oneshot::channel::<()>();
+    let (ready, is_ready) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = stopped.await;
+        };
+        if let Err(error) = sluice_server::run(config, listener, shutdown, move || {
+            let _ = ready.send(());
+        })
+        .await
+        {
+            panic!("the server failed: {error}");
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(10), is_ready)
+        .await
+        .expect("the server did not start within 10 s")
+        .expect("the server stopped before it was ready");
+    let server = Server {
+        shutdown: Some(stop),
+        _task: task,
+        _dir: dir,
+    };
+    (format!("http://{address}"), server)
+}
+
 impl Harness {
-    /// A fresh, empty backend of `kind` on `clock`.
+    /// A fresh, empty backend of `kind` on `clock`; panics when its service is missing (see
+    /// [`Harness::try_start`]).
     pub async fn start(kind: Kind, clock: Clock) -> Self {
+        Self::try_start(kind, clock)
+            .await
+            .unwrap_or_else(|| panic!("{kind:?} is not available"))
+    }
+
+    /// A fresh backend of `kind` on `clock`, or `None` (with a message on stderr) when it needs
+    /// a service that is not running: RabbitMQ for [`Kind::Amqp`]. With `CI` set a missing
+    /// service fails the test instead.
+    pub async fn try_start(kind: Kind, clock: Clock) -> Option<Self> {
         let started_at = SystemTime::now();
         let (backend, inner): (Arc<dyn Backend>, Inner) = match kind {
             Kind::Embedded => {
@@ -89,65 +165,52 @@ impl Harness {
                 let embedded = Arc::new(builder.open().await.expect("open the embedded store"));
                 (embedded.clone(), Inner::Embedded(embedded))
             }
-            Kind::Http => {
-                let dir = tempfile::tempdir().expect("temporary directory");
-                let mut config = Config::from_raw(
-                    RawConfig::default(),
-                    &ServeOptions {
-                        data_dir: Some(dir.path().to_owned()),
-                        durability: Some("os".into()),
-                        ..Default::default()
-                    },
-                )
-                .expect("server config");
-                config.test_clock = clock == Clock::Test;
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                    .await
-                    .expect("bind 127.0.0.1:0");
-                let address = listener.local_addr().expect("local address");
-                let (stop, stopped) = oneshot::channel::<()>();
-                let (ready, is_ready) = oneshot::channel::<()>();
-                let task = tokio::spawn(async move {
-                    let shutdown = async move {
-                        let _ = stopped.await;
-                    };
-                    if let Err(error) = sluice_server::run(config, listener, shutdown, move || {
-                        let _ = ready.send(());
-                    })
-                    .await
-                    {
-                        panic!("the server failed: {error}");
-                    }
-                });
-                tokio::time::timeout(Duration::from_secs(10), is_ready)
-                    .await
-                    .expect("the server did not start within 10 s")
-                    .expect("the server stopped before it was ready");
-                let base = format!("http://{address}");
-                let http = Http::new(&base).expect("http backend");
-                let server = Server {
-                    shutdown: Some(stop),
-                    _task: task,
-                    _dir: dir,
+            Kind::Http | Kind::Sqs => {
+                let (base, server) = start_server(clock).await;
+                let backend: Arc<dyn Backend> = if kind == Kind::Http {
+                    Arc::new(Http::new(&base).expect("http backend"))
+                } else {
+                    // Without access control sluice accepts any key and secret.
+                    Arc::new(Sqs::endpoint(&base, "us-east-1", "sluice-tests", "any"))
                 };
-                (
-                    Arc::new(http.clone()),
-                    Inner::Http {
-                        http,
-                        base,
-                        client: reqwest::Client::new(),
-                        _server: server,
-                    },
-                )
+                let inner = Inner::Server {
+                    base,
+                    client: reqwest::Client::new(),
+                    _server: server,
+                };
+                (backend, inner)
+            }
+            Kind::Amqp => {
+                assert_eq!(clock, Clock::Real, "RabbitMQ runs on real time only");
+                let connected =
+                    tokio::time::timeout(Duration::from_secs(10), Amqp::connect(AMQP_URI)).await;
+                match connected {
+                    Ok(Ok(amqp)) => {
+                        let amqp = Arc::new(amqp);
+                        (amqp.clone() as Arc<dyn Backend>, Inner::Amqp(amqp))
+                    }
+                    failed => {
+                        let why = match failed {
+                            Ok(Err(error)) => error.to_string(),
+                            _ => "no answer within 10 s".to_owned(),
+                        };
+                        if std::env::var_os("CI").is_some() {
+                            panic!("RabbitMQ at {AMQP_URI} is needed (CI is set): {why}");
+                        }
+                        eprintln!("skipped: RabbitMQ at {AMQP_URI} is not available: {why}");
+                        return None;
+                    }
+                }
             }
         };
-        Self {
+        Some(Self {
             backend,
             kind,
             clock,
             started_at,
             inner,
-        }
+            names: std::sync::Mutex::default(),
+        })
     }
 
     /// Moves the backend's test clock forward (and lets whatever became due happen).
@@ -155,7 +218,7 @@ impl Harness {
         assert_eq!(self.clock, Clock::Test, "advance needs a test clock");
         match &self.inner {
             Inner::Embedded(embedded) => embedded.advance(by).await,
-            Inner::Http { base, client, .. } => {
+            Inner::Server { base, client, .. } => {
                 let response = client
                     .post(format!("{base}/v1/_test/clock/advance"))
                     .json(&serde_json::json!({ "ms": by.as_millis() as u64 }))
@@ -168,6 +231,45 @@ impl Harness {
                     response.status()
                 );
             }
+            Inner::Amqp(_) => unreachable!("RabbitMQ runs on real time only"),
+        }
+    }
+
+    /// Lets `by` pass: the test clock moves, or (on real time) the test sleeps.
+    pub async fn pass(&self, by: Duration) {
+        match self.clock {
+            Clock::Test => self.advance(by).await,
+            Clock::Real => tokio::time::sleep(by).await,
+        }
+    }
+
+    /// Removes what a test left on a broker that outlives it (RabbitMQ's queues); nothing
+    /// elsewhere (those backends go away with the harness).
+    pub async fn cleanup(&self, queue: &str) {
+        if let Inner::Amqp(amqp) = &self.inner
+            && let Err(error) = amqp.delete_queue(queue).await
+        {
+            eprintln!("could not delete the RabbitMQ queue {queue}: {error}");
+        }
+    }
+
+    /// A queue name unique to this harness's broker (RabbitMQ keeps queues across test runs),
+    /// removed by [`Harness::cleanup_all`].
+    pub fn name(&self, base: &str) -> String {
+        let name = if self.kind == Kind::Amqp {
+            format!("{base}-{}", &Uuid::now_v7().simple().to_string()[20..])
+        } else {
+            base.to_owned()
+        };
+        self.names.lock().unwrap().push(name.clone());
+        name
+    }
+
+    /// [`Harness::cleanup`] of every name [`Harness::name`] gave out.
+    pub async fn cleanup_all(&self) {
+        let names = std::mem::take(&mut *self.names.lock().unwrap());
+        for name in names {
+            self.cleanup(&name).await;
         }
     }
 
@@ -176,7 +278,17 @@ impl Harness {
     where
         T: Serialize + DeserializeOwned + Send + Sync + 'static,
     {
-        Queue::open(self.backend.clone(), name)
+        Queue::open(self.backend.clone(), &self.name(name))
+            .await
+            .expect("open the queue")
+    }
+
+    /// A queue with `options`.
+    pub async fn queue_with<T>(&self, name: &str, options: QueueOptions) -> Queue<T>
+    where
+        T: Serialize + DeserializeOwned + Send + Sync + 'static,
+    {
+        Queue::open_with(self.backend.clone(), &self.name(name), &options)
             .await
             .expect("open the queue")
     }
@@ -186,31 +298,14 @@ impl Harness {
     where
         T: Serialize + DeserializeOwned + Send + Sync + 'static,
     {
-        match &self.inner {
-            Inner::Embedded(embedded) => embedded
-                .put_queue(
-                    name,
-                    QueueConfig {
-                        ordering: Ordering::PerKey,
-                        ..QueueConfig::defaults_for(name)
-                    },
-                )
-                .await
-                .expect("put a per_key queue"),
-            Inner::Http { http, .. } => {
-                http.client()
-                    .queue_put(
-                        name,
-                        &QueueSpec {
-                            ordering: Some("per_key".into()),
-                            ..Default::default()
-                        },
-                    )
-                    .await
-                    .expect("put a per_key queue");
-            }
-        }
-        Queue::new(self.backend.clone(), name)
+        self.queue_with(
+            name,
+            QueueOptions {
+                per_key: true,
+                ..QueueOptions::default()
+            },
+        )
+        .await
     }
 }
 
@@ -330,8 +425,24 @@ pub struct SlowAcks {
 
 #[async_trait::async_trait]
 impl Backend for SlowAcks {
-    async fn ensure_queue(&self, queue: &str) -> sluice_sdk::Result<()> {
-        self.inner.ensure_queue(queue).await
+    fn capabilities(&self) -> sluice_sdk::Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn ensure_queue_with(
+        &self,
+        queue: &str,
+        options: &sluice_sdk::QueueOptions,
+    ) -> sluice_sdk::Result<()> {
+        self.inner.ensure_queue_with(queue, options).await
+    }
+
+    async fn dead_letters(
+        &self,
+        queue: &str,
+        max: usize,
+    ) -> sluice_sdk::Result<Vec<sluice_sdk::DeadLetter>> {
+        self.inner.dead_letters(queue, max).await
     }
 
     async fn enqueue(
