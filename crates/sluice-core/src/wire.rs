@@ -44,6 +44,14 @@ pub fn time_out(ms: Millis) -> String {
     crate::clock::format_rfc3339(ms)
 }
 
+/// Deserializes a limit where `0` and an explicit `null` both mean "no limit": a `null` reads as
+/// `Some(0)` (remove it), while a missing field stays `None` (leave it as it is on an update).
+fn null_as_zero<'de, D: Deserializer<'de>, T: Deserialize<'de> + Default>(
+    deserializer: D,
+) -> Result<Option<T>, D::Error> {
+    Option::<T>::deserialize(deserializer).map(|value| Some(value.unwrap_or_default()))
+}
+
 /// Deserializes a present field as `Some`, even when it is JSON `null`.
 fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     deserializer: D,

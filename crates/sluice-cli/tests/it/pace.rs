@@ -238,3 +238,46 @@ async fn pace_settings_show_defaults_and_refuse_bad_values() {
     let queue = server.put_queue("q", json!({"max_in_flight": 0})).await;
     assert!(queue["config"]["max_in_flight"].is_null(), "{queue}");
 }
+
+#[tokio::test]
+async fn null_removes_a_limit_on_an_update_as_zero_does() {
+    // Proves `null` on an update removes max_depth, max_in_flight and rate_limit (as the docs
+    // and the README's "remove the limits (null or 0)" say), while a field left out keeps its
+    // value. Before the fix a `null` was read as "left out" and the limits stayed.
+    let server = TestServer::builder().start().await;
+    let limited = json!({"max_depth": 5, "max_in_flight": 2, "rate_limit": {"per_second": 3}});
+    let config = server.put_queue("q", limited.clone()).await["config"].clone();
+    assert_eq!(config["max_depth"], 5, "{config}");
+    let kept = server.put_queue("q", json!({"max_attempts": 3})).await["config"].clone();
+    assert_eq!(
+        (
+            &kept["max_depth"],
+            &kept["max_in_flight"],
+            &kept["rate_limit"]["per_second"]
+        ),
+        (&json!(5), &json!(2), &json!(3.0)),
+        "fields left out keep their value: {kept}"
+    );
+    let removed = server
+        .put_queue(
+            "q",
+            json!({"max_depth": null, "max_in_flight": null, "rate_limit": null}),
+        )
+        .await["config"]
+        .clone();
+    assert!(removed["max_depth"].is_null(), "{removed}");
+    assert!(removed["max_in_flight"].is_null(), "{removed}");
+    assert!(removed["rate_limit"].is_null(), "{removed}");
+    server.put_queue("q", limited).await;
+    let zeroed = server
+        .put_queue(
+            "q",
+            json!({"max_depth": 0, "max_in_flight": 0, "rate_limit": {"per_second": 0}}),
+        )
+        .await["config"]
+        .clone();
+    assert!(
+        zeroed["max_depth"].is_null() && zeroed["rate_limit"].is_null(),
+        "{zeroed}"
+    );
+}

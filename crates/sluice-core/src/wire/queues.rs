@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{PushMethod, PushSpec, QueueStatsOut, present};
+use super::{PushMethod, PushSpec, QueueStatsOut, null_as_zero, present};
 use crate::queue::{Backoff, MessageSchema, OnExpire, Ordering, QueueConfig, RateLimit, limits};
 
 /// Queue settings as given over the API or in the config file; every field is optional and
@@ -43,14 +43,27 @@ pub struct QueueSpec {
     /// `drop` (default) or `dead_letter`: what retention does with an old message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_expire: Option<String>,
-    /// Most messages held (ready + delayed + in flight); 0 or null = unbounded (default).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Most messages held (ready + delayed + in flight); 0 or null = unbounded (default), also
+    /// on an update.
+    #[serde(
+        default,
+        deserialize_with = "null_as_zero",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_depth: Option<u64>,
-    /// Most leases out at once; 0 or null = unbounded (default).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Most leases out at once; 0 or null = unbounded (default), also on an update.
+    #[serde(
+        default,
+        deserialize_with = "null_as_zero",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_in_flight: Option<u32>,
-    /// Deliveries per second as a token bucket; `per_second: 0` turns it off.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Deliveries per second as a token bucket; `null` or `per_second: 0` turns it off.
+    #[serde(
+        default,
+        deserialize_with = "null_as_zero",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub rate_limit: Option<RateLimitSpec>,
     /// JSON Schema for JSON bodies; `null` removes it.
     #[serde(
@@ -79,7 +92,8 @@ pub struct QueueSpec {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RateLimitSpec {
-    /// Sustained deliveries per second; 0 turns the limit off.
+    /// Sustained deliveries per second; 0 turns the limit off (the default value: `null` in a
+    /// `QueueSpec` means this).
     pub per_second: f64,
     /// Deliveries allowed at once after a quiet spell (default: one second's worth, at least 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
