@@ -190,7 +190,15 @@ export class SluiceBackend implements Backend {
 
   async deadLetters(queue: string, limit = 100): Promise<DeadLetter[]> {
     const page = await this.client.listDeadLetters(queue, { limit: Math.min(limit, 1000) });
-    return page.entries.map((entry) => ({
+    // A listing leaves bodies out; each entry is read in full for its body.
+    const entries = await Promise.all(
+      page.entries.map((entry) =>
+        entry.body === undefined && entry.body_base64 == null
+          ? this.client.getDeadLetter(queue, entry.message_id)
+          : entry,
+      ),
+    );
+    return entries.map((entry) => ({
       messageId: entry.message_id,
       body: bodyOf(entry),
       id: entry.id ?? undefined,
