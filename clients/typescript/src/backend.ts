@@ -33,6 +33,8 @@ export interface Capabilities {
   readonly get: boolean;
   /** Stats count in-flight messages (else `inFlight` is `null`). */
   readonly inFlightStats: boolean;
+  /** `priority` on a message: higher first. */
+  readonly priority: boolean;
 }
 
 /** How a queue is opened; every field is optional. */

@@ -100,7 +100,8 @@ export type Operation =
   | "delays"
   | "drain"
   | "get"
-  | "inFlightStats";
+  | "inFlightStats"
+  | "priority";
 
 /**
  * A backend cannot do what was asked (e.g. `extend` on RabbitMQ, `pause` on SQS). Thrown

@@ -54,6 +54,7 @@ export class SluiceBackend implements Backend {
     drain: true,
     get: true,
     inFlightStats: true,
+    priority: true,
   };
   readonly clock: Clock = new SystemClock();
   /** The typed HTTP client underneath, for the routes this interface does not cover. */

@@ -60,6 +60,7 @@ export class MemoryBackend implements Backend {
     drain: true,
     get: true,
     inFlightStats: true,
+    priority: true,
   };
   readonly clock: Clock;
   readonly #queues = new Map<string, MemoryQueue>();

@@ -69,11 +69,4 @@ export function newQueue(
   };
 }
 
-/** `min(max, initial · factor^(attempt-1))`, as sluice's backoff without jitter. */
-export function backoffDelay(
-  backoff: { initialMs: number; maxMs: number; factor: number },
-  attempt: number,
-): number {
-  const grown = backoff.initialMs * Math.max(1, backoff.factor) ** Math.max(0, attempt - 1);
-  return Math.min(backoff.maxMs, Number.isFinite(grown) ? grown : backoff.maxMs);
-}
+export { backoffDelay } from "../retry-delay.js";

@@ -22,7 +22,9 @@ export default async function setup(project: TestProject) {
   const binary = sluiceBinary();
   if (binary === undefined) {
     if (required()) {
-      throw new Error("CI is set but no sluice binary: set SLUICE_BIN or build target/debug/sluice");
+      throw new Error(
+        "CI is set but no sluice binary: set SLUICE_BIN or build target/debug/sluice",
+      );
     }
     console.warn("sluice tests skipped: no SLUICE_BIN and no target/debug/sluice");
     project.provide("sluiceUrl", "");

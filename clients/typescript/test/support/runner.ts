@@ -72,7 +72,8 @@ export async function runScenario(backend: Backend, scenario: Scenario): Promise
         if (typeof step.as === "string") messages.set(step.as, enqueued.messageId);
         if (!checked) break;
         if ("created" in expect && enqueued.created !== expect.created) fail("created", enqueued);
-        if ("position" in expect && enqueued.position !== expect.position) fail("position", enqueued);
+        if ("position" in expect && enqueued.position !== expect.position)
+          fail("position", enqueued);
         if ("same_message_as" in expect) {
           const first = messages.get(String(expect.same_message_as));
           if (enqueued.messageId !== first) fail(`same message as ${first}`, enqueued);
@@ -94,22 +95,54 @@ export async function runScenario(backend: Backend, scenario: Scenario): Promise
         }
         if (!checked) break;
         const seen = got.map((d) => ({ body: d.body, attempt: d.attempt, id: d.id, key: d.key }));
-        if ("bodies" in expect && !isDeepStrictEqual(got.map((d) => d.body), expect.bodies)) {
+        if (
+          "bodies" in expect &&
+          !isDeepStrictEqual(
+            got.map((d) => d.body),
+            expect.bodies,
+          )
+        ) {
           fail(`bodies ${JSON.stringify(expect.bodies)}`, seen);
         }
         if ("bodies_any_order" in expect) {
           const sorted = (list: unknown[]) => list.map((b) => JSON.stringify(b)).sort();
-          if (!isDeepStrictEqual(sorted(got.map((d) => d.body)), sorted(expect.bodies_any_order as unknown[]))) {
+          if (
+            !isDeepStrictEqual(
+              sorted(got.map((d) => d.body)),
+              sorted(expect.bodies_any_order as unknown[]),
+            )
+          ) {
             fail(`bodies in any order ${JSON.stringify(expect.bodies_any_order)}`, seen);
           }
         }
-        if ("attempts" in expect && !isDeepStrictEqual(got.map((d) => d.attempt), expect.attempts)) {
+        if (
+          "attempts" in expect &&
+          !isDeepStrictEqual(
+            got.map((d) => d.attempt),
+            expect.attempts,
+          )
+        ) {
           fail(`attempts ${JSON.stringify(expect.attempts)}`, seen);
         }
-        if ("last_errors" in expect && !isDeepStrictEqual(got.map((d) => d.lastError), expect.last_errors)) {
-          fail(`last errors ${JSON.stringify(expect.last_errors)}`, got.map((d) => d.lastError));
+        if (
+          "last_errors" in expect &&
+          !isDeepStrictEqual(
+            got.map((d) => d.lastError),
+            expect.last_errors,
+          )
+        ) {
+          fail(
+            `last errors ${JSON.stringify(expect.last_errors)}`,
+            got.map((d) => d.lastError),
+          );
         }
-        if ("ids" in expect && !isDeepStrictEqual(got.map((d) => d.id), expect.ids)) {
+        if (
+          "ids" in expect &&
+          !isDeepStrictEqual(
+            got.map((d) => d.id),
+            expect.ids,
+          )
+        ) {
           fail(`ids ${JSON.stringify(expect.ids)}`, seen);
         }
         if ("keys_any_order" in expect) {
@@ -133,7 +166,11 @@ export async function runScenario(backend: Backend, scenario: Scenario): Promise
         break;
       }
       case "extend":
-        await backend.extend(queue, delivery(deliveries, step, fail).receipt, step.lease_ms ?? 30_000);
+        await backend.extend(
+          queue,
+          delivery(deliveries, step, fail).receipt,
+          step.lease_ms ?? 30_000,
+        );
         break;
       case "advance":
         await advance(backend, step.ms ?? 0);
@@ -151,7 +188,8 @@ export async function runScenario(backend: Backend, scenario: Scenario): Promise
         for (const [field, wanted] of Object.entries(expect)) {
           const value = fields[field];
           // A count the backend cannot report (null) is not checked.
-          if (value !== null && value !== wanted) fail(`${field} = ${JSON.stringify(wanted)}`, stats);
+          if (value !== null && value !== wanted)
+            fail(`${field} = ${JSON.stringify(wanted)}`, stats);
         }
         break;
       }
@@ -164,23 +202,30 @@ export async function runScenario(backend: Backend, scenario: Scenario): Promise
       case "drain": {
         const timeoutMs = step.timeout_ms ?? 0;
         const drained = await drainStep(backend, queue, timeoutMs);
-        if (checked && drained !== step.expect) fail(`drained ${JSON.stringify(step.expect)}`, drained);
+        if (checked && drained !== step.expect)
+          fail(`drained ${JSON.stringify(step.expect)}`, drained);
         break;
       }
       case "cancel": {
         const ref =
           step.message !== undefined
-            ? { messageId: messages.get(step.message) ?? fail(`no message named ${step.message}`, [...messages.keys()]) }
+            ? {
+                messageId:
+                  messages.get(step.message) ??
+                  fail(`no message named ${step.message}`, [...messages.keys()]),
+              }
             : { id: step.id ?? "" };
         const result = await backend.cancel(queue, ref);
-        if (checked && result.outcome !== step.expect) fail(`outcome ${JSON.stringify(step.expect)}`, result);
+        if (checked && result.outcome !== step.expect)
+          fail(`outcome ${JSON.stringify(step.expect)}`, result);
         break;
       }
       case "dead_letters": {
         const letters = await backend.deadLetters(queue);
         if (!checked) break;
         const seen = letters.map((l) => ({ body: l.body, error: l.error, attempts: l.attempts }));
-        if (!isDeepStrictEqual(seen, step.expect)) fail(`dead letters ${JSON.stringify(step.expect)}`, seen);
+        if (!isDeepStrictEqual(seen, step.expect))
+          fail(`dead letters ${JSON.stringify(step.expect)}`, seen);
         break;
       }
       default:
@@ -194,7 +239,9 @@ function delivery(
   step: Step,
   fail: (what: string, seen: unknown) => never,
 ): Delivery {
-  return deliveries.get(step.ref ?? "") ?? fail(`no delivery named ${step.ref}`, [...deliveries.keys()]);
+  return (
+    deliveries.get(step.ref ?? "") ?? fail(`no delivery named ${step.ref}`, [...deliveries.keys()])
+  );
 }
 
 /**
@@ -208,14 +255,18 @@ async function receiveStep(backend: Backend, queue: string, step: Step): Promise
   const expect = (step.expect ?? {}) as { bodies?: unknown[]; bodies_any_order?: unknown[] };
   const wanted = Math.min(
     max,
-    expect.bodies?.length ?? expect.bodies_any_order?.length ?? (Array.isArray(step.as) ? step.as.length : max),
+    expect.bodies?.length ??
+      expect.bodies_any_order?.length ??
+      (Array.isArray(step.as) ? step.as.length : max),
   );
   const waitMs = isMemory(backend) ? 0 : (step.wait_ms ?? 0);
   const deadline = Date.now() + waitMs;
   const got: Delivery[] = [];
   for (;;) {
     const remaining = Math.max(0, deadline - Date.now());
-    got.push(...(await backend.receive(queue, { max: max - got.length, leaseMs, waitMs: remaining })));
+    got.push(
+      ...(await backend.receive(queue, { max: max - got.length, leaseMs, waitMs: remaining })),
+    );
     if (got.length >= wanted || got.length >= max || remaining === 0) return got;
   }
 }
@@ -238,11 +289,16 @@ async function drainStep(backend: Backend, queue: string, timeoutMs: number): Pr
  * For a scenario the backend lists under `exceptions`: its capability says no, and doing the
  * scenario's distinctive operation throws UnsupportedError.
  */
-export async function checkRefusal(backend: Backend, scenario: Scenario): Promise<"refused" | string> {
+export async function checkRefusal(
+  backend: Backend,
+  scenario: Scenario,
+): Promise<"refused" | string> {
   const operation = DISTINCTIVE[scenario.name];
   if (operation === undefined) return `no distinctive operation known for ${scenario.name}`;
   if (backend.capabilities[operation]) {
-    throw new Error(`${backend.kind} lists ${scenario.name} as an exception but claims ${operation}`);
+    throw new Error(
+      `${backend.kind} lists ${scenario.name} as an exception but claims ${operation}`,
+    );
   }
   const queue = queueName(scenario);
   const attempt = async () => {
