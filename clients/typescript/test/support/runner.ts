@@ -307,13 +307,13 @@ export async function checkRefusal(
         return backend.ensureQueue(queue, { ordered: true });
       case "perKey":
         return backend.ensureQueue(queue, { perKey: true });
+      case "dedup":
+        return backend.ensureQueue(queue, { dedup: true });
       default:
         break;
     }
     await backend.ensureQueue(queue, {});
     switch (operation) {
-      case "dedup":
-        return backend.enqueue(queue, [{ body: { n: 1 }, id: "order-1" }]);
       case "delays":
         return backend.enqueue(queue, [{ body: { n: 1 }, delayMs: 1000 }]);
       case "pause":
