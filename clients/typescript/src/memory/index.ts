@@ -218,7 +218,7 @@ export class MemoryBackend implements Backend {
     wake(state);
   }
 
-  async cancel(queue: string, message: MessageRef, _reason?: string): Promise<CancelResult> {
+  async cancel(queue: string, message: MessageRef, reason?: string): Promise<CancelResult> {
     const state = this.#queue(queue);
     this.#sweep(state, this.clock.now());
     const found = this.#find(state, message);
@@ -227,6 +227,8 @@ export class MemoryBackend implements Backend {
     if (found.state === "ready" || found.state === "delayed") {
       found.state = "cancelled";
       found.body = undefined;
+      // Kept as the last error, as sluice keeps it.
+      if (reason !== undefined) found.lastError = reason.slice(0, 4096);
       wake(state);
       return { outcome: "cancelled", messageId: found.messageId, state: "cancelled" };
     }
