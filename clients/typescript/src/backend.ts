@@ -88,7 +88,12 @@ export interface ReceiveOptions {
   leaseMs?: number;
   /** Wait up to this long for the first message, in ms (default 0). */
   waitMs?: number;
-  /** Stops waiting (the promise rejects with the signal's reason). */
+  /**
+   * Stops waiting (the promise rejects with the signal's reason) where that loses nothing:
+   * memory, RabbitMQ between its polls. Over HTTP (sluice, SQS) a long poll already sent is not
+   * cut, since a lease the server granted meanwhile would be stranded until it runs out; the
+   * receive ends with its wait.
+   */
   signal?: AbortSignal;
 }
 

@@ -107,7 +107,10 @@ export class SluiceBackend implements Backend {
       wait_ms: Math.min(Math.max(options.waitMs ?? 0, 0), WAIT_MAX_MS),
     };
     if (options.leaseMs !== undefined) request.visibility_timeout_ms = Math.max(1, options.leaseMs);
-    const answer = await this.client.receive(queue, request, { signal: options.signal });
+    // The signal is not passed on: cutting a long poll could strand a lease the server already
+    // granted until it runs out. A receive asked to stop ends with its wait (at most 20 s).
+    options.signal?.throwIfAborted();
+    const answer = await this.client.receive(queue, request);
     return answer.messages.map((message) => ({
       messageId: message.message_id,
       receipt: message.receipt,

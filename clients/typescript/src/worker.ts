@@ -26,7 +26,10 @@ export interface WorkerOptions {
    * third of that while the handler runs.
    */
   leaseMs?: number;
-  /** How long an idle slot waits in one receive, in ms (default 5000; stop interrupts it). */
+  /**
+   * How long an idle slot waits in one receive, in ms (default 1000). It also bounds how long a
+   * stop or a pause waits for idle slots: a long poll over HTTP is not cut.
+   */
   pollWaitMs?: number;
   /** How long running handlers may take to finish once stopping starts, in ms (default 30000). */
   shutdownGraceMs?: number;
@@ -123,7 +126,7 @@ export class Worker<Input, Output> {
     const options = queue.config.worker ?? {};
     this.#options = {
       leaseMs: Math.max(30, options.leaseMs ?? 30_000),
-      pollWaitMs: Math.max(0, options.pollWaitMs ?? 5000),
+      pollWaitMs: Math.max(0, options.pollWaitMs ?? 1000),
       shutdownGraceMs: Math.max(0, options.shutdownGraceMs ?? 30_000),
       handleSignals: options.handleSignals ?? true,
       pendingRefreshMs: Math.max(50, options.pendingRefreshMs ?? 1000),

@@ -208,6 +208,8 @@ export class SqsBackend implements Backend {
   async receive(queue: string, options: ReceiveOptions = {}): Promise<Delivery[]> {
     const meta = await this.#meta(queue);
     const leaseMs = options.leaseMs;
+    // The signal is not passed on: cutting a long poll could strand leases SQS already granted.
+    options.signal?.throwIfAborted();
     const answer = await this.#guard(
       this.client.send(
         new ReceiveMessageCommand({
@@ -220,9 +222,7 @@ export class SqsBackend implements Backend {
           MessageAttributeNames: ["All"],
           MessageSystemAttributeNames: ["All"],
         }),
-        { abortSignal: options.signal },
       ),
-      options.signal,
     );
     const now = Date.now();
     return (answer.Messages ?? []).map((message) => {
