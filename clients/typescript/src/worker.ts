@@ -115,6 +115,10 @@ export class Worker<Input, Output> {
   #emptyArmed = false;
   #loops: Promise<void>[] = [];
   #done: Promise<WorkerReport> | undefined;
+  #finish: (report: WorkerReport) => void = () => {};
+  readonly #finished = new Promise<WorkerReport>((resolve) => {
+    this.#finish = resolve;
+  });
   #stopped = false;
   #pendingTimer: ReturnType<typeof setInterval> | undefined;
   #onSignal: (() => void) | undefined;
@@ -170,7 +174,7 @@ export class Worker<Input, Output> {
 
   /** Resolves with the report once the worker has stopped. */
   get done(): Promise<WorkerReport> {
-    return this.#done ?? new Promise<WorkerReport>(() => {});
+    return this.#finished;
   }
 
   /** Every slot's state and the counts. */
@@ -239,12 +243,14 @@ export class Worker<Input, Output> {
     if (!settled)
       this.#options.logger.warn("sluice worker: some acks or nacks did not finish in time");
     this.#stopped = true;
-    return {
+    const report = {
       processed: this.#processed,
       retried: this.#retried,
       deadLettered: this.#deadLettered,
       released: this.#released,
     };
+    this.#finish(report);
+    return report;
   }
 
   async #release(slot: Slot): Promise<void> {
