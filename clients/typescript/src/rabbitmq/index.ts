@@ -46,6 +46,8 @@ import { type Clock, SystemClock, realSleep } from "../clock.js";
 import { SluiceError, UnsupportedError } from "../errors.js";
 import { type BackoffSettings, DEFAULT_BACKOFF, backoffDelay } from "../retry-delay.js";
 
+export type { BackoffSettings } from "../retry-delay.js";
+
 /** The exchange retry queues dead-letter through, back to their main queue. */
 const RETRY_EXCHANGE = "sluice.retry";
 /** How often a receive that waits looks again (AMQP's basic.get does not wait). */

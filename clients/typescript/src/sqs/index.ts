@@ -56,6 +56,8 @@ import { type Clock, SystemClock, realSleep } from "../clock.js";
 import { SluiceError, UnsupportedError } from "../errors.js";
 import { type BackoffSettings, DEFAULT_BACKOFF, backoffDelay } from "../retry-delay.js";
 
+export type { BackoffSettings } from "../retry-delay.js";
+
 /** Options of {@link SqsBackend}: an `SQSClientConfig` (endpoint, region, credentials). */
 export interface SqsBackendOptions extends SQSClientConfig {
   /** Use this client instead of building one. */
