@@ -37,7 +37,11 @@ export interface RunningServer {
 }
 
 /** Starts `sluice serve`, with a config file made of `configToml` when given. */
-export async function startSluice(binary: string, configToml?: string): Promise<RunningServer> {
+export async function startSluice(
+  binary: string,
+  configToml?: string,
+  env: Record<string, string> = {},
+): Promise<RunningServer> {
   const dir = mkdtempSync(join(tmpdir(), "sluice-ts-"));
   const args = ["serve", "--listen", "127.0.0.1:0", "--data", join(dir, "data")];
   if (configToml !== undefined) {
@@ -45,7 +49,10 @@ export async function startSluice(binary: string, configToml?: string): Promise<
     writeFileSync(config, configToml);
     args.push("--config", config);
   }
-  const child = spawn(binary, args, { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(binary, args, {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ...env },
+  });
   let stderr = "";
   child.stderr?.on("data", (chunk: Buffer) => {
     stderr = (stderr + chunk.toString()).slice(-4000);
