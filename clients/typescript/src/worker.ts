@@ -227,20 +227,14 @@ export class Worker<Input, Output> {
     }
     clearInterval(this.#pendingTimer);
     const loops = Promise.allSettled(this.#loops);
-    const grace = await Promise.race([
-      loops.then(() => "finished" as const),
-      realSleep(this.#options.shutdownGraceMs).then(() => "grace over" as const),
-    ]);
-    if (grace === "grace over") {
+    const grace = await within(loops, this.#options.shutdownGraceMs);
+    if (grace === "timed out") {
       // Release what still runs: visible again at once; the attempt counts, as for any
       // interrupted delivery.
       await Promise.allSettled(this.#slots.map((slot) => this.#release(slot)));
     }
-    const settled = await Promise.race([
-      loops.then(() => true),
-      realSleep(SETTLE_WAIT_MS).then(() => false),
-    ]);
-    if (!settled)
+    const settled = await within(loops, SETTLE_WAIT_MS);
+    if (settled === "timed out")
       this.#options.logger.warn("sluice worker: some acks or nacks did not finish in time");
     this.#stopped = true;
     const report = {
@@ -498,6 +492,25 @@ export class Worker<Input, Output> {
     } catch {
       // Keep the last value; the next refresh tries again.
     }
+  }
+}
+
+/**
+ * Waits for `promise` at most `ms`; the timer is cleared either way, so a stopped worker does
+ * not keep the process alive.
+ */
+async function within(promise: Promise<unknown>, ms: number): Promise<"done" | "timed out"> {
+  const timer = new AbortController();
+  try {
+    return await Promise.race([
+      promise.then(() => "done" as const),
+      realSleep(ms, timer.signal).then(
+        () => "timed out" as const,
+        () => "done" as const,
+      ),
+    ]);
+  } finally {
+    timer.abort();
   }
 }
 
