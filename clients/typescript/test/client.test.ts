@@ -127,7 +127,7 @@ describe.skipIf(binary === undefined)("client with access control", () => {
 
   it("without a token: unauthorized", async () => {
     const saved = process.env.SLUICE_TOKEN;
-    delete process.env.SLUICE_TOKEN;
+    Reflect.deleteProperty(process.env, "SLUICE_TOKEN");
     try {
       const error = await failure(new SluiceClient({ url: server.url }).listQueues());
       expect(error).toMatchObject({ status: 401, code: "unauthorized" });
@@ -151,7 +151,7 @@ describe.skipIf(binary === undefined)("client with access control", () => {
         ["SLUICE_URL", saved.url],
         ["SLUICE_TOKEN", saved.token],
       ] as const) {
-        if (value === undefined) delete process.env[key];
+        if (value === undefined) Reflect.deleteProperty(process.env, key);
         else process.env[key] = value;
       }
     }
