@@ -117,4 +117,15 @@ describe("memory backend", () => {
     expect(await empty).toEqual([]);
     expect(clock.now()).toBe(10_000);
   });
+
+  it("forgets finished records after an hour, as sluice's acked retention", async () => {
+    const backend = await fresh();
+    const [enqueued] = await backend.enqueue("q", [{ body: 1 }]);
+    const [delivery] = await backend.receive("q");
+    await backend.ack("q", delivery?.receipt ?? "");
+    const ref = { messageId: enqueued?.messageId ?? "" };
+    expect((await backend.get("q", ref))?.state).toBe("acked");
+    await backend.advance(3_600_000);
+    expect(await backend.get("q", ref)).toBeUndefined();
+  });
 });

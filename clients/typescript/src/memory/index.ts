@@ -43,6 +43,9 @@ export interface MemoryBackendOptions {
   dedupWindowMs?: number;
 }
 
+/** How long acked, dead-lettered and cancelled records are kept (sluice's default). */
+const FINISHED_RETENTION_MS = 3_600_000;
+
 /** The error text of a lease that ran out, as sluice words it. */
 const LEASE_EXPIRED = "visibility timeout expired";
 
@@ -156,6 +159,7 @@ export class MemoryBackend implements Backend {
     this.#sweep(state, this.clock.now());
     const message = this.#leased(state, receipt, true);
     message.state = "acked";
+    message.finishedAt = this.clock.now();
     message.receipt = undefined;
     message.result = result;
     message.body = undefined;
@@ -226,6 +230,7 @@ export class MemoryBackend implements Backend {
       return { outcome: "not_found", messageId: undefined, state: undefined };
     if (found.state === "ready" || found.state === "delayed") {
       found.state = "cancelled";
+      found.finishedAt = this.clock.now();
       found.body = undefined;
       // Kept as the last error, as sluice keeps it.
       if (reason !== undefined) found.lastError = reason.slice(0, 4096);
@@ -300,6 +305,11 @@ export class MemoryBackend implements Backend {
   /** Moves what time has changed: delays that ended, leases that ran out. */
   #sweep(state: MemoryQueue, now: number): void {
     for (const message of state.messages.values()) {
+      // Final records answer lookups for an hour, as sluice's `acked_retention_ms`.
+      if (message.finishedAt !== undefined && now - message.finishedAt >= FINISHED_RETENTION_MS) {
+        state.messages.delete(message.messageId);
+        continue;
+      }
       if (message.state === "delayed" && message.visibleAt <= now) message.state = "ready";
       if (message.state === "in_flight" && message.leaseExpiresAt <= now) {
         // A lease that runs out is a failed attempt; the holder may still ack until the message
@@ -393,6 +403,7 @@ export class MemoryBackend implements Backend {
   #deadLetter(state: MemoryQueue, message: Stored, at: number): void {
     const dlq = this.#queue(state.deadLetterQueue ?? "");
     message.state = "dead";
+    message.finishedAt = at;
     const moved: Stored = {
       ...message,
       headers: { ...message.headers },

@@ -28,6 +28,8 @@ export interface Stored {
   /** The current lease's receipt. */
   receipt: string | undefined;
   leaseExpiresAt: number;
+  /** When it reached a final state (acked, dead, cancelled), for retention. */
+  finishedAt?: number;
   result?: unknown;
   /** Set on a message in a dead-letter queue. */
   deadLetter:
