@@ -16,7 +16,7 @@ import type { Backend, Delivery } from "./backend.js";
 import { realSleep } from "./clock.js";
 import { SluiceError, isStaleReceipt } from "./errors.js";
 import type { ExecuteContext, Queue } from "./queue.js";
-import { decide } from "./retry.js";
+import { type Decision, decide } from "./retry.js";
 import { ValidationError, validate } from "./standard-schema.js";
 
 /** Worker settings; every field has a default. */
@@ -295,7 +295,15 @@ export class Worker<Input, Output> {
         continue;
       }
       this.#unsettled += deliveries.length;
-      for (const delivery of deliveries) await this.#process(slot, delivery);
+      for (const delivery of deliveries) {
+        try {
+          await this.#process(slot, delivery);
+        } catch (error) {
+          // Nothing in processing should throw; if it does, the slot lives on and the lease
+          // runs out, so the message comes back.
+          this.#options.logger.warn(`sluice worker: processing failed: ${errorText(error)}`);
+        }
+      }
     }
   }
 
@@ -311,13 +319,25 @@ export class Worker<Input, Output> {
             ? (delivery.body as Output)
             : await validate(config.schema, delivery.body);
       } catch (error) {
-        if (!(error instanceof ValidationError)) throw error;
-        // Not worth retrying: the same body fails the same way.
-        await this.#settle(slot, () =>
-          this.#backend.nack(name, delivery.receipt, { error: error.message, permanent: true }),
-        ).then((outcome) => {
-          if (outcome !== undefined) this.#deadLettered++;
-        });
+        // A body that fails the schema fails the same way every time: dead-letter it now. A
+        // schema that throws (a bug, or an async check that failed) is retried as any failure.
+        const invalid = error instanceof ValidationError;
+        const outcome = await this.#nack(
+          slot,
+          delivery,
+          invalid ? error.message : `schema check failed: ${errorText(error)}`,
+          invalid
+            ? { deadLetter: true, delayMs: 0 }
+            : // Without an event there is no context for `isRetryable`: the attempts decide.
+              decide(
+                { ...config.retry, isRetryable: undefined },
+                delivery.attempt,
+                error,
+                undefined,
+              ),
+        );
+        if (outcome === "dead_lettered") this.#deadLettered++;
+        if (outcome === "retried") this.#retried++;
         return;
       }
       const abort = new AbortController();
@@ -383,31 +403,7 @@ export class Worker<Input, Output> {
     const name = this.#queue.name;
     const event = ctx.event;
     const decision = decide(config.retry, delivery.attempt, error, ctx);
-    const text = errorText(error);
-    const nack = (permanent: boolean) =>
-      this.#backend.nack(name, delivery.receipt, {
-        error: text,
-        delayMs: decision.delayMs,
-        permanent,
-      });
-    const outcome = await this.#settle(slot, async () => {
-      try {
-        return await nack(decision.deadLetter);
-      } catch (refused) {
-        // A queue without a dead-letter queue keeps every message: retry instead.
-        if (
-          decision.deadLetter &&
-          refused instanceof SluiceError &&
-          refused.code === "invalid_field"
-        ) {
-          this.#options.logger.warn(
-            `sluice worker: cannot dead-letter; retrying: ${refused.message}`,
-          );
-          return nack(false);
-        }
-        throw refused;
-      }
-    });
+    const outcome = await this.#nack(slot, delivery, errorText(error), decision);
     if (outcome === "retried") this.#retried++;
     if (outcome === "dead_lettered") {
       this.#deadLettered++;
@@ -425,6 +421,36 @@ export class Worker<Input, Output> {
         this.#options.logger.warn(`sluice worker: onDeadLetter threw: ${hookError}`);
       }
     }
+  }
+
+  /**
+   * Nacks as decided. A queue without a dead-letter queue refuses a permanent nack: the
+   * message is retried instead, since such a queue keeps every message.
+   */
+  #nack(slot: Slot, delivery: Delivery, error: string, decision: Decision) {
+    const nack = (permanent: boolean) =>
+      this.#backend.nack(this.#queue.name, delivery.receipt, {
+        error,
+        delayMs: decision.delayMs,
+        permanent,
+      });
+    return this.#settle(slot, async () => {
+      try {
+        return await nack(decision.deadLetter);
+      } catch (refused) {
+        if (
+          decision.deadLetter &&
+          refused instanceof SluiceError &&
+          refused.code === "invalid_field"
+        ) {
+          this.#options.logger.warn(
+            `sluice worker: cannot dead-letter; retrying: ${refused.message}`,
+          );
+          return nack(false);
+        }
+        throw refused;
+      }
+    });
   }
 
   /**
