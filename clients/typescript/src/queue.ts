@@ -128,8 +128,8 @@ export interface QueueConfig<Input, Output> {
   /** Runs when the queue has emptied after this worker processed events. */
   onEmpty?: (ctx: EmptyContext) => unknown;
   /**
-   * How the queue is created if missing. `maxAttempts` defaults to the retry policy's, so the
-   * broker gives up no sooner than the policy.
+   * How the queue is created if missing (or updated, on sluice). `maxAttempts` defaults to the
+   * retry policy's when that is given, so the broker gives up no sooner than the policy.
    */
   queue?: QueueOptions;
   /** Worker settings: lease, poll wait, shutdown grace, signals. */
@@ -170,9 +170,12 @@ export class Queue<Input = unknown, Output = Input> {
 
   /** Creates the queue on its backend if missing (once; every operation calls it first). */
   ensure(): Promise<void> {
+    // The policy's attempts are set on the queue only when given, so that opening an existing
+    // queue with the defaults does not change its settings.
+    const maxAttempts = this.config.retry?.maxAttempts;
     this.#ready ??= this.backend
       .ensureQueue(this.name, {
-        maxAttempts: this.config.retry?.maxAttempts ?? 5,
+        ...(maxAttempts === undefined ? {} : { maxAttempts }),
         ...this.config.queue,
       })
       .catch((error: unknown) => {

@@ -311,7 +311,7 @@ for (const backendCase of backendCases()) {
       await waitFor(backend, "the event to finish", () => worker.status().processedCount === 1);
       // Receives already waiting end with their poll (200 ms here, a whole second on SQS); then
       // nothing is received.
-      await pass(backend, backend.kind === "sqs" ? 1500 : 400);
+      await pass(backend, backend.kind === "sqs" ? 2000 : 1000);
       await queue.enqueue({ n: 2 });
       await pass(backend, 400);
       expect(worker.status().processedCount).toBe(1);
