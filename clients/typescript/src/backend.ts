@@ -218,6 +218,8 @@ export interface Backend {
   drain(queue: string, timeoutMs: number): Promise<boolean>;
   /** The queue's dead letters, newest first (at most `limit`, default 100). */
   deadLetters(queue: string, limit?: number): Promise<DeadLetter[]>;
+  /** Deletes the queue, its messages and its dead-letter queue (a no-op when it is missing). */
+  deleteQueue(queue: string): Promise<void>;
   /** Releases connections. */
   close(): Promise<void>;
 }

@@ -283,6 +283,12 @@ export class Queue<Input = unknown, Output = Input> {
     return this.backend.get(this.name, typeof event === "string" ? { messageId: event } : event);
   }
 
+  /** Deletes the queue, its messages and its dead-letter queue. */
+  async delete(): Promise<void> {
+    await this.backend.deleteQueue(this.name);
+    this.#ready = undefined;
+  }
+
   /** The queue's dead letters, newest first. */
   async deadLetters(limit?: number): Promise<DeadLetter[]> {
     await this.ensure();

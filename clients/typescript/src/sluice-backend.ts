@@ -212,6 +212,14 @@ export class SluiceBackend implements Backend {
     }));
   }
 
+  async deleteQueue(queue: string): Promise<void> {
+    for (const name of [queue, `${queue}.dlq`]) {
+      await this.client.deleteQueue(name).catch((error: unknown) => {
+        if (!(error instanceof SluiceError && error.code === "queue_not_found")) throw error;
+      });
+    }
+  }
+
   async close(): Promise<void> {}
 }
 

@@ -40,6 +40,7 @@ function queueOn<I, O>(
   });
   cleanups.push(async () => {
     await queue.worker?.stop();
+    await queue.delete().catch(() => {});
   });
   return queue;
 }

@@ -286,6 +286,14 @@ export class MemoryBackend implements Backend {
       }));
   }
 
+  async deleteQueue(queue: string): Promise<void> {
+    for (const name of [queue, `${queue}.dlq`]) {
+      const state = this.#queues.get(name);
+      this.#queues.delete(name);
+      if (state !== undefined) wake(state);
+    }
+  }
+
   async close(): Promise<void> {
     for (const state of this.#queues.values()) wake(state);
   }

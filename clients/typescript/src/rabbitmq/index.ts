@@ -99,6 +99,8 @@ export class RabbitMqBackend implements Backend {
   readonly #backoff: BackoffSettings;
   readonly #maxAttempts = new Map<string, number>();
   readonly #held = new Map<string, Held>();
+  /** Retry queues this process declared, by main queue (deleted with it). */
+  readonly #retryQueues = new Map<string, Set<string>>();
   #channel: ConfirmChannel | undefined;
   /** Bumped when the channel is replaced: receipts of an older one are stale. */
   #generation = 0;
@@ -240,6 +242,9 @@ export class RabbitMqBackend implements Backend {
             "x-expires": delayMs + RETRY_QUEUE_IDLE_MS,
           },
         });
+        const known = this.#retryQueues.get(queue) ?? new Set<string>();
+        known.add(retryQueue);
+        this.#retryQueues.set(queue, known);
         channel.sendToQueue(retryQueue, held.message.content, {
           ...properties,
           headers: retryHeaders,
@@ -325,6 +330,20 @@ export class RabbitMqBackend implements Backend {
       await channel.close().catch(() => {});
     }
     return letters.sort((a, b) => b.deadLetteredAt - a.deadLetteredAt);
+  }
+
+  /**
+   * Deletes the main queue, its `.dlq` and the retry queues this process used; other retry
+   * queues delete themselves a minute after their last use.
+   */
+  async deleteQueue(queue: string): Promise<void> {
+    const channel = await this.#open();
+    const retryQueues = [...(this.#retryQueues.get(queue) ?? [])];
+    for (const name of [queue, `${queue}.dlq`, ...retryQueues]) {
+      await this.#guard(channel.deleteQueue(name));
+    }
+    this.#retryQueues.delete(queue);
+    this.#maxAttempts.delete(queue);
   }
 
   async close(): Promise<void> {

@@ -27,6 +27,7 @@ import {
   ChangeMessageVisibilityCommand,
   CreateQueueCommand,
   DeleteMessageCommand,
+  DeleteQueueCommand,
   GetQueueAttributesCommand,
   GetQueueUrlCommand,
   type Message,
@@ -427,6 +428,26 @@ export class SqsBackend implements Backend {
         deadLetteredAt: Number(message.Attributes?.SentTimestamp ?? 0),
       }))
       .sort((a, b) => b.deadLetteredAt - a.deadLetteredAt);
+  }
+
+  async deleteQueue(queue: string): Promise<void> {
+    let meta: QueueMeta;
+    try {
+      meta = await this.#meta(queue);
+    } catch (error) {
+      if (error instanceof SluiceError && error.code === "queue_not_found") return;
+      throw error;
+    }
+    this.#queues.delete(queue);
+    // The source first: a dead-letter queue in use cannot be deleted.
+    for (const url of [meta.url, meta.dlqUrl]) {
+      if (url === undefined) continue;
+      await this.#guard(this.client.send(new DeleteQueueCommand({ QueueUrl: url }))).catch(
+        (error: unknown) => {
+          if (!(error instanceof SluiceError && error.code === "queue_not_found")) throw error;
+        },
+      );
+    }
   }
 
   async close(): Promise<void> {

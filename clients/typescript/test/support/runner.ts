@@ -41,6 +41,14 @@ class StepFailure extends Error {}
 
 export async function runScenario(backend: Backend, scenario: Scenario): Promise<void> {
   const queue = queueName(scenario);
+  try {
+    await runSteps(backend, scenario, queue);
+  } finally {
+    await backend.deleteQueue(queue).catch(() => {});
+  }
+}
+
+async function runSteps(backend: Backend, scenario: Scenario, queue: string): Promise<void> {
   await backend.ensureQueue(queue, {
     maxAttempts: scenario.queue.max_attempts,
     perKey: scenario.queue.per_key,
@@ -341,6 +349,8 @@ export async function checkRefusal(
   } catch (error) {
     if (error instanceof UnsupportedError && error.operation === operation) return "refused";
     throw error;
+  } finally {
+    await backend.deleteQueue(queue).catch(() => {});
   }
   throw new Error(`${backend.kind} did ${operation} for ${scenario.name} instead of refusing it`);
 }
