@@ -1,0 +1,225 @@
+/**
+ * The seam between queue semantics and where the queue lives: {@link Backend}, in queue terms
+ * (enqueue, receive under a lease, ack, nack, extend, stats, pause, cancel, drain, dead letters),
+ * the same shape as the Rust SDK's `Backend` trait. `SluiceBackend` implements it over HTTP,
+ * `MemoryBackend` (`@sluice/client/memory`) inside the process, `SqsBackend`
+ * (`@sluice/client/sqs`) on Amazon SQS and `RabbitMqBackend` (`@sluice/client/rabbitmq`) on
+ * RabbitMQ. What a backend cannot do is in its {@link Capabilities} and throws
+ * {@link UnsupportedError}: never a silent no-op.
+ *
+ * @module
+ */
+import type { Clock } from "./clock.js";
+
+/** What a backend can do beyond enqueue, receive, ack, nack and stats. */
+export interface Capabilities {
+  /** Extend a lease (`extend`); without it, the worker sends no heartbeats. */
+  readonly extend: boolean;
+  /** Pause and resume deliveries of a queue. */
+  readonly pause: boolean;
+  /** Cancel a message before delivery. */
+  readonly cancel: boolean;
+  /** `perKey` queues: one message of a key at a time, in order. */
+  readonly perKey: boolean;
+  /** `ordered` queues: messages come out in enqueue order. */
+  readonly ordered: boolean;
+  /** An enqueue `id` deduplicates within the queue's window. */
+  readonly dedup: boolean;
+  /** Delayed enqueues (`delayMs` on a message). Retry delays of `nack` work on every backend. */
+  readonly delays: boolean;
+  /** Know when a queue is empty, in-flight messages included (`drain`). */
+  readonly drain: boolean;
+  /** Look a message up (`get`). */
+  readonly get: boolean;
+  /** Stats count in-flight messages (else `inFlight` is `null`). */
+  readonly inFlightStats: boolean;
+  /** `priority` on a message: higher first. */
+  readonly priority: boolean;
+}
+
+/** How a queue is opened; every field is optional. */
+export interface QueueOptions {
+  /** Deliveries before a failure dead-letters (default 5). */
+  maxAttempts?: number;
+  /** Messages with the same `key` are delivered one at a time, in order. */
+  perKey?: boolean;
+  /** Messages come out in enqueue order (the default on sluice, memory and RabbitMQ). */
+  ordered?: boolean;
+  /** An enqueue `id` deduplicates (always on sluice and memory; a FIFO queue on SQS). */
+  dedup?: boolean;
+  /** Default lease of a receive, in ms (default 30000). */
+  visibilityTimeoutMs?: number;
+}
+
+/** A message to enqueue. */
+export interface OutgoingMessage {
+  /** The body: any JSON value. */
+  body: unknown;
+  /** Idempotency id: the same id within the queue's dedup window stores nothing new. */
+  id?: string;
+  /** Ordering key (`perKey` queues). */
+  key?: string;
+  /** Higher first (default 0). */
+  priority?: number;
+  /** Invisible for this long before its first delivery, in ms. */
+  delayMs?: number;
+  /** String headers kept with the message. */
+  headers?: Record<string, string>;
+}
+
+/** The outcome of one enqueue. */
+export interface Enqueued {
+  /** The message (the first one, for a duplicate id). */
+  messageId: string;
+  /** False when the id was seen within the dedup window: nothing new was stored. */
+  created: boolean;
+  /**
+   * Messages the queue held when this one was stored (0 for a duplicate); `undefined` where
+   * the backend cannot say (SQS, RabbitMQ, sluice batches).
+   */
+  position: number | undefined;
+}
+
+/** How to receive. */
+export interface ReceiveOptions {
+  /** Most messages (default 1; 1..=100 on sluice, 1..=10 on SQS). */
+  max?: number;
+  /** The lease, in ms (default: the queue's visibility timeout). */
+  leaseMs?: number;
+  /** Wait up to this long for the first message, in ms (default 0). */
+  waitMs?: number;
+  /**
+   * Stops waiting (the promise rejects with the signal's reason) where that loses nothing:
+   * memory, RabbitMQ between its polls. Over HTTP (sluice, SQS) a long poll already sent is not
+   * cut, since a lease the server granted meanwhile would be stranded until it runs out; the
+   * receive ends with its wait.
+   */
+  signal?: AbortSignal;
+}
+
+/** A leased message. */
+export interface Delivery {
+  /** The message. */
+  messageId: string;
+  /** The lease handle for ack, nack and extend. */
+  receipt: string;
+  /** The body (JSON value; a byte body as a `Uint8Array`). */
+  body: unknown;
+  /** Idempotency id it was enqueued with. */
+  id: string | undefined;
+  /** Ordering key. */
+  key: string | undefined;
+  /** This delivery's number, from 1. */
+  attempt: number;
+  /** When it was enqueued (ms since the epoch). */
+  enqueuedAt: number;
+  /** Error of the previous failed attempt. */
+  lastError: string | undefined;
+  /** Headers it was enqueued with. */
+  headers: Record<string, string>;
+}
+
+/** A failed attempt. */
+export interface Nack {
+  /** Why it failed (kept as the message's last error). */
+  error: string;
+  /** Retry after this long, in ms (default: the queue's backoff). */
+  delayMs?: number;
+  /** Dead-letter at once. */
+  permanent?: boolean;
+}
+
+/** What a nack did. */
+export type NackOutcome = "retried" | "dead_lettered";
+
+/** A queue's numbers; `null` where the backend cannot count. */
+export interface QueueStats {
+  /** Visible, waiting for a consumer. */
+  ready: number;
+  /** Waiting for a delay or a backoff. */
+  delayed: number | null;
+  /** Leased. */
+  inFlight: number | null;
+  /** In the dead-letter queue. */
+  deadLettered: number | null;
+  /** Deliveries paused. */
+  paused: boolean | null;
+}
+
+/** How a message is named: by its message id or by its idempotency id. */
+export type MessageRef = { messageId: string } | { id: string };
+
+/** What a cancel found. */
+export type CancelOutcome = "cancelled" | "not_found" | "already_processing" | "already_completed";
+
+/** The answer to a cancel. */
+export interface CancelResult {
+  outcome: CancelOutcome;
+  /** The message, when it was found. */
+  messageId: string | undefined;
+  /** Its state when it was already completed (`acked`, `dead`, `cancelled`, ...). */
+  state: string | undefined;
+}
+
+/** Where a message is. */
+export interface MessageInfo {
+  messageId: string;
+  /** `ready`, `delayed`, `in_flight`, `acked`, `dead`, `cancelled`, `expired`, ... */
+  state: string;
+  /** Deliveries so far. */
+  attempts: number;
+  /** Error of the last failed attempt. */
+  lastError: string | undefined;
+}
+
+/** A message in a queue's dead-letter queue. */
+export interface DeadLetter {
+  messageId: string;
+  body: unknown;
+  /** Idempotency id. */
+  id: string | undefined;
+  /** The last attempt's error. */
+  error: string | undefined;
+  /** Deliveries it had in its source queue. */
+  attempts: number;
+  /** When it was dead-lettered (ms since the epoch). */
+  deadLetteredAt: number;
+}
+
+/** A broker, in queue terms. Every method rejects with `SluiceError` or `UnsupportedError`. */
+export interface Backend {
+  /** `sluice`, `memory`, `sqs` or `rabbitmq`. */
+  readonly kind: string;
+  /** What it can do; what it cannot throws `UnsupportedError`. */
+  readonly capabilities: Capabilities;
+  /** Its clock (a manual one on the memory backend in tests). */
+  readonly clock: Clock;
+  /** Creates the queue (and its dead-letter queue) if it does not exist. */
+  ensureQueue(queue: string, options?: QueueOptions): Promise<void>;
+  /** Stores messages durably; one result per message, in order. */
+  enqueue(queue: string, messages: OutgoingMessage[]): Promise<Enqueued[]>;
+  /** Leases up to `max` messages, waiting up to `waitMs` for the first. */
+  receive(queue: string, options?: ReceiveOptions): Promise<Delivery[]>;
+  /** The message is done. `result` is kept for duplicate enqueues where the backend can. */
+  ack(queue: string, receipt: string, result?: unknown): Promise<void>;
+  /** The attempt failed: retried, or dead-lettered when permanent or out of attempts. */
+  nack(queue: string, receipt: string, nack: Nack): Promise<NackOutcome>;
+  /** Keeps the lease for `leaseMs` from now. */
+  extend(queue: string, receipt: string, leaseMs: number): Promise<void>;
+  /** The queue's numbers. */
+  stats(queue: string): Promise<QueueStats>;
+  /** Pauses or resumes deliveries. */
+  setPaused(queue: string, paused: boolean): Promise<void>;
+  /** Cancels a message that is not being processed. `reason` is recorded where it can be. */
+  cancel(queue: string, message: MessageRef, reason?: string): Promise<CancelResult>;
+  /** Where a message is; `undefined` when it is not known. */
+  get(queue: string, message: MessageRef): Promise<MessageInfo | undefined>;
+  /** Waits until nothing is ready, delayed or in flight, or `timeoutMs`; true when it emptied. */
+  drain(queue: string, timeoutMs: number): Promise<boolean>;
+  /** The queue's dead letters, newest first (at most `limit`, default 100). */
+  deadLetters(queue: string, limit?: number): Promise<DeadLetter[]>;
+  /** Deletes the queue, its messages and its dead-letter queue (a no-op when it is missing). */
+  deleteQueue(queue: string): Promise<void>;
+  /** Releases connections. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,634 @@
+/**
+ * `@sluice/client/sqs`: {@link SqsBackend}, the {@link Backend} on Amazon SQS (or on sluice's
+ * SQS-compatible API), through `@aws-sdk/client-sqs` (an optional peer dependency, imported
+ * only here).
+ *
+ * How sluice's rules map onto SQS:
+ * - a queue opened with `perKey` or `dedup` is a FIFO queue (`<name>.fifo`): the key is the
+ *   `MessageGroupId` (a message without a key gets a group of its own, so it is not held up),
+ *   the id the `MessageDeduplicationId`;
+ * - every queue has a dead-letter queue `<name>-dlq` (`<name>-dlq.fifo`) with a `RedrivePolicy`
+ *   of `maxReceiveCount` = `maxAttempts`, so a lease that runs out on the last attempt is
+ *   redriven by SQS;
+ * - a nack that dead-letters (permanent, or attempts used up) is done here, because SQS only
+ *   redrives on a later receive: the message is sent to the dead-letter queue with its error
+ *   as a message attribute, then deleted;
+ * - a retry is a visibility change to the delay (whole seconds); the attempt is SQS's
+ *   `ApproximateReceiveCount`.
+ *
+ * SQS cannot pause a queue, cancel or look up a message, keep enqueue order outside a group,
+ * or sort by priority: those throw {@link UnsupportedError}. It keeps no error with a message,
+ * so `lastError` is always undefined.
+ *
+ * @module
+ */
+import {
+  ChangeMessageVisibilityBatchCommand,
+  ChangeMessageVisibilityCommand,
+  CreateQueueCommand,
+  DeleteMessageCommand,
+  DeleteQueueCommand,
+  GetQueueAttributesCommand,
+  GetQueueUrlCommand,
+  type Message,
+  type MessageAttributeValue,
+  ReceiveMessageCommand,
+  SQSClient,
+  type SQSClientConfig,
+  SendMessageBatchCommand,
+  SendMessageCommand,
+} from "@aws-sdk/client-sqs";
+import type {
+  Backend,
+  CancelResult,
+  Capabilities,
+  DeadLetter,
+  Delivery,
+  Enqueued,
+  MessageInfo,
+  Nack,
+  NackOutcome,
+  OutgoingMessage,
+  QueueOptions,
+  QueueStats,
+  ReceiveOptions,
+} from "../backend.js";
+import { type Clock, SystemClock, realSleep } from "../clock.js";
+import { SluiceError, UnsupportedError } from "../errors.js";
+import { type BackoffSettings, DEFAULT_BACKOFF, backoffDelay } from "../retry-delay.js";
+
+export type { BackoffSettings } from "../retry-delay.js";
+
+/** Options of {@link SqsBackend}: an `SQSClientConfig` (endpoint, region, credentials). */
+export interface SqsBackendOptions extends SQSClientConfig {
+  /** Use this client instead of building one. */
+  client?: SQSClient;
+  /** Backoff of a nack without a delay (default sluice's: 1 s doubling to 60 s). */
+  backoff?: BackoffSettings;
+}
+
+/** Message attributes this backend writes (SQS allows 10 per message). */
+const ATTRIBUTE = {
+  id: "sluice-id",
+  key: "sluice-key",
+  headers: "sluice-headers",
+  error: "sluice-error",
+  attempts: "sluice-attempts",
+  source: "sluice-source-queue",
+} as const;
+
+/** Longest visibility timeout SQS takes, in seconds. */
+const VISIBILITY_MAX_S = 43_200;
+/** Longest per-message delay SQS takes, in seconds. */
+const DELAY_MAX_S = 900;
+/** Leases this backend remembers (for a nack that must dead-letter) before it forgets the oldest. */
+const LEASES_MAX = 10_000;
+
+interface QueueMeta {
+  url: string;
+  dlqUrl: string | undefined;
+  fifo: boolean;
+  maxAttempts: number;
+}
+
+interface Lease {
+  queue: string;
+  messageId: string;
+  body: string;
+  attributes: Record<string, MessageAttributeValue>;
+  attempt: number;
+  groupId: string | undefined;
+  expiresAt: number;
+}
+
+/** Amazon SQS, or sluice's SQS-compatible API. */
+export class SqsBackend implements Backend {
+  readonly kind = "sqs";
+  readonly capabilities: Capabilities = {
+    extend: true,
+    pause: false,
+    cancel: false,
+    perKey: true,
+    ordered: false,
+    dedup: true,
+    delays: true,
+    drain: true,
+    get: false,
+    inFlightStats: true,
+    priority: false,
+  };
+  readonly clock: Clock = new SystemClock();
+  /** The AWS SDK client underneath. */
+  readonly client: SQSClient;
+  readonly #backoff: BackoffSettings;
+  readonly #queues = new Map<string, QueueMeta>();
+  readonly #leases = new Map<string, Lease>();
+
+  constructor(options: SqsBackendOptions = {}) {
+    const { client, backoff, ...config } = options;
+    this.client = client ?? new SQSClient(config);
+    this.#backoff = backoff ?? DEFAULT_BACKOFF;
+  }
+
+  async ensureQueue(queue: string, options: QueueOptions = {}): Promise<void> {
+    if (options.ordered) {
+      throw new UnsupportedError(
+        this.kind,
+        "ordered",
+        "standard SQS queues do not keep order; a FIFO queue does only within a message group (perKey)",
+      );
+    }
+    const fifo = Boolean(options.perKey || options.dedup);
+    const maxAttempts = options.maxAttempts ?? 5;
+    const suffix = fifo ? ".fifo" : "";
+    const fifoAttributes: Record<string, string> = fifo ? { FifoQueue: "true" } : {};
+    const dlqUrl = await this.#create(`${queue}-dlq${suffix}`, fifoAttributes);
+    const dlqArn = await this.#attribute(dlqUrl, "QueueArn");
+    const attributes: Record<string, string> = {
+      ...fifoAttributes,
+      RedrivePolicy: JSON.stringify({ deadLetterTargetArn: dlqArn, maxReceiveCount: maxAttempts }),
+    };
+    if (options.visibilityTimeoutMs !== undefined) {
+      attributes.VisibilityTimeout = String(seconds(options.visibilityTimeoutMs, VISIBILITY_MAX_S));
+    }
+    const url = await this.#create(`${queue}${suffix}`, attributes);
+    this.#queues.set(queue, { url, dlqUrl, fifo, maxAttempts });
+  }
+
+  async enqueue(queue: string, messages: OutgoingMessage[]): Promise<Enqueued[]> {
+    const meta = await this.#meta(queue);
+    const entries = messages.map((message, index) => {
+      if ((message.priority ?? 0) !== 0) {
+        throw new UnsupportedError(this.kind, "priority", "SQS has no message priority");
+      }
+      const delayMs = message.delayMs ?? 0;
+      if (delayMs > 0 && meta.fifo) {
+        throw new UnsupportedError(this.kind, "delays", "FIFO queues take no per-message delay");
+      }
+      const attributes: Record<string, MessageAttributeValue> = {};
+      if (message.id !== undefined) attributes[ATTRIBUTE.id] = text(message.id);
+      if (message.key !== undefined) attributes[ATTRIBUTE.key] = text(message.key);
+      if (message.headers !== undefined && Object.keys(message.headers).length > 0) {
+        attributes[ATTRIBUTE.headers] = text(JSON.stringify(message.headers));
+      }
+      return {
+        Id: String(index),
+        MessageBody: JSON.stringify(message.body),
+        MessageAttributes: attributes,
+        ...(delayMs > 0 ? { DelaySeconds: seconds(delayMs, DELAY_MAX_S, "delayMs") } : {}),
+        ...(meta.fifo
+          ? {
+              // Without a key, a group of its own: FIFO order is promised per key only.
+              MessageGroupId: message.key ?? crypto.randomUUID(),
+              MessageDeduplicationId: message.id ?? crypto.randomUUID(),
+            }
+          : {}),
+      };
+    });
+    const results: Enqueued[] = [];
+    for (let start = 0; start < entries.length; start += 10) {
+      const batch = entries.slice(start, start + 10);
+      const answer = await this.#guard(
+        this.client.send(new SendMessageBatchCommand({ QueueUrl: meta.url, Entries: batch })),
+      );
+      if (answer.Failed !== undefined && answer.Failed.length > 0) {
+        throw new SluiceError({
+          status: answer.Failed[0]?.SenderFault ? 422 : 503,
+          code: answer.Failed[0]?.SenderFault ? "invalid_field" : "unavailable",
+          message: `SQS refused ${answer.Failed.length} of the batch: ${answer.Failed[0]?.Message ?? answer.Failed[0]?.Code}`,
+          details: answer.Failed,
+        });
+      }
+      const byId = new Map((answer.Successful ?? []).map((entry) => [entry.Id, entry.MessageId]));
+      for (const entry of batch) {
+        // SQS answers a duplicate FIFO send like a new one, and says nothing of positions.
+        results.push({ messageId: byId.get(entry.Id) ?? "", created: true, position: undefined });
+      }
+    }
+    return results;
+  }
+
+  async receive(queue: string, options: ReceiveOptions = {}): Promise<Delivery[]> {
+    const meta = await this.#meta(queue);
+    const leaseMs = options.leaseMs;
+    // The signal is not passed on: cutting a long poll could strand leases SQS already granted.
+    options.signal?.throwIfAborted();
+    const answer = await this.#guard(
+      this.client.send(
+        new ReceiveMessageCommand({
+          QueueUrl: meta.url,
+          MaxNumberOfMessages: Math.min(Math.max(options.max ?? 1, 1), 10),
+          WaitTimeSeconds: Math.min(Math.ceil(Math.max(0, options.waitMs ?? 0) / 1000), 20),
+          ...(leaseMs === undefined
+            ? {}
+            : { VisibilityTimeout: seconds(leaseMs, VISIBILITY_MAX_S) }),
+          MessageAttributeNames: ["All"],
+          MessageSystemAttributeNames: ["All"],
+        }),
+      ),
+    );
+    const now = Date.now();
+    return (answer.Messages ?? []).map((message) => {
+      const attempt = Number(message.Attributes?.ApproximateReceiveCount ?? "1");
+      const receipt = message.ReceiptHandle ?? "";
+      this.#remember(receipt, {
+        queue,
+        messageId: message.MessageId ?? "",
+        body: message.Body ?? "",
+        attributes: message.MessageAttributes ?? {},
+        attempt,
+        groupId: message.Attributes?.MessageGroupId,
+        expiresAt: now + (leaseMs ?? 30_000) + 300_000,
+      });
+      return {
+        messageId: message.MessageId ?? "",
+        receipt,
+        body: parseBody(message.Body),
+        id: message.MessageAttributes?.[ATTRIBUTE.id]?.StringValue,
+        key: message.MessageAttributes?.[ATTRIBUTE.key]?.StringValue,
+        attempt,
+        enqueuedAt: Number(message.Attributes?.SentTimestamp ?? now),
+        lastError: undefined,
+        headers: headersOf(message),
+      };
+    });
+  }
+
+  async ack(queue: string, receipt: string): Promise<void> {
+    const meta = await this.#meta(queue);
+    await this.#guard(
+      this.client.send(new DeleteMessageCommand({ QueueUrl: meta.url, ReceiptHandle: receipt })),
+    );
+    this.#leases.delete(receipt);
+  }
+
+  async nack(queue: string, receipt: string, nack: Nack): Promise<NackOutcome> {
+    const meta = await this.#meta(queue);
+    const lease = this.#leases.get(receipt);
+    const attempt = lease?.attempt ?? 1;
+    const outOfAttempts = meta.maxAttempts > 0 && attempt >= meta.maxAttempts;
+    if ((nack.permanent || outOfAttempts) && meta.dlqUrl !== undefined) {
+      if (lease === undefined) {
+        throw new SluiceError({
+          status: 409,
+          code: "stale_receipt",
+          message:
+            "this backend did not hand out that receipt (or forgot it): cannot dead-letter it",
+        });
+      }
+      // Holding the lease is checked first, so a message someone else holds now is not copied.
+      await this.#guard(
+        this.client.send(
+          new ChangeMessageVisibilityCommand({
+            QueueUrl: meta.url,
+            ReceiptHandle: receipt,
+            VisibilityTimeout: 60,
+          }),
+        ),
+      );
+      await this.#guard(
+        this.client.send(
+          new SendMessageCommand({
+            QueueUrl: meta.dlqUrl,
+            MessageBody: lease.body,
+            MessageAttributes: {
+              ...lease.attributes,
+              [ATTRIBUTE.error]: text(nack.error === "" ? "failed" : nack.error.slice(0, 4096)),
+              [ATTRIBUTE.attempts]: { DataType: "Number", StringValue: String(attempt) },
+              [ATTRIBUTE.source]: text(queue),
+            },
+            ...(meta.fifo
+              ? {
+                  MessageGroupId: lease.groupId ?? lease.messageId,
+                  MessageDeduplicationId: lease.messageId,
+                }
+              : {}),
+          }),
+        ),
+      );
+      await this.#guard(
+        this.client.send(new DeleteMessageCommand({ QueueUrl: meta.url, ReceiptHandle: receipt })),
+      );
+      this.#leases.delete(receipt);
+      return "dead_lettered";
+    }
+    const delayMs = nack.delayMs ?? backoffDelay(this.#backoff, attempt);
+    await this.#guard(
+      this.client.send(
+        new ChangeMessageVisibilityCommand({
+          QueueUrl: meta.url,
+          ReceiptHandle: receipt,
+          VisibilityTimeout: seconds(delayMs, VISIBILITY_MAX_S),
+        }),
+      ),
+    );
+    this.#leases.delete(receipt);
+    return "retried";
+  }
+
+  async extend(queue: string, receipt: string, leaseMs: number): Promise<void> {
+    const meta = await this.#meta(queue);
+    await this.#guard(
+      this.client.send(
+        new ChangeMessageVisibilityCommand({
+          QueueUrl: meta.url,
+          ReceiptHandle: receipt,
+          VisibilityTimeout: Math.max(1, seconds(leaseMs, VISIBILITY_MAX_S)),
+        }),
+      ),
+    );
+    const lease = this.#leases.get(receipt);
+    if (lease !== undefined) lease.expiresAt = Date.now() + leaseMs + 300_000;
+  }
+
+  async stats(queue: string): Promise<QueueStats> {
+    const meta = await this.#meta(queue);
+    const counts = await this.#counts(meta.url);
+    const dlq = meta.dlqUrl === undefined ? undefined : await this.#counts(meta.dlqUrl);
+    return {
+      ready: counts.ready,
+      delayed: counts.delayed,
+      inFlight: counts.inFlight,
+      deadLettered: dlq === undefined ? null : dlq.ready + dlq.delayed + dlq.inFlight,
+      paused: null,
+    };
+  }
+
+  async setPaused(): Promise<void> {
+    throw new UnsupportedError(this.kind, "pause", "SQS has no pause");
+  }
+
+  async cancel(): Promise<CancelResult> {
+    throw new UnsupportedError(this.kind, "cancel", "SQS deletes only by receipt handle");
+  }
+
+  async get(): Promise<MessageInfo | undefined> {
+    throw new UnsupportedError(this.kind, "get", "SQS cannot look a message up by id");
+  }
+
+  /** Polls the approximate counts (exact on sluice's SQS API) every 100 ms until all are 0. */
+  async drain(queue: string, timeoutMs: number): Promise<boolean> {
+    const deadline = Date.now() + Math.max(0, timeoutMs);
+    for (;;) {
+      const stats = await this.stats(queue);
+      if (stats.ready + (stats.delayed ?? 0) + (stats.inFlight ?? 0) === 0) return true;
+      if (Date.now() >= deadline) return false;
+      await realSleep(Math.min(100, Math.max(0, deadline - Date.now())));
+    }
+  }
+
+  /**
+   * Reads the dead-letter queue: receives what is there (bounded by `limit` and 100 rounds),
+   * then gives every message back at once (a visibility change to 0), newest first.
+   */
+  async deadLetters(queue: string, limit = 100): Promise<DeadLetter[]> {
+    const meta = await this.#meta(queue);
+    if (meta.dlqUrl === undefined) return [];
+    const seen: Message[] = [];
+    for (let round = 0; round < 100 && seen.length < limit; round++) {
+      const answer = await this.#guard(
+        this.client.send(
+          new ReceiveMessageCommand({
+            QueueUrl: meta.dlqUrl,
+            MaxNumberOfMessages: Math.min(10, limit - seen.length),
+            VisibilityTimeout: 30,
+            WaitTimeSeconds: 0,
+            MessageAttributeNames: ["All"],
+            MessageSystemAttributeNames: ["All"],
+          }),
+        ),
+      );
+      const messages = answer.Messages ?? [];
+      if (messages.length === 0) break;
+      seen.push(...messages);
+    }
+    for (let start = 0; start < seen.length; start += 10) {
+      await this.#guard(
+        this.client.send(
+          new ChangeMessageVisibilityBatchCommand({
+            QueueUrl: meta.dlqUrl,
+            Entries: seen.slice(start, start + 10).map((message, index) => ({
+              Id: String(index),
+              ReceiptHandle: message.ReceiptHandle ?? "",
+              VisibilityTimeout: 0,
+            })),
+          }),
+        ),
+      );
+    }
+    return seen
+      .map((message) => ({
+        messageId: message.MessageId ?? "",
+        body: parseBody(message.Body),
+        id: message.MessageAttributes?.[ATTRIBUTE.id]?.StringValue,
+        error: message.MessageAttributes?.[ATTRIBUTE.error]?.StringValue,
+        attempts: Number(
+          message.MessageAttributes?.[ATTRIBUTE.attempts]?.StringValue ?? meta.maxAttempts,
+        ),
+        deadLetteredAt: Number(message.Attributes?.SentTimestamp ?? 0),
+      }))
+      .sort((a, b) => b.deadLetteredAt - a.deadLetteredAt);
+  }
+
+  async deleteQueue(queue: string): Promise<void> {
+    let meta: QueueMeta;
+    try {
+      meta = await this.#meta(queue);
+    } catch (error) {
+      if (error instanceof SluiceError && error.code === "queue_not_found") return;
+      throw error;
+    }
+    this.#queues.delete(queue);
+    // The source first: a dead-letter queue in use cannot be deleted.
+    for (const url of [meta.url, meta.dlqUrl]) {
+      if (url === undefined) continue;
+      await this.#guard(this.client.send(new DeleteQueueCommand({ QueueUrl: url }))).catch(
+        (error: unknown) => {
+          if (!(error instanceof SluiceError && error.code === "queue_not_found")) throw error;
+        },
+      );
+    }
+  }
+
+  async close(): Promise<void> {
+    this.client.destroy();
+  }
+
+  /** The queue's URLs and settings: from `ensureQueue`, else looked up once. */
+  async #meta(queue: string): Promise<QueueMeta> {
+    const known = this.#queues.get(queue);
+    if (known !== undefined) return known;
+    for (const fifo of [false, true]) {
+      const name = fifo ? `${queue}.fifo` : queue;
+      let url: string;
+      try {
+        url =
+          (await this.#guard(this.client.send(new GetQueueUrlCommand({ QueueName: name }))))
+            .QueueUrl ?? "";
+      } catch (error) {
+        if (error instanceof SluiceError && error.code === "queue_not_found") continue;
+        throw error;
+      }
+      const redrive = await this.#attribute(url, "RedrivePolicy");
+      let maxAttempts = 0;
+      let dlqUrl: string | undefined;
+      if (redrive !== "") {
+        const policy = JSON.parse(redrive) as {
+          deadLetterTargetArn: string;
+          maxReceiveCount: number;
+        };
+        maxAttempts = Number(policy.maxReceiveCount);
+        const dlqName = policy.deadLetterTargetArn.split(":").pop() ?? "";
+        dlqUrl = (
+          await this.#guard(this.client.send(new GetQueueUrlCommand({ QueueName: dlqName })))
+        ).QueueUrl;
+      }
+      const meta = { url, dlqUrl, fifo, maxAttempts };
+      this.#queues.set(queue, meta);
+      return meta;
+    }
+    throw new SluiceError({
+      status: 404,
+      code: "queue_not_found",
+      message: `queue ${JSON.stringify(queue)} does not exist`,
+    });
+  }
+
+  async #create(name: string, attributes: Record<string, string>): Promise<string> {
+    try {
+      const answer = await this.#guard(
+        this.client.send(new CreateQueueCommand({ QueueName: name, Attributes: attributes })),
+      );
+      return answer.QueueUrl ?? "";
+    } catch (error) {
+      // It exists with other settings: use it as it is.
+      if (error instanceof SluiceError && error.code === "conflict") {
+        return (
+          (await this.#guard(this.client.send(new GetQueueUrlCommand({ QueueName: name }))))
+            .QueueUrl ?? ""
+        );
+      }
+      throw error;
+    }
+  }
+
+  async #attribute(url: string, name: "QueueArn" | "RedrivePolicy"): Promise<string> {
+    const answer = await this.#guard(
+      this.client.send(new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: [name] })),
+    );
+    return answer.Attributes?.[name] ?? "";
+  }
+
+  async #counts(url: string) {
+    const answer = await this.#guard(
+      this.client.send(
+        new GetQueueAttributesCommand({
+          QueueUrl: url,
+          AttributeNames: [
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+          ],
+        }),
+      ),
+    );
+    const attributes = answer.Attributes ?? {};
+    return {
+      ready: Number(attributes.ApproximateNumberOfMessages ?? 0),
+      inFlight: Number(attributes.ApproximateNumberOfMessagesNotVisible ?? 0),
+      delayed: Number(attributes.ApproximateNumberOfMessagesDelayed ?? 0),
+    };
+  }
+
+  #remember(receipt: string, lease: Lease): void {
+    const now = Date.now();
+    if (this.#leases.size >= LEASES_MAX) {
+      for (const [key, old] of this.#leases) {
+        if (old.expiresAt < now || this.#leases.size >= LEASES_MAX) this.#leases.delete(key);
+        else break;
+      }
+    }
+    this.#leases.set(receipt, lease);
+  }
+
+  /** Awaits an SQS call; SQS's errors become SluiceErrors by meaning. */
+  async #guard<T>(call: Promise<T>, signal?: AbortSignal): Promise<T> {
+    try {
+      return await call;
+    } catch (error) {
+      if (signal?.aborted) throw signal.reason;
+      throw sqsError(error);
+    }
+  }
+}
+
+function text(value: string): MessageAttributeValue {
+  return { DataType: "String", StringValue: value };
+}
+
+/** Whole seconds, rounded up, within SQS's range. */
+function seconds(ms: number, maxS: number, field?: string): number {
+  const value = Math.ceil(Math.max(0, ms) / 1000);
+  if (field !== undefined && value > maxS) {
+    throw new SluiceError({
+      status: 422,
+      code: "invalid_field",
+      message: `${field}: SQS takes at most ${maxS} s`,
+    });
+  }
+  return Math.min(value, maxS);
+}
+
+function parseBody(body: string | undefined): unknown {
+  if (body === undefined) return undefined;
+  try {
+    return JSON.parse(body);
+  } catch {
+    return body;
+  }
+}
+
+function headersOf(message: Message): Record<string, string> {
+  const raw = message.MessageAttributes?.[ATTRIBUTE.headers]?.StringValue;
+  if (raw === undefined) return {};
+  try {
+    return JSON.parse(raw) as Record<string, string>;
+  } catch {
+    return {};
+  }
+}
+
+/** An SQS error, by meaning. */
+function sqsError(error: unknown): unknown {
+  if (!(error instanceof Error)) return error;
+  const meta = (error as { $metadata?: { httpStatusCode?: number } }).$metadata;
+  const status = meta?.httpStatusCode ?? 0;
+  const name = error.name;
+  const message = error.message;
+  let code: string;
+  let mapped = status;
+  if (name === "QueueDoesNotExist" || name === "AWS.SimpleQueueService.NonExistentQueue") {
+    code = "queue_not_found";
+    mapped = 404;
+  } else if (
+    name === "ReceiptHandleIsInvalid" ||
+    /receipt handle has expired|not available for visibility timeout change/i.test(message)
+  ) {
+    code = "stale_receipt";
+    mapped = 409;
+  } else if (name === "QueueNameExists" || name === "QueueAlreadyExists") {
+    code = "conflict";
+    mapped = 409;
+  } else if (name === "RequestThrottled" || name === "ThrottlingException") {
+    code = "overloaded";
+    mapped = 503;
+  } else if (status >= 500) {
+    code = "unavailable";
+  } else if (status === 0) {
+    code = "network";
+  } else {
+    code = "invalid_field";
+    mapped = status === 400 ? 422 : status;
+  }
+  return new SluiceError({ status: mapped, code, message: `${name}: ${message}`, cause: error });
+}

@@ -1,0 +1,547 @@
+/**
+ * {@link Worker}: runs a {@link Queue}'s handler in this process with a fixed concurrency.
+ *
+ * Each of the `concurrency` slots receives one message at a time, validates it against the
+ * queue's schema, and runs `execute` while a heartbeat keeps the lease (extend every third of
+ * it, where the backend can extend). Success acks; failure is retried with the queue's retry
+ * policy, or dead-lettered when the error is not retryable or the attempts are used up, and then
+ * `onDeadLetter` runs. A body that fails the schema is dead-lettered at once with the issues.
+ * On stop (SIGTERM, SIGINT or {@link Worker.stop}) slots stop receiving, running handlers get
+ * the grace period, and what still runs after it is released back to the queue (nacked with no
+ * delay), its handler's `signal` aborted. The same semantics as the Rust SDK's `Worker`.
+ *
+ * @module
+ */
+import type { Backend, Delivery } from "./backend.js";
+import { realSleep } from "./clock.js";
+import { SluiceError, isStaleReceipt } from "./errors.js";
+import type { ExecuteContext, Queue } from "./queue.js";
+import { type Decision, decide } from "./retry.js";
+import { ValidationError, validate } from "./standard-schema.js";
+
+/** Worker settings; every field has a default. */
+export interface WorkerOptions {
+  /**
+   * The lease taken on each message, in ms (default 30000); the heartbeat renews it every
+   * third of that while the handler runs.
+   */
+  leaseMs?: number;
+  /**
+   * How long an idle slot waits in one receive, in ms (default 1000). It also bounds how long a
+   * stop or a pause waits for idle slots: a long poll over HTTP is not cut.
+   */
+  pollWaitMs?: number;
+  /** How long running handlers may take to finish once stopping starts, in ms (default 30000). */
+  shutdownGraceMs?: number;
+  /** Stop gracefully on SIGTERM and SIGINT (default true). */
+  handleSignals?: boolean;
+  /** How often the worker refreshes `pendingCount` from the queue's stats, in ms (default 1000). */
+  pendingRefreshMs?: number;
+  /** Where warnings go (default `console`). */
+  logger?: Pick<Console, "warn">;
+}
+
+/** What one slot does now. */
+export interface SlotStatus {
+  instanceIndex: number;
+  /** The event it runs, if any. */
+  eventId: string | undefined;
+  attempt: number | undefined;
+  /** When the running attempt started. */
+  startedAt: Date | undefined;
+  /** Events this slot finished. */
+  processedCount: number;
+}
+
+/** A worker's state. */
+export interface WorkerStatus {
+  queue: string;
+  /** Running (not stopped). */
+  running: boolean;
+  /** This instance's receiving is paused (the queue itself may be paused too). */
+  paused: boolean;
+  slots: SlotStatus[];
+  /** Events acked. */
+  processedCount: number;
+  /** Failed attempts sent back for a retry. */
+  retriedCount: number;
+  /** Events sent to the dead-letter queue. */
+  deadLetteredCount: number;
+  /** Messages waiting in the queue (ready or delayed), as last seen. */
+  pendingCount: number;
+}
+
+/** What a stopped worker did. */
+export interface WorkerReport {
+  processed: number;
+  retried: number;
+  deadLettered: number;
+  /** Events still running at the end of the grace period, put back in the queue. */
+  released: number;
+}
+
+/** How long a stopping worker waits for acks and nacks already on their way. */
+const SETTLE_WAIT_MS = 10_000;
+
+interface Slot {
+  status: SlotStatus;
+  /** The receipt of the running message, until it is settled or released. */
+  receipt: string | undefined;
+  /** Aborts the running handler (end of grace). */
+  abort: AbortController | undefined;
+  /** Settled once the running message's ack or nack has landed. */
+  settled: Promise<void> | undefined;
+}
+
+/** A queue's consumer in this process; made by `Queue.start()`. */
+export class Worker<Input, Output> {
+  readonly #queue: Queue<Input, Output>;
+  readonly #backend: Backend;
+  readonly #options: Required<Omit<WorkerOptions, "logger">> & { logger: Pick<Console, "warn"> };
+  readonly #slots: Slot[];
+  /** Aborted when stopping starts: idle receives return at once. */
+  readonly #stopping = new AbortController();
+  #paused = false;
+  #resumed: (() => void) | undefined;
+  #resumedPromise: Promise<void> | undefined;
+  #processed = 0;
+  #retried = 0;
+  #deadLettered = 0;
+  #released = 0;
+  #pending = 0;
+  /** Messages received and not yet settled. */
+  #unsettled = 0;
+  /** Set after each finished event: the next empty receive checks whether the queue emptied. */
+  #emptyArmed = false;
+  #loops: Promise<void>[] = [];
+  #done: Promise<WorkerReport> | undefined;
+  #finish: (report: WorkerReport) => void = () => {};
+  readonly #finished = new Promise<WorkerReport>((resolve) => {
+    this.#finish = resolve;
+  });
+  #stopped = false;
+  #pendingTimer: ReturnType<typeof setInterval> | undefined;
+  #onSignal: (() => void) | undefined;
+
+  /** @internal Made by `Queue.start()`. */
+  constructor(queue: Queue<Input, Output>) {
+    this.#queue = queue;
+    this.#backend = queue.backend;
+    const options = queue.config.worker ?? {};
+    this.#options = {
+      leaseMs: Math.max(30, options.leaseMs ?? 30_000),
+      pollWaitMs: Math.max(0, options.pollWaitMs ?? 1000),
+      shutdownGraceMs: Math.max(0, options.shutdownGraceMs ?? 30_000),
+      handleSignals: options.handleSignals ?? true,
+      pendingRefreshMs: Math.max(50, options.pendingRefreshMs ?? 1000),
+      logger: options.logger ?? console,
+    };
+    this.#slots = Array.from({ length: queue.config.concurrency }, (_, instanceIndex) => ({
+      status: {
+        instanceIndex,
+        eventId: undefined,
+        attempt: undefined,
+        startedAt: undefined,
+        processedCount: 0,
+      },
+      receipt: undefined,
+      abort: undefined,
+      settled: undefined,
+    }));
+  }
+
+  /** @internal Starts the slots. */
+  begin(): void {
+    if (this.#options.handleSignals) {
+      this.#onSignal = () => {
+        void this.stop();
+      };
+      process.once("SIGTERM", this.#onSignal);
+      process.once("SIGINT", this.#onSignal);
+    }
+    this.#pendingTimer = setInterval(
+      () => void this.#refreshPending(),
+      this.#options.pendingRefreshMs,
+    );
+    this.#pendingTimer.unref();
+    this.#loops = this.#slots.map((slot) => this.#run(slot));
+  }
+
+  /** True once the worker has stopped (its report is ready). */
+  get stopped(): boolean {
+    return this.#stopped;
+  }
+
+  /** Resolves with the report once the worker has stopped. */
+  get done(): Promise<WorkerReport> {
+    return this.#finished;
+  }
+
+  /** Every slot's state and the counts. */
+  status(): WorkerStatus {
+    return {
+      queue: this.#queue.name,
+      running: !this.#stopped && !this.#stopping.signal.aborted,
+      paused: this.#paused,
+      slots: this.#slots.map((slot) => ({ ...slot.status })),
+      processedCount: this.#processed,
+      retriedCount: this.#retried,
+      deadLetteredCount: this.#deadLettered,
+      pendingCount: this.#pending,
+    };
+  }
+
+  /** Stops this instance receiving (running handlers finish); the queue itself is not paused. */
+  pause(): void {
+    if (this.#paused) return;
+    this.#paused = true;
+    this.#resumedPromise = new Promise((resolve) => {
+      this.#resumed = resolve;
+    });
+  }
+
+  /** This instance receives again. */
+  resume(): void {
+    if (!this.#paused) return;
+    this.#paused = false;
+    this.#resumed?.();
+    this.#resumed = undefined;
+    this.#resumedPromise = undefined;
+  }
+
+  /**
+   * Stops gracefully: no new receives; running handlers get `shutdownGraceMs`; what still runs
+   * then is released back to the queue. Resolves with the report (the same on every call).
+   */
+  stop(): Promise<WorkerReport> {
+    this.#done ??= this.#shutdown();
+    return this.#done;
+  }
+
+  async #shutdown(): Promise<WorkerReport> {
+    this.#stopping.abort(new Error("the worker is stopping"));
+    this.resume();
+    if (this.#onSignal !== undefined) {
+      process.off("SIGTERM", this.#onSignal);
+      process.off("SIGINT", this.#onSignal);
+    }
+    clearInterval(this.#pendingTimer);
+    const loops = Promise.allSettled(this.#loops);
+    const grace = await within(loops, this.#options.shutdownGraceMs);
+    if (grace === "timed out") {
+      // Release what still runs: visible again at once; the attempt counts, as for any
+      // interrupted delivery.
+      await Promise.allSettled(this.#slots.map((slot) => this.#release(slot)));
+    }
+    const settled = await within(loops, SETTLE_WAIT_MS);
+    if (settled === "timed out")
+      this.#options.logger.warn("sluice worker: some acks or nacks did not finish in time");
+    this.#stopped = true;
+    const report = {
+      processed: this.#processed,
+      retried: this.#retried,
+      deadLettered: this.#deadLettered,
+      released: this.#released,
+    };
+    this.#finish(report);
+    return report;
+  }
+
+  async #release(slot: Slot): Promise<void> {
+    const receipt = slot.receipt;
+    if (receipt === undefined) return;
+    slot.receipt = undefined;
+    slot.abort?.abort(new Error("released: the worker shut down before the handler finished"));
+    this.#released++;
+    try {
+      await this.#backend.nack(this.#queue.name, receipt, {
+        error: "released: the worker shut down before the handler finished",
+        delayMs: 0,
+      });
+    } catch (error) {
+      this.#options.logger.warn(`sluice worker: release failed; the lease will run out: ${error}`);
+    }
+  }
+
+  /** One slot: receive, process, repeat, until stopping. */
+  async #run(slot: Slot): Promise<void> {
+    const signal = this.#stopping.signal;
+    try {
+      await this.#queue.ensure();
+    } catch (error) {
+      this.#options.logger.warn(`sluice worker: cannot open ${this.#queue.name}: ${error}`);
+    }
+    while (!signal.aborted) {
+      if (this.#paused) {
+        await this.#resumedPromise;
+        continue;
+      }
+      let deliveries: Delivery[];
+      try {
+        deliveries = await this.#backend.receive(this.#queue.name, {
+          max: 1,
+          leaseMs: this.#options.leaseMs,
+          waitMs: this.#options.pollWaitMs,
+          signal,
+        });
+      } catch (error) {
+        if (signal.aborted) break;
+        this.#options.logger.warn(`sluice worker: receive failed; retrying in 1 s: ${error}`);
+        await realSleep(1000, signal).catch(() => {});
+        continue;
+      }
+      if (deliveries.length === 0) {
+        await this.#maybeEmpty();
+        continue;
+      }
+      this.#unsettled += deliveries.length;
+      for (const delivery of deliveries) {
+        try {
+          await this.#process(slot, delivery);
+        } catch (error) {
+          // Nothing in processing should throw; if it does, the slot lives on and the lease
+          // runs out, so the message comes back.
+          this.#options.logger.warn(`sluice worker: processing failed: ${errorText(error)}`);
+        }
+      }
+    }
+  }
+
+  async #process(slot: Slot, delivery: Delivery): Promise<void> {
+    const config = this.#queue.config;
+    const name = this.#queue.name;
+    slot.receipt = delivery.receipt;
+    try {
+      let event: Output;
+      try {
+        event =
+          config.schema === undefined
+            ? (delivery.body as Output)
+            : await validate(config.schema, delivery.body);
+      } catch (error) {
+        // A body that fails the schema fails the same way every time: dead-letter it now. A
+        // schema that throws (a bug, or an async check that failed) is retried as any failure.
+        const invalid = error instanceof ValidationError;
+        const outcome = await this.#nack(
+          slot,
+          delivery,
+          invalid ? error.message : `schema check failed: ${errorText(error)}`,
+          invalid
+            ? { deadLetter: true, delayMs: 0 }
+            : // Without an event there is no context for `isRetryable`: the attempts decide.
+              decide(
+                { ...config.retry, isRetryable: undefined },
+                delivery.attempt,
+                error,
+                undefined,
+              ),
+        );
+        if (outcome === "dead_lettered") this.#deadLettered++;
+        if (outcome === "retried") this.#retried++;
+        return;
+      }
+      const abort = new AbortController();
+      slot.abort = abort;
+      const startedAt = new Date(this.#backend.clock.now());
+      slot.status.eventId = delivery.messageId;
+      slot.status.attempt = delivery.attempt;
+      slot.status.startedAt = startedAt;
+      const ctx: ExecuteContext<Output> = {
+        event,
+        eventId: delivery.messageId,
+        idempotencyId: delivery.id,
+        key: delivery.key,
+        attempt: delivery.attempt,
+        enqueuedAt: new Date(delivery.enqueuedAt),
+        processingStartedAt: startedAt,
+        instanceIndex: slot.status.instanceIndex,
+        processedCount: this.#processed,
+        pendingCount: this.#pending,
+        lastError: delivery.lastError,
+        headers: delivery.headers,
+        signal: abort.signal,
+      };
+      const heartbeat = this.#heartbeat(delivery.receipt, abort.signal);
+      let outcome: { ok: true; value: unknown } | { ok: false; error: unknown };
+      try {
+        outcome = { ok: true, value: await config.execute?.(ctx) };
+      } catch (error) {
+        outcome = { ok: false, error };
+      } finally {
+        abort.abort(new Error("the handler finished"));
+        await heartbeat;
+      }
+      if (slot.receipt !== delivery.receipt) return; // released at the end of the grace period
+      if (outcome.ok) {
+        const acked = await this.#settle(slot, () =>
+          this.#backend.ack(name, delivery.receipt, outcome.value).then(() => true),
+        );
+        if (acked) {
+          this.#processed++;
+          slot.status.processedCount++;
+        }
+      } else {
+        await this.#fail(slot, delivery, ctx, outcome.error);
+      }
+    } finally {
+      slot.abort = undefined;
+      slot.status.eventId = undefined;
+      slot.status.attempt = undefined;
+      slot.status.startedAt = undefined;
+      this.#unsettled--;
+      this.#emptyArmed = true;
+    }
+  }
+
+  async #fail(
+    slot: Slot,
+    delivery: Delivery,
+    ctx: ExecuteContext<Output>,
+    error: unknown,
+  ): Promise<void> {
+    const config = this.#queue.config;
+    const name = this.#queue.name;
+    const event = ctx.event;
+    const decision = decide(config.retry, delivery.attempt, error, ctx);
+    const outcome = await this.#nack(slot, delivery, errorText(error), decision);
+    if (outcome === "retried") this.#retried++;
+    if (outcome === "dead_lettered") {
+      this.#deadLettered++;
+      try {
+        await config.onDeadLetter?.({
+          event,
+          error,
+          eventId: delivery.messageId,
+          attempt: delivery.attempt,
+          enqueuedAt: new Date(delivery.enqueuedAt),
+          failedAt: new Date(this.#backend.clock.now()),
+          instanceIndex: slot.status.instanceIndex,
+        });
+      } catch (hookError) {
+        this.#options.logger.warn(`sluice worker: onDeadLetter threw: ${hookError}`);
+      }
+    }
+  }
+
+  /**
+   * Nacks as decided. A queue without a dead-letter queue refuses a permanent nack: the
+   * message is retried instead, since such a queue keeps every message.
+   */
+  #nack(slot: Slot, delivery: Delivery, error: string, decision: Decision) {
+    const nack = (permanent: boolean) =>
+      this.#backend.nack(this.#queue.name, delivery.receipt, {
+        error,
+        delayMs: decision.delayMs,
+        permanent,
+      });
+    return this.#settle(slot, async () => {
+      try {
+        return await nack(decision.deadLetter);
+      } catch (refused) {
+        if (
+          decision.deadLetter &&
+          refused instanceof SluiceError &&
+          refused.code === "invalid_field"
+        ) {
+          this.#options.logger.warn(
+            `sluice worker: cannot dead-letter; retrying: ${refused.message}`,
+          );
+          return nack(false);
+        }
+        throw refused;
+      }
+    });
+  }
+
+  /**
+   * Runs an ack or nack; from here the message is no longer the slot's to release. A failure
+   * is logged: the lease runs out and the message comes back.
+   */
+  async #settle<T>(slot: Slot, settle: () => Promise<T>): Promise<T | undefined> {
+    slot.receipt = undefined;
+    try {
+      return await settle();
+    } catch (error) {
+      const why = isStaleReceipt(error) ? "the lease was lost" : String(error);
+      this.#options.logger.warn(`sluice worker: settling failed (${why}); the message comes back`);
+      return undefined;
+    }
+  }
+
+  /** Extends the lease every third of it until `signal` aborts (where the backend can extend). */
+  async #heartbeat(receipt: string, signal: AbortSignal): Promise<void> {
+    if (!this.#backend.capabilities.extend) return;
+    const every = Math.max(10, Math.floor(this.#options.leaseMs / 3));
+    for (;;) {
+      try {
+        await this.#backend.clock.sleep(every, signal);
+      } catch {
+        return;
+      }
+      try {
+        await this.#backend.extend(this.#queue.name, receipt, this.#options.leaseMs);
+      } catch (error) {
+        if (signal.aborted) return;
+        this.#options.logger.warn(`sluice worker: lease extension failed: ${errorText(error)}`);
+        if (isStaleReceipt(error)) return;
+      }
+    }
+  }
+
+  /** Calls `onEmpty` once the queue emptied after this worker finished events. */
+  async #maybeEmpty(): Promise<void> {
+    const onEmpty = this.#queue.config.onEmpty;
+    if (onEmpty === undefined || this.#unsettled > 0 || !this.#emptyArmed) return;
+    this.#emptyArmed = false;
+    try {
+      const stats = await this.#backend.stats(this.#queue.name);
+      this.#pending = stats.ready + (stats.delayed ?? 0);
+      if (
+        stats.ready + (stats.delayed ?? 0) + (stats.inFlight ?? 0) === 0 &&
+        this.#unsettled === 0
+      ) {
+        await onEmpty({ processedCount: this.#processed });
+      } else {
+        // Not empty yet (another slot or consumer is busy): look again at the next empty receive.
+        this.#emptyArmed = true;
+      }
+    } catch (error) {
+      this.#emptyArmed = true;
+      this.#options.logger.warn(`sluice worker: onEmpty failed: ${errorText(error)}`);
+    }
+  }
+
+  async #refreshPending(): Promise<void> {
+    try {
+      const stats = await this.#backend.stats(this.#queue.name);
+      this.#pending = stats.ready + (stats.delayed ?? 0);
+    } catch {
+      // Keep the last value; the next refresh tries again.
+    }
+  }
+}
+
+/**
+ * Waits for `promise` at most `ms`; the timer is cleared either way, so a stopped worker does
+ * not keep the process alive.
+ */
+async function within(promise: Promise<unknown>, ms: number): Promise<"done" | "timed out"> {
+  const timer = new AbortController();
+  try {
+    return await Promise.race([
+      promise.then(() => "done" as const),
+      realSleep(ms, timer.signal).then(
+        () => "timed out" as const,
+        () => "done" as const,
+      ),
+    ]);
+  } finally {
+    timer.abort();
+  }
+}
+
+/** The text kept as a failed attempt's error. */
+function errorText(error: unknown): string {
+  if (error instanceof Error) return error.message === "" ? error.name : error.message;
+  return typeof error === "string" ? error : (JSON.stringify(error) ?? String(error));
+}

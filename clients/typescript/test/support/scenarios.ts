@@ -1,0 +1,42 @@
+/** conformance/scenarios.json, typed as conformance/README.md defines it. */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { repoRoot } from "./server.js";
+
+export type Json = unknown;
+
+export interface Step {
+  op: string;
+  body?: Json;
+  bodies?: Json[];
+  id?: string;
+  key?: string;
+  delay_ms?: number;
+  as?: string | string[];
+  max?: number;
+  lease_ms?: number;
+  wait_ms?: number;
+  ref?: string;
+  error?: string;
+  permanent?: boolean;
+  ms?: number;
+  timeout_ms?: number;
+  message?: string;
+  expect?: Json;
+  unchecked?: Record<string, string>;
+}
+
+export interface Scenario {
+  name: string;
+  doc: string;
+  queue: { max_attempts?: number; per_key?: boolean; ordered?: boolean; dedup?: boolean };
+  exceptions?: Record<string, string>;
+  steps: Step[];
+}
+
+export function loadScenarios(): Scenario[] {
+  const path = join(repoRoot, "conformance", "scenarios.json");
+  const file = JSON.parse(readFileSync(path, "utf8")) as { version: number; scenarios: Scenario[] };
+  if (file.version !== 1) throw new Error(`scenarios.json version ${file.version}: runner knows 1`);
+  return file.scenarios;
+}

@@ -1,0 +1,352 @@
+/**
+ * The worker runtime on every backend that can run it: memory (a manual clock, so backoff and
+ * leases take no real time), a real `sluice serve`, and where their capabilities allow, SQS
+ * (sluice's SQS API) and RabbitMQ. Each test opens a fresh queue.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import {
+  type Backend,
+  Queue,
+  type QueueConfig,
+  ValidationError,
+  type WorkerReport,
+  envelope,
+} from "../src/index.js";
+import { backendCases } from "./support/backends.js";
+import { isMemory, pass, waitFor } from "./support/time.js";
+
+const quiet = { warn: () => {} };
+const cleanups: Array<() => Promise<unknown>> = [];
+
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+function name(test: string): string {
+  return `tsw_${test}_${Math.random().toString(36).slice(2, 10)}`;
+}
+
+/** A queue on `backend` with test-friendly worker settings; stopped after the test. */
+function queueOn<I, O>(
+  backend: Backend,
+  config: Omit<QueueConfig<I, O>, "name" | "backend"> & { name?: string },
+): Queue<I, O> {
+  const queue = new Queue<I, O>({
+    name: config.name ?? name("q"),
+    backend,
+    ...config,
+    worker: { pollWaitMs: 200, handleSignals: false, logger: quiet, ...config.worker },
+  });
+  cleanups.push(async () => {
+    await queue.worker?.stop();
+    await queue.delete().catch(() => {});
+  });
+  return queue;
+}
+
+for (const backendCase of backendCases()) {
+  describe.skipIf(backendCase.skip !== undefined)(`worker on ${backendCase.kind}`, () => {
+    let backend: Backend;
+
+    async function open(): Promise<Backend> {
+      backend = await backendCase.make();
+      const opened = backend;
+      cleanups.unshift(() => opened.close());
+      return backend;
+    }
+
+    it("enqueue answers eventId, position and created; a repeated id stores nothing", async () => {
+      await open();
+      const queue = queueOn(backend, {
+        concurrency: 1,
+        queue: { dedup: backend.capabilities.dedup },
+      });
+      const first = await queue.enqueue({ n: 1 }, backend.capabilities.dedup ? { id: "a-1" } : {});
+      expect(first.created).toBe(true);
+      expect(typeof first.eventId).toBe("string");
+      if (backend.kind === "memory" || backend.kind === "sluice") expect(first.position).toBe(0);
+      if (backend.capabilities.dedup && backend.kind !== "sqs") {
+        const again = await queue.enqueue({ n: 1 }, { id: "a-1" });
+        expect(again).toEqual({ eventId: first.eventId, position: 0, created: false });
+      }
+      const many = await queue.enqueueMany([{ n: 2 }, envelope({ n: 3 }, { headers: { h: "v" } })]);
+      expect(many.map((r) => r.created)).toEqual([true, true]);
+    });
+
+    it("never runs more handlers at once than its concurrency", async () => {
+      await open();
+      let running = 0;
+      let most = 0;
+      let emptied = false;
+      const queue = queueOn(backend, {
+        concurrency: 3,
+        execute: async () => {
+          running++;
+          most = Math.max(most, running);
+          await backend.clock.sleep(20);
+          running--;
+        },
+        onEmpty: () => {
+          emptied = true;
+        },
+      });
+      await queue.enqueueMany(Array.from({ length: 12 }, (_, n) => ({ n })));
+      const worker = queue.start();
+      await waitFor(
+        backend,
+        "12 processed and onEmpty",
+        () => emptied && worker.status().processedCount === 12,
+      );
+      expect(most).toBe(3);
+      const report = await worker.stop();
+      expect(report.processed).toBe(12);
+    });
+
+    it("retries with backoff, then succeeds", async () => {
+      await open();
+      const attempts: Array<{ attempt: number; at: number; lastError: string | undefined }> = [];
+      const queue = queueOn(backend, {
+        concurrency: 1,
+        retry: { maxAttempts: 5, backoff: { initialMs: 1000, factor: 2 } },
+        execute: async (ctx) => {
+          attempts.push({
+            attempt: ctx.attempt,
+            at: backend.clock.now(),
+            lastError: ctx.lastError,
+          });
+          if (ctx.attempt < 3) throw new Error(`flaky ${ctx.attempt}`);
+        },
+      });
+      await queue.enqueue({ n: 1 });
+      const worker = queue.start();
+      await waitFor(
+        backend,
+        "the third attempt acked",
+        () => worker.status().processedCount === 1,
+        {
+          stepMs: 100,
+          timeoutMs: 15_000,
+        },
+      );
+      expect(attempts.map((a) => a.attempt)).toEqual([1, 2, 3]);
+      const [a1, a2, a3] = attempts.map((a) => a.at);
+      // 1 s after the first failure, 2 s after the second (SQS rounds to whole seconds).
+      expect(a2! - a1!).toBeGreaterThanOrEqual(950);
+      expect(a3! - a2!).toBeGreaterThanOrEqual(1950);
+      if (backend.kind !== "sqs") expect(attempts[2]?.lastError).toBe("flaky 2");
+      expect(worker.status().retriedCount).toBe(2);
+    });
+
+    it("dead-letters at once an error that is not retryable, and calls onDeadLetter", async () => {
+      await open();
+      const dead: Array<Record<string, unknown>> = [];
+      let calls = 0;
+      const queue = queueOn(backend, {
+        concurrency: 1,
+        retry: { maxAttempts: 5, isRetryable: (error) => !String(error).includes("fatal") },
+        execute: async () => {
+          calls++;
+          throw new Error("fatal: card declined");
+        },
+        onDeadLetter: (ctx) => {
+          dead.push({ ...ctx });
+        },
+      });
+      const { eventId } = await queue.enqueue({ order: 9 });
+      const worker = queue.start();
+      await waitFor(backend, "onDeadLetter", () => dead.length === 1);
+      expect(calls).toBe(1);
+      const hook = dead[0]!;
+      expect(hook.event).toEqual({ order: 9 });
+      expect(hook.eventId).toBe(eventId);
+      expect(hook.attempt).toBe(1);
+      expect((hook.error as Error).message).toBe("fatal: card declined");
+      expect(hook.enqueuedAt).toBeInstanceOf(Date);
+      expect(hook.failedAt).toBeInstanceOf(Date);
+      await worker.stop();
+      const letters = await queue.deadLetters();
+      expect(letters.map((l) => ({ body: l.body, error: l.error, attempts: l.attempts }))).toEqual([
+        { body: { order: 9 }, error: "fatal: card declined", attempts: 1 },
+      ]);
+    });
+
+    it("keeps a slow handler's lease with heartbeats", async (context) => {
+      await open();
+      if (!backend.capabilities.extend) context.skip(`${backend.kind} cannot extend a lease`);
+      const leaseMs = backend.kind === "sqs" ? 3000 : 600;
+      const attempts: number[] = [];
+      let finished = false;
+      const queue = queueOn(backend, {
+        concurrency: 2,
+        worker: { leaseMs },
+        execute: async (ctx) => {
+          attempts.push(ctx.attempt);
+          // Three leases long: without heartbeats the message would go out again meanwhile.
+          await backend.clock.sleep(leaseMs * 3);
+          finished = true;
+        },
+      });
+      await queue.enqueue({ slow: true });
+      const worker = queue.start();
+      await waitFor(
+        backend,
+        "the slow handler to finish",
+        () => finished && worker.status().processedCount === 1,
+        {
+          stepMs: 50,
+          timeoutMs: leaseMs * 6,
+        },
+      );
+      expect(attempts).toEqual([1]);
+      const stats = await queue.stats();
+      expect(stats.ready).toBe(0);
+    });
+
+    it("stops gracefully: what ran finishes, nothing is lost", async () => {
+      await open();
+      const seen = new Set<number>();
+      const queue = queueOn(backend, {
+        concurrency: 4,
+        worker: { shutdownGraceMs: 10_000 },
+        execute: async (ctx) => {
+          await backend.clock.sleep(30);
+          seen.add((ctx.event as { n: number }).n);
+        },
+      });
+      await queue.enqueueMany(Array.from({ length: 20 }, (_, n) => ({ n })));
+      const worker = queue.start();
+      await waitFor(backend, "a few processed", () => worker.status().processedCount >= 4);
+      const stopping = worker.stop();
+      // On memory the handlers' work is on the manual clock: keep it moving while they finish.
+      await waitFor(backend, "the worker to stop", () => worker.stopped);
+      const report: WorkerReport = await stopping;
+      expect(report.released).toBe(0);
+      expect(report.processed).toBe(seen.size);
+      // Whatever was not processed is still in the queue, and nothing is left in flight.
+      const stats = await queue.stats();
+      expect(stats.ready + (stats.delayed ?? 0)).toBe(20 - report.processed);
+      if (stats.inFlight !== null) expect(stats.inFlight).toBe(0);
+    });
+
+    it("releases a handler still running at the end of the grace period", async () => {
+      await open();
+      let aborted = false;
+      const queue = queueOn(backend, {
+        concurrency: 1,
+        worker: { shutdownGraceMs: 100 },
+        execute: (ctx) =>
+          new Promise<void>((resolve) => {
+            ctx.signal.addEventListener("abort", () => {
+              aborted = true;
+              resolve();
+            });
+          }),
+      });
+      await queue.enqueue({ stuck: true });
+      const worker = queue.start();
+      await waitFor(
+        backend,
+        "the handler to start",
+        () => worker.status().slots[0]?.eventId !== undefined,
+      );
+      expect(worker.status().slots[0]?.attempt).toBe(1);
+      const report = await worker.stop();
+      expect(report).toMatchObject({ processed: 0, released: 1 });
+      expect(aborted).toBe(true);
+      const stats = await queue.stats();
+      expect(stats.ready).toBe(1);
+      if (stats.inFlight !== null) expect(stats.inFlight).toBe(0);
+    });
+
+    it("validates on enqueue and dead-letters a body that fails the schema on receive", async () => {
+      await open();
+      const schema = z.object({ order: z.number().int(), note: z.string().default("none") });
+      let handled: unknown;
+      const queue = queueOn(backend, {
+        concurrency: 1,
+        schema,
+        execute: async (ctx) => {
+          handled = ctx.event;
+        },
+      });
+      await expect(queue.enqueue({ order: "x" } as never)).rejects.toBeInstanceOf(ValidationError);
+      // A producer that skips the schema: the worker refuses the body, with the issues.
+      await queue.ensure();
+      await backend.enqueue(queue.name, [{ body: { order: "not a number" } }]);
+      await queue.enqueue({ order: 5 });
+      const worker = queue.start();
+      await waitFor(backend, "one processed and one dead-lettered", () => {
+        const status = worker.status();
+        return status.processedCount === 1 && status.deadLetteredCount === 1;
+      });
+      expect(handled).toEqual({ order: 5, note: "none" });
+      await worker.stop();
+      const [letter] = await queue.deadLetters();
+      expect(letter?.body).toEqual({ order: "not a number" });
+      expect(letter?.error).toMatch(/does not match the queue's schema: order:/);
+    });
+
+    it("status shows what each slot runs; pause and resume of the instance", async () => {
+      await open();
+      let release: () => void = () => {};
+      const gate = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const queue = queueOn(backend, {
+        concurrency: 2,
+        execute: async () => {
+          await gate;
+        },
+      });
+      const { eventId } = await queue.enqueue({ n: 1 });
+      const worker = queue.start();
+      await waitFor(backend, "the event to run", () =>
+        worker.status().slots.some((s) => s.eventId === eventId),
+      );
+      const status = worker.status();
+      expect(status.slots).toHaveLength(2);
+      expect(status.running).toBe(true);
+      worker.pause();
+      release();
+      await waitFor(backend, "the event to finish", () => worker.status().processedCount === 1);
+      // Receives already waiting end with their poll (200 ms here, a whole second on SQS); then
+      // nothing is received.
+      await pass(backend, backend.kind === "sqs" ? 2000 : 1000);
+      await queue.enqueue({ n: 2 });
+      await pass(backend, 400);
+      expect(worker.status().processedCount).toBe(1);
+      expect(worker.status().paused).toBe(true);
+      worker.resume();
+      await waitFor(
+        backend,
+        "the second event after resume",
+        () => worker.status().processedCount === 2,
+      );
+    });
+
+    it("pauses the queue, cancels with a reason and drains", async (context) => {
+      await open();
+      if (!backend.capabilities.pause || !backend.capabilities.cancel) {
+        context.skip(`${backend.kind} cannot pause or cancel`);
+      }
+      const queue = queueOn(backend, { concurrency: 1, execute: async () => {} });
+      await queue.pause();
+      const { eventId } = await queue.enqueue({ n: 1 });
+      const keep = await queue.enqueue({ n: 2 });
+      expect((await queue.stats()).paused).toBe(true);
+      const cancelled = await queue.cancel(eventId, { reason: "customer withdrew" });
+      expect(cancelled).toMatchObject({ outcome: "cancelled", reason: "customer withdrew" });
+      expect((await queue.get(eventId))?.lastError).toBe("customer withdrew");
+      const worker = queue.start();
+      await pass(backend, 300);
+      expect(worker.status().processedCount).toBe(0);
+      await queue.resume();
+      const drain = queue.drain({ timeoutMs: 10_000 });
+      if (isMemory(backend))
+        await waitFor(backend, "processed", () => worker.status().processedCount === 1);
+      expect(await drain).toEqual({ drained: true });
+      expect((await queue.get(keep.eventId))?.state).toBe("acked");
+    });
+  });
+}
