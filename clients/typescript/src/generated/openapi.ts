@@ -1480,12 +1480,13 @@ export interface components {
             max_attempts?: number | null;
             /**
              * Format: int64
-             * @description Most messages held (ready + delayed + in flight); 0 or null = unbounded (default).
+             * @description Most messages held (ready + delayed + in flight); 0 or null = unbounded (default), also
+             *     on an update.
              */
             max_depth?: number | null;
             /**
              * Format: int32
-             * @description Most leases out at once; 0 or null = unbounded (default).
+             * @description Most leases out at once; 0 or null = unbounded (default), also on an update.
              */
             max_in_flight?: number | null;
             /** @description Largest body in bytes (default 1048576). */
@@ -1568,7 +1569,8 @@ export interface components {
             burst?: number | null;
             /**
              * Format: double
-             * @description Sustained deliveries per second; 0 turns the limit off.
+             * @description Sustained deliveries per second; 0 turns the limit off (the default value: `null` in a
+             *     `QueueSpec` means this).
              */
             per_second: number;
         };
