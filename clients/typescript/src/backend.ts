@@ -10,6 +10,7 @@
  * @module
  */
 import type { Clock } from "./clock.js";
+import { isStaleReceipt } from "./errors.js";
 
 /** What a backend can do beyond enqueue, receive, ack, nack and stats. */
 export interface Capabilities {
@@ -202,6 +203,12 @@ export interface Backend {
   receive(queue: string, options?: ReceiveOptions): Promise<Delivery[]>;
   /** The message is done. `result` is kept for duplicate enqueues where the backend can. */
   ack(queue: string, receipt: string, result?: unknown): Promise<void>;
+  /**
+   * Several messages are done, in as few requests as the backend allows; one answer per
+   * receipt, in order: false where the lease was lost (a stale receipt). Rejects only when the
+   * request itself failed.
+   */
+  ackMany(queue: string, receipts: string[]): Promise<boolean[]>;
   /** The attempt failed: retried, or dead-lettered when permanent or out of attempts. */
   nack(queue: string, receipt: string, nack: Nack): Promise<NackOutcome>;
   /** Keeps the lease for `leaseMs` from now. */
@@ -222,4 +229,25 @@ export interface Backend {
   deleteQueue(queue: string): Promise<void>;
   /** Releases connections. */
   close(): Promise<void>;
+}
+
+/**
+ * `ackMany` for a backend without a batch ack: one `ack` per receipt, a stale receipt answered
+ * false.
+ */
+export async function ackEach(
+  ack: (receipt: string) => Promise<void>,
+  receipts: string[],
+): Promise<boolean[]> {
+  const acked: boolean[] = [];
+  for (const receipt of receipts) {
+    try {
+      await ack(receipt);
+      acked.push(true);
+    } catch (error) {
+      if (!isStaleReceipt(error)) throw error;
+      acked.push(false);
+    }
+  }
+  return acked;
 }

@@ -24,13 +24,15 @@ import type {
 } from "./backend.js";
 import { type ClientOptions, SluiceClient } from "./client.js";
 import { type Clock, SystemClock } from "./clock.js";
-import { SluiceError } from "./errors.js";
+import { SluiceError, isStaleReceipt } from "./errors.js";
 import type * as wire from "./wire.js";
 
 /** Most messages one enqueue request carries (the server's batch limit). */
 const BATCH_MAX = 1000;
 /** The longest long poll the server allows, in ms. */
 const WAIT_MAX_MS = 20_000;
+/** Most receipts one ack request carries (the server's limit). */
+const ACK_MAX = 1000;
 /** Most messages one receive returns. */
 const RECEIVE_MAX = 100;
 
@@ -126,6 +128,24 @@ export class SluiceBackend implements Backend {
 
   async ack(queue: string, receipt: string, result?: unknown): Promise<void> {
     await this.client.ack(queue, receipt, result);
+  }
+
+  async ackMany(queue: string, receipts: string[]): Promise<boolean[]> {
+    const acked: boolean[] = [];
+    for (let start = 0; start < receipts.length; start += ACK_MAX) {
+      const batch = receipts.slice(start, start + ACK_MAX);
+      try {
+        await this.client.ack(queue, batch);
+        acked.push(...batch.map(() => true));
+      } catch (error) {
+        // A stale receipt refuses the request with 409 and says per receipt what was acked:
+        // the current leases were acked all the same.
+        const results = isStaleReceipt(error) ? staleResults(error, batch.length) : undefined;
+        if (results === undefined) throw error;
+        acked.push(...results);
+      }
+    }
+    return acked;
   }
 
   async nack(queue: string, receipt: string, nack: Nack): Promise<NackOutcome> {
@@ -242,4 +262,12 @@ function bodyOf(message: { body?: unknown; body_base64?: string | null }): unkno
     return new Uint8Array(Buffer.from(message.body_base64, "base64"));
   }
   return message.body;
+}
+
+/** The per-receipt answers of a refused multi-receipt ack, when its details hold them all. */
+function staleResults(error: unknown, count: number): boolean[] | undefined {
+  const details = (error as SluiceError).details as { results?: { acked?: unknown }[] } | undefined;
+  const results = details?.results;
+  if (!Array.isArray(results) || results.length !== count) return undefined;
+  return results.map((result) => result.acked === true);
 }

@@ -1,17 +1,22 @@
 /**
  * {@link Worker}: runs a {@link Queue}'s handler in this process with a fixed concurrency.
  *
- * Each of the `concurrency` slots receives one message at a time, validates it against the
- * queue's schema, and runs `execute` while a heartbeat keeps the lease (extend every third of
- * it, where the backend can extend). Success acks; failure is retried with the queue's retry
- * policy, or dead-lettered when the error is not retryable or the attempts are used up, and then
- * `onDeadLetter` runs. A body that fails the schema is dead-lettered at once with the issues.
- * On stop (SIGTERM, SIGINT or {@link Worker.stop}) slots stop receiving, running handlers get
- * the grace period, and what still runs after it is released back to the queue (nacked with no
- * delay), its handler's `signal` aborted. The same semantics as the Rust SDK's `Worker`.
+ * One fetcher receives for all `concurrency` slots: each long poll asks for as many messages as
+ * slots are free (at most 100), so nothing waits in this process under a lease nobody works on,
+ * and hands them to the idle slots. A slot validates its message against the queue's schema and
+ * runs `execute` while a heartbeat keeps the lease (extend every third of it, where the backend
+ * can extend). Success acks: the acks of slots that finish while an ack request is on its way
+ * go out together in the next one ({@link AckBatch}); an ack carrying a result goes alone.
+ * Failure is retried with the queue's retry policy, or dead-lettered when the error is not
+ * retryable or the attempts are used up, and then `onDeadLetter` runs. A body that fails the
+ * schema is dead-lettered at once with the issues. On stop (SIGTERM, SIGINT or
+ * {@link Worker.stop}) the fetcher stops receiving, running handlers get the grace period, and
+ * what still runs after it is released back to the queue (nacked with no delay), its handler's
+ * `signal` aborted. The same semantics as the Rust SDK's `Worker`.
  *
  * @module
  */
+import { AckBatch } from "./ack-batch.js";
 import type { Backend, Delivery } from "./backend.js";
 import { realSleep } from "./clock.js";
 import { SluiceError, isStaleReceipt } from "./errors.js";
@@ -82,6 +87,8 @@ export interface WorkerReport {
 
 /** How long a stopping worker waits for acks and nacks already on their way. */
 const SETTLE_WAIT_MS = 10_000;
+/** Most messages one receive asks for (the sluice server's limit). */
+const RECEIVE_MAX = 100;
 
 interface Slot {
   status: SlotStatus;
@@ -111,6 +118,19 @@ export class Worker<Input, Output> {
   #pending = 0;
   /** Messages received and not yet settled. */
   #unsettled = 0;
+  /** Messages received whose handler has not finished: the fetcher asks for the rest. */
+  #inHand = 0;
+  /** Received messages no slot has taken yet. */
+  readonly #ready: Delivery[] = [];
+  /** Idle slots waiting for a message (`undefined`: the fetcher stopped). */
+  readonly #idle: ((delivery: Delivery | undefined) => void)[] = [];
+  /** The fetcher has stopped: idle slots end. */
+  #fetching = true;
+  /** Wakes a fetcher waiting for a free slot. */
+  #slotFreed: (() => void) | undefined;
+  readonly #acks: AckBatch;
+  /** Acks on their way, so a stopping worker waits for them. */
+  readonly #settling = new Set<Promise<void>>();
   /** Set after each finished event: the next empty receive checks whether the queue emptied. */
   #emptyArmed = false;
   #loops: Promise<void>[] = [];
@@ -136,6 +156,7 @@ export class Worker<Input, Output> {
       pendingRefreshMs: Math.max(50, options.pendingRefreshMs ?? 1000),
       logger: options.logger ?? console,
     };
+    this.#acks = new AckBatch((receipts) => this.#backend.ackMany(queue.name, receipts));
     this.#slots = Array.from({ length: queue.config.concurrency }, (_, instanceIndex) => ({
       status: {
         instanceIndex,
@@ -164,7 +185,7 @@ export class Worker<Input, Output> {
       this.#options.pendingRefreshMs,
     );
     this.#pendingTimer.unref();
-    this.#loops = this.#slots.map((slot) => this.#run(slot));
+    this.#loops = [this.#fetch(), ...this.#slots.map((slot) => this.#run(slot))];
   }
 
   /** True once the worker has stopped (its report is ready). */
@@ -220,6 +241,7 @@ export class Worker<Input, Output> {
 
   async #shutdown(): Promise<WorkerReport> {
     this.#stopping.abort(new Error("the worker is stopping"));
+    this.#slotFreed?.();
     this.resume();
     if (this.#onSignal !== undefined) {
       process.off("SIGTERM", this.#onSignal);
@@ -233,7 +255,10 @@ export class Worker<Input, Output> {
       // interrupted delivery.
       await Promise.allSettled(this.#slots.map((slot) => this.#release(slot)));
     }
-    const settled = await within(loops, SETTLE_WAIT_MS);
+    const settled = await within(
+      loops.then(() => Promise.allSettled(this.#settling)),
+      SETTLE_WAIT_MS,
+    );
     if (settled === "timed out")
       this.#options.logger.warn("sluice worker: some acks or nacks did not finish in time");
     this.#stopped = true;
@@ -263,54 +288,95 @@ export class Worker<Input, Output> {
     }
   }
 
-  /** One slot: receive, process, repeat, until stopping. */
-  async #run(slot: Slot): Promise<void> {
+  /** The fetcher: receives as many messages as slots are free and hands them out. */
+  async #fetch(): Promise<void> {
     const signal = this.#stopping.signal;
     try {
       await this.#queue.ensure();
     } catch (error) {
       this.#options.logger.warn(`sluice worker: cannot open ${this.#queue.name}: ${error}`);
     }
-    while (!signal.aborted) {
-      if (this.#paused) {
-        await this.#resumedPromise;
-        continue;
-      }
-      let deliveries: Delivery[];
-      try {
-        deliveries = await this.#backend.receive(this.#queue.name, {
-          max: 1,
-          leaseMs: this.#options.leaseMs,
-          waitMs: this.#options.pollWaitMs,
-          signal,
-        });
-      } catch (error) {
-        if (signal.aborted) break;
-        this.#options.logger.warn(`sluice worker: receive failed; retrying in 1 s: ${error}`);
-        await realSleep(1000, signal).catch(() => {});
-        continue;
-      }
-      if (deliveries.length === 0) {
-        await this.#maybeEmpty();
-        continue;
-      }
-      this.#unsettled += deliveries.length;
-      for (const delivery of deliveries) {
-        try {
-          await this.#process(slot, delivery);
-        } catch (error) {
-          // Nothing in processing should throw; if it does, the slot lives on and the lease
-          // runs out, so the message comes back.
-          this.#options.logger.warn(`sluice worker: processing failed: ${errorText(error)}`);
+    try {
+      while (!signal.aborted) {
+        if (this.#paused) {
+          await this.#resumedPromise;
+          continue;
         }
+        const free = this.#slots.length - this.#inHand;
+        if (free <= 0) {
+          await new Promise<void>((resolve) => {
+            this.#slotFreed = resolve;
+          });
+          this.#slotFreed = undefined;
+          // Slots given a batch together finish together: let the others free up too, so the
+          // next receive asks for all of them rather than for the first one.
+          await new Promise((resolve) => setImmediate(resolve));
+          continue;
+        }
+        let deliveries: Delivery[];
+        try {
+          deliveries = await this.#backend.receive(this.#queue.name, {
+            max: Math.min(free, RECEIVE_MAX),
+            leaseMs: this.#options.leaseMs,
+            waitMs: this.#options.pollWaitMs,
+            signal,
+          });
+        } catch (error) {
+          if (signal.aborted) break;
+          this.#options.logger.warn(`sluice worker: receive failed; retrying in 1 s: ${error}`);
+          await realSleep(1000, signal).catch(() => {});
+          continue;
+        }
+        if (deliveries.length === 0) {
+          await this.#maybeEmpty();
+          continue;
+        }
+        this.#unsettled += deliveries.length;
+        this.#inHand += deliveries.length;
+        for (const delivery of deliveries) {
+          const idle = this.#idle.shift();
+          if (idle === undefined) this.#ready.push(delivery);
+          else idle(delivery);
+        }
+      }
+    } finally {
+      // What was received is still processed (a long poll answered after the stop began);
+      // slots with nothing left end.
+      this.#fetching = false;
+      for (const idle of this.#idle.splice(0)) idle(undefined);
+    }
+  }
+
+  /** The next received message for a slot; `undefined` once the fetcher stopped. */
+  #next(): Promise<Delivery | undefined> | Delivery | undefined {
+    const ready = this.#ready.shift();
+    if (ready !== undefined || !this.#fetching) return ready;
+    return new Promise((resolve) => this.#idle.push(resolve));
+  }
+
+  /** One slot: process what the fetcher hands out, until it stops. */
+  async #run(slot: Slot): Promise<void> {
+    for (;;) {
+      const delivery = await this.#next();
+      if (delivery === undefined) return;
+      try {
+        await this.#process(slot, delivery);
+      } catch (error) {
+        // Nothing in processing should throw; if it does, the slot lives on and the lease
+        // runs out, so the message comes back.
+        this.#options.logger.warn(`sluice worker: processing failed: ${errorText(error)}`);
+      } finally {
+        this.#inHand--;
+        this.#slotFreed?.();
       }
     }
   }
 
   async #process(slot: Slot, delivery: Delivery): Promise<void> {
     const config = this.#queue.config;
-    const name = this.#queue.name;
     slot.receipt = delivery.receipt;
+    /** The ack was handed on: it settles the message when it lands. */
+    let handedOn = false;
     try {
       let event: Output;
       try {
@@ -373,13 +439,8 @@ export class Worker<Input, Output> {
       }
       if (slot.receipt !== delivery.receipt) return; // released at the end of the grace period
       if (outcome.ok) {
-        const acked = await this.#settle(slot, () =>
-          this.#backend.ack(name, delivery.receipt, outcome.value).then(() => true),
-        );
-        if (acked) {
-          this.#processed++;
-          slot.status.processedCount++;
-        }
+        handedOn = true;
+        await this.#ack(slot, delivery.receipt, outcome.value);
       } else {
         await this.#fail(slot, delivery, ctx, outcome.error);
       }
@@ -388,9 +449,53 @@ export class Worker<Input, Output> {
       slot.status.eventId = undefined;
       slot.status.attempt = undefined;
       slot.status.startedAt = undefined;
-      this.#unsettled--;
-      this.#emptyArmed = true;
+      if (!handedOn) this.#settled();
     }
+  }
+
+  /** A received message's ack or nack has landed (or failed): it is no longer this worker's. */
+  #settled(): void {
+    this.#unsettled--;
+    this.#emptyArmed = true;
+  }
+
+  /**
+   * Acks without waiting for the answer, so the slot takes its next message at once: through
+   * the ack batch, or alone when it carries a result (the server keeps a result per message).
+   * The counts change when the ack lands. A slot waits only while twice the slots' acks are
+   * still waiting.
+   */
+  async #ack(slot: Slot, receipt: string, result: unknown): Promise<void> {
+    slot.receipt = undefined;
+    const acked =
+      result === undefined
+        ? this.#acks.ack(receipt)
+        : this.#backend.ack(this.#queue.name, receipt, result).then(() => true);
+    const settling: Promise<void> = acked
+      .then(
+        (ok) => {
+          if (ok) {
+            this.#processed++;
+            slot.status.processedCount++;
+          } else {
+            this.#options.logger.warn(
+              "sluice worker: settling failed (the lease was lost); the message comes back",
+            );
+          }
+        },
+        (error: unknown) => {
+          const why = isStaleReceipt(error) ? "the lease was lost" : String(error);
+          this.#options.logger.warn(
+            `sluice worker: settling failed (${why}); the message comes back`,
+          );
+        },
+      )
+      .finally(() => {
+        this.#settled();
+        this.#settling.delete(settling);
+      });
+    this.#settling.add(settling);
+    if (this.#acks.backlog >= 2 * this.#slots.length) await this.#acks.idle();
   }
 
   async #fail(

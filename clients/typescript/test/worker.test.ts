@@ -23,6 +23,17 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
+/** `backend` with some methods replaced (the rest bound to it: its private fields stay reachable). */
+function spy(backend: Backend, overrides: Partial<Backend>): Backend {
+  return new Proxy(backend, {
+    get(target, property) {
+      if (property in overrides) return overrides[property as keyof Backend];
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+}
+
 function name(test: string): string {
   return `tsw_${test}_${Math.random().toString(36).slice(2, 10)}`;
 }
@@ -101,6 +112,96 @@ for (const backendCase of backendCases()) {
       expect(most).toBe(3);
       const report = await worker.stop();
       expect(report.processed).toBe(12);
+    });
+
+    it("asks for no more messages than slots are free", async () => {
+      await open();
+      let delivered = 0;
+      let finished = 0;
+      const asks: { max: number; inHand: number }[] = [];
+      const watched = spy(backend, {
+        receive: async (queue, options) => {
+          asks.push({ max: options?.max ?? 1, inHand: delivered - finished });
+          const got = await backend.receive(queue, options);
+          delivered += got.length;
+          return got;
+        },
+      });
+      const queue = queueOn(watched, {
+        concurrency: 3,
+        execute: async () => {
+          await backend.clock.sleep(20);
+          finished++;
+        },
+      });
+      await queue.enqueueMany(Array.from({ length: 10 }, (_, n) => ({ n })));
+      const worker = queue.start();
+      await waitFor(backend, "10 processed", () => worker.status().processedCount === 10);
+      expect(asks.length).toBeGreaterThan(0);
+      for (const ask of asks) expect(ask.max + ask.inHand).toBeLessThanOrEqual(3);
+      // Several at once where the slots were free: one receive for all of them.
+      expect(asks[0]?.max).toBe(3);
+    });
+
+    it("acks handlers that finish together in one request; a result alone", async (context) => {
+      // RabbitMQ and SQS hand out few messages per receive; the coalescing shows on the rest.
+      if (backendCase.kind === "rabbitmq") context.skip("RabbitMQ receives one message at a time");
+      await open();
+      const requests: string[][] = [];
+      let single = 0;
+      const watched = spy(backend, {
+        ackMany: (queue, receipts) => {
+          requests.push(receipts);
+          return backend.ackMany(queue, receipts);
+        },
+        ack: (queue, receipt, result) => {
+          single++;
+          return backend.ack(queue, receipt, result);
+        },
+      });
+      // A result is kept per message: that ack goes alone.
+      const queue = queueOn<{ n: number }, { n: number }>(watched, {
+        concurrency: 8,
+        execute: ({ event }) => (event.n === 7 ? { kept: true } : undefined),
+      });
+      await queue.enqueueMany(Array.from({ length: 40 }, (_, n) => ({ n })));
+      const worker = queue.start();
+      await waitFor(backend, "40 processed", () => worker.status().processedCount === 40);
+      expect(single).toBe(1);
+      expect(requests.flat().length).toBe(39);
+      expect(new Set(requests.flat()).size).toBe(39);
+      expect(requests.length).toBeLessThan(40);
+      expect(Math.max(...requests.map((receipts) => receipts.length))).toBeGreaterThan(1);
+    });
+
+    it("counts a lease lost in a shared ack against that message only", async () => {
+      await open();
+      const warnings: string[] = [];
+      let lost = false;
+      const watched = spy(backend, {
+        ackMany: async (queue, receipts) => {
+          const acked = await backend.ackMany(queue, receipts);
+          // The first receipt of the first request answers as a lease lost meanwhile.
+          if (!lost && acked.length > 0) {
+            lost = true;
+            acked[0] = false;
+          }
+          return acked;
+        },
+      });
+      const queue = queueOn(watched, {
+        concurrency: 4,
+        execute: () => {},
+        worker: { logger: { warn: (text: string) => void warnings.push(text) } },
+      });
+      await queue.enqueueMany(Array.from({ length: 12 }, (_, n) => ({ n })));
+      const worker = queue.start();
+      await waitFor(backend, "11 processed", () => worker.status().processedCount === 11);
+      await pass(backend, 100);
+      expect(worker.status().processedCount).toBe(11);
+      expect(warnings.filter((text) => text.includes("the lease was lost"))).toHaveLength(1);
+      const report = await worker.stop();
+      expect(report.processed).toBe(11);
     });
 
     it("retries with backoff, then succeeds", async () => {

@@ -23,6 +23,7 @@ import type {
   QueueStats,
   ReceiveOptions,
 } from "../backend.js";
+import { ackEach } from "../backend.js";
 import { type Clock, ManualClock } from "../clock.js";
 import { SluiceError } from "../errors.js";
 import { type MemoryQueue, type Stored, type Waiter, backoffDelay, newQueue } from "./state.js";
@@ -164,6 +165,10 @@ export class MemoryBackend implements Backend {
     message.result = result;
     message.body = undefined;
     wake(state);
+  }
+
+  ackMany(queue: string, receipts: string[]): Promise<boolean[]> {
+    return ackEach((receipt) => this.ack(queue, receipt), receipts);
   }
 
   async nack(queue: string, receipt: string, nack: Nack): Promise<NackOutcome> {

@@ -42,6 +42,7 @@ import type {
   QueueStats,
   ReceiveOptions,
 } from "../backend.js";
+import { ackEach } from "../backend.js";
 import { type Clock, SystemClock, realSleep } from "../clock.js";
 import { SluiceError, UnsupportedError } from "../errors.js";
 import { type BackoffSettings, DEFAULT_BACKOFF, backoffDelay } from "../retry-delay.js";
@@ -195,6 +196,10 @@ export class RabbitMqBackend implements Backend {
   async ack(queue: string, receipt: string): Promise<void> {
     const held = this.#take(queue, receipt);
     this.#channel?.ack(held.message);
+  }
+
+  ackMany(queue: string, receipts: string[]): Promise<boolean[]> {
+    return ackEach((receipt) => this.ack(queue, receipt), receipts);
   }
 
   async nack(queue: string, receipt: string, nack: Nack): Promise<NackOutcome> {

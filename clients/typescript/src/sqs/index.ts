@@ -26,6 +26,7 @@ import {
   ChangeMessageVisibilityBatchCommand,
   ChangeMessageVisibilityCommand,
   CreateQueueCommand,
+  DeleteMessageBatchCommand,
   DeleteMessageCommand,
   DeleteQueueCommand,
   GetQueueAttributesCommand,
@@ -81,6 +82,9 @@ const ATTRIBUTE = {
 const VISIBILITY_MAX_S = 43_200;
 /** Longest per-message delay SQS takes, in seconds. */
 const DELAY_MAX_S = 900;
+/** Most entries of one SQS batch request. */
+const SQS_BATCH_MAX = 10;
+
 /** Leases this backend remembers (for a nack that must dead-letter) before it forgets the oldest. */
 const LEASES_MAX = 10_000;
 
@@ -186,8 +190,8 @@ export class SqsBackend implements Backend {
       };
     });
     const results: Enqueued[] = [];
-    for (let start = 0; start < entries.length; start += 10) {
-      const batch = entries.slice(start, start + 10);
+    for (let start = 0; start < entries.length; start += SQS_BATCH_MAX) {
+      const batch = entries.slice(start, start + SQS_BATCH_MAX);
       const answer = await this.#guard(
         this.client.send(new SendMessageBatchCommand({ QueueUrl: meta.url, Entries: batch })),
       );
@@ -260,6 +264,30 @@ export class SqsBackend implements Backend {
       this.client.send(new DeleteMessageCommand({ QueueUrl: meta.url, ReceiptHandle: receipt })),
     );
     this.#leases.delete(receipt);
+  }
+
+  /** DeleteMessageBatch, ten receipts a request; a failed entry answers false. */
+  async ackMany(queue: string, receipts: string[]): Promise<boolean[]> {
+    const meta = await this.#meta(queue);
+    const acked: boolean[] = [];
+    for (let start = 0; start < receipts.length; start += SQS_BATCH_MAX) {
+      const batch = receipts.slice(start, start + SQS_BATCH_MAX);
+      const answer = await this.#guard(
+        this.client.send(
+          new DeleteMessageBatchCommand({
+            QueueUrl: meta.url,
+            Entries: batch.map((receipt, index) => ({ Id: String(index), ReceiptHandle: receipt })),
+          }),
+        ),
+      );
+      const failed = new Set((answer.Failed ?? []).map((entry) => entry.Id));
+      batch.forEach((receipt, index) => {
+        const ok = !failed.has(String(index));
+        if (ok) this.#leases.delete(receipt);
+        acked.push(ok);
+      });
+    }
+    return acked;
   }
 
   async nack(queue: string, receipt: string, nack: Nack): Promise<NackOutcome> {
@@ -402,12 +430,12 @@ export class SqsBackend implements Backend {
       if (messages.length === 0) break;
       seen.push(...messages);
     }
-    for (let start = 0; start < seen.length; start += 10) {
+    for (let start = 0; start < seen.length; start += SQS_BATCH_MAX) {
       await this.#guard(
         this.client.send(
           new ChangeMessageVisibilityBatchCommand({
             QueueUrl: meta.dlqUrl,
-            Entries: seen.slice(start, start + 10).map((message, index) => ({
+            Entries: seen.slice(start, start + SQS_BATCH_MAX).map((message, index) => ({
               Id: String(index),
               ReceiptHandle: message.ReceiptHandle ?? "",
               VisibilityTimeout: 0,
