@@ -14,6 +14,7 @@ pub mod meter;
 pub mod notify;
 pub mod queue;
 pub mod rules;
+pub mod sessions;
 pub mod store;
 pub mod stored;
 pub mod wire;

@@ -571,6 +571,11 @@ pub trait Store: Send + Sync + 'static {
     fn storage_metrics(&self) -> StorageMetrics {
         StorageMetrics::default()
     }
+    /// Where the dashboard's sessions live when this store shares them between nodes; `None`
+    /// (the default): the server keeps them in its own memory.
+    fn session_store(&self) -> Option<Arc<dyn crate::sessions::SessionStore>> {
+        None
+    }
     /// Whether writes are taken now (for readiness). Cheap: it reads flags.
     fn write_state(&self) -> WriteState {
         WriteState::Accepting

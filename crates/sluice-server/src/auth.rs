@@ -11,6 +11,8 @@
 
 mod session;
 
+pub use session::Sessions;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -191,7 +193,6 @@ fn digest(token: &str) -> [u8; 32] {
 pub struct Auth {
     tokens: Vec<Token>,
     metrics_public: bool,
-    sessions: session::Sessions,
 }
 
 impl Auth {
@@ -242,14 +243,7 @@ impl Auth {
         Ok(Self {
             tokens,
             metrics_public: spec.metrics_public,
-            sessions: session::Sessions::default(),
         })
-    }
-
-    /// Caps the dashboard's sessions: `per_token` for each token, `max` in all.
-    pub fn with_session_limits(mut self, per_token: usize, max: usize) -> Self {
-        self.sessions = session::Sessions::new(per_token, max);
-        self
     }
 
     /// True when tokens are configured (access control is on).
@@ -264,11 +258,16 @@ impl Auth {
     }
 
     /// The caller behind a live dashboard session.
-    fn identify_session(&self, session_id: &str) -> Option<Caller> {
-        let token_digest = self
-            .sessions
-            .token_digest(session_id, std::time::Instant::now())?;
-        self.identify_digest(token_digest)
+    async fn identify_session(
+        &self,
+        sessions: &session::Sessions,
+        session_id: &str,
+        now_ms: sluice_core::Millis,
+    ) -> Result<Option<Caller>, sluice_core::store::StoreError> {
+        Ok(sessions
+            .token_digest(session_id, now_ms)
+            .await?
+            .and_then(|token_digest| self.identify_digest(token_digest)))
     }
 
     /// The secret and caller of the token named `access_key_id` (an SQS client's access key
@@ -479,7 +478,13 @@ pub async fn authorize(State(guard): State<Guard>, request: Request, next: Next)
     };
     let caller = match carrier {
         Carrier::Bearer => auth.identify(&credential),
-        Carrier::Cookie => auth.identify_session(&credential),
+        Carrier::Cookie => match auth
+            .identify_session(&app.sessions, &credential, app.now_ms())
+            .await
+        {
+            Ok(caller) => caller,
+            Err(error) => return ApiError::from(error).into_response(),
+        },
     };
     let Some(caller) = caller else {
         return unauthorized(match carrier {
@@ -577,21 +582,25 @@ pub async fn login(
         );
         return (StatusCode::UNAUTHORIZED, Html(page)).into_response();
     }
-    let session_id = match app
-        .auth
-        .sessions
-        .start(digest(token), std::time::Instant::now())
-    {
+    let session_id = match app.sessions.start(digest(token), app.now_ms()).await {
         Ok(id) => id,
-        Err(full) => {
+        Err(refused) => {
             let page = LOGIN_PAGE.replace(
                 "{error}",
-                &format!(r#"<p class="error" id="login-error">{full}.</p>"#),
+                &format!(r#"<p class="error" id="login-error">{refused}.</p>"#),
             );
+            let retry_after = match &refused {
+                session::LoginRefused::Full(_) => "60",
+                session::LoginRefused::Store(error) => {
+                    tracing::warn!(%error, "a dashboard session could not be stored");
+                    "1"
+                }
+            };
             let mut response = (StatusCode::SERVICE_UNAVAILABLE, Html(page)).into_response();
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("60"));
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                header::HeaderValue::from_static(retry_after),
+            );
             return response;
         }
     };
@@ -609,8 +618,11 @@ pub async fn login(
 
 /// `POST /ui/logout`: ends the session and clears its cookie.
 pub async fn logout(State(app): State<AppState>, headers: HeaderMap) -> Response {
-    if let Some(session_id) = session_cookie(&headers) {
-        app.auth.sessions.end(&session_id);
+    if let Some(session_id) = session_cookie(&headers)
+        && let Err(error) = app.sessions.end(&session_id).await
+    {
+        // The session stays until it expires; the cookie is cleared all the same.
+        tracing::warn!(%error, "a dashboard session could not be ended");
     }
     let mut response = Redirect::to("/ui/login").into_response();
     response.headers_mut().insert(
@@ -685,7 +697,6 @@ mod tests {
                 queues: vec![],
             }],
             metrics_public: false,
-            sessions: session::Sessions::default(),
         };
         assert!(auth.identify("a-long-enough-token").is_some());
         assert!(auth.identify("a-long-enough-tokeN").is_none());

@@ -427,10 +427,7 @@ impl Config {
             store,
             queues,
             webhooks: raw.webhooks.into_iter().collect(),
-            auth: std::sync::Arc::new(
-                crate::auth::Auth::load(&raw.auth)?
-                    .with_session_limits(limits.sessions_per_token, limits.sessions_max),
-            ),
+            auth: std::sync::Arc::new(crate::auth::Auth::load(&raw.auth)?),
             allow_unauthenticated: raw.server.allow_unauthenticated.unwrap_or(false),
             tls: match (raw.server.tls_cert, raw.server.tls_key) {
                 (Some(cert), Some(key)) => Some((cert, key)),

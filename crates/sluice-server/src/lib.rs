@@ -157,6 +157,11 @@ pub async fn run(
         webhooks: Arc::new(webhooks::Registry::default()),
         push: push.clone(),
         auth: config.auth.clone(),
+        sessions: Arc::new(auth::Sessions::new(
+            store.session_store(),
+            config.limits.sessions_per_token,
+            config.limits.sessions_max,
+        )),
         tls: config.tls.is_some(),
         body_budget: Arc::new(body_budget::BodyBudget::new(
             config.limits.body_bytes_in_flight,

@@ -33,6 +33,7 @@ pub use sluice_core::store::Store;
 
 pub mod cases;
 mod harness;
+pub mod sessions;
 
 pub use harness::{Harness, bodies};
 

@@ -56,6 +56,8 @@ pub struct AppState {
     pub push: Arc<crate::push::Dispatcher>,
     /// API tokens (empty: access control off).
     pub auth: Arc<crate::auth::Auth>,
+    /// The dashboard's sessions (in the store when it shares them between nodes).
+    pub sessions: Arc<crate::auth::Sessions>,
     /// True when serving HTTPS (session cookies are then `Secure`).
     pub tls: bool,
     /// Bytes of request bodies held at once (`[limits] body_bytes_in_flight`).

@@ -1,56 +1,49 @@
 //! Dashboard sessions: the login form trades a token for a random session id.
 //!
 //! The cookie holds the session id, never the token, so a leaked cookie is worth one session
-//! (ended by logging out or by its expiry) rather than the token itself. Sessions live in memory:
-//! a restart signs everyone out, which costs a login and keeps no credential on disk.
+//! (ended by logging out or by its expiry) rather than the token itself. Where sessions live is
+//! the store's choice ([`sluice_core::Store::session_store`]): a store shared by several nodes
+//! keeps them where every node sees them; otherwise they live in this process's memory
+//! ([`MemorySessions`]), and a restart signs everyone out, which costs a login and keeps no
+//! credential on disk.
 
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
+use sluice_core::Millis;
+use sluice_core::sessions::{
+    MemorySessions, NewSession, SessionLimits, SessionStartError, SessionStore,
+};
+use sluice_core::store::StoreError;
 
 /// How long a session lasts from its login.
 pub const SESSION_TTL: Duration = Duration::from_secs(12 * 60 * 60);
 
 /// Why a login got no session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "{0} dashboard sessions are open, the most allowed ([limits] sessions_max); sign out elsewhere or try again later"
-)]
-pub struct SessionsFull(pub usize);
-
-struct Session {
-    /// The digest of the token that signed in.
-    token_digest: [u8; 32],
-    expires_at: Instant,
+#[derive(Debug, thiserror::Error)]
+pub enum LoginRefused {
+    #[error(
+        "{0} dashboard sessions are open, the most allowed ([limits] sessions_max); sign out elsewhere or try again later"
+    )]
+    Full(usize),
+    /// The store failed (the page does not show why: the log does).
+    #[error("sessions cannot be stored now; try again in a moment")]
+    Store(StoreError),
 }
 
-/// The live sessions, keyed by the SHA-256 of their id (the id itself is not kept).
-///
-/// Both caps keep one identity from crowding out another: a token at its own cap loses its
-/// oldest session, and a full table refuses new logins rather than ending someone's session.
+/// The dashboard's sessions, with their caps, over the store that keeps them.
 pub struct Sessions {
-    live: Mutex<HashMap<[u8; 32], Session>>,
-    /// Most sessions of one token.
-    per_token: usize,
-    /// Most sessions in all.
-    max: usize,
-}
-
-impl Default for Sessions {
-    fn default() -> Self {
-        let defaults = crate::config::Limits::DEFAULT;
-        Self::new(defaults.sessions_per_token, defaults.sessions_max)
-    }
+    store: Arc<dyn SessionStore>,
+    limits: SessionLimits,
 }
 
 impl std::fmt::Debug for Sessions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sessions")
-            .field("live", &self.live.lock().len())
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -60,57 +53,52 @@ fn key(id: &str) -> [u8; 32] {
 }
 
 impl Sessions {
-    /// No live sessions; at most `per_token` per token and `max` in all.
-    pub fn new(per_token: usize, max: usize) -> Self {
+    /// Sessions in `store` (this process's memory when `None`), at most `per_token` per token
+    /// and `max` in all.
+    pub fn new(store: Option<Arc<dyn SessionStore>>, per_token: usize, max: usize) -> Self {
         Self {
-            live: Mutex::new(HashMap::new()),
-            per_token: per_token.max(1),
-            max: max.max(1),
+            store: store.unwrap_or_else(|| Arc::new(MemorySessions::default())),
+            limits: SessionLimits {
+                per_token: per_token.max(1),
+                max: max.max(1),
+            },
         }
     }
 
     /// Starts a session for the token with this digest and returns its id (256 random bits).
     /// A token at its cap loses its oldest session; when all sessions are taken the login is
     /// refused.
-    pub fn start(&self, token_digest: [u8; 32], now: Instant) -> Result<String, SessionsFull> {
-        let mut live = self.live.lock();
-        live.retain(|_, session| session.expires_at > now);
-        let mut own: Vec<([u8; 32], Instant)> = live
-            .iter()
-            .filter(|(_, session)| session.token_digest == token_digest)
-            .map(|(key, session)| (*key, session.expires_at))
-            .collect();
-        if own.len() >= self.per_token {
-            // Sessions all last SESSION_TTL, so the soonest to expire is the oldest.
-            own.sort_unstable_by_key(|(_, expires_at)| *expires_at);
-            for (key, _) in &own[..=own.len() - self.per_token] {
-                live.remove(key);
-            }
-        } else if live.len() >= self.max {
-            return Err(SessionsFull(live.len()));
-        }
+    pub async fn start(
+        &self,
+        token_digest: [u8; 32],
+        now_ms: Millis,
+    ) -> Result<String, LoginRefused> {
         let id = URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>());
-        live.insert(
-            key(&id),
-            Session {
-                token_digest,
-                expires_at: now + SESSION_TTL,
-            },
-        );
-        Ok(id)
+        let session = NewSession {
+            id_digest: key(&id),
+            token_digest,
+            now_ms,
+            expires_at_ms: now_ms.saturating_add(SESSION_TTL.as_millis() as Millis),
+        };
+        match self.store.start(session, self.limits).await {
+            Ok(()) => Ok(id),
+            Err(SessionStartError::Full(held)) => Err(LoginRefused::Full(held)),
+            Err(SessionStartError::Store(error)) => Err(LoginRefused::Store(error)),
+        }
     }
 
     /// The digest of the token behind a live session.
-    pub fn token_digest(&self, id: &str, now: Instant) -> Option<[u8; 32]> {
-        let live = self.live.lock();
-        live.get(&key(id))
-            .filter(|session| session.expires_at > now)
-            .map(|session| session.token_digest)
+    pub async fn token_digest(
+        &self,
+        id: &str,
+        now_ms: Millis,
+    ) -> Result<Option<[u8; 32]>, StoreError> {
+        self.store.token_digest(key(id), now_ms).await
     }
 
     /// Ends a session (logout).
-    pub fn end(&self, id: &str) {
-        self.live.lock().remove(&key(id));
+    pub async fn end(&self, id: &str) -> Result<(), StoreError> {
+        self.store.end(key(id)).await
     }
 }
 
@@ -118,78 +106,73 @@ impl Sessions {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_session_maps_to_its_token_until_it_ends_or_expires() {
-        let sessions = Sessions::default();
-        let now = Instant::now();
-        let first = sessions.start([1; 32], now).unwrap();
-        let second = sessions.start([2; 32], now).unwrap();
+    const TTL_MS: Millis = SESSION_TTL.as_millis() as Millis;
+
+    #[tokio::test]
+    async fn a_session_maps_to_its_token_until_it_ends_or_expires() {
+        let sessions = Sessions::new(None, 5, 100);
+        let now = 1_000;
+        let first = sessions.start([1; 32], now).await.unwrap();
+        let second = sessions.start([2; 32], now).await.unwrap();
         assert_ne!(first, second, "ids are random");
         assert!(first.len() >= 43, "256 bits of id: {first}");
-        assert_eq!(sessions.token_digest(&first, now), Some([1; 32]));
-        assert_eq!(sessions.token_digest(&second, now), Some([2; 32]));
-        assert_eq!(sessions.token_digest("made-up", now), None);
+        let digest = |id: &str, at| {
+            let sessions = &sessions;
+            let id = id.to_owned();
+            async move { sessions.token_digest(&id, at).await.unwrap() }
+        };
+        assert_eq!(digest(&first, now).await, Some([1; 32]));
+        assert_eq!(digest(&second, now).await, Some([2; 32]));
+        assert_eq!(digest("made-up", now).await, None);
 
-        sessions.end(&first);
-        assert_eq!(sessions.token_digest(&first, now), None);
-        assert_eq!(sessions.token_digest(&second, now), Some([2; 32]));
+        sessions.end(&first).await.unwrap();
+        assert_eq!(digest(&first, now).await, None);
+        assert_eq!(digest(&second, now).await, Some([2; 32]));
         assert_eq!(
-            sessions.token_digest(&second, now + SESSION_TTL),
+            digest(&second, now + TTL_MS).await,
             None,
             "expired at its TTL"
         );
     }
 
-    #[test]
-    fn a_token_at_its_cap_loses_its_own_oldest_session_and_no_one_elses() {
-        let sessions = Sessions::new(3, 100);
-        let now = Instant::now();
-        let admin = sessions.start([9; 32], now).unwrap();
-        let at = |i: u64| now + Duration::from_millis(i);
-        let flood: Vec<String> = (1..=10)
-            .map(|i| sessions.start([1; 32], at(i)).unwrap())
-            .collect();
-        assert_eq!(
-            sessions.live.lock().len(),
-            4,
-            "3 of the flood and the admin"
-        );
-        assert_eq!(sessions.token_digest(&admin, at(11)), Some([9; 32]));
-        for (i, id) in flood.iter().enumerate() {
-            let kept = sessions.token_digest(id, at(11)).is_some();
-            assert_eq!(
-                kept,
-                i >= 7,
-                "only the newest 3 of the flood are kept ({i})"
+    /// The rules of the caps are the session store's (`sluice_store_tests::sessions` checks
+    /// them); here, that this wrapper passes its limits on and maps a full table.
+    #[tokio::test]
+    async fn a_full_table_refuses_logins_and_signs_no_one_out() {
+        let memory = Arc::new(MemorySessions::default());
+        let sessions = Sessions::new(Some(memory.clone()), 2, 4);
+        let now = 1_000;
+        let mut ids = Vec::new();
+        for token in [0u8, 0, 1, 1] {
+            ids.push(sessions.start([token; 32], now).await.unwrap());
+        }
+        assert!(matches!(
+            sessions.start([7; 32], now).await,
+            Err(LoginRefused::Full(4))
+        ));
+        for id in &ids {
+            assert!(
+                sessions.token_digest(id, now).await.unwrap().is_some(),
+                "still signed in"
             );
         }
-    }
-
-    #[test]
-    fn a_full_table_refuses_logins_and_signs_no_one_out() {
-        let sessions = Sessions::new(2, 4);
-        let now = Instant::now();
-        let ids: Vec<String> = [0u8, 0, 1, 1]
-            .into_iter()
-            .map(|token| sessions.start([token; 32], now).unwrap())
-            .collect();
-        assert_eq!(sessions.start([7; 32], now), Err(SessionsFull(4)));
-        for id in &ids {
-            assert!(sessions.token_digest(id, now).is_some(), "still signed in");
-        }
         // A token at its own cap may still sign in: it replaces its own oldest session.
-        let later = now + Duration::from_millis(1);
-        let again = sessions.start([0; 32], later).unwrap();
-        assert!(sessions.token_digest(&again, later).is_some());
-        assert_eq!(
-            ids.iter()
-                .filter(|id| sessions.token_digest(id, later).is_some())
-                .count(),
-            3,
-            "one of token 0's first two sessions made room"
+        let later = now + 1;
+        let again = sessions.start([0; 32], later).await.unwrap();
+        assert!(
+            sessions
+                .token_digest(&again, later)
+                .await
+                .unwrap()
+                .is_some()
         );
-        assert_eq!(sessions.live.lock().len(), 4);
+        let mut kept = 0;
+        for id in &ids {
+            kept += usize::from(sessions.token_digest(id, later).await.unwrap().is_some());
+        }
+        assert_eq!(kept, 3, "one of token 0's first two sessions made room");
+        assert_eq!(memory.len(), 4);
         // Expired sessions make room.
-        assert!(sessions.start([7; 32], now + SESSION_TTL).is_ok());
+        assert!(sessions.start([7; 32], now + TTL_MS).await.is_ok());
     }
 }
