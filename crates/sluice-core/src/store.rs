@@ -571,6 +571,13 @@ pub trait Store: Send + Sync + 'static {
     fn storage_metrics(&self) -> StorageMetrics {
         StorageMetrics::default()
     }
+    /// A counter that moves when queue definitions or webhook endpoints change on another node
+    /// of a shared store, so a server reloads what it keeps of them in memory. The default
+    /// never moves (its sender is gone): a store of one node, whose server applies its own
+    /// changes as it makes them.
+    fn definitions_changed(&self) -> tokio::sync::watch::Receiver<u64> {
+        tokio::sync::watch::channel(0).1
+    }
     /// Where the dashboard's sessions live when this store shares them between nodes; `None`
     /// (the default): the server keeps them in its own memory.
     fn session_store(&self) -> Option<Arc<dyn crate::sessions::SessionStore>> {

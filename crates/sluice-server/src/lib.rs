@@ -189,6 +189,10 @@ pub async fn run(
         None => None,
     };
     load_webhooks(&state, &config).await?;
+    let definitions_task = tokio::spawn(watch_definitions(
+        state.clone(),
+        store.definitions_changed(),
+    ));
     let push_task = tokio::spawn(push.clone().run());
     let history_task = tokio::spawn(history::run(state.clone()));
     let maintenance = tokio::spawn(maintenance::run(
@@ -250,6 +254,7 @@ pub async fn run(
     push.wait_idle(PUSH_GRACE).await;
     end_task("maintenance", maintenance).await;
     end_task("history sampler", history_task).await;
+    end_task("definitions watcher", definitions_task).await;
     store.close().await?;
     tracing::info!("stopped");
     Ok(())
@@ -297,25 +302,35 @@ fn with_request_ids(app: axum::Router) -> axum::Router {
 /// A stored endpoint that no longer compiles (a secret's variable is gone) is skipped with an
 /// error in the log; a config file endpoint that does not compile stops the start.
 async fn load_webhooks(state: &api::AppState, config: &Config) -> Result<(), BoxError> {
-    for (name, stored) in state.store.webhook_list().await? {
-        let compiled = serde_json::from_str(&stored)
-            .map_err(|e| e.to_string())
-            .and_then(|spec| webhooks::Endpoint::compile(&name, spec));
-        match compiled {
-            Ok(endpoint) => {
-                state.webhooks.insert(endpoint);
-            }
-            Err(error) => {
-                tracing::error!(webhook = %name, %error, "stored webhook endpoint not served")
-            }
-        }
-    }
+    state.webhooks.reconcile(state.store.webhook_list().await?);
     for (name, spec) in &config.webhooks {
         api::webhooks::define(state, name, spec.clone())
             .await
             .map_err(|e| format!("[webhooks.{name}]: {}", e.message))?;
     }
     Ok(())
+}
+
+/// Follows definitions changed on other nodes of a shared store: the webhook endpoints are
+/// served as stored, and the push supervisor looks at the queues again. Ends at shutdown, or at
+/// once for a store that never reports a change.
+async fn watch_definitions(state: api::AppState, mut changed: tokio::sync::watch::Receiver<u64>) {
+    loop {
+        tokio::select! {
+            moved = changed.changed() => {
+                if moved.is_err() {
+                    return;
+                }
+            }
+            () = state.shutdown.cancelled() => return,
+        }
+        match state.store.webhook_list().await {
+            Ok(stored) => state.webhooks.reconcile(stored),
+            // The next change, or the next start, loads them; what is served stays.
+            Err(error) => tracing::warn!(%error, "webhook endpoints not reloaded"),
+        }
+        state.push.refresh();
+    }
 }
 
 /// Completes on SIGTERM or ctrl-c.

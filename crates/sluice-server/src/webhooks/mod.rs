@@ -305,6 +305,36 @@ impl Registry {
     pub fn remove(&self, name: &str) -> bool {
         self.endpoints.write().remove(name).is_some()
     }
+
+    /// Serves exactly the `stored` definitions (name, definition as stored): an endpoint whose
+    /// stored definition did not change is kept with its counters; a changed one is compiled
+    /// again; one no longer stored stops being served. A definition that does not compile here
+    /// (a secret's variable missing on this node) is not served, with an error in the log.
+    pub fn reconcile(&self, stored: Vec<(String, String)>) {
+        let mut next = HashMap::with_capacity(stored.len());
+        for (name, text) in stored {
+            let current = self.get(&name);
+            let unchanged = current.as_ref().is_some_and(|endpoint| {
+                serde_json::to_string(&endpoint.spec).ok().as_deref() == Some(text.as_str())
+            });
+            if let (true, Some(endpoint)) = (unchanged, current) {
+                next.insert(name, endpoint);
+                continue;
+            }
+            let compiled = serde_json::from_str(&text)
+                .map_err(|e| e.to_string())
+                .and_then(|spec| Endpoint::compile(&name, spec));
+            match compiled {
+                Ok(endpoint) => {
+                    next.insert(name, Arc::new(endpoint));
+                }
+                Err(error) => {
+                    tracing::error!(webhook = %name, %error, "stored webhook endpoint not served");
+                }
+            }
+        }
+        *self.endpoints.write() = next;
+    }
 }
 
 #[cfg(test)]
@@ -381,5 +411,41 @@ mod tests {
             compile_verify(&spec(serde_json::json!({"scheme": "none"}))),
             Ok((None, None))
         ));
+    }
+
+    /// What a node serves follows what the store holds: unchanged endpoints keep their
+    /// counters, changed ones are compiled again, removed ones go, new ones come.
+    #[test]
+    fn reconcile_serves_exactly_the_stored_definitions() {
+        let text = |queue: &str| {
+            serde_json::json!({"queue": queue, "verify": {"scheme": "none"}}).to_string()
+        };
+        let registry = Registry::default();
+        registry.reconcile(vec![
+            ("kept".into(), text("a")),
+            ("changed".into(), text("a")),
+            ("gone".into(), text("a")),
+        ]);
+        let kept = registry.get("kept").unwrap();
+        kept.stats.count(Outcome::Accepted);
+        let stored_as = serde_json::to_string(&kept.spec).unwrap();
+        registry.reconcile(vec![
+            ("kept".into(), stored_as),
+            ("changed".into(), text("b")),
+            ("new".into(), text("c")),
+            ("broken".into(), "{not json".into()),
+        ]);
+        assert!(
+            Arc::ptr_eq(&kept, &registry.get("kept").unwrap()),
+            "kept with its counters"
+        );
+        assert_eq!(registry.get("changed").unwrap().spec.queue, "b");
+        assert_eq!(registry.get("new").unwrap().spec.queue, "c");
+        let names: Vec<String> = registry.list().iter().map(|e| e.name.clone()).collect();
+        assert_eq!(
+            names,
+            ["changed", "kept", "new"],
+            "gone and broken are not served"
+        );
     }
 }
