@@ -463,6 +463,9 @@ pub enum WriteState {
     DiskFull,
     /// Writes stopped for good, with the reason; a restart is needed.
     Stopped(String),
+    /// The store cannot reach its database now, with the reason (a shared store whose
+    /// connection was lost): every call fails with `Unavailable` until it reconnects by itself.
+    Unavailable(String),
 }
 
 /// A storage backend.

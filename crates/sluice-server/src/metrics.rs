@@ -535,6 +535,13 @@ impl Snapshot {
             "1 after a failed WAL sync or write stopped all writes until a restart, else 0.",
         )?
         .encode_gauge(&u64::from(stopped))?;
+        let unavailable = matches!(storage.write_state, WriteState::Unavailable(_));
+        gauge(
+            encoder,
+            "sluice_storage_unavailable",
+            "1 while the store cannot reach its database (calls answer 503 until it reconnects), else 0.",
+        )?
+        .encode_gauge(&u64::from(unavailable))?;
         if let Some(bytes) = storage.writer_queue_bytes {
             gauge(
                 encoder,

@@ -30,24 +30,8 @@ pub async fn readyz(State(app): State<AppState>) -> (StatusCode, Json<HealthOut>
     }
     // A node that refuses new messages is not ready, so a load balancer sends producers
     // elsewhere; it still serves receives and acks.
-    match app.store.write_state() {
-        WriteState::Accepting => {}
-        WriteState::DiskFull => {
-            return (
-                StatusCode::SERVICE_UNAVAILABLE,
-                Json(HealthOut {
-                    status: "disk full: new messages are refused until space is freed".into(),
-                }),
-            );
-        }
-        WriteState::Stopped(reason) => {
-            return (
-                StatusCode::SERVICE_UNAVAILABLE,
-                Json(HealthOut {
-                    status: format!("writes stopped until a restart: {reason}"),
-                }),
-            );
-        }
+    if let Some(status) = not_ready(&app.store.write_state()) {
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(HealthOut { status }));
     }
     match app.store.queue_list(app.now_ms()).await {
         Ok(_) => (
@@ -74,4 +58,42 @@ pub fn routes() -> super::route::Routes {
     Routes::new("health")
         .documented(Need::Public, routes!(healthz))
         .documented(Need::Public, routes!(readyz))
+}
+
+/// Why a node in this write state is not ready, if it is not.
+fn not_ready(state: &WriteState) -> Option<String> {
+    match state {
+        WriteState::Accepting => None,
+        WriteState::DiskFull => {
+            Some("disk full: new messages are refused until space is freed".into())
+        }
+        WriteState::Stopped(reason) => Some(format!("writes stopped until a restart: {reason}")),
+        WriteState::Unavailable(reason) => Some(format!(
+            "the store cannot reach its database (it reconnects by itself): {reason}"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_store_that_takes_writes_is_ready() {
+        assert_eq!(not_ready(&WriteState::Accepting), None);
+        for state in [
+            WriteState::DiskFull,
+            WriteState::Stopped("sync failed".into()),
+            WriteState::Unavailable("connection refused".into()),
+        ] {
+            let status = not_ready(&state).expect("not ready");
+            assert!(!status.is_empty());
+        }
+        assert!(
+            not_ready(&WriteState::Unavailable("connection refused".into()))
+                .unwrap()
+                .contains("connection refused"),
+            "says why"
+        );
+    }
 }
