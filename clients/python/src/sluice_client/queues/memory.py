@@ -34,6 +34,7 @@ from .base import (
     QueueOptions,
     QueueStats,
     Task,
+    ack_each,
     check_exactly_one,
     should_dead_letter,
 )
@@ -269,6 +270,9 @@ class InMemoryQueue:
             self._finish(message, "acked")
             self._processed += 1
             self._lock.notify_all()
+
+    def ack_many(self, tasks: Sequence[Task]) -> list[bool]:
+        return ack_each(self, tasks)
 
     def nack(
         self, task: Task, error: str = "", *, delay: float | None = None, permanent: bool = False
