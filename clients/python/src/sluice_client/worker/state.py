@@ -110,7 +110,7 @@ class WorkerStatus:
     retried: int
     dead_lettered: int
     in_flight: int
-    """Events this instance holds now."""
+    """Events whose handler runs now (at most `concurrency`)."""
     pending: int
     """Events waiting in the queue, as last seen."""
     slots: list[SlotStatus]
