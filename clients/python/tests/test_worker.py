@@ -367,13 +367,13 @@ def test_a_stale_receipt_in_a_coalesced_ack_fails_that_event_only(
 def test_the_fetcher_leases_no_more_than_the_free_slots(
     combo: tuple[str, str], request: pytest.FixtureRequest, cleanup: list[Harness]
 ) -> None:
-    """Ten events, three slots, handlers of 1 s: while the three run, the queue has exactly
-    three leased and seven ready (a worker that leased ahead would hold more)."""
+    """Six events, three slots, handlers of 2 s: while the three run, the queue has exactly
+    three leased and three ready (a worker that leased ahead would hold more)."""
     h = harness(combo, request)
     cleanup.append(h)
-    for n in range(10):
+    for n in range(6):
         h.push({"n": n})
-    h.start(lambda ctx: 1.0, concurrency=3, poll_wait=0.2)
+    h.start(lambda ctx: 2.0, concurrency=3, poll_wait=0.2)
     wait_until(lambda: h.status().in_flight == 3, what="three running")
     seen: set[tuple[int | None, int | None]] = set()
     deadline = time.monotonic() + 0.6
@@ -381,8 +381,8 @@ def test_the_fetcher_leases_no_more_than_the_free_slots(
         stats = h.stats()
         seen.add((stats.ready, stats.in_flight))
         time.sleep(0.05)
-    assert seen == {(7, 3)}, seen
-    wait_until(lambda: h.status().processed == 10, what="all processed")
+    assert seen == {(3, 3)}, seen
+    wait_until(lambda: h.status().processed == 6, what="all processed")
     h.stop(5.0)
 
 
