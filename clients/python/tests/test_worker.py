@@ -408,3 +408,34 @@ def test_stop_sends_the_acks_under_way(
     assert report.processed == 4 and report.released == 0
     stats = h.stats()
     assert (stats.ready, stats.in_flight) == (0, 0)
+
+
+def test_successes_waiting_for_the_acker_are_bounded(
+    combo: tuple[str, str],
+    request: pytest.FixtureRequest,
+    cleanup: list[Harness],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One slot (so two successes may wait) and the first ack held under way: the slot
+    handles the first event, two more that wait, and a fourth whose hand-over then waits
+    (the slot stays busy, so nothing more is leased); once the ack lands all ten go."""
+    h = harness(combo, request)
+    cleanup.append(h)
+    gate = AckGate(h, monkeypatch)
+    for n in range(10):
+        h.push({"n": n})
+    handled: list[int] = []
+
+    def behavior(ctx: Context[Any]) -> float:
+        handled.append(ctx.event["n"])
+        return 0.0
+
+    h.start(behavior, concurrency=1, poll_wait=0.2)
+    wait_until(lambda: len(handled) == 4, what="four handled")
+    time.sleep(0.3)
+    assert len(handled) == 4 and len(gate.calls) == 1
+    stats = h.stats()
+    assert (stats.ready, stats.in_flight) == (6, 4), stats
+    gate.open()
+    wait_until(lambda: h.status().processed == 10, what="all ten acked")
+    h.stop(5.0)

@@ -29,7 +29,7 @@ from .state import (
     RECEIVE_MAX,
     RELEASED_ERROR,
     SETTLE_WAIT_S,
-    UNSETTLED_PER_SLOT,
+    WAITING_ACKS_PER_SLOT,
     Context,
     Counters,
     DeadLetterContext,
@@ -103,7 +103,7 @@ class AsyncWorker(Generic[T]):
         """Set when a slot frees up (or the worker stops)."""
         self._heartbeats: dict[str, tuple[Task, float, float]] = {}
         """Per receipt: the task, its lease, and when it is due for extension."""
-        self._acker = _AsyncAcker(queue, self._counters, UNSETTLED_PER_SLOT * concurrency)
+        self._acker = _AsyncAcker(queue, self._counters, WAITING_ACKS_PER_SLOT * concurrency)
 
     async def enqueue(
         self,
@@ -413,15 +413,13 @@ class AsyncWorker(Generic[T]):
 
 class _AsyncAcker:
     """`Worker`'s acker for asyncio: coalesces the successes into `ack_many` requests, one
-    under way at a time, without timers; at most `limit` events wait for it."""
+    under way at a time, without timers; at most `limit` successes wait for the next one."""
 
     def __init__(self, queue: AsyncTaskQueue, counters: Counters, limit: int) -> None:
         self._queue = queue
         self._counters = counters
         self._limit = limit
         self._waiting: list[tuple[int, Task]] = []
-        self._unsettled = 0
-        """Waiting plus under way."""
         self._has_work = asyncio.Event()
         self._has_room = asyncio.Event()
         self._closing = False
@@ -431,8 +429,8 @@ class _AsyncAcker:
         self._task = asyncio.create_task(self._run(), name="sluice-acker")
 
     async def submit(self, index: int, task: Task) -> None:
-        """Hands over a success of slot `index`; waits while `limit` events are unsettled."""
-        while self._unsettled >= self._limit and not self._closing:
+        """Hands over a success of slot `index`; waits while `limit` successes wait."""
+        while len(self._waiting) >= self._limit and not self._closing:
             self._has_room.clear()
             try:
                 await self._has_room.wait()
@@ -448,7 +446,6 @@ class _AsyncAcker:
 
     def _add(self, index: int, task: Task) -> None:
         self._waiting.append((index, task))
-        self._unsettled += 1
         self._has_work.set()
 
     async def close(self, timeout: float) -> None:
@@ -473,9 +470,8 @@ class _AsyncAcker:
                 await self._has_work.wait()
             batch = self._waiting[:ACK_BATCH_MAX]
             del self._waiting[:ACK_BATCH_MAX]
-            await self._send(batch)
-            self._unsettled -= len(batch)
             self._has_room.set()
+            await self._send(batch)
 
     async def _send(self, batch: list[tuple[int, Task]]) -> None:
         try:

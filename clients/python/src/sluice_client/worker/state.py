@@ -18,9 +18,12 @@ RECEIVE_MAX = 100
 """Events one receive of the fetcher asks for at most (sluice's limit per request)."""
 ACK_BATCH_MAX = 1000
 """Receipts one coalesced ack carries at most (sluice's limit per request)."""
-UNSETTLED_PER_SLOT = 2
-"""Acks that may wait for the acker, per slot: past `concurrency` times this, a slot whose
-handler succeeded waits before it takes its next event."""
+WAITING_ACKS_PER_SLOT = 2
+"""Successes that may wait for the acker's next request, per slot: past `concurrency` times
+this, a slot whose handler succeeded waits before it takes its next event. With one request
+under way that holds at most as many, a worker holds at most four times `concurrency` events
+done and not yet acked; fewer would cap the batches, and so the rate, when acks are slow
+(a disk's fsync)."""
 SETTLE_WAIT_S = 10.0
 """How long a stopping worker waits for the acks already handed to its acker."""
 HEARTBEAT_TICK_S = 0.05

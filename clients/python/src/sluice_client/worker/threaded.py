@@ -36,7 +36,7 @@ from .state import (
     RECEIVE_MAX,
     RELEASED_ERROR,
     SETTLE_WAIT_S,
-    UNSETTLED_PER_SLOT,
+    WAITING_ACKS_PER_SLOT,
     Context,
     Counters,
     DeadLetterContext,
@@ -117,7 +117,7 @@ class Worker(Generic[T]):
         self._room = threading.Condition()
         self._held = 0
         """Events leased and not yet finished by a handler (under `_room`)."""
-        self._acker = _Acker(queue, self._counters, UNSETTLED_PER_SLOT * concurrency)
+        self._acker = _Acker(queue, self._counters, WAITING_ACKS_PER_SLOT * concurrency)
 
     # Producing and operating, through the worker.
 
@@ -472,8 +472,8 @@ class Worker(Generic[T]):
 class _Acker:
     """Acks the events whose handler succeeded, coalesced without timers: when no ack request
     is under way the next one goes at once, and what arrives while one is under way goes
-    together in the one after it (up to `ACK_BATCH_MAX`). At most `limit` events wait for it
-    (or are under way); past that, `submit` waits. Counts each event's outcome exactly."""
+    together in the one after it (up to `ACK_BATCH_MAX`). At most `limit` successes wait for
+    the next request; past that, `submit` waits. Counts each event's outcome exactly."""
 
     def __init__(self, queue: TaskQueue, counters: Counters, limit: int) -> None:
         self._queue = queue
@@ -483,8 +483,6 @@ class _Acker:
         self._has_work = threading.Condition(lock)
         self._has_room = threading.Condition(lock)
         self._waiting: list[tuple[int, Task]] = []
-        self._unsettled = 0
-        """Waiting plus under way."""
         self._closing = False
         self._thread = threading.Thread(target=self._run, name="sluice-acker", daemon=True)
 
@@ -492,13 +490,12 @@ class _Acker:
         self._thread.start()
 
     def submit(self, index: int, task: Task) -> None:
-        """Hands over a success of slot `index`; waits while `limit` events are unsettled."""
+        """Hands over a success of slot `index`; waits while `limit` successes wait."""
         with self._has_room:
-            while self._unsettled >= self._limit and not self._closing:
+            while len(self._waiting) >= self._limit and not self._closing:
                 self._has_room.wait()
             if not self._closing:
                 self._waiting.append((index, task))
-                self._unsettled += 1
                 self._has_work.notify()
                 return
         # A handler that ended after the worker stopped, within the grace: acked here.
@@ -524,10 +521,8 @@ class _Acker:
                     return
                 batch = self._waiting[:ACK_BATCH_MAX]
                 del self._waiting[:ACK_BATCH_MAX]
-            self._send(batch)
-            with self._has_room:
-                self._unsettled -= len(batch)
                 self._has_room.notify_all()
+            self._send(batch)
 
     def _send(self, batch: list[tuple[int, Task]]) -> None:
         try:
