@@ -282,6 +282,9 @@ class InMemoryQueue:
             if delay is None:
                 delay = self.options.backoff.delay(message.envelope.attempt)
             outcome = self._fail(message, error, delay, permanent, self.clock.now())
+            # A nack ends the lease, as on sluice: its receipt settles nothing more. (A lease
+            # that ran out instead keeps its receipt until the message is delivered again.)
+            message.receipt = None
             self._lock.notify_all()
             return outcome
 
