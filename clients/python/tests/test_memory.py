@@ -69,3 +69,18 @@ def test_a_task_keeps_its_own_attempt_limit() -> None:
     task = queue.pop()
     assert task is not None
     assert queue.nack(task, "no") == "dead_lettered"
+
+
+def test_a_nacked_receipt_settles_nothing_more() -> None:
+    """As on sluice: after a nack, an ack or extend with the same receipt is a lost lease."""
+    queue = InMemoryQueue()
+    queue.push({"n": 1})
+    task = queue.pop()
+    assert task is not None
+    queue.nack(task, "again later", delay=60)
+    with pytest.raises(LeaseLost):
+        queue.ack(task)
+    with pytest.raises(LeaseLost):
+        queue.extend_visibility(task, 10)
+    stats = queue.stats()
+    assert (stats.ready, stats.delayed, stats.in_flight) == (0, 1, 0)

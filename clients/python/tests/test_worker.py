@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -14,9 +18,12 @@ from sluice_client import (
     EmptyContext,
     QueueOptions,
     RetryPolicy,
+    SluiceQueue,
     SystemClock,
+    Task,
 )
 
+from .conftest import SluiceServer
 from .harness import Harness, wait_until
 
 COMBOS = [(b, f) for b in ("memory", "sluice") for f in ("sync", "async")]
@@ -245,3 +252,190 @@ def test_pause_resume_enqueue_cancel_and_status(
     assert one.idempotency_id == "first"
     assert 0 <= one.instance_index < 2
     assert sorted(ctx.processed_count for ctx in contexts)[0] == 0
+
+
+class AckGate:
+    """Holds the worker's first `ack_many` until `open()`, recording the task ids of each."""
+
+    def __init__(self, h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls: list[list[str]] = []
+        self._gate = threading.Event()
+        if h.flavor == "sync":
+            sync_original = h.sync_queue.ack_many
+
+            def gated(tasks: Sequence[Task]) -> list[bool]:
+                self.calls.append([task.task_id for task in tasks])
+                if len(self.calls) == 1:
+                    self._gate.wait(GATE_TIMEOUT_S)
+                return sync_original(tasks)  # type: ignore[no-any-return]
+
+            monkeypatch.setattr(h.sync_queue, "ack_many", gated)
+        else:
+            async_original = h.async_queue.ack_many
+
+            async def async_gated(tasks: Sequence[Task]) -> list[bool]:
+                self.calls.append([task.task_id for task in tasks])
+                if len(self.calls) == 1:
+                    await asyncio.to_thread(self._gate.wait, GATE_TIMEOUT_S)
+                return await async_original(tasks)  # type: ignore[no-any-return]
+
+            monkeypatch.setattr(h.async_queue, "ack_many", async_gated)
+
+    def open(self) -> None:
+        self._gate.set()
+
+
+GATE_TIMEOUT_S = 10.0
+
+
+def test_acks_wait_while_one_is_under_way_and_go_together(
+    combo: tuple[str, str],
+    request: pytest.FixtureRequest,
+    cleanup: list[Harness],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Eight events on eight slots: the first finishes at once and its ack is held under way;
+    the other seven finish 0.2 s later, wait, and then go together in one second request."""
+    h = harness(combo, request)
+    cleanup.append(h)
+    gate = AckGate(h, monkeypatch)
+    ids = [h.push({"n": n}).event_id for n in range(8)]
+    handled: list[str] = []
+
+    def behavior(ctx: Context[Any]) -> float:
+        handled.append(ctx.event_id)
+        return 0.0 if ctx.event_id == ids[0] else 0.2
+
+    h.start(behavior, concurrency=8, poll_wait=0.2)
+    wait_until(lambda: len(handled) == 8 and h.status().in_flight == 0, what="8 handled")
+    assert gate.calls == [[ids[0]]]
+    assert h.status().processed == 0
+    gate.open()
+    wait_until(lambda: h.status().processed == 8, what="8 acked")
+    report = h.stop(5.0)
+    assert len(gate.calls) == 2, gate.calls
+    assert sorted(gate.calls[1]) == sorted(ids[1:])
+    assert report.processed == 8
+
+
+def test_a_stale_receipt_in_a_coalesced_ack_fails_that_event_only(
+    combo: tuple[str, str],
+    request: pytest.FixtureRequest,
+    cleanup: list[Harness],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Six events; one loses its lease while its handler runs (another consumer acks it with
+    the same receipt). Its ack goes with four others behind a first one held under way, and
+    fails for it alone: five count as processed and one warning names it."""
+    h = harness(combo, request)
+    cleanup.append(h)
+    gate = AckGate(h, monkeypatch)
+    other: Any
+    if h.memory is not None:
+        other = h.memory
+    else:
+        server: SluiceServer = request.getfixturevalue("sluice_server")
+        name = h.sync_queue.name if h.flavor == "sync" else h.async_queue.name
+        other = SluiceQueue(name, url=server.url)
+    ids = [h.push({"n": n}).event_id for n in range(6)]
+    doomed = ids[3]
+
+    def behavior(ctx: Context[Any]) -> float:
+        if ctx.event_id == ids[0]:
+            return 0.0
+        if ctx.event_id == doomed:
+            other.ack(ctx.task)
+        return 0.2
+
+    caplog.set_level(logging.WARNING, logger="sluice_client.worker")
+    h.start(behavior, concurrency=6, poll_wait=0.2)
+    wait_until(lambda: len(gate.calls) == 1 and h.status().in_flight == 0, what="all handled")
+    gate.open()
+    wait_until(lambda: h.status().processed == 5, what="five acked")
+    report = h.stop(5.0)
+    assert gate.calls[0] == [ids[0]] and sorted(gate.calls[1]) == sorted(ids[1:]), gate.calls
+    assert report.processed == 5
+    failed = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ack of")]
+    assert len(failed) == 1 and doomed in failed[0], failed
+    stats = h.stats()
+    assert (stats.ready, stats.delayed, stats.in_flight) == (0, 0, 0)
+    if h.memory is None:
+        other.close()
+
+
+def test_the_fetcher_leases_no_more_than_the_free_slots(
+    combo: tuple[str, str], request: pytest.FixtureRequest, cleanup: list[Harness]
+) -> None:
+    """Six events, three slots, handlers of 2 s: while the three run, the queue has exactly
+    three leased and three ready (a worker that leased ahead would hold more)."""
+    h = harness(combo, request)
+    cleanup.append(h)
+    for n in range(6):
+        h.push({"n": n})
+    h.start(lambda ctx: 2.0, concurrency=3, poll_wait=0.2)
+    wait_until(lambda: h.status().in_flight == 3, what="three running")
+    seen: set[tuple[int | None, int | None]] = set()
+    deadline = time.monotonic() + 0.6
+    while time.monotonic() < deadline:
+        stats = h.stats()
+        seen.add((stats.ready, stats.in_flight))
+        time.sleep(0.05)
+    assert seen == {(3, 3)}, seen
+    wait_until(lambda: h.status().processed == 6, what="all processed")
+    h.stop(5.0)
+
+
+def test_stop_sends_the_acks_under_way(
+    combo: tuple[str, str],
+    request: pytest.FixtureRequest,
+    cleanup: list[Harness],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stopping while acks wait behind one under way: the report counts them all, and the
+    queue holds nothing."""
+    h = harness(combo, request)
+    cleanup.append(h)
+    gate = AckGate(h, monkeypatch)
+    for n in range(4):
+        h.push({"n": n})
+    h.start(lambda ctx: 0.0, concurrency=4, poll_wait=0.2)
+    wait_until(lambda: len(gate.calls) == 1 and h.status().in_flight == 0, what="all handled")
+    opener = threading.Timer(0.3, gate.open)
+    opener.start()
+    report = h.stop(5.0)
+    opener.join()
+    assert report.processed == 4 and report.released == 0
+    stats = h.stats()
+    assert (stats.ready, stats.in_flight) == (0, 0)
+
+
+def test_successes_waiting_for_the_acker_are_bounded(
+    combo: tuple[str, str],
+    request: pytest.FixtureRequest,
+    cleanup: list[Harness],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One slot (so two successes may wait) and the first ack held under way: the slot
+    handles the first event, two more that wait, and a fourth whose hand-over then waits
+    (the slot stays busy, so nothing more is leased); once the ack lands all ten go."""
+    h = harness(combo, request)
+    cleanup.append(h)
+    gate = AckGate(h, monkeypatch)
+    for n in range(10):
+        h.push({"n": n})
+    handled: list[int] = []
+
+    def behavior(ctx: Context[Any]) -> float:
+        handled.append(ctx.event["n"])
+        return 0.0
+
+    h.start(behavior, concurrency=1, poll_wait=0.2)
+    wait_until(lambda: len(handled) == 4, what="four handled")
+    time.sleep(0.3)
+    assert len(handled) == 4 and len(gate.calls) == 1
+    stats = h.stats()
+    assert (stats.ready, stats.in_flight) == (6, 4), stats
+    gate.open()
+    wait_until(lambda: h.status().processed == 10, what="all ten acked")
+    h.stop(5.0)

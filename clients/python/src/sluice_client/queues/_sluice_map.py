@@ -33,6 +33,8 @@ RECEIVE_MAX = 100
 """Messages per receive request (the server's limit)."""
 WAIT_MAX_S = 20.0
 """Longest long poll of one receive request (the server's limit)."""
+ACK_RECEIPTS_MAX = 1000
+"""Receipts per ack request (the server's limit)."""
 DRAIN_MAX_S = 900.0
 """Longest wait of one drain request (the server's limit)."""
 
@@ -153,6 +155,16 @@ def dead_letter(entry: m.DeadLetterEntryOut) -> DeadLetter:
         idempotency_id=entry.id,
         key=entry.key,
     )
+
+
+def acked_of(error: SluiceError, count: int) -> list[bool]:
+    """Per receipt, whether a multi-receipt ack the server refused as `stale_receipt` acked it
+    (the server acks the current receipts all the same and says which in `details.results`).
+    Any other error is raised again."""
+    results = error.details.get("results") if isinstance(error.details, dict) else None
+    if error.code != "stale_receipt" or not isinstance(results, list) or len(results) != count:
+        raise error
+    return [isinstance(result, dict) and result.get("acked") is True for result in results]
 
 
 @contextmanager

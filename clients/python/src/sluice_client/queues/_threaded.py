@@ -102,6 +102,9 @@ class ThreadedAsyncQueue:
     async def ack(self, task: Task) -> None:
         await self._run(self.sync.ack, task)
 
+    async def ack_many(self, tasks: Sequence[Task]) -> list[bool]:
+        return await self._run(self.sync.ack_many, tasks)
+
     async def nack(
         self, task: Task, error: str = "", *, delay: float | None = None, permanent: bool = False
     ) -> NackOutcome:

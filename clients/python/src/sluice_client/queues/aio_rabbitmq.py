@@ -30,6 +30,7 @@ from .base import (
     QueueOptions,
     QueueStats,
     Task,
+    ack_each_async,
 )
 
 
@@ -190,6 +191,9 @@ class AsyncRabbitMQQueue:
             message = self._message(task)
             await message.ack()
             del self._held[task.receipt]
+
+    async def ack_many(self, tasks: Sequence[Task]) -> list[bool]:
+        return await ack_each_async(self, tasks)
 
     async def nack(
         self, task: Task, error: str = "", *, delay: float | None = None, permanent: bool = False

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..aio_client import AsyncClient
+from ..errors import SluiceError
 from . import _sluice_map as mapping
 from .base import (
     BackendName,
@@ -137,6 +138,18 @@ class AsyncSluiceQueue:
     async def ack(self, task: Task) -> None:
         with mapping.lease_errors(task):
             await self.client.ack(self._name, task.receipt)
+
+    async def ack_many(self, tasks: Sequence[Task]) -> list[bool]:
+        acked: list[bool] = []
+        for start in range(0, len(tasks), mapping.ACK_RECEIPTS_MAX):
+            receipts = [task.receipt for task in tasks[start : start + mapping.ACK_RECEIPTS_MAX]]
+            try:
+                await self.client.ack_many(self._name, receipts)
+            except SluiceError as error:
+                acked.extend(mapping.acked_of(error, len(receipts)))
+            else:
+                acked.extend([True] * len(receipts))
+        return acked
 
     async def nack(
         self, task: Task, error: str = "", *, delay: float | None = None, permanent: bool = False

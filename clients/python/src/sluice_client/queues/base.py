@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..envelope import TaskEnvelope
+from ..errors import LeaseLost
 from ..retry import Backoff
 
 NackOutcome = Literal["retried", "dead_lettered"]
@@ -230,6 +231,12 @@ class TaskQueue(Protocol):
         """The task is done."""
         ...
 
+    def ack_many(self, tasks: Sequence[Task]) -> list[bool]:
+        """Acks every task, in as few requests as the backend allows; answers per task, in
+        order, whether it was acked (False: its lease was lost, as `ack` raising `LeaseLost`).
+        Any other failure raises; some may have been acked before it, as with `ack` calls."""
+        ...
+
     def nack(
         self, task: Task, error: str = "", *, delay: float | None = None, permanent: bool = False
     ) -> NackOutcome:
@@ -315,6 +322,8 @@ class AsyncTaskQueue(Protocol):
 
     async def ack(self, task: Task) -> None: ...
 
+    async def ack_many(self, tasks: Sequence[Task]) -> list[bool]: ...
+
     async def nack(
         self, task: Task, error: str = "", *, delay: float | None = None, permanent: bool = False
     ) -> NackOutcome: ...
@@ -338,6 +347,32 @@ class AsyncTaskQueue(Protocol):
     def now(self) -> float: ...
 
     async def close(self) -> None: ...
+
+
+def ack_each(queue: TaskQueue, tasks: Sequence[Task]) -> list[bool]:
+    """`ack_many` on a backend without a batch ack: one `ack` per task."""
+    acked: list[bool] = []
+    for task in tasks:
+        try:
+            queue.ack(task)
+        except LeaseLost:
+            acked.append(False)
+        else:
+            acked.append(True)
+    return acked
+
+
+async def ack_each_async(queue: AsyncTaskQueue, tasks: Sequence[Task]) -> list[bool]:
+    """`ack_each` for asyncio."""
+    acked: list[bool] = []
+    for task in tasks:
+        try:
+            await queue.ack(task)
+        except LeaseLost:
+            acked.append(False)
+        else:
+            acked.append(True)
+    return acked
 
 
 def should_dead_letter(attempt: int, max_attempts: int, permanent: bool) -> bool:

@@ -34,6 +34,7 @@ from .base import (
     QueueOptions,
     QueueStats,
     Task,
+    ack_each,
     check_exactly_one,
     should_dead_letter,
 )
@@ -270,6 +271,9 @@ class InMemoryQueue:
             self._processed += 1
             self._lock.notify_all()
 
+    def ack_many(self, tasks: Sequence[Task]) -> list[bool]:
+        return ack_each(self, tasks)
+
     def nack(
         self, task: Task, error: str = "", *, delay: float | None = None, permanent: bool = False
     ) -> NackOutcome:
@@ -278,6 +282,9 @@ class InMemoryQueue:
             if delay is None:
                 delay = self.options.backoff.delay(message.envelope.attempt)
             outcome = self._fail(message, error, delay, permanent, self.clock.now())
+            # A nack ends the lease, as on sluice: its receipt settles nothing more. (A lease
+            # that ran out instead keeps its receipt until the message is delivered again.)
+            message.receipt = None
             self._lock.notify_all()
             return outcome
 

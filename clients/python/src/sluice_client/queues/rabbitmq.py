@@ -32,6 +32,7 @@ from .base import (
     QueueOptions,
     QueueStats,
     Task,
+    ack_each,
 )
 
 PERSISTENT = 2
@@ -212,6 +213,9 @@ class RabbitMQQueue:
             tag = self._settle(task)
             self._channel.basic_ack(delivery_tag=tag)
             del self._held[task.receipt]
+
+    def ack_many(self, tasks: Sequence[Task]) -> list[bool]:
+        return ack_each(self, tasks)
 
     def nack(
         self, task: Task, error: str = "", *, delay: float | None = None, permanent: bool = False

@@ -265,6 +265,23 @@ class SQSQueue:
         with _lease_errors(task):
             self.client.delete_message(QueueUrl=url, ReceiptHandle=task.receipt)
 
+    def ack_many(self, tasks: Sequence[Task]) -> list[bool]:
+        """DeleteMessageBatch, ten at a time; an entry SQS refuses is not acked."""
+        url, _ = self._urls()
+        acked: list[bool] = []
+        for start in range(0, len(tasks), BATCH_MAX):
+            batch = tasks[start : start + BATCH_MAX]
+            answer = self.client.delete_message_batch(
+                QueueUrl=url,
+                Entries=[
+                    {"Id": str(index), "ReceiptHandle": task.receipt}
+                    for index, task in enumerate(batch)
+                ],
+            )
+            done = {entry["Id"] for entry in answer.get("Successful", [])}
+            acked.extend(str(index) in done for index in range(len(batch)))
+        return acked
+
     def nack(
         self, task: Task, error: str = "", *, delay: float | None = None, permanent: bool = False
     ) -> NackOutcome:

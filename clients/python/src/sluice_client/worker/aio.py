@@ -1,9 +1,12 @@
 """`AsyncWorker`: the worker for asyncio, over any `AsyncTaskQueue`.
 
-The same rules as `Worker` (threads): `concurrency` slot tasks lease one event at a time, a
-heartbeat task per event extends its lease while the coroutine handler runs, failures follow
-the `RetryPolicy`, and shutdown (SIGTERM or SIGINT in `run()`, or `stop()`) gives running
-handlers `shutdown_grace` seconds, then cancels them and gives their events back.
+The same rules as `Worker` (threads), in tasks: one fetcher task leases as many events as slots
+are free and hands them to `concurrency` slot tasks; one heartbeat task extends the lease of
+every event whose coroutine handler runs; successes go to one acker task, which coalesces them
+into `ack_many` requests (sent at once when none is under way); failures follow the
+`RetryPolicy`; shutdown (SIGTERM or SIGINT in `run()`, or `stop()`) stops the fetcher, gives
+running handlers `shutdown_grace` seconds, then cancels them and gives their events back, and
+sends the acks under way.
 """
 
 from __future__ import annotations
@@ -21,7 +24,12 @@ from ..errors import SluiceError
 from ..queues.base import AsyncTaskQueue, CancelResult, Enqueued, PushItem, QueueStats, Task
 from .policy import RetryPolicy
 from .state import (
+    ACK_BATCH_MAX,
+    HEARTBEAT_TICK_S,
+    RECEIVE_MAX,
     RELEASED_ERROR,
+    SETTLE_WAIT_S,
+    WAITING_ACKS_PER_SLOT,
     Context,
     Counters,
     DeadLetterContext,
@@ -82,10 +90,20 @@ class AsyncWorker(Generic[T]):
         self._resumed = asyncio.Event()
         self._resumed.set()
         self._slots: list[asyncio.Task[None]] = []
-        self._pending_task: asyncio.Task[None] | None = None
+        self._fetcher: asyncio.Task[None] | None = None
+        self._background: list[asyncio.Task[None]] = []
         self._holding: dict[str, tuple[int, Task]] = {}
         self._released: set[str] = set()
         self._report: WorkerReport | None = None
+        self._handoff: asyncio.Queue[Task | None] = asyncio.Queue()
+        """Leased events on their way to an idle slot; None tells a slot to end."""
+        self._held = 0
+        """Events leased and not yet finished by a handler."""
+        self._room = asyncio.Event()
+        """Set when a slot frees up (or the worker stops)."""
+        self._heartbeats: dict[str, tuple[Task, float, float]] = {}
+        """Per receipt: the task, its lease, and when it is due for extension."""
+        self._acker = _AsyncAcker(queue, self._counters, WAITING_ACKS_PER_SLOT * concurrency)
 
     async def enqueue(
         self,
@@ -134,7 +152,7 @@ class AsyncWorker(Generic[T]):
         deadline = time.monotonic() + timeout
         if not await self.queue.drain(timeout):
             return False
-        while self._counters.in_flight:
+        while self._counters.unsettled:
             if time.monotonic() >= deadline:
                 return False
             await asyncio.sleep(0.01)
@@ -157,26 +175,34 @@ class AsyncWorker(Generic[T]):
                 loop.remove_signal_handler(number)
 
     async def start(self) -> None:
-        """Starts the slots and returns; `stop()` ends them."""
+        """Starts the fetcher, the slots and the acker and returns; `stop()` ends them."""
         if self._slots:
             raise RuntimeError("the worker is running already")
         await self.queue.ensure()
+        self._acker.start()
+        self._fetcher = asyncio.create_task(self._fetch(), name="sluice-fetcher")
         self._slots = [
             asyncio.create_task(self._slot(index), name=f"sluice-slot-{index}")
             for index in range(self.concurrency)
         ]
-        self._pending_task = asyncio.create_task(self._watch_pending())
+        self._background = [
+            asyncio.create_task(self._heartbeat(), name="sluice-heartbeat"),
+            asyncio.create_task(self._watch_pending(), name="sluice-pending"),
+        ]
 
     async def stop(self, grace: float | None = None) -> WorkerReport:
         """Stops leasing, gives running handlers `grace` seconds (default `shutdown_grace`),
-        cancels and gives back what still runs, and answers what the run did."""
+        cancels and gives back what still runs, sends the acks under way, and answers what the
+        run did."""
         if self._report is not None:
             return self._report
         self._stop.set()
         self._resumed.set()
-        if self._slots:
+        self._room.set()
+        if self._fetcher is not None:
             _, late = await asyncio.wait(
-                self._slots, timeout=self.shutdown_grace if grace is None else grace
+                [self._fetcher, *self._slots],
+                timeout=self.shutdown_grace if grace is None else grace,
             )
             leftovers = list(self._holding.values())
             self._released.update(task.receipt for _, task in leftovers)
@@ -184,42 +210,75 @@ class AsyncWorker(Generic[T]):
                 slot.cancel()
             await asyncio.gather(*late, return_exceptions=True)
             for index, task in leftovers:
-                self._counters.finished(index, "released")
-                try:
-                    await self.queue.nack(task, RELEASED_ERROR, delay=0.0)
-                except Exception as error:
-                    log.warning("release of %s failed: %s", task.task_id, error)
-        if self._pending_task is not None:
-            self._pending_task.cancel()
-            await asyncio.gather(self._pending_task, return_exceptions=True)
+                await self._release(index, task)
+            while not self._handoff.empty():
+                # Leased, but no slot took it within the grace (every slot was busy).
+                unstarted = self._handoff.get_nowait()
+                if unstarted is not None:
+                    await self._release(None, unstarted)
+            await self._acker.close(SETTLE_WAIT_S)
+        for background in self._background:
+            background.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
         self._report = self._counters.report()
         return self._report
 
+    async def _release(self, index: int | None, task: Task) -> None:
+        self._counters.finished(index, "released")
+        try:
+            await self.queue.nack(task, RELEASED_ERROR, delay=0.0)
+        except Exception as error:
+            log.warning("release of %s failed: %s", task.task_id, error)
+
+    async def _fetch(self) -> None:
+        """Leases as many events as slots are free, in one receive, and hands them over."""
+        try:
+            while not self._stop.is_set():
+                await self._resumed.wait()
+                while self._held >= self.concurrency and not self._stop.is_set():
+                    self._room.clear()
+                    await self._room.wait()
+                if self._stop.is_set() or not self._resumed.is_set():
+                    continue
+                free = self.concurrency - self._held
+                try:
+                    tasks = await self.queue.receive(
+                        min(free, RECEIVE_MAX), visibility_timeout=self.lease, wait=self.poll_wait
+                    )
+                except Exception as error:
+                    log.warning("receive failed; again in %s s: %s", ERROR_PAUSE_S, error)
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(self._stop.wait(), ERROR_PAUSE_S)
+                    continue
+                if not tasks:
+                    await self._maybe_empty()
+                    continue
+                self._counters.received(len(tasks))
+                self._held += len(tasks)
+                for task in tasks:
+                    self._handoff.put_nowait(task)
+        finally:
+            for _ in range(self.concurrency):
+                self._handoff.put_nowait(None)
+
     async def _slot(self, index: int) -> None:
-        while not self._stop.is_set():
-            await self._resumed.wait()
-            if self._stop.is_set():
+        while True:
+            task = await self._handoff.get()
+            if task is None:
                 return
             try:
-                task = await self.queue.pop(visibility_timeout=self.lease, wait=self.poll_wait)
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:
-                log.warning("receive failed; again in %s s: %s", ERROR_PAUSE_S, error)
-                await asyncio.sleep(ERROR_PAUSE_S)
-                continue
-            if task is None:
-                await self._maybe_empty()
-                continue
-            if not self._resumed.is_set():
-                # Leased by a receive that was waiting when `pause()` came: held, its lease
-                # kept, until `resume()` (or shutdown).
-                heartbeat = asyncio.create_task(self._heartbeat(task))
-                try:
-                    await self._resumed.wait()
-                finally:
-                    heartbeat.cancel()
-            await self._process(index, task)
+                if not self._resumed.is_set():
+                    # Leased by a receive that was waiting when `pause()` came: held, its
+                    # lease kept, until `resume()` (or shutdown).
+                    self._watch_lease(task)
+                    try:
+                        await self._resumed.wait()
+                    finally:
+                        self._heartbeats.pop(task.receipt, None)
+                await self._process(index, task)
+            finally:
+                self._held -= 1
+                self._room.set()
 
     async def _process(self, index: int, task: Task) -> None:
         envelope = task.envelope
@@ -227,6 +286,7 @@ class AsyncWorker(Generic[T]):
         try:
             event = self.decode(envelope.payload)
         except Exception as error:
+            self._counters.slot_free(index)
             await self._settle_failure(index, task, None, error, undecodable=True)
             return
         ctx = Context(
@@ -242,31 +302,23 @@ class AsyncWorker(Generic[T]):
             task=task,
         )
         self._holding[task.receipt] = (index, task)
-        heartbeat = asyncio.create_task(self._heartbeat(task))
+        self._watch_lease(task)
         failure: BaseException | None = None
         try:
             await self.handler(ctx)
         except Exception as error:
             failure = error
         finally:
-            heartbeat.cancel()
+            self._heartbeats.pop(task.receipt, None)
             self._holding.pop(task.receipt, None)
+            self._counters.slot_free(index)
         if task.receipt in self._released:
             return
-        # Settling is shielded: an ack or nack under way lands even if the slot is cancelled.
         if failure is None:
-            await asyncio.shield(self._ack(index, task))
+            await self._acker.submit(index, task)
         else:
+            # Shielded: a nack under way lands even if the slot is cancelled.
             await asyncio.shield(self._settle_failure(index, task, event, failure))
-
-    async def _ack(self, index: int, task: Task) -> None:
-        try:
-            await self.queue.ack(task)
-        except Exception as error:
-            log.warning("ack of %s failed (it will come back): %s", task.task_id, error)
-            self._counters.finished(index, "lost")
-            return
-        self._counters.finished(index, "processed")
 
     async def _settle_failure(
         self,
@@ -322,17 +374,33 @@ class AsyncWorker(Generic[T]):
             return
         await _call_hook(self.on_empty, EmptyContext(self._counters.processed), "on_empty")
 
-    async def _heartbeat(self, task: Task) -> None:
+    def _watch_lease(self, task: Task) -> None:
         lease = task.envelope.visibility_timeout
         if not self.queue.capabilities.extend or not lease:
             return
+        self._heartbeats[task.receipt] = (task, lease, time.monotonic() + lease / 3)
+
+    async def _heartbeat(self) -> None:
+        """Extends every running event's lease each third of it: one task for all of them, so
+        a short handler costs a dictionary entry, not a task and a timer."""
         while True:
-            await asyncio.sleep(lease / 3)
-            try:
-                await self.queue.extend_visibility(task, lease)
-            except Exception as error:
-                log.warning("lease extension of %s failed: %s", task.task_id, error)
-                return
+            await asyncio.sleep(HEARTBEAT_TICK_S)
+            now = time.monotonic()
+            due = [entry for entry in self._heartbeats.items() if entry[1][2] <= now]
+            if due:
+                await asyncio.gather(
+                    *(self._extend(receipt, task, lease) for receipt, (task, lease, _) in due)
+                )
+
+    async def _extend(self, receipt: str, task: Task, lease: float) -> None:
+        try:
+            await self.queue.extend_visibility(task, lease)
+        except Exception as error:
+            log.warning("lease extension of %s failed: %s", task.task_id, error)
+            self._heartbeats.pop(receipt, None)
+            return
+        if receipt in self._heartbeats:
+            self._heartbeats[receipt] = (task, lease, time.monotonic() + lease / 3)
 
     async def _watch_pending(self) -> None:
         while not self._stop.is_set():
@@ -341,6 +409,86 @@ class AsyncWorker(Generic[T]):
             except Exception as error:
                 log.debug("stats failed: %s", error)
             await asyncio.sleep(PENDING_EVERY_S)
+
+
+class _AsyncAcker:
+    """`Worker`'s acker for asyncio: coalesces the successes into `ack_many` requests, one
+    under way at a time, without timers; at most `limit` successes wait for the next one."""
+
+    def __init__(self, queue: AsyncTaskQueue, counters: Counters, limit: int) -> None:
+        self._queue = queue
+        self._counters = counters
+        self._limit = limit
+        self._waiting: list[tuple[int, Task]] = []
+        self._has_work = asyncio.Event()
+        self._has_room = asyncio.Event()
+        self._closing = False
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="sluice-acker")
+
+    async def submit(self, index: int, task: Task) -> None:
+        """Hands over a success of slot `index`; waits while `limit` successes wait."""
+        while len(self._waiting) >= self._limit and not self._closing:
+            self._has_room.clear()
+            try:
+                await self._has_room.wait()
+            except asyncio.CancelledError:
+                # The slot is cancelled at the end of the grace: its ack still goes.
+                self._add(index, task)
+                raise
+        if self._closing:
+            # A handler that ended after the worker stopped, within the grace: acked here.
+            await self._send([(index, task)])
+        else:
+            self._add(index, task)
+
+    def _add(self, index: int, task: Task) -> None:
+        self._waiting.append((index, task))
+        self._has_work.set()
+
+    async def close(self, timeout: float) -> None:
+        """Sends what waits, then ends; bounded by `timeout` seconds."""
+        self._closing = True
+        self._has_work.set()
+        self._has_room.set()
+        if self._task is None:
+            return
+        done, _ = await asyncio.wait([self._task], timeout=timeout)
+        if not done:
+            log.warning("some acks did not finish before the worker stopped")
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while True:
+            while not self._waiting:
+                if self._closing:
+                    return
+                self._has_work.clear()
+                await self._has_work.wait()
+            batch = self._waiting[:ACK_BATCH_MAX]
+            del self._waiting[:ACK_BATCH_MAX]
+            self._has_room.set()
+            await self._send(batch)
+
+    async def _send(self, batch: list[tuple[int, Task]]) -> None:
+        try:
+            acked = await self._queue.ack_many([task for _, task in batch])
+            if len(acked) != len(batch):
+                raise ValueError(f"ack_many answered {len(acked)} results for {len(batch)}")
+        except Exception as error:
+            for index, task in batch:
+                log.warning("ack of %s failed (it will come back): %s", task.task_id, error)
+                self._counters.finished(index, "lost")
+            return
+        for (index, task), done in zip(batch, acked, strict=True):
+            if done:
+                self._counters.finished(index, "processed")
+            else:
+                log.warning("ack of %s failed (its lease was lost; it comes back)", task.task_id)
+                self._counters.finished(index, "lost")
 
 
 async def _call_hook(hook: Hook, ctx: object, name: str) -> None:

@@ -14,6 +14,21 @@ T = TypeVar("T")
 
 RELEASED_ERROR = "released: the worker shut down before the handler finished"
 
+RECEIVE_MAX = 100
+"""Events one receive of the fetcher asks for at most (sluice's limit per request)."""
+ACK_BATCH_MAX = 1000
+"""Receipts one coalesced ack carries at most (sluice's limit per request)."""
+WAITING_ACKS_PER_SLOT = 2
+"""Successes that may wait for the acker's next request, per slot: past `concurrency` times
+this, a slot whose handler succeeded waits before it takes its next event. With one request
+under way that holds at most as many, a worker holds at most four times `concurrency` events
+done and not yet acked; fewer would cap the batches, and so the rate, when acks are slow
+(a disk's fsync)."""
+SETTLE_WAIT_S = 10.0
+"""How long a stopping worker waits for the acks already handed to its acker."""
+HEARTBEAT_TICK_S = 0.05
+"""How often the heartbeat looks for leases due for extension."""
+
 
 def as_datetime(seconds: float | None) -> datetime:
     """Seconds since the epoch as an aware UTC datetime (the epoch itself when unknown)."""
@@ -98,7 +113,7 @@ class WorkerStatus:
     retried: int
     dead_lettered: int
     in_flight: int
-    """Events this instance holds now."""
+    """Events whose handler runs now (at most `concurrency`)."""
     pending: int
     """Events waiting in the queue, as last seen."""
     slots: list[SlotStatus]
@@ -135,6 +150,10 @@ class Counters:
     released: int = 0
     pending: int = 0
     in_flight: int = 0
+    """Handlers running now."""
+    unsettled: int = 0
+    """Events received and not yet acked, nacked or released (waiting for a slot, running, or
+    waiting for the acker)."""
     empty_armed: bool = False
     """Set after each finished event: the next empty receive checks whether the queue emptied."""
     slots: list[_Slot] = field(default_factory=list)
@@ -142,6 +161,11 @@ class Counters:
 
     def __post_init__(self) -> None:
         self.slots = [_Slot() for _ in range(self.concurrency)]
+
+    def received(self, count: int) -> None:
+        """The fetcher leased `count` events."""
+        with self.lock:
+            self.unsettled += count
 
     def started(self, index: int, event_id: str, now: float) -> int:
         """Marks a slot busy; answers the processed count before this event."""
@@ -151,17 +175,24 @@ class Counters:
             self.in_flight += 1
             return self.processed
 
-    def finished(self, index: int, outcome: str) -> None:
-        """`outcome`: `processed`, `retried`, `dead_lettered`, `released` or `lost`."""
+    def slot_free(self, index: int) -> None:
+        """The slot's handler is over (its event may still wait for the acker)."""
         with self.lock:
             slot = self.slots[index]
             slot.event_id = None
             slot.started_at = None
             self.in_flight -= 1
+
+    def finished(self, index: int | None, outcome: str) -> None:
+        """An event is settled: `outcome` is `processed`, `retried`, `dead_lettered`,
+        `released` or `lost`; `index` the slot that ran it (None if none did)."""
+        with self.lock:
+            self.unsettled -= 1
             self.empty_armed = True
             if outcome == "processed":
                 self.processed += 1
-                slot.processed += 1
+                if index is not None:
+                    self.slots[index].processed += 1
             elif outcome == "retried":
                 self.retried += 1
             elif outcome == "dead_lettered":
@@ -173,7 +204,7 @@ class Counters:
         """True once after events finished and nothing is in hand: time to look whether the
         queue emptied."""
         with self.lock:
-            if self.in_flight or not self.empty_armed:
+            if self.unsettled or not self.empty_armed:
                 return False
             self.empty_armed = False
             return True

@@ -1,13 +1,18 @@
 """`Worker`: runs a handler over a queue's events on `concurrency` threads.
 
-Each slot thread leases one event at a time, decodes it and runs the handler while a heartbeat
-thread extends its lease (where the backend can), then acks it, or on failure asks the
-`RetryPolicy` whether to retry after a delay or dead-letter it (`on_dead_letter` then runs).
-A payload that does not decode is dead-lettered at once. On shutdown (SIGTERM or SIGINT in
-`run()`, or `stop()`), slots stop leasing and running handlers get `shutdown_grace` seconds;
-an event whose handler is still running after it is given back to the queue (a nack with no
-delay), and its late result is dropped. The same worker as the Rust SDK's
-(crates/sluice-sdk/src/worker.rs), in threads.
+One fetcher thread leases events for the slots: each receive asks for as many as slots are free
+(received events not yet finished by a handler count as busy), so nothing waits on a lease that
+no slot can start, and it waits for a slot to free up when none is. Each slot thread decodes an
+event and runs the handler while the worker's one heartbeat thread extends its lease (where the
+backend can). A success goes to the acker thread, which acks in batches: an ack is sent at once
+when none is under way, and the successes that arrive meanwhile go together in the next one
+(`ack_many`). On failure the slot asks the `RetryPolicy` whether to retry after a delay or
+dead-letter it (`on_dead_letter` then runs). A payload that does not decode is dead-lettered at
+once. On shutdown (SIGTERM or SIGINT in `run()`, or `stop()`), the fetcher stops leasing, the
+events it already leased are run, and running handlers get `shutdown_grace` seconds; an event
+whose handler is still running after it is given back to the queue (a nack with no delay), and
+its late result is dropped; the acks already handed to the acker are sent. The same rules as the
+Rust SDK's worker (crates/sluice-sdk/src/worker.rs), in threads.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
+from queue import Empty, SimpleQueue
 from types import FrameType
 from typing import Any, Generic, TypeVar
 
@@ -25,7 +31,12 @@ from ..errors import SluiceError
 from ..queues.base import CancelResult, Enqueued, PushItem, QueueStats, Task, TaskQueue
 from .policy import RetryPolicy
 from .state import (
+    ACK_BATCH_MAX,
+    HEARTBEAT_TICK_S,
+    RECEIVE_MAX,
     RELEASED_ERROR,
+    SETTLE_WAIT_S,
+    WAITING_ACKS_PER_SLOT,
     Context,
     Counters,
     DeadLetterContext,
@@ -45,7 +56,7 @@ log = logging.getLogger("sluice_client.worker")
 PENDING_EVERY_S = 0.5
 """How often the worker refreshes `pending_count`."""
 ERROR_PAUSE_S = 1.0
-"""How long a slot waits after a receive failed (the backend is down, say)."""
+"""How long the fetcher waits after a receive failed (the backend is down, say)."""
 
 
 class Worker(Generic[T]):
@@ -57,8 +68,8 @@ class Worker(Generic[T]):
     - `on_dead_letter(ctx)`, `on_empty(ctx)`: hooks (exceptions in them are logged).
     - `lease`: seconds each event is leased for (default: the queue's); renewed every third
       of it while the handler runs, where the backend can extend.
-    - `poll_wait`: how long an idle slot waits in one receive (default 1 s; it also bounds how
-      long `stop()` waits for idle slots).
+    - `poll_wait`: how long the fetcher waits in one receive (default 1 s; it also bounds how
+      long `stop()` waits for the fetcher).
     - `shutdown_grace`: seconds running handlers get after shutdown starts (default 30).
     """
 
@@ -101,6 +112,12 @@ class Worker(Generic[T]):
         self._heartbeats: dict[str, tuple[Task, float, float]] = {}
         self._finished = threading.Event()
         self._report: WorkerReport | None = None
+        self._handoff: SimpleQueue[Task | None] = SimpleQueue()
+        """Leased events on their way to an idle slot; None tells a slot to end."""
+        self._room = threading.Condition()
+        self._held = 0
+        """Events leased and not yet finished by a handler (under `_room`)."""
+        self._acker = _Acker(queue, self._counters, WAITING_ACKS_PER_SLOT * concurrency)
 
     # Producing and operating, through the worker.
 
@@ -138,8 +155,8 @@ class Worker(Generic[T]):
         return self._counters.status(running, not self._resumed.is_set(), stats)
 
     def pause(self) -> None:
-        """This instance starts no handler until `resume()`; running handlers finish (an event a
-        slot was already receiving is held, its lease kept, until then)."""
+        """This instance starts no handler until `resume()`; running handlers finish (an event
+        the fetcher was already receiving is held, its lease kept, until then)."""
         self._resumed.clear()
 
     def resume(self) -> None:
@@ -152,7 +169,7 @@ class Worker(Generic[T]):
         deadline = time.monotonic() + timeout
         if not self.queue.drain(timeout):
             return False
-        while self._counters.in_flight:
+        while self._counters.unsettled:
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.01)
@@ -181,14 +198,16 @@ class Worker(Generic[T]):
         self._stop.set()
 
     def start(self) -> None:
-        """Starts the slots and returns; `stop()` ends them."""
+        """Starts the fetcher, the slots and the acker and returns; `stop()` ends them."""
         if self._threads:
             raise RuntimeError("the worker is running already")
         self.queue.ensure()
-        targets: list[tuple[str, Callable[[], None]]] = [
+        self._acker.start()
+        targets: list[tuple[str, Callable[[], None]]] = [("sluice-fetcher", self._fetch)]
+        targets.extend(
             (f"sluice-slot-{index}", functools.partial(self._slot, index))
             for index in range(self.concurrency)
-        ]
+        )
         targets.append(("sluice-heartbeat", self._heartbeat))
         targets.append(("sluice-pending", self._watch_pending))
         for name, target in targets:
@@ -198,11 +217,13 @@ class Worker(Generic[T]):
 
     def stop(self, grace: float | None = None) -> WorkerReport:
         """Stops leasing, gives running handlers `grace` seconds (default `shutdown_grace`),
-        gives back what still runs, and answers what the run did."""
+        gives back what still runs, sends the acks under way, and answers what the run did."""
         if self._report is not None:
             return self._report
         self._stop.set()
         self._resumed.set()
+        with self._room:
+            self._room.notify_all()
         deadline = time.monotonic() + (self.shutdown_grace if grace is None else grace)
         for thread in self._threads:
             thread.join(max(deadline - time.monotonic(), 0.0))
@@ -211,35 +232,95 @@ class Worker(Generic[T]):
             self._released.update(task.receipt for _, task in leftovers)
         for index, task in leftovers:
             self._release(index, task)
+        for task in self._take_unstarted():
+            self._release(None, task)
+        self._acker.close(SETTLE_WAIT_S)
         self._finished.set()
         self._report = self._counters.report()
         return self._report
 
-    def _release(self, index: int, task: Task) -> None:
+    def _take_unstarted(self) -> list[Task]:
+        """Events leased that no slot took within the grace (every slot was busy)."""
+        unstarted: list[Task] = []
+        while True:
+            try:
+                task = self._handoff.get_nowait()
+            except Empty:
+                break
+            if task is not None:
+                unstarted.append(task)
+        # A slot still busy ends when its handler is over.
+        for _ in range(self.concurrency):
+            self._handoff.put(None)
+        return unstarted
+
+    def _release(self, index: int | None, task: Task) -> None:
         self._counters.finished(index, "released")
+        self._give_back(task)
+
+    def _give_back(self, task: Task) -> None:
         try:
             self.queue.nack(task, RELEASED_ERROR, delay=0.0)
         except Exception as error:
             log.warning("release of %s failed (its lease will run out): %s", task.task_id, error)
 
+    # The fetcher.
+
+    def _fetch(self) -> None:
+        try:
+            while not self._stop.is_set():
+                if not self._resumed.wait(0.2):
+                    continue
+                free = self._wait_for_room()
+                if free == 0 or not self._resumed.is_set():
+                    continue
+                try:
+                    tasks = self.queue.receive(
+                        min(free, RECEIVE_MAX), visibility_timeout=self.lease, wait=self.poll_wait
+                    )
+                except Exception as error:
+                    log.warning("receive failed; again in %s s: %s", ERROR_PAUSE_S, error)
+                    self._stop.wait(ERROR_PAUSE_S)
+                    continue
+                if not tasks:
+                    self._maybe_empty()
+                    continue
+                if self._finished.is_set():
+                    # Received after `stop()` gave up on this thread: nobody will run them.
+                    for task in tasks:
+                        self._give_back(task)
+                    return
+                self._counters.received(len(tasks))
+                with self._room:
+                    self._held += len(tasks)
+                for task in tasks:
+                    self._handoff.put(task)
+        finally:
+            for _ in range(self.concurrency):
+                self._handoff.put(None)
+
+    def _wait_for_room(self) -> int:
+        """Waits until a slot is free (or the worker stops); answers how many are (0: stop)."""
+        with self._room:
+            while self._held >= self.concurrency and not self._stop.is_set():
+                self._room.wait()
+            return 0 if self._stop.is_set() else self.concurrency - self._held
+
     # The slots.
 
     def _slot(self, index: int) -> None:
-        while not self._stop.is_set():
-            if not self._resumed.wait(0.2):
-                continue
-            try:
-                task = self.queue.pop(visibility_timeout=self.lease, wait=self.poll_wait)
-            except Exception as error:
-                log.warning("receive failed; again in %s s: %s", ERROR_PAUSE_S, error)
-                self._stop.wait(ERROR_PAUSE_S)
-                continue
+        while True:
+            task = self._handoff.get()
             if task is None:
-                self._maybe_empty()
-                continue
-            if not self._resumed.is_set():
-                self._hold_while_paused(task)
-            self._process(index, task)
+                return
+            try:
+                if not self._resumed.is_set():
+                    self._hold_while_paused(task)
+                self._process(index, task)
+            finally:
+                with self._room:
+                    self._held -= 1
+                    self._room.notify()
 
     def _hold_while_paused(self, task: Task) -> None:
         """An event leased by a receive that was waiting when `pause()` came: it runs only after
@@ -255,6 +336,7 @@ class Worker(Generic[T]):
         try:
             event = self.decode(envelope.payload)
         except Exception as error:
+            self._counters.slot_free(index)
             self._nack_undecodable(index, task, error)
             return
         ctx = Context(
@@ -282,22 +364,14 @@ class Worker(Generic[T]):
             with self._hold_lock:
                 self._holding.pop(task.receipt, None)
                 released = task.receipt in self._released
+            self._counters.slot_free(index)
         if released:
             # Given back at the end of the shutdown grace; this late result has no lease.
             return
         if failure is None:
-            self._ack(index, task)
+            self._acker.submit(index, task)
         else:
             self._fail(index, task, event, failure)
-
-    def _ack(self, index: int, task: Task) -> None:
-        try:
-            self.queue.ack(task)
-        except Exception as error:
-            log.warning("ack of %s failed (it will come back): %s", task.task_id, error)
-            self._counters.finished(index, "lost")
-            return
-        self._counters.finished(index, "processed")
 
     def _fail(self, index: int, task: Task, event: T, error: BaseException) -> None:
         decision = self.retry.decide(task.attempt, error)
@@ -350,7 +424,7 @@ class Worker(Generic[T]):
             self._counters.rearm()
             return
         if not queue_is_empty(stats):
-            # Not empty yet (another slot is busy): look again at the next empty receive.
+            # Not empty yet (another worker is busy): look again at the next empty receive.
             self._counters.rearm()
             return
         try:
@@ -367,11 +441,12 @@ class Worker(Generic[T]):
         self._heartbeats[task.receipt] = (task, lease, time.monotonic() + lease / 3)
 
     def _heartbeat(self) -> None:
-        """Extends every running event's lease each third of it."""
+        """Extends every running event's lease each third of it: one thread for all of them,
+        so a short handler costs a dictionary entry, not a timer."""
         while not self._finished.is_set():
             if self._stop.is_set() and not self._heartbeats:
                 return
-            time.sleep(0.05)
+            time.sleep(HEARTBEAT_TICK_S)
             now = time.monotonic()
             for receipt, (task, lease, due) in list(self._heartbeats.items()):
                 if due > now:
@@ -392,3 +467,78 @@ class Worker(Generic[T]):
             except Exception as error:
                 log.debug("stats failed: %s", error)
             self._stop.wait(PENDING_EVERY_S)
+
+
+class _Acker:
+    """Acks the events whose handler succeeded, coalesced without timers: when no ack request
+    is under way the next one goes at once, and what arrives while one is under way goes
+    together in the one after it (up to `ACK_BATCH_MAX`). At most `limit` successes wait for
+    the next request; past that, `submit` waits. Counts each event's outcome exactly."""
+
+    def __init__(self, queue: TaskQueue, counters: Counters, limit: int) -> None:
+        self._queue = queue
+        self._counters = counters
+        self._limit = limit
+        lock = threading.Lock()
+        self._has_work = threading.Condition(lock)
+        self._has_room = threading.Condition(lock)
+        self._waiting: list[tuple[int, Task]] = []
+        self._closing = False
+        self._thread = threading.Thread(target=self._run, name="sluice-acker", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, index: int, task: Task) -> None:
+        """Hands over a success of slot `index`; waits while `limit` successes wait."""
+        with self._has_room:
+            while len(self._waiting) >= self._limit and not self._closing:
+                self._has_room.wait()
+            if not self._closing:
+                self._waiting.append((index, task))
+                self._has_work.notify()
+                return
+        # A handler that ended after the worker stopped, within the grace: acked here.
+        self._send([(index, task)])
+
+    def close(self, timeout: float) -> None:
+        """Sends what waits, then ends; bounded by `timeout` seconds."""
+        with self._has_work:
+            self._closing = True
+            self._has_work.notify()
+            self._has_room.notify_all()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        if self._thread.is_alive():
+            log.warning("some acks did not finish before the worker stopped")
+
+    def _run(self) -> None:
+        while True:
+            with self._has_work:
+                while not self._waiting and not self._closing:
+                    self._has_work.wait()
+                if not self._waiting:
+                    return
+                batch = self._waiting[:ACK_BATCH_MAX]
+                del self._waiting[:ACK_BATCH_MAX]
+                self._has_room.notify_all()
+            self._send(batch)
+
+    def _send(self, batch: list[tuple[int, Task]]) -> None:
+        try:
+            acked = self._queue.ack_many([task for _, task in batch])
+            if len(acked) != len(batch):
+                raise ValueError(f"ack_many answered {len(acked)} results for {len(batch)}")
+        except Exception as error:
+            for index, task in batch:
+                log.warning("ack of %s failed (it will come back): %s", task.task_id, error)
+                self._counters.finished(index, "lost")
+            return
+        for (index, task), done in zip(batch, acked, strict=True):
+            if done:
+                self._counters.finished(index, "processed")
+            else:
+                log.warning(
+                    "ack of %s failed (its lease was lost; it will come back)", task.task_id
+                )
+                self._counters.finished(index, "lost")
