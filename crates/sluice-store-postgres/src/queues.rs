@@ -408,9 +408,13 @@ impl Columns {
     }
 
     /// The parameters of [`INSERT_QUEUE`].
-    fn params<'a>(&'a self, name: &'a &'a str, now_ms: &'a Millis) -> [&'a (dyn ToSql + Sync); 9] {
+    fn params<'a>(
+        &'a self,
+        name: &'a (dyn ToSql + Sync),
+        now_ms: &'a Millis,
+    ) -> [&'a (dyn ToSql + Sync); 9] {
         [
-            name as &(dyn ToSql + Sync),
+            name,
             &self.config,
             &self.ordering,
             &self.dead_letter_queue,
