@@ -29,6 +29,16 @@ pub struct ServeArgs {
     /// [default: fsync, or `[server] durability`].
     #[arg(long, env = "SLUICE_DURABILITY", value_parser = ["fsync", "os"])]
     durability: Option<String>,
+    /// Keep the queues in this PostgreSQL database (`postgres://user:password@host/db`),
+    /// shared with every server started on it; implies `[store] kind = "postgres"` [default:
+    /// `[store] url`, or the SQLite store in --data].
+    #[arg(
+        long,
+        env = "SLUICE_STORE_URL",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    store_url: Option<String>,
     /// Start with push delivery off (no queue's destination is called), e.g. to recover from
     /// a message or destination that keeps failing; the same as `[push] enabled = false`
     /// [default: push on].
@@ -61,6 +71,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         config_path: args.config,
         durability: args.durability,
         no_push: args.no_push,
+        store_url: args.store_url.map(sluice_server::DatabaseUrl::new),
     };
     // The config first: its `[tracing]` section decides whether spans are exported.
     let config = sluice_server::Config::load(&options).map_err(|error| anyhow::anyhow!(error))?;

@@ -1,5 +1,6 @@
-//! The `sluice` binary: `serve` runs the server; every other command is a thin client that
-//! reaches a server only over HTTP, through [`sluice_client`].
+//! The `sluice` binary: `serve` runs the server, `migrate` brings its store's schema up to date
+//! (the only other command that opens the store itself); every other command is a thin client
+//! that reaches a server only over HTTP, through [`sluice_client`].
 //!
 //! This file owns argument parsing and dispatch. How a failure is shown and which exit status
 //! it gets is `failure`'s (one table for every command); the shared client flags (`--url`,
@@ -12,6 +13,7 @@ mod client_args;
 mod cmd_cancel;
 mod cmd_dlq;
 mod cmd_message;
+mod cmd_migrate;
 mod cmd_queue;
 mod cmd_recv;
 mod cmd_send;
@@ -57,6 +59,15 @@ enum Command {
         mut_arg("token_file", |arg| arg.hide(true))
     )]
     Serve(cmd_serve::ServeArgs),
+    /// Bring the store's schema (the PostgreSQL database, or the SQLite file) to this build's
+    /// version, then exit.
+    #[command(
+        mut_arg("url", |arg| arg.hide(true)),
+        mut_arg("json", |arg| arg.hide(true)),
+        mut_arg("token", |arg| arg.hide(true)),
+        mut_arg("token_file", |arg| arg.hide(true))
+    )]
+    Migrate(cmd_migrate::MigrateArgs),
     /// Measure a server: throughput, latency, memory, restart time (starts its own unless --url is given).
     // Bench has its own --url and --json; it measures servers without access control, so the
     // token flags are hidden and refused like serve's client flags.
@@ -175,6 +186,18 @@ where
         ));
     }
     if let Some(flag) = matches
+        .subcommand_matches("migrate")
+        .and_then(|migrate| refused(migrate, &client_args::CLIENT_ARG_IDS))
+    {
+        return Err(command.error(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!(
+                "{flag} is a flag of the client commands; `sluice migrate` takes --config, \
+                 --store-url and --data"
+            ),
+        ));
+    }
+    if let Some(flag) = matches
         .subcommand_matches("bench")
         .and_then(|bench| refused(bench, &client_args::TOKEN_ARG_IDS))
     {
@@ -240,6 +263,7 @@ async fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
     let json = cli.client.json;
     match cli.command {
         Command::Serve(args) => cmd_serve::run(args).await,
+        Command::Migrate(args) => cmd_migrate::run(args).await,
         Command::Bench(command) => sluice_bench::run(command.args).await,
         Command::Queue(command) => cmd_queue::run(&client()?, command, json).await,
         Command::Stats(args) => cmd_stats::run(&client()?, args, json).await,

@@ -499,6 +499,7 @@ impl Server {
             .env_remove("SLUICE_LISTEN")
             .env_remove("SLUICE_DATA")
             .env_remove("SLUICE_DURABILITY")
+            .env_remove("SLUICE_STORE_URL")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).expect("log file"))

@@ -190,6 +190,18 @@ pub struct RawStore {
     pub disk_reserve_bytes: Option<u64>,
     /// Bytes of new messages that may wait for the writer (default 128 MiB).
     pub writer_queue_bytes: Option<u64>,
+    /// PostgreSQL: the database URL (no default; `--store-url` / `SLUICE_STORE_URL` win).
+    pub url: Option<String>,
+    /// PostgreSQL: the schema holding the store's tables (default `sluice`).
+    pub schema: Option<String>,
+    /// PostgreSQL: pooled connections (default 16).
+    pub pool_size: Option<usize>,
+    /// PostgreSQL: writer connections of each kind (default 2).
+    pub writer_connections: Option<usize>,
+    /// PostgreSQL: longest time to make one connection, in ms (default 5000).
+    pub connect_timeout_ms: Option<u64>,
+    /// PostgreSQL: apply missing migrations at start (default true).
+    pub migrate: Option<bool>,
 }
 
 /// The default `[store] wal_max_bytes`.
@@ -207,7 +219,7 @@ const MIN_WRITER_QUEUE_BYTES: u64 = 1 << 20;
 pub const DEFAULT_PAYLOAD_CACHE_BYTES: usize = 64 << 20;
 
 /// The `[store] kind` values this build can open, the default first.
-pub const STORE_KINDS: &[&str] = &["sqlite"];
+pub const STORE_KINDS: &[&str] = &["sqlite", "postgres"];
 
 /// When a write counts as done (`[server] durability`): what a 2xx on enqueue, ack or nack
 /// promises, whatever the store.
@@ -227,6 +239,9 @@ pub enum Durability {
 pub enum StoreConfig {
     /// `kind = "sqlite"`: one database in the data directory, served by this process alone.
     Sqlite(SqliteStoreConfig),
+    /// `kind = "postgres"`: one schema of a PostgreSQL database, shared by every server
+    /// opened on it.
+    Postgres(PostgresStoreConfig),
 }
 
 impl StoreConfig {
@@ -234,8 +249,29 @@ impl StoreConfig {
     pub fn kind(&self) -> &'static str {
         match self {
             StoreConfig::Sqlite(_) => "sqlite",
+            StoreConfig::Postgres(_) => "postgres",
         }
     }
+}
+
+/// The PostgreSQL store's options: `[store] url`, `schema`, `pool_size`, `writer_connections`,
+/// `connect_timeout_ms`, `migrate` and `writer_queue_bytes`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostgresStoreConfig {
+    /// The database; shown without its password.
+    pub url: sluice_store_postgres::DatabaseUrl,
+    /// The schema holding the store's tables.
+    pub schema: String,
+    /// Pooled connections.
+    pub pool_size: usize,
+    /// Writer connections of each kind (enqueue, ack).
+    pub writer_connections: usize,
+    /// Longest time to make one connection, in ms.
+    pub connect_timeout_ms: u64,
+    /// Apply missing migrations at start (false: only check that the schema is current).
+    pub migrate: bool,
+    /// Bytes of new messages that may wait for a writer; more is refused (503 `overloaded`).
+    pub writer_queue_bytes: u64,
 }
 
 /// The SQLite store's options: `[store] wal_max_bytes`, `disk_reserve_bytes`, `writer_queue_bytes` and
@@ -253,26 +289,39 @@ pub struct SqliteStoreConfig {
 }
 
 impl StoreConfig {
-    /// `[store]` (and `[server] payload_cache_bytes`), checked: a known kind, and its options
-    /// within their bounds.
+    /// `[store]` (and `[server] payload_cache_bytes`, and `--store-url`), checked: a known
+    /// kind, and its options within their bounds. A URL, from the flag or the file, makes the
+    /// kind `postgres` unless the file names another kind, which is then refused.
     fn from_raw(
         store: RawStore,
         server_payload_cache_bytes: Option<usize>,
+        store_url: Option<String>,
     ) -> Result<Self, String> {
-        match store.kind.as_deref().unwrap_or(STORE_KINDS[0]) {
+        let url = store_url.or(store.url);
+        let kind = match (store.kind.as_deref(), &url) {
+            (Some(kind), _) => kind,
+            (None, Some(_)) => "postgres",
+            (None, None) => STORE_KINDS[0],
+        };
+        let writer_queue_bytes = store
+            .writer_queue_bytes
+            .unwrap_or(DEFAULT_WRITER_QUEUE_BYTES);
+        if writer_queue_bytes < MIN_WRITER_QUEUE_BYTES {
+            return Err(format!(
+                "[store] writer_queue_bytes {writer_queue_bytes} is below the minimum {MIN_WRITER_QUEUE_BYTES}"
+            ));
+        }
+        match kind {
             "sqlite" => {
+                if url.is_some() {
+                    return Err(
+                        "[store] url (or --store-url, SLUICE_STORE_URL) needs [store] kind = \"postgres\"; this config names kind \"sqlite\"".into(),
+                    );
+                }
                 let wal_max_bytes = store.wal_max_bytes.unwrap_or(DEFAULT_WAL_MAX_BYTES);
                 if wal_max_bytes < MIN_WAL_MAX_BYTES {
                     return Err(format!(
                         "[store] wal_max_bytes {wal_max_bytes} is below the minimum {MIN_WAL_MAX_BYTES}"
-                    ));
-                }
-                let writer_queue_bytes = store
-                    .writer_queue_bytes
-                    .unwrap_or(DEFAULT_WRITER_QUEUE_BYTES);
-                if writer_queue_bytes < MIN_WRITER_QUEUE_BYTES {
-                    return Err(format!(
-                        "[store] writer_queue_bytes {writer_queue_bytes} is below the minimum {MIN_WRITER_QUEUE_BYTES}"
                     ));
                 }
                 Ok(StoreConfig::Sqlite(SqliteStoreConfig {
@@ -282,6 +331,36 @@ impl StoreConfig {
                     disk_reserve_bytes: store
                         .disk_reserve_bytes
                         .unwrap_or(DEFAULT_DISK_RESERVE_BYTES),
+                    writer_queue_bytes,
+                }))
+            }
+            "postgres" => {
+                use sluice_store_postgres::options as pg;
+                let url = url.ok_or(
+                    "[store] kind = \"postgres\" needs [store] url (or --store-url, SLUICE_STORE_URL)",
+                )?;
+                let mut options = sluice_store_postgres::PgOptions::new(
+                    url,
+                    store
+                        .schema
+                        .unwrap_or_else(|| pg::DEFAULT_SCHEMA.to_owned()),
+                );
+                options.pool_size = store.pool_size.unwrap_or(pg::DEFAULT_POOL_SIZE);
+                options.writer_connections = store
+                    .writer_connections
+                    .unwrap_or(pg::DEFAULT_WRITER_CONNECTIONS);
+                let connect_timeout_ms = store
+                    .connect_timeout_ms
+                    .unwrap_or(pg::DEFAULT_CONNECT_TIMEOUT_MS);
+                options.connect_timeout = std::time::Duration::from_millis(connect_timeout_ms);
+                options.check()?;
+                Ok(StoreConfig::Postgres(PostgresStoreConfig {
+                    url: options.url,
+                    schema: options.schema,
+                    pool_size: options.pool_size,
+                    writer_connections: options.writer_connections,
+                    connect_timeout_ms,
+                    migrate: store.migrate.unwrap_or(true),
                     writer_queue_bytes,
                 }))
             }
@@ -402,7 +481,14 @@ impl Config {
             Some("os") => Durability::Os,
             Some(other) => return Err(format!("durability {other:?} is not one of fsync, os")),
         };
-        let store = StoreConfig::from_raw(raw.store, raw.server.payload_cache_bytes)?;
+        let store = StoreConfig::from_raw(
+            raw.store,
+            raw.server.payload_cache_bytes,
+            options
+                .store_url
+                .as_ref()
+                .map(|url| url.expose().to_owned()),
+        )?;
         let mut queues = Vec::new();
         for (name, spec) in raw.queues {
             validate_queue_name(&name).map_err(|e| format!("[queues.{name}]: {e}"))?;
@@ -582,7 +668,10 @@ mod tests {
             options.clone(),
         )
         .unwrap()
-        .store;
+        .store
+        else {
+            panic!("kind = \"sqlite\" is the SQLite store")
+        };
         assert_eq!(
             sqlite,
             SqliteStoreConfig {
@@ -597,8 +686,94 @@ mod tests {
     }
 
     #[test]
+    fn postgres_is_chosen_by_kind_or_by_a_url_with_its_options() {
+        let url = "postgres://sluice:secret@db:5432/queues";
+        let by_kind = check(
+            &format!("[store]\nkind = \"postgres\"\nurl = {url:?}\n"),
+            ServeOptions::default(),
+        )
+        .unwrap()
+        .store;
+        let by_flag = check(
+            "",
+            ServeOptions {
+                store_url: Some(sluice_store_postgres::DatabaseUrl::new(url)),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+        .store;
+        assert_eq!(by_flag, by_kind, "a URL alone implies the kind");
+        let StoreConfig::Postgres(postgres) = by_kind else {
+            panic!("{by_kind:?}")
+        };
+        assert_eq!(
+            postgres,
+            PostgresStoreConfig {
+                url: sluice_store_postgres::DatabaseUrl::new(url),
+                schema: "sluice".into(),
+                pool_size: 16,
+                writer_connections: 2,
+                connect_timeout_ms: 5_000,
+                migrate: true,
+                writer_queue_bytes: DEFAULT_WRITER_QUEUE_BYTES,
+            }
+        );
+        assert!(
+            !format!("{postgres:?}").contains("secret"),
+            "the password is never shown"
+        );
+        let StoreConfig::Postgres(tuned) = check(
+            &format!(
+                "[store]\nurl = {url:?}\nschema = \"queues_a\"\npool_size = 4\nwriter_connections = 1\nconnect_timeout_ms = 500\nmigrate = false\n"
+            ),
+            ServeOptions {
+                store_url: Some(sluice_store_postgres::DatabaseUrl::new("postgres://other@db/q")),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+        .store
+        else {
+            panic!("a URL implies postgres")
+        };
+        assert_eq!(tuned.url.expose(), "postgres://other@db/q", "the flag wins");
+        assert_eq!(
+            (
+                tuned.schema.as_str(),
+                tuned.pool_size,
+                tuned.writer_connections
+            ),
+            ("queues_a", 4, 1)
+        );
+        assert_eq!((tuned.connect_timeout_ms, tuned.migrate), (500, false));
+    }
+
+    #[test]
+    fn postgres_options_are_checked() {
+        for (text, expected) in [
+            ("[store]\nkind = \"postgres\"\n", "needs [store] url"),
+            (
+                "[store]\nkind = \"sqlite\"\nurl = \"postgres://db/q\"\n",
+                "needs [store] kind = \"postgres\"",
+            ),
+            (
+                "[store]\nurl = \"postgres://db/q\"\nschema = \"Bad-Name\"\n",
+                "[store] schema",
+            ),
+            (
+                "[store]\nurl = \"postgres://db/q\"\npool_size = 0\n",
+                "[store] pool_size",
+            ),
+        ] {
+            let error = check(text, ServeOptions::default()).unwrap_err();
+            assert!(error.contains(expected), "{text}: {error}");
+        }
+    }
+
+    #[test]
     fn an_unknown_store_kind_is_refused_naming_the_kinds() {
-        for kind in ["postgres", "SQLite", ""] {
+        for kind in ["mysql", "SQLite", ""] {
             let error = check(
                 &format!("[store]\nkind = {kind:?}\n"),
                 ServeOptions::default(),
@@ -607,7 +782,7 @@ mod tests {
             assert_eq!(
                 error,
                 format!(
-                    "[store] kind {kind:?} is not a store this server can open; the kinds are: \"sqlite\""
+                    "[store] kind {kind:?} is not a store this server can open; the kinds are: \"sqlite\", \"postgres\""
                 )
             );
         }

@@ -45,7 +45,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub use crate::config::Config;
-pub use crate::store_open::open_store;
+pub use crate::store_open::{migrate_store, open_store};
+/// The PostgreSQL store's database URL, shown without its password (`--store-url`).
+pub use sluice_store_postgres::DatabaseUrl;
 
 /// How long shutdown waits for pushes already sent to get their answer recorded.
 const PUSH_GRACE: Duration = Duration::from_secs(10);
@@ -66,6 +68,8 @@ pub struct ServeOptions {
     pub durability: Option<String>,
     /// Start with push delivery off (`--no-push`), whatever the config file says.
     pub no_push: bool,
+    /// The PostgreSQL store's database (`--store-url`); implies `[store] kind = "postgres"`.
+    pub store_url: Option<DatabaseUrl>,
 }
 
 /// Boxed error for the binary.

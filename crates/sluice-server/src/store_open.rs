@@ -8,7 +8,7 @@ use std::sync::Arc;
 use sluice_core::clock::Millis;
 use sluice_core::{Store, StoreError};
 
-use crate::config::{Config, Durability, StoreConfig};
+use crate::config::{Config, Durability, PostgresStoreConfig, StoreConfig};
 
 /// Opens the store of `config` (creating it when new) and loads what it holds; `now_ms` is the
 /// server clock's time, which rules applied while loading (retention, lease expiry) read.
@@ -35,5 +35,65 @@ pub async fn open_store(config: &Config, now_ms: Millis) -> Result<Arc<dyn Store
                     .map_err(|e| StoreError::Other(Box::new(e)))??;
             Ok(Arc::new(store))
         }
+        StoreConfig::Postgres(postgres) => {
+            let options = postgres_options(config, postgres);
+            Ok(Arc::new(
+                sluice_store_postgres::PgStore::open(options).await?,
+            ))
+        }
     }
+}
+
+/// Brings the store of `config` to the schema this build needs, then closes it (`sluice
+/// migrate`): what a start does first, as a step of its own, so an operator can migrate with a
+/// role that may change the schema and start the nodes with `[store] migrate = false` and a
+/// role that may not. Returns a line saying what was done.
+pub async fn migrate_store(config: &Config, now_ms: Millis) -> Result<String, StoreError> {
+    match &config.store {
+        StoreConfig::Postgres(postgres) => {
+            let options = postgres_options(config, postgres);
+            let migrated = sluice_store_postgres::migrate(&options).await?;
+            Ok(if migrated.applied.is_empty() {
+                format!(
+                    "schema {:?} of {} is at version {}: nothing to do",
+                    options.schema, options.url, migrated.to_version
+                )
+            } else {
+                format!(
+                    "schema {:?} of {} migrated from version {} to {}",
+                    options.schema, options.url, migrated.from_version, migrated.to_version
+                )
+            })
+        }
+        // The SQLite store migrates its file when it opens (and has no other way to).
+        StoreConfig::Sqlite(_) => {
+            let store = open_store(config, now_ms).await?;
+            store.close().await?;
+            Ok(format!(
+                "the SQLite database in {} is current",
+                config.data_dir.display()
+            ))
+        }
+    }
+}
+
+/// The PostgreSQL store's options from `[store]` and the server's settings: durability maps to
+/// `synchronous_commit`, and the node is named by its listen address until `[store] node_name`
+/// exists (build step 5).
+fn postgres_options(
+    config: &Config,
+    postgres: &PostgresStoreConfig,
+) -> sluice_store_postgres::PgOptions {
+    use sluice_store_postgres::{Durability as PgDurability, PgOptions};
+    let mut options = PgOptions::new(postgres.url.expose(), postgres.schema.clone());
+    options.pool_size = postgres.pool_size;
+    options.writer_connections = postgres.writer_connections;
+    options.connect_timeout = std::time::Duration::from_millis(postgres.connect_timeout_ms);
+    options.migrate = postgres.migrate;
+    options.node_name = config.listen.to_string();
+    options.durability = match config.durability {
+        Durability::Fsync => PgDurability::Fsync,
+        Durability::Os => PgDurability::Os,
+    };
+    options
 }

@@ -12,6 +12,7 @@ mod lookups;
 mod operator;
 mod order;
 mod queues;
+mod webhooks;
 
 pub use concurrency::*;
 pub use dead_letters::*;
@@ -22,6 +23,7 @@ pub use lookups::*;
 pub use operator::*;
 pub use order::*;
 pub use queues::*;
+pub use webhooks::*;
 
 #[cfg(test)]
 mod tests {
@@ -38,6 +40,7 @@ mod tests {
             include_str!("operator.rs"),
             include_str!("order.rs"),
             include_str!("queues.rs"),
+            include_str!("webhooks.rs"),
         ];
         let lib = include_str!("../lib.rs");
         let listed = lib

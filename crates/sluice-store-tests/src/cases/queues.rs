@@ -1,10 +1,14 @@
-//! Queues: creation with their dead-letter queue, and errors for queues that do not exist.
+//! Queues: creation with their dead-letter queue, definitions kept whole, and errors for
+//! queues that do not exist.
 
-use sluice_core::queue::{Ordering, QueueConfig};
+use std::sync::Arc;
+
+use sluice_core::queue::{Backoff, MessageSchema, OnExpire, Ordering, QueueConfig, RateLimit};
 use sluice_core::store::{
     AckParams, ClaimParams, EnqueueParams, MessageGetParams, MessageRef, QueuePut, QueuePutParams,
     StoreError,
 };
+use sluice_core::wire::{PushSpec, SecretRef};
 use uuid::Uuid;
 
 use crate::Harness;
@@ -177,4 +181,194 @@ pub async fn ordering_changes_are_refused_while_messages_are_queued(h: Harness) 
         .expect("taken once the queue is empty");
     let info = h.store.queue_get("q", h.now()).await.unwrap();
     assert_eq!(info.config.ordering, Ordering::PerKey);
+}
+
+/// A definition is kept whole: every setting, put to values none of them has by default, reads
+/// back equal from `queue_get`, `queue_config` and `queue_list`; putting it again changes
+/// nothing; a changed one replaces it. A dead-letter queue of another name is created with it,
+/// and a queue that names itself as its dead-letter queue gets none created. Deleting a queue
+/// takes it out of every lookup.
+pub async fn queue_definitions_are_kept_whole(h: Harness) {
+    let mut config = QueueConfig::defaults_for("billing");
+    config.visibility_timeout_ms = 12_345;
+    config.max_attempts = 7;
+    config.backoff = Backoff {
+        initial_ms: 250,
+        max_ms: 9_000,
+        factor: 1.5,
+        jitter: false,
+    };
+    config.dead_letter_queue = Some("billing-failures".into());
+    config.max_message_bytes = 4_096;
+    config.ordering = Ordering::PerKey;
+    config.dedup_window_ms = 60_000;
+    config.max_age_ms = 3_600_000;
+    config.on_expire = OnExpire::DeadLetter;
+    config.max_depth = Some(1_000);
+    config.max_in_flight = Some(3);
+    config.rate_limit = Some(RateLimit {
+        per_second: 0.1,
+        burst: 2,
+    });
+    config.schema = Some(Arc::new(
+        MessageSchema::compile(serde_json::json!({
+            "type": "object",
+            "required": ["invoice"],
+            "properties": {"invoice": {"type": "integer", "minimum": 1}},
+        }))
+        .expect("the schema compiles"),
+    ));
+    config.push = Some(Arc::new(PushSpec {
+        url: "http://127.0.0.1:9/hook".into(),
+        method: Some("PUT".into()),
+        headers: Some([("x-team".to_owned(), "billing".to_owned())].into()),
+        timeout_ms: Some(2_500),
+        transform: Some("{invoice: .body.invoice}".into()),
+        signing_secret: Some(SecretRef {
+            env: Some("BILLING_SECRET".into()),
+            file: None,
+        }),
+        retry_client_errors: Some(true),
+        concurrency: Some(4),
+        secret_path: Some(false),
+    }));
+    config.delay_ms = 1_500;
+    config.tags = [("team".to_owned(), "money".to_owned())].into();
+    config.protocol_attributes = [("sqs.Policy".to_owned(), "{}".to_owned())].into();
+    let put = |config: &QueueConfig| {
+        h.store.queue_put(QueuePutParams {
+            name: "billing".into(),
+            config: config.clone(),
+            now_ms: h.now(),
+        })
+    };
+
+    assert_eq!(
+        put(&config).await.unwrap(),
+        QueuePut {
+            created: true,
+            dead_letter_created: true
+        }
+    );
+    let info = h.store.queue_get("billing", h.now()).await.unwrap();
+    assert_eq!(info.name, "billing");
+    assert_eq!(info.config, config, "every setting reads back as put");
+    assert_eq!(*h.store.queue_config("billing").await.unwrap(), config);
+    assert_eq!(
+        info.depth.ready + info.depth.delayed + info.depth.in_flight,
+        0
+    );
+    assert!(!info.depth.paused);
+    assert_eq!(info.dead_letter_depth, Some(0));
+    let dlq = h
+        .store
+        .queue_get("billing-failures", h.now())
+        .await
+        .unwrap();
+    assert_eq!(
+        dlq.config,
+        QueueConfig::for_dead_letter_queue("billing-failures")
+    );
+    assert!(
+        h.store
+            .queue_is_dead_letter_queue("billing-failures")
+            .await
+            .unwrap()
+    );
+
+    assert_eq!(
+        put(&config).await.unwrap(),
+        QueuePut {
+            created: false,
+            dead_letter_created: false
+        },
+        "the same definition again"
+    );
+    let mut changed = config.clone();
+    changed.rate_limit = None;
+    changed.schema = None;
+    changed.push = None;
+    changed.tags.clear();
+    changed.max_depth = None;
+    put(&changed).await.unwrap();
+    assert_eq!(*h.store.queue_config("billing").await.unwrap(), changed);
+
+    let mut own = QueueConfig::defaults_for("loop");
+    own.dead_letter_queue = Some("loop".into());
+    let looped = h
+        .store
+        .queue_put(QueuePutParams {
+            name: "loop".into(),
+            config: own.clone(),
+            now_ms: h.now(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        looped,
+        QueuePut {
+            created: true,
+            dead_letter_created: false
+        },
+        "a queue that is its own dead-letter queue"
+    );
+    let listed: Vec<(String, QueueConfig)> = h
+        .store
+        .queue_list(h.now())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|info| (info.name, info.config))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("billing".to_owned(), changed),
+            (
+                "billing-failures".to_owned(),
+                QueueConfig::for_dead_letter_queue("billing-failures")
+            ),
+            ("loop".to_owned(), own),
+        ],
+        "listed by name, whole"
+    );
+
+    assert_eq!(h.store.queue_delete("billing").await.unwrap(), 0);
+    for lookup in [
+        h.store.queue_get("billing", h.now()).await.map(drop),
+        h.store.queue_config("billing").await.map(drop),
+        h.store.queue_delete("billing").await.map(drop),
+        h.store.queue_pause("billing", true).await,
+    ] {
+        assert!(
+            matches!(&lookup, Err(StoreError::QueueNotFound(name)) if name == "billing"),
+            "{lookup:?}"
+        );
+    }
+    assert!(
+        !h.store
+            .queue_is_dead_letter_queue("billing-failures")
+            .await
+            .unwrap(),
+        "nothing names it any more"
+    );
+    h.store.queue_delete("billing-failures").await.unwrap();
+}
+
+/// Pausing is kept with the queue and reported by its depth; a resume lifts it.
+pub async fn pauses_are_kept_and_reported(h: Harness) {
+    h.queue("q", |_| {}).await;
+    h.store.queue_pause("q", true).await.unwrap();
+    assert!(h.store.queue_get("q", h.now()).await.unwrap().depth.paused);
+    let listed = h.store.queue_list(h.now()).await.unwrap();
+    assert!(
+        listed
+            .iter()
+            .find(|info| info.name == "q")
+            .unwrap()
+            .depth
+            .paused
+    );
+    h.store.queue_pause("q", false).await.unwrap();
+    assert!(!h.store.queue_get("q", h.now()).await.unwrap().depth.paused);
 }

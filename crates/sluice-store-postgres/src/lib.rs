@@ -1,0 +1,313 @@
+//! The PostgreSQL store of sluice (issue 15): several `sluice serve` nodes on one database,
+//! every rule kept by the database rather than by one process's memory. Its design is
+//! docs/design/postgres-store.md; this crate is built in the steps of that document's §8.
+//!
+//! What is built (step 2): opening ([`PgStore::open`]: options, the pool, migrations under an
+//! advisory lock, the listener), queue definitions (put, get, config, list, pause, delete, and
+//! whether a queue is a dead-letter queue), webhook endpoint definitions, and `close`. Every
+//! node caches queue definitions and drops a copy when any node changes it (`cache`,
+//! `listen`).
+//!
+//! What is not built yet: messages. Enqueue, claim, ack, nack, extend and give-back come with
+//! step 3; lookups, cancel, purge, dead letters, browsing and the leader's upkeep with step 4.
+//! Those methods first resolve their queue (an unknown one is `QueueNotFound`, as for every
+//! store), then fail with a [`NotBuiltYet`] error, a `StoreError::Other` that names the method
+//! and the step that brings it; they never panic. `maintain` has nothing to keep yet and
+//! returns at once. Until step 4 the store passes only the conformance cases listed in
+//! `tests/conformance.rs`.
+//!
+//! Errors are sorted by meaning in [`error`] alone (a connection refused or lost is
+//! `StoreError::Unavailable`). Module map: [`options`] (what the store is opened with),
+//! `connect` (the pool and session settings), [`migrate`], `cache`, `listen`, `queues`,
+//! `webhooks`.
+
+mod cache;
+mod connect;
+pub mod error;
+mod listen;
+pub mod migrate;
+pub mod options;
+mod queues;
+mod webhooks;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use async_trait::async_trait;
+use deadpool_postgres::Pool;
+use parking_lot::Mutex;
+use sluice_core::clock::Millis;
+use sluice_core::dispatch::{LeaseError, NackOutcome};
+use sluice_core::message::MessageStatus;
+use sluice_core::notify::Notifier;
+use sluice_core::queue::QueueConfig;
+use sluice_core::store::{
+    AckParams, BrowsePage, BrowseQuery, CancelOutcome, Claim, ClaimParams, DeadLetter,
+    DeadLetterQuery, DeadLetterSelection, DeadLetters, EnqueueParams, Enqueued, ExtendParams,
+    GiveBackParams, MessageBody, MessageGetParams, NackParams, QueueInfo, QueuePut, QueuePutParams,
+    Replay, ReplayParams, Store, StoreError, StoreResult,
+};
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+use crate::cache::QueueCache;
+use crate::error::Db;
+pub use crate::migrate::{Migrated, migrate};
+pub use crate::options::{DatabaseUrl, Durability, PgOptions};
+
+/// A [`Store`] on a PostgreSQL schema, shared with every other node opened on it.
+pub struct PgStore {
+    options: PgOptions,
+    pool: Pool,
+    cache: Arc<QueueCache>,
+    notifier: Arc<Notifier>,
+    /// The listener task, until close.
+    listener: Mutex<Option<JoinHandle<()>>>,
+    is_closed: AtomicBool,
+    /// `<schema>.config`: definition changes.
+    config_channel: String,
+    /// `<schema>.wake`: a queue may have a claimable message (payload: its name).
+    wake_channel: String,
+}
+
+impl PgStore {
+    /// Opens the store: checks `options`, migrates the schema (or, with `migrate: false`, checks
+    /// that it is current), makes the pool and starts the listener. Several nodes may open one
+    /// schema at once; the migration runs once.
+    ///
+    /// Errors: `Unavailable` when the database cannot be reached within
+    /// `options.connect_timeout`; `Other` for options that do not check, a schema migrated by
+    /// a newer sluice, or a failed migration.
+    pub async fn open(options: PgOptions) -> StoreResult<Self> {
+        options.check().map_err(|e| StoreError::Other(e.into()))?;
+        if options.migrate {
+            migrate::migrate(&options).await?;
+        } else {
+            migrate::check(&options).await?;
+        }
+        let pool = connect::pool(&options)?;
+        let cache = Arc::new(QueueCache::default());
+        let listener = listen::spawn(options.clone(), cache.clone());
+        tracing::info!(url = %options.url, schema = %options.schema, "PostgreSQL store open");
+        Ok(Self {
+            config_channel: listen::config_channel(&options.schema),
+            wake_channel: format!("{}.wake", options.schema),
+            options,
+            pool,
+            cache,
+            notifier: Arc::new(Notifier::default()),
+            listener: Mutex::new(Some(listener)),
+            is_closed: AtomicBool::new(false),
+        })
+    }
+
+    /// The options the store was opened with.
+    pub fn options(&self) -> &PgOptions {
+        &self.options
+    }
+
+    /// A pooled connection; `Unavailable` once closed or when none comes within the connect
+    /// timeout.
+    async fn client(&self) -> StoreResult<deadpool_postgres::Object> {
+        self.check_open()?;
+        self.pool.get().await.db()
+    }
+
+    fn check_open(&self) -> StoreResult<()> {
+        if self.is_closed.load(Ordering::Acquire) {
+            return Err(StoreError::Unavailable(
+                "the PostgreSQL store is closed".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The error of a method a later build step brings, once its queue is known to exist.
+    async fn not_built_yet(&self, queue: &str, method: &'static str, step: u8) -> StoreError {
+        match self.resolve(queue).await {
+            Ok(_) => StoreError::Other(Box::new(NotBuiltYet { method, step })),
+            Err(error) => error,
+        }
+    }
+}
+
+/// A method of the [`Store`] trait this store does not have yet; the step of
+/// docs/design/postgres-store.md §8 that brings it is named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{method} is not built yet in the PostgreSQL store (docs/design/postgres-store.md §8, step {step})"
+)]
+pub struct NotBuiltYet {
+    /// The trait method.
+    pub method: &'static str,
+    /// The build step that brings it.
+    pub step: u8,
+}
+
+/// The build step of the message path: enqueue, claim, ack, nack, extend, give back.
+const MESSAGE_PATH: u8 = 3;
+/// The build step of everything else: lookups, cancel, purge, dead letters, browse, upkeep.
+const EVERYTHING_ELSE: u8 = 4;
+
+#[async_trait]
+impl Store for PgStore {
+    async fn queue_put(&self, params: QueuePutParams) -> StoreResult<QueuePut> {
+        self.put_queue(params).await
+    }
+
+    async fn queue_get(&self, name: &str, now_ms: Millis) -> StoreResult<QueueInfo> {
+        self.get_queue(name, now_ms).await
+    }
+
+    async fn queue_config(&self, name: &str) -> StoreResult<Arc<QueueConfig>> {
+        self.queue_config_of(name).await
+    }
+
+    async fn queue_list(&self, now_ms: Millis) -> StoreResult<Vec<QueueInfo>> {
+        self.list_queues(now_ms).await
+    }
+
+    async fn queue_is_dead_letter_queue(&self, name: &str) -> StoreResult<bool> {
+        self.is_dead_letter_queue(name).await
+    }
+
+    async fn queue_delete(&self, name: &str) -> StoreResult<u64> {
+        self.delete_queue(name).await
+    }
+
+    async fn message_enqueue(&self, params: EnqueueParams) -> StoreResult<Vec<Enqueued>> {
+        Err(self
+            .not_built_yet(&params.queue, "message_enqueue", MESSAGE_PATH)
+            .await)
+    }
+
+    async fn message_claim(&self, params: ClaimParams) -> StoreResult<Claim> {
+        Err(self
+            .not_built_yet(&params.queue, "message_claim", MESSAGE_PATH)
+            .await)
+    }
+
+    async fn message_ack(&self, params: AckParams) -> StoreResult<Vec<Result<(), LeaseError>>> {
+        Err(self
+            .not_built_yet(&params.queue, "message_ack", MESSAGE_PATH)
+            .await)
+    }
+
+    async fn message_nack(&self, params: NackParams) -> StoreResult<NackOutcome> {
+        Err(self
+            .not_built_yet(&params.queue, "message_nack", MESSAGE_PATH)
+            .await)
+    }
+
+    async fn message_extend(&self, params: ExtendParams) -> StoreResult<Millis> {
+        Err(self
+            .not_built_yet(&params.queue, "message_extend", MESSAGE_PATH)
+            .await)
+    }
+
+    async fn message_give_back(&self, params: GiveBackParams) -> StoreResult<()> {
+        Err(self
+            .not_built_yet(&params.queue, "message_give_back", MESSAGE_PATH)
+            .await)
+    }
+
+    async fn message_get(&self, params: MessageGetParams) -> StoreResult<Option<MessageStatus>> {
+        Err(self
+            .not_built_yet(&params.queue, "message_get", EVERYTHING_ELSE)
+            .await)
+    }
+
+    async fn queue_pause(&self, name: &str, paused: bool) -> StoreResult<()> {
+        self.pause_queue(name, paused).await
+    }
+
+    async fn queue_purge(&self, name: &str, _now_ms: Millis) -> StoreResult<u64> {
+        Err(self
+            .not_built_yet(name, "queue_purge", EVERYTHING_ELSE)
+            .await)
+    }
+
+    async fn message_cancel(
+        &self,
+        params: MessageGetParams,
+        _reason: Option<String>,
+    ) -> StoreResult<CancelOutcome> {
+        Err(self
+            .not_built_yet(&params.queue, "message_cancel", EVERYTHING_ELSE)
+            .await)
+    }
+
+    async fn dead_letter_list(&self, query: DeadLetterQuery) -> StoreResult<DeadLetters> {
+        Err(self
+            .not_built_yet(&query.queue, "dead_letter_list", EVERYTHING_ELSE)
+            .await)
+    }
+
+    async fn dead_letter_get(&self, queue: &str, _id: Uuid) -> StoreResult<Option<DeadLetter>> {
+        Err(self
+            .not_built_yet(queue, "dead_letter_get", EVERYTHING_ELSE)
+            .await)
+    }
+
+    async fn dead_letter_replay(&self, params: ReplayParams) -> StoreResult<Replay> {
+        Err(self
+            .not_built_yet(&params.queue, "dead_letter_replay", EVERYTHING_ELSE)
+            .await)
+    }
+
+    async fn dead_letter_delete(
+        &self,
+        queue: &str,
+        _selection: DeadLetterSelection,
+        _now_ms: Millis,
+    ) -> StoreResult<u64> {
+        Err(self
+            .not_built_yet(queue, "dead_letter_delete", EVERYTHING_ELSE)
+            .await)
+    }
+
+    async fn webhook_put(&self, name: &str, spec: String, now_ms: Millis) -> StoreResult<()> {
+        self.put_webhook(name, spec, now_ms).await
+    }
+
+    async fn webhook_delete(&self, name: &str) -> StoreResult<bool> {
+        self.delete_webhook(name).await
+    }
+
+    async fn webhook_list(&self) -> StoreResult<Vec<(String, String)>> {
+        self.list_webhooks().await
+    }
+
+    /// Nothing to keep yet: no message can be stored before step 3, so no lease expires and
+    /// no retention applies. Step 4 runs the leader's upkeep here.
+    async fn maintain(&self, _now_ms: Millis) -> StoreResult<()> {
+        self.check_open()
+    }
+
+    fn notifier(&self) -> Arc<Notifier> {
+        self.notifier.clone()
+    }
+
+    async fn close(&self) -> StoreResult<()> {
+        self.is_closed.store(true, Ordering::Release);
+        if let Some(listener) = self.listener.lock().take() {
+            listener.abort();
+        }
+        self.pool.close();
+        // Waiters look again and find the store closed.
+        self.notifier.wake_all();
+        Ok(())
+    }
+
+    async fn message_browse(&self, query: BrowseQuery) -> StoreResult<BrowsePage> {
+        Err(self
+            .not_built_yet(&query.queue, "message_browse", EVERYTHING_ELSE)
+            .await)
+    }
+
+    async fn message_body(&self, params: MessageGetParams) -> StoreResult<Option<MessageBody>> {
+        Err(self
+            .not_built_yet(&params.queue, "message_body", EVERYTHING_ELSE)
+            .await)
+    }
+}

@@ -1,0 +1,99 @@
+//! The listener: one dedicated connection per node that `LISTEN`s on `<schema>.config`, so a
+//! definition changed on another node drops this node's cached copy
+//! (docs/design/postgres-store.md §3.1, §4.4).
+//!
+//! Invalidation only, for now: wake-ups of long polls through `<schema>.wake` come with the
+//! message path (build step 3), the reload of webhook endpoints and push pauses with
+//! `definitions_changed` (step 5). The listener never answers a caller: when its connection
+//! breaks it tells the cache (whose entries are then re-checked before use) and reconnects with
+//! a jittered backoff, 100 ms doubling to 5 s.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio_postgres::AsyncMessage;
+
+use crate::cache::QueueCache;
+use crate::connect;
+use crate::options::PgOptions;
+
+/// The first wait before reconnecting.
+const RECONNECT_MIN: Duration = Duration::from_millis(100);
+/// The longest wait before reconnecting.
+const RECONNECT_MAX: Duration = Duration::from_secs(5);
+
+/// The channel of definition changes: payloads `queue:<name>`, `webhook:<name>`.
+pub(crate) fn config_channel(schema: &str) -> String {
+    format!("{schema}.config")
+}
+
+/// Starts the listener; it runs until the handle is aborted ([`crate::PgStore`]'s close).
+pub(crate) fn spawn(options: PgOptions, cache: Arc<QueueCache>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut backoff = RECONNECT_MIN;
+        loop {
+            match listen_once(&options, &cache).await {
+                // It was connected: start the next attempt from the shortest wait.
+                Ok(()) => backoff = RECONNECT_MIN,
+                Err(error) => {
+                    tracing::warn!(schema = %options.schema, %error, "the store's listener cannot connect; cached definitions are re-checked before use");
+                }
+            }
+            cache.set_listening(false);
+            // Equal jitter, as the retry backoff: several nodes that lost the database together
+            // do not come back together.
+            let ms = backoff.as_millis() as i64;
+            let jittered = sluice_core::rules::backoff::random_draw(ms / 2..=ms);
+            tokio::time::sleep(Duration::from_millis(jittered as u64)).await;
+            backoff = (backoff * 2).min(RECONNECT_MAX);
+        }
+    })
+}
+
+/// One connection's life: connect, `LISTEN`, then apply notifications until it breaks.
+/// `Ok` once it was listening (whatever ended it), `Err` when it never got that far.
+async fn listen_once(options: &PgOptions, cache: &QueueCache) -> Result<(), String> {
+    let (client, mut connection) = connect::dedicated(options)
+        .await
+        .map_err(|e| e.to_string())?;
+    let channel = config_channel(&options.schema);
+    // The connection must be polled for the LISTEN to be sent and answered; notifications that
+    // arrive meanwhile are applied at once, the cache being cleared after anyway.
+    let mut drive = std::pin::pin!(async {
+        loop {
+            match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                Some(Ok(AsyncMessage::Notification(notification))) => {
+                    apply(cache, notification.payload());
+                }
+                Some(Ok(_notice)) => {}
+                Some(Err(error)) => return error.to_string(),
+                None => return "the connection closed".to_owned(),
+            }
+        }
+    });
+    let listen_statement = format!("LISTEN \"{channel}\"");
+    let listen = client.batch_execute(&listen_statement);
+    tokio::select! {
+        ended = &mut drive => return Err(ended),
+        listened = listen => listened.map_err(|e| e.to_string())?,
+    }
+    // Changes committed before the LISTEN took effect were announced to nobody here.
+    cache.set_listening(true);
+    tracing::debug!(schema = %options.schema, "the store's listener is connected");
+    let ended = drive.await;
+    tracing::warn!(schema = %options.schema, reason = %ended, "the store's listener lost its connection; reconnecting");
+    drop(client);
+    Ok(())
+}
+
+/// Applies one `<schema>.config` payload.
+fn apply(cache: &QueueCache, payload: &str) {
+    match payload.split_once(':') {
+        Some(("queue", name)) => cache.invalidate(name),
+        // Webhook endpoints are not cached in the store; the server reloads them from
+        // `definitions_changed` (build step 5).
+        Some(("webhook", _)) => {}
+        _ => tracing::debug!(payload, "unknown definition change ignored"),
+    }
+}
