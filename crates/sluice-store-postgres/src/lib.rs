@@ -63,6 +63,8 @@ pub struct PgStore {
     notifier: Arc<Notifier>,
     /// The listener task, until close.
     listener: Mutex<Option<JoinHandle<()>>>,
+    /// Moved by the listener at every definition change ([`Store::definitions_changed`]).
+    definitions_changed: Arc<tokio::sync::watch::Sender<u64>>,
     is_closed: AtomicBool,
     /// `<schema>.config`: definition changes.
     config_channel: String,
@@ -87,7 +89,14 @@ impl PgStore {
         }
         let pool = connect::pool(&options)?;
         let cache = Arc::new(QueueCache::default());
-        let listener = listen::spawn(options.clone(), cache.clone());
+        let definitions_changed = Arc::new(tokio::sync::watch::Sender::new(0));
+        let listener = listen::spawn(
+            options.clone(),
+            listen::Followers {
+                cache: cache.clone(),
+                changed: definitions_changed.clone(),
+            },
+        );
         tracing::info!(url = %options.url, schema = %options.schema, "PostgreSQL store open");
         Ok(Self {
             config_channel: listen::config_channel(&options.schema),
@@ -97,6 +106,7 @@ impl PgStore {
             cache,
             notifier: Arc::new(Notifier::default()),
             listener: Mutex::new(Some(listener)),
+            definitions_changed,
             is_closed: AtomicBool::new(false),
         })
     }
@@ -286,6 +296,10 @@ impl Store for PgStore {
 
     fn notifier(&self) -> Arc<Notifier> {
         self.notifier.clone()
+    }
+
+    fn definitions_changed(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.definitions_changed.subscribe()
     }
 
     async fn close(&self) -> StoreResult<()> {

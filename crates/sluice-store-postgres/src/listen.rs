@@ -2,11 +2,13 @@
 //! definition changed on another node drops this node's cached copy
 //! (docs/design/postgres-store.md §3.1, §4.4).
 //!
-//! Invalidation only, for now: wake-ups of long polls through `<schema>.wake` come with the
-//! message path (build step 3), the reload of webhook endpoints and push pauses with
-//! `definitions_changed` (step 5). The listener never answers a caller: when its connection
-//! breaks it tells the cache (whose entries are then re-checked before use) and reconnects with
-//! a jittered backoff, 100 ms doubling to 5 s.
+//! Each change also moves the store's `definitions_changed` counter, so the server reloads what
+//! it keeps in memory (webhook endpoints; the push supervisor looks at the queues again); so
+//! does each (re)connect, since changes made while it was away were announced to nobody here.
+//! Wake-ups of long polls through `<schema>.wake` come with the message path (build step 3).
+//! The listener never answers a caller: when its connection breaks it tells the cache (whose
+//! entries are then re-checked before use) and reconnects with a jittered backoff, 100 ms
+//! doubling to 5 s.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +17,21 @@ use tokio::task::JoinHandle;
 use tokio_postgres::AsyncMessage;
 
 use crate::cache::QueueCache;
+
+/// What a definition change reaches on this node.
+#[derive(Clone)]
+pub(crate) struct Followers {
+    pub cache: Arc<QueueCache>,
+    /// Bumped at every change and every (re)connect ([`sluice_core::Store::definitions_changed`]).
+    pub changed: Arc<tokio::sync::watch::Sender<u64>>,
+}
+
+impl Followers {
+    fn bump(&self) {
+        self.changed
+            .send_modify(|count| *count = count.wrapping_add(1));
+    }
+}
 use crate::connect;
 use crate::options::PgOptions;
 
@@ -29,18 +46,18 @@ pub(crate) fn config_channel(schema: &str) -> String {
 }
 
 /// Starts the listener; it runs until the handle is aborted ([`crate::PgStore`]'s close).
-pub(crate) fn spawn(options: PgOptions, cache: Arc<QueueCache>) -> JoinHandle<()> {
+pub(crate) fn spawn(options: PgOptions, followers: Followers) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut backoff = RECONNECT_MIN;
         loop {
-            match listen_once(&options, &cache).await {
+            match listen_once(&options, &followers).await {
                 // It was connected: start the next attempt from the shortest wait.
                 Ok(()) => backoff = RECONNECT_MIN,
                 Err(error) => {
                     tracing::warn!(schema = %options.schema, %error, "the store's listener cannot connect; cached definitions are re-checked before use");
                 }
             }
-            cache.set_listening(false);
+            followers.cache.set_listening(false);
             // Equal jitter, as the retry backoff: several nodes that lost the database together
             // do not come back together.
             let ms = backoff.as_millis() as i64;
@@ -53,7 +70,7 @@ pub(crate) fn spawn(options: PgOptions, cache: Arc<QueueCache>) -> JoinHandle<()
 
 /// One connection's life: connect, `LISTEN`, then apply notifications until it breaks.
 /// `Ok` once it was listening (whatever ended it), `Err` when it never got that far.
-async fn listen_once(options: &PgOptions, cache: &QueueCache) -> Result<(), String> {
+async fn listen_once(options: &PgOptions, followers: &Followers) -> Result<(), String> {
     let (client, mut connection) = connect::dedicated(options)
         .await
         .map_err(|e| e.to_string())?;
@@ -64,7 +81,7 @@ async fn listen_once(options: &PgOptions, cache: &QueueCache) -> Result<(), Stri
         loop {
             match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
                 Some(Ok(AsyncMessage::Notification(notification))) => {
-                    apply(cache, notification.payload());
+                    apply(followers, notification.payload());
                 }
                 Some(Ok(_notice)) => {}
                 Some(Err(error)) => return error.to_string(),
@@ -79,7 +96,8 @@ async fn listen_once(options: &PgOptions, cache: &QueueCache) -> Result<(), Stri
         listened = listen => listened.map_err(|e| e.to_string())?,
     }
     // Changes committed before the LISTEN took effect were announced to nobody here.
-    cache.set_listening(true);
+    followers.cache.set_listening(true);
+    followers.bump();
     tracing::debug!(schema = %options.schema, "the store's listener is connected");
     let ended = drive.await;
     tracing::warn!(schema = %options.schema, reason = %ended, "the store's listener lost its connection; reconnecting");
@@ -88,12 +106,15 @@ async fn listen_once(options: &PgOptions, cache: &QueueCache) -> Result<(), Stri
 }
 
 /// Applies one `<schema>.config` payload.
-fn apply(cache: &QueueCache, payload: &str) {
+fn apply(followers: &Followers, payload: &str) {
     match payload.split_once(':') {
-        Some(("queue", name)) => cache.invalidate(name),
-        // Webhook endpoints are not cached in the store; the server reloads them from
-        // `definitions_changed` (build step 5).
+        Some(("queue", name)) => followers.cache.invalidate(name),
+        // Webhook endpoints are not cached in the store: the server reloads them.
         Some(("webhook", _)) => {}
-        _ => tracing::debug!(payload, "unknown definition change ignored"),
+        _ => {
+            tracing::debug!(payload, "unknown definition change ignored");
+            return;
+        }
     }
+    followers.bump();
 }

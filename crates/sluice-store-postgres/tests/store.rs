@@ -324,6 +324,35 @@ async fn a_definition_changed_on_one_node_reaches_the_other() {
     fixture.drop().await;
 }
 
+/// A webhook endpoint defined on one node moves the other node's `definitions_changed`, so
+/// its server serves the endpoint too.
+#[tokio::test]
+async fn a_webhook_defined_on_one_node_moves_the_others_definitions() {
+    let Some(fixture) = Fixture::new().await else {
+        return;
+    };
+    let a = fixture.open().await;
+    let b = fixture.open().await;
+    let mut changed = a.definitions_changed();
+    // The listener moves it once connected; wait for that, then for b's change.
+    eventually("a's listener is connected", || {
+        let moved = *changed.borrow() > 0;
+        async move { moved }
+    })
+    .await;
+    changed.mark_unchanged();
+    b.webhook_put("github", r#"{"queue":"pushes"}"#.into(), T0)
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), changed.changed())
+        .await
+        .expect("moved within 5 s")
+        .unwrap();
+    a.close().await.unwrap();
+    b.close().await.unwrap();
+    fixture.drop().await;
+}
+
 /// Webhook definitions are kept in the database, and every change is announced on
 /// `<schema>.config` as `webhook:<name>` when it commits, for the other nodes.
 #[tokio::test]
