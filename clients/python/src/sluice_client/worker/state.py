@@ -3,6 +3,7 @@ both workers (threads and asyncio) share, and the counters behind `status()`."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -252,3 +253,26 @@ def pending_of(stats: QueueStats) -> int:
 
 def identity(value: Any) -> Any:
     return value
+
+
+def record_acks(
+    counters: Counters,
+    batch: list[tuple[int, Task]],
+    acked: list[bool] | BaseException,
+) -> None:
+    """Counts the answer to one coalesced ack: `ack_many`'s per-task results, or why the
+    request failed. A task not acked comes back once its lease runs out."""
+    log = logging.getLogger("sluice_client.worker")
+    if not isinstance(acked, BaseException) and len(acked) != len(batch):
+        acked = ValueError(f"ack_many answered {len(acked)} results for {len(batch)}")
+    if isinstance(acked, BaseException):
+        for index, task in batch:
+            log.warning("ack of %s failed (it will come back): %s", task.task_id, acked)
+            counters.finished(index, "lost")
+        return
+    for (index, task), done in zip(batch, acked, strict=True):
+        if done:
+            counters.finished(index, "processed")
+        else:
+            log.warning("ack of %s failed (its lease was lost; it comes back)", task.task_id)
+            counters.finished(index, "lost")

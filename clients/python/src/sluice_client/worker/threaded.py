@@ -48,6 +48,7 @@ from .state import (
     identity,
     pending_of,
     queue_is_empty,
+    record_acks,
 )
 
 T = TypeVar("T")
@@ -526,19 +527,7 @@ class _Acker:
 
     def _send(self, batch: list[tuple[int, Task]]) -> None:
         try:
-            acked = self._queue.ack_many([task for _, task in batch])
-            if len(acked) != len(batch):
-                raise ValueError(f"ack_many answered {len(acked)} results for {len(batch)}")
+            acked: list[bool] | BaseException = self._queue.ack_many([task for _, task in batch])
         except Exception as error:
-            for index, task in batch:
-                log.warning("ack of %s failed (it will come back): %s", task.task_id, error)
-                self._counters.finished(index, "lost")
-            return
-        for (index, task), done in zip(batch, acked, strict=True):
-            if done:
-                self._counters.finished(index, "processed")
-            else:
-                log.warning(
-                    "ack of %s failed (its lease was lost; it will come back)", task.task_id
-                )
-                self._counters.finished(index, "lost")
+            acked = error
+        record_acks(self._counters, batch, acked)
