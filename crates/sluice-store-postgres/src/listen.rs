@@ -1,11 +1,14 @@
 //! The listener: one dedicated connection per node that `LISTEN`s on `<schema>.config`, so a
-//! definition changed on another node drops this node's cached copy
+//! definition changed on another node drops this node's cached copy, and on `<schema>.wake`,
+//! so a message made claimable on another node wakes this node's waiters on its queue
 //! (docs/design/postgres-store.md §3.1, §4.4).
 //!
 //! Each change also moves the store's `definitions_changed` counter, so the server reloads what
 //! it keeps in memory (webhook endpoints; the push supervisor looks at the queues again); so
 //! does each (re)connect, since changes made while it was away were announced to nobody here.
-//! Wake-ups of long polls through `<schema>.wake` come with the message path (build step 3).
+//! While it is not connected, wake-ups of other nodes are lost: every waiter of this node is
+//! woken at each (re)connect and at each attempt in between, so they look again on their own
+//! (their waits are bounded anyway, as the `Notifier` asks).
 //! The listener never answers a caller: when its connection breaks it tells the cache (whose
 //! entries are then re-checked before use) and reconnects with a jittered backoff, 100 ms
 //! doubling to 5 s.
@@ -24,6 +27,8 @@ pub(crate) struct Followers {
     pub cache: Arc<QueueCache>,
     /// Bumped at every change and every (re)connect ([`sluice_core::Store::definitions_changed`]).
     pub changed: Arc<tokio::sync::watch::Sender<u64>>,
+    /// This node's waiters, woken by `<schema>.wake` (payload: a queue name).
+    pub notifier: Arc<sluice_core::notify::Notifier>,
 }
 
 impl Followers {
@@ -45,6 +50,11 @@ pub(crate) fn config_channel(schema: &str) -> String {
     format!("{schema}.config")
 }
 
+/// The channel of wake-ups: payload, the name of a queue that may have a claimable message.
+pub(crate) fn wake_channel(schema: &str) -> String {
+    format!("{schema}.wake")
+}
+
 /// Starts the listener; it runs until the handle is aborted ([`crate::PgStore`]'s close).
 pub(crate) fn spawn(options: PgOptions, followers: Followers) -> JoinHandle<()> {
     tokio::spawn(async move {
@@ -58,6 +68,8 @@ pub(crate) fn spawn(options: PgOptions, followers: Followers) -> JoinHandle<()> 
                 }
             }
             followers.cache.set_listening(false);
+            // Wake-ups sent meanwhile reach nobody here: waiters look again themselves.
+            followers.notifier.wake_all();
             // Equal jitter, as the retry backoff: several nodes that lost the database together
             // do not come back together.
             let ms = backoff.as_millis() as i64;
@@ -75,13 +87,18 @@ async fn listen_once(options: &PgOptions, followers: &Followers) -> Result<(), S
         .await
         .map_err(|e| e.to_string())?;
     let channel = config_channel(&options.schema);
+    let wake = wake_channel(&options.schema);
     // The connection must be polled for the LISTEN to be sent and answered; notifications that
     // arrive meanwhile are applied at once, the cache being cleared after anyway.
     let mut drive = std::pin::pin!(async {
         loop {
             match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
                 Some(Ok(AsyncMessage::Notification(notification))) => {
-                    apply(followers, notification.payload());
+                    if notification.channel() == wake {
+                        followers.notifier.wake(notification.payload());
+                    } else {
+                        apply(followers, notification.payload());
+                    }
                 }
                 Some(Ok(_notice)) => {}
                 Some(Err(error)) => return error.to_string(),
@@ -89,7 +106,7 @@ async fn listen_once(options: &PgOptions, followers: &Followers) -> Result<(), S
             }
         }
     });
-    let listen_statement = format!("LISTEN \"{channel}\"");
+    let listen_statement = format!("LISTEN \"{channel}\"; LISTEN \"{wake}\"");
     let listen = client.batch_execute(&listen_statement);
     tokio::select! {
         ended = &mut drive => return Err(ended),
@@ -98,6 +115,7 @@ async fn listen_once(options: &PgOptions, followers: &Followers) -> Result<(), S
     // Changes committed before the LISTEN took effect were announced to nobody here.
     followers.cache.set_listening(true);
     followers.bump();
+    followers.notifier.wake_all();
     tracing::debug!(schema = %options.schema, "the store's listener is connected");
     let ended = drive.await;
     tracing::warn!(schema = %options.schema, reason = %ended, "the store's listener lost its connection; reconnecting");
