@@ -114,8 +114,10 @@ async fn listen_once(options: &PgOptions, followers: &Followers) -> Result<(), S
     }
     // Changes committed before the LISTEN took effect were announced to nobody here.
     followers.cache.set_listening(true);
-    followers.bump();
+    // Wake-ups sent before the LISTEN reached nobody here; woken before the counter moves, so
+    // whoever sees it move knows the catch-up wake-up is behind it.
     followers.notifier.wake_all();
+    followers.bump();
     tracing::debug!(schema = %options.schema, "the store's listener is connected");
     let ended = drive.await;
     tracing::warn!(schema = %options.schema, reason = %ended, "the store's listener lost its connection; reconnecting");
