@@ -9,7 +9,7 @@
 //! claim (and `message_claim_recorded`) with due delays, expired leases, pause, lanes and the
 //! shared `max_in_flight` and rate limit; ack, nack (retry with the core's backoff, or the
 //! dead-letter move), extend and give back, fenced by the receipt; lookups of one message by
-//! id or idempotency key (`message_get`). Every node caches queue definitions and drops a copy
+//! id or idempotency key (`message_get`, `message_body`). Every node caches queue definitions and drops a copy
 //! when any node changes it (`cache`, `listen`), and a change that may make a message
 //! claimable is announced on `<schema>.wake`, which wakes the queue's waiters on every node.
 //!
@@ -19,7 +19,7 @@
 //!
 //! What is not built yet (step 4): lease expiry on the last attempt into the dead-letter queue
 //! (the leader's upkeep), dead-letter list, get, replay and delete, retention, purge, cancel,
-//! bodies, delivery logs and browsing. Those methods first resolve their queue (an unknown one
+//! delivery logs and browsing. Those methods first resolve their queue (an unknown one
 //! is `QueueNotFound`, as for every store), then fail with a [`NotBuiltYet`] error, a
 //! `StoreError::Other` that names the method and the step that brings it; they never panic.
 //! `maintain` returns at once. Until step 4 the store passes only the conformance cases listed
@@ -339,8 +339,6 @@ impl Store for PgStore {
     }
 
     async fn message_body(&self, params: MessageGetParams) -> StoreResult<Option<MessageBody>> {
-        Err(self
-            .not_built_yet(&params.queue, "message_body", EVERYTHING_ELSE)
-            .await)
+        self.message_with_body(params).await
     }
 }

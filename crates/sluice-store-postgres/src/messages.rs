@@ -34,7 +34,7 @@ use sluice_core::rules::lanes::lane_key;
 use sluice_core::rules::token_bucket::TokenBucket;
 use sluice_core::store::{
     AckParams, Claim, ClaimParams, EnqueueParams, Enqueued, ExtendParams, GiveBackParams,
-    MessageGetParams, MessageRef, NackParams, StoreError, StoreResult,
+    MessageBody, MessageGetParams, MessageRef, NackParams, StoreError, StoreResult,
 };
 use sluice_core::stored::ids;
 use tokio_postgres::Row;
@@ -706,6 +706,29 @@ impl PgStore {
         &self,
         params: MessageGetParams,
     ) -> StoreResult<Option<MessageStatus>> {
+        Ok(self
+            .find_message(params, false)
+            .await?
+            .map(|(status, _)| status))
+    }
+
+    /// A message found as [`PgStore::get_message`] finds it, with its body and headers while
+    /// the row keeps them (`Store::message_body`).
+    pub(crate) async fn message_with_body(
+        &self,
+        params: MessageGetParams,
+    ) -> StoreResult<Option<MessageBody>> {
+        Ok(self
+            .find_message(params, true)
+            .await?
+            .map(|(status, payload)| MessageBody { status, payload }))
+    }
+
+    async fn find_message(
+        &self,
+        params: MessageGetParams,
+        with_body: bool,
+    ) -> StoreResult<Option<(MessageStatus, Option<Payload>)>> {
         let queue = self.resolve(&params.queue).await?;
         let client = self.client().await?;
         let id = match &params.by {
@@ -728,21 +751,38 @@ impl PgStore {
         let Some(seq) = ids::decode(&id).and_then(|seq| i64::try_from(seq).ok()) else {
             return Ok(None);
         };
+        // The body is read only when asked for: a status lookup never moves it.
+        let body_columns = if with_body {
+            "m.body, m.body_kind, m.headers"
+        } else {
+            "NULL::bytea, m.body_kind, NULL::jsonb"
+        };
         let row = client
             .query_opt(
-                "SELECT m.id, q.name, m.state::text, m.idempotency_key, m.msg_key, m.priority, \
-                        m.attempts, m.enqueued_at_ms, m.first_received_at_ms, m.visible_at_ms, \
-                        m.lease_expires_at_ms, m.last_error, m.finished_at_ms, m.result, \
-                        m.replayed_as, m.dead_source_queue, m.dead_last_error, m.dead_attempts, \
-                        m.dead_first_seen_at_ms, m.dead_last_seen_at_ms, m.failures \
-                 FROM messages m JOIN queues q ON q.id = m.queue_id \
-                 WHERE m.seq = $1 AND m.id = $2 \
-                   AND (m.queue_id = $3 OR m.dead_source_queue = $4)",
+                &format!(
+                    "SELECT m.id, q.name, m.state::text, m.idempotency_key, m.msg_key, m.priority, \
+                            m.attempts, m.enqueued_at_ms, m.first_received_at_ms, m.visible_at_ms, \
+                            m.lease_expires_at_ms, m.last_error, m.finished_at_ms, m.result, \
+                            m.replayed_as, m.dead_source_queue, m.dead_last_error, \
+                            m.dead_attempts, m.dead_first_seen_at_ms, m.dead_last_seen_at_ms, \
+                            m.failures, {body_columns} \
+                     FROM messages m JOIN queues q ON q.id = m.queue_id \
+                     WHERE m.seq = $1 AND m.id = $2 \
+                       AND (m.queue_id = $3 OR m.dead_source_queue = $4)"
+                ),
                 &[&seq, &id, &queue.id, &params.queue],
             )
             .await
             .db()?;
-        row.map(|row| status(&row)).transpose()
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let body: Option<Vec<u8>> = row.get(21);
+        let payload = match body {
+            Some(body) => Some(payload(Some(body), row.get(22), row.get(23))?),
+            None => None,
+        };
+        Ok(Some((status(&row)?, payload)))
     }
 
     /// The dead-letter queue `name`, created as the index creates it when it is missing.

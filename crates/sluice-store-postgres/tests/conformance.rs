@@ -51,4 +51,6 @@ sluice_store_tests::store_conformance!(open; cases = [
     queue_put_creates_the_dead_letter_queue_and_guards_it,
     ordering_changes_are_refused_while_messages_are_queued,
     permanent_nack_dead_letters_at_once,
+    acks_keep_their_result,
+    lookups_find_messages_by_id_and_idempotency_key,
 ]);
