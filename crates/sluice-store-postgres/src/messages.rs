@@ -169,6 +169,29 @@ impl PgStore {
                 });
             }
         }
+        let lanes: Vec<Option<String>> = messages
+            .iter()
+            .map(|message| {
+                let key = message.key.as_deref().map(Arc::<str>::from);
+                lane_key(config.ordering, key.as_ref()).map(|lane| lane.to_string())
+            })
+            .collect();
+        if !keyed.is_empty() && lanes.iter().any(Option::is_some) {
+            // Lanes before idempotency keys, the order acks take them in (lanes, then the
+            // memo): an enqueue of a key whose message is being acked cannot deadlock with it.
+            let mut existing: Vec<&str> = lanes.iter().flatten().map(String::as_str).collect();
+            existing.sort_unstable();
+            existing.dedup();
+            transaction
+                .execute(
+                    "SELECT 1 FROM lanes WHERE queue_id = $1 AND lane_key = ANY($2) \
+                     ORDER BY lane_key FOR UPDATE",
+                    &[&queue.id, &existing],
+                )
+                .await
+                .db()?;
+        }
+
         // For each message: `None` when it is stored, `Some(id)` when it is a duplicate of id.
         let mut duplicate_of: Vec<Option<Uuid>> = vec![None; count];
         if !keyed.is_empty() {
@@ -202,13 +225,7 @@ impl PgStore {
             if duplicate_of[i].is_some() {
                 continue;
             }
-            let key = message.key.as_deref().map(Arc::<str>::from);
-            rows.push(
-                seqs[i],
-                message_ids[i],
-                lane_key(config.ordering, key.as_ref()).map(|lane| lane.to_string()),
-                message,
-            );
+            rows.push(seqs[i], message_ids[i], lanes[i].clone(), message);
         }
         if !rows.seq.is_empty() {
             insert_rows(&transaction, queue.id, &rows, now_ms).await?;

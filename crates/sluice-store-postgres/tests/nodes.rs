@@ -340,3 +340,113 @@ async fn an_enqueue_on_one_node_wakes_a_waiter_on_the_other_within_a_second() {
     assert_eq!(claim(&cluster.b, "q", 1, 1_000, T0).await.messages.len(), 1);
     cluster.drop().await;
 }
+
+/// An idempotency key enqueued again on one node while its message is acked on the other, in
+/// a per-key queue, in a batch with a new message of the same lane: both succeed, and the key
+/// answers with the first message. The race is
+/// made to happen: a session of the test holds the lane's row, the ack queues behind it first,
+/// then the enqueue; when the session lets go, the ack goes on and reaches the key's memo. An
+/// enqueue that took the key before the lane (to add its new message to it) would now hold
+/// what the ack needs while waiting for the lane the ack holds: a deadlock, which PostgreSQL ends by failing one of them.
+#[tokio::test]
+async fn an_enqueue_of_a_key_beside_the_ack_of_its_message_never_deadlocks() {
+    let Some(cluster) = Cluster::new().await else {
+        return;
+    };
+    cluster
+        .queue("q", |c| {
+            c.ordering = Ordering::PerKey;
+            c.dedup_window_ms = 3_600_000;
+        })
+        .await;
+    let keyed = || NewMessage {
+        idempotency_key: Some("k".into()),
+        ..message("job", Some("lane"))
+    };
+    let [first] = send(&cluster.a, "q", vec![keyed()]).await[..] else {
+        unreachable!()
+    };
+    let leased = claim(&cluster.b, "q", 1, 60_000, T0).await.messages;
+    assert_eq!(leased.len(), 1);
+
+    let mut session = support::connect(&cluster.url).await.unwrap();
+    let holder = session.transaction().await.unwrap();
+    holder
+        .execute(
+            &format!("SELECT 1 FROM \"{}\".lanes FOR UPDATE", cluster.schema),
+            &[],
+        )
+        .await
+        .unwrap();
+    let holder_pid: i32 = holder
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let waiting = |count: i64| {
+        let url = cluster.url.clone();
+        async move {
+            let watcher = support::connect(&url).await.unwrap();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let blocked: i64 = watcher
+                    .query_one(
+                        // Behind the holder, or behind one that waits for it.
+                        "WITH RECURSIVE w(pid) AS ( \
+                             SELECT pid FROM pg_stat_activity \
+                             WHERE $1 = ANY(pg_blocking_pids(pid)) \
+                             UNION \
+                             SELECT a.pid FROM pg_stat_activity a \
+                             JOIN w ON w.pid = ANY(pg_blocking_pids(a.pid))) \
+                         SELECT count(*) FROM w",
+                        &[&holder_pid],
+                    )
+                    .await
+                    .unwrap()
+                    .get(0);
+                if blocked >= count {
+                    return;
+                }
+                assert!(Instant::now() < deadline, "{count} waiters never queued");
+                tokio::task::yield_now().await;
+            }
+        }
+    };
+    let store_b = cluster.b.clone();
+    let receipt = leased[0].receipt;
+    let acking = tokio::spawn(async move { ack(&store_b, "q", receipt, T0).await });
+    waiting(1).await;
+    let store_a = cluster.a.clone();
+    let enqueueing = tokio::spawn(async move {
+        store_a
+            .message_enqueue(EnqueueParams {
+                queue: "q".into(),
+                messages: vec![keyed(), message("next", Some("lane"))],
+                now_ms: T0,
+            })
+            .await
+    });
+    waiting(2).await;
+    holder.commit().await.unwrap();
+    assert_eq!(acking.await.unwrap(), Ok(()));
+    let again = enqueueing
+        .await
+        .unwrap()
+        .expect("the enqueue beside the ack");
+    assert_eq!((again[0].message_id, again[0].created), (first, false));
+    assert!(again[1].created);
+    assert_eq!(
+        bodies_of(&claim(&cluster.a, "q", 10, 60_000, T0).await),
+        ["next"],
+        "the lane moved on to the new message"
+    );
+    cluster.drop().await;
+}
+
+fn bodies_of(claim: &Claim) -> Vec<String> {
+    claim
+        .messages
+        .iter()
+        .map(|message| String::from_utf8_lossy(&message.payload.body_bytes).into_owned())
+        .collect()
+}
