@@ -122,6 +122,15 @@ fn classify_code(code: &SqlState, error: tokio_postgres::Error) -> StoreError {
     StoreError::Other(Box::new(error))
 }
 
+/// Whether `error` is a deadlock or serialization failure, which a transaction that committed
+/// nothing may simply try again (§2.0). Read from the text [`describe`] gives it, the one
+/// place that writes the SQLSTATE into an `Unavailable`.
+pub(crate) fn is_conflict(error: &StoreError) -> bool {
+    matches!(error, StoreError::Unavailable(text)
+        if text.contains(&format!("({})", SqlState::T_R_DEADLOCK_DETECTED.code()))
+            || text.contains(&format!("({})", SqlState::T_R_SERIALIZATION_FAILURE.code())))
+}
+
 /// The error with its cause and, for a database error, its SQLSTATE and message: the driver's
 /// own `Display` says only "db error" or "error connecting to server".
 fn describe(error: &tokio_postgres::Error) -> String {

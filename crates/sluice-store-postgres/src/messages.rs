@@ -10,13 +10,14 @@
 //! `queue_state` row (locked by paced claims and bounded enqueues). What this node keeps is
 //! only its own counters (§2.11).
 //!
-//! Where this departs from the design, for now: every call is its own transaction on a pooled
-//! connection; the two group-commit writers of §2.1 (enqueues and acks of all callers in one
-//! transaction) are not built, so throughput is one commit per call. `position` is exact for
-//! bounded queues and counts only the batch otherwise (the leader's `queue_stats` of step 4
-//! adds the rest). The push delivery log of acks and nacks (`delivery`) is not kept yet (step
-//! 4, with `message_deliveries`). A lease that runs out on its last attempt in a queue with a
-//! dead-letter queue stays leased until the leader's upkeep moves it (§2.7, step 4).
+//! Enqueues and acks run inside the group transactions of [`crate::group`] (one commit for
+//! every caller waiting); claims, nacks, extends, give-backs and lookups are each one
+//! transaction on a pooled connection. Where this departs from the design, for now:
+//! `position` is exact for bounded queues and counts only the batch otherwise (the leader's
+//! `queue_stats` of step 4 adds the rest). The push delivery log of acks and nacks
+//! (`delivery`) is not kept yet (step 4, with `message_deliveries`). A lease that runs out on
+//! its last attempt in a queue with a dead-letter queue stays leased until the leader's upkeep
+//! moves it (§2.7, step 4).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,7 +26,7 @@ use sluice_core::Millis;
 use sluice_core::dispatch::{LeaseError, NackOutcome};
 use sluice_core::message::{
     BodyKind, ClaimedMessage, DeadLetterInfo, Failure, Headers, MessageState, MessageStatus,
-    Payload, Receipt,
+    NewMessage, Payload, Receipt,
 };
 use sluice_core::queue::{Ordering, QueueConfig};
 use sluice_core::rules::backoff::random_draw;
@@ -85,180 +86,14 @@ impl Fence {
 }
 
 impl PgStore {
-    /// Stores a batch in one transaction (`Store::message_enqueue`, §2.2): admission against
-    /// `max_depth` under the queue's `queue_state` lock, ids from `message_seq`, idempotency keys
-    /// taken in `idempotency` (the primary key makes one message per key whatever node sends
-    /// it), lanes joined and messages inserted in one statement, a wake-up at commit.
+    /// Stores a batch (`Store::message_enqueue`, §2.2) through this node's enqueue writer,
+    /// which commits it in one transaction with whatever other batches wait ([`crate::group`]).
     pub(crate) async fn enqueue(&self, params: EnqueueParams) -> StoreResult<Vec<Enqueued>> {
-        let EnqueueParams {
-            queue: name,
-            messages,
-            now_ms,
-        } = params;
-        let queue = self.resolve(&name).await?;
-        let config = queue.config.clone();
-        if messages.is_empty() {
+        let queue = self.resolve(&params.queue).await?;
+        if params.messages.is_empty() {
             return Ok(Vec::new());
         }
-        let count = messages.len();
-        let mut client = self.client().await?;
-        let transaction = client.transaction().await.db()?;
-
-        // Held messages, counted only for a bounded queue (at most max_depth + 1 index entries).
-        let mut held = 0_u64;
-        if let Some(max_depth) = config.max_depth {
-            transaction
-                .execute(
-                    "SELECT 1 FROM queue_state WHERE queue_id = $1 FOR UPDATE",
-                    &[&queue.id],
-                )
-                .await
-                .db()?;
-            // A new statement after the lock: it sees what the lock's last holder committed.
-            let limit = i64::try_from(max_depth).unwrap_or(i64::MAX - 1) + 1;
-            let depth: i64 = transaction
-                .query_one(
-                    &format!(
-                        "SELECT count(*) FROM (SELECT 1 FROM messages \
-                         WHERE queue_id = $1 AND state IN {LIVE} LIMIT $2) AS held"
-                    ),
-                    &[&queue.id, &limit],
-                )
-                .await
-                .db()?
-                .get(0);
-            held = depth.max(0) as u64;
-            if held + count as u64 > max_depth {
-                drop(transaction);
-                self.count(queue.id, |counters| counters.rejected += count as u64);
-                return Err(StoreError::QueueFull {
-                    queue: name,
-                    depth: held,
-                    max_depth,
-                    refused: count as u64,
-                    // No drain rate is measured yet (the node's meter comes with step 4).
-                    retry_after_s: 1,
-                });
-            }
-        }
-
-        let mut seqs: Vec<i64> = transaction
-            .query_one(
-                "SELECT array_agg(nextval('message_seq') ORDER BY g) \
-                 FROM generate_series(1, $1::int) AS g",
-                &[&(count as i32)],
-            )
-            .await
-            .db()?
-            .get(0);
-        seqs.sort_unstable();
-        let message_ids: Vec<Uuid> = seqs
-            .iter()
-            .map(|&seq| ids::encode(seq as u64, now_ms))
-            .collect();
-
-        // The first message of a key in the batch is the one that may be stored; later ones
-        // answer with whatever it turns out to be.
-        let mut first_of_key: HashMap<&str, usize> = HashMap::new();
-        let mut keyed = Vec::new();
-        for (i, message) in messages.iter().enumerate() {
-            if let Some(key) = message.idempotency_key.as_deref() {
-                first_of_key.entry(key).or_insert_with(|| {
-                    keyed.push(i);
-                    i
-                });
-            }
-        }
-        let lanes: Vec<Option<String>> = messages
-            .iter()
-            .map(|message| {
-                let key = message.key.as_deref().map(Arc::<str>::from);
-                lane_key(config.ordering, key.as_ref()).map(|lane| lane.to_string())
-            })
-            .collect();
-        if !keyed.is_empty() && lanes.iter().any(Option::is_some) {
-            // Lanes before idempotency keys, the order acks take them in (lanes, then the
-            // memo): an enqueue of a key whose message is being acked cannot deadlock with it.
-            let mut existing: Vec<&str> = lanes.iter().flatten().map(String::as_str).collect();
-            existing.sort_unstable();
-            existing.dedup();
-            transaction
-                .execute(
-                    "SELECT 1 FROM lanes WHERE queue_id = $1 AND lane_key = ANY($2) \
-                     ORDER BY lane_key FOR UPDATE",
-                    &[&queue.id, &existing],
-                )
-                .await
-                .db()?;
-        }
-
-        // For each message: `None` when it is stored, `Some(id)` when it is a duplicate of id.
-        let mut duplicate_of: Vec<Option<Uuid>> = vec![None; count];
-        if !keyed.is_empty() {
-            let taken = take_keys(
-                &transaction,
-                queue.id,
-                &keyed
-                    .iter()
-                    .map(|&i| messages[i].idempotency_key.clone().unwrap_or_default())
-                    .collect::<Vec<_>>(),
-                &keyed.iter().map(|&i| message_ids[i]).collect::<Vec<_>>(),
-                now_ms,
-                config.dedup_window_ms,
-            )
-            .await?;
-            for (&i, existing) in keyed.iter().zip(taken) {
-                duplicate_of[i] = existing;
-            }
-            for (i, message) in messages.iter().enumerate() {
-                if let Some(key) = message.idempotency_key.as_deref() {
-                    let first = first_of_key[key];
-                    if first != i {
-                        duplicate_of[i] = Some(duplicate_of[first].unwrap_or(message_ids[first]));
-                    }
-                }
-            }
-        }
-
-        let mut rows = NewRows::default();
-        for (i, message) in messages.iter().enumerate() {
-            if duplicate_of[i].is_some() {
-                continue;
-            }
-            rows.push(seqs[i], message_ids[i], lanes[i].clone(), message);
-        }
-        if !rows.seq.is_empty() {
-            insert_rows(&transaction, queue.id, &rows, now_ms).await?;
-            self.notify_wake(&transaction, &name).await?;
-        }
-        transaction.commit().await.db()?;
-        let created = rows.seq.len() as u64;
-        if created > 0 {
-            self.notifier.wake(&name);
-            self.count(queue.id, |counters| counters.enqueued += created);
-        }
-
-        let mut position = held;
-        Ok(message_ids
-            .iter()
-            .zip(duplicate_of)
-            .map(|(&id, duplicate)| match duplicate {
-                Some(original) => Enqueued {
-                    message_id: original,
-                    created: false,
-                    position: 0,
-                },
-                None => {
-                    let enqueued = Enqueued {
-                        message_id: id,
-                        created: true,
-                        position,
-                    };
-                    position += 1;
-                    enqueued
-                }
-            })
-            .collect())
+        self.writers()?.enqueue(queue, params).await
     }
 
     /// Leases up to `max` ready messages (`Store::message_claim`, §2.3). `recorded`: the commit
@@ -410,115 +245,14 @@ impl PgStore {
         })
     }
 
-    /// Acks a batch of receipts in one transaction (`Store::message_ack`, §2.4): the fence is
-    /// the `WHERE` (the receipt's message, in this queue, with its lease number and token,
-    /// leased or ready after a lease that ran out or was given back and nobody claimed since);
-    /// the lanes left are counted down and settled; the idempotency memo keeps the result.
+    /// Acks a batch of receipts (`Store::message_ack`, §2.4) through this node's ack writer,
+    /// which commits it in one transaction with whatever other acks wait ([`crate::group`]).
     pub(crate) async fn ack(&self, params: AckParams) -> StoreResult<Vec<Result<(), LeaseError>>> {
         let queue = self.resolve(&params.queue).await?;
-        let now_ms = params.now_ms;
-        let mut answers: Vec<Result<(), LeaseError>> =
-            vec![Err(LeaseError::Stale); params.receipts.len()];
-        // A receipt given twice is acked once; the second is stale, as a second ack is.
-        let mut seen = std::collections::HashSet::new();
-        let mut fences = Vec::new();
-        let mut slots = Vec::new();
-        for (slot, receipt) in params.receipts.iter().enumerate() {
-            if let Some(fence) = Fence::of(receipt)
-                && seen.insert(fence.seq)
-            {
-                fences.push(fence);
-                slots.push(slot);
-            }
+        if params.receipts.is_empty() {
+            return Ok(Vec::new());
         }
-        if fences.is_empty() {
-            return Ok(answers);
-        }
-        let seqs: Vec<i64> = fences.iter().map(|fence| fence.seq).collect();
-        let message_ids: Vec<Uuid> = fences.iter().map(|fence| fence.id).collect();
-        let lease_numbers: Vec<i32> = fences.iter().map(|fence| fence.lease_number).collect();
-        let tokens: Vec<i32> = fences.iter().map(|fence| fence.token).collect();
-
-        let mut client = self.client().await?;
-        let transaction = client.transaction().await.db()?;
-        let is_laned = queue.config.ordering != Ordering::Unordered;
-        if is_laned {
-            lock_lanes_of(&transaction, queue.id, &seqs).await?;
-        }
-        let rows = transaction
-            .query(
-                &format!(
-                    "WITH r AS ( \
-                         SELECT * FROM unnest($2::bigint[], $3::uuid[], $4::int[], $5::int[]) \
-                             WITH ORDINALITY AS r(seq, id, lease_number, token, i)), \
-                     acked AS ( \
-                         UPDATE messages m \
-                         SET state = 'acked', finished_at_ms = $6, result = $7, body = NULL, \
-                             headers = NULL, lease_expires_at_ms = NULL \
-                         FROM r \
-                         WHERE m.seq = r.seq AND m.id = r.id AND m.queue_id = $1 \
-                           AND m.lease_number = r.lease_number AND m.lease_token = r.token \
-                           AND m.state IN ('leased', 'ready') \
-                         RETURNING m.seq, m.id, m.lane_key, m.idempotency_key), \
-                     leaving AS ( \
-                         UPDATE lanes l SET members = l.members - n.leaving \
-                         FROM (SELECT lane_key, count(*) AS leaving FROM acked \
-                               WHERE lane_key IS NOT NULL GROUP BY lane_key) n \
-                         WHERE l.queue_id = $1 AND l.lane_key = n.lane_key), \
-                     memo AS ( \
-                         UPDATE idempotency i SET acked_at_ms = $6, result = $7 \
-                         FROM acked \
-                         WHERE i.queue_id = $1 AND i.key = acked.idempotency_key \
-                           AND i.message_id = acked.id) \
-                     SELECT r.i, a.seq IS NOT NULL, a.lane_key, \
-                            coalesce(cur.queue_id <> $1 AND cur.state IN {LIVE}, false) \
-                     FROM r LEFT JOIN acked a ON a.seq = r.seq \
-                            LEFT JOIN messages cur ON cur.seq = r.seq AND cur.id = r.id \
-                     ORDER BY r.i"
-                ),
-                &[
-                    &queue.id,
-                    &seqs,
-                    &message_ids,
-                    &lease_numbers,
-                    &tokens,
-                    &now_ms,
-                    &params.result,
-                ],
-            )
-            .await
-            .db()?;
-        let mut acked = 0_u64;
-        let mut left_lanes = Vec::new();
-        for row in &rows {
-            let slot = slots[(row.get::<_, i64>(0) - 1) as usize];
-            answers[slot] = if row.get(1) {
-                acked += 1;
-                if let Some(lane) = row.get::<_, Option<String>>(2) {
-                    left_lanes.push(lane);
-                }
-                Ok(())
-            } else if row.get(3) {
-                Err(LeaseError::NotInQueue)
-            } else {
-                Err(LeaseError::Stale)
-            };
-        }
-        if !left_lanes.is_empty() {
-            settle(&transaction, queue.id, &left_lanes, now_ms).await?;
-        }
-        // An ack frees a lane's next member or an in-flight place: only then can a waiter
-        // find something new.
-        let wakes = acked > 0 && (is_laned || queue.config.max_in_flight.is_some());
-        if wakes {
-            self.notify_wake(&transaction, &params.queue).await?;
-        }
-        transaction.commit().await.db()?;
-        if wakes {
-            self.notifier.wake(&params.queue);
-        }
-        self.count(queue.id, |counters| counters.acked += acked);
-        Ok(answers)
+        self.writers()?.ack(queue, params).await
     }
 
     /// Records a failed attempt (`Store::message_nack`, §2.4): `rules::failure::decide` on the
@@ -911,12 +645,357 @@ impl PgStore {
         transaction: &Transaction<'_>,
         queue: &str,
     ) -> StoreResult<()> {
+        notify_wake(transaction, &self.wake_channel, queue).await
+    }
+}
+
+/// `pg_notify(channel, queue)` inside `transaction`: sent at its commit to every node's
+/// listener, never for a rollback; identical ones of a transaction are folded.
+pub(crate) async fn notify_wake(
+    transaction: &Transaction<'_>,
+    channel: &str,
+    queue: &str,
+) -> StoreResult<()> {
+    transaction
+        .execute("SELECT pg_notify($1, $2)", &[&channel, &queue])
+        .await
+        .db()?;
+    Ok(())
+}
+
+/// The statements of one enqueue inside a group's transaction (§2.2): admission against
+/// `max_depth` under the queue's `queue_state` lock, ids from `message_seq`, idempotency keys
+/// taken in `idempotency` (the primary key makes one message per key whatever node sends it),
+/// lanes joined and messages inserted in one statement, a wake-up sent at commit. The group
+/// has locked the existing lanes of its messages already ([`lock_lanes_for_enqueue`]).
+///
+/// `Ok(Err(QueueFull))` refuses this batch alone: nothing of it was written, and the group's
+/// other batches go on. `Err` fails the whole group.
+pub(crate) async fn enqueue_in(
+    transaction: &Transaction<'_>,
+    wake_channel: &str,
+    queue: &CachedQueue,
+    name: &str,
+    messages: &[NewMessage],
+    now_ms: Millis,
+) -> StoreResult<StoreResult<Vec<Enqueued>>> {
+    let config = queue.config.clone();
+    let count = messages.len();
+
+    // Held messages, counted only for a bounded queue (at most max_depth + 1 index entries).
+    let mut held = 0_u64;
+    if let Some(max_depth) = config.max_depth {
         transaction
-            .execute("SELECT pg_notify($1, $2)", &[&self.wake_channel, &queue])
+            .execute(
+                "SELECT 1 FROM queue_state WHERE queue_id = $1 FOR UPDATE",
+                &[&queue.id],
+            )
             .await
             .db()?;
-        Ok(())
+        // A new statement after the lock: it sees what the lock's last holder committed.
+        let limit = i64::try_from(max_depth).unwrap_or(i64::MAX - 1) + 1;
+        let depth: i64 = transaction
+            .query_one(
+                &format!(
+                    "SELECT count(*) FROM (SELECT 1 FROM messages \
+                     WHERE queue_id = $1 AND state IN {LIVE} LIMIT $2) AS held"
+                ),
+                &[&queue.id, &limit],
+            )
+            .await
+            .db()?
+            .get(0);
+        held = depth.max(0) as u64;
+        if held + count as u64 > max_depth {
+            return Ok(Err(StoreError::QueueFull {
+                queue: name.to_owned(),
+                depth: held,
+                max_depth,
+                refused: count as u64,
+                // No drain rate is measured yet (the node's meter comes with step 4).
+                retry_after_s: 1,
+            }));
+        }
     }
+
+    let mut seqs: Vec<i64> = transaction
+        .query_one(
+            "SELECT array_agg(nextval('message_seq') ORDER BY g) \
+             FROM generate_series(1, $1::int) AS g",
+            &[&(count as i32)],
+        )
+        .await
+        .db()?
+        .get(0);
+    seqs.sort_unstable();
+    let message_ids: Vec<Uuid> = seqs
+        .iter()
+        .map(|&seq| ids::encode(seq as u64, now_ms))
+        .collect();
+
+    // The first message of a key in the batch is the one that may be stored; later ones
+    // answer with whatever it turns out to be.
+    let mut first_of_key: HashMap<&str, usize> = HashMap::new();
+    let mut keyed = Vec::new();
+    for (i, message) in messages.iter().enumerate() {
+        if let Some(key) = message.idempotency_key.as_deref() {
+            first_of_key.entry(key).or_insert_with(|| {
+                keyed.push(i);
+                i
+            });
+        }
+    }
+    let lanes = lanes_of(&config, messages);
+
+    // For each message: `None` when it is stored, `Some(id)` when it is a duplicate of id.
+    let mut duplicate_of: Vec<Option<Uuid>> = vec![None; count];
+    if !keyed.is_empty() {
+        let taken = take_keys(
+            transaction,
+            queue.id,
+            &keyed
+                .iter()
+                .map(|&i| messages[i].idempotency_key.clone().unwrap_or_default())
+                .collect::<Vec<_>>(),
+            &keyed.iter().map(|&i| message_ids[i]).collect::<Vec<_>>(),
+            now_ms,
+            config.dedup_window_ms,
+        )
+        .await?;
+        for (&i, existing) in keyed.iter().zip(taken) {
+            duplicate_of[i] = existing;
+        }
+        for (i, message) in messages.iter().enumerate() {
+            if let Some(key) = message.idempotency_key.as_deref() {
+                let first = first_of_key[key];
+                if first != i {
+                    duplicate_of[i] = Some(duplicate_of[first].unwrap_or(message_ids[first]));
+                }
+            }
+        }
+    }
+
+    let mut rows = NewRows::default();
+    for (i, message) in messages.iter().enumerate() {
+        if duplicate_of[i].is_some() {
+            continue;
+        }
+        rows.push(seqs[i], message_ids[i], lanes[i].clone(), message);
+    }
+    if !rows.seq.is_empty() {
+        insert_rows(transaction, queue.id, &rows, now_ms).await?;
+        notify_wake(transaction, wake_channel, name).await?;
+    }
+
+    let mut position = held;
+    Ok(Ok(message_ids
+        .iter()
+        .zip(duplicate_of)
+        .map(|(&id, duplicate)| match duplicate {
+            Some(original) => Enqueued {
+                message_id: original,
+                created: false,
+                position: 0,
+            },
+            None => {
+                let enqueued = Enqueued {
+                    message_id: id,
+                    created: true,
+                    position,
+                };
+                position += 1;
+                enqueued
+            }
+        })
+        .collect()))
+}
+
+/// The lanes of a group's new messages, per queue id.
+pub(crate) fn lanes_of(config: &QueueConfig, messages: &[NewMessage]) -> Vec<Option<String>> {
+    messages
+        .iter()
+        .map(|message| {
+            let key = message.key.as_deref().map(Arc::<str>::from);
+            lane_key(config.ordering, key.as_ref()).map(|lane| lane.to_string())
+        })
+        .collect()
+}
+
+/// Locks the existing lane rows a group of enqueues joins, in (queue, key) order: lanes
+/// before idempotency keys, the order acks take them in (lanes, then the memo), so an enqueue
+/// of a key whose message is being acked cannot deadlock with it, nor two groups with each
+/// other.
+pub(crate) async fn lock_lanes_for_enqueue(
+    transaction: &Transaction<'_>,
+    lanes: &[(i32, String)],
+) -> StoreResult<()> {
+    if lanes.is_empty() {
+        return Ok(());
+    }
+    let (queue_ids, keys): (Vec<i32>, Vec<&str>) = lanes
+        .iter()
+        .map(|(queue_id, key)| (*queue_id, key.as_str()))
+        .unzip();
+    transaction
+        .execute(
+            "SELECT 1 FROM lanes l \
+             WHERE (l.queue_id, l.lane_key) IN ( \
+                 SELECT * FROM unnest($1::int[], $2::text[])) \
+             ORDER BY l.queue_id, l.lane_key FOR UPDATE",
+            &[&queue_ids, &keys],
+        )
+        .await
+        .db()?;
+    Ok(())
+}
+
+/// What one ack of a group did.
+pub(crate) struct AckDone {
+    /// One answer per receipt, in order.
+    pub answers: Vec<Result<(), LeaseError>>,
+    /// Messages acked.
+    pub acked: u64,
+    /// Whether this node's waiters of the queue are woken after the commit.
+    pub wakes: bool,
+}
+
+/// The statements of one ack inside a group's transaction (§2.4): the fence is the `WHERE`
+/// (the receipt's message, in this queue, with its lease number and token, leased or ready
+/// after a lease that ran out or was given back and nobody claimed since); the lanes left are
+/// counted down and settled; the idempotency memo keeps the result. The group has locked the
+/// lanes of its receipts' messages already ([`lock_lanes_for_ack`]).
+pub(crate) async fn ack_in(
+    transaction: &Transaction<'_>,
+    wake_channel: &str,
+    queue: &CachedQueue,
+    params: &AckParams,
+) -> StoreResult<AckDone> {
+    let now_ms = params.now_ms;
+    let mut answers: Vec<Result<(), LeaseError>> =
+        vec![Err(LeaseError::Stale); params.receipts.len()];
+    // A receipt given twice is acked once; the second is stale, as a second ack is.
+    let mut seen = std::collections::HashSet::new();
+    let mut fences = Vec::new();
+    let mut slots = Vec::new();
+    for (slot, receipt) in params.receipts.iter().enumerate() {
+        if let Some(fence) = Fence::of(receipt)
+            && seen.insert(fence.seq)
+        {
+            fences.push(fence);
+            slots.push(slot);
+        }
+    }
+    if fences.is_empty() {
+        return Ok(AckDone {
+            answers,
+            acked: 0,
+            wakes: false,
+        });
+    }
+    let seqs: Vec<i64> = fences.iter().map(|fence| fence.seq).collect();
+    let message_ids: Vec<Uuid> = fences.iter().map(|fence| fence.id).collect();
+    let lease_numbers: Vec<i32> = fences.iter().map(|fence| fence.lease_number).collect();
+    let tokens: Vec<i32> = fences.iter().map(|fence| fence.token).collect();
+
+    let is_laned = queue.config.ordering != Ordering::Unordered;
+    let rows = transaction
+        .query(
+            &format!(
+                "WITH r AS ( \
+                     SELECT * FROM unnest($2::bigint[], $3::uuid[], $4::int[], $5::int[]) \
+                         WITH ORDINALITY AS r(seq, id, lease_number, token, i)), \
+                 acked AS ( \
+                     UPDATE messages m \
+                     SET state = 'acked', finished_at_ms = $6, result = $7, body = NULL, \
+                         headers = NULL, lease_expires_at_ms = NULL \
+                     FROM r \
+                     WHERE m.seq = r.seq AND m.id = r.id AND m.queue_id = $1 \
+                       AND m.lease_number = r.lease_number AND m.lease_token = r.token \
+                       AND m.state IN ('leased', 'ready') \
+                     RETURNING m.seq, m.id, m.lane_key, m.idempotency_key), \
+                 leaving AS ( \
+                     UPDATE lanes l SET members = l.members - n.leaving \
+                     FROM (SELECT lane_key, count(*) AS leaving FROM acked \
+                           WHERE lane_key IS NOT NULL GROUP BY lane_key) n \
+                     WHERE l.queue_id = $1 AND l.lane_key = n.lane_key), \
+                 memo AS ( \
+                     UPDATE idempotency i SET acked_at_ms = $6, result = $7 \
+                     FROM acked \
+                     WHERE i.queue_id = $1 AND i.key = acked.idempotency_key \
+                       AND i.message_id = acked.id) \
+                 SELECT r.i, a.seq IS NOT NULL, a.lane_key, \
+                        coalesce(cur.queue_id <> $1 AND cur.state IN {LIVE}, false) \
+                 FROM r LEFT JOIN acked a ON a.seq = r.seq \
+                        LEFT JOIN messages cur ON cur.seq = r.seq AND cur.id = r.id \
+                 ORDER BY r.i"
+            ),
+            &[
+                &queue.id,
+                &seqs,
+                &message_ids,
+                &lease_numbers,
+                &tokens,
+                &now_ms,
+                &params.result,
+            ],
+        )
+        .await
+        .db()?;
+    let mut acked = 0_u64;
+    let mut left_lanes = Vec::new();
+    for row in &rows {
+        let slot = slots[(row.get::<_, i64>(0) - 1) as usize];
+        answers[slot] = if row.get(1) {
+            acked += 1;
+            if let Some(lane) = row.get::<_, Option<String>>(2) {
+                left_lanes.push(lane);
+            }
+            Ok(())
+        } else if row.get(3) {
+            Err(LeaseError::NotInQueue)
+        } else {
+            Err(LeaseError::Stale)
+        };
+    }
+    if !left_lanes.is_empty() {
+        settle(transaction, queue.id, &left_lanes, now_ms).await?;
+    }
+    // An ack frees a lane's next member or an in-flight place: only then can a waiter
+    // find something new.
+    let wakes = acked > 0 && (is_laned || queue.config.max_in_flight.is_some());
+    if wakes {
+        notify_wake(transaction, wake_channel, &params.queue).await?;
+    }
+    Ok(AckDone {
+        answers,
+        acked,
+        wakes,
+    })
+}
+
+/// Locks the lanes of the messages a group of acks names, in (queue, key) order (A1 of §2.4):
+/// every change of a lane's membership holds its row first.
+pub(crate) async fn lock_lanes_for_ack(
+    transaction: &Transaction<'_>,
+    receipts: &[Receipt],
+) -> StoreResult<()> {
+    let seqs: Vec<i64> = receipts
+        .iter()
+        .filter_map(Fence::of)
+        .map(|fence| fence.seq)
+        .collect();
+    transaction
+        .execute(
+            "SELECT 1 FROM lanes l \
+             WHERE (l.queue_id, l.lane_key) IN ( \
+                 SELECT queue_id, lane_key FROM messages \
+                 WHERE seq = ANY($1) AND lane_key IS NOT NULL) \
+             ORDER BY l.queue_id, l.lane_key FOR UPDATE",
+            &[&seqs],
+        )
+        .await
+        .db()?;
+    Ok(())
 }
 
 /// Takes idempotency keys for new messages (E2 of §2.2): per key, `None` when this batch's

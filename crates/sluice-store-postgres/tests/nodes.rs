@@ -450,3 +450,58 @@ fn bodies_of(claim: &Claim) -> Vec<String> {
         .map(|message| String::from_utf8_lossy(&message.payload.body_bytes).into_owned())
         .collect()
 }
+
+/// Enqueues and acks of many callers at once are committed in groups (§2.1): every caller's
+/// message is stored and acked, in fewer commits than callers, and the groups' sizes add up to
+/// the callers.
+#[tokio::test]
+async fn callers_at_once_share_commits() {
+    const CALLERS: usize = 64;
+    let Some(cluster) = Cluster::new().await else {
+        return;
+    };
+    cluster.queue("q", |_| {}).await;
+    let store = cluster.a.clone();
+    let sent = futures_join_all((0..CALLERS).map(|n| {
+        let store = store.clone();
+        async move { send(&store, "q", vec![message(&n.to_string(), None)]).await }
+    }))
+    .await;
+    assert_eq!(sent.iter().flatten().collect::<HashSet<_>>().len(), CALLERS);
+    let claimed = claim(&store, "q", 100, 60_000, T0).await.messages;
+    assert_eq!(claimed.len(), CALLERS);
+    let acked = futures_join_all(claimed.iter().map(|message| {
+        let store = store.clone();
+        let receipt = message.receipt;
+        async move { ack(&store, "q", receipt, T0).await }
+    }))
+    .await;
+    assert!(acked.iter().all(Result::is_ok), "{acked:?}");
+    let groups = store
+        .storage_metrics()
+        .group_commit_ops
+        .expect("groups are measured");
+    assert_eq!(groups.sum(), 2 * CALLERS as u64, "every batch once");
+    assert!(
+        groups.count() < 2 * CALLERS as u64,
+        "{} commits for {} batches",
+        groups.count(),
+        2 * CALLERS
+    );
+    eprintln!("{} batches in {} groups", groups.sum(), groups.count());
+    cluster.drop().await;
+}
+
+/// Runs the futures side by side on the runtime; their outputs in order.
+async fn futures_join_all<F>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let tasks: Vec<_> = futures.map(tokio::spawn).collect();
+    let mut outputs = Vec::new();
+    for task in tasks {
+        outputs.push(task.await.expect("a caller panicked"));
+    }
+    outputs
+}
