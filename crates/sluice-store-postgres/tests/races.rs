@@ -50,7 +50,7 @@ impl Nodes {
     }
 
     fn node(&self, n: usize) -> Arc<PgStore> {
-        if n % 2 == 0 {
+        if n.is_multiple_of(2) {
             self.a.clone()
         } else {
             self.b.clone()
