@@ -7,8 +7,8 @@
 //! it keeps in memory (webhook endpoints; the push supervisor looks at the queues again); so
 //! does each (re)connect, since changes made while it was away were announced to nobody here.
 //! While it is not connected, wake-ups of other nodes are lost: every waiter of this node is
-//! woken at each (re)connect and at each attempt in between, so they look again on their own
-//! (their waits are bounded anyway, as the `Notifier` asks).
+//! woken every 250 ms until it is back, and once more when it is, so they look again on their
+//! own (their waits are bounded anyway, as the `Notifier` asks).
 //! The listener never answers a caller: when its connection breaks it tells the cache (whose
 //! entries are then re-checked before use) and reconnects with a jittered backoff, 100 ms
 //! doubling to 5 s.
@@ -42,6 +42,8 @@ use crate::options::PgOptions;
 
 /// The first wait before reconnecting.
 const RECONNECT_MIN: Duration = Duration::from_millis(100);
+/// How often every waiter is woken while the listener is not connected.
+const FALLBACK_WAKE: Duration = Duration::from_millis(250);
 /// The longest wait before reconnecting.
 const RECONNECT_MAX: Duration = Duration::from_secs(5);
 
@@ -68,13 +70,21 @@ pub(crate) fn spawn(options: PgOptions, followers: Followers) -> JoinHandle<()> 
                 }
             }
             followers.cache.set_listening(false);
-            // Wake-ups sent meanwhile reach nobody here: waiters look again themselves.
-            followers.notifier.wake_all();
             // Equal jitter, as the retry backoff: several nodes that lost the database together
             // do not come back together.
             let ms = backoff.as_millis() as i64;
             let jittered = sluice_core::rules::backoff::random_draw(ms / 2..=ms);
-            tokio::time::sleep(Duration::from_millis(jittered as u64)).await;
+            let reconnect_at = tokio::time::Instant::now() + Duration::from_millis(jittered as u64);
+            // Wake-ups sent meanwhile reach nobody here: waiters look again on a timer, and
+            // only while the listener is away (§3.1).
+            loop {
+                followers.notifier.wake_all();
+                let now = tokio::time::Instant::now();
+                if now >= reconnect_at {
+                    break;
+                }
+                tokio::time::sleep_until(reconnect_at.min(now + FALLBACK_WAKE)).await;
+            }
             backoff = (backoff * 2).min(RECONNECT_MAX);
         }
     })

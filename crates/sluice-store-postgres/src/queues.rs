@@ -122,9 +122,16 @@ impl PgStore {
             }
         }
         self.announce(&transaction, "queue", &changed).await?;
+        if !created {
+            // Limits may have grown or a pause-like setting eased: waiters look again.
+            self.notify_wake(&transaction, &name).await?;
+        }
         transaction.commit().await.db()?;
         for name in &changed {
             self.cache.invalidate(name);
+        }
+        if !created {
+            self.notifier.wake(&name);
         }
         Ok(QueuePut {
             created,
