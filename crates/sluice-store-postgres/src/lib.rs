@@ -31,6 +31,7 @@
 //! `messages`, `group`, `webhooks`.
 
 mod cache;
+mod cached;
 mod connect;
 pub mod error;
 mod group;

@@ -43,6 +43,7 @@ use uuid::Uuid;
 
 use crate::PgStore;
 use crate::cache::CachedQueue;
+use crate::cached::Cached;
 use crate::error::Db;
 use crate::queues::LIVE;
 
@@ -120,13 +121,12 @@ impl PgStore {
         let mut bucket = None;
         if is_paced {
             let row = transaction
-                .query_opt(
+                .query_opt_cached(
                     "SELECT is_paused, bucket_tokens, bucket_updated_at_ms FROM queue_state \
                      WHERE queue_id = $1 FOR UPDATE",
                     &[&queue.id],
                 )
-                .await
-                .db()?
+                .await?
                 .ok_or_else(|| StoreError::QueueNotFound(params.queue.clone()))?;
             if row.get::<_, bool>(0) {
                 transaction.commit().await.db()?;
@@ -151,13 +151,12 @@ impl PgStore {
         if let Some(max_in_flight) = config.max_in_flight {
             let limit = i64::from(max_in_flight);
             let leased: i64 = transaction
-                .query_one(
+                .query_one_cached(
                     "SELECT count(*) FROM (SELECT 1 FROM messages \
                      WHERE queue_id = $1 AND state = 'leased' LIMIT $2) AS leased",
                     &[&queue.id, &limit],
                 )
-                .await
-                .db()?
+                .await?
                 .get(0);
             allowed = allowed.min(limit - leased);
         }
@@ -169,7 +168,7 @@ impl PgStore {
         if allowed > 0 {
             let lease_expires_at_ms = now_ms + lease_ms;
             let rows = transaction
-                .query(
+                .query_cached(
                     &format!(
                         "WITH picked AS MATERIALIZED ( \
                              SELECT seq FROM messages \
@@ -189,8 +188,7 @@ impl PgStore {
                     ),
                     &[&queue.id, &allowed, &now_ms, &lease_expires_at_ms],
                 )
-                .await
-                .db()?;
+                .await?;
             let mut claimed_rows = rows
                 .iter()
                 .map(|row| Ok((row.get::<_, i32>(9), row.get::<_, i64>(0), claimed(row)?)))
@@ -206,7 +204,7 @@ impl PgStore {
         // When to look again: the next delay to end or lease to run out. Leases already out
         // on their last attempt wait for the upkeep, not for this queue's claims.
         let mut next_change_at_ms: Option<Millis> = transaction
-            .query_one(
+            .query_one_cached(
                 "SELECT least( \
                      (SELECT min(visible_at_ms) FROM messages \
                       WHERE queue_id = $1 AND state = 'delayed'), \
@@ -214,8 +212,7 @@ impl PgStore {
                       WHERE queue_id = $1 AND state = 'leased' AND lease_expires_at_ms > $2))",
                 &[&queue.id, &now_ms],
             )
-            .await
-            .db()?
+            .await?
             .get(0);
         if let (Some(mut tokens), Some(limit)) = (bucket, &config.rate_limit) {
             tokens.take(messages.len());
@@ -225,13 +222,12 @@ impl PgStore {
                 next_change_at_ms = Some(next_change_at_ms.map_or(at, |next| next.min(at)));
             }
             transaction
-                .execute(
+                .execute_cached(
                     "UPDATE queue_state SET bucket_tokens = $2, bucket_updated_at_ms = $3 \
                      WHERE queue_id = $1",
                     &[&queue.id, &tokens.tokens, &tokens.updated_at_ms],
                 )
-                .await
-                .db()?;
+                .await?;
         }
         transaction.commit().await.db()?;
         let delivered = messages.len() as u64;
@@ -281,7 +277,7 @@ impl PgStore {
             lock_lanes_of(&transaction, queue.id, &[fence.seq]).await?;
         }
         let row = transaction
-            .query_opt(
+            .query_opt_cached(
                 "SELECT attempts, lane_key FROM messages \
                  WHERE seq = $1 AND id = $2 AND queue_id = $3 AND state = 'leased' \
                    AND lease_number = $4 AND lease_token = $5 \
@@ -294,8 +290,7 @@ impl PgStore {
                     &fence.token,
                 ],
             )
-            .await
-            .db()?;
+            .await?;
         let Some(row) = row else {
             let refusal = refusal(&transaction, queue.id, &fence).await?;
             return Err(refusal.into());
@@ -320,7 +315,7 @@ impl PgStore {
         let outcome = match decision {
             FailureDecision::Retry { at_ms } => {
                 transaction
-                    .execute(
+                    .execute_cached(
                         "UPDATE messages \
                          SET state = CASE WHEN $2::bigint <= $3::bigint \
                                           THEN 'ready'::message_state ELSE 'delayed' END, \
@@ -331,8 +326,7 @@ impl PgStore {
                          WHERE seq = $1",
                         &[&fence.seq, &at_ms, &now_ms, &params.error],
                     )
-                    .await
-                    .db()?;
+                    .await?;
                 self.notify_wake(&transaction, &params.queue).await?;
                 NackOutcome::Retry {
                     visible_at_ms: at_ms,
@@ -387,7 +381,7 @@ impl PgStore {
             .db()?;
         let deadline = params.now_ms + params.timeout_ms;
         let row = transaction
-            .query_opt(
+            .query_opt_cached(
                 "UPDATE messages SET lease_expires_at_ms = $6 \
                  WHERE seq = $1 AND id = $2 AND queue_id = $3 AND state = 'leased' \
                    AND lease_number = $4 AND lease_token = $5 \
@@ -401,8 +395,7 @@ impl PgStore {
                     &deadline,
                 ],
             )
-            .await
-            .db()?;
+            .await?;
         let Some(row) = row else {
             let refusal = refusal(&transaction, queue.id, &fence).await?;
             return Err(refusal.into());
@@ -425,7 +418,7 @@ impl PgStore {
             .await
             .db()?;
         let changed = transaction
-            .execute(
+            .execute_cached(
                 "UPDATE messages SET state = 'ready', visible_at_ms = $6, lease_expires_at_ms = NULL \
                  WHERE seq = $1 AND id = $2 AND queue_id = $3 AND state = 'leased' \
                    AND lease_number = $4 AND lease_token = $5",
@@ -438,8 +431,7 @@ impl PgStore {
                     &params.now_ms,
                 ],
             )
-            .await
-            .db()?;
+            .await?;
         if changed == 0 {
             let refusal = refusal(&transaction, queue.id, &fence).await?;
             return Err(refusal.into());
@@ -486,13 +478,12 @@ impl PgStore {
             MessageRef::Id(id) => *id,
             MessageRef::IdempotencyKey(key) => {
                 let row = client
-                    .query_opt(
+                    .query_opt_cached(
                         "SELECT message_id FROM idempotency \
                          WHERE queue_id = $1 AND key = $2 AND expires_at_ms > $3",
                         &[&queue.id, key, &params.now_ms],
                     )
-                    .await
-                    .db()?;
+                    .await?;
                 match row {
                     Some(row) => row.get(0),
                     None => return Ok(None),
@@ -509,7 +500,7 @@ impl PgStore {
             "NULL::bytea, m.body_kind, NULL::jsonb"
         };
         let row = client
-            .query_opt(
+            .query_opt_cached(
                 &format!(
                     "SELECT m.id, q.name, m.state::text, m.idempotency_key, m.msg_key, m.priority, \
                             m.attempts, m.enqueued_at_ms, m.first_received_at_ms, m.visible_at_ms, \
@@ -523,8 +514,7 @@ impl PgStore {
                 ),
                 &[&seq, &id, &queue.id, &params.queue],
             )
-            .await
-            .db()?;
+            .await?;
         let Some(row) = row else {
             return Ok(None);
         };
@@ -573,9 +563,8 @@ impl PgStore {
         now_ms: Millis,
     ) -> StoreResult<()> {
         let key: Option<String> = transaction
-            .query_one("SELECT msg_key FROM messages WHERE seq = $1", &[&seq])
-            .await
-            .db()?
+            .query_one_cached("SELECT msg_key FROM messages WHERE seq = $1", &[&seq])
+            .await?
             .get(0);
         let key = key.map(Arc::<str>::from);
         let target_lane =
@@ -584,21 +573,20 @@ impl PgStore {
         if let Some(lane) = &target_lane {
             // Joining after the source lane's lock keeps the lock order (queues by id, §2.0).
             let members: i64 = transaction
-                .query_one(
+                .query_one_cached(
                     "INSERT INTO lanes (queue_id, lane_key, members) VALUES ($1, $2, 1) \
                      ON CONFLICT (queue_id, lane_key) DO UPDATE SET members = lanes.members + 1 \
                      RETURNING members",
                     &[&target.id, lane],
                 )
-                .await
-                .db()?
+                .await?
                 .get(0);
             if members > 1 {
                 state = "waiting";
             }
         }
         transaction
-            .execute(
+            .execute_cached(
                 "UPDATE messages m \
                  SET queue_id = $2, state = $3::text::message_state, lane_key = $4, attempts = 0, \
                      first_received_at_ms = NULL, visible_at_ms = $5, last_error = $6::text, \
@@ -621,16 +609,14 @@ impl PgStore {
                     &source,
                 ],
             )
-            .await
-            .db()?;
+            .await?;
         if let Some(lane) = source_lane {
             transaction
-                .execute(
+                .execute_cached(
                     "UPDATE lanes SET members = members - 1 WHERE queue_id = $1 AND lane_key = $2",
                     &[&source_id, &lane],
                 )
-                .await
-                .db()?;
+                .await?;
             settle(transaction, source_id, &[lane], now_ms).await?;
         }
         self.notify_wake(transaction, source).await?;
@@ -657,9 +643,8 @@ pub(crate) async fn notify_wake(
     queue: &str,
 ) -> StoreResult<()> {
     transaction
-        .execute("SELECT pg_notify($1, $2)", &[&channel, &queue])
-        .await
-        .db()?;
+        .execute_cached("SELECT pg_notify($1, $2)", &[&channel, &queue])
+        .await?;
     Ok(())
 }
 
@@ -686,24 +671,22 @@ pub(crate) async fn enqueue_in(
     let mut held = 0_u64;
     if let Some(max_depth) = config.max_depth {
         transaction
-            .execute(
+            .execute_cached(
                 "SELECT 1 FROM queue_state WHERE queue_id = $1 FOR UPDATE",
                 &[&queue.id],
             )
-            .await
-            .db()?;
+            .await?;
         // A new statement after the lock: it sees what the lock's last holder committed.
         let limit = i64::try_from(max_depth).unwrap_or(i64::MAX - 1) + 1;
         let depth: i64 = transaction
-            .query_one(
+            .query_one_cached(
                 &format!(
                     "SELECT count(*) FROM (SELECT 1 FROM messages \
                      WHERE queue_id = $1 AND state IN {LIVE} LIMIT $2) AS held"
                 ),
                 &[&queue.id, &limit],
             )
-            .await
-            .db()?
+            .await?
             .get(0);
         held = depth.max(0) as u64;
         if held + count as u64 > max_depth {
@@ -719,13 +702,12 @@ pub(crate) async fn enqueue_in(
     }
 
     let mut seqs: Vec<i64> = transaction
-        .query_one(
+        .query_one_cached(
             "SELECT array_agg(nextval('message_seq') ORDER BY g) \
              FROM generate_series(1, $1::int) AS g",
             &[&(count as i32)],
         )
-        .await
-        .db()?
+        .await?
         .get(0);
     seqs.sort_unstable();
     let message_ids: Vec<Uuid> = seqs
@@ -837,15 +819,14 @@ pub(crate) async fn lock_lanes_for_enqueue(
         .map(|(queue_id, key)| (*queue_id, key.as_str()))
         .unzip();
     transaction
-        .execute(
+        .execute_cached(
             "SELECT 1 FROM lanes l \
              WHERE (l.queue_id, l.lane_key) IN ( \
                  SELECT * FROM unnest($1::int[], $2::text[])) \
              ORDER BY l.queue_id, l.lane_key FOR UPDATE",
             &[&queue_ids, &keys],
         )
-        .await
-        .db()?;
+        .await?;
     Ok(())
 }
 
@@ -899,7 +880,7 @@ pub(crate) async fn ack_in(
 
     let is_laned = queue.config.ordering != Ordering::Unordered;
     let rows = transaction
-        .query(
+        .query_cached(
             &format!(
                 "WITH r AS ( \
                      SELECT * FROM unnest($2::bigint[], $3::uuid[], $4::int[], $5::int[]) \
@@ -939,8 +920,7 @@ pub(crate) async fn ack_in(
                 &params.result,
             ],
         )
-        .await
-        .db()?;
+        .await?;
     let mut acked = 0_u64;
     let mut left_lanes = Vec::new();
     for row in &rows {
@@ -985,7 +965,7 @@ pub(crate) async fn lock_lanes_for_ack(
         .map(|fence| fence.seq)
         .collect();
     transaction
-        .execute(
+        .execute_cached(
             "SELECT 1 FROM lanes l \
              WHERE (l.queue_id, l.lane_key) IN ( \
                  SELECT queue_id, lane_key FROM messages \
@@ -993,8 +973,7 @@ pub(crate) async fn lock_lanes_for_ack(
              ORDER BY l.queue_id, l.lane_key FOR UPDATE",
             &[&seqs],
         )
-        .await
-        .db()?;
+        .await?;
     Ok(())
 }
 
@@ -1009,7 +988,7 @@ async fn take_keys(
     dedup_window_ms: Millis,
 ) -> StoreResult<Vec<Option<Uuid>>> {
     let rows = transaction
-        .query(
+        .query_cached(
             "WITH input AS ( \
                  SELECT * FROM unnest($2::text[], $3::uuid[]) WITH ORDINALITY AS i(key, message_id, n)), \
              taken AS ( \
@@ -1027,8 +1006,7 @@ async fn take_keys(
              ORDER BY input.n",
             &[&queue_id, &keys, &message_ids, &now_ms, &dedup_window_ms],
         )
-        .await
-        .db()?;
+        .await?;
     let mut answers = Vec::with_capacity(rows.len());
     for (row, key) in rows.iter().zip(keys) {
         if row.get(0) {
@@ -1039,12 +1017,11 @@ async fn take_keys(
             Some(id) => Some(id),
             // The holder committed after this statement's snapshot: a new statement sees it.
             None => transaction
-                .query_opt(
+                .query_opt_cached(
                     "SELECT message_id FROM idempotency WHERE queue_id = $1 AND key = $2",
                     &[&queue_id, key],
                 )
-                .await
-                .db()?
+                .await?
                 .map(|row| row.get(0)),
         };
         let holder = holder.ok_or_else(|| {
@@ -1124,7 +1101,7 @@ async fn insert_rows(
     now_ms: Millis,
 ) -> StoreResult<()> {
     transaction
-        .execute(
+        .execute_cached(
             "WITH m AS ( \
                  SELECT * FROM unnest($2::bigint[], $3::uuid[], $4::text[], $5::text[], $6::text[], \
                                       $7::int[], $8::bigint[], $9::bytea[], $10::smallint[], \
@@ -1179,8 +1156,7 @@ async fn insert_rows(
                 &now_ms,
             ],
         )
-        .await
-        .db()?;
+        .await?;
     Ok(())
 }
 
@@ -1195,7 +1171,7 @@ async fn ready_due(
     now_ms: Millis,
 ) -> StoreResult<u64> {
     transaction
-        .execute(
+        .execute_cached(
             "UPDATE messages SET state = 'ready' \
              WHERE seq IN (SELECT seq FROM messages \
                            WHERE queue_id = $1 AND state = 'delayed' AND visible_at_ms <= $2 \
@@ -1203,12 +1179,11 @@ async fn ready_due(
                AND state = 'delayed'",
             &[&queue_id, &now_ms, &CLAIM_UPKEEP_ROWS],
         )
-        .await
-        .db()?;
+        .await?;
     let max_attempts = i32::try_from(config.max_attempts).unwrap_or(i32::MAX);
     let has_dead_letter_queue = config.dead_letter_queue.is_some();
     let expired = transaction
-        .execute(
+        .execute_cached(
             "UPDATE messages m \
              SET state = 'ready', visible_at_ms = $2, lease_expires_at_ms = NULL, \
                  last_error = $6::text, \
@@ -1229,8 +1204,7 @@ async fn ready_due(
                 &LEASE_EXPIRED_ERROR,
             ],
         )
-        .await
-        .db()?;
+        .await?;
     Ok(expired)
 }
 
@@ -1242,7 +1216,7 @@ async fn lock_lanes_of(
     seqs: &[i64],
 ) -> StoreResult<()> {
     transaction
-        .execute(
+        .execute_cached(
             "SELECT 1 FROM lanes l \
              WHERE l.queue_id = $1 AND l.lane_key IN ( \
                  SELECT lane_key FROM messages \
@@ -1250,8 +1224,7 @@ async fn lock_lanes_of(
              ORDER BY l.lane_key FOR UPDATE",
             &[&queue_id, &seqs],
         )
-        .await
-        .db()?;
+        .await?;
     Ok(())
 }
 
@@ -1265,7 +1238,7 @@ async fn settle(
     now_ms: Millis,
 ) -> StoreResult<()> {
     transaction
-        .execute(
+        .execute_cached(
             "WITH l AS (SELECT DISTINCT lane_key FROM unnest($2::text[]) AS l(lane_key)), \
              emptied AS ( \
                  DELETE FROM lanes d USING l \
@@ -1284,8 +1257,7 @@ async fn settle(
              FROM next WHERE m.seq = next.seq",
             &[&queue_id, &lanes, &now_ms],
         )
-        .await
-        .db()?;
+        .await?;
     Ok(())
 }
 
@@ -1298,15 +1270,14 @@ async fn refusal(
     fence: &Fence,
 ) -> StoreResult<LeaseError> {
     let elsewhere = transaction
-        .query_opt(
+        .query_opt_cached(
             &format!(
                 "SELECT 1 FROM messages \
                  WHERE seq = $1 AND id = $2 AND queue_id <> $3 AND state IN {LIVE}"
             ),
             &[&fence.seq, &fence.id, &queue_id],
         )
-        .await
-        .db()?
+        .await?
         .is_some();
     Ok(if elsewhere {
         LeaseError::NotInQueue
