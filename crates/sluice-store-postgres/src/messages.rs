@@ -39,6 +39,7 @@ use sluice_core::store::{
 };
 use sluice_core::stored::ids;
 use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use crate::PgStore;
@@ -62,6 +63,79 @@ const CLAIMED_COLUMNS: &str = "m.seq, m.id, m.lease_number, m.lease_token, m.bod
      m.headers, m.idempotency_key, m.msg_key, m.priority, m.attempts, m.enqueued_at_ms, \
      m.first_received_at_ms, m.last_error, m.lease_expires_at_ms, m.dead_source_queue, \
      m.dead_last_error, m.dead_attempts, m.dead_first_seen_at_ms, m.dead_last_seen_at_ms";
+
+/// U1 of §2.3: delays of a queue that are due become ready.
+const READY_DUE_SQL: &str = "UPDATE messages SET state = 'ready' \
+     WHERE seq IN (SELECT seq FROM messages \
+                   WHERE queue_id = $1 AND state = 'delayed' AND visible_at_ms <= $2 \
+                   ORDER BY visible_at_ms LIMIT $3 FOR UPDATE SKIP LOCKED) \
+       AND state = 'delayed'";
+
+/// U2 of §2.3: leases of a queue that ran out are failed attempts retried at once, unless
+/// they were the last attempt of a queue with a dead-letter queue ([`expiry_rule`]).
+const LEASES_EXPIRED_SQL: &str = "UPDATE messages m \
+     SET state = 'ready', visible_at_ms = $2, lease_expires_at_ms = NULL, \
+         last_error = $6::text, \
+         failures = coalesce(m.failures, '[]'::jsonb) || jsonb_build_object( \
+             'attempt', m.attempts, 'at', $2::bigint, 'error', $6::text) \
+     WHERE m.seq IN (SELECT seq FROM messages \
+                     WHERE queue_id = $1 AND state = 'leased' \
+                       AND lease_expires_at_ms <= $2 \
+                     ORDER BY lease_expires_at_ms LIMIT $3 FOR UPDATE SKIP LOCKED) \
+       AND m.state = 'leased' AND m.lease_expires_at_ms <= $2 \
+       AND NOT ($4::int > 0 AND m.attempts >= $4::int AND $5::boolean)";
+
+/// C of §2.3: up to $2 ready messages of a queue that is not paused, by priority then seq,
+/// leased until $4.
+static CLAIM_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH picked AS MATERIALIZED ( \
+             SELECT seq FROM messages \
+             WHERE queue_id = $1 AND state = 'ready' \
+               AND NOT EXISTS (SELECT 1 FROM queue_state s \
+                               WHERE s.queue_id = $1 AND s.is_paused) \
+             ORDER BY priority DESC, seq \
+             LIMIT $2 \
+             FOR UPDATE SKIP LOCKED) \
+         UPDATE messages m \
+         SET state = 'leased', attempts = m.attempts + 1, \
+             lease_number = m.lease_number + 1, lease_token = lease_token(), \
+             leased_at_ms = $3, lease_expires_at_ms = $4, \
+             first_received_at_ms = coalesce(m.first_received_at_ms, $3) \
+         FROM picked WHERE m.seq = picked.seq AND m.state = 'ready' \
+         RETURNING {CLAIMED_COLUMNS}"
+    )
+});
+
+/// N of §2.3: when to look again, the next delay to end or lease to run out. Leases already
+/// out on their last attempt wait for the upkeep, not for this queue's claims.
+const NEXT_CHANGE_SQL: &str = "SELECT least( \
+     (SELECT min(visible_at_ms) FROM messages WHERE queue_id = $1 AND state = 'delayed'), \
+     (SELECT min(lease_expires_at_ms) FROM messages \
+      WHERE queue_id = $1 AND state = 'leased' AND lease_expires_at_ms > $2))";
+
+/// The two facts of a queue's configuration [`LEASES_EXPIRED_SQL`] reads: `max_attempts`
+/// and whether it has a dead-letter queue.
+fn expiry_rule(config: &QueueConfig) -> (i32, bool) {
+    (
+        i32::try_from(config.max_attempts).unwrap_or(i32::MAX),
+        config.dead_letter_queue.is_some(),
+    )
+}
+
+/// Claimed rows as the trait hands them out, in dispatch order (`RETURNING` does not keep
+/// the index's order).
+fn claimed_in_order(rows: &[Row]) -> StoreResult<Vec<ClaimedMessage>> {
+    let mut claimed_rows = rows
+        .iter()
+        .map(|row| Ok((row.get::<_, i32>(9), row.get::<_, i64>(0), claimed(row)?)))
+        .collect::<StoreResult<Vec<_>>>()?;
+    claimed_rows.sort_by_key(|&(priority, seq, _)| (std::cmp::Reverse(priority), seq));
+    Ok(claimed_rows
+        .into_iter()
+        .map(|(_, _, message)| message)
+        .collect())
+}
 
 /// A receipt as the row it fences: `(seq, id, lease_number, token)`.
 #[derive(Debug, Clone, Copy)]
@@ -107,17 +181,62 @@ impl PgStore {
         let lease_ms = params.lease_ms.unwrap_or(config.visibility_timeout_ms);
         let mut client = self.client().await?;
         let transaction = client.transaction().await.db()?;
-        if !recorded {
-            // A lost lease change delivers a message again at worst; its token is random, so
-            // a receipt fenced off stays fenced (§0, "Lease durability").
-            transaction
-                .batch_execute("SET LOCAL synchronous_commit = off")
-                .await
-                .db()?;
-        }
+        // A lost lease change delivers a message again at worst; its token is random, so a
+        // receipt fenced off stays fenced (§0, "Lease durability").
+        let durability = if recorded {
+            "SELECT 1"
+        } else {
+            "SET LOCAL synchronous_commit = off"
+        };
 
         // Paced queues: the shared limits live in the queue_state row, held until commit.
         let is_paced = config.max_in_flight.is_some() || config.rate_limit.is_some();
+        if !is_paced {
+            // Nothing to decide between the statements: all of them go in one flight, run by
+            // the server in the order sent (§2.0, "Pipelining").
+            let prepared = tokio::try_join!(
+                transaction.prepare_cached(READY_DUE_SQL),
+                transaction.prepare_cached(LEASES_EXPIRED_SQL),
+                transaction.prepare_cached(&CLAIM_SQL),
+                transaction.prepare_cached(NEXT_CHANGE_SQL),
+            )
+            .db()?;
+            let (max_attempts, has_dead_letter_queue) = expiry_rule(&config);
+            let (max, lease_expires_at_ms) = (params.max as i64, now_ms + lease_ms);
+            let ready_due_params: [&(dyn ToSql + Sync); 3] =
+                [&queue.id, &now_ms, &CLAIM_UPKEEP_ROWS];
+            let expired_params: [&(dyn ToSql + Sync); 6] = [
+                &queue.id,
+                &now_ms,
+                &CLAIM_UPKEEP_ROWS,
+                &max_attempts,
+                &has_dead_letter_queue,
+                &LEASE_EXPIRED_ERROR,
+            ];
+            let claim_params: [&(dyn ToSql + Sync); 4] =
+                [&queue.id, &max, &now_ms, &lease_expires_at_ms];
+            let next_params: [&(dyn ToSql + Sync); 2] = [&queue.id, &now_ms];
+            let (_, _, expired, rows, next) = tokio::try_join!(
+                transaction.batch_execute(durability),
+                transaction.execute(&prepared.0, &ready_due_params),
+                transaction.execute(&prepared.1, &expired_params),
+                transaction.query(&prepared.2, &claim_params),
+                transaction.query_one(&prepared.3, &next_params),
+            )
+            .db()?;
+            let messages = claimed_in_order(&rows)?;
+            transaction.commit().await.db()?;
+            let delivered = messages.len() as u64;
+            self.count(queue.id, |counters| {
+                counters.delivered += delivered;
+                counters.lease_expired += expired;
+            });
+            return Ok(Claim {
+                messages,
+                next_change_at_ms: next.get(0),
+            });
+        }
+        transaction.batch_execute(durability).await.db()?;
         let mut bucket = None;
         if is_paced {
             let row = transaction
@@ -169,49 +288,17 @@ impl PgStore {
             let lease_expires_at_ms = now_ms + lease_ms;
             let rows = transaction
                 .query_cached(
-                    &format!(
-                        "WITH picked AS MATERIALIZED ( \
-                             SELECT seq FROM messages \
-                             WHERE queue_id = $1 AND state = 'ready' \
-                               AND NOT EXISTS (SELECT 1 FROM queue_state s \
-                                               WHERE s.queue_id = $1 AND s.is_paused) \
-                             ORDER BY priority DESC, seq \
-                             LIMIT $2 \
-                             FOR UPDATE SKIP LOCKED) \
-                         UPDATE messages m \
-                         SET state = 'leased', attempts = m.attempts + 1, \
-                             lease_number = m.lease_number + 1, lease_token = lease_token(), \
-                             leased_at_ms = $3, lease_expires_at_ms = $4, \
-                             first_received_at_ms = coalesce(m.first_received_at_ms, $3) \
-                         FROM picked WHERE m.seq = picked.seq AND m.state = 'ready' \
-                         RETURNING {CLAIMED_COLUMNS}"
-                    ),
+                    &CLAIM_SQL,
                     &[&queue.id, &allowed, &now_ms, &lease_expires_at_ms],
                 )
                 .await?;
-            let mut claimed_rows = rows
-                .iter()
-                .map(|row| Ok((row.get::<_, i32>(9), row.get::<_, i64>(0), claimed(row)?)))
-                .collect::<StoreResult<Vec<_>>>()?;
-            // RETURNING does not keep the index's order.
-            claimed_rows.sort_by_key(|&(priority, seq, _)| (std::cmp::Reverse(priority), seq));
-            messages = claimed_rows
-                .into_iter()
-                .map(|(_, _, message)| message)
-                .collect();
+            messages = claimed_in_order(&rows)?;
         }
 
         // When to look again: the next delay to end or lease to run out. Leases already out
         // on their last attempt wait for the upkeep, not for this queue's claims.
         let mut next_change_at_ms: Option<Millis> = transaction
-            .query_one_cached(
-                "SELECT least( \
-                     (SELECT min(visible_at_ms) FROM messages \
-                      WHERE queue_id = $1 AND state = 'delayed'), \
-                     (SELECT min(lease_expires_at_ms) FROM messages \
-                      WHERE queue_id = $1 AND state = 'leased' AND lease_expires_at_ms > $2))",
-                &[&queue.id, &now_ms],
-            )
+            .query_one_cached(NEXT_CHANGE_SQL, &[&queue.id, &now_ms])
             .await?
             .get(0);
         if let (Some(mut tokens), Some(limit)) = (bucket, &config.rate_limit) {
@@ -1171,30 +1258,12 @@ async fn ready_due(
     now_ms: Millis,
 ) -> StoreResult<u64> {
     transaction
-        .execute_cached(
-            "UPDATE messages SET state = 'ready' \
-             WHERE seq IN (SELECT seq FROM messages \
-                           WHERE queue_id = $1 AND state = 'delayed' AND visible_at_ms <= $2 \
-                           ORDER BY visible_at_ms LIMIT $3 FOR UPDATE SKIP LOCKED) \
-               AND state = 'delayed'",
-            &[&queue_id, &now_ms, &CLAIM_UPKEEP_ROWS],
-        )
+        .execute_cached(READY_DUE_SQL, &[&queue_id, &now_ms, &CLAIM_UPKEEP_ROWS])
         .await?;
-    let max_attempts = i32::try_from(config.max_attempts).unwrap_or(i32::MAX);
-    let has_dead_letter_queue = config.dead_letter_queue.is_some();
+    let (max_attempts, has_dead_letter_queue) = expiry_rule(config);
     let expired = transaction
         .execute_cached(
-            "UPDATE messages m \
-             SET state = 'ready', visible_at_ms = $2, lease_expires_at_ms = NULL, \
-                 last_error = $6::text, \
-                 failures = coalesce(m.failures, '[]'::jsonb) || jsonb_build_object( \
-                     'attempt', m.attempts, 'at', $2::bigint, 'error', $6::text) \
-             WHERE m.seq IN (SELECT seq FROM messages \
-                             WHERE queue_id = $1 AND state = 'leased' \
-                               AND lease_expires_at_ms <= $2 \
-                             ORDER BY lease_expires_at_ms LIMIT $3 FOR UPDATE SKIP LOCKED) \
-               AND m.state = 'leased' AND m.lease_expires_at_ms <= $2 \
-               AND NOT ($4::int > 0 AND m.attempts >= $4::int AND $5::boolean)",
+            LEASES_EXPIRED_SQL,
             &[
                 &queue_id,
                 &now_ms,
