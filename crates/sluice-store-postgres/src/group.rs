@@ -238,19 +238,42 @@ async fn try_enqueues(
     lanes.sort_unstable();
     lanes.dedup();
     messages::lock_lanes_for_enqueue(&transaction, &lanes).await?;
+    let total = group.iter().map(|job| job.params.messages.len()).sum();
+    let seqs = messages::take_seqs(&transaction, total).await?;
+    let mut rows = messages::NewRows::default();
     let mut answers = Vec::with_capacity(group.len());
+    let mut offset = 0;
     for job in group {
+        let count = job.params.messages.len();
         answers.push(
             messages::enqueue_in(
                 &transaction,
-                &context.wake_channel,
                 &job.queue,
                 &job.params.queue,
                 &job.params.messages,
                 job.params.now_ms,
+                &seqs[offset..offset + count],
+                &mut rows,
             )
             .await?,
         );
+        offset += count;
+    }
+    if !rows.is_empty() {
+        messages::insert_rows(&transaction, &rows).await?;
+        let mut woken: Vec<&str> = group
+            .iter()
+            .zip(&answers)
+            .filter(|(_, answer)| {
+                answer
+                    .as_ref()
+                    .is_ok_and(|enqueued| enqueued.iter().any(|e| e.created))
+            })
+            .map(|(job, _)| job.params.queue.as_str())
+            .collect();
+        woken.sort_unstable();
+        woken.dedup();
+        messages::notify_wakes(&transaction, &context.wake_channel, &woken).await?;
     }
     transaction.commit().await.db()?;
     context.group_commit_ops.record(group.len() as u64);

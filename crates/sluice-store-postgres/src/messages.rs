@@ -737,22 +737,27 @@ pub(crate) async fn notify_wake(
 
 /// The statements of one enqueue inside a group's transaction (§2.2): admission against
 /// `max_depth` under the queue's `queue_state` lock, ids from `message_seq`, idempotency keys
-/// taken in `idempotency` (the primary key makes one message per key whatever node sends it),
-/// lanes joined and messages inserted in one statement, a wake-up sent at commit. The group
-/// has locked the existing lanes of its messages already ([`lock_lanes_for_enqueue`]).
+/// taken in `idempotency` (the primary key makes one message per key whatever node sends it).
+/// Its new rows join `rows`, which the group inserts in one statement once every batch is
+/// through ([`insert_rows`]); `seqs` are this batch's, taken by the group in one statement.
+/// The group has locked the existing lanes of its messages already
+/// ([`lock_lanes_for_enqueue`]); the rows earlier batches of the group will add to a bounded
+/// queue count as held in its admission.
 ///
 /// `Ok(Err(QueueFull))` refuses this batch alone: nothing of it was written, and the group's
 /// other batches go on. `Err` fails the whole group.
 pub(crate) async fn enqueue_in(
     transaction: &Transaction<'_>,
-    wake_channel: &str,
     queue: &CachedQueue,
     name: &str,
     messages: &[NewMessage],
     now_ms: Millis,
+    seqs: &[i64],
+    rows: &mut NewRows,
 ) -> StoreResult<StoreResult<Vec<Enqueued>>> {
     let config = queue.config.clone();
     let count = messages.len();
+    let earlier = rows.of_queue(queue.id);
 
     // Held messages, counted only for a bounded queue (at most max_depth + 1 index entries).
     let mut held = 0_u64;
@@ -775,7 +780,7 @@ pub(crate) async fn enqueue_in(
             )
             .await?
             .get(0);
-        held = depth.max(0) as u64;
+        held = depth.max(0) as u64 + earlier;
         if held + count as u64 > max_depth {
             return Ok(Err(StoreError::QueueFull {
                 queue: name.to_owned(),
@@ -788,15 +793,6 @@ pub(crate) async fn enqueue_in(
         }
     }
 
-    let mut seqs: Vec<i64> = transaction
-        .query_one_cached(
-            "SELECT array_agg(nextval('message_seq') ORDER BY g) \
-             FROM generate_series(1, $1::int) AS g",
-            &[&(count as i32)],
-        )
-        .await?
-        .get(0);
-    seqs.sort_unstable();
     let message_ids: Vec<Uuid> = seqs
         .iter()
         .map(|&seq| ids::encode(seq as u64, now_ms))
@@ -844,16 +840,18 @@ pub(crate) async fn enqueue_in(
         }
     }
 
-    let mut rows = NewRows::default();
     for (i, message) in messages.iter().enumerate() {
         if duplicate_of[i].is_some() {
             continue;
         }
-        rows.push(seqs[i], message_ids[i], lanes[i].clone(), message);
-    }
-    if !rows.seq.is_empty() {
-        insert_rows(transaction, queue.id, &rows, now_ms).await?;
-        notify_wake(transaction, wake_channel, name).await?;
+        rows.push(
+            queue.id,
+            now_ms,
+            seqs[i],
+            message_ids[i],
+            lanes[i].clone(),
+            message,
+        );
     }
 
     let mut position = held;
@@ -1121,7 +1119,11 @@ async fn take_keys(
 
 /// New message rows as columns, for one `unnest`.
 #[derive(Default)]
-struct NewRows {
+pub(crate) struct NewRows {
+    /// Rows per queue id.
+    per_queue: HashMap<i32, u64>,
+    queue_id: Vec<i32>,
+    now_ms: Vec<i64>,
     seq: Vec<i64>,
     id: Vec<Uuid>,
     lane_key: Vec<Option<String>>,
@@ -1140,14 +1142,29 @@ struct NewRows {
 }
 
 impl NewRows {
+    /// True when there is no row to insert.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.seq.is_empty()
+    }
+
+    /// Rows to insert into queue `queue_id`.
+    fn of_queue(&self, queue_id: i32) -> u64 {
+        self.per_queue.get(&queue_id).copied().unwrap_or(0)
+    }
+
     fn push(
         &mut self,
+        queue_id: i32,
+        now_ms: Millis,
         seq: i64,
         id: Uuid,
         lane_key: Option<String>,
         message: &sluice_core::message::NewMessage,
     ) {
         let payload = &message.payload;
+        *self.per_queue.entry(queue_id).or_default() += 1;
+        self.queue_id.push(queue_id);
+        self.now_ms.push(now_ms);
         self.seq.push(seq);
         self.id.push(id);
         self.lane_key.push(lane_key);
@@ -1178,53 +1195,50 @@ impl NewRows {
     }
 }
 
-/// Joins the rows' lanes and inserts them in one statement (E3 of §2.2): a lane that was
-/// empty (its count after the upsert is what this batch added) gets its first new member
-/// active; every other laned message waits.
-async fn insert_rows(
-    transaction: &Transaction<'_>,
-    queue_id: i32,
-    rows: &NewRows,
-    now_ms: Millis,
-) -> StoreResult<()> {
+/// Joins the rows' lanes and inserts them in one statement, for every queue of a group (E3
+/// of §2.2): a lane that was empty (its count after the upsert is what this group added) gets
+/// its first new member active; every other laned message waits.
+pub(crate) async fn insert_rows(transaction: &Transaction<'_>, rows: &NewRows) -> StoreResult<()> {
     transaction
         .execute_cached(
             "WITH m AS ( \
-                 SELECT * FROM unnest($2::bigint[], $3::uuid[], $4::text[], $5::text[], $6::text[], \
-                                      $7::int[], $8::bigint[], $9::bytea[], $10::smallint[], \
-                                      $11::jsonb[], $12::text[], $13::text[], $14::int[], \
-                                      $15::bigint[], $16::bigint[]) \
-                     AS m(seq, id, lane_key, msg_key, idempotency_key, priority, visible_at_ms, \
-                          body, body_kind, headers, dead_source_queue, dead_last_error, \
-                          dead_attempts, dead_first_seen_at_ms, dead_last_seen_at_ms)), \
+                 SELECT * FROM unnest($1::int[], $2::bigint[], $3::bigint[], $4::uuid[], \
+                                      $5::text[], $6::text[], $7::text[], $8::int[], $9::bigint[], \
+                                      $10::bytea[], $11::smallint[], $12::jsonb[], $13::text[], \
+                                      $14::text[], $15::int[], $16::bigint[], $17::bigint[]) \
+                     AS m(queue_id, now_ms, seq, id, lane_key, msg_key, idempotency_key, priority, \
+                          visible_at_ms, body, body_kind, headers, dead_source_queue, \
+                          dead_last_error, dead_attempts, dead_first_seen_at_ms, \
+                          dead_last_seen_at_ms)), \
              added AS ( \
-                 SELECT lane_key, count(*) AS n, min(seq) AS first_seq \
-                 FROM m WHERE lane_key IS NOT NULL GROUP BY lane_key), \
+                 SELECT queue_id, lane_key, count(*) AS n, min(seq) AS first_seq \
+                 FROM m WHERE lane_key IS NOT NULL GROUP BY queue_id, lane_key), \
              joined AS ( \
                  INSERT INTO lanes (queue_id, lane_key, members) \
-                 SELECT $1, lane_key, n FROM added ORDER BY lane_key \
+                 SELECT queue_id, lane_key, n FROM added ORDER BY queue_id, lane_key \
                  ON CONFLICT (queue_id, lane_key) DO UPDATE \
                      SET members = lanes.members + excluded.members \
-                 RETURNING lane_key, members), \
+                 RETURNING queue_id, lane_key, members), \
              heads AS ( \
-                 SELECT a.first_seq AS seq FROM added a JOIN joined j USING (lane_key) \
+                 SELECT a.first_seq AS seq FROM added a JOIN joined j USING (queue_id, lane_key) \
                  WHERE j.members = a.n) \
              INSERT INTO messages (seq, id, queue_id, state, priority, lane_key, msg_key, \
                                    idempotency_key, enqueued_at_ms, visible_at_ms, body, \
                                    body_kind, headers, last_error, dead_source_queue, \
                                    dead_last_error, dead_attempts, dead_first_seen_at_ms, \
                                    dead_last_seen_at_ms) \
-             SELECT m.seq, m.id, $1, \
+             SELECT m.seq, m.id, m.queue_id, \
                     CASE WHEN m.lane_key IS NOT NULL AND m.seq NOT IN (SELECT seq FROM heads) \
                               THEN 'waiting'::message_state \
-                         WHEN m.visible_at_ms <= $17 THEN 'ready' ELSE 'delayed' END, \
-                    m.priority, m.lane_key, m.msg_key, m.idempotency_key, $17, m.visible_at_ms, \
-                    m.body, m.body_kind, m.headers, m.dead_last_error, m.dead_source_queue, \
-                    m.dead_last_error, m.dead_attempts, m.dead_first_seen_at_ms, \
-                    m.dead_last_seen_at_ms \
+                         WHEN m.visible_at_ms <= m.now_ms THEN 'ready' ELSE 'delayed' END, \
+                    m.priority, m.lane_key, m.msg_key, m.idempotency_key, m.now_ms, \
+                    m.visible_at_ms, m.body, m.body_kind, m.headers, m.dead_last_error, \
+                    m.dead_source_queue, m.dead_last_error, m.dead_attempts, \
+                    m.dead_first_seen_at_ms, m.dead_last_seen_at_ms \
              FROM m ORDER BY m.seq",
             &[
-                &queue_id,
+                &rows.queue_id,
+                &rows.now_ms,
                 &rows.seq,
                 &rows.id,
                 &rows.lane_key,
@@ -1240,8 +1254,40 @@ async fn insert_rows(
                 &rows.dead_attempts,
                 &rows.dead_first_seen_at_ms,
                 &rows.dead_last_seen_at_ms,
-                &now_ms,
             ],
+        )
+        .await?;
+    Ok(())
+}
+
+/// `count` fresh seqs from `message_seq`, increasing, in one statement: a group takes all its
+/// batches' at once (a refused or duplicate message leaves a gap, as any rollback does).
+pub(crate) async fn take_seqs(
+    transaction: &Transaction<'_>,
+    count: usize,
+) -> StoreResult<Vec<i64>> {
+    let mut seqs: Vec<i64> = transaction
+        .query_one_cached(
+            "SELECT array_agg(nextval('message_seq') ORDER BY g) \
+             FROM generate_series(1, $1::int) AS g",
+            &[&(count as i32)],
+        )
+        .await?
+        .get(0);
+    seqs.sort_unstable();
+    Ok(seqs)
+}
+
+/// `pg_notify(channel, queue)` for each queue, inside `transaction`, in one statement.
+pub(crate) async fn notify_wakes(
+    transaction: &Transaction<'_>,
+    channel: &str,
+    queues: &[&str],
+) -> StoreResult<()> {
+    transaction
+        .execute_cached(
+            "SELECT pg_notify($1, queue) FROM unnest($2::text[]) AS queue",
+            &[&channel, &queues],
         )
         .await?;
     Ok(())

@@ -505,3 +505,45 @@ where
     }
     outputs
 }
+
+/// A bounded queue admits exactly `max_depth` messages from many callers on both nodes at
+/// once, whether their batches share a group or not: the rest are refused as full, and the
+/// queue holds exactly its bound.
+#[tokio::test]
+async fn max_depth_holds_for_callers_on_both_nodes_at_once() {
+    const CALLERS: usize = 40;
+    const MAX_DEPTH: u64 = 15;
+    let Some(cluster) = Cluster::new().await else {
+        return;
+    };
+    cluster.queue("q", |c| c.max_depth = Some(MAX_DEPTH)).await;
+    let answers = futures_join_all((0..CALLERS).map(|n| {
+        let store = if n.is_multiple_of(2) {
+            cluster.a.clone()
+        } else {
+            cluster.b.clone()
+        };
+        async move {
+            store
+                .message_enqueue(EnqueueParams {
+                    queue: "q".into(),
+                    messages: vec![message(&n.to_string(), None)],
+                    now_ms: T0,
+                })
+                .await
+        }
+    }))
+    .await;
+    let stored = answers.iter().filter(|answer| answer.is_ok()).count();
+    let full = answers
+        .iter()
+        .filter(|answer| matches!(answer, Err(StoreError::QueueFull { .. })))
+        .count();
+    assert_eq!(
+        (stored, full),
+        (MAX_DEPTH as usize, CALLERS - MAX_DEPTH as usize)
+    );
+    let depth = cluster.b.queue_get("q", T0).await.unwrap().depth;
+    assert_eq!(depth.ready, MAX_DEPTH);
+    cluster.drop().await;
+}
