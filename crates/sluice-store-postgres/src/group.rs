@@ -341,12 +341,8 @@ async fn try_acks(context: &Context, group: &[AckJob]) -> StoreResult<Vec<messag
     {
         messages::lock_lanes_for_ack(&transaction, &receipts).await?;
     }
-    let mut done = Vec::with_capacity(group.len());
-    for job in group {
-        done.push(
-            messages::ack_in(&transaction, &context.wake_channel, &job.queue, &job.params).await?,
-        );
-    }
+    let batches: Vec<_> = group.iter().map(|job| (&job.queue, &job.params)).collect();
+    let done = messages::ack_group(&transaction, &context.wake_channel, &batches).await?;
     transaction.commit().await.db()?;
     context.group_commit_ops.record(group.len() as u64);
     Ok(done)

@@ -925,95 +925,109 @@ pub(crate) struct AckDone {
     pub wakes: bool,
 }
 
-/// The statements of one ack inside a group's transaction (§2.4): the fence is the `WHERE`
-/// (the receipt's message, in this queue, with its lease number and token, leased or ready
-/// after a lease that ran out or was given back and nobody claimed since); the lanes left are
-/// counted down and settled; the idempotency memo keeps the result. The group has locked the
-/// lanes of its receipts' messages already ([`lock_lanes_for_ack`]).
-pub(crate) async fn ack_in(
+/// The acks of a group in one statement (A2 of §2.4), whatever their queues: the fence is the
+/// `WHERE` (the receipt's message, in its batch's queue, with its lease number and token,
+/// leased or ready after a lease that ran out or was given back and nobody claimed since); the
+/// lanes left are counted down and settled; the idempotency memo keeps the result. The group
+/// has locked the lanes of its receipts' messages already ([`lock_lanes_for_ack`]). One
+/// answer per batch, in order.
+///
+/// A receipt named twice in the group (by one caller or two) is acked once; the others are
+/// stale, as a second ack of one receipt is.
+pub(crate) async fn ack_group(
     transaction: &Transaction<'_>,
     wake_channel: &str,
-    queue: &CachedQueue,
-    params: &AckParams,
-) -> StoreResult<AckDone> {
-    let now_ms = params.now_ms;
-    let mut answers: Vec<Result<(), LeaseError>> =
-        vec![Err(LeaseError::Stale); params.receipts.len()];
-    // A receipt given twice is acked once; the second is stale, as a second ack is.
-    let mut seen = std::collections::HashSet::new();
-    let mut fences = Vec::new();
-    let mut slots = Vec::new();
-    for (slot, receipt) in params.receipts.iter().enumerate() {
-        if let Some(fence) = Fence::of(receipt)
-            && seen.insert(fence.seq)
-        {
-            fences.push(fence);
-            slots.push(slot);
-        }
-    }
-    if fences.is_empty() {
-        return Ok(AckDone {
-            answers,
+    batches: &[(&CachedQueue, &AckParams)],
+) -> StoreResult<Vec<AckDone>> {
+    let mut done: Vec<AckDone> = batches
+        .iter()
+        .map(|(_, params)| AckDone {
+            answers: vec![Err(LeaseError::Stale); params.receipts.len()],
             acked: 0,
             wakes: false,
-        });
+        })
+        .collect();
+    let mut seen = std::collections::HashSet::new();
+    // Per receipt sent: (batch, slot), and the columns of `r`.
+    let mut origins = Vec::new();
+    let (mut seqs, mut message_ids, mut queue_ids) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut lease_numbers, mut tokens) = (Vec::new(), Vec::new());
+    let (mut results, mut nows) = (Vec::new(), Vec::new());
+    for (batch, (queue, params)) in batches.iter().enumerate() {
+        for (slot, receipt) in params.receipts.iter().enumerate() {
+            let Some(fence) = Fence::of(receipt) else {
+                continue;
+            };
+            if !seen.insert(fence.seq) {
+                continue;
+            }
+            origins.push((batch, slot));
+            seqs.push(fence.seq);
+            message_ids.push(fence.id);
+            queue_ids.push(queue.id);
+            lease_numbers.push(fence.lease_number);
+            tokens.push(fence.token);
+            results.push(params.result.clone());
+            nows.push(params.now_ms);
+        }
     }
-    let seqs: Vec<i64> = fences.iter().map(|fence| fence.seq).collect();
-    let message_ids: Vec<Uuid> = fences.iter().map(|fence| fence.id).collect();
-    let lease_numbers: Vec<i32> = fences.iter().map(|fence| fence.lease_number).collect();
-    let tokens: Vec<i32> = fences.iter().map(|fence| fence.token).collect();
-
-    let is_laned = queue.config.ordering != Ordering::Unordered;
+    if origins.is_empty() {
+        return Ok(done);
+    }
     let rows = transaction
         .query_cached(
             &format!(
                 "WITH r AS ( \
-                     SELECT * FROM unnest($2::bigint[], $3::uuid[], $4::int[], $5::int[]) \
-                         WITH ORDINALITY AS r(seq, id, lease_number, token, i)), \
+                     SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::int[], \
+                                          $5::int[], $6::text[], $7::bigint[]) \
+                         WITH ORDINALITY AS r(seq, id, queue_id, lease_number, token, result, \
+                                              now_ms, i)), \
                  acked AS ( \
                      UPDATE messages m \
-                     SET state = 'acked', finished_at_ms = $6, result = $7, body = NULL, \
-                         headers = NULL, lease_expires_at_ms = NULL \
+                     SET state = 'acked', finished_at_ms = r.now_ms, result = r.result, \
+                         body = NULL, headers = NULL, lease_expires_at_ms = NULL \
                      FROM r \
-                     WHERE m.seq = r.seq AND m.id = r.id AND m.queue_id = $1 \
+                     WHERE m.seq = r.seq AND m.id = r.id AND m.queue_id = r.queue_id \
                        AND m.lease_number = r.lease_number AND m.lease_token = r.token \
                        AND m.state IN ('leased', 'ready') \
-                     RETURNING m.seq, m.id, m.lane_key, m.idempotency_key), \
+                     RETURNING m.seq, m.id, m.queue_id, m.lane_key, m.idempotency_key, \
+                               r.result, r.now_ms), \
                  leaving AS ( \
                      UPDATE lanes l SET members = l.members - n.leaving \
-                     FROM (SELECT lane_key, count(*) AS leaving FROM acked \
-                           WHERE lane_key IS NOT NULL GROUP BY lane_key) n \
-                     WHERE l.queue_id = $1 AND l.lane_key = n.lane_key), \
+                     FROM (SELECT queue_id, lane_key, count(*) AS leaving FROM acked \
+                           WHERE lane_key IS NOT NULL GROUP BY queue_id, lane_key) n \
+                     WHERE l.queue_id = n.queue_id AND l.lane_key = n.lane_key), \
                  memo AS ( \
-                     UPDATE idempotency i SET acked_at_ms = $6, result = $7 \
+                     UPDATE idempotency i SET acked_at_ms = acked.now_ms, result = acked.result \
                      FROM acked \
-                     WHERE i.queue_id = $1 AND i.key = acked.idempotency_key \
+                     WHERE i.queue_id = acked.queue_id AND i.key = acked.idempotency_key \
                        AND i.message_id = acked.id) \
                  SELECT r.i, a.seq IS NOT NULL, a.lane_key, \
-                        coalesce(cur.queue_id <> $1 AND cur.state IN {LIVE}, false) \
+                        coalesce(cur.queue_id <> r.queue_id AND cur.state IN {LIVE}, false) \
                  FROM r LEFT JOIN acked a ON a.seq = r.seq \
                         LEFT JOIN messages cur ON cur.seq = r.seq AND cur.id = r.id \
                  ORDER BY r.i"
             ),
             &[
-                &queue.id,
                 &seqs,
                 &message_ids,
+                &queue_ids,
                 &lease_numbers,
                 &tokens,
-                &now_ms,
-                &params.result,
+                &results,
+                &nows,
             ],
         )
         .await?;
-    let mut acked = 0_u64;
-    let mut left_lanes = Vec::new();
+    let (mut left_queues, mut left_lanes, mut left_nows) = (Vec::new(), Vec::new(), Vec::new());
     for row in &rows {
-        let slot = slots[(row.get::<_, i64>(0) - 1) as usize];
-        answers[slot] = if row.get(1) {
-            acked += 1;
+        let (batch, slot) = origins[(row.get::<_, i64>(0) - 1) as usize];
+        done[batch].answers[slot] = if row.get(1) {
+            done[batch].acked += 1;
             if let Some(lane) = row.get::<_, Option<String>>(2) {
+                left_queues.push(batches[batch].0.id);
                 left_lanes.push(lane);
+                left_nows.push(batches[batch].1.now_ms);
             }
             Ok(())
         } else if row.get(3) {
@@ -1023,19 +1037,25 @@ pub(crate) async fn ack_in(
         };
     }
     if !left_lanes.is_empty() {
-        settle(transaction, queue.id, &left_lanes, now_ms).await?;
+        settle_lanes(transaction, &left_queues, &left_lanes, &left_nows).await?;
     }
-    // An ack frees a lane's next member or an in-flight place: only then can a waiter
-    // find something new.
-    let wakes = acked > 0 && (is_laned || queue.config.max_in_flight.is_some());
-    if wakes {
-        notify_wake(transaction, wake_channel, &params.queue).await?;
+    // An ack frees a lane's next member or an in-flight place: only then can a waiter find
+    // something new.
+    let mut woken = Vec::new();
+    for ((queue, params), done) in batches.iter().zip(&mut done) {
+        done.wakes = done.acked > 0
+            && (queue.config.ordering != Ordering::Unordered
+                || queue.config.max_in_flight.is_some());
+        if done.wakes {
+            woken.push(params.queue.as_str());
+        }
     }
-    Ok(AckDone {
-        answers,
-        acked,
-        wakes,
-    })
+    if !woken.is_empty() {
+        woken.sort_unstable();
+        woken.dedup();
+        notify_wakes(transaction, wake_channel, &woken).await?;
+    }
+    Ok(done)
 }
 
 /// Locks the lanes of the messages a group of acks names, in (queue, key) order (A1 of §2.4):
@@ -1343,34 +1363,55 @@ async fn lock_lanes_of(
     Ok(())
 }
 
-/// Settles lanes after members left (§2.5), in a statement of its own so it sees what the
-/// leaving statement did: an emptied lane's row goes; a lane with members and none active
-/// promotes its first waiting member (ready, or delayed until its visible time).
+/// Settles the lanes of one queue after members left (§2.5); see [`settle_lanes`].
 async fn settle(
     transaction: &Transaction<'_>,
     queue_id: i32,
     lanes: &[String],
     now_ms: Millis,
 ) -> StoreResult<()> {
+    settle_lanes(
+        transaction,
+        &vec![queue_id; lanes.len()],
+        lanes,
+        &vec![now_ms; lanes.len()],
+    )
+    .await
+}
+
+/// Settles lanes, named by (queue id, key) with the time of the change that left them, after
+/// members left (§2.5), in a statement of its own so it sees what the leaving statement did:
+/// an emptied lane's row goes; a lane with members and none active promotes its first waiting
+/// member (ready, or delayed until its visible time).
+async fn settle_lanes(
+    transaction: &Transaction<'_>,
+    queue_ids: &[i32],
+    lanes: &[String],
+    nows: &[Millis],
+) -> StoreResult<()> {
     transaction
         .execute_cached(
-            "WITH l AS (SELECT DISTINCT lane_key FROM unnest($2::text[]) AS l(lane_key)), \
+            "WITH l AS ( \
+                 SELECT queue_id, lane_key, max(now_ms) AS now_ms \
+                 FROM unnest($1::int[], $2::text[], $3::bigint[]) AS l(queue_id, lane_key, now_ms) \
+                 GROUP BY queue_id, lane_key), \
              emptied AS ( \
                  DELETE FROM lanes d USING l \
-                 WHERE d.queue_id = $1 AND d.lane_key = l.lane_key AND d.members = 0), \
+                 WHERE d.queue_id = l.queue_id AND d.lane_key = l.lane_key AND d.members = 0), \
              next AS ( \
-                 SELECT DISTINCT ON (w.lane_key) w.seq \
+                 SELECT DISTINCT ON (w.queue_id, w.lane_key) w.seq, l.now_ms \
                  FROM l JOIN messages w \
-                      ON w.queue_id = $1 AND w.lane_key = l.lane_key AND w.state = 'waiting' \
+                      ON w.queue_id = l.queue_id AND w.lane_key = l.lane_key \
+                     AND w.state = 'waiting' \
                  WHERE NOT EXISTS (SELECT 1 FROM messages a \
-                                   WHERE a.queue_id = $1 AND a.lane_key = l.lane_key \
+                                   WHERE a.queue_id = l.queue_id AND a.lane_key = l.lane_key \
                                      AND a.state IN ('ready', 'delayed', 'leased')) \
-                 ORDER BY w.lane_key, w.seq) \
+                 ORDER BY w.queue_id, w.lane_key, w.seq) \
              UPDATE messages m \
-             SET state = CASE WHEN m.visible_at_ms <= $3 THEN 'ready'::message_state \
+             SET state = CASE WHEN m.visible_at_ms <= next.now_ms THEN 'ready'::message_state \
                               ELSE 'delayed' END \
              FROM next WHERE m.seq = next.seq",
-            &[&queue_id, &lanes, &now_ms],
+            &[&queue_ids, &lanes, &nows],
         )
         .await?;
     Ok(())

@@ -547,3 +547,38 @@ async fn max_depth_holds_for_callers_on_both_nodes_at_once() {
     assert_eq!(depth.ready, MAX_DEPTH);
     cluster.drop().await;
 }
+
+/// One receipt acked by eight callers at once, on both nodes: exactly one ack succeeds and
+/// the rest are stale, whether the acks share a group or not.
+#[tokio::test]
+async fn one_receipt_acked_by_many_callers_at_once_is_acked_once() {
+    const CALLERS: usize = 8;
+    let Some(cluster) = Cluster::new().await else {
+        return;
+    };
+    cluster.queue("q", |_| {}).await;
+    send(&cluster.a, "q", vec![message("once", None)]).await;
+    let receipt = claim(&cluster.a, "q", 1, 60_000, T0).await.messages[0].receipt;
+    let answers = futures_join_all((0..CALLERS).map(|n| {
+        let store = if n.is_multiple_of(2) {
+            cluster.a.clone()
+        } else {
+            cluster.b.clone()
+        };
+        async move { ack(&store, "q", receipt, T0).await }
+    }))
+    .await;
+    assert_eq!(answers.iter().filter(|answer| answer.is_ok()).count(), 1);
+    assert!(
+        answers
+            .iter()
+            .all(|answer| matches!(answer, Ok(()) | Err(LeaseError::Stale))),
+        "{answers:?}"
+    );
+    let mut acked = 0;
+    for node in [&cluster.a, &cluster.b] {
+        acked += node.queue_get("q", T0).await.unwrap().depth.counters.acked;
+    }
+    assert_eq!(acked, 1, "counted once");
+    cluster.drop().await;
+}
