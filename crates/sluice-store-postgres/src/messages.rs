@@ -45,7 +45,7 @@ use uuid::Uuid;
 use crate::PgStore;
 use crate::cache::CachedQueue;
 use crate::cached::Cached;
-use crate::error::Db;
+use crate::error::{Db, is_conflict};
 use crate::queues::LIVE;
 
 type Transaction<'a> = deadpool_postgres::Transaction<'a>;
@@ -53,6 +53,10 @@ type Transaction<'a> = deadpool_postgres::Transaction<'a>;
 /// The `body_kind` column's numbers, the SQLite store's (0 JSON, 1 bytes).
 const BODY_KIND_JSON: i16 = 0;
 const BODY_KIND_BYTES: i16 = 1;
+
+/// Times a transaction of one caller that failed with a deadlock or serialization failure is
+/// tried again (§2.0): nothing of it was committed.
+const RETRIES: usize = 3;
 
 /// Most due delays or expired leases one claim turns ready (the rest go with the next claim
 /// or the upkeep), so a claim's time stays bounded after a long pause.
@@ -175,6 +179,16 @@ impl PgStore {
     /// waits for the flush, so the attempts counted are durable when this returns
     /// (`message_claim_recorded`); otherwise the lease change is committed asynchronously.
     pub(crate) async fn claim(&self, params: ClaimParams, recorded: bool) -> StoreResult<Claim> {
+        let mut tries = 0;
+        loop {
+            match self.claim_once(params.clone(), recorded).await {
+                Err(error) if is_conflict(&error) && tries < RETRIES => tries += 1,
+                outcome => return outcome,
+            }
+        }
+    }
+
+    async fn claim_once(&self, params: ClaimParams, recorded: bool) -> StoreResult<Claim> {
         let queue = self.resolve(&params.queue).await?;
         let config = queue.config.clone();
         let now_ms = params.now_ms;
@@ -343,6 +357,16 @@ impl PgStore {
     /// a dead-letter move (§2.6) takes it to the dead-letter queue, whose lane it joins when
     /// that queue is ordered, and lets its source lane go on.
     pub(crate) async fn nack(&self, params: NackParams) -> StoreResult<NackOutcome> {
+        let mut tries = 0;
+        loop {
+            match self.nack_once(params.clone()).await {
+                Err(error) if is_conflict(&error) && tries < RETRIES => tries += 1,
+                outcome => return outcome,
+            }
+        }
+    }
+
+    async fn nack_once(&self, params: NackParams) -> StoreResult<NackOutcome> {
         let queue = self.resolve(&params.queue).await?;
         let config = queue.config.clone();
         let now_ms = params.now_ms;
@@ -456,6 +480,16 @@ impl PgStore {
     /// Pushes a lease's deadline to now + `timeout_ms` (`Store::message_extend`); committed
     /// asynchronously, as every lease change.
     pub(crate) async fn extend(&self, params: ExtendParams) -> StoreResult<Millis> {
+        let mut tries = 0;
+        loop {
+            match self.extend_once(params.clone()).await {
+                Err(error) if is_conflict(&error) && tries < RETRIES => tries += 1,
+                outcome => return outcome,
+            }
+        }
+    }
+
+    async fn extend_once(&self, params: ExtendParams) -> StoreResult<Millis> {
         let queue = self.resolve(&params.queue).await?;
         let Some(fence) = Fence::of(&params.receipt) else {
             return Err(LeaseError::Stale.into());
@@ -494,6 +528,16 @@ impl PgStore {
     /// Ends a lease early (`Store::message_give_back`): ready at once, no failure counted, the
     /// token kept so the receipt still acks until the next claim (`Index::give_back`).
     pub(crate) async fn give_back(&self, params: GiveBackParams) -> StoreResult<()> {
+        let mut tries = 0;
+        loop {
+            match self.give_back_once(params.clone()).await {
+                Err(error) if is_conflict(&error) && tries < RETRIES => tries += 1,
+                outcome => return outcome,
+            }
+        }
+    }
+
+    async fn give_back_once(&self, params: GiveBackParams) -> StoreResult<()> {
         let queue = self.resolve(&params.queue).await?;
         let Some(fence) = Fence::of(&params.receipt) else {
             return Err(LeaseError::Stale.into());
