@@ -142,3 +142,33 @@ fn describe(error: &tokio_postgres::Error) -> String {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deadlock or serialization failure is told apart by the SQLSTATE [`describe`] writes
+    /// (the text below is what a real deadlock between two stores produced); other
+    /// unavailability and other errors are not retried.
+    #[test]
+    fn only_deadlocks_and_serialization_failures_are_conflicts() {
+        let check = |error: StoreError, expected: bool| {
+            assert_eq!(is_conflict(&error), expected, "{error:?}");
+        };
+        check(
+            StoreError::Unavailable("db error (40P01): deadlock detected".into()),
+            true,
+        );
+        check(
+            StoreError::Unavailable(
+                "db error (40001): could not serialize access due to concurrent update".into(),
+            ),
+            true,
+        );
+        check(
+            StoreError::Unavailable("db error (57P01): terminating connection".into()),
+            false,
+        );
+        check(StoreError::Conflict("(40P01)".into()), false);
+    }
+}
