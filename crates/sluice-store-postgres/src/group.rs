@@ -17,8 +17,9 @@
 //! - Batches of one group see each other (one transaction): a key enqueued twice in a group is
 //!   one message, and a bounded queue's admission counts the batches before it.
 //!
-//! Writers take a pooled connection per group (the design asks for dedicated ones; a pooled
-//! one costs nothing while groups are large). `[store] writer_connections` writers of each kind
+//! Writers take a connection per group from a pool of their own, one connection per writer
+//! (the design asks for dedicated connections; this is the same number, kept alive and
+//! replaced by deadpool), so groups and claims never wait for each other's connections. `[store] writer_connections` writers of each kind
 //! share one channel, so one group forms while another waits for its flush. A full channel
 //! makes callers wait for room; enqueues are not refused as `Overloaded` yet.
 

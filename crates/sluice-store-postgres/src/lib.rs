@@ -124,7 +124,7 @@ impl PgStore {
         let counters = Arc::new(Mutex::new(HashMap::new()));
         let wake_channel = listen::wake_channel(&options.schema);
         let group_context = Arc::new(group::Context {
-            pool: pool.clone(),
+            pool: connect::writer_pool(&options)?,
             notifier: notifier.clone(),
             counters: counters.clone(),
             wake_channel: wake_channel.clone(),
@@ -373,6 +373,7 @@ impl Store for PgStore {
         for task in writer_tasks {
             let _ = task.await;
         }
+        self.group_context.pool.close();
         self.pool.close();
         // Waiters look again and find the store closed.
         self.notifier.wake_all();

@@ -231,7 +231,7 @@ async fn queues_are_created_read_listed_updated_and_deleted() {
     );
     assert_eq!(store.queue_config("orders").await.unwrap().max_attempts, 9);
 
-    // A live message, as the message path (build step 3) will store it.
+    // A live message, as the message path stores it.
     sql.batch_execute(&format!(
         "INSERT INTO \"{schema}\".messages (seq, id, queue_id, state, priority, enqueued_at_ms, \
              visible_at_ms, body_kind) \
