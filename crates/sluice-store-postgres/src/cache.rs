@@ -28,10 +28,6 @@ pub(crate) const UNSURE_REUSE: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone)]
 pub(crate) struct CachedQueue {
     /// `queues.id`: what message rows carry instead of the name.
-    #[expect(
-        dead_code,
-        reason = "message rows are keyed by it from build step 3 on"
-    )]
     pub id: i32,
     /// `queues.config_version` when read.
     pub version: i64,

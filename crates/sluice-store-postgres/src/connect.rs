@@ -24,6 +24,17 @@ pub(crate) type Dedicated = (Client, Connection<Socket, NoTlsStream>);
 /// The pool of `options.pool_size` connections, made lazily: opening the pool connects to
 /// nothing (the migration's connection is the first).
 pub(crate) fn pool(options: &PgOptions) -> StoreResult<Pool> {
+    pool_of(options, options.pool_size)
+}
+
+/// The writers' own pool: one connection per writer (`writer_connections` of each kind), so
+/// groups never wait behind claims for a connection, nor claims behind groups.
+pub(crate) fn writer_pool(options: &PgOptions) -> StoreResult<Pool> {
+    pool_of(options, 2 * options.writer_connections)
+}
+
+/// A pool of `size` connections with the store's session settings.
+fn pool_of(options: &PgOptions, size: usize) -> StoreResult<Pool> {
     let config = config(options)?;
     let manager = Manager::from_config(
         config,
@@ -36,7 +47,7 @@ pub(crate) fn pool(options: &PgOptions) -> StoreResult<Pool> {
     );
     let session = session_settings(options);
     Pool::builder(manager)
-        .max_size(options.pool_size)
+        .max_size(size)
         .runtime(Runtime::Tokio1)
         // A call waits this long for a free connection, and a new one this long to be made:
         // past it the database counts as unreachable (`Unavailable`), not as slow.

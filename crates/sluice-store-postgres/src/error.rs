@@ -122,6 +122,15 @@ fn classify_code(code: &SqlState, error: tokio_postgres::Error) -> StoreError {
     StoreError::Other(Box::new(error))
 }
 
+/// Whether `error` is a deadlock or serialization failure, which a transaction that committed
+/// nothing may simply try again (§2.0). Read from the text [`describe`] gives it, the one
+/// place that writes the SQLSTATE into an `Unavailable`.
+pub(crate) fn is_conflict(error: &StoreError) -> bool {
+    matches!(error, StoreError::Unavailable(text)
+        if text.contains(&format!("({})", SqlState::T_R_DEADLOCK_DETECTED.code()))
+            || text.contains(&format!("({})", SqlState::T_R_SERIALIZATION_FAILURE.code())))
+}
+
 /// The error with its cause and, for a database error, its SQLSTATE and message: the driver's
 /// own `Display` says only "db error" or "error connecting to server".
 fn describe(error: &tokio_postgres::Error) -> String {
@@ -131,5 +140,35 @@ fn describe(error: &tokio_postgres::Error) -> String {
             Some(source) => format!("{error}: {source}"),
             None => error.to_string(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deadlock or serialization failure is told apart by the SQLSTATE [`describe`] writes
+    /// (the text below is what a real deadlock between two stores produced); other
+    /// unavailability and other errors are not retried.
+    #[test]
+    fn only_deadlocks_and_serialization_failures_are_conflicts() {
+        let check = |error: StoreError, expected: bool| {
+            assert_eq!(is_conflict(&error), expected, "{error:?}");
+        };
+        check(
+            StoreError::Unavailable("db error (40P01): deadlock detected".into()),
+            true,
+        );
+        check(
+            StoreError::Unavailable(
+                "db error (40001): could not serialize access due to concurrent update".into(),
+            ),
+            true,
+        );
+        check(
+            StoreError::Unavailable("db error (57P01): terminating connection".into()),
+            false,
+        );
+        check(StoreError::Conflict("(40P01)".into()), false);
     }
 }

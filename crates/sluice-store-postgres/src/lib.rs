@@ -2,34 +2,47 @@
 //! every rule kept by the database rather than by one process's memory. Its design is
 //! docs/design/postgres-store.md; this crate is built in the steps of that document's §8.
 //!
-//! What is built (step 2): opening ([`PgStore::open`]: options, the pool, migrations under an
-//! advisory lock, the listener), queue definitions (put, get, config, list, pause, delete, and
-//! whether a queue is a dead-letter queue), webhook endpoint definitions, and `close`. Every
-//! node caches queue definitions and drops a copy when any node changes it (`cache`,
-//! `listen`).
+//! What is built (steps 2 and 3): opening ([`PgStore::open`]: options, the pool, migrations
+//! under an advisory lock, the listener), queue definitions (put, get, config, list, pause,
+//! delete, and whether a queue is a dead-letter queue), webhook endpoint definitions, `close`,
+//! and the message path (`messages`): enqueue with idempotency keys, lanes and `max_depth`;
+//! claim (and `message_claim_recorded`) with due delays, expired leases, pause, lanes and the
+//! shared `max_in_flight` and rate limit; ack, nack (retry with the core's backoff, or the
+//! dead-letter move), extend and give back, fenced by the receipt; lookups of one message by
+//! id or idempotency key (`message_get`, `message_body`). Every node caches queue definitions and drops a copy
+//! when any node changes it (`cache`, `listen`), and a change that may make a message
+//! claimable is announced on `<schema>.wake`, which wakes the queue's waiters on every node.
 //!
-//! What is not built yet: messages. Enqueue, claim, ack, nack, extend and give-back come with
-//! step 3; lookups, cancel, purge, dead letters, browsing and the leader's upkeep with step 4.
-//! Those methods first resolve their queue (an unknown one is `QueueNotFound`, as for every
-//! store), then fail with a [`NotBuiltYet`] error, a `StoreError::Other` that names the method
-//! and the step that brings it; they never panic. `maintain` has nothing to keep yet and
-//! returns at once. Until step 4 the store passes only the conformance cases listed in
-//! `tests/conformance.rs`.
+//! Enqueues and acks are committed in groups (`group`): one transaction and one commit flush
+//! for every caller waiting, as the design's §2.1 asks. The module doc of `messages` lists
+//! where step 3 departs from the design.
+//!
+//! What is not built yet (step 4): lease expiry on the last attempt into the dead-letter queue
+//! (the leader's upkeep), dead-letter list, get, replay and delete, retention, purge, cancel,
+//! delivery logs and browsing. Those methods first resolve their queue (an unknown one
+//! is `QueueNotFound`, as for every store), then fail with a [`NotBuiltYet`] error, a
+//! `StoreError::Other` that names the method and the step that brings it; they never panic.
+//! `maintain` returns at once. Until step 4 the store passes only the conformance cases listed
+//! in `tests/conformance.rs`.
 //!
 //! Errors are sorted by meaning in [`error`] alone (a connection refused or lost is
 //! `StoreError::Unavailable`). Module map: [`options`] (what the store is opened with),
 //! `connect` (the pool and session settings), [`migrate`], `cache`, `listen`, `queues`,
-//! `webhooks`.
+//! `messages`, `group`, `webhooks`.
 
 mod cache;
+mod cached;
 mod connect;
 pub mod error;
+mod group;
 mod listen;
+mod messages;
 pub mod migrate;
 pub mod options;
 mod queues;
 mod webhooks;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -37,7 +50,7 @@ use async_trait::async_trait;
 use deadpool_postgres::Pool;
 use parking_lot::Mutex;
 use sluice_core::clock::Millis;
-use sluice_core::dispatch::{LeaseError, NackOutcome};
+use sluice_core::dispatch::{Counters, LeaseError, NackOutcome};
 use sluice_core::message::MessageStatus;
 use sluice_core::notify::Notifier;
 use sluice_core::queue::QueueConfig;
@@ -61,6 +74,15 @@ pub struct PgStore {
     pool: Pool,
     cache: Arc<QueueCache>,
     notifier: Arc<Notifier>,
+    /// This node's counters per queue id since it opened (§2.11: the other nodes' come with
+    /// step 4).
+    counters: Arc<Mutex<HashMap<i32, Counters>>>,
+    /// The way to the group-commit writers, until close.
+    writers: Mutex<Option<group::Writers>>,
+    /// What the writers share with the store (their metrics).
+    group_context: Arc<group::Context>,
+    /// The writer tasks, awaited at close so what they hold is committed and answered.
+    writer_tasks: Mutex<Vec<JoinHandle<()>>>,
     /// The listener task, until close.
     listener: Mutex<Option<JoinHandle<()>>>,
     /// Moved by the listener at every definition change ([`Store::definitions_changed`]).
@@ -90,21 +112,38 @@ impl PgStore {
         let pool = connect::pool(&options)?;
         let cache = Arc::new(QueueCache::default());
         let definitions_changed = Arc::new(tokio::sync::watch::Sender::new(0));
+        let notifier = Arc::new(Notifier::default());
         let listener = listen::spawn(
             options.clone(),
             listen::Followers {
                 cache: cache.clone(),
                 changed: definitions_changed.clone(),
+                notifier: notifier.clone(),
             },
         );
+        let counters = Arc::new(Mutex::new(HashMap::new()));
+        let wake_channel = listen::wake_channel(&options.schema);
+        let group_context = Arc::new(group::Context {
+            pool: connect::writer_pool(&options)?,
+            notifier: notifier.clone(),
+            counters: counters.clone(),
+            wake_channel: wake_channel.clone(),
+            group_commit_ops: sluice_core::histogram::AtomicHistogram::new(group::GROUP_OPS_BOUNDS),
+        });
+        let (writers, writer_tasks) =
+            group::Writers::spawn(group_context.clone(), options.writer_connections);
         tracing::info!(url = %options.url, schema = %options.schema, "PostgreSQL store open");
         Ok(Self {
             config_channel: listen::config_channel(&options.schema),
-            wake_channel: format!("{}.wake", options.schema),
+            wake_channel,
             options,
             pool,
             cache,
-            notifier: Arc::new(Notifier::default()),
+            notifier,
+            counters,
+            writers: Mutex::new(Some(writers)),
+            group_context,
+            writer_tasks: Mutex::new(writer_tasks),
             listener: Mutex::new(Some(listener)),
             definitions_changed,
             is_closed: AtomicBool::new(false),
@@ -121,6 +160,29 @@ impl PgStore {
     async fn client(&self) -> StoreResult<deadpool_postgres::Object> {
         self.check_open()?;
         self.pool.get().await.db()
+    }
+
+    /// The way to the writers; `Unavailable` once closed.
+    fn writers(&self) -> StoreResult<group::Writers> {
+        self.check_open()?;
+        self.writers
+            .lock()
+            .clone()
+            .ok_or_else(|| StoreError::Unavailable("the PostgreSQL store is closed".into()))
+    }
+
+    /// Changes this node's counters of a queue.
+    fn count(&self, queue_id: i32, change: impl FnOnce(&mut Counters)) {
+        change(self.counters.lock().entry(queue_id).or_default());
+    }
+
+    /// This node's counters of a queue.
+    fn counters_of(&self, queue_id: i32) -> Counters {
+        self.counters
+            .lock()
+            .get(&queue_id)
+            .copied()
+            .unwrap_or_default()
     }
 
     fn check_open(&self) -> StoreResult<()> {
@@ -154,8 +216,6 @@ pub struct NotBuiltYet {
     pub step: u8,
 }
 
-/// The build step of the message path: enqueue, claim, ack, nack, extend, give back.
-const MESSAGE_PATH: u8 = 3;
 /// The build step of everything else: lookups, cancel, purge, dead letters, browse, upkeep.
 const EVERYTHING_ELSE: u8 = 4;
 
@@ -186,45 +246,35 @@ impl Store for PgStore {
     }
 
     async fn message_enqueue(&self, params: EnqueueParams) -> StoreResult<Vec<Enqueued>> {
-        Err(self
-            .not_built_yet(&params.queue, "message_enqueue", MESSAGE_PATH)
-            .await)
+        self.enqueue(params).await
     }
 
     async fn message_claim(&self, params: ClaimParams) -> StoreResult<Claim> {
-        Err(self
-            .not_built_yet(&params.queue, "message_claim", MESSAGE_PATH)
-            .await)
+        self.claim(params, false).await
+    }
+
+    async fn message_claim_recorded(&self, params: ClaimParams) -> StoreResult<Claim> {
+        self.claim(params, true).await
     }
 
     async fn message_ack(&self, params: AckParams) -> StoreResult<Vec<Result<(), LeaseError>>> {
-        Err(self
-            .not_built_yet(&params.queue, "message_ack", MESSAGE_PATH)
-            .await)
+        self.ack(params).await
     }
 
     async fn message_nack(&self, params: NackParams) -> StoreResult<NackOutcome> {
-        Err(self
-            .not_built_yet(&params.queue, "message_nack", MESSAGE_PATH)
-            .await)
+        self.nack(params).await
     }
 
     async fn message_extend(&self, params: ExtendParams) -> StoreResult<Millis> {
-        Err(self
-            .not_built_yet(&params.queue, "message_extend", MESSAGE_PATH)
-            .await)
+        self.extend(params).await
     }
 
     async fn message_give_back(&self, params: GiveBackParams) -> StoreResult<()> {
-        Err(self
-            .not_built_yet(&params.queue, "message_give_back", MESSAGE_PATH)
-            .await)
+        self.give_back(params).await
     }
 
     async fn message_get(&self, params: MessageGetParams) -> StoreResult<Option<MessageStatus>> {
-        Err(self
-            .not_built_yet(&params.queue, "message_get", EVERYTHING_ELSE)
-            .await)
+        self.get_message(params).await
     }
 
     async fn queue_pause(&self, name: &str, paused: bool) -> StoreResult<()> {
@@ -288,14 +338,23 @@ impl Store for PgStore {
         self.list_webhooks().await
     }
 
-    /// Nothing to keep yet: no message can be stored before step 3, so no lease expires and
-    /// no retention applies. Step 4 runs the leader's upkeep here.
+    /// Nothing yet: claims expire the leases of their own queue and end its delays (§2.3);
+    /// step 4 runs the leader's upkeep here (last-attempt expiries, retention, cleanup).
     async fn maintain(&self, _now_ms: Millis) -> StoreResult<()> {
         self.check_open()
     }
 
     fn notifier(&self) -> Arc<Notifier> {
         self.notifier.clone()
+    }
+
+    /// Batches per committed group of both writers; nothing else yet (the database's size
+    /// and the writers' queues come with step 4).
+    fn storage_metrics(&self) -> sluice_core::store::StorageMetrics {
+        sluice_core::store::StorageMetrics {
+            group_commit_ops: Some(self.group_context.group_commit_ops.snapshot()),
+            ..Default::default()
+        }
     }
 
     fn definitions_changed(&self) -> tokio::sync::watch::Receiver<u64> {
@@ -307,6 +366,14 @@ impl Store for PgStore {
         if let Some(listener) = self.listener.lock().take() {
             listener.abort();
         }
+        // The writers stop once the senders are gone and what they hold is committed and
+        // answered.
+        self.writers.lock().take();
+        let writer_tasks = std::mem::take(&mut *self.writer_tasks.lock());
+        for task in writer_tasks {
+            let _ = task.await;
+        }
+        self.group_context.pool.close();
         self.pool.close();
         // Waiters look again and find the store closed.
         self.notifier.wake_all();
@@ -320,8 +387,6 @@ impl Store for PgStore {
     }
 
     async fn message_body(&self, params: MessageGetParams) -> StoreResult<Option<MessageBody>> {
-        Err(self
-            .not_built_yet(&params.queue, "message_body", EVERYTHING_ELSE)
-            .await)
+        self.message_with_body(params).await
     }
 }

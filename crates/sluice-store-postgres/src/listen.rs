@@ -1,11 +1,14 @@
 //! The listener: one dedicated connection per node that `LISTEN`s on `<schema>.config`, so a
-//! definition changed on another node drops this node's cached copy
+//! definition changed on another node drops this node's cached copy, and on `<schema>.wake`,
+//! so a message made claimable on another node wakes this node's waiters on its queue
 //! (docs/design/postgres-store.md §3.1, §4.4).
 //!
 //! Each change also moves the store's `definitions_changed` counter, so the server reloads what
 //! it keeps in memory (webhook endpoints; the push supervisor looks at the queues again); so
 //! does each (re)connect, since changes made while it was away were announced to nobody here.
-//! Wake-ups of long polls through `<schema>.wake` come with the message path (build step 3).
+//! While it is not connected, wake-ups of other nodes are lost: every waiter of this node is
+//! woken every 250 ms until it is back, and once more when it is, so they look again on their
+//! own (their waits are bounded anyway, as the `Notifier` asks).
 //! The listener never answers a caller: when its connection breaks it tells the cache (whose
 //! entries are then re-checked before use) and reconnects with a jittered backoff, 100 ms
 //! doubling to 5 s.
@@ -24,6 +27,8 @@ pub(crate) struct Followers {
     pub cache: Arc<QueueCache>,
     /// Bumped at every change and every (re)connect ([`sluice_core::Store::definitions_changed`]).
     pub changed: Arc<tokio::sync::watch::Sender<u64>>,
+    /// This node's waiters, woken by `<schema>.wake` (payload: a queue name).
+    pub notifier: Arc<sluice_core::notify::Notifier>,
 }
 
 impl Followers {
@@ -37,12 +42,19 @@ use crate::options::PgOptions;
 
 /// The first wait before reconnecting.
 const RECONNECT_MIN: Duration = Duration::from_millis(100);
+/// How often every waiter is woken while the listener is not connected.
+const FALLBACK_WAKE: Duration = Duration::from_millis(250);
 /// The longest wait before reconnecting.
 const RECONNECT_MAX: Duration = Duration::from_secs(5);
 
 /// The channel of definition changes: payloads `queue:<name>`, `webhook:<name>`.
 pub(crate) fn config_channel(schema: &str) -> String {
     format!("{schema}.config")
+}
+
+/// The channel of wake-ups: payload, the name of a queue that may have a claimable message.
+pub(crate) fn wake_channel(schema: &str) -> String {
+    format!("{schema}.wake")
 }
 
 /// Starts the listener; it runs until the handle is aborted ([`crate::PgStore`]'s close).
@@ -62,7 +74,17 @@ pub(crate) fn spawn(options: PgOptions, followers: Followers) -> JoinHandle<()> 
             // do not come back together.
             let ms = backoff.as_millis() as i64;
             let jittered = sluice_core::rules::backoff::random_draw(ms / 2..=ms);
-            tokio::time::sleep(Duration::from_millis(jittered as u64)).await;
+            let reconnect_at = tokio::time::Instant::now() + Duration::from_millis(jittered as u64);
+            // Wake-ups sent meanwhile reach nobody here: waiters look again on a timer, and
+            // only while the listener is away (§3.1).
+            loop {
+                followers.notifier.wake_all();
+                let now = tokio::time::Instant::now();
+                if now >= reconnect_at {
+                    break;
+                }
+                tokio::time::sleep_until(reconnect_at.min(now + FALLBACK_WAKE)).await;
+            }
             backoff = (backoff * 2).min(RECONNECT_MAX);
         }
     })
@@ -75,13 +97,18 @@ async fn listen_once(options: &PgOptions, followers: &Followers) -> Result<(), S
         .await
         .map_err(|e| e.to_string())?;
     let channel = config_channel(&options.schema);
+    let wake = wake_channel(&options.schema);
     // The connection must be polled for the LISTEN to be sent and answered; notifications that
     // arrive meanwhile are applied at once, the cache being cleared after anyway.
     let mut drive = std::pin::pin!(async {
         loop {
             match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
                 Some(Ok(AsyncMessage::Notification(notification))) => {
-                    apply(followers, notification.payload());
+                    if notification.channel() == wake {
+                        followers.notifier.wake(notification.payload());
+                    } else {
+                        apply(followers, notification.payload());
+                    }
                 }
                 Some(Ok(_notice)) => {}
                 Some(Err(error)) => return error.to_string(),
@@ -89,7 +116,7 @@ async fn listen_once(options: &PgOptions, followers: &Followers) -> Result<(), S
             }
         }
     });
-    let listen_statement = format!("LISTEN \"{channel}\"");
+    let listen_statement = format!("LISTEN \"{channel}\"; LISTEN \"{wake}\"");
     let listen = client.batch_execute(&listen_statement);
     tokio::select! {
         ended = &mut drive => return Err(ended),
@@ -97,6 +124,9 @@ async fn listen_once(options: &PgOptions, followers: &Followers) -> Result<(), S
     }
     // Changes committed before the LISTEN took effect were announced to nobody here.
     followers.cache.set_listening(true);
+    // Wake-ups sent before the LISTEN reached nobody here; woken before the counter moves, so
+    // whoever sees it move knows the catch-up wake-up is behind it.
+    followers.notifier.wake_all();
     followers.bump();
     tracing::debug!(schema = %options.schema, "the store's listener is connected");
     let ended = drive.await;

@@ -43,7 +43,8 @@ pub struct PgOptions {
     pub schema: String,
     /// Pooled connections (claims, reads, nacks, operator calls).
     pub pool_size: usize,
-    /// Dedicated writer connections of each kind (enqueue, ack); used from build step 3.
+    /// Writers of each kind (enqueue, ack), each with a connection of its own on top of
+    /// `pool_size` (group commit, docs/design/postgres-store.md §2.1).
     pub writer_connections: usize,
     /// Longest time to set up one connection; also how long a call waits for a pooled one.
     pub connect_timeout: Duration,

@@ -21,7 +21,7 @@ use crate::cache::{CachedQueue, Lookup};
 use crate::error::Db;
 
 /// The states of a live message (not final): what a queue holds.
-const LIVE: &str = "('waiting', 'ready', 'delayed', 'leased')";
+pub(crate) const LIVE: &str = "('waiting', 'ready', 'delayed', 'leased')";
 
 impl PgStore {
     /// Defines or updates a queue, creating the dead-letter queue it names when missing
@@ -122,9 +122,16 @@ impl PgStore {
             }
         }
         self.announce(&transaction, "queue", &changed).await?;
+        if !created {
+            // Limits may have grown or a pause-like setting eased: waiters look again.
+            self.notify_wake(&transaction, &name).await?;
+        }
         transaction.commit().await.db()?;
         for name in &changed {
             self.cache.invalidate(name);
+        }
+        if !created {
+            self.notifier.wake(&name);
         }
         Ok(QueuePut {
             created,
@@ -141,7 +148,7 @@ impl PgStore {
             .await
             .db()?
             .ok_or_else(|| StoreError::QueueNotFound(name.to_owned()))?;
-        queue_info(&row, now_ms)
+        queue_info(&row, now_ms, |id| self.counters_of(id))
     }
 
     /// Every queue with its depth, by name as Rust orders strings (`Store::queue_list`).
@@ -152,7 +159,9 @@ impl PgStore {
         let client = self.client().await?;
         let statement = format!("{} ORDER BY q.name COLLATE \"C\"", queue_rows_sql());
         let rows = client.query(&statement, &[]).await.db()?;
-        rows.iter().map(|row| queue_info(row, now_ms)).collect()
+        rows.iter()
+            .map(|row| queue_info(row, now_ms, |id| self.counters_of(id)))
+            .collect()
     }
 
     /// A queue's settings, from this node's cache when it has a current copy
@@ -433,7 +442,7 @@ impl Columns {
 fn queue_rows_sql() -> String {
     format!(
         "SELECT q.name, q.config::text, s.is_paused, c.ready, c.waiting, c.delayed, c.leased, \
-                c.oldest_ready_enqueued_at_ms, c.dead_letters \
+                c.oldest_ready_enqueued_at_ms, c.dead_letters, q.id \
          FROM queues q JOIN queue_state s ON s.queue_id = q.id \
          CROSS JOIN LATERAL (SELECT \
              (SELECT count(*) FROM messages m WHERE m.queue_id = q.id AND m.state = 'ready') AS ready, \
@@ -459,9 +468,13 @@ fn queue_rows_sql() -> String {
 /// A row of [`queue_rows_sql`] as the trait reports it. `ready` counts the messages waiting
 /// behind their lane too, as the index's depth does.
 ///
-/// Counters are this node's since it opened; the message path (build step 3) counts them, and
-/// step 4 adds the other nodes' flushed rows.
-fn queue_info(row: &Row, now_ms: Millis) -> StoreResult<QueueInfo> {
+/// Counters are this node's since it opened (the message path counts them); step 4 adds the
+/// other nodes' flushed rows.
+fn queue_info(
+    row: &Row,
+    now_ms: Millis,
+    counters_of: impl Fn(i32) -> sluice_core::dispatch::Counters,
+) -> StoreResult<QueueInfo> {
     let name: String = row.get(0);
     let config = parse_config(&name, row.get(1))?;
     let count = |index: usize| row.get::<_, i64>(index).max(0) as u64;
@@ -474,6 +487,7 @@ fn queue_info(row: &Row, now_ms: Millis) -> StoreResult<QueueInfo> {
             in_flight: count(6),
             oldest_ready_age_ms: oldest.map(|at| (now_ms - at).max(0)),
             paused: row.get(2),
+            counters: counters_of(row.get(9)),
             ..QueueDepth::default()
         },
         name,

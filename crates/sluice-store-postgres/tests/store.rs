@@ -7,7 +7,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use sluice_core::queue::{Ordering, QueueConfig};
-use sluice_core::store::{EnqueueParams, QueuePut, QueuePutParams, Store, StoreError};
+use sluice_core::store::{BrowseQuery, BrowseState, QueuePut, QueuePutParams, Store, StoreError};
 use sluice_store_postgres::{NotBuiltYet, PgOptions, PgStore, error::classify, migrate};
 
 const T0: i64 = 1_700_000_000_000;
@@ -231,7 +231,7 @@ async fn queues_are_created_read_listed_updated_and_deleted() {
     );
     assert_eq!(store.queue_config("orders").await.unwrap().max_attempts, 9);
 
-    // A live message, as the message path (build step 3) will store it.
+    // A live message, as the message path stores it.
     sql.batch_execute(&format!(
         "INSERT INTO \"{schema}\".messages (seq, id, queue_id, state, priority, enqueued_at_ms, \
              visible_at_ms, body_kind) \
@@ -416,8 +416,8 @@ async fn webhook_changes_are_kept_and_announced() {
     fixture.drop().await;
 }
 
-/// The methods later build steps bring fail with an error that says so (never a panic), after
-/// refusing an unknown queue as every store does.
+/// The methods a later build step brings fail with an error that says so (never a panic),
+/// after refusing an unknown queue as every store does.
 #[tokio::test]
 async fn message_methods_say_they_are_not_built_yet() {
     let Some(fixture) = Fixture::new().await else {
@@ -427,18 +427,20 @@ async fn message_methods_say_they_are_not_built_yet() {
     put(&store, "q", QueueConfig::defaults_for("q"))
         .await
         .unwrap();
-    let enqueue = |queue: &str| EnqueueParams {
+    let browse = |queue: &str| BrowseQuery {
         queue: queue.into(),
-        messages: Vec::new(),
+        state: BrowseState::Ready,
+        after: None,
+        limit: 10,
         now_ms: T0,
     };
-    match store.message_enqueue(enqueue("q")).await {
+    match store.message_browse(browse("q")).await {
         Err(StoreError::Other(error)) => {
             assert_eq!(
                 error.downcast_ref::<NotBuiltYet>(),
                 Some(&NotBuiltYet {
-                    method: "message_enqueue",
-                    step: 3
+                    method: "message_browse",
+                    step: 4
                 })
             );
             assert!(
@@ -450,7 +452,7 @@ async fn message_methods_say_they_are_not_built_yet() {
         other => panic!("{other:?}"),
     }
     assert!(matches!(
-        store.message_enqueue(enqueue("nowhere")).await,
+        store.message_browse(browse("nowhere")).await,
         Err(StoreError::QueueNotFound(_))
     ));
     store.maintain(T0).await.unwrap();

@@ -1,0 +1,363 @@
+//! Group commit (docs/design/postgres-store.md §2.1): the enqueue writers and the ack writers
+//! of this node. Callers hand their batch to a writer over a bounded channel; a writer takes
+//! everything waiting (up to [`GROUP_MESSAGES_MAX`] messages and [`GROUP_BYTES_MAX`] bytes of
+//! bodies for enqueues, [`GROUP_RECEIPTS_MAX`] receipts for acks), applies it in one
+//! transaction, and answers every caller after `COMMIT` returned: one commit flush for many
+//! callers, which is what bounds throughput when every call commits on its own.
+//!
+//! Safety of grouping:
+//! - A group locks the lanes it touches first, all of them in (queue, key) order, before any
+//!   idempotency key or message row: the lock order of §2.0, so two groups (of two writers, or
+//!   of two nodes) and a nack or claim never wait for each other in a cycle.
+//! - A batch refused for `max_depth` is refused alone (nothing of it was written); any other
+//!   error fails the group, and every caller in it gets that error: nothing of the group was
+//!   stored, so each may retry. A deadlock or serialization failure (which the lock order
+//!   should prevent, and PostgreSQL would break) retries the whole group, at most
+//!   [`GROUP_RETRIES`] times.
+//! - Batches of one group see each other (one transaction): a key enqueued twice in a group is
+//!   one message, and a bounded queue's admission counts the batches before it.
+//!
+//! Writers take a connection per group from a pool of their own, one connection per writer
+//! (the design asks for dedicated connections; this is the same number, kept alive and
+//! replaced by deadpool), so groups and claims never wait for each other's connections. `[store] writer_connections` writers of each kind
+//! share one channel, so one group forms while another waits for its flush. A full channel
+//! makes callers wait for room; enqueues are not refused as `Overloaded` yet.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use deadpool_postgres::Pool;
+use parking_lot::Mutex;
+use sluice_core::dispatch::{Counters, LeaseError};
+use sluice_core::histogram::AtomicHistogram;
+use sluice_core::notify::Notifier;
+use sluice_core::store::{AckParams, EnqueueParams, Enqueued, StoreError, StoreResult};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::cache::CachedQueue;
+use crate::error::{Db, is_conflict};
+use crate::messages;
+
+/// Most messages an enqueue group stores.
+pub(crate) const GROUP_MESSAGES_MAX: usize = 1_000;
+/// Most body bytes an enqueue group stores (a single larger batch still forms a group alone).
+pub(crate) const GROUP_BYTES_MAX: usize = 8 << 20;
+/// Most receipts an ack group applies.
+pub(crate) const GROUP_RECEIPTS_MAX: usize = 4_096;
+/// Times a group that failed with a deadlock or serialization failure is tried again.
+pub(crate) const GROUP_RETRIES: usize = 3;
+/// Batches per group, for the histogram: powers of two up to the largest ack group.
+pub(crate) const GROUP_OPS_BOUNDS: &[u64] =
+    &[1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1_024, 2_048, 4_096];
+/// Batches waiting for a writer of each kind before callers wait for room.
+const CHANNEL_JOBS: usize = 1_024;
+
+/// What the writers share with the store.
+pub(crate) struct Context {
+    pub pool: Pool,
+    pub notifier: Arc<Notifier>,
+    pub counters: Arc<Mutex<HashMap<i32, Counters>>>,
+    pub wake_channel: String,
+    /// Batches per committed group, both kinds (`StorageMetrics::group_commit_ops`).
+    pub group_commit_ops: AtomicHistogram,
+}
+
+impl Context {
+    fn count(&self, queue_id: i32, change: impl FnOnce(&mut Counters)) {
+        change(self.counters.lock().entry(queue_id).or_default());
+    }
+}
+
+/// The way to this node's writers; cloned by every caller.
+#[derive(Clone)]
+pub(crate) struct Writers {
+    enqueue: mpsc::Sender<EnqueueJob>,
+    ack: mpsc::Sender<AckJob>,
+}
+
+struct EnqueueJob {
+    queue: CachedQueue,
+    params: EnqueueParams,
+    answer: oneshot::Sender<StoreResult<Vec<Enqueued>>>,
+}
+
+struct AckJob {
+    queue: CachedQueue,
+    params: AckParams,
+    answer: oneshot::Sender<StoreResult<Vec<Result<(), LeaseError>>>>,
+}
+
+impl Writers {
+    /// Starts `per_kind` writers of each kind. They stop once every [`Writers`] is dropped and
+    /// the batches already sent are answered.
+    pub(crate) fn spawn(context: Arc<Context>, per_kind: usize) -> (Self, Vec<JoinHandle<()>>) {
+        let (enqueue, enqueue_jobs) = mpsc::channel(CHANNEL_JOBS);
+        let (ack, ack_jobs) = mpsc::channel(CHANNEL_JOBS);
+        let enqueue_jobs = Arc::new(tokio::sync::Mutex::new(enqueue_jobs));
+        let ack_jobs = Arc::new(tokio::sync::Mutex::new(ack_jobs));
+        let mut tasks = Vec::new();
+        for _ in 0..per_kind.max(1) {
+            tasks.push(tokio::spawn(enqueue_writer(
+                context.clone(),
+                enqueue_jobs.clone(),
+            )));
+            tasks.push(tokio::spawn(ack_writer(context.clone(), ack_jobs.clone())));
+        }
+        (Self { enqueue, ack }, tasks)
+    }
+
+    /// Stores a batch with the next enqueue group; answers after its commit.
+    pub(crate) async fn enqueue(
+        &self,
+        queue: CachedQueue,
+        params: EnqueueParams,
+    ) -> StoreResult<Vec<Enqueued>> {
+        let (answer, answered) = oneshot::channel();
+        self.enqueue
+            .send(EnqueueJob {
+                queue,
+                params,
+                answer,
+            })
+            .await
+            .map_err(|_| closed())?;
+        answered.await.map_err(|_| closed())?
+    }
+
+    /// Acks a batch with the next ack group; answers after its commit.
+    pub(crate) async fn ack(
+        &self,
+        queue: CachedQueue,
+        params: AckParams,
+    ) -> StoreResult<Vec<Result<(), LeaseError>>> {
+        let (answer, answered) = oneshot::channel();
+        self.ack
+            .send(AckJob {
+                queue,
+                params,
+                answer,
+            })
+            .await
+            .map_err(|_| closed())?;
+        answered.await.map_err(|_| closed())?
+    }
+}
+
+fn closed() -> StoreError {
+    StoreError::Unavailable("the PostgreSQL store is closed".into())
+}
+
+/// Takes the next group of enqueues: the first waiting, then whatever else waits within the
+/// bounds. `None` once the channel is closed and empty.
+async fn enqueue_writer(
+    context: Arc<Context>,
+    jobs: Arc<tokio::sync::Mutex<mpsc::Receiver<EnqueueJob>>>,
+) {
+    loop {
+        let group = {
+            let mut jobs = jobs.lock().await;
+            let Some(first) = jobs.recv().await else {
+                return;
+            };
+            let mut messages = first.params.messages.len();
+            let mut bytes = body_bytes(&first);
+            let mut group = vec![first];
+            while messages < GROUP_MESSAGES_MAX && bytes < GROUP_BYTES_MAX {
+                let Ok(job) = jobs.try_recv() else { break };
+                messages += job.params.messages.len();
+                bytes += body_bytes(&job);
+                group.push(job);
+            }
+            group
+        };
+        run_enqueues(&context, group).await;
+    }
+}
+
+fn body_bytes(job: &EnqueueJob) -> usize {
+    job.params
+        .messages
+        .iter()
+        .map(|message| message.payload.body_bytes.len())
+        .sum()
+}
+
+/// Applies one enqueue group and answers its callers.
+async fn run_enqueues(context: &Context, group: Vec<EnqueueJob>) {
+    let mut tries = 0;
+    let outcome = loop {
+        match try_enqueues(context, &group).await {
+            Err(error) if is_conflict(&error) && tries < GROUP_RETRIES => tries += 1,
+            outcome => break outcome,
+        }
+    };
+    match outcome {
+        Ok(answers) => {
+            for (job, answer) in group.into_iter().zip(answers) {
+                match &answer {
+                    Ok(enqueued) => {
+                        let created = enqueued.iter().filter(|e| e.created).count() as u64;
+                        if created > 0 {
+                            context.notifier.wake(&job.params.queue);
+                            context.count(job.queue.id, |counters| counters.enqueued += created);
+                        }
+                    }
+                    Err(StoreError::QueueFull { refused, .. }) => {
+                        context.count(job.queue.id, |counters| counters.rejected += refused);
+                    }
+                    Err(_) => {}
+                }
+                // A caller that stopped waiting (its request was cancelled) needs no answer.
+                let _ = job.answer.send(answer);
+            }
+        }
+        Err(error) => {
+            for job in group {
+                let _ = job.answer.send(Err(copy(&error)));
+            }
+        }
+    }
+}
+
+/// One try of an enqueue group: one transaction, every batch's answer in order.
+async fn try_enqueues(
+    context: &Context,
+    group: &[EnqueueJob],
+) -> StoreResult<Vec<StoreResult<Vec<Enqueued>>>> {
+    let mut client = context.pool.get().await.db()?;
+    let transaction = client.transaction().await.db()?;
+    let mut lanes: Vec<(i32, String)> = group
+        .iter()
+        .flat_map(|job| {
+            messages::lanes_of(&job.queue.config, &job.params.messages)
+                .into_iter()
+                .flatten()
+                .map(|lane| (job.queue.id, lane))
+        })
+        .collect();
+    lanes.sort_unstable();
+    lanes.dedup();
+    messages::lock_lanes_for_enqueue(&transaction, &lanes).await?;
+    let total = group.iter().map(|job| job.params.messages.len()).sum();
+    let seqs = messages::take_seqs(&transaction, total).await?;
+    let mut rows = messages::NewRows::default();
+    let mut answers = Vec::with_capacity(group.len());
+    let mut offset = 0;
+    for job in group {
+        let count = job.params.messages.len();
+        answers.push(
+            messages::enqueue_in(
+                &transaction,
+                &job.queue,
+                &job.params.queue,
+                &job.params.messages,
+                job.params.now_ms,
+                &seqs[offset..offset + count],
+                &mut rows,
+            )
+            .await?,
+        );
+        offset += count;
+    }
+    if !rows.is_empty() {
+        messages::insert_rows(&transaction, &rows).await?;
+        let mut woken: Vec<&str> = group
+            .iter()
+            .zip(&answers)
+            .filter(|(_, answer)| {
+                answer
+                    .as_ref()
+                    .is_ok_and(|enqueued| enqueued.iter().any(|e| e.created))
+            })
+            .map(|(job, _)| job.params.queue.as_str())
+            .collect();
+        woken.sort_unstable();
+        woken.dedup();
+        messages::notify_wakes(&transaction, &context.wake_channel, &woken).await?;
+    }
+    transaction.commit().await.db()?;
+    context.group_commit_ops.record(group.len() as u64);
+    Ok(answers)
+}
+
+async fn ack_writer(context: Arc<Context>, jobs: Arc<tokio::sync::Mutex<mpsc::Receiver<AckJob>>>) {
+    loop {
+        let group = {
+            let mut jobs = jobs.lock().await;
+            let Some(first) = jobs.recv().await else {
+                return;
+            };
+            let mut receipts = first.params.receipts.len();
+            let mut group = vec![first];
+            while receipts < GROUP_RECEIPTS_MAX {
+                let Ok(job) = jobs.try_recv() else { break };
+                receipts += job.params.receipts.len();
+                group.push(job);
+            }
+            group
+        };
+        run_acks(&context, group).await;
+    }
+}
+
+/// Applies one ack group and answers its callers.
+async fn run_acks(context: &Context, group: Vec<AckJob>) {
+    let mut tries = 0;
+    let outcome = loop {
+        match try_acks(context, &group).await {
+            Err(error) if is_conflict(&error) && tries < GROUP_RETRIES => tries += 1,
+            outcome => break outcome,
+        }
+    };
+    match outcome {
+        Ok(done) => {
+            for (job, done) in group.into_iter().zip(done) {
+                if done.wakes {
+                    context.notifier.wake(&job.params.queue);
+                }
+                context.count(job.queue.id, |counters| counters.acked += done.acked);
+                let _ = job.answer.send(Ok(done.answers));
+            }
+        }
+        Err(error) => {
+            for job in group {
+                let _ = job.answer.send(Err(copy(&error)));
+            }
+        }
+    }
+}
+
+/// One try of an ack group: one transaction, every batch's answers in order.
+async fn try_acks(context: &Context, group: &[AckJob]) -> StoreResult<Vec<messages::AckDone>> {
+    let mut client = context.pool.get().await.db()?;
+    let transaction = client.transaction().await.db()?;
+    let receipts: Vec<_> = group
+        .iter()
+        .flat_map(|job| job.params.receipts.iter().copied())
+        .collect();
+    if group
+        .iter()
+        .any(|job| job.queue.config.ordering != sluice_core::queue::Ordering::Unordered)
+    {
+        messages::lock_lanes_for_ack(&transaction, &receipts).await?;
+    }
+    let batches: Vec<_> = group.iter().map(|job| (&job.queue, &job.params)).collect();
+    let done = messages::ack_group(&transaction, &context.wake_channel, &batches).await?;
+    transaction.commit().await.db()?;
+    context.group_commit_ops.record(group.len() as u64);
+    Ok(done)
+}
+
+/// The error of a failed group, for each of its callers: the same meaning, the cause as text.
+fn copy(error: &StoreError) -> StoreError {
+    match error {
+        StoreError::QueueNotFound(name) => StoreError::QueueNotFound(name.clone()),
+        StoreError::Conflict(text) => StoreError::Conflict(text.clone()),
+        StoreError::Lease(lease) => StoreError::Lease(lease.clone()),
+        StoreError::Unavailable(text) => StoreError::Unavailable(text.clone()),
+        StoreError::DiskFull(text) => StoreError::DiskFull(text.clone()),
+        StoreError::WritesStopped(text) => StoreError::WritesStopped(text.clone()),
+        other => StoreError::Other(other.to_string().into()),
+    }
+}

@@ -1,0 +1,1611 @@
+//! The message path (docs/design/postgres-store.md §2.2-§2.5, §2.6 for nacks, build step 3):
+//! enqueue with idempotency keys, lanes and `max_depth`; claim with due delays, expired leases,
+//! pause, lanes and the paced path (`max_in_flight`, `rate_limit`); ack, nack, extend and give
+//! back, each fenced by the receipt's lease number and token, so a stale receipt is refused by
+//! every node; a lookup of one message by id or idempotency key.
+//!
+//! Every rule is kept by the database, never by this node's memory: the dispatch order is the
+//! `messages_ready` index, claims take rows `FOR UPDATE SKIP LOCKED`, a lane's membership is
+//! its `lanes` row (locked by every join and leave, §2.5), a queue's shared limits are its
+//! `queue_state` row (locked by paced claims and bounded enqueues). What this node keeps is
+//! only its own counters (§2.11).
+//!
+//! Enqueues and acks run inside the group transactions of [`crate::group`] (one commit for
+//! every caller waiting); claims, nacks, extends, give-backs and lookups are each one
+//! transaction on a pooled connection. Where this departs from the design, for now:
+//! `position` is exact for bounded queues and counts only the batch otherwise (the leader's
+//! `queue_stats` of step 4 adds the rest). The push delivery log of acks and nacks
+//! (`delivery`) is not kept yet (step 4, with `message_deliveries`). A lease that runs out on
+//! its last attempt in a queue with a dead-letter queue stays leased until the leader's upkeep
+//! moves it (§2.7, step 4).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use sluice_core::Millis;
+use sluice_core::dispatch::{LeaseError, NackOutcome};
+use sluice_core::message::{
+    BodyKind, ClaimedMessage, DeadLetterInfo, Failure, Headers, MessageState, MessageStatus,
+    NewMessage, Payload, Receipt,
+};
+use sluice_core::queue::{Ordering, QueueConfig};
+use sluice_core::rules::backoff::random_draw;
+use sluice_core::rules::failure::{self, FailureDecision, LEASE_EXPIRED_ERROR};
+use sluice_core::rules::lanes::lane_key;
+use sluice_core::rules::token_bucket::TokenBucket;
+use sluice_core::store::{
+    AckParams, Claim, ClaimParams, EnqueueParams, Enqueued, ExtendParams, GiveBackParams,
+    MessageBody, MessageGetParams, MessageRef, NackParams, StoreError, StoreResult,
+};
+use sluice_core::stored::ids;
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+use uuid::Uuid;
+
+use crate::PgStore;
+use crate::cache::CachedQueue;
+use crate::cached::Cached;
+use crate::error::{Db, is_conflict};
+use crate::queues::LIVE;
+
+type Transaction<'a> = deadpool_postgres::Transaction<'a>;
+
+/// The `body_kind` column's numbers, the SQLite store's (0 JSON, 1 bytes).
+const BODY_KIND_JSON: i16 = 0;
+const BODY_KIND_BYTES: i16 = 1;
+
+/// Times a transaction of one caller that failed with a deadlock or serialization failure is
+/// tried again (§2.0): nothing of it was committed.
+const RETRIES: usize = 3;
+
+/// Most due delays or expired leases one claim turns ready (the rest go with the next claim
+/// or the upkeep), so a claim's time stays bounded after a long pause.
+const CLAIM_UPKEEP_ROWS: i64 = 1_000;
+
+/// The columns a claim returns and [`claimed`] reads, in order.
+const CLAIMED_COLUMNS: &str = "m.seq, m.id, m.lease_number, m.lease_token, m.body, m.body_kind, \
+     m.headers, m.idempotency_key, m.msg_key, m.priority, m.attempts, m.enqueued_at_ms, \
+     m.first_received_at_ms, m.last_error, m.lease_expires_at_ms, m.dead_source_queue, \
+     m.dead_last_error, m.dead_attempts, m.dead_first_seen_at_ms, m.dead_last_seen_at_ms";
+
+/// U1 of §2.3: delays of a queue that are due become ready.
+const READY_DUE_SQL: &str = "UPDATE messages SET state = 'ready' \
+     WHERE seq IN (SELECT seq FROM messages \
+                   WHERE queue_id = $1 AND state = 'delayed' AND visible_at_ms <= $2 \
+                   ORDER BY visible_at_ms LIMIT $3 FOR UPDATE SKIP LOCKED) \
+       AND state = 'delayed'";
+
+/// U2 of §2.3: leases of a queue that ran out are failed attempts retried at once, unless
+/// they were the last attempt of a queue with a dead-letter queue ([`expiry_rule`]).
+const LEASES_EXPIRED_SQL: &str = "UPDATE messages m \
+     SET state = 'ready', visible_at_ms = $2, lease_expires_at_ms = NULL, \
+         last_error = $6::text, \
+         failures = coalesce(m.failures, '[]'::jsonb) || jsonb_build_object( \
+             'attempt', m.attempts, 'at', $2::bigint, 'error', $6::text) \
+     WHERE m.seq IN (SELECT seq FROM messages \
+                     WHERE queue_id = $1 AND state = 'leased' \
+                       AND lease_expires_at_ms <= $2 \
+                     ORDER BY lease_expires_at_ms LIMIT $3 FOR UPDATE SKIP LOCKED) \
+       AND m.state = 'leased' AND m.lease_expires_at_ms <= $2 \
+       AND NOT ($4::int > 0 AND m.attempts >= $4::int AND $5::boolean)";
+
+/// C of §2.3: up to $2 ready messages of a queue that is not paused, by priority then seq,
+/// leased until $4.
+static CLAIM_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH picked AS MATERIALIZED ( \
+             SELECT seq FROM messages \
+             WHERE queue_id = $1 AND state = 'ready' \
+               AND NOT EXISTS (SELECT 1 FROM queue_state s \
+                               WHERE s.queue_id = $1 AND s.is_paused) \
+             ORDER BY priority DESC, seq \
+             LIMIT $2 \
+             FOR UPDATE SKIP LOCKED) \
+         UPDATE messages m \
+         SET state = 'leased', attempts = m.attempts + 1, \
+             lease_number = m.lease_number + 1, lease_token = lease_token(), \
+             leased_at_ms = $3, lease_expires_at_ms = $4, \
+             first_received_at_ms = coalesce(m.first_received_at_ms, $3) \
+         FROM picked WHERE m.seq = picked.seq AND m.state = 'ready' \
+         RETURNING {CLAIMED_COLUMNS}"
+    )
+});
+
+/// N of §2.3: when to look again, the next delay to end or lease to run out. Leases already
+/// out on their last attempt wait for the upkeep, not for this queue's claims.
+const NEXT_CHANGE_SQL: &str = "SELECT least( \
+     (SELECT min(visible_at_ms) FROM messages WHERE queue_id = $1 AND state = 'delayed'), \
+     (SELECT min(lease_expires_at_ms) FROM messages \
+      WHERE queue_id = $1 AND state = 'leased' AND lease_expires_at_ms > $2))";
+
+/// The two facts of a queue's configuration [`LEASES_EXPIRED_SQL`] reads: `max_attempts`
+/// and whether it has a dead-letter queue.
+fn expiry_rule(config: &QueueConfig) -> (i32, bool) {
+    (
+        i32::try_from(config.max_attempts).unwrap_or(i32::MAX),
+        config.dead_letter_queue.is_some(),
+    )
+}
+
+/// Claimed rows as the trait hands them out, in dispatch order (`RETURNING` does not keep
+/// the index's order).
+fn claimed_in_order(rows: &[Row]) -> StoreResult<Vec<ClaimedMessage>> {
+    let mut claimed_rows = rows
+        .iter()
+        .map(|row| Ok((row.get::<_, i32>(9), row.get::<_, i64>(0), claimed(row)?)))
+        .collect::<StoreResult<Vec<_>>>()?;
+    claimed_rows.sort_by_key(|&(priority, seq, _)| (std::cmp::Reverse(priority), seq));
+    Ok(claimed_rows
+        .into_iter()
+        .map(|(_, _, message)| message)
+        .collect())
+}
+
+/// A receipt as the row it fences: `(seq, id, lease_number, token)`.
+#[derive(Debug, Clone, Copy)]
+struct Fence {
+    seq: i64,
+    id: Uuid,
+    lease_number: i32,
+    token: i32,
+}
+
+impl Fence {
+    /// `None` for an id this store did not make: such a receipt is stale.
+    fn of(receipt: &Receipt) -> Option<Self> {
+        let seq = ids::decode(&receipt.message_id)?;
+        Some(Self {
+            seq: i64::try_from(seq).ok()?,
+            id: receipt.message_id,
+            // The columns are `integer`: the receipt's u32s are kept bit for bit.
+            lease_number: receipt.lease_number as i32,
+            token: receipt.token as i32,
+        })
+    }
+}
+
+impl PgStore {
+    /// Stores a batch (`Store::message_enqueue`, §2.2) through this node's enqueue writer,
+    /// which commits it in one transaction with whatever other batches wait ([`crate::group`]).
+    pub(crate) async fn enqueue(&self, params: EnqueueParams) -> StoreResult<Vec<Enqueued>> {
+        let queue = self.resolve(&params.queue).await?;
+        if params.messages.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.writers()?.enqueue(queue, params).await
+    }
+
+    /// Leases up to `max` ready messages (`Store::message_claim`, §2.3). `recorded`: the commit
+    /// waits for the flush, so the attempts counted are durable when this returns
+    /// (`message_claim_recorded`); otherwise the lease change is committed asynchronously.
+    pub(crate) async fn claim(&self, params: ClaimParams, recorded: bool) -> StoreResult<Claim> {
+        let mut tries = 0;
+        loop {
+            match self.claim_once(params.clone(), recorded).await {
+                Err(error) if is_conflict(&error) && tries < RETRIES => tries += 1,
+                outcome => return outcome,
+            }
+        }
+    }
+
+    async fn claim_once(&self, params: ClaimParams, recorded: bool) -> StoreResult<Claim> {
+        let queue = self.resolve(&params.queue).await?;
+        let config = queue.config.clone();
+        let now_ms = params.now_ms;
+        let lease_ms = params.lease_ms.unwrap_or(config.visibility_timeout_ms);
+        let mut client = self.client().await?;
+        let transaction = client.transaction().await.db()?;
+        // A lost lease change delivers a message again at worst; its token is random, so a
+        // receipt fenced off stays fenced (§0, "Lease durability").
+        let durability = if recorded {
+            "SELECT 1"
+        } else {
+            "SET LOCAL synchronous_commit = off"
+        };
+
+        // Paced queues: the shared limits live in the queue_state row, held until commit.
+        let is_paced = config.max_in_flight.is_some() || config.rate_limit.is_some();
+        if !is_paced {
+            // Nothing to decide between the statements: all of them go in one flight, run by
+            // the server in the order sent (§2.0, "Pipelining").
+            let prepared = tokio::try_join!(
+                transaction.prepare_cached(READY_DUE_SQL),
+                transaction.prepare_cached(LEASES_EXPIRED_SQL),
+                transaction.prepare_cached(&CLAIM_SQL),
+                transaction.prepare_cached(NEXT_CHANGE_SQL),
+            )
+            .db()?;
+            let (max_attempts, has_dead_letter_queue) = expiry_rule(&config);
+            let (max, lease_expires_at_ms) = (params.max as i64, now_ms + lease_ms);
+            let ready_due_params: [&(dyn ToSql + Sync); 3] =
+                [&queue.id, &now_ms, &CLAIM_UPKEEP_ROWS];
+            let expired_params: [&(dyn ToSql + Sync); 6] = [
+                &queue.id,
+                &now_ms,
+                &CLAIM_UPKEEP_ROWS,
+                &max_attempts,
+                &has_dead_letter_queue,
+                &LEASE_EXPIRED_ERROR,
+            ];
+            let claim_params: [&(dyn ToSql + Sync); 4] =
+                [&queue.id, &max, &now_ms, &lease_expires_at_ms];
+            let next_params: [&(dyn ToSql + Sync); 2] = [&queue.id, &now_ms];
+            let (_, _, expired, rows, next) = tokio::try_join!(
+                transaction.batch_execute(durability),
+                transaction.execute(&prepared.0, &ready_due_params),
+                transaction.execute(&prepared.1, &expired_params),
+                transaction.query(&prepared.2, &claim_params),
+                transaction.query_one(&prepared.3, &next_params),
+            )
+            .db()?;
+            let messages = claimed_in_order(&rows)?;
+            transaction.commit().await.db()?;
+            let delivered = messages.len() as u64;
+            self.count(queue.id, |counters| {
+                counters.delivered += delivered;
+                counters.lease_expired += expired;
+            });
+            return Ok(Claim {
+                messages,
+                next_change_at_ms: next.get(0),
+            });
+        }
+        transaction.batch_execute(durability).await.db()?;
+        let mut bucket = None;
+        if is_paced {
+            let row = transaction
+                .query_opt_cached(
+                    "SELECT is_paused, bucket_tokens, bucket_updated_at_ms FROM queue_state \
+                     WHERE queue_id = $1 FOR UPDATE",
+                    &[&queue.id],
+                )
+                .await?
+                .ok_or_else(|| StoreError::QueueNotFound(params.queue.clone()))?;
+            if row.get::<_, bool>(0) {
+                transaction.commit().await.db()?;
+                return Ok(Claim::default());
+            }
+            if let Some(limit) = &config.rate_limit {
+                let mut tokens = match (row.get(1), row.get(2)) {
+                    (Some(tokens), Some(updated_at_ms)) => TokenBucket {
+                        tokens,
+                        updated_at_ms,
+                    },
+                    _ => TokenBucket::full(limit, now_ms),
+                };
+                tokens.refill(now_ms, limit);
+                bucket = Some(tokens);
+            }
+        }
+
+        let expired = ready_due(&transaction, queue.id, &config, now_ms).await?;
+
+        let mut allowed = params.max as i64;
+        if let Some(max_in_flight) = config.max_in_flight {
+            let limit = i64::from(max_in_flight);
+            let leased: i64 = transaction
+                .query_one_cached(
+                    "SELECT count(*) FROM (SELECT 1 FROM messages \
+                     WHERE queue_id = $1 AND state = 'leased' LIMIT $2) AS leased",
+                    &[&queue.id, &limit],
+                )
+                .await?
+                .get(0);
+            allowed = allowed.min(limit - leased);
+        }
+        if let Some(bucket) = &bucket {
+            allowed = allowed.min(bucket.available() as i64);
+        }
+
+        let mut messages = Vec::new();
+        if allowed > 0 {
+            let lease_expires_at_ms = now_ms + lease_ms;
+            let rows = transaction
+                .query_cached(
+                    &CLAIM_SQL,
+                    &[&queue.id, &allowed, &now_ms, &lease_expires_at_ms],
+                )
+                .await?;
+            messages = claimed_in_order(&rows)?;
+        }
+
+        // When to look again: the next delay to end or lease to run out. Leases already out
+        // on their last attempt wait for the upkeep, not for this queue's claims.
+        let mut next_change_at_ms: Option<Millis> = transaction
+            .query_one_cached(NEXT_CHANGE_SQL, &[&queue.id, &now_ms])
+            .await?
+            .get(0);
+        if let (Some(mut tokens), Some(limit)) = (bucket, &config.rate_limit) {
+            tokens.take(messages.len());
+            if messages.is_empty()
+                && let Some(at) = tokens.next_token_at(limit)
+            {
+                next_change_at_ms = Some(next_change_at_ms.map_or(at, |next| next.min(at)));
+            }
+            transaction
+                .execute_cached(
+                    "UPDATE queue_state SET bucket_tokens = $2, bucket_updated_at_ms = $3 \
+                     WHERE queue_id = $1",
+                    &[&queue.id, &tokens.tokens, &tokens.updated_at_ms],
+                )
+                .await?;
+        }
+        transaction.commit().await.db()?;
+        let delivered = messages.len() as u64;
+        self.count(queue.id, |counters| {
+            counters.delivered += delivered;
+            counters.lease_expired += expired;
+        });
+        Ok(Claim {
+            messages,
+            next_change_at_ms,
+        })
+    }
+
+    /// Acks a batch of receipts (`Store::message_ack`, §2.4) through this node's ack writer,
+    /// which commits it in one transaction with whatever other acks wait ([`crate::group`]).
+    pub(crate) async fn ack(&self, params: AckParams) -> StoreResult<Vec<Result<(), LeaseError>>> {
+        let queue = self.resolve(&params.queue).await?;
+        if params.receipts.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.writers()?.ack(queue, params).await
+    }
+
+    /// Records a failed attempt (`Store::message_nack`, §2.4): `rules::failure::decide` on the
+    /// attempts read under the row lock; a retry keeps the message its lane's active member;
+    /// a dead-letter move (§2.6) takes it to the dead-letter queue, whose lane it joins when
+    /// that queue is ordered, and lets its source lane go on.
+    pub(crate) async fn nack(&self, params: NackParams) -> StoreResult<NackOutcome> {
+        let mut tries = 0;
+        loop {
+            match self.nack_once(params.clone()).await {
+                Err(error) if is_conflict(&error) && tries < RETRIES => tries += 1,
+                outcome => return outcome,
+            }
+        }
+    }
+
+    async fn nack_once(&self, params: NackParams) -> StoreResult<NackOutcome> {
+        let queue = self.resolve(&params.queue).await?;
+        let config = queue.config.clone();
+        let now_ms = params.now_ms;
+        let Some(fence) = Fence::of(&params.receipt) else {
+            return Err(LeaseError::Stale.into());
+        };
+        // A dead-letter queue that may be needed exists before the transaction starts (made
+        // as the index makes it when it is missing).
+        let dead_letter_queue = match &config.dead_letter_queue {
+            Some(dlq) if params.permanent || config.max_attempts > 0 => {
+                Some(self.dead_letter_queue(dlq, now_ms).await?)
+            }
+            _ => None,
+        };
+
+        let mut client = self.client().await?;
+        let transaction = client.transaction().await.db()?;
+        if config.ordering != Ordering::Unordered {
+            lock_lanes_of(&transaction, queue.id, &[fence.seq]).await?;
+        }
+        let row = transaction
+            .query_opt_cached(
+                "SELECT attempts, lane_key FROM messages \
+                 WHERE seq = $1 AND id = $2 AND queue_id = $3 AND state = 'leased' \
+                   AND lease_number = $4 AND lease_token = $5 \
+                 FOR UPDATE",
+                &[
+                    &fence.seq,
+                    &fence.id,
+                    &queue.id,
+                    &fence.lease_number,
+                    &fence.token,
+                ],
+            )
+            .await?;
+        let Some(row) = row else {
+            let refusal = refusal(&transaction, queue.id, &fence).await?;
+            return Err(refusal.into());
+        };
+        let attempts: i32 = row.get(0);
+        let source_lane: Option<String> = row.get(1);
+        let failure = if params.permanent {
+            failure::Failure::Rejected
+        } else {
+            failure::Failure::Nacked {
+                delay_ms: params.delay_ms,
+            }
+        };
+        let decision = failure::decide(
+            &config,
+            attempts.max(0) as u32,
+            failure,
+            now_ms,
+            random_draw,
+        )
+        .map_err(|_| LeaseError::NoDeadLetterQueue)?;
+        let outcome = match decision {
+            FailureDecision::Retry { at_ms } => {
+                transaction
+                    .execute_cached(
+                        "UPDATE messages \
+                         SET state = CASE WHEN $2::bigint <= $3::bigint \
+                                          THEN 'ready'::message_state ELSE 'delayed' END, \
+                             visible_at_ms = $2, last_error = $4::text, lease_token = NULL, \
+                             lease_expires_at_ms = NULL, \
+                             failures = coalesce(failures, '[]'::jsonb) || jsonb_build_object( \
+                                 'attempt', attempts, 'at', $3::bigint, 'error', $4::text) \
+                         WHERE seq = $1",
+                        &[&fence.seq, &at_ms, &now_ms, &params.error],
+                    )
+                    .await?;
+                self.notify_wake(&transaction, &params.queue).await?;
+                NackOutcome::Retry {
+                    visible_at_ms: at_ms,
+                }
+            }
+            FailureDecision::DeadLetter { queue: dlq, .. } => {
+                let target = dead_letter_queue
+                    .clone()
+                    .ok_or_else(|| StoreError::QueueNotFound(dlq.to_owned()))?;
+                self.move_to_dead_letters(
+                    &transaction,
+                    &params.queue,
+                    queue.id,
+                    fence.seq,
+                    source_lane,
+                    dlq,
+                    &target,
+                    params.error.as_deref(),
+                    now_ms,
+                )
+                .await?;
+                NackOutcome::DeadLettered {
+                    queue: Arc::from(dlq),
+                }
+            }
+        };
+        transaction.commit().await.db()?;
+        self.notifier.wake(&params.queue);
+        let dead_lettered = matches!(outcome, NackOutcome::DeadLettered { .. });
+        if let NackOutcome::DeadLettered { queue: dlq } = &outcome {
+            self.notifier.wake(dlq);
+        }
+        self.count(queue.id, |counters| {
+            counters.nacked += 1;
+            counters.dead_lettered += u64::from(dead_lettered);
+        });
+        Ok(outcome)
+    }
+
+    /// Pushes a lease's deadline to now + `timeout_ms` (`Store::message_extend`); committed
+    /// asynchronously, as every lease change.
+    pub(crate) async fn extend(&self, params: ExtendParams) -> StoreResult<Millis> {
+        let mut tries = 0;
+        loop {
+            match self.extend_once(params.clone()).await {
+                Err(error) if is_conflict(&error) && tries < RETRIES => tries += 1,
+                outcome => return outcome,
+            }
+        }
+    }
+
+    async fn extend_once(&self, params: ExtendParams) -> StoreResult<Millis> {
+        let queue = self.resolve(&params.queue).await?;
+        let Some(fence) = Fence::of(&params.receipt) else {
+            return Err(LeaseError::Stale.into());
+        };
+        let mut client = self.client().await?;
+        let transaction = client.transaction().await.db()?;
+        transaction
+            .batch_execute("SET LOCAL synchronous_commit = off")
+            .await
+            .db()?;
+        let deadline = params.now_ms + params.timeout_ms;
+        let row = transaction
+            .query_opt_cached(
+                "UPDATE messages SET lease_expires_at_ms = $6 \
+                 WHERE seq = $1 AND id = $2 AND queue_id = $3 AND state = 'leased' \
+                   AND lease_number = $4 AND lease_token = $5 \
+                 RETURNING lease_expires_at_ms",
+                &[
+                    &fence.seq,
+                    &fence.id,
+                    &queue.id,
+                    &fence.lease_number,
+                    &fence.token,
+                    &deadline,
+                ],
+            )
+            .await?;
+        let Some(row) = row else {
+            let refusal = refusal(&transaction, queue.id, &fence).await?;
+            return Err(refusal.into());
+        };
+        transaction.commit().await.db()?;
+        Ok(row.get(0))
+    }
+
+    /// Ends a lease early (`Store::message_give_back`): ready at once, no failure counted, the
+    /// token kept so the receipt still acks until the next claim (`Index::give_back`).
+    pub(crate) async fn give_back(&self, params: GiveBackParams) -> StoreResult<()> {
+        let mut tries = 0;
+        loop {
+            match self.give_back_once(params.clone()).await {
+                Err(error) if is_conflict(&error) && tries < RETRIES => tries += 1,
+                outcome => return outcome,
+            }
+        }
+    }
+
+    async fn give_back_once(&self, params: GiveBackParams) -> StoreResult<()> {
+        let queue = self.resolve(&params.queue).await?;
+        let Some(fence) = Fence::of(&params.receipt) else {
+            return Err(LeaseError::Stale.into());
+        };
+        let mut client = self.client().await?;
+        let transaction = client.transaction().await.db()?;
+        transaction
+            .batch_execute("SET LOCAL synchronous_commit = off")
+            .await
+            .db()?;
+        let changed = transaction
+            .execute_cached(
+                "UPDATE messages SET state = 'ready', visible_at_ms = $6, lease_expires_at_ms = NULL \
+                 WHERE seq = $1 AND id = $2 AND queue_id = $3 AND state = 'leased' \
+                   AND lease_number = $4 AND lease_token = $5",
+                &[
+                    &fence.seq,
+                    &fence.id,
+                    &queue.id,
+                    &fence.lease_number,
+                    &fence.token,
+                    &params.now_ms,
+                ],
+            )
+            .await?;
+        if changed == 0 {
+            let refusal = refusal(&transaction, queue.id, &fence).await?;
+            return Err(refusal.into());
+        }
+        self.notify_wake(&transaction, &params.queue).await?;
+        transaction.commit().await.db()?;
+        self.notifier.wake(&params.queue);
+        Ok(())
+    }
+
+    /// Where a message is now (`Store::message_get`, §2.12): by id (decoded to its seq, read by
+    /// primary key), or by an idempotency key whose window is open. A message belongs to the
+    /// asking queue when it is in it, or is a dead letter that came from it.
+    pub(crate) async fn get_message(
+        &self,
+        params: MessageGetParams,
+    ) -> StoreResult<Option<MessageStatus>> {
+        Ok(self
+            .find_message(params, false)
+            .await?
+            .map(|(status, _)| status))
+    }
+
+    /// A message found as [`PgStore::get_message`] finds it, with its body and headers while
+    /// the row keeps them (`Store::message_body`).
+    pub(crate) async fn message_with_body(
+        &self,
+        params: MessageGetParams,
+    ) -> StoreResult<Option<MessageBody>> {
+        Ok(self
+            .find_message(params, true)
+            .await?
+            .map(|(status, payload)| MessageBody { status, payload }))
+    }
+
+    async fn find_message(
+        &self,
+        params: MessageGetParams,
+        with_body: bool,
+    ) -> StoreResult<Option<(MessageStatus, Option<Payload>)>> {
+        let queue = self.resolve(&params.queue).await?;
+        let client = self.client().await?;
+        let id = match &params.by {
+            MessageRef::Id(id) => *id,
+            MessageRef::IdempotencyKey(key) => {
+                let row = client
+                    .query_opt_cached(
+                        "SELECT message_id FROM idempotency \
+                         WHERE queue_id = $1 AND key = $2 AND expires_at_ms > $3",
+                        &[&queue.id, key, &params.now_ms],
+                    )
+                    .await?;
+                match row {
+                    Some(row) => row.get(0),
+                    None => return Ok(None),
+                }
+            }
+        };
+        let Some(seq) = ids::decode(&id).and_then(|seq| i64::try_from(seq).ok()) else {
+            return Ok(None);
+        };
+        // The body is read only when asked for: a status lookup never moves it.
+        let body_columns = if with_body {
+            "m.body, m.body_kind, m.headers"
+        } else {
+            "NULL::bytea, m.body_kind, NULL::jsonb"
+        };
+        let row = client
+            .query_opt_cached(
+                &format!(
+                    "SELECT m.id, q.name, m.state::text, m.idempotency_key, m.msg_key, m.priority, \
+                            m.attempts, m.enqueued_at_ms, m.first_received_at_ms, m.visible_at_ms, \
+                            m.lease_expires_at_ms, m.last_error, m.finished_at_ms, m.result, \
+                            m.replayed_as, m.dead_source_queue, m.dead_last_error, \
+                            m.dead_attempts, m.dead_first_seen_at_ms, m.dead_last_seen_at_ms, \
+                            m.failures, {body_columns} \
+                     FROM messages m JOIN queues q ON q.id = m.queue_id \
+                     WHERE m.seq = $1 AND m.id = $2 \
+                       AND (m.queue_id = $3 OR m.dead_source_queue = $4)"
+                ),
+                &[&seq, &id, &queue.id, &params.queue],
+            )
+            .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let body: Option<Vec<u8>> = row.get(21);
+        let payload = match body {
+            Some(body) => Some(payload(Some(body), row.get(22), row.get(23))?),
+            None => None,
+        };
+        Ok(Some((status(&row)?, payload)))
+    }
+
+    /// The dead-letter queue `name`, created as the index creates it when it is missing.
+    async fn dead_letter_queue(&self, name: &str, now_ms: Millis) -> StoreResult<CachedQueue> {
+        match self.resolve(name).await {
+            Err(StoreError::QueueNotFound(_)) => {
+                self.put_queue(sluice_core::store::QueuePutParams {
+                    name: name.to_owned(),
+                    config: QueueConfig::for_dead_letter_queue(name),
+                    now_ms,
+                })
+                .await?;
+                self.resolve(name).await
+            }
+            found => found,
+        }
+    }
+
+    /// The dead-letter move of §2.6 for one leased message whose lane (if any) is locked: it
+    /// becomes a message of the dead-letter queue with its metadata and a failure-log entry,
+    /// its source lane counts it out and lets the next member go, and it joins its lane in
+    /// the dead-letter queue when that queue is ordered.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one move, with what it reads named"
+    )]
+    async fn move_to_dead_letters(
+        &self,
+        transaction: &Transaction<'_>,
+        source: &str,
+        source_id: i32,
+        seq: i64,
+        source_lane: Option<String>,
+        dlq: &str,
+        target: &CachedQueue,
+        error: Option<&str>,
+        now_ms: Millis,
+    ) -> StoreResult<()> {
+        let key: Option<String> = transaction
+            .query_one_cached("SELECT msg_key FROM messages WHERE seq = $1", &[&seq])
+            .await?
+            .get(0);
+        let key = key.map(Arc::<str>::from);
+        let target_lane =
+            lane_key(target.config.ordering, key.as_ref()).map(|lane| lane.to_string());
+        let mut state = "ready";
+        if let Some(lane) = &target_lane {
+            // Joining after the source lane's lock keeps the lock order (queues by id, §2.0).
+            let members: i64 = transaction
+                .query_one_cached(
+                    "INSERT INTO lanes (queue_id, lane_key, members) VALUES ($1, $2, 1) \
+                     ON CONFLICT (queue_id, lane_key) DO UPDATE SET members = lanes.members + 1 \
+                     RETURNING members",
+                    &[&target.id, lane],
+                )
+                .await?
+                .get(0);
+            if members > 1 {
+                state = "waiting";
+            }
+        }
+        transaction
+            .execute_cached(
+                "UPDATE messages m \
+                 SET queue_id = $2, state = $3::text::message_state, lane_key = $4, attempts = 0, \
+                     first_received_at_ms = NULL, visible_at_ms = $5, last_error = $6::text, \
+                     lease_token = NULL, lease_expires_at_ms = NULL, \
+                     dead_source_queue = $7, dead_last_error = $6::text, \
+                     dead_attempts = m.attempts, \
+                     dead_first_seen_at_ms = coalesce(m.first_received_at_ms, m.enqueued_at_ms), \
+                     dead_last_seen_at_ms = $5, \
+                     failures = coalesce(m.failures, '[]'::jsonb) || jsonb_build_object( \
+                         'attempt', m.attempts, 'at', $5::bigint, 'error', $6::text, \
+                         'dead_lettered', true) \
+                 WHERE m.seq = $1",
+                &[
+                    &seq,
+                    &target.id,
+                    &state,
+                    &target_lane,
+                    &now_ms,
+                    &error,
+                    &source,
+                ],
+            )
+            .await?;
+        if let Some(lane) = source_lane {
+            transaction
+                .execute_cached(
+                    "UPDATE lanes SET members = members - 1 WHERE queue_id = $1 AND lane_key = $2",
+                    &[&source_id, &lane],
+                )
+                .await?;
+            settle(transaction, source_id, &[lane], now_ms).await?;
+        }
+        self.notify_wake(transaction, source).await?;
+        self.notify_wake(transaction, dlq).await?;
+        Ok(())
+    }
+
+    /// `pg_notify('<schema>.wake', queue)` inside `transaction`: sent at its commit to every
+    /// node's listener, never for a rollback; identical ones of a transaction are folded.
+    pub(crate) async fn notify_wake(
+        &self,
+        transaction: &Transaction<'_>,
+        queue: &str,
+    ) -> StoreResult<()> {
+        notify_wake(transaction, &self.wake_channel, queue).await
+    }
+}
+
+/// `pg_notify(channel, queue)` inside `transaction`: sent at its commit to every node's
+/// listener, never for a rollback; identical ones of a transaction are folded.
+pub(crate) async fn notify_wake(
+    transaction: &Transaction<'_>,
+    channel: &str,
+    queue: &str,
+) -> StoreResult<()> {
+    transaction
+        .execute_cached("SELECT pg_notify($1, $2)", &[&channel, &queue])
+        .await?;
+    Ok(())
+}
+
+/// The statements of one enqueue inside a group's transaction (§2.2): admission against
+/// `max_depth` under the queue's `queue_state` lock, ids from `message_seq`, idempotency keys
+/// taken in `idempotency` (the primary key makes one message per key whatever node sends it).
+/// Its new rows join `rows`, which the group inserts in one statement once every batch is
+/// through ([`insert_rows`]); `seqs` are this batch's, taken by the group in one statement.
+/// The group has locked the existing lanes of its messages already
+/// ([`lock_lanes_for_enqueue`]); the rows earlier batches of the group will add to a bounded
+/// queue count as held in its admission.
+///
+/// `Ok(Err(QueueFull))` refuses this batch alone: nothing of it was written, and the group's
+/// other batches go on. `Err` fails the whole group.
+pub(crate) async fn enqueue_in(
+    transaction: &Transaction<'_>,
+    queue: &CachedQueue,
+    name: &str,
+    messages: &[NewMessage],
+    now_ms: Millis,
+    seqs: &[i64],
+    rows: &mut NewRows,
+) -> StoreResult<StoreResult<Vec<Enqueued>>> {
+    let config = queue.config.clone();
+    let count = messages.len();
+    let earlier = rows.of_queue(queue.id);
+
+    // Held messages, counted only for a bounded queue (at most max_depth + 1 index entries).
+    let mut held = 0_u64;
+    if let Some(max_depth) = config.max_depth {
+        transaction
+            .execute_cached(
+                "SELECT 1 FROM queue_state WHERE queue_id = $1 FOR UPDATE",
+                &[&queue.id],
+            )
+            .await?;
+        // A new statement after the lock: it sees what the lock's last holder committed.
+        let limit = i64::try_from(max_depth).unwrap_or(i64::MAX - 1) + 1;
+        let depth: i64 = transaction
+            .query_one_cached(
+                &format!(
+                    "SELECT count(*) FROM (SELECT 1 FROM messages \
+                     WHERE queue_id = $1 AND state IN {LIVE} LIMIT $2) AS held"
+                ),
+                &[&queue.id, &limit],
+            )
+            .await?
+            .get(0);
+        held = depth.max(0) as u64 + earlier;
+        if held + count as u64 > max_depth {
+            return Ok(Err(StoreError::QueueFull {
+                queue: name.to_owned(),
+                depth: held,
+                max_depth,
+                refused: count as u64,
+                // No drain rate is measured yet (the node's meter comes with step 4).
+                retry_after_s: 1,
+            }));
+        }
+    }
+
+    let message_ids: Vec<Uuid> = seqs
+        .iter()
+        .map(|&seq| ids::encode(seq as u64, now_ms))
+        .collect();
+
+    // The first message of a key in the batch is the one that may be stored; later ones
+    // answer with whatever it turns out to be.
+    let mut first_of_key: HashMap<&str, usize> = HashMap::new();
+    let mut keyed = Vec::new();
+    for (i, message) in messages.iter().enumerate() {
+        if let Some(key) = message.idempotency_key.as_deref() {
+            first_of_key.entry(key).or_insert_with(|| {
+                keyed.push(i);
+                i
+            });
+        }
+    }
+    let lanes = lanes_of(&config, messages);
+
+    // For each message: `None` when it is stored, `Some(id)` when it is a duplicate of id.
+    let mut duplicate_of: Vec<Option<Uuid>> = vec![None; count];
+    if !keyed.is_empty() {
+        let taken = take_keys(
+            transaction,
+            queue.id,
+            &keyed
+                .iter()
+                .map(|&i| messages[i].idempotency_key.clone().unwrap_or_default())
+                .collect::<Vec<_>>(),
+            &keyed.iter().map(|&i| message_ids[i]).collect::<Vec<_>>(),
+            now_ms,
+            config.dedup_window_ms,
+        )
+        .await?;
+        for (&i, existing) in keyed.iter().zip(taken) {
+            duplicate_of[i] = existing;
+        }
+        for (i, message) in messages.iter().enumerate() {
+            if let Some(key) = message.idempotency_key.as_deref() {
+                let first = first_of_key[key];
+                if first != i {
+                    duplicate_of[i] = Some(duplicate_of[first].unwrap_or(message_ids[first]));
+                }
+            }
+        }
+    }
+
+    for (i, message) in messages.iter().enumerate() {
+        if duplicate_of[i].is_some() {
+            continue;
+        }
+        rows.push(
+            queue.id,
+            now_ms,
+            seqs[i],
+            message_ids[i],
+            lanes[i].clone(),
+            message,
+        );
+    }
+
+    let mut position = held;
+    Ok(Ok(message_ids
+        .iter()
+        .zip(duplicate_of)
+        .map(|(&id, duplicate)| match duplicate {
+            Some(original) => Enqueued {
+                message_id: original,
+                created: false,
+                position: 0,
+            },
+            None => {
+                let enqueued = Enqueued {
+                    message_id: id,
+                    created: true,
+                    position,
+                };
+                position += 1;
+                enqueued
+            }
+        })
+        .collect()))
+}
+
+/// The lanes of a group's new messages, per queue id.
+pub(crate) fn lanes_of(config: &QueueConfig, messages: &[NewMessage]) -> Vec<Option<String>> {
+    messages
+        .iter()
+        .map(|message| {
+            let key = message.key.as_deref().map(Arc::<str>::from);
+            lane_key(config.ordering, key.as_ref()).map(|lane| lane.to_string())
+        })
+        .collect()
+}
+
+/// Locks the existing lane rows a group of enqueues joins, in (queue, key) order: lanes
+/// before idempotency keys, the order acks take them in (lanes, then the memo), so an enqueue
+/// of a key whose message is being acked cannot deadlock with it, nor two groups with each
+/// other.
+pub(crate) async fn lock_lanes_for_enqueue(
+    transaction: &Transaction<'_>,
+    lanes: &[(i32, String)],
+) -> StoreResult<()> {
+    if lanes.is_empty() {
+        return Ok(());
+    }
+    let (queue_ids, keys): (Vec<i32>, Vec<&str>) = lanes
+        .iter()
+        .map(|(queue_id, key)| (*queue_id, key.as_str()))
+        .unzip();
+    transaction
+        .execute_cached(
+            "SELECT 1 FROM lanes l \
+             WHERE (l.queue_id, l.lane_key) IN ( \
+                 SELECT * FROM unnest($1::int[], $2::text[])) \
+             ORDER BY l.queue_id, l.lane_key FOR UPDATE",
+            &[&queue_ids, &keys],
+        )
+        .await?;
+    Ok(())
+}
+
+/// What one ack of a group did.
+pub(crate) struct AckDone {
+    /// One answer per receipt, in order.
+    pub answers: Vec<Result<(), LeaseError>>,
+    /// Messages acked.
+    pub acked: u64,
+    /// Whether this node's waiters of the queue are woken after the commit.
+    pub wakes: bool,
+}
+
+/// The acks of a group in one statement (A2 of §2.4), whatever their queues: the fence is the
+/// `WHERE` (the receipt's message, in its batch's queue, with its lease number and token,
+/// leased or ready after a lease that ran out or was given back and nobody claimed since); the
+/// lanes left are counted down and settled; the idempotency memo keeps the result. The group
+/// has locked the lanes of its receipts' messages already ([`lock_lanes_for_ack`]). One
+/// answer per batch, in order.
+///
+/// A receipt named twice in the group (by one caller or two) is acked once; the others are
+/// stale, as a second ack of one receipt is.
+pub(crate) async fn ack_group(
+    transaction: &Transaction<'_>,
+    wake_channel: &str,
+    batches: &[(&CachedQueue, &AckParams)],
+) -> StoreResult<Vec<AckDone>> {
+    let mut done: Vec<AckDone> = batches
+        .iter()
+        .map(|(_, params)| AckDone {
+            answers: vec![Err(LeaseError::Stale); params.receipts.len()],
+            acked: 0,
+            wakes: false,
+        })
+        .collect();
+    let mut seen = std::collections::HashSet::new();
+    // Per receipt sent: (batch, slot), and the columns of `r`.
+    let mut origins = Vec::new();
+    let (mut seqs, mut message_ids, mut queue_ids) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut lease_numbers, mut tokens) = (Vec::new(), Vec::new());
+    let (mut results, mut nows) = (Vec::new(), Vec::new());
+    for (batch, (queue, params)) in batches.iter().enumerate() {
+        for (slot, receipt) in params.receipts.iter().enumerate() {
+            let Some(fence) = Fence::of(receipt) else {
+                continue;
+            };
+            if !seen.insert(fence.seq) {
+                continue;
+            }
+            origins.push((batch, slot));
+            seqs.push(fence.seq);
+            message_ids.push(fence.id);
+            queue_ids.push(queue.id);
+            lease_numbers.push(fence.lease_number);
+            tokens.push(fence.token);
+            results.push(params.result.clone());
+            nows.push(params.now_ms);
+        }
+    }
+    if origins.is_empty() {
+        return Ok(done);
+    }
+    let rows = transaction
+        .query_cached(
+            &format!(
+                "WITH r AS ( \
+                     SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::int[], \
+                                          $5::int[], $6::text[], $7::bigint[]) \
+                         WITH ORDINALITY AS r(seq, id, queue_id, lease_number, token, result, \
+                                              now_ms, i)), \
+                 acked AS ( \
+                     UPDATE messages m \
+                     SET state = 'acked', finished_at_ms = r.now_ms, result = r.result, \
+                         body = NULL, headers = NULL, lease_expires_at_ms = NULL \
+                     FROM r \
+                     WHERE m.seq = r.seq AND m.id = r.id AND m.queue_id = r.queue_id \
+                       AND m.lease_number = r.lease_number AND m.lease_token = r.token \
+                       AND m.state IN ('leased', 'ready') \
+                     RETURNING m.seq, m.id, m.queue_id, m.lane_key, m.idempotency_key, \
+                               r.result, r.now_ms), \
+                 leaving AS ( \
+                     UPDATE lanes l SET members = l.members - n.leaving \
+                     FROM (SELECT queue_id, lane_key, count(*) AS leaving FROM acked \
+                           WHERE lane_key IS NOT NULL GROUP BY queue_id, lane_key) n \
+                     WHERE l.queue_id = n.queue_id AND l.lane_key = n.lane_key), \
+                 memo AS ( \
+                     UPDATE idempotency i SET acked_at_ms = acked.now_ms, result = acked.result \
+                     FROM acked \
+                     WHERE i.queue_id = acked.queue_id AND i.key = acked.idempotency_key \
+                       AND i.message_id = acked.id) \
+                 SELECT r.i, a.seq IS NOT NULL, a.lane_key, \
+                        coalesce(cur.queue_id <> r.queue_id AND cur.state IN {LIVE}, false) \
+                 FROM r LEFT JOIN acked a ON a.seq = r.seq \
+                        LEFT JOIN messages cur ON cur.seq = r.seq AND cur.id = r.id \
+                 ORDER BY r.i"
+            ),
+            &[
+                &seqs,
+                &message_ids,
+                &queue_ids,
+                &lease_numbers,
+                &tokens,
+                &results,
+                &nows,
+            ],
+        )
+        .await?;
+    let (mut left_queues, mut left_lanes, mut left_nows) = (Vec::new(), Vec::new(), Vec::new());
+    for row in &rows {
+        let (batch, slot) = origins[(row.get::<_, i64>(0) - 1) as usize];
+        done[batch].answers[slot] = if row.get(1) {
+            done[batch].acked += 1;
+            if let Some(lane) = row.get::<_, Option<String>>(2) {
+                left_queues.push(batches[batch].0.id);
+                left_lanes.push(lane);
+                left_nows.push(batches[batch].1.now_ms);
+            }
+            Ok(())
+        } else if row.get(3) {
+            Err(LeaseError::NotInQueue)
+        } else {
+            Err(LeaseError::Stale)
+        };
+    }
+    if !left_lanes.is_empty() {
+        settle_lanes(transaction, &left_queues, &left_lanes, &left_nows).await?;
+    }
+    // An ack frees a lane's next member or an in-flight place: only then can a waiter find
+    // something new.
+    let mut woken = Vec::new();
+    for ((queue, params), done) in batches.iter().zip(&mut done) {
+        done.wakes = done.acked > 0
+            && (queue.config.ordering != Ordering::Unordered
+                || queue.config.max_in_flight.is_some());
+        if done.wakes {
+            woken.push(params.queue.as_str());
+        }
+    }
+    if !woken.is_empty() {
+        woken.sort_unstable();
+        woken.dedup();
+        notify_wakes(transaction, wake_channel, &woken).await?;
+    }
+    Ok(done)
+}
+
+/// Locks the lanes of the messages a group of acks names, in (queue, key) order (A1 of §2.4):
+/// every change of a lane's membership holds its row first.
+pub(crate) async fn lock_lanes_for_ack(
+    transaction: &Transaction<'_>,
+    receipts: &[Receipt],
+) -> StoreResult<()> {
+    let seqs: Vec<i64> = receipts
+        .iter()
+        .filter_map(Fence::of)
+        .map(|fence| fence.seq)
+        .collect();
+    transaction
+        .execute_cached(
+            "SELECT 1 FROM lanes l \
+             WHERE (l.queue_id, l.lane_key) IN ( \
+                 SELECT queue_id, lane_key FROM messages \
+                 WHERE seq = ANY($1) AND lane_key IS NOT NULL) \
+             ORDER BY l.queue_id, l.lane_key FOR UPDATE",
+            &[&seqs],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Takes idempotency keys for new messages (E2 of §2.2): per key, `None` when this batch's
+/// message took it (no key or a key whose window ended), `Some(id)` of the message holding it.
+async fn take_keys(
+    transaction: &Transaction<'_>,
+    queue_id: i32,
+    keys: &[String],
+    message_ids: &[Uuid],
+    now_ms: Millis,
+    dedup_window_ms: Millis,
+) -> StoreResult<Vec<Option<Uuid>>> {
+    let rows = transaction
+        .query_cached(
+            "WITH input AS ( \
+                 SELECT * FROM unnest($2::text[], $3::uuid[]) WITH ORDINALITY AS i(key, message_id, n)), \
+             taken AS ( \
+                 INSERT INTO idempotency AS i (queue_id, key, message_id, expires_at_ms) \
+                 SELECT $1, key, message_id, $4::bigint + $5::bigint FROM input ORDER BY key \
+                 ON CONFLICT (queue_id, key) DO UPDATE \
+                     SET message_id = excluded.message_id, expires_at_ms = excluded.expires_at_ms, \
+                         acked_at_ms = NULL, result = NULL \
+                     WHERE i.expires_at_ms <= $4::bigint \
+                 RETURNING i.key) \
+             SELECT t.key IS NOT NULL, e.message_id \
+             FROM input LEFT JOIN taken t ON t.key = input.key \
+                        LEFT JOIN idempotency e \
+                               ON t.key IS NULL AND e.queue_id = $1 AND e.key = input.key \
+             ORDER BY input.n",
+            &[&queue_id, &keys, &message_ids, &now_ms, &dedup_window_ms],
+        )
+        .await?;
+    let mut answers = Vec::with_capacity(rows.len());
+    for (row, key) in rows.iter().zip(keys) {
+        if row.get(0) {
+            answers.push(None);
+            continue;
+        }
+        let holder: Option<Uuid> = match row.get(1) {
+            Some(id) => Some(id),
+            // The holder committed after this statement's snapshot: a new statement sees it.
+            None => transaction
+                .query_opt_cached(
+                    "SELECT message_id FROM idempotency WHERE queue_id = $1 AND key = $2",
+                    &[&queue_id, key],
+                )
+                .await?
+                .map(|row| row.get(0)),
+        };
+        let holder = holder.ok_or_else(|| {
+            StoreError::Other(format!("idempotency key {key:?} neither taken nor held").into())
+        })?;
+        answers.push(Some(holder));
+    }
+    Ok(answers)
+}
+
+/// New message rows as columns, for one `unnest`.
+#[derive(Default)]
+pub(crate) struct NewRows {
+    /// Rows per queue id.
+    per_queue: HashMap<i32, u64>,
+    queue_id: Vec<i32>,
+    now_ms: Vec<i64>,
+    seq: Vec<i64>,
+    id: Vec<Uuid>,
+    lane_key: Vec<Option<String>>,
+    msg_key: Vec<Option<String>>,
+    idempotency_key: Vec<Option<String>>,
+    priority: Vec<i32>,
+    visible_at_ms: Vec<i64>,
+    body: Vec<Vec<u8>>,
+    body_kind: Vec<i16>,
+    headers: Vec<Option<serde_json::Value>>,
+    dead_source_queue: Vec<Option<String>>,
+    dead_last_error: Vec<Option<String>>,
+    dead_attempts: Vec<Option<i32>>,
+    dead_first_seen_at_ms: Vec<Option<i64>>,
+    dead_last_seen_at_ms: Vec<Option<i64>>,
+}
+
+impl NewRows {
+    /// True when there is no row to insert.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.seq.is_empty()
+    }
+
+    /// Rows to insert into queue `queue_id`.
+    fn of_queue(&self, queue_id: i32) -> u64 {
+        self.per_queue.get(&queue_id).copied().unwrap_or(0)
+    }
+
+    fn push(
+        &mut self,
+        queue_id: i32,
+        now_ms: Millis,
+        seq: i64,
+        id: Uuid,
+        lane_key: Option<String>,
+        message: &sluice_core::message::NewMessage,
+    ) {
+        let payload = &message.payload;
+        *self.per_queue.entry(queue_id).or_default() += 1;
+        self.queue_id.push(queue_id);
+        self.now_ms.push(now_ms);
+        self.seq.push(seq);
+        self.id.push(id);
+        self.lane_key.push(lane_key);
+        self.msg_key.push(message.key.clone());
+        self.idempotency_key.push(message.idempotency_key.clone());
+        self.priority.push(message.priority);
+        self.visible_at_ms.push(message.visible_at_ms);
+        self.body.push(payload.body_bytes.clone());
+        self.body_kind.push(match payload.body_kind {
+            BodyKind::Json => BODY_KIND_JSON,
+            BodyKind::Bytes => BODY_KIND_BYTES,
+        });
+        self.headers.push(
+            (!payload.headers.is_empty())
+                .then(|| serde_json::to_value(&payload.headers).unwrap_or_default()),
+        );
+        let dead = message.dead_letter.as_ref();
+        self.dead_source_queue
+            .push(dead.map(|dead| dead.source_queue.clone()));
+        self.dead_last_error
+            .push(dead.and_then(|dead| dead.last_error.clone()));
+        self.dead_attempts
+            .push(dead.map(|dead| i32::try_from(dead.attempts).unwrap_or(i32::MAX)));
+        self.dead_first_seen_at_ms
+            .push(dead.map(|dead| dead.first_seen_at_ms));
+        self.dead_last_seen_at_ms
+            .push(dead.map(|dead| dead.last_seen_at_ms));
+    }
+}
+
+/// Joins the rows' lanes and inserts them in one statement, for every queue of a group (E3
+/// of §2.2): a lane that was empty (its count after the upsert is what this group added) gets
+/// its first new member active; every other laned message waits.
+pub(crate) async fn insert_rows(transaction: &Transaction<'_>, rows: &NewRows) -> StoreResult<()> {
+    transaction
+        .execute_cached(
+            "WITH m AS ( \
+                 SELECT * FROM unnest($1::int[], $2::bigint[], $3::bigint[], $4::uuid[], \
+                                      $5::text[], $6::text[], $7::text[], $8::int[], $9::bigint[], \
+                                      $10::bytea[], $11::smallint[], $12::jsonb[], $13::text[], \
+                                      $14::text[], $15::int[], $16::bigint[], $17::bigint[]) \
+                     AS m(queue_id, now_ms, seq, id, lane_key, msg_key, idempotency_key, priority, \
+                          visible_at_ms, body, body_kind, headers, dead_source_queue, \
+                          dead_last_error, dead_attempts, dead_first_seen_at_ms, \
+                          dead_last_seen_at_ms)), \
+             added AS ( \
+                 SELECT queue_id, lane_key, count(*) AS n, min(seq) AS first_seq \
+                 FROM m WHERE lane_key IS NOT NULL GROUP BY queue_id, lane_key), \
+             joined AS ( \
+                 INSERT INTO lanes (queue_id, lane_key, members) \
+                 SELECT queue_id, lane_key, n FROM added ORDER BY queue_id, lane_key \
+                 ON CONFLICT (queue_id, lane_key) DO UPDATE \
+                     SET members = lanes.members + excluded.members \
+                 RETURNING queue_id, lane_key, members), \
+             heads AS ( \
+                 SELECT a.first_seq AS seq FROM added a JOIN joined j USING (queue_id, lane_key) \
+                 WHERE j.members = a.n) \
+             INSERT INTO messages (seq, id, queue_id, state, priority, lane_key, msg_key, \
+                                   idempotency_key, enqueued_at_ms, visible_at_ms, body, \
+                                   body_kind, headers, last_error, dead_source_queue, \
+                                   dead_last_error, dead_attempts, dead_first_seen_at_ms, \
+                                   dead_last_seen_at_ms) \
+             SELECT m.seq, m.id, m.queue_id, \
+                    CASE WHEN m.lane_key IS NOT NULL AND m.seq NOT IN (SELECT seq FROM heads) \
+                              THEN 'waiting'::message_state \
+                         WHEN m.visible_at_ms <= m.now_ms THEN 'ready' ELSE 'delayed' END, \
+                    m.priority, m.lane_key, m.msg_key, m.idempotency_key, m.now_ms, \
+                    m.visible_at_ms, m.body, m.body_kind, m.headers, m.dead_last_error, \
+                    m.dead_source_queue, m.dead_last_error, m.dead_attempts, \
+                    m.dead_first_seen_at_ms, m.dead_last_seen_at_ms \
+             FROM m ORDER BY m.seq",
+            &[
+                &rows.queue_id,
+                &rows.now_ms,
+                &rows.seq,
+                &rows.id,
+                &rows.lane_key,
+                &rows.msg_key,
+                &rows.idempotency_key,
+                &rows.priority,
+                &rows.visible_at_ms,
+                &rows.body,
+                &rows.body_kind,
+                &rows.headers,
+                &rows.dead_source_queue,
+                &rows.dead_last_error,
+                &rows.dead_attempts,
+                &rows.dead_first_seen_at_ms,
+                &rows.dead_last_seen_at_ms,
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
+/// `count` fresh seqs from `message_seq`, increasing, in one statement: a group takes all its
+/// batches' at once (a refused or duplicate message leaves a gap, as any rollback does).
+pub(crate) async fn take_seqs(
+    transaction: &Transaction<'_>,
+    count: usize,
+) -> StoreResult<Vec<i64>> {
+    let mut seqs: Vec<i64> = transaction
+        .query_one_cached(
+            "SELECT array_agg(nextval('message_seq') ORDER BY g) \
+             FROM generate_series(1, $1::int) AS g",
+            &[&(count as i32)],
+        )
+        .await?
+        .get(0);
+    seqs.sort_unstable();
+    Ok(seqs)
+}
+
+/// `pg_notify(channel, queue)` for each queue, inside `transaction`, in one statement.
+pub(crate) async fn notify_wakes(
+    transaction: &Transaction<'_>,
+    channel: &str,
+    queues: &[&str],
+) -> StoreResult<()> {
+    transaction
+        .execute_cached(
+            "SELECT pg_notify($1, queue) FROM unnest($2::text[]) AS queue",
+            &[&channel, &queues],
+        )
+        .await?;
+    Ok(())
+}
+
+/// U1 and U2 of §2.3 for one queue: delays that are due become ready, and leases that ran out
+/// are failed attempts retried at once (`rules::failure::decide` for `LeaseExpired`, its
+/// arithmetic in the `WHERE`; `rules_sql` tests hold the two together). Returns the leases
+/// expired. A laned message stays its lane's active member through both.
+async fn ready_due(
+    transaction: &Transaction<'_>,
+    queue_id: i32,
+    config: &QueueConfig,
+    now_ms: Millis,
+) -> StoreResult<u64> {
+    transaction
+        .execute_cached(READY_DUE_SQL, &[&queue_id, &now_ms, &CLAIM_UPKEEP_ROWS])
+        .await?;
+    let (max_attempts, has_dead_letter_queue) = expiry_rule(config);
+    let expired = transaction
+        .execute_cached(
+            LEASES_EXPIRED_SQL,
+            &[
+                &queue_id,
+                &now_ms,
+                &CLAIM_UPKEEP_ROWS,
+                &max_attempts,
+                &has_dead_letter_queue,
+                &LEASE_EXPIRED_ERROR,
+            ],
+        )
+        .await?;
+    Ok(expired)
+}
+
+/// Locks the lanes of the messages `seqs` of a queue, in key order (A1 of §2.4): every change
+/// of a lane's membership holds its row first.
+async fn lock_lanes_of(
+    transaction: &Transaction<'_>,
+    queue_id: i32,
+    seqs: &[i64],
+) -> StoreResult<()> {
+    transaction
+        .execute_cached(
+            "SELECT 1 FROM lanes l \
+             WHERE l.queue_id = $1 AND l.lane_key IN ( \
+                 SELECT lane_key FROM messages \
+                 WHERE seq = ANY($2) AND queue_id = $1 AND lane_key IS NOT NULL) \
+             ORDER BY l.lane_key FOR UPDATE",
+            &[&queue_id, &seqs],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Settles the lanes of one queue after members left (§2.5); see [`settle_lanes`].
+async fn settle(
+    transaction: &Transaction<'_>,
+    queue_id: i32,
+    lanes: &[String],
+    now_ms: Millis,
+) -> StoreResult<()> {
+    settle_lanes(
+        transaction,
+        &vec![queue_id; lanes.len()],
+        lanes,
+        &vec![now_ms; lanes.len()],
+    )
+    .await
+}
+
+/// Settles lanes, named by (queue id, key) with the time of the change that left them, after
+/// members left (§2.5), in a statement of its own so it sees what the leaving statement did:
+/// an emptied lane's row goes; a lane with members and none active promotes its first waiting
+/// member (ready, or delayed until its visible time).
+async fn settle_lanes(
+    transaction: &Transaction<'_>,
+    queue_ids: &[i32],
+    lanes: &[String],
+    nows: &[Millis],
+) -> StoreResult<()> {
+    transaction
+        .execute_cached(
+            "WITH l AS ( \
+                 SELECT queue_id, lane_key, max(now_ms) AS now_ms \
+                 FROM unnest($1::int[], $2::text[], $3::bigint[]) AS l(queue_id, lane_key, now_ms) \
+                 GROUP BY queue_id, lane_key), \
+             emptied AS ( \
+                 DELETE FROM lanes d USING l \
+                 WHERE d.queue_id = l.queue_id AND d.lane_key = l.lane_key AND d.members = 0), \
+             next AS ( \
+                 SELECT DISTINCT ON (w.queue_id, w.lane_key) w.seq, l.now_ms \
+                 FROM l JOIN messages w \
+                      ON w.queue_id = l.queue_id AND w.lane_key = l.lane_key \
+                     AND w.state = 'waiting' \
+                 WHERE NOT EXISTS (SELECT 1 FROM messages a \
+                                   WHERE a.queue_id = l.queue_id AND a.lane_key = l.lane_key \
+                                     AND a.state IN ('ready', 'delayed', 'leased')) \
+                 ORDER BY w.queue_id, w.lane_key, w.seq) \
+             UPDATE messages m \
+             SET state = CASE WHEN m.visible_at_ms <= next.now_ms THEN 'ready'::message_state \
+                              ELSE 'delayed' END \
+             FROM next WHERE m.seq = next.seq",
+            &[&queue_ids, &lanes, &nows],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Why a fenced change found no row: `NotInQueue` when the receipt's message lives (not final)
+/// in another queue, `Stale` otherwise (a later lease, a final state, an unknown message), the
+/// answers `Index::ack` gives.
+async fn refusal(
+    transaction: &Transaction<'_>,
+    queue_id: i32,
+    fence: &Fence,
+) -> StoreResult<LeaseError> {
+    let elsewhere = transaction
+        .query_opt_cached(
+            &format!(
+                "SELECT 1 FROM messages \
+                 WHERE seq = $1 AND id = $2 AND queue_id <> $3 AND state IN {LIVE}"
+            ),
+            &[&fence.seq, &fence.id, &queue_id],
+        )
+        .await?
+        .is_some();
+    Ok(if elsewhere {
+        LeaseError::NotInQueue
+    } else {
+        LeaseError::Stale
+    })
+}
+
+/// A claimed row ([`CLAIMED_COLUMNS`]) as the trait hands it out.
+fn claimed(row: &Row) -> StoreResult<ClaimedMessage> {
+    let message_id: Uuid = row.get(1);
+    let lease_number: i32 = row.get(2);
+    let token: Option<i32> = row.get(3);
+    let lease_expires_at_ms: Option<i64> = row.get(14);
+    let lease_expires_at_ms =
+        lease_expires_at_ms.ok_or_else(|| broken("a lease without a deadline"))?;
+    let attempts: i32 = row.get(10);
+    Ok(ClaimedMessage {
+        message_id,
+        receipt: Receipt {
+            message_id,
+            lease_number: lease_number as u32,
+            token: token.ok_or_else(|| broken("a lease without a token"))? as u32,
+        },
+        payload: Arc::new(payload(row.get(4), row.get(5), row.get(6))?),
+        idempotency_key: row.get(7),
+        key: row.get(8),
+        priority: row.get(9),
+        attempts: attempts.max(0) as u32,
+        enqueued_at_ms: row.get(11),
+        first_received_at_ms: row.get::<_, Option<i64>>(12).unwrap_or(lease_expires_at_ms),
+        last_error: row.get(13),
+        lease_expires_at_ms,
+        dead_letter: dead_letter(row, 15),
+    })
+}
+
+/// The dead-letter metadata in five columns from `first` on (source, last error, attempts,
+/// first seen, last seen); `None` unless it was dead-lettered.
+fn dead_letter(row: &Row, first: usize) -> Option<DeadLetterInfo> {
+    let source_queue: String = row.get::<_, Option<String>>(first)?;
+    Some(DeadLetterInfo {
+        source_queue,
+        last_error: row.get(first + 1),
+        attempts: row.get::<_, Option<i32>>(first + 2).unwrap_or(0).max(0) as u32,
+        first_seen_at_ms: row.get::<_, Option<i64>>(first + 3).unwrap_or(0),
+        last_seen_at_ms: row.get::<_, Option<i64>>(first + 4).unwrap_or(0),
+    })
+}
+
+/// A body, its kind and headers as stored.
+fn payload(
+    body: Option<Vec<u8>>,
+    body_kind: i16,
+    headers: Option<serde_json::Value>,
+) -> StoreResult<Payload> {
+    let body_kind = match body_kind {
+        BODY_KIND_JSON => BodyKind::Json,
+        BODY_KIND_BYTES => BodyKind::Bytes,
+        other => return Err(broken(&format!("body_kind {other}"))),
+    };
+    let headers: Headers = match headers {
+        Some(value) => {
+            serde_json::from_value(value).map_err(|e| broken(&format!("stored headers: {e}")))?
+        }
+        None => Headers::new(),
+    };
+    Ok(Payload {
+        body_bytes: body.unwrap_or_default(),
+        body_kind,
+        headers,
+    })
+}
+
+/// A row of [`PgStore::get_message`] as a status (§1.4).
+fn status(row: &Row) -> StoreResult<MessageStatus> {
+    let state_text: String = row.get(2);
+    let dead_letter = dead_letter(row, 15);
+    let is_dead = dead_letter.is_some();
+    let state = match state_text.as_str() {
+        "leased" => MessageState::InFlight,
+        "ready" | "waiting" if is_dead => MessageState::Dead,
+        "delayed" if is_dead => MessageState::Dead,
+        "ready" | "waiting" => MessageState::Ready,
+        "delayed" => MessageState::Delayed,
+        "acked" => MessageState::Acked,
+        "expired" => MessageState::Expired,
+        "cancelled" => MessageState::Cancelled,
+        "purged" => MessageState::Purged,
+        "replayed" => MessageState::Replayed,
+        "deleted" => MessageState::Deleted,
+        other => return Err(broken(&format!("message state {other}"))),
+    };
+    let finished_at_ms: Option<i64> = row.get(12);
+    let failures: Vec<Failure> = match row.get::<_, Option<serde_json::Value>>(20) {
+        Some(value) => {
+            serde_json::from_value(value).map_err(|e| broken(&format!("stored failures: {e}")))?
+        }
+        None => Vec::new(),
+    };
+    let attempts: i32 = row.get(6);
+    Ok(MessageStatus {
+        message_id: row.get(0),
+        queue: row.get(1),
+        state,
+        idempotency_key: row.get(3),
+        key: row.get(4),
+        priority: row.get(5),
+        attempts: attempts.max(0) as u32,
+        enqueued_at_ms: row.get(7),
+        first_received_at_ms: row.get(8),
+        visible_at_ms: row.get(9),
+        lease_expires_at_ms: if state == MessageState::InFlight {
+            row.get(10)
+        } else {
+            None
+        },
+        last_error: row.get(11),
+        acked_at_ms: finished_at_ms.filter(|_| state == MessageState::Acked),
+        finished_at_ms,
+        dead_letter,
+        result: row.get(13),
+        replayed_as: row.get(14),
+        failures,
+    })
+}
+
+/// A row that breaks what this store writes: a bug or damage, never bad input.
+fn broken(what: &str) -> StoreError {
+    StoreError::Other(format!("a stored message does not read back: {what}").into())
+}
