@@ -7,10 +7,12 @@
  * @module
  */
 
+import { SluiceError } from "./errors.js";
+
 /** One receipt waiting for its request. */
 interface Waiting {
   receipt: string;
-  resolve: (acked: boolean) => void;
+  resolve: () => void;
   reject: (error: unknown) => void;
 }
 
@@ -34,11 +36,12 @@ export class AckBatch {
   }
 
   /**
-   * Acks `receipt` with the next request: resolves true once acked, false when its lease was
-   * lost, and rejects when the request failed.
+   * Acks `receipt` with the next request, answering as a single ack would: resolves once
+   * acked, rejects with `stale_receipt` when its lease was lost and with the request's error
+   * when the request failed.
    */
-  ack(receipt: string): Promise<boolean> {
-    const acked = new Promise<boolean>((resolve, reject) => {
+  ack(receipt: string): Promise<void> {
+    const acked = new Promise<void>((resolve, reject) => {
       this.#waiting.push({ receipt, resolve, reject });
     });
     this.#flushing ??= this.#flush();
@@ -60,7 +63,10 @@ export class AckBatch {
         this.#sending = batch.length;
         try {
           const acked = await this.#ackMany(batch.map((waiting) => waiting.receipt));
-          batch.forEach((waiting, index) => waiting.resolve(acked[index] ?? false));
+          batch.forEach((waiting, index) => {
+            if (acked[index] === true) waiting.resolve();
+            else waiting.reject(leaseLost());
+          });
         } catch (error) {
           for (const waiting of batch) waiting.reject(error);
         } finally {
@@ -71,4 +77,13 @@ export class AckBatch {
       this.#flushing = undefined;
     }
   }
+}
+
+/** What a single ack answers for a receipt whose lease is gone. */
+function leaseLost(): SluiceError {
+  return new SluiceError({
+    status: 409,
+    code: "stale_receipt",
+    message: "the lease was lost: the message is no longer leased with this receipt",
+  });
 }

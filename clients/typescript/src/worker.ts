@@ -466,30 +466,17 @@ export class Worker<Input, Output> {
    * still waiting.
    */
   async #ack(slot: Slot, receipt: string, result: unknown): Promise<void> {
-    slot.receipt = undefined;
-    const acked =
-      result === undefined
-        ? this.#acks.ack(receipt)
-        : this.#backend.ack(this.#queue.name, receipt, result).then(() => true);
-    const settling: Promise<void> = acked
-      .then(
-        (ok) => {
-          if (ok) {
-            this.#processed++;
-            slot.status.processedCount++;
-          } else {
-            this.#options.logger.warn(
-              "sluice worker: settling failed (the lease was lost); the message comes back",
-            );
-          }
-        },
-        (error: unknown) => {
-          const why = isStaleReceipt(error) ? "the lease was lost" : String(error);
-          this.#options.logger.warn(
-            `sluice worker: settling failed (${why}); the message comes back`,
-          );
-        },
-      )
+    const settling: Promise<void> = this.#settle(slot, async () => {
+      if (result === undefined) await this.#acks.ack(receipt);
+      else await this.#backend.ack(this.#queue.name, receipt, result);
+      return true;
+    })
+      .then((acked) => {
+        if (acked) {
+          this.#processed++;
+          slot.status.processedCount++;
+        }
+      })
       .finally(() => {
         this.#settled();
         this.#settling.delete(settling);
