@@ -22,13 +22,16 @@ const MIGRATION_LOCK: i32 = 7566;
 
 /// Every migration, in order: its version and its SQL (several files of one version run as one
 /// transaction).
-const MIGRATIONS: &[(i32, &[&str])] = &[(
-    1,
-    &[
-        include_str!("../migrations/0001_initial.sql"),
-        include_str!("../migrations/0001_functions.sql"),
-    ],
-)];
+const MIGRATIONS: &[(i32, &[&str])] = &[
+    (
+        1,
+        &[
+            include_str!("../migrations/0001_initial.sql"),
+            include_str!("../migrations/0001_functions.sql"),
+        ],
+    ),
+    (2, &[include_str!("../migrations/0002_enqueue.sql")]),
+];
 
 /// The newest version this build knows.
 pub fn latest_version() -> i32 {
