@@ -215,7 +215,7 @@ async fn a_key_waits_behind_its_lane_head_whoever_enqueued_it() {
         .store
         .message_ack(AckParams {
             queue: "accounts".into(),
-            receipts: vec![first[0].receipt.clone()],
+            receipts: vec![first[0].receipt],
             result: None,
             delivery: None,
             now_ms: now(),
