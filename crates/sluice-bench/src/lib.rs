@@ -20,6 +20,7 @@
 mod dashboard;
 mod dlq;
 mod load;
+mod postgres;
 mod server;
 mod sqs;
 mod webhooks;
@@ -80,6 +81,12 @@ pub struct BenchArgs {
     /// Keep the data directories and server logs instead of deleting them at the end.
     #[arg(long)]
     keep_data: bool,
+    /// Start the bench's server on the PostgreSQL store at this URL, in a fresh schema
+    /// `sluice_bench_run_*` dropped at the end (kept with --keep-data), instead of on SQLite.
+    /// Also the database of the pg-baseline scenario (default: the test database on
+    /// 127.0.0.1:5432).
+    #[arg(long, value_name = "URL")]
+    store_url: Option<String>,
 
     /// Scenarios 1 and 11: messages sent one per request.
     #[arg(long, default_value_t = 50_000, help_heading = "Scenario sizes")]
@@ -163,6 +170,12 @@ pub struct BenchArgs {
     /// `--body-bytes`).
     #[arg(long, default_value_t = 1_000_000, help_heading = "Scenario sizes")]
     dashboard_messages: u64,
+    /// Scenario 12: rows produced and then consumed (bodies of `--body-bytes`).
+    #[arg(long, default_value_t = 50_000, help_heading = "Scenario sizes")]
+    baseline_messages: u64,
+    /// Scenario 12: producer connections, then as many consumer connections.
+    #[arg(long, default_value_t = 32, help_heading = "Scenario sizes")]
+    baseline_connections: usize,
 }
 
 /// The scenarios, in the order they run, except that 11, 8, 9 and 10 run before 7 (on the server
@@ -203,6 +216,11 @@ enum Scenario {
     /// standard queues `bench-sqs-single`, `bench-sqs-batch` and `bench-sqs-e2e` made with
     /// CreateQueue and deleted before and after. Needs access control off (unsigned requests).
     Sqs,
+    /// 12: the yardstick of the PostgreSQL store, no sluice involved (not run by default): a
+    /// plain table in a fresh schema of `--store-url`'s database, one `INSERT` per transaction
+    /// from each producer connection, then one `DELETE … FOR UPDATE SKIP LOCKED … RETURNING` per
+    /// transaction from each consumer connection. Runs first, before the server starts.
+    PgBaseline,
 }
 
 /// Runs the selected scenarios and prints the report on stdout (progress goes to stderr).
@@ -225,6 +243,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         } else {
             "external"
         },
+        store: match (&args.store_url, spawned) {
+            (_, false) => "the server's own",
+            (Some(_), true) => "postgres",
+            (None, true) => "sqlite",
+        },
         url: String::new(),
         durability: spawned.then(|| args.durability.clone()),
         body: format!("a JSON string of {} bytes as JSON text", args.body_bytes),
@@ -242,7 +265,29 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         webhooks: None,
         dashboard: None,
         sqs: None,
+        pg_baseline: None,
         notes: Vec::new(),
+    };
+    let selected = |scenario| args.scenarios.contains(&scenario);
+    if selected(Scenario::PgBaseline) {
+        progress("12. PostgreSQL baseline: a plain SKIP LOCKED table");
+        let url = args.store_url.as_deref().unwrap_or(postgres::DEFAULT_URL);
+        let load = postgres::BaselineLoad {
+            messages: args.baseline_messages,
+            producers: args.baseline_connections,
+            consumers: args.baseline_connections,
+            body_bytes: args.body_bytes,
+            time_limit,
+        };
+        report.pg_baseline = Some(postgres::baseline(url, load).await?);
+    }
+    let store_schema = match (&args.store_url, spawned) {
+        (Some(url), true) => Some(postgres::BenchSchema::new(url, "run")),
+        _ => None,
+    };
+    let store_config = match &store_schema {
+        Some(schema) => Some(schema.write_config(work.path())?),
+        None => None,
     };
     let webhook_secret = webhooks::new_secret();
     let server = if spawned {
@@ -251,6 +296,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             &exe,
             &work.path().join("data"),
             &args.durability,
+            store_config.as_deref(),
             &work.path().join("server.log"),
             Some(&webhook_secret),
         )
@@ -269,7 +315,6 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("the server at {} does not answer", report.url))?;
 
-    let selected = |scenario| args.scenarios.contains(&scenario);
     if selected(Scenario::Single) {
         progress("1. enqueue, single-message requests");
         let load = EnqueueLoad {
@@ -436,7 +481,16 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     if selected(Scenario::Restart) {
         if spawned {
             progress("7. restart with a full queue");
-            report.restart = Some(restart(&args, &exe, work.path(), time_limit).await?);
+            report.restart = Some(
+                restart(
+                    &args,
+                    &exe,
+                    work.path(),
+                    store_config.as_deref(),
+                    time_limit,
+                )
+                .await?,
+            );
         } else {
             report
                 .notes
@@ -444,6 +498,15 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
     }
 
+    if let Some(schema) = store_schema {
+        if args.keep_data {
+            report
+                .notes
+                .push(format!("PostgreSQL schema {} kept", schema.name));
+        } else if let Err(error) = schema.drop().await {
+            report.notes.push(format!("{error:#}"));
+        }
+    }
     if args.keep_data {
         let kept = work.keep();
         report.notes.push(format!(
@@ -487,6 +550,8 @@ struct Report {
     cores: usize,
     /// `started by the bench` or `external`.
     server: &'static str,
+    /// `sqlite` or `postgres` for a server of the bench's own.
+    store: &'static str,
     url: String,
     durability: Option<String>,
     body: String,
@@ -506,6 +571,7 @@ struct Report {
     webhooks: Option<webhooks::WebhooksReport>,
     dashboard: Option<dashboard::DashboardReport>,
     sqs: Option<sqs::SqsReport>,
+    pg_baseline: Option<postgres::BaselineReport>,
     notes: Vec<String>,
 }
 
@@ -578,11 +644,13 @@ async fn restart(
     args: &BenchArgs,
     exe: &std::path::Path,
     work: &std::path::Path,
+    store_config: Option<&std::path::Path>,
     time_limit: Duration,
 ) -> anyhow::Result<RestartReport> {
     let data = work.join("restart-data");
     let log = work.join("restart-server.log");
-    let first = ServerProcess::start(exe, &data, &args.durability, &log, None).await?;
+    let first =
+        ServerProcess::start(exe, &data, &args.durability, store_config, &log, None).await?;
     let client = Client::new(&first.url)?;
     let queue = "bench-restart";
     client
@@ -604,7 +672,8 @@ async fn restart(
     let data_dir_bytes = data_dir_files.values().sum();
 
     progress("7. starting it again");
-    let second = ServerProcess::start(exe, &data, &args.durability, &log, None).await?;
+    let second =
+        ServerProcess::start(exe, &data, &args.durability, store_config, &log, None).await?;
     let ready_s = second.ready_after.as_secs_f64();
     let memory_after_restart = second.memory();
     let stats = Client::new(&second.url)?.queue_stats(queue).await;
@@ -634,7 +703,8 @@ impl Report {
         let server = match (&self.durability, self.server_ready_s) {
             (Some(durability), Some(ready_s)) => {
                 format!(
-                    "a server started by the bench (durability {durability}, ready in {ready_s:.2} s)"
+                    "a server started by the bench ({} store, durability {durability}, ready in {ready_s:.2} s)",
+                    self.store
                 )
             }
             _ => format!("the server at {}", self.url),
@@ -644,6 +714,30 @@ impl Report {
             self.sluice_version, self.cores
         ));
         out.push(format!("message bodies: {}", self.body));
+        if let Some(baseline) = &self.pg_baseline {
+            out.push(String::new());
+            out.push(format!(
+                "12. PostgreSQL baseline: a plain SKIP LOCKED table, one row per transaction, {} producer then {} consumer connections",
+                baseline.producers, baseline.consumers
+            ));
+            out.push(format!(
+                "   produce {} rows in {:.2} s: {} msgs/s",
+                thousands(baseline.produced),
+                baseline.produce_wall_s,
+                thousands(baseline.produce_rate as u64)
+            ));
+            cpu_use_line(&mut out, &baseline.produce_cpu);
+            out.push(format!(
+                "   consume {} rows in {:.2} s: {} msgs/s",
+                thousands(baseline.consumed),
+                baseline.consume_wall_s,
+                thousands(baseline.consume_rate as u64)
+            ));
+            cpu_use_line(&mut out, &baseline.consume_cpu);
+            if baseline.hit_time_limit {
+                out.push("   stopped by --time-limit".into());
+            }
+        }
         if let Some(single) = &self.single {
             out.push(String::new());
             out.push(format!(
@@ -901,9 +995,10 @@ fn cpu_use_line(out: &mut Vec<String>, cpu: &CpuUse) {
         format!(" ({})", threads.join(", "))
     };
     out.push(format!(
-        "   CPU (100% = one core): server {}{threads}, bench {}, anything else {}",
+        "   CPU (100% = one core): server {}{threads}, bench {}, postgres {}, anything else {}",
         percent(cpu.server_percent),
         percent(cpu.bench_percent),
+        percent(cpu.database_percent),
         percent(cpu.other_percent)
     ));
 }
@@ -1081,6 +1176,26 @@ mod tests {
             (dash.scenarios, dash.dashboard_messages),
             (vec![Scenario::Dashboard], 20_000)
         );
+    }
+
+    #[test]
+    fn the_postgres_store_and_its_baseline_are_chosen_by_flags() {
+        let default = parse(&["sluice", "bench"]);
+        assert!(default.store_url.is_none());
+        assert!(!default.scenarios.contains(&Scenario::PgBaseline));
+        let chosen = parse(&[
+            "sluice",
+            "bench",
+            "--store-url",
+            "postgres://postgres@127.0.0.1/test",
+            "--scenarios",
+            "pg-baseline,e2e",
+        ]);
+        assert_eq!(
+            chosen.store_url.as_deref(),
+            Some("postgres://postgres@127.0.0.1/test")
+        );
+        assert_eq!(chosen.scenarios, [Scenario::PgBaseline, Scenario::E2e]);
     }
 
     #[test]

@@ -64,13 +64,15 @@ pub struct Memory {
 }
 
 impl ServerProcess {
-    /// Starts `exe serve` on a free loopback port with `data_dir` and `durability`, appending its
-    /// log (stderr) to `log`, and waits for the ready line. With `webhook_secret`, the server
-    /// gets it in [`WEBHOOK_SECRET_ENV`].
+    /// Starts `exe serve` on a free loopback port with `data_dir` and `durability` (and the
+    /// config file `config`, which chooses the store), appending its log (stderr) to `log`, and
+    /// waits for the ready line. With `webhook_secret`, the server gets it in
+    /// [`WEBHOOK_SECRET_ENV`].
     pub async fn start(
         exe: &Path,
         data_dir: &Path,
         durability: &str,
+        config: Option<&Path>,
         log: &Path,
         webhook_secret: Option<&str>,
     ) -> anyhow::Result<Self> {
@@ -94,6 +96,12 @@ impl ServerProcess {
                 "--data",
             ])
             .arg(data_dir)
+            .args(
+                config
+                    .map(|config| [Path::new("--config"), config])
+                    .into_iter()
+                    .flatten(),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log_file))
@@ -226,6 +234,7 @@ pub struct CpuSample {
     server: Option<Duration>,
     server_threads: BTreeMap<String, Duration>,
     bench: Option<Duration>,
+    database: Option<Duration>,
     machine: Option<Duration>,
 }
 
@@ -238,6 +247,9 @@ pub struct CpuUse {
     pub server_threads_percent: BTreeMap<String, f64>,
     /// The bench (load generator) process.
     pub bench_percent: Option<f64>,
+    /// Every `postgres` process of the machine (the PostgreSQL store's database, or the
+    /// pg-baseline's; near 0 otherwise).
+    pub database_percent: Option<f64>,
     /// The whole machine (user, system, interrupts and steal; not idle or iowait).
     pub machine_percent: Option<f64>,
     /// The machine minus the server and the bench: anything else running meanwhile (unknown
@@ -255,6 +267,7 @@ impl CpuSample {
                 .map(ServerProcess::thread_cpu_times)
                 .unwrap_or_default(),
             bench: cpu_time("/proc/self/stat"),
+            database: postgres_cpu_time(),
             machine: machine_busy_time(),
         }
     }
@@ -267,6 +280,7 @@ impl CpuSample {
         };
         let server_percent = percent(self.server, before.server);
         let bench_percent = percent(self.bench, before.bench);
+        let database_percent = percent(self.database, before.database);
         let machine_percent = percent(self.machine, before.machine);
         let server_threads_percent = self
             .server_threads
@@ -281,13 +295,16 @@ impl CpuSample {
             .collect();
         // Unknown without the server's figure: an external server on this machine would count.
         let other_percent = match (machine_percent, server_percent, bench_percent) {
-            (Some(machine), Some(server), Some(bench)) => Some((machine - server - bench).max(0.0)),
+            (Some(machine), Some(server), Some(bench)) => {
+                Some((machine - server - bench - database_percent.unwrap_or(0.0)).max(0.0))
+            }
             _ => None,
         };
         CpuUse {
             server_percent,
             server_threads_percent,
             bench_percent,
+            database_percent,
             machine_percent,
             other_percent,
         }
@@ -310,6 +327,29 @@ fn machine_busy_time() -> Option<Duration> {
         .map(|&index| fields.get(index).copied().unwrap_or(0))
         .sum::<u64>();
     Some(Duration::from_secs_f64(busy as f64 / TICKS_PER_SECOND))
+}
+
+/// CPU time used so far by every process named `postgres` (PostgreSQL's backends, checkpointer,
+/// WAL writer...); processes that ended meanwhile are not counted, so a figure over an interval
+/// leaves out backends that closed within it. `None` when there are none.
+fn postgres_cpu_time() -> Option<Duration> {
+    let mut total = None;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let path = entry.path();
+        let is_pid = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|name| name.bytes().all(|b| b.is_ascii_digit()));
+        if !is_pid {
+            continue;
+        }
+        let is_postgres =
+            std::fs::read_to_string(path.join("comm")).is_ok_and(|comm| comm.trim() == "postgres");
+        if let (true, Some(time)) = (is_postgres, cpu_time(&path.join("stat").to_string_lossy())) {
+            *total.get_or_insert(Duration::ZERO) += time;
+        }
+    }
+    total
 }
 
 /// `utime + stime` from a `/proc/<pid>/stat` file.
