@@ -20,6 +20,7 @@
 mod dashboard;
 mod dlq;
 mod load;
+mod nodes;
 mod postgres;
 mod server;
 mod sqs;
@@ -87,6 +88,10 @@ pub struct BenchArgs {
     /// 127.0.0.1:5432).
     #[arg(long, value_name = "URL")]
     store_url: Option<String>,
+    /// Start this many servers on the one schema of `--store-url` and spread scenarios 1-3
+    /// over them round-robin, request by request (the others run on the first node).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16))]
+    nodes: u16,
 
     /// Scenarios 1 and 11: messages sent one per request.
     #[arg(long, default_value_t = 50_000, help_heading = "Scenario sizes")]
@@ -266,6 +271,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         dashboard: None,
         sqs: None,
         pg_baseline: None,
+        nodes: 1,
         notes: Vec::new(),
     };
     let selected = |scenario| args.scenarios.contains(&scenario);
@@ -289,6 +295,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Some(schema) => Some(schema.write_config(work.path())?),
         None => None,
     };
+    anyhow::ensure!(
+        args.nodes == 1 || (spawned && args.store_url.is_some()),
+        "--nodes needs --store-url and a server of the bench's own: several nodes share a PostgreSQL store"
+    );
     let webhook_secret = webhooks::new_secret();
     let server = if spawned {
         progress("starting the server");
@@ -314,6 +324,33 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         .healthz()
         .await
         .with_context(|| format!("the server at {} does not answer", report.url))?;
+    let mut other_nodes = Vec::new();
+    for node in 2..=args.nodes {
+        progress(&format!("starting node {node}"));
+        other_nodes.push(
+            ServerProcess::start(
+                &exe,
+                &work.path().join(format!("data-node{node}")),
+                &args.durability,
+                store_config.as_deref(),
+                &work.path().join(format!("server-node{node}.log")),
+                None,
+            )
+            .await?,
+        );
+    }
+    let nodes = nodes::Nodes::new(
+        std::iter::once(Ok(client.clone()))
+            .chain(other_nodes.iter().map(|node| Client::new(&node.url)))
+            .collect::<Result<_, _>>()?,
+    );
+    report.nodes = args.nodes;
+    if args.nodes > 1 {
+        report.notes.push(format!(
+            "scenarios 1-3 ran over {} nodes round-robin; \"server\" CPU is the first node's, the others count under \"anything else\"",
+            args.nodes
+        ));
+    }
 
     if selected(Scenario::Single) {
         progress("1. enqueue, single-message requests");
@@ -325,7 +362,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         };
         report.single = Some(
             scenario(&client, server.as_ref(), "single", async |queue| {
-                load::enqueue_load(&client, queue, &bodies, load).await
+                load::enqueue_load(&nodes, queue, &bodies, load).await
             })
             .await?,
         );
@@ -340,7 +377,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         };
         report.batch = Some(
             scenario(&client, server.as_ref(), "batch", async |queue| {
-                load::enqueue_load(&client, queue, &bodies, load).await
+                load::enqueue_load(&nodes, queue, &bodies, load).await
             })
             .await?,
         );
@@ -363,7 +400,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         };
         report.end_to_end = Some(
             scenario(&client, server.as_ref(), "e2e", async |queue| {
-                load::end_to_end(&client, queue, &bodies, load).await
+                load::end_to_end(&nodes, queue, &bodies, load).await
             })
             .await?,
         );
@@ -470,6 +507,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         report.dashboard =
             Some(dashboard::run(&client, server.as_ref(), &bodies, args.body_bytes, load).await);
     }
+    for node in other_nodes {
+        node.stop().await?;
+    }
     if let Some(server) = server {
         progress("stopping the server");
         report.server_stop = Some(server.stop().await?);
@@ -552,6 +592,8 @@ struct Report {
     server: &'static str,
     /// `sqlite` or `postgres` for a server of the bench's own.
     store: &'static str,
+    /// Servers the load of scenarios 1-3 was spread over.
+    nodes: u16,
     url: String,
     durability: Option<String>,
     body: String,
@@ -703,7 +745,12 @@ impl Report {
         let server = match (&self.durability, self.server_ready_s) {
             (Some(durability), Some(ready_s)) => {
                 format!(
-                    "a server started by the bench ({} store, durability {durability}, ready in {ready_s:.2} s)",
+                    "{} started by the bench ({} store, durability {durability}, ready in {ready_s:.2} s)",
+                    if self.nodes > 1 {
+                        format!("{} servers", self.nodes)
+                    } else {
+                        "a server".to_owned()
+                    },
                     self.store
                 )
             }
