@@ -556,7 +556,9 @@ async fn a_purge_larger_than_a_chunk_takes_everything_not_leased() {
     }
     let heads = claim(&cluster.b, "q", 4).await.messages;
     assert_eq!(heads.len(), 4);
+    let started = std::time::Instant::now();
     let purged = cluster.b.queue_purge("q", T0).await.unwrap();
+    eprintln!("purged {purged} messages in {:?}", started.elapsed());
     assert_eq!(purged as usize, KEYS * PER_KEY - heads.len());
     let depth = cluster.a.queue_get("q", T0).await.unwrap().depth;
     assert_eq!((depth.ready, depth.in_flight), (0, heads.len() as u64));
