@@ -17,29 +17,38 @@
 //! for every caller waiting, as the design's §2.1 asks. The module doc of `messages` lists
 //! where step 3 departs from the design.
 //!
-//! What is not built yet (step 4): lease expiry on the last attempt into the dead-letter queue
-//! (the leader's upkeep), dead-letter list, get, replay and delete, retention, purge, cancel,
-//! delivery logs and browsing. Those methods first resolve their queue (an unknown one
-//! is `QueueNotFound`, as for every store), then fail with a [`NotBuiltYet`] error, a
-//! `StoreError::Other` that names the method and the step that brings it; they never panic.
-//! `maintain` returns at once. Until step 4 the store passes only the conformance cases listed
-//! in `tests/conformance.rs`.
+//! Operator actions and lookups (step 4, part A): dead letters listed, read, replayed and
+//! deleted (`dead_letters`), purge and cancel (`removal`), browsing a queue's states and a
+//! message's push delivery log (`lookups`, `delivery_log`; acks and nacks of pushed messages
+//! append to it). Bounded walks for filtered listings are `scan`'s; a transaction that meets
+//! a deadlock or serialization failure is tried again (`retry`).
+//!
+//! What is not built yet (step 4, the leader's upkeep): lease expiry on the last attempt into
+//! the dead-letter queue, retention and cleanup; `maintain` returns at once. Until then the
+//! store passes only the conformance cases listed in `tests/conformance.rs`.
 //!
 //! Errors are sorted by meaning in [`error`] alone (a connection refused or lost is
 //! `StoreError::Unavailable`). Module map: [`options`] (what the store is opened with),
 //! `connect` (the pool and session settings), [`migrate`], `cache`, `listen`, `queues`,
-//! `messages`, `group`, `webhooks`.
+//! `messages`, `group`, `webhooks`, `dead_letters`, `removal`, `lookups`, `delivery_log`,
+//! `scan`, `retry`.
 
 mod cache;
 mod cached;
 mod connect;
+mod dead_letters;
+mod delivery_log;
 pub mod error;
 mod group;
 mod listen;
+mod lookups;
 mod messages;
 pub mod migrate;
 pub mod options;
 mod queues;
+mod removal;
+mod retry;
+mod scan;
 mod webhooks;
 
 use std::collections::HashMap;
@@ -51,7 +60,7 @@ use deadpool_postgres::Pool;
 use parking_lot::Mutex;
 use sluice_core::clock::Millis;
 use sluice_core::dispatch::{Counters, LeaseError, NackOutcome};
-use sluice_core::message::MessageStatus;
+use sluice_core::message::{DeliveryAttempt, MessageStatus};
 use sluice_core::notify::Notifier;
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::{
@@ -193,31 +202,7 @@ impl PgStore {
         }
         Ok(())
     }
-
-    /// The error of a method a later build step brings, once its queue is known to exist.
-    async fn not_built_yet(&self, queue: &str, method: &'static str, step: u8) -> StoreError {
-        match self.resolve(queue).await {
-            Ok(_) => StoreError::Other(Box::new(NotBuiltYet { method, step })),
-            Err(error) => error,
-        }
-    }
 }
-
-/// A method of the [`Store`] trait this store does not have yet; the step of
-/// docs/design/postgres-store.md §8 that brings it is named.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "{method} is not built yet in the PostgreSQL store (docs/design/postgres-store.md §8, step {step})"
-)]
-pub struct NotBuiltYet {
-    /// The trait method.
-    pub method: &'static str,
-    /// The build step that brings it.
-    pub step: u8,
-}
-
-/// The build step of everything else: lookups, cancel, purge, dead letters, browse, upkeep.
-const EVERYTHING_ELSE: u8 = 4;
 
 #[async_trait]
 impl Store for PgStore {
@@ -281,49 +266,37 @@ impl Store for PgStore {
         self.pause_queue(name, paused).await
     }
 
-    async fn queue_purge(&self, name: &str, _now_ms: Millis) -> StoreResult<u64> {
-        Err(self
-            .not_built_yet(name, "queue_purge", EVERYTHING_ELSE)
-            .await)
+    async fn queue_purge(&self, name: &str, now_ms: Millis) -> StoreResult<u64> {
+        self.purge_queue(name, now_ms).await
     }
 
     async fn message_cancel(
         &self,
         params: MessageGetParams,
-        _reason: Option<String>,
+        reason: Option<String>,
     ) -> StoreResult<CancelOutcome> {
-        Err(self
-            .not_built_yet(&params.queue, "message_cancel", EVERYTHING_ELSE)
-            .await)
+        self.cancel_message(params, reason).await
     }
 
     async fn dead_letter_list(&self, query: DeadLetterQuery) -> StoreResult<DeadLetters> {
-        Err(self
-            .not_built_yet(&query.queue, "dead_letter_list", EVERYTHING_ELSE)
-            .await)
+        self.list_dead_letters(query).await
     }
 
-    async fn dead_letter_get(&self, queue: &str, _id: Uuid) -> StoreResult<Option<DeadLetter>> {
-        Err(self
-            .not_built_yet(queue, "dead_letter_get", EVERYTHING_ELSE)
-            .await)
+    async fn dead_letter_get(&self, queue: &str, id: Uuid) -> StoreResult<Option<DeadLetter>> {
+        self.get_dead_letter(queue, id).await
     }
 
     async fn dead_letter_replay(&self, params: ReplayParams) -> StoreResult<Replay> {
-        Err(self
-            .not_built_yet(&params.queue, "dead_letter_replay", EVERYTHING_ELSE)
-            .await)
+        self.replay_dead_letters(params).await
     }
 
     async fn dead_letter_delete(
         &self,
         queue: &str,
-        _selection: DeadLetterSelection,
-        _now_ms: Millis,
+        selection: DeadLetterSelection,
+        now_ms: Millis,
     ) -> StoreResult<u64> {
-        Err(self
-            .not_built_yet(queue, "dead_letter_delete", EVERYTHING_ELSE)
-            .await)
+        self.delete_dead_letters(queue, selection, now_ms).await
     }
 
     async fn webhook_put(&self, name: &str, spec: String, now_ms: Millis) -> StoreResult<()> {
@@ -381,12 +354,17 @@ impl Store for PgStore {
     }
 
     async fn message_browse(&self, query: BrowseQuery) -> StoreResult<BrowsePage> {
-        Err(self
-            .not_built_yet(&query.queue, "message_browse", EVERYTHING_ELSE)
-            .await)
+        self.browse(query).await
     }
 
     async fn message_body(&self, params: MessageGetParams) -> StoreResult<Option<MessageBody>> {
         self.message_with_body(params).await
+    }
+
+    async fn message_deliveries(
+        &self,
+        params: MessageGetParams,
+    ) -> StoreResult<Option<(MessageStatus, Vec<DeliveryAttempt>)>> {
+        self.deliveries(params).await
     }
 }

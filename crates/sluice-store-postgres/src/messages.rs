@@ -14,8 +14,7 @@
 //! every caller waiting); claims, nacks, extends, give-backs and lookups are each one
 //! transaction on a pooled connection. Where this departs from the design, for now:
 //! `position` is exact for bounded queues and counts only the batch otherwise (the leader's
-//! `queue_stats` of step 4 adds the rest). The push delivery log of acks and nacks
-//! (`delivery`) is not kept yet (step 4, with `message_deliveries`). A lease that runs out on
+//! `queue_stats` of step 4 adds the rest). A lease that runs out on
 //! its last attempt in a queue with a dead-letter queue stays leased until the leader's upkeep
 //! moves it (§2.7, step 4).
 
@@ -45,6 +44,7 @@ use uuid::Uuid;
 use crate::PgStore;
 use crate::cache::CachedQueue;
 use crate::cached::Cached;
+use crate::delivery_log;
 use crate::error::{Db, is_conflict};
 use crate::queues::LIVE;
 
@@ -56,7 +56,7 @@ const BODY_KIND_BYTES: i16 = 1;
 
 /// Times a transaction of one caller that failed with a deadlock or serialization failure is
 /// tried again (§2.0): nothing of it was committed.
-const RETRIES: usize = 3;
+pub(crate) const RETRIES: usize = 3;
 
 /// Most due delays or expired leases one claim turns ready (the rest go with the next claim
 /// or the upkeep), so a claim's time stays bounded after a long pause.
@@ -408,6 +408,10 @@ impl PgStore {
         };
         let attempts: i32 = row.get(0);
         let source_lane: Option<String> = row.get(1);
+        if let Some(delivery) = &params.delivery {
+            // Before the decision: the log follows the message into its dead-letter queue.
+            delivery_log::append(&transaction, fence.seq, delivery).await?;
+        }
         let failure = if params.permanent {
             failure::Failure::Rejected
         } else {
@@ -633,12 +637,7 @@ impl PgStore {
         let row = client
             .query_opt_cached(
                 &format!(
-                    "SELECT m.id, q.name, m.state::text, m.idempotency_key, m.msg_key, m.priority, \
-                            m.attempts, m.enqueued_at_ms, m.first_received_at_ms, m.visible_at_ms, \
-                            m.lease_expires_at_ms, m.last_error, m.finished_at_ms, m.result, \
-                            m.replayed_as, m.dead_source_queue, m.dead_last_error, \
-                            m.dead_attempts, m.dead_first_seen_at_ms, m.dead_last_seen_at_ms, \
-                            m.failures, {body_columns} \
+                    "SELECT {STATUS_COLUMNS}, {body_columns} \
                      FROM messages m JOIN queues q ON q.id = m.queue_id \
                      WHERE m.seq = $1 AND m.id = $2 \
                        AND (m.queue_id = $3 OR m.dead_source_queue = $4)"
@@ -649,9 +648,13 @@ impl PgStore {
         let Some(row) = row else {
             return Ok(None);
         };
-        let body: Option<Vec<u8>> = row.get(21);
+        let body: Option<Vec<u8>> = row.get(STATUS_COLUMNS_COUNT);
         let payload = match body {
-            Some(body) => Some(payload(Some(body), row.get(22), row.get(23))?),
+            Some(body) => Some(payload(
+                Some(body),
+                row.get(STATUS_COLUMNS_COUNT + 1),
+                row.get(STATUS_COLUMNS_COUNT + 2),
+            )?),
             None => None,
         };
         Ok(Some((status(&row)?, payload)))
@@ -997,7 +1000,10 @@ pub(crate) async fn ack_group(
     let (mut seqs, mut message_ids, mut queue_ids) = (Vec::new(), Vec::new(), Vec::new());
     let (mut lease_numbers, mut tokens) = (Vec::new(), Vec::new());
     let (mut results, mut nows) = (Vec::new(), Vec::new());
+    // A push attempt goes to the log of its batch's first receipt (a push ack has one).
+    let (mut deliveries, mut keeps) = (Vec::new(), Vec::new());
     for (batch, (queue, params)) in batches.iter().enumerate() {
+        let mut delivery = params.delivery.as_ref().map(delivery_log::columns);
         for (slot, receipt) in params.receipts.iter().enumerate() {
             let Some(fence) = Fence::of(receipt) else {
                 continue;
@@ -1005,6 +1011,9 @@ pub(crate) async fn ack_group(
             if !seen.insert(fence.seq) {
                 continue;
             }
+            let (attempt, keep) = delivery.take().unzip();
+            deliveries.push(attempt);
+            keeps.push(keep);
             origins.push((batch, slot));
             seqs.push(fence.seq);
             message_ids.push(fence.id);
@@ -1018,18 +1027,22 @@ pub(crate) async fn ack_group(
     if origins.is_empty() {
         return Ok(done);
     }
+    let with_delivery = delivery_log::appended("m.deliveries", "r.delivery::jsonb", "r.keep");
     let rows = transaction
         .query_cached(
             &format!(
                 "WITH r AS ( \
                      SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::int[], \
-                                          $5::int[], $6::text[], $7::bigint[]) \
+                                          $5::int[], $6::text[], $7::bigint[], $8::text[], \
+                                          $9::int[]) \
                          WITH ORDINALITY AS r(seq, id, queue_id, lease_number, token, result, \
-                                              now_ms, i)), \
+                                              now_ms, delivery, keep, i)), \
                  acked AS ( \
                      UPDATE messages m \
                      SET state = 'acked', finished_at_ms = r.now_ms, result = r.result, \
-                         body = NULL, headers = NULL, lease_expires_at_ms = NULL \
+                         body = NULL, headers = NULL, lease_expires_at_ms = NULL, \
+                         deliveries = CASE WHEN r.delivery IS NULL THEN m.deliveries \
+                                           ELSE {with_delivery} END \
                      FROM r \
                      WHERE m.seq = r.seq AND m.id = r.id AND m.queue_id = r.queue_id \
                        AND m.lease_number = r.lease_number AND m.lease_token = r.token \
@@ -1060,6 +1073,8 @@ pub(crate) async fn ack_group(
                 &tokens,
                 &results,
                 &nows,
+                &deliveries,
+                &keeps,
             ],
         )
         .await?;
@@ -1389,7 +1404,7 @@ async fn ready_due(
 
 /// Locks the lanes of the messages `seqs` of a queue, in key order (A1 of §2.4): every change
 /// of a lane's membership holds its row first.
-async fn lock_lanes_of(
+pub(crate) async fn lock_lanes_of(
     transaction: &Transaction<'_>,
     queue_id: i32,
     seqs: &[i64],
@@ -1408,7 +1423,7 @@ async fn lock_lanes_of(
 }
 
 /// Settles the lanes of one queue after members left (§2.5); see [`settle_lanes`].
-async fn settle(
+pub(crate) async fn settle(
     transaction: &Transaction<'_>,
     queue_id: i32,
     lanes: &[String],
@@ -1427,7 +1442,7 @@ async fn settle(
 /// members left (§2.5), in a statement of its own so it sees what the leaving statement did:
 /// an emptied lane's row goes; a lane with members and none active promotes its first waiting
 /// member (ready, or delayed until its visible time).
-async fn settle_lanes(
+pub(crate) async fn settle_lanes(
     transaction: &Transaction<'_>,
     queue_ids: &[i32],
     lanes: &[String],
@@ -1529,7 +1544,7 @@ fn dead_letter(row: &Row, first: usize) -> Option<DeadLetterInfo> {
 }
 
 /// A body, its kind and headers as stored.
-fn payload(
+pub(crate) fn payload(
     body: Option<Vec<u8>>,
     body_kind: i16,
     headers: Option<serde_json::Value>,
@@ -1552,8 +1567,19 @@ fn payload(
     })
 }
 
-/// A row of [`PgStore::get_message`] as a status (§1.4).
-fn status(row: &Row) -> StoreResult<MessageStatus> {
+/// The columns [`status`] reads, in order, from `messages m JOIN queues q ON q.id =
+/// m.queue_id`; a query adds its own columns after them (from [`STATUS_COLUMNS_COUNT`] on).
+pub(crate) const STATUS_COLUMNS: &str = "m.id, q.name, m.state::text, m.idempotency_key, \
+     m.msg_key, m.priority, m.attempts, m.enqueued_at_ms, m.first_received_at_ms, \
+     m.visible_at_ms, m.lease_expires_at_ms, m.last_error, m.finished_at_ms, m.result, \
+     m.replayed_as, m.dead_source_queue, m.dead_last_error, m.dead_attempts, \
+     m.dead_first_seen_at_ms, m.dead_last_seen_at_ms, m.failures";
+
+/// How many columns [`STATUS_COLUMNS`] names.
+pub(crate) const STATUS_COLUMNS_COUNT: usize = 21;
+
+/// A row that starts with [`STATUS_COLUMNS`] as a status (§1.4).
+pub(crate) fn status(row: &Row) -> StoreResult<MessageStatus> {
     let state_text: String = row.get(2);
     let dead_letter = dead_letter(row, 15);
     let is_dead = dead_letter.is_some();
@@ -1606,6 +1632,6 @@ fn status(row: &Row) -> StoreResult<MessageStatus> {
 }
 
 /// A row that breaks what this store writes: a bug or damage, never bad input.
-fn broken(what: &str) -> StoreError {
+pub(crate) fn broken(what: &str) -> StoreError {
     StoreError::Other(format!("a stored message does not read back: {what}").into())
 }

@@ -53,4 +53,11 @@ sluice_store_tests::store_conformance!(open; cases = [
     permanent_nack_dead_letters_at_once,
     acks_keep_their_result,
     lookups_find_messages_by_id_and_idempotency_key,
+    dead_letters_are_listed_and_read_with_their_payload,
+    replay_sends_dead_letters_back_as_new_messages,
+    dead_letter_delete_removes_entries,
+    purge_removes_everything_but_leased_messages,
+    cancel_reports_each_outcome,
+    browse_pages_each_state_in_dispatch_order,
+    purging_a_per_key_queue_leaves_no_lane_stuck,
 ]);

@@ -6,10 +6,14 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use sluice_core::dispatch::DeadLetterFilter;
 use sluice_core::queue::{Ordering, QueueConfig};
-use sluice_core::store::{BrowseQuery, BrowseState, QueuePut, QueuePutParams, Store, StoreError};
+use sluice_core::store::{
+    BrowseQuery, BrowseState, DeadLetterQuery, DeadLetterSelection, MessageGetParams, MessageRef,
+    QueuePut, QueuePutParams, ReplayParams, Store, StoreError,
+};
 use sluice_store_postgres::migrate::latest_version;
-use sluice_store_postgres::{NotBuiltYet, PgOptions, PgStore, error::classify, migrate};
+use sluice_store_postgres::{PgOptions, PgStore, error::classify, migrate};
 
 const T0: i64 = 1_700_000_000_000;
 
@@ -421,14 +425,17 @@ async fn webhook_changes_are_kept_and_announced() {
     fixture.drop().await;
 }
 
-/// The methods a later build step brings fail with an error that says so (never a panic),
-/// after refusing an unknown queue as every store does.
+/// Operator calls refuse an unknown queue as every store does, and the dead-letter calls
+/// refuse a queue without a dead-letter queue (`Conflict`, as the SQLite store answers).
 #[tokio::test]
-async fn message_methods_say_they_are_not_built_yet() {
+async fn operator_calls_refuse_unknown_queues_and_queues_without_dead_letters() {
     let Some(fixture) = Fixture::new().await else {
         return;
     };
     let store = fixture.open().await;
+    let mut plain = QueueConfig::defaults_for("plain");
+    plain.dead_letter_queue = None;
+    put(&store, "plain", plain).await.unwrap();
     put(&store, "q", QueueConfig::defaults_for("q"))
         .await
         .unwrap();
@@ -439,28 +446,79 @@ async fn message_methods_say_they_are_not_built_yet() {
         limit: 10,
         now_ms: T0,
     };
-    match store.message_browse(browse("q")).await {
-        Err(StoreError::Other(error)) => {
-            assert_eq!(
-                error.downcast_ref::<NotBuiltYet>(),
-                Some(&NotBuiltYet {
-                    method: "message_browse",
-                    step: 4
-                })
-            );
-            assert!(
-                error
-                    .to_string()
-                    .contains("not built yet in the PostgreSQL store")
-            );
-        }
-        other => panic!("{other:?}"),
-    }
+    let list = |queue: &str| DeadLetterQuery {
+        queue: queue.into(),
+        filter: DeadLetterFilter {
+            source_queue: queue.into(),
+            ..DeadLetterFilter::default()
+        },
+        before: None,
+        limit: 10,
+    };
+    let replay = |queue: &str| ReplayParams {
+        queue: queue.into(),
+        selection: DeadLetterSelection::Ids(vec![uuid::Uuid::now_v7()]),
+        limit: 10,
+        dry_run: false,
+        target_queue: None,
+        now_ms: T0,
+    };
+    let cancel = MessageGetParams {
+        queue: "nowhere".into(),
+        by: MessageRef::Id(uuid::Uuid::now_v7()),
+        now_ms: T0,
+    };
+    let not_found = |what: &str, error: Option<StoreError>| match error {
+        Some(StoreError::QueueNotFound(name)) => assert_eq!(name, "nowhere", "{what}"),
+        other => panic!("{what}: {other:?}"),
+    };
+    not_found(
+        "browse",
+        store.message_browse(browse("nowhere")).await.err(),
+    );
+    not_found("cancel", store.message_cancel(cancel, None).await.err());
+    not_found("purge", store.queue_purge("nowhere", T0).await.err());
+    not_found("list", store.dead_letter_list(list("nowhere")).await.err());
+    not_found(
+        "get",
+        store
+            .dead_letter_get("nowhere", uuid::Uuid::now_v7())
+            .await
+            .err(),
+    );
+    not_found(
+        "replay",
+        store.dead_letter_replay(replay("nowhere")).await.err(),
+    );
+    not_found(
+        "delete",
+        store
+            .dead_letter_delete("nowhere", DeadLetterSelection::Ids(Vec::new()), T0)
+            .await
+            .err(),
+    );
+    let mut into_nowhere = replay("q");
+    into_nowhere.target_queue = Some("nowhere".into());
+    not_found(
+        "replay into an unknown target",
+        store.dead_letter_replay(into_nowhere).await.err(),
+    );
+
     assert!(matches!(
-        store.message_browse(browse("nowhere")).await,
-        Err(StoreError::QueueNotFound(_))
+        store.dead_letter_list(list("plain")).await,
+        Err(StoreError::Conflict(_))
     ));
-    store.maintain(T0).await.unwrap();
+    assert!(matches!(
+        store.dead_letter_replay(replay("plain")).await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert!(matches!(
+        store
+            .dead_letter_delete("plain", DeadLetterSelection::Ids(Vec::new()), T0)
+            .await,
+        Err(StoreError::Conflict(_))
+    ));
+
     store.close().await.unwrap();
     fixture.drop().await;
 }

@@ -6,72 +6,15 @@
 //! ([`WriteOp::LogDelivery`](crate::writer::WriteOp) is sent just before it, under the index
 //! lock), so the answer to that ack or nack also means the attempt is on disk.
 
-use std::collections::BTreeMap;
-
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
-use serde::{Deserialize, Serialize};
-use sluice_core::Millis;
 use sluice_core::dispatch::Seq;
 use sluice_core::message::DeliveryAttempt;
+use sluice_core::stored::delivery_log;
 
-/// An attempt as stored (JSON). Private to the store: the wire form is `wire::DeliveryOut`.
-#[derive(Debug, Serialize, Deserialize)]
-struct Stored {
-    attempt: u32,
-    at: Millis,
-    method: String,
-    url: String,
-    #[serde(default)]
-    request_headers: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    status: Option<u16>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    error: Option<String>,
-    #[serde(default)]
-    response_headers: BTreeMap<String, String>,
-    #[serde(default)]
-    response_headers_truncated: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    body_excerpt: Option<String>,
-    #[serde(default)]
-    body_truncated: bool,
-    latency_ms: u64,
-}
-
-/// The JSON text of one attempt, made by the caller before it goes to the writer.
+/// The JSON text of one attempt, made by the caller before it goes to the writer (the format
+/// is `sluice_core::stored::delivery_log`'s, which the PostgreSQL store writes too).
 pub fn encode(attempt: DeliveryAttempt) -> String {
-    let stored = Stored {
-        attempt: attempt.attempt,
-        at: attempt.at_ms,
-        method: attempt.method,
-        url: attempt.url,
-        request_headers: attempt.request_headers,
-        status: attempt.status,
-        error: attempt.error,
-        response_headers: attempt.response_headers,
-        response_headers_truncated: attempt.response_headers_truncated,
-        body_excerpt: attempt.body_excerpt,
-        body_truncated: attempt.body_truncated,
-        latency_ms: attempt.latency_ms,
-    };
-    serde_json::to_string(&stored).unwrap_or_else(|_| "null".into())
-}
-
-fn decode(stored: Stored) -> DeliveryAttempt {
-    DeliveryAttempt {
-        attempt: stored.attempt,
-        at_ms: stored.at,
-        method: stored.method,
-        url: stored.url,
-        request_headers: stored.request_headers,
-        status: stored.status,
-        error: stored.error,
-        response_headers: stored.response_headers,
-        response_headers_truncated: stored.response_headers_truncated,
-        body_excerpt: stored.body_excerpt,
-        body_truncated: stored.body_truncated,
-        latency_ms: stored.latency_ms,
-    }
+    delivery_log::encode(attempt)
 }
 
 /// Appends `entry` (from [`encode`]) to the row's log and keeps its last `keep` attempts. A row
@@ -108,20 +51,17 @@ pub fn read(conn: &Connection, seq: Seq) -> rusqlite::Result<Vec<DeliveryAttempt
         .prepare_cached("SELECT deliveries FROM messages WHERE seq = ?1")?
         .query_row(params![seq as i64], |row| row.get(0))
         .optional()?;
-    let entries: Vec<serde_json::Value> = text
+    let log: serde_json::Value = text
         .flatten()
         .and_then(|text| serde_json::from_str(&text).ok())
         .unwrap_or_default();
-    Ok(entries
-        .into_iter()
-        .filter_map(|entry| serde_json::from_value::<Stored>(entry).ok())
-        .map(decode)
-        .collect())
+    Ok(delivery_log::decode_log(log))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_core::Millis;
 
     fn attempt(n: u32) -> DeliveryAttempt {
         DeliveryAttempt {

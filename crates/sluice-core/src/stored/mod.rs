@@ -1,8 +1,9 @@
-//! Storage formats every store shares: what a queue's settings look like at rest, and how a
-//! message id carries its sequence number. They live here, not in one store, so that the
-//! SQLite and PostgreSQL stores write the same bytes (one serde type, one id scheme) and a
-//! format changes in one place, with its literal-row tests.
+//! Storage formats every store shares: what a queue's settings look like at rest, how a
+//! message id carries its sequence number, and a message's push delivery log. They live here,
+//! not in one store, so that the SQLite and PostgreSQL stores write the same bytes (one serde
+//! type, one id scheme) and a format changes in one place, with its literal-row tests.
 
+pub mod delivery_log;
 pub mod ids;
 pub mod queue_config;
 

@@ -62,6 +62,22 @@ fn is_required() -> bool {
     std::env::var_os("CI").is_some() || std::env::var_os("SLUICE_REQUIRE_POSTGRES").is_some()
 }
 
+/// A lane's invariants, as the index checks them (§2.15): every lane row counts its live
+/// messages, a lane with members has exactly one active member, and no live laned message is
+/// without its lane row. Returns how many violations there are (run it with the test's schema
+/// on the search path).
+pub const LANE_VIOLATIONS: &str = "SELECT \
+     (SELECT count(*) FROM lanes l WHERE l.members <> ( \
+          SELECT count(*) FROM messages m WHERE m.queue_id = l.queue_id AND m.lane_key = l.lane_key \
+            AND m.state IN ('waiting', 'ready', 'delayed', 'leased'))) \
+   + (SELECT count(*) FROM lanes l WHERE l.members > 0 AND ( \
+          SELECT count(*) FROM messages m WHERE m.queue_id = l.queue_id AND m.lane_key = l.lane_key \
+            AND m.state IN ('ready', 'delayed', 'leased')) <> 1) \
+   + (SELECT count(*) FROM messages m WHERE m.lane_key IS NOT NULL \
+          AND m.state IN ('waiting', 'ready', 'delayed', 'leased') \
+          AND NOT EXISTS (SELECT 1 FROM lanes l \
+                          WHERE l.queue_id = m.queue_id AND l.lane_key = m.lane_key))";
+
 /// A schema name no other test uses.
 pub fn fresh_schema() -> String {
     format!("{SCHEMA_PREFIX}{}", Uuid::now_v7().simple())

@@ -1,0 +1,241 @@
+//! Lookups that change nothing (docs/design/postgres-store.md §2.12): a page of one state of
+//! a queue in dispatch order (`message_browse`) and a message's push delivery log
+//! (`message_deliveries`). Lookups of one message by id or key are `messages`'
+//! (`get_message`, `message_with_body`).
+//!
+//! A browse page walks one partial index from its cursor, so its time is bounded by the page,
+//! not the queue: ready messages by (priority descending, seq) in `messages_ready`, delayed
+//! ones by (visible time, seq) in `messages_delayed`, leased ones by (lease deadline, seq) in
+//! `messages_leased`, and waiting ones by (retention time, seq) in `messages_by_age`, looking
+//! at most [`BROWSE_SCAN_MAX`] live messages per page as the SQLite store's index does. The
+//! page and the four counts are read in one snapshot.
+
+use sluice_core::message::{DeliveryAttempt, MessageStatus};
+use sluice_core::store::{
+    BrowseCounts, BrowseCursor, BrowsePage, BrowseQuery, BrowseState, BrowsedMessage,
+    MessageGetParams, StoreResult,
+};
+use sluice_core::stored::ids;
+use tokio_postgres::Row;
+
+use crate::PgStore;
+use crate::cached::Cached;
+use crate::delivery_log;
+use crate::error::Db;
+use crate::messages::{STATUS_COLUMNS, STATUS_COLUMNS_COUNT, status};
+use crate::queues::LIVE;
+use crate::scan::{AGED_FROM, Walk, rows_in_order, walk};
+
+/// Live messages a page of waiting messages looks at (the SQLite store's bound), so a queue
+/// with few waiting messages among many is never walked whole in one call.
+const BROWSE_SCAN_MAX: usize = 10_000;
+
+/// What a browse page reads of each message after [`STATUS_COLUMNS`]: when its lease began
+/// (in flight only) and its body's size.
+const BROWSED_COLUMNS: &str = "CASE WHEN m.state = 'leased' THEN m.leased_at_ms END, \
+     octet_length(m.body)";
+
+impl PgStore {
+    /// A page of one state of a queue in dispatch order, from a cursor (`Store::message_browse`).
+    pub(crate) async fn browse(&self, query: BrowseQuery) -> StoreResult<BrowsePage> {
+        let queue = self.resolve(&query.queue).await?;
+        let mut client = self.client().await?;
+        // One snapshot for the page and the counts.
+        let transaction = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .db()?;
+        let counts = transaction
+            .query_one_cached(
+                "SELECT \
+                     (SELECT count(*) FROM messages WHERE queue_id = $1 AND state = 'ready'), \
+                     (SELECT count(*) FROM messages WHERE queue_id = $1 AND state = 'waiting'), \
+                     (SELECT count(*) FROM messages WHERE queue_id = $1 AND state = 'delayed'), \
+                     (SELECT count(*) FROM messages WHERE queue_id = $1 AND state = 'leased')",
+                &[&queue.id],
+            )
+            .await?;
+        let count = |index: usize| counts.get::<_, i64>(index).max(0) as u64;
+        let counts = BrowseCounts {
+            ready: count(0),
+            waiting: count(1),
+            delayed: count(2),
+            in_flight: count(3),
+        };
+        let limit = i64::try_from(query.limit).unwrap_or(i64::MAX - 1);
+        let (messages, next) = match query.state {
+            BrowseState::Waiting => {
+                let walked = walk(
+                    &transaction,
+                    Walk {
+                        batch_sql: &WAITING_BATCH_SQL,
+                        params: &[&queue.id],
+                        after: after(query.after, i64::MIN),
+                        limit: query.limit,
+                        scan_max: BROWSE_SCAN_MAX,
+                    },
+                )
+                .await?;
+                let rows = rows_in_order(&transaction, &walked.seqs, BROWSED_COLUMNS).await?;
+                let messages = rows.iter().map(browsed).collect::<StoreResult<_>>()?;
+                let next = walked.next.map(|(key, seq)| (key, seq.max(0) as u64));
+                (messages, next)
+            }
+            BrowseState::Ready | BrowseState::Delayed | BrowseState::InFlight => {
+                let set = match query.state {
+                    BrowseState::Ready => Ordered::Ready,
+                    BrowseState::Delayed => Ordered::Delayed,
+                    _ => Ordered::InFlight,
+                };
+                let (sql, key, seq) = ordered_page(set, query.after);
+                let fetch = limit + 1;
+                let rows = transaction
+                    .query_cached(&sql, &[&queue.id, &key, &seq, &fetch])
+                    .await?;
+                let mut messages = Vec::with_capacity(rows.len().min(query.limit));
+                let mut next = None;
+                for row in &rows {
+                    if messages.len() == query.limit {
+                        next = messages.last().map(|(position, _)| *position);
+                        break;
+                    }
+                    let position = position(row, STATUS_COLUMNS_COUNT + 2)?;
+                    messages.push((position, browsed(row)?));
+                }
+                (
+                    messages.into_iter().map(|(_, message)| message).collect(),
+                    next,
+                )
+            }
+        };
+        transaction.commit().await.db()?;
+        Ok(BrowsePage {
+            messages,
+            next,
+            counts,
+        })
+    }
+
+    /// A message found as `message_get` finds it, with its push delivery log, oldest first
+    /// (`Store::message_deliveries`).
+    pub(crate) async fn deliveries(
+        &self,
+        params: MessageGetParams,
+    ) -> StoreResult<Option<(MessageStatus, Vec<DeliveryAttempt>)>> {
+        let Some(status) = self.get_message(params).await? else {
+            return Ok(None);
+        };
+        let Some(seq) = ids::decode(&status.message_id).and_then(|seq| i64::try_from(seq).ok())
+        else {
+            return Ok(Some((status, Vec::new())));
+        };
+        let log: Option<serde_json::Value> = self
+            .client()
+            .await?
+            .query_opt_cached(
+                "SELECT deliveries FROM messages WHERE seq = $1 AND id = $2",
+                &[&seq, &status.message_id],
+            )
+            .await?
+            .and_then(|row| row.get(0));
+        Ok(Some((status, delivery_log::read(log))))
+    }
+}
+
+/// The sets a page walks by one key.
+#[derive(Debug, Clone, Copy)]
+enum Ordered {
+    Ready,
+    Delayed,
+    InFlight,
+}
+
+/// A cursor as the statements take it: (key, seq), or `(start, start)` for the first page.
+fn after(cursor: Option<BrowseCursor>, start: i64) -> (i64, i64) {
+    cursor.map_or((start, start), |(key, seq)| {
+        (key, i64::try_from(seq).unwrap_or(i64::MAX))
+    })
+}
+
+/// The statement of a page of ready, delayed or leased messages, and its cursor parameters:
+/// rows after the cursor in the set's order, each with its position (key, seq) last. `$1`
+/// queue id, `$2`/`$3` the cursor, `$4` rows to fetch (one more than the page).
+fn ordered_page(set: Ordered, cursor: Option<BrowseCursor>) -> (String, i64, i64) {
+    match set {
+        Ordered::Ready => {
+            // The cursor key is the negated priority (the index's): after (key, seq) come the
+            // rest of that priority, then the lower ones. Two range scans of `messages_ready`
+            // keep a deep page as cheap as the first.
+            let (priority, seq) = match cursor {
+                Some((key, seq)) => (
+                    (-key).clamp(i64::from(i32::MIN), i64::from(i32::MAX)),
+                    i64::try_from(seq).unwrap_or(i64::MAX),
+                ),
+                None => (i64::from(i32::MAX), i64::MIN),
+            };
+            let sql = format!(
+                "SELECT {STATUS_COLUMNS}, {BROWSED_COLUMNS}, -p.priority::bigint, p.seq \
+                 FROM ( \
+                     (SELECT priority, seq FROM messages \
+                      WHERE queue_id = $1::int AND state = 'ready' \
+                        AND priority = $2::bigint::int AND seq > $3::bigint \
+                      ORDER BY seq LIMIT $4::bigint) \
+                     UNION ALL \
+                     (SELECT priority, seq FROM messages \
+                      WHERE queue_id = $1::int AND state = 'ready' \
+                        AND priority < $2::bigint::int \
+                      ORDER BY priority DESC, seq LIMIT $4::bigint)) p \
+                 JOIN messages m ON m.seq = p.seq JOIN queues q ON q.id = m.queue_id \
+                 ORDER BY p.priority DESC, p.seq LIMIT $4::bigint"
+            );
+            (sql, priority, seq)
+        }
+        Ordered::Delayed | Ordered::InFlight => {
+            let (state, key) = match set {
+                Ordered::Delayed => ("delayed", "m.visible_at_ms"),
+                _ => ("leased", "m.lease_expires_at_ms"),
+            };
+            let (key_after, seq) = after(cursor, i64::MIN);
+            let sql = format!(
+                "SELECT {STATUS_COLUMNS}, {BROWSED_COLUMNS}, {key}, m.seq \
+                 FROM messages m JOIN queues q ON q.id = m.queue_id \
+                 WHERE m.queue_id = $1::int AND m.state = '{state}' \
+                   AND ({key}, m.seq) > ($2::bigint, $3::bigint) \
+                 ORDER BY {key}, m.seq LIMIT $4::bigint"
+            );
+            (sql, key_after, seq)
+        }
+    }
+}
+
+/// One batch of a walk over waiting messages ([`crate::scan::walk`]): the queue's live
+/// messages after the cursor in `messages_by_age` order (the time retention counts from, then
+/// seq), and whether each is waiting.
+static WAITING_BATCH_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "SELECT {AGED_FROM}, m.seq, m.state = 'waiting' FROM messages m \
+         WHERE m.queue_id = $4::int AND m.state IN {LIVE} \
+           AND ({AGED_FROM}, m.seq) > ($1::bigint, $2::bigint) \
+         ORDER BY {AGED_FROM}, m.seq LIMIT $3::bigint"
+    )
+});
+
+/// The position (key, seq) in the two columns from `at` on.
+fn position(row: &Row, at: usize) -> StoreResult<BrowseCursor> {
+    let seq: i64 = row.get(at + 1);
+    Ok((row.get(at), seq.max(0) as u64))
+}
+
+/// A row of a browse page as the trait reports it.
+fn browsed(row: &Row) -> StoreResult<BrowsedMessage> {
+    let at = STATUS_COLUMNS_COUNT;
+    let body_bytes: Option<i32> = row.get(at + 1);
+    Ok(BrowsedMessage {
+        status: status(row)?,
+        leased_at_ms: row.get(at),
+        body_bytes: body_bytes.map(|bytes| bytes.max(0) as u64),
+    })
+}
