@@ -1,0 +1,542 @@
+//! Several `sluice serve` nodes on one PostgreSQL schema: the multi-node scenarios of
+//! docs/design/postgres-store.md §7.1, run against real processes over the native HTTP API.
+//!
+//! Each test starts three nodes on a fresh schema `sluice_test_<uuid v7>` (`cluster/support.rs`),
+//! drives them with producers and consumers that keep a journal of every lease they were given
+//! (message, lease number, when it arrived, its deadline, how its ack or nack was answered), and
+//! checks the journal against the rule under test. The loads are scaled down from §7.1 so the
+//! whole file runs in under three minutes on two shared cores; each test runs alone (the support
+//! holds a lock), and every wait has a deadline and every load a count.
+//!
+//! How to run (needs PostgreSQL at `SLUICE_TEST_POSTGRES_URL`, default
+//! `postgres://postgres@127.0.0.1:5432/test`; without it each test says it is skipped, and with
+//! `CI` or `SLUICE_REQUIRE_POSTGRES` set it fails instead):
+//!
+//! ```sh
+//! CI=1 cargo test -p sluice-cli --test cluster -- --nocapture
+//! CI=1 cargo test -p sluice-cli --test cluster -- --include-ignored   # also the ignored ones
+//! SLUICE_BIN=target/release/sluice cargo test -p sluice-cli --test cluster   # another binary
+//! ```
+//!
+//! `--nocapture` shows the figures each scenario measures (wake-up latencies, delivery rates).
+
+#[path = "cluster/support.rs"]
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sluice_core::message::Receipt;
+use tokio::sync::Semaphore;
+
+use support::{Cluster, ClusterOptions, Endpoint};
+
+// ---- 1 ---------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn no_lease_is_held_by_two_consumers_at_once() {
+    // §7.1 scenario 1, scaled: 1,000 messages, two consumers per node taking up to 4 at a
+    // time, leases of 2 s and one handler in ten sleeping 2.5 s, past its lease. For every
+    // message the leases handed out (by any node) must follow one another: a later lease starts
+    // only after the earlier one's deadline, an ack answered 2xx is the message's last lease,
+    // an ack of a lease that another consumer was given since is refused, and every message is
+    // acked in the end.
+    const MESSAGES: u64 = 1_000;
+    const LEASE_MS: i64 = 2_000;
+    let Some(cluster) = Cluster::start(3, ClusterOptions::default()).await else {
+        return;
+    };
+    within(Duration::from_secs(90), async {
+        let nodes = cluster.endpoints();
+        nodes[0]
+            .put(
+                "/v1/queues/leases",
+                &json!({"visibility_timeout_ms": LEASE_MS, "max_attempts": 0}),
+            )
+            .await;
+        enqueue_numbered(&nodes, "leases", 0..MESSAGES, 100).await;
+
+        let journal = Journal::new();
+        let handler = handler(|_| async {
+            let slow = rand::random_bool(0.1);
+            let pause = if slow {
+                Duration::from_millis(2_500)
+            } else {
+                Duration::from_millis(rand::random_range(0..20))
+            };
+            tokio::time::sleep(pause).await;
+            Outcome::Ack
+        });
+        let consumers = start_consumers(&nodes, 2, |node| Consumer {
+            slots: 4,
+            ..Consumer::new(&nodes[node], node, "leases", LEASE_MS, &journal)
+        }, &handler);
+        journal
+            .wait_for_acks(MESSAGES as usize, Duration::from_secs(60))
+            .await;
+        stop_consumers(&journal, consumers).await;
+
+        let deliveries = journal.deliveries();
+        journal.assert_no_failures(&[]);
+        let leases = leases_by_message(&deliveries);
+        assert_eq!(leases.len() as u64, MESSAGES, "every message was delivered");
+        for (message, leases) in &leases {
+            let numbers: Vec<u32> = leases.iter().map(|d| d.lease_number).collect();
+            let expected: Vec<u32> = (1..=leases.len() as u32).collect();
+            assert_eq!(
+                numbers, expected,
+                "{message}: a lease was granted that no consumer was given, or twice"
+            );
+        }
+        assert_leases_follow_one_another(&leases, &HashSet::new());
+        let bodies: BTreeSet<u64> = leases.values().map(|leases| leases[0].n).collect();
+        assert_eq!(
+            bodies,
+            (0..MESSAGES).collect::<BTreeSet<u64>>(),
+            "every body was delivered as sent"
+        );
+        let mut per_node = vec![0; nodes.len()];
+        for delivery in &deliveries {
+            per_node[delivery.node] += 1;
+        }
+        assert!(
+            per_node.iter().all(|count| *count > 0),
+            "a node delivered nothing: {per_node:?}"
+        );
+        let redelivered = leases.values().filter(|leases| leases.len() > 1).count();
+        let stale_acks = deliveries
+            .iter()
+            .filter(|d| d.settled_status == Some(409))
+            .count();
+        eprintln!(
+            "scenario 1: {} deliveries of {MESSAGES} messages (by node {per_node:?}), {redelivered} delivered again after a lease ran out, {stale_acks} late acks refused",
+            deliveries.len()
+        );
+        assert!(
+            redelivered > 0,
+            "no lease ran out: the test did not test what it should"
+        );
+        assert_queue_empty(&nodes, "leases").await;
+    })
+    .await;
+    cluster.assert_no_panics();
+}
+
+// ---- the journal: what consumers were given and how their answers went ----------------------
+
+/// One lease a consumer was given, and how it ended.
+#[derive(Debug, Clone)]
+struct Delivery {
+    /// Index of the node that answered the receive.
+    node: usize,
+    message_id: String,
+    /// `body.n`, the producer's number for the message.
+    n: u64,
+    lease_number: u32,
+    receipt: String,
+    /// Client clock (epoch ms) when the receive's answer arrived.
+    received_at_ms: i64,
+    /// The server's clock when it granted the lease: its deadline less the visibility timeout.
+    claimed_at_ms: i64,
+    /// `lease_expires_at`, epoch ms.
+    deadline_ms: i64,
+    /// What the consumer did with it.
+    outcome: Outcome,
+    /// The status of the ack or nack; `None` when none came (or none was sent).
+    settled_status: Option<u16>,
+}
+
+/// What a handler decided for one message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Ack,
+    /// Leave the lease to run out (a consumer that went away).
+    Abandon,
+}
+
+/// Every delivery and every failed request of a scenario's consumers.
+#[derive(Default)]
+struct Journal {
+    deliveries: Mutex<Vec<Delivery>>,
+    /// Requests answered with anything unexpected, or not at all: `(node, what)`.
+    failures: Mutex<Vec<(usize, String)>>,
+    /// Messages acked with a 2xx, by message id.
+    acked: Mutex<HashSet<String>>,
+    /// Violations a handler saw as it happened (two of one key at once, out of order).
+    violations: Mutex<Vec<String>>,
+    stop: AtomicBool,
+}
+
+impl Journal {
+    fn new() -> Arc<Journal> {
+        Arc::new(Journal::default())
+    }
+
+    fn deliveries(&self) -> Vec<Delivery> {
+        lock(&self.deliveries).clone()
+    }
+
+    fn acked_count(&self) -> usize {
+        lock(&self.acked).len()
+    }
+
+    fn fail(&self, node: usize, what: String) {
+        lock(&self.failures).push((node, what));
+    }
+
+    /// Waits until `count` messages were acked, or panics after `timeout`.
+    async fn wait_for_acks(&self, count: usize, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while self.acked_count() < count {
+            assert!(
+                Instant::now() < deadline,
+                "{} of {count} messages acked after {timeout:?}; failures: {:?}",
+                self.acked_count(),
+                lock(&self.failures).iter().take(10).collect::<Vec<_>>()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Asserts that no request failed and no handler saw a violation, except requests to the
+    /// nodes in `allowed` (a node that was killed).
+    fn assert_no_failures(&self, allowed: &[usize]) {
+        let failures: Vec<_> = lock(&self.failures)
+            .iter()
+            .filter(|(node, _)| !allowed.contains(node))
+            .cloned()
+            .collect();
+        assert!(failures.is_empty(), "failed requests: {failures:#?}");
+        let violations = lock(&self.violations).clone();
+        assert!(violations.is_empty(), "violations: {violations:#?}");
+    }
+}
+
+type Handler = Arc<dyn Fn(Delivery) -> Pin<Box<dyn Future<Output = Outcome> + Send>> + Send + Sync>;
+
+/// A handler from an async closure over the delivery.
+fn handler<F, Fut>(handle: F) -> Handler
+where
+    F: Fn(Delivery) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Outcome> + Send + 'static,
+{
+    Arc::new(move |delivery| Box::pin(handle(delivery)))
+}
+
+/// A consumer on one node: receives up to `slots` messages at once, hands each to the handler
+/// as it arrives and acks or nacks it as the handler says, journalling every lease.
+struct Consumer {
+    node: usize,
+    endpoint: Endpoint,
+    queue: String,
+    slots: usize,
+    /// The queue's visibility timeout: a lease's deadline less this is when it was granted.
+    lease_ms: i64,
+    /// `wait_ms` of each receive.
+    wait_ms: u64,
+    /// Stop at the first request that gets no answer (a consumer beside a node that died),
+    /// leaving its leases to run out.
+    quit_when_node_gone: bool,
+    journal: Arc<Journal>,
+}
+
+impl Consumer {
+    fn new(
+        endpoint: &Endpoint,
+        node: usize,
+        queue: &str,
+        lease_ms: i64,
+        journal: &Arc<Journal>,
+    ) -> Self {
+        Consumer {
+            node,
+            endpoint: endpoint.clone(),
+            queue: queue.to_owned(),
+            slots: 1,
+            lease_ms,
+            wait_ms: 500,
+            quit_when_node_gone: false,
+            journal: Arc::clone(journal),
+        }
+    }
+
+    /// Runs until the journal says stop (or, with `quit_when_node_gone`, the node is gone),
+    /// then waits for its handlers to finish.
+    async fn run(self, handler: Handler) {
+        let consumer = Arc::new(self);
+        let slots = Arc::new(Semaphore::new(consumer.slots));
+        let mut gone = false;
+        // Bounded by the journal's stop, which every scenario sets before its deadline ends.
+        while !consumer.journal.stop.load(Ordering::SeqCst) && !gone {
+            let mut permits = vec![
+                Arc::clone(&slots)
+                    .acquire_owned()
+                    .await
+                    .expect("the semaphore is never closed"),
+            ];
+            while let Ok(permit) = Arc::clone(&slots).try_acquire_owned() {
+                permits.push(permit);
+            }
+            let path = format!("/v1/queues/{}/receive", consumer.queue);
+            let request = json!({"max": permits.len(), "wait_ms": consumer.wait_ms});
+            let reply = match consumer.endpoint.try_post(&path, &request).await {
+                Ok(reply) => reply,
+                Err(error) => {
+                    consumer.journal.fail(consumer.node, error);
+                    gone = consumer.quit_when_node_gone;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            if reply.status != 200 {
+                consumer.journal.fail(
+                    consumer.node,
+                    format!("{}: {} {}", reply.request, reply.status, reply.text),
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+            let received_at_ms = now_ms();
+            let messages = reply.json()["messages"]
+                .as_array()
+                .cloned()
+                .unwrap_or_else(|| panic!("{}: no messages array: {}", reply.request, reply.text));
+            assert!(
+                messages.len() <= permits.len(),
+                "more messages than asked for"
+            );
+            for (message, permit) in messages.into_iter().zip(permits.drain(..)) {
+                let delivery = consumer.delivery(&message, received_at_ms);
+                let (consumer, handler) = (Arc::clone(&consumer), Arc::clone(&handler));
+                tokio::spawn(async move {
+                    let outcome = handler(delivery.clone()).await;
+                    // A settle without an answer is journalled; the next receive notices too.
+                    let _ = consumer.settle(delivery, outcome).await;
+                    drop(permit);
+                });
+            }
+        }
+        // The handlers under way finish (each holds a slot until it has settled).
+        let all = u32::try_from(consumer.slots).expect("few slots");
+        let finished = tokio::time::timeout(Duration::from_secs(10), slots.acquire_many(all)).await;
+        assert!(
+            finished.is_ok(),
+            "handlers still running 10 s after the stop"
+        );
+    }
+
+    fn delivery(&self, message: &Value, received_at_ms: i64) -> Delivery {
+        let receipt = message["receipt"].as_str().expect("a receipt").to_owned();
+        let lease_number = Receipt::parse(&receipt)
+            .unwrap_or_else(|| panic!("not a receipt: {receipt}"))
+            .lease_number;
+        let deadline_ms = time(&message["lease_expires_at"]);
+        Delivery {
+            node: self.node,
+            message_id: message["message_id"].as_str().expect("an id").to_owned(),
+            n: message["body"]["n"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("no n in {message}")),
+            lease_number,
+            receipt,
+            received_at_ms,
+            claimed_at_ms: deadline_ms - self.lease_ms,
+            deadline_ms,
+            outcome: Outcome::Abandon,
+            settled_status: None,
+        }
+    }
+
+    /// Sends the handler's outcome and journals the delivery; `Err` when no answer came.
+    async fn settle(&self, mut delivery: Delivery, outcome: Outcome) -> Result<(), ()> {
+        delivery.outcome = outcome;
+        let (path, body) = match outcome {
+            Outcome::Ack => (
+                format!("/v1/queues/{}/ack", self.queue),
+                json!({"receipt": delivery.receipt}),
+            ),
+            Outcome::Abandon => {
+                lock(&self.journal.deliveries).push(delivery);
+                return Ok(());
+            }
+        };
+        let answer = self.endpoint.try_post(&path, &body).await;
+        let result = match answer {
+            Ok(reply) => {
+                delivery.settled_status = Some(reply.status);
+                let stale = reply.status == 409 && reply.error_code() == "stale_receipt";
+                if reply.status == 200 && outcome == Outcome::Ack {
+                    lock(&self.journal.acked).insert(delivery.message_id.clone());
+                } else if reply.status != 200 && !stale {
+                    self.journal.fail(
+                        self.node,
+                        format!("{}: {} {}", reply.request, reply.status, reply.text),
+                    );
+                }
+                Ok(())
+            }
+            Err(error) => {
+                self.journal.fail(self.node, error);
+                Err(())
+            }
+        };
+        lock(&self.journal.deliveries).push(delivery);
+        result
+    }
+}
+
+/// Starts `per_node` consumers on every node, made by `make(node index)`.
+fn start_consumers(
+    nodes: &[Endpoint],
+    per_node: usize,
+    make: impl Fn(usize) -> Consumer,
+    handler: &Handler,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..nodes.len())
+        .flat_map(|node| (0..per_node).map(move |_| node))
+        .map(|node| tokio::spawn(make(node).run(Arc::clone(handler))))
+        .collect()
+}
+
+/// Tells the consumers to stop and waits for them (their handlers included).
+async fn stop_consumers(journal: &Journal, consumers: Vec<tokio::task::JoinHandle<()>>) {
+    journal.stop.store(true, Ordering::SeqCst);
+    for consumer in consumers {
+        tokio::time::timeout(Duration::from_secs(20), consumer)
+            .await
+            .expect("a consumer stops within 20 s")
+            .expect("a consumer ran without panicking");
+    }
+}
+
+/// The journal's leases by message id, each message's in lease order.
+fn leases_by_message(deliveries: &[Delivery]) -> BTreeMap<String, Vec<Delivery>> {
+    let mut leases: BTreeMap<String, Vec<Delivery>> = BTreeMap::new();
+    for delivery in deliveries {
+        leases
+            .entry(delivery.message_id.clone())
+            .or_default()
+            .push(delivery.clone());
+    }
+    for leases in leases.values_mut() {
+        leases.sort_by_key(|delivery| delivery.lease_number);
+    }
+    leases
+}
+
+/// For every message: no two deliveries share a lease number; a lease begins (by the server's
+/// clock, and by the time its consumer had it) only after the deadline of the one before it,
+/// so no two consumers held it at once; a 2xx ack is the last lease of its message, so nothing
+/// acked was delivered again; and the last lease was acked with a 2xx (or, for the messages of
+/// `acked_unanswered`, acked by a request whose answer was lost, as a lookup showed).
+fn assert_leases_follow_one_another(
+    leases: &BTreeMap<String, Vec<Delivery>>,
+    acked_unanswered: &HashSet<String>,
+) {
+    for (message, leases) in leases {
+        for pair in leases.windows(2) {
+            let (earlier, later) = (&pair[0], &pair[1]);
+            assert!(
+                earlier.lease_number < later.lease_number,
+                "{message}: lease {} was given to two consumers",
+                earlier.lease_number
+            );
+            assert_ne!(
+                (earlier.outcome, earlier.settled_status),
+                (Outcome::Ack, Some(200)),
+                "{message}: acked (lease {}) and delivered again (lease {})",
+                earlier.lease_number,
+                later.lease_number
+            );
+            assert!(
+                later.claimed_at_ms >= earlier.deadline_ms
+                    && later.received_at_ms >= earlier.deadline_ms,
+                "{message}: lease {} was granted at {} (received {}) before lease {} ran out at {}",
+                later.lease_number,
+                later.claimed_at_ms,
+                later.received_at_ms,
+                earlier.lease_number,
+                earlier.deadline_ms
+            );
+        }
+        let last = leases.last().expect("at least one lease");
+        if acked_unanswered.contains(message) {
+            continue;
+        }
+        assert_eq!(
+            (last.outcome, last.settled_status),
+            (Outcome::Ack, Some(200)),
+            "{message}: its last lease ({}) was not acked",
+            last.lease_number
+        );
+    }
+}
+
+// ---- requests ---------------------------------------------------------------------------------
+
+/// Enqueues messages `{"n": n}` for every `n` of `numbers`, in batches of `batch`, the batches
+/// spread over the nodes in turn.
+async fn enqueue_numbered(
+    nodes: &[Endpoint],
+    queue: &str,
+    numbers: std::ops::Range<u64>,
+    batch: usize,
+) {
+    let numbers: Vec<u64> = numbers.collect();
+    for (index, chunk) in numbers.chunks(batch).enumerate() {
+        let messages: Vec<Value> = chunk.iter().map(|n| json!({"body": {"n": n}})).collect();
+        nodes[index % nodes.len()]
+            .post(
+                &format!("/v1/queues/{queue}/messages"),
+                &json!({ "messages": messages }),
+            )
+            .await;
+    }
+}
+
+/// Asserts every node reports the queue empty: nothing ready, delayed or in flight.
+async fn assert_queue_empty(nodes: &[Endpoint], queue: &str) {
+    for node in nodes {
+        let stats = node.get(&format!("/v1/queues/{queue}/stats")).await;
+        assert_eq!(
+            (&stats["ready"], &stats["delayed"], &stats["in_flight"]),
+            (&json!(0), &json!(0), &json!(0)),
+            "{}: {queue} is not empty: {stats}",
+            node.url()
+        );
+    }
+}
+
+// ---- small things -----------------------------------------------------------------------------
+
+/// Runs a scenario with a bound on its whole time.
+async fn within(bound: Duration, scenario: impl Future<Output = ()>) {
+    tokio::time::timeout(bound, scenario)
+        .await
+        .unwrap_or_else(|_| panic!("the scenario ran over its {bound:?}"));
+}
+
+/// The system clock in epoch ms (the nodes run on this machine, so it is theirs too).
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis() as i64
+}
+
+/// An RFC 3339 time of an answer, in epoch ms.
+fn time(value: &Value) -> i64 {
+    value
+        .as_str()
+        .and_then(sluice_core::clock::parse_rfc3339)
+        .unwrap_or_else(|| panic!("not an RFC 3339 time: {value}"))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
