@@ -23,7 +23,7 @@
 #[path = "cluster/support.rs"]
 mod support;
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -127,6 +127,180 @@ async fn no_lease_is_held_by_two_consumers_at_once() {
     cluster.assert_no_panics();
 }
 
+// ---- 2 ---------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn per_key_order_holds_across_nodes() {
+    // §7.1 scenario 2, scaled: a `per_key` queue with 20 keys x 15 messages, each key's
+    // producer sending one message at a time to the nodes in turn; two consumers per node, one
+    // delivery in ten nacked with a delay of 0-200 ms. Consumers mark a key as theirs from the
+    // receive's answer until just before they send its ack or nack, so a second message of the
+    // key handed out while the first is held is seen as it happens; per key the acks must come
+    // 1..=15 in order with no gap. Then the same with a `fifo` queue (one lane, 60 messages).
+    let Some(cluster) = Cluster::start(3, ClusterOptions::default()).await else {
+        return;
+    };
+    within(Duration::from_secs(90), async {
+        let nodes = cluster.endpoints();
+        let per_key = order_run(&nodes, "by-key", "per_key", 20, 15).await;
+        let fifo = order_run(&nodes, "one-lane", "fifo", 1, 60).await;
+        eprintln!(
+            "scenario 2: per_key {} deliveries ({} nacked), fifo {} deliveries ({} nacked)",
+            per_key.0, per_key.1, fifo.0, fifo.1
+        );
+    })
+    .await;
+    cluster.assert_no_panics();
+}
+
+/// One ordered queue under producers (one per key) and consumers on every node; returns
+/// (deliveries, nacks).
+async fn order_run(
+    nodes: &[Endpoint],
+    queue: &str,
+    ordering: &str,
+    keys: usize,
+    per_key: u64,
+) -> (usize, usize) {
+    const LEASE_MS: i64 = 30_000;
+    nodes[0]
+        .put(
+            &format!("/v1/queues/{queue}"),
+            &json!({"ordering": ordering, "max_attempts": 0, "visibility_timeout_ms": LEASE_MS}),
+        )
+        .await;
+    let lanes = Arc::new(Lanes::default());
+    let journal = Journal::new();
+    let handler = {
+        let lanes = Arc::clone(&lanes);
+        let journal = Arc::clone(&journal);
+        handler(move |delivery| {
+            let (lanes, journal) = (Arc::clone(&lanes), Arc::clone(&journal));
+            async move {
+                let lane = delivery.key.clone().unwrap_or_default();
+                lanes.take(&lane, delivery.n, &journal);
+                tokio::time::sleep(Duration::from_millis(rand::random_range(0..10))).await;
+                let outcome = if rand::random_bool(0.1) {
+                    Outcome::Nack {
+                        delay_ms: rand::random_range(0..=200),
+                    }
+                } else {
+                    Outcome::Ack
+                };
+                lanes.release(&lane, delivery.n, outcome == Outcome::Ack);
+                outcome
+            }
+        })
+    };
+    let consumers = start_consumers(
+        nodes,
+        2,
+        |node| Consumer {
+            slots: 4,
+            ..Consumer::new(&nodes[node], node, queue, LEASE_MS, &journal)
+        },
+        &handler,
+    );
+    // Each key's producer: one message at a time, each to the next node.
+    let producers: Vec<_> = (0..keys)
+        .map(|key| {
+            let nodes = nodes.to_vec();
+            let path = format!("/v1/queues/{queue}/messages");
+            let lane = if ordering == "fifo" {
+                None
+            } else {
+                Some(format!("k{key}"))
+            };
+            tokio::spawn(async move {
+                for n in 1..=per_key {
+                    let node = &nodes[(key + n as usize) % nodes.len()];
+                    let message = match &lane {
+                        Some(lane) => json!({"key": lane, "body": {"n": n}}),
+                        None => json!({"body": {"n": n}}),
+                    };
+                    node.post(&path, &message).await;
+                }
+            })
+        })
+        .collect();
+    for producer in producers {
+        producer.await.expect("a producer ran without panicking");
+    }
+    journal
+        .wait_for_acks(keys * per_key as usize, Duration::from_secs(60))
+        .await;
+    stop_consumers(&journal, consumers).await;
+
+    journal.assert_no_failures(&[]);
+    let acked = lanes.acked();
+    assert_eq!(acked.len(), keys, "every lane was acked: {acked:?}");
+    for (lane, order) in &acked {
+        let expected: Vec<u64> = (1..=per_key).collect();
+        assert_eq!(order, &expected, "lane {lane:?} was acked out of order");
+    }
+    assert_queue_empty(nodes, queue).await;
+    let deliveries = journal.deliveries();
+    let nacks = deliveries
+        .iter()
+        .filter(|d| matches!(d.outcome, Outcome::Nack { .. }))
+        .count();
+    assert!(
+        nacks > 0,
+        "no nack: the test did not test redelivery in order"
+    );
+    (deliveries.len(), nacks)
+}
+
+/// What consumers hold of each lane, as they see it: a message of a lane is taken from the
+/// receive's answer until just before its ack or nack is sent. The server may hand out the
+/// lane's next message only once that ack is stored, so a lane taken twice, or a message other
+/// than the lane's oldest unacked one, is a broken rule, not a race of the test's.
+#[derive(Default)]
+struct Lanes {
+    lanes: Mutex<HashMap<String, Lane>>,
+}
+
+#[derive(Default)]
+struct Lane {
+    /// The message held now.
+    held: Option<u64>,
+    /// What was acked (or is being acked), in order.
+    acked: Vec<u64>,
+}
+
+impl Lanes {
+    fn take(&self, lane: &str, n: u64, journal: &Journal) {
+        let mut lanes = lock(&self.lanes);
+        let state = lanes.entry(lane.to_owned()).or_default();
+        if let Some(held) = state.held {
+            journal.violation(format!("lane {lane:?}: {n} delivered while {held} is held"));
+        }
+        let next = state.acked.last().map_or(1, |last| last + 1);
+        if n != next {
+            journal.violation(format!(
+                "lane {lane:?}: {n} delivered when {next} is the oldest not acked"
+            ));
+        }
+        state.held = Some(n);
+    }
+
+    fn release(&self, lane: &str, n: u64, acking: bool) {
+        let mut lanes = lock(&self.lanes);
+        let state = lanes.entry(lane.to_owned()).or_default();
+        state.held = None;
+        if acking {
+            state.acked.push(n);
+        }
+    }
+
+    fn acked(&self) -> BTreeMap<String, Vec<u64>> {
+        lock(&self.lanes)
+            .iter()
+            .map(|(lane, state)| (lane.clone(), state.acked.clone()))
+            .collect()
+    }
+}
+
 // ---- the journal: what consumers were given and how their answers went ----------------------
 
 /// One lease a consumer was given, and how it ended.
@@ -135,6 +309,7 @@ struct Delivery {
     /// Index of the node that answered the receive.
     node: usize,
     message_id: String,
+    key: Option<String>,
     /// `body.n`, the producer's number for the message.
     n: u64,
     lease_number: u32,
@@ -155,6 +330,10 @@ struct Delivery {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Outcome {
     Ack,
+    /// Nack with this delay before the message is visible again.
+    Nack {
+        delay_ms: u64,
+    },
     /// Leave the lease to run out (a consumer that went away).
     Abandon,
 }
@@ -187,6 +366,10 @@ impl Journal {
 
     fn fail(&self, node: usize, what: String) {
         lock(&self.failures).push((node, what));
+    }
+
+    fn violation(&self, what: String) {
+        lock(&self.violations).push(what);
     }
 
     /// Waits until `count` messages were acked, or panics after `timeout`.
@@ -339,6 +522,7 @@ impl Consumer {
         Delivery {
             node: self.node,
             message_id: message["message_id"].as_str().expect("an id").to_owned(),
+            key: message["key"].as_str().map(str::to_owned),
             n: message["body"]["n"]
                 .as_u64()
                 .unwrap_or_else(|| panic!("no n in {message}")),
@@ -359,6 +543,10 @@ impl Consumer {
             Outcome::Ack => (
                 format!("/v1/queues/{}/ack", self.queue),
                 json!({"receipt": delivery.receipt}),
+            ),
+            Outcome::Nack { delay_ms } => (
+                format!("/v1/queues/{}/nack", self.queue),
+                json!({"receipt": delivery.receipt, "error": "nacked by the test", "delay_ms": delay_ms}),
             ),
             Outcome::Abandon => {
                 lock(&self.journal.deliveries).push(delivery);
