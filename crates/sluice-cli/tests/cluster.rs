@@ -301,6 +301,94 @@ impl Lanes {
     }
 }
 
+// ---- 3 ---------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_idempotency_key_makes_one_message_across_nodes() {
+    // §7.1 scenario 3: 16 clients spread over the three nodes send the same idempotency key at
+    // a barrier, for 100 keys in turn. Per key exactly one answer says `created: true` and all
+    // 16 name the same message; the queue then holds 100 messages, and a lookup by key on every
+    // node finds that message.
+    const CLIENTS: usize = 16;
+    const KEYS: usize = 100;
+    let Some(cluster) = Cluster::start(3, ClusterOptions::default()).await else {
+        return;
+    };
+    within(Duration::from_secs(60), async {
+        let nodes = cluster.endpoints();
+        nodes[0].put("/v1/queues/once", &json!({})).await;
+        let barrier = Arc::new(tokio::sync::Barrier::new(CLIENTS));
+        let started = Instant::now();
+        let clients: Vec<_> = (0..CLIENTS)
+            .map(|client| {
+                let node = nodes[client % nodes.len()].clone();
+                let barrier = Arc::clone(&barrier);
+                tokio::spawn(async move {
+                    let mut answers = Vec::with_capacity(KEYS);
+                    for key in 0..KEYS {
+                        barrier.wait().await;
+                        let answer = node
+                            .post(
+                                "/v1/queues/once/messages",
+                                &json!({"id": format!("key-{key}"), "body": {"client": client}}),
+                            )
+                            .await;
+                        let created = answer["created"].as_bool().expect("created");
+                        let id = answer["message_id"].as_str().expect("an id").to_owned();
+                        answers.push((created, id));
+                    }
+                    answers
+                })
+            })
+            .collect();
+        let mut by_key: Vec<Vec<(bool, String)>> = vec![Vec::new(); KEYS];
+        for client in clients {
+            let answers = client.await.expect("a client ran without panicking");
+            for (key, answer) in answers.into_iter().enumerate() {
+                by_key[key].push(answer);
+            }
+        }
+        eprintln!(
+            "scenario 3: {KEYS} keys, each sent by {CLIENTS} clients at once, in {:?}",
+            started.elapsed()
+        );
+        let mut message_ids = Vec::with_capacity(KEYS);
+        for (key, answers) in by_key.iter().enumerate() {
+            let created = answers.iter().filter(|(created, _)| *created).count();
+            assert_eq!(
+                created, 1,
+                "key-{key}: {created} answers said created: {answers:?}"
+            );
+            let ids: HashSet<&String> = answers.iter().map(|(_, id)| id).collect();
+            assert_eq!(
+                ids.len(),
+                1,
+                "key-{key}: answers name several messages: {ids:?}"
+            );
+            message_ids.push(answers[0].1.clone());
+        }
+        let distinct: HashSet<&String> = message_ids.iter().collect();
+        assert_eq!(distinct.len(), KEYS, "two keys share a message");
+        for node in &nodes {
+            let stats = node.get("/v1/queues/once/stats").await;
+            assert_eq!(stats["ready"], json!(KEYS), "{}: {stats}", node.url());
+            for key in (0..KEYS).step_by(7) {
+                let found = node
+                    .get(&format!("/v1/queues/once/messages?id=key-{key}"))
+                    .await;
+                assert_eq!(
+                    found["message_id"].as_str(),
+                    Some(message_ids[key].as_str()),
+                    "{}: key-{key}: {found}",
+                    node.url()
+                );
+            }
+        }
+    })
+    .await;
+    cluster.assert_no_panics();
+}
+
 // ---- the journal: what consumers were given and how their answers went ----------------------
 
 /// One lease a consumer was given, and how it ended.
