@@ -26,7 +26,7 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -387,6 +387,150 @@ async fn an_idempotency_key_makes_one_message_across_nodes() {
     })
     .await;
     cluster.assert_no_panics();
+}
+
+// ---- 4 ---------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rate_limit_and_max_in_flight_hold_for_the_nodes_together() {
+    // §7.1 scenario 4, scaled: a queue limited to 50 deliveries a second (burst 50) with two
+    // consumers on every node for 6 s: counted by the server's own grant times, deliveries
+    // never run ahead of 50 + 50/s since the first, and keep up with at least 80 % of the rate
+    // after the burst. Then a queue with `max_in_flight = 5` and nine consumers holding each
+    // message 300 ms: never more than 5 held at once, and 5 reached.
+    let Some(cluster) = Cluster::start(3, ClusterOptions::default()).await else {
+        return;
+    };
+    within(Duration::from_secs(60), async {
+        let nodes = cluster.endpoints();
+        rate_limit_run(&nodes).await;
+        max_in_flight_run(&nodes).await;
+    })
+    .await;
+    cluster.assert_no_panics();
+}
+
+async fn rate_limit_run(nodes: &[Endpoint]) {
+    const PER_SECOND: i64 = 50;
+    const BURST: i64 = 50;
+    const RUN_MS: i64 = 6_000;
+    const LEASE_MS: i64 = 30_000;
+    nodes[0]
+        .put(
+            "/v1/queues/paced",
+            &json!({"rate_limit": {"per_second": PER_SECOND, "burst": BURST}, "visibility_timeout_ms": LEASE_MS}),
+        )
+        .await;
+    // More than the run can take, so the consumers never run dry.
+    let supply = (BURST + PER_SECOND * RUN_MS / 1_000) as u64 * 2;
+    enqueue_numbered(nodes, "paced", 0..supply, 100).await;
+
+    let journal = Journal::new();
+    let handler = handler(|_| async { Outcome::Ack });
+    let started = Instant::now();
+    let consumers = start_consumers(
+        nodes,
+        2,
+        |node| Consumer {
+            slots: 10,
+            ..Consumer::new(&nodes[node], node, "paced", LEASE_MS, &journal)
+        },
+        &handler,
+    );
+    // The first grant starts the clock; the run lasts RUN_MS past it (a little more, so
+    // grants until then are surely journalled).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while lock(&journal.deliveries).is_empty() {
+        assert!(Instant::now() < deadline, "nothing delivered within 10 s");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(RUN_MS as u64 + 500)).await;
+    stop_consumers(&journal, consumers).await;
+    journal.assert_no_failures(&[]);
+
+    let mut grants: Vec<i64> = journal
+        .deliveries()
+        .iter()
+        .map(|d| d.claimed_at_ms)
+        .collect();
+    grants.sort_unstable();
+    // One token of slack: two nodes read the clock at different moments before taking the
+    // bucket's lock, so a grant can carry a time a millisecond before the one it follows.
+    const SLACK: i64 = 1;
+    let first = grants[0];
+    for (index, granted) in grants.iter().enumerate() {
+        let allowed = BURST + PER_SECOND * (granted - first) / 1_000;
+        let delivered = index as i64 + 1;
+        assert!(
+            delivered <= allowed + SLACK,
+            "{delivered} deliveries by {} ms after the first, where the limit allows {allowed}",
+            granted - first
+        );
+    }
+    let in_run = grants.iter().filter(|t| **t - first <= RUN_MS).count() as i64;
+    let full_rate = BURST + PER_SECOND * RUN_MS / 1_000;
+    eprintln!(
+        "scenario 4: {in_run} deliveries in {RUN_MS} ms from the first (the limit allows {full_rate}), {} in all over {:?}",
+        grants.len(),
+        started.elapsed()
+    );
+    assert!(
+        (in_run - BURST) * 10 >= (full_rate - BURST) * 8,
+        "only {in_run} deliveries in {RUN_MS} ms: under 80 % of the rate after the burst"
+    );
+}
+
+async fn max_in_flight_run(nodes: &[Endpoint]) {
+    const LIMIT: usize = 5;
+    const MESSAGES: u64 = 60;
+    const LEASE_MS: i64 = 30_000;
+    nodes[0]
+        .put(
+            "/v1/queues/narrow",
+            &json!({"max_in_flight": LIMIT, "visibility_timeout_ms": LEASE_MS}),
+        )
+        .await;
+    enqueue_numbered(nodes, "narrow", 0..MESSAGES, 20).await;
+
+    let held = Arc::new(AtomicUsize::new(0));
+    let most_held = Arc::new(AtomicUsize::new(0));
+    let journal = Journal::new();
+    let handler = {
+        let (held, most_held) = (Arc::clone(&held), Arc::clone(&most_held));
+        handler(move |_| {
+            let (held, most_held) = (Arc::clone(&held), Arc::clone(&most_held));
+            async move {
+                // Held from the receive's answer until just before the ack is sent: inside the
+                // lease, so more held at once means more leases at once.
+                let now_held = held.fetch_add(1, Ordering::SeqCst) + 1;
+                most_held.fetch_max(now_held, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                held.fetch_sub(1, Ordering::SeqCst);
+                Outcome::Ack
+            }
+        })
+    };
+    let consumers = start_consumers(
+        nodes,
+        3,
+        |node| Consumer::new(&nodes[node], node, "narrow", LEASE_MS, &journal),
+        &handler,
+    );
+    journal
+        .wait_for_acks(MESSAGES as usize, Duration::from_secs(30))
+        .await;
+    stop_consumers(&journal, consumers).await;
+    journal.assert_no_failures(&[]);
+    let most = most_held.load(Ordering::SeqCst);
+    eprintln!(
+        "scenario 4: at most {most} of {MESSAGES} messages held at once (max_in_flight {LIMIT})"
+    );
+    assert!(most <= LIMIT, "{most} messages were held at once");
+    assert_eq!(
+        most, LIMIT,
+        "the limit was never reached: the test tested nothing"
+    );
+    assert_queue_empty(nodes, "narrow").await;
 }
 
 // ---- the journal: what consumers were given and how their answers went ----------------------
