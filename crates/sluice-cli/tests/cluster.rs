@@ -691,6 +691,215 @@ impl std::fmt::Display for Latencies {
     }
 }
 
+// ---- 5 ---------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_killed_mid_load_loses_nothing_and_its_leases_come_back() {
+    // §7.1 scenario 5, scaled: three producers (one per node, batches of 4 every 50 ms, 100
+    // batches each, every message with an idempotency key so a retry elsewhere stores it once)
+    // and two consumers per node on a queue with 3 s leases; node 2 is SIGKILLed 2.5 s in. Its
+    // consumers go with it, leaving their leases. Requests to nodes 1 and 3 all succeed; every
+    // message whose enqueue was answered 2xx is acked in the end; node 2's leases are handed
+    // out again only after their deadline; nothing acked comes back; node 2 restarted serves
+    // the same (empty) queue.
+    const KILLED: usize = 1;
+    const LEASE_MS: i64 = 3_000;
+    const PRODUCERS: usize = 3;
+    const BATCHES: usize = 100;
+    const BATCH: usize = 4;
+    let Some(mut cluster) = Cluster::start(3, ClusterOptions::default()).await else {
+        return;
+    };
+    within(Duration::from_secs(90), async {
+        let nodes = cluster.endpoints();
+        nodes[0]
+            .put(
+                "/v1/queues/crash",
+                &json!({"visibility_timeout_ms": LEASE_MS, "max_attempts": 0}),
+            )
+            .await;
+        let journal = Journal::new();
+        let stored: Arc<Mutex<HashSet<String>>> = Arc::default();
+        let producers: Vec<_> = (0..PRODUCERS)
+            .map(|producer| {
+                let (nodes, journal, stored) = (nodes.clone(), Arc::clone(&journal), Arc::clone(&stored));
+                tokio::spawn(produce_through_failures(nodes, producer, BATCHES, BATCH, journal, stored))
+            })
+            .collect();
+        // Node 2's consumers are slower, so they surely hold leases when it dies.
+        let handler = handler(|delivery| async move {
+            let pause = if delivery.node == KILLED {
+                rand::random_range(200..400)
+            } else {
+                rand::random_range(20..60)
+            };
+            tokio::time::sleep(Duration::from_millis(pause)).await;
+            Outcome::Ack
+        });
+        let consumers = start_consumers(
+            &nodes,
+            2,
+            |node| Consumer {
+                slots: 4,
+                quit_when_node_gone: node == KILLED,
+                ..Consumer::new(&nodes[node], node, "crash", LEASE_MS, &journal)
+            },
+            &handler,
+        );
+
+        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        let killed_at_ms = now_ms();
+        cluster.node_mut(KILLED).kill9().await;
+        for producer in producers {
+            producer.await.expect("a producer ran without panicking");
+        }
+        let stored = lock(&stored).clone();
+        let confirmed = wait_until_all_acked(&journal, &nodes[0], "crash", &stored).await;
+        stop_consumers(&journal, consumers).await;
+
+        journal.assert_no_failures(&[KILLED]);
+        let deliveries = journal.deliveries();
+        let leases = leases_by_message(&deliveries);
+        assert_leases_follow_one_another(&leases, &confirmed);
+        // Leases node 2's consumers held when it died, acks without an answer included.
+        let left_by_killed: Vec<&Delivery> = deliveries
+            .iter()
+            .filter(|d| d.node == KILLED && d.settled_status.is_none())
+            .collect();
+        let came_back = left_by_killed
+            .iter()
+            .filter(|left| leases[&left.message_id].last().expect("a lease").lease_number > left.lease_number)
+            .count();
+        let served_after = deliveries
+            .iter()
+            .filter(|d| d.node != KILLED && d.received_at_ms > killed_at_ms + 500)
+            .count();
+        eprintln!(
+            "scenario 5: {} messages stored, {} deliveries; node 2's consumers left {} leases unsettled (acks without an answer included): {came_back} delivered again after their deadline, {} found acked by lookup; {served_after} deliveries by the other nodes after the kill",
+            stored.len(),
+            deliveries.len(),
+            left_by_killed.len(),
+            confirmed.len()
+        );
+        assert_eq!(stored.len(), PRODUCERS * BATCHES * BATCH, "every batch was stored somewhere");
+        assert!(came_back > 0, "none of node 2's leases came back: the kill found it idle");
+        assert!(served_after > 0, "the other nodes served nothing after the kill");
+
+        cluster.node_mut(KILLED).restart().await;
+        assert_queue_empty(&cluster.endpoints(), "crash").await;
+    })
+    .await;
+    cluster.assert_no_panics();
+}
+
+/// A producer that sends `batches` batches of `batch` messages, one every 50 ms, starting on
+/// node `producer`; a batch that gets no answer or a 5xx is sent again (same idempotency keys)
+/// to the next node, which it then keeps. Journals every failed request; adds the keys of
+/// every batch answered 200 to `stored`.
+async fn produce_through_failures(
+    nodes: Vec<Endpoint>,
+    producer: usize,
+    batches: usize,
+    batch: usize,
+    journal: Arc<Journal>,
+    stored: Arc<Mutex<HashSet<String>>>,
+) {
+    const TRIES: usize = 10;
+    let mut node = producer % nodes.len();
+    let start = tokio::time::Instant::now();
+    for index in 0..batches {
+        tokio::time::sleep_until(start + Duration::from_millis(50) * index as u32).await;
+        let ids: Vec<String> = (0..batch)
+            .map(|i| format!("p{producer}-{index}-{i}"))
+            .collect();
+        let messages: Vec<Value> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| json!({"id": id, "body": {"n": (producer * batches + index) * batch + i}}))
+            .collect();
+        let body = json!({ "messages": messages });
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            assert!(
+                tries <= TRIES,
+                "producer {producer}: batch {index} not stored in {TRIES} tries"
+            );
+            match nodes[node]
+                .try_post("/v1/queues/crash/messages", &body)
+                .await
+            {
+                Ok(reply) if reply.status == 200 => break,
+                Ok(reply) => journal.fail(
+                    node,
+                    format!("{}: {} {}", reply.request, reply.status, reply.text),
+                ),
+                Err(error) => journal.fail(node, error),
+            }
+            node = (node + 1) % nodes.len();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        lock(&stored).extend(ids);
+    }
+}
+
+/// Waits until every message of `stored` (by idempotency key) was acked: by a 2xx ack in the
+/// journal, or, for a message whose ack got no answer (its node died), by a lookup saying
+/// `acked`. Returns the message ids confirmed by lookup.
+async fn wait_until_all_acked(
+    journal: &Journal,
+    node: &Endpoint,
+    queue: &str,
+    stored: &HashSet<String>,
+) -> HashSet<String> {
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let mut confirmed = HashSet::new();
+    loop {
+        let deliveries = journal.deliveries();
+        let acked: HashSet<&String> = deliveries
+            .iter()
+            .filter(|d| (d.outcome, d.settled_status) == (Outcome::Ack, Some(200)))
+            .filter_map(|d| d.id.as_ref())
+            .collect();
+        // Acks sent that got no answer: they may or may not have been stored.
+        let unanswered: HashMap<&String, &String> = deliveries
+            .iter()
+            .filter(|d| (d.outcome, d.settled_status) == (Outcome::Ack, None))
+            .filter_map(|d| Some((d.id.as_ref()?, &d.message_id)))
+            .collect();
+        let pending: Vec<&String> = stored
+            .iter()
+            .filter(|key| !acked.contains(key))
+            .filter(|key| {
+                unanswered
+                    .get(key)
+                    .is_none_or(|message_id| !confirmed.contains(*message_id))
+            })
+            .collect();
+        if pending.is_empty() {
+            return confirmed;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} stored messages not acked after 40 s, e.g. {:?}",
+            pending.len(),
+            pending.iter().take(5).collect::<Vec<_>>()
+        );
+        for key in pending {
+            let Some(message_id) = unanswered.get(key) else {
+                continue;
+            };
+            let found = node
+                .get(&format!("/v1/queues/{queue}/messages/{message_id}"))
+                .await;
+            if found["state"] == "acked" {
+                confirmed.insert((*message_id).clone());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 // ---- the journal: what consumers were given and how their answers went ----------------------
 
 /// One lease a consumer was given, and how it ended.
@@ -699,6 +908,8 @@ struct Delivery {
     /// Index of the node that answered the receive.
     node: usize,
     message_id: String,
+    /// The idempotency key, when the message has one.
+    id: Option<String>,
     key: Option<String>,
     /// `body.n`, the producer's number for the message.
     n: u64,
@@ -912,6 +1123,7 @@ impl Consumer {
         Delivery {
             node: self.node,
             message_id: message["message_id"].as_str().expect("an id").to_owned(),
+            id: message["id"].as_str().map(str::to_owned),
             key: message["key"].as_str().map(str::to_owned),
             n: message["body"]["n"]
                 .as_u64()
