@@ -93,7 +93,7 @@ async fn no_lease_is_held_by_two_consumers_at_once() {
                 "{message}: a lease was granted that no consumer was given, or twice"
             );
         }
-        assert_leases_follow_one_another(&leases, &HashSet::new());
+        let behind = assert_leases_follow_one_another(&leases, &HashSet::new());
         let bodies: BTreeSet<u64> = leases.values().map(|leases| leases[0].n).collect();
         assert_eq!(
             bodies,
@@ -114,8 +114,10 @@ async fn no_lease_is_held_by_two_consumers_at_once() {
             .filter(|d| d.settled_status == Some(409))
             .count();
         eprintln!(
-            "scenario 1: {} deliveries of {MESSAGES} messages (by node {per_node:?}), {redelivered} delivered again after a lease ran out, {stale_acks} late acks refused",
-            deliveries.len()
+            "scenario 1: {} deliveries of {MESSAGES} messages (by node {per_node:?}), {redelivered} delivered again after a lease ran out, {stale_acks} late acks refused, {} leases granted by a clock behind the earlier deadline (at most {} ms)",
+            deliveries.len(),
+            behind.len(),
+            behind.iter().max().unwrap_or(&0)
         );
         assert!(
             redelivered > 0,
@@ -448,23 +450,26 @@ async fn rate_limit_run(nodes: &[Endpoint]) {
     stop_consumers(&journal, consumers).await;
     journal.assert_no_failures(&[]);
 
-    let mut grants: Vec<i64> = journal
-        .deliveries()
-        .iter()
-        .map(|d| d.claimed_at_ms)
-        .collect();
+    // The bucket counts by its own time, which never runs backwards: a claim whose `now` is
+    // older than the bucket's adds nothing. So the grants' own times (each claim's `now`) may
+    // run ahead of the limit by as long as a claim waited after reading its clock; the client's
+    // receive times may not, since each comes after its grant was counted. The bucket's clock
+    // starts at the first grant's time, at the earliest the smallest of the grants' times.
+    let deliveries = journal.deliveries();
+    let mut grants: Vec<i64> = deliveries.iter().map(|d| d.claimed_at_ms).collect();
     grants.sort_unstable();
-    // One token of slack: two nodes read the clock at different moments before taking the
-    // bucket's lock, so a grant can carry a time a millisecond before the one it follows.
-    const SLACK: i64 = 1;
     let first = grants[0];
-    for (index, granted) in grants.iter().enumerate() {
-        let allowed = BURST + PER_SECOND * (granted - first) / 1_000;
+    let mut received: Vec<i64> = deliveries.iter().map(|d| d.received_at_ms).collect();
+    received.sort_unstable();
+    // One token of slack for the rounding of times to the millisecond.
+    const SLACK: i64 = 1;
+    for (index, at) in received.iter().enumerate() {
+        let allowed = BURST + PER_SECOND * (at - first) / 1_000;
         let delivered = index as i64 + 1;
         assert!(
             delivered <= allowed + SLACK,
-            "{delivered} deliveries by {} ms after the first, where the limit allows {allowed}",
-            granted - first
+            "{delivered} deliveries received by {} ms after the first grant, where the limit allows {allowed}",
+            at - first
         );
     }
     let in_run = grants.iter().filter(|t| **t - first <= RUN_MS).count() as i64;
@@ -760,7 +765,7 @@ async fn a_node_killed_mid_load_loses_nothing_and_its_leases_come_back() {
         journal.assert_no_failures(&[KILLED]);
         let deliveries = journal.deliveries();
         let leases = leases_by_message(&deliveries);
-        assert_leases_follow_one_another(&leases, &confirmed);
+        let behind = assert_leases_follow_one_another(&leases, &confirmed);
         // Leases node 2's consumers held when it died, acks without an answer included.
         let left_by_killed: Vec<&Delivery> = deliveries
             .iter()
@@ -775,11 +780,12 @@ async fn a_node_killed_mid_load_loses_nothing_and_its_leases_come_back() {
             .filter(|d| d.node != KILLED && d.received_at_ms > killed_at_ms + 500)
             .count();
         eprintln!(
-            "scenario 5: {} messages stored, {} deliveries; node 2's consumers left {} leases unsettled (acks without an answer included): {came_back} delivered again after their deadline, {} found acked by lookup; {served_after} deliveries by the other nodes after the kill",
+            "scenario 5: {} messages stored, {} deliveries; node 2's consumers left {} leases unsettled (acks without an answer included): {came_back} delivered again after their deadline, {} found acked by lookup; {served_after} deliveries by the other nodes after the kill; {} leases granted by a clock behind the earlier deadline",
             stored.len(),
             deliveries.len(),
             left_by_killed.len(),
-            confirmed.len()
+            confirmed.len(),
+            behind.len()
         );
         assert_eq!(stored.len(), PRODUCERS * BATCHES * BATCH, "every batch was stored somewhere");
         assert!(came_back > 0, "none of node 2's leases came back: the kill found it idle");
@@ -830,11 +836,8 @@ async fn produce_through_failures(
                 .await
             {
                 Ok(reply) if reply.status == 200 => break,
-                Ok(reply) => journal.fail(
-                    node,
-                    format!("{}: {} {}", reply.request, reply.status, reply.text),
-                ),
-                Err(error) => journal.fail(node, error),
+                Ok(reply) => journal.fail_reply(node, &reply),
+                Err(error) => journal.fail_transport(node, error),
             }
             node = (node + 1) % nodes.len();
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -844,8 +847,8 @@ async fn produce_through_failures(
 }
 
 /// Waits until every message of `stored` (by idempotency key) was acked: by a 2xx ack in the
-/// journal, or, for a message whose ack got no answer (its node died), by a lookup saying
-/// `acked`. Returns the message ids confirmed by lookup.
+/// journal, or, for a message whose ack got no answer (its node died) or a 5xx (the database
+/// went away while it committed), by a lookup saying `acked`. Returns the message ids confirmed by lookup.
 async fn wait_until_all_acked(
     journal: &Journal,
     node: &Endpoint,
@@ -861,10 +864,11 @@ async fn wait_until_all_acked(
             .filter(|d| (d.outcome, d.settled_status) == (Outcome::Ack, Some(200)))
             .filter_map(|d| d.id.as_ref())
             .collect();
-        // Acks sent that got no answer: they may or may not have been stored.
+        // Acks sent that got no answer, or a 5xx: they may or may not have been stored.
         let unanswered: HashMap<&String, &String> = deliveries
             .iter()
-            .filter(|d| (d.outcome, d.settled_status) == (Outcome::Ack, None))
+            .filter(|d| d.outcome == Outcome::Ack)
+            .filter(|d| d.settled_status.is_none_or(|status| status >= 500))
             .filter_map(|d| Some((d.id.as_ref()?, &d.message_id)))
             .collect();
         let pending: Vec<&String> = stored
@@ -900,6 +904,434 @@ async fn wait_until_all_acked(
     }
 }
 
+// ---- 7 ---------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_database_cut_under_load_answers_503_and_recovers() {
+    // §7.1 scenario 7a: producers and consumers on all three nodes while a proxy between the
+    // nodes and PostgreSQL closes every connection and refuses new ones for 5 s. Every enqueue,
+    // ack and receive sent during the cut is answered 503 `unavailable` with `Retry-After`,
+    // never 2xx and never 500; `/readyz` says 503 within 2 s; after the proxy lets connections
+    // through again every node serves within 10 s without a restart; every message whose
+    // enqueue was answered 2xx is delivered and acked, nothing acked comes back, and every
+    // node's listener has a session again.
+    let options = ClusterOptions {
+        through_proxy: true,
+        connect_timeout_ms: 1_000,
+        ..ClusterOptions::default()
+    };
+    let Some(cluster) = Cluster::start(3, options).await else {
+        return;
+    };
+    within(Duration::from_secs(90), async {
+        let nodes = cluster.endpoints();
+        let outage = Outage::start(&nodes).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+
+        let cut_at_ms = now_ms();
+        cluster.proxy().cut();
+        let readiness = readiness_during(&nodes, Duration::from_secs(5)).await;
+        let healed_at_ms = now_ms();
+        cluster.proxy().heal();
+
+        let report = outage.finish(&nodes, healed_at_ms).await;
+        report.assert_cut_answered_503(cut_at_ms, healed_at_ms);
+        wait_for_listeners(&cluster).await;
+        eprintln!(
+            "scenario 7a: {}; /readyz 503 after {readiness:?} (by node)",
+            report.summary()
+        );
+        for (node, ready) in readiness.iter().enumerate() {
+            let waited = ready.unwrap_or_else(|| {
+                panic!("node {}: /readyz stayed 200 through the 5 s cut", node + 1)
+            });
+            assert!(
+                waited <= Duration::from_secs(2),
+                "node {}: /readyz 503 only after {waited:?}",
+                node + 1
+            );
+        }
+    })
+    .await;
+    cluster.assert_no_panics();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn backends_terminated_under_load_are_replaced_without_a_restart() {
+    // §7.1 scenario 7b: as 7a, but the database ends the cluster's sessions itself
+    // (`pg_terminate_backend` of every backend that came through the cluster's proxy with an
+    // `application_name` of `sluice/…`), as a database restart would, twice 300 ms apart. What
+    // was in flight may get 503 (never 500); every node serves again within 10 s; every 2xx
+    // enqueue is acked; nothing acked comes back; every node's listener has a session again
+    // (its `LISTEN` seen in `pg_stat_activity`), and a wake-up crosses nodes again: a long poll
+    // on node 2 gets node 1's enqueue within a second.
+    let options = ClusterOptions {
+        through_proxy: true,
+        connect_timeout_ms: 1_000,
+        ..ClusterOptions::default()
+    };
+    let Some(cluster) = Cluster::start(3, options).await else {
+        return;
+    };
+    within(Duration::from_secs(90), async {
+        let nodes = cluster.endpoints();
+        let outage = Outage::start(&nodes).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+
+        let first = cluster.terminate_backends().await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let second = cluster.terminate_backends().await;
+        let ended_at_ms = now_ms();
+        assert!(
+            first >= nodes.len(),
+            "only {first} backends ended: each node's listener holds one"
+        );
+        let report = outage.finish(&nodes, ended_at_ms).await;
+        report.assert_failures_are_503();
+        wait_for_listeners(&cluster).await;
+
+        nodes[0].put("/v1/queues/after", &json!({})).await;
+        let mut waits = Vec::new();
+        for n in 0..5 {
+            let waiter = {
+                let node = nodes[1].clone();
+                tokio::spawn(async move {
+                    let answer = node
+                        .post("/v1/queues/after/receive", &json!({"wait_ms": 5_000}))
+                        .await;
+                    (Instant::now(), answer)
+                })
+            };
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            nodes[0]
+                .post("/v1/queues/after/messages", &json!({"body": {"n": n}}))
+                .await;
+            let sent = Instant::now();
+            let (arrived, answer) = waiter.await.expect("the waiter ran");
+            assert_eq!(answer["messages"].as_array().map(Vec::len), Some(1), "{answer}");
+            waits.push(arrived.saturating_duration_since(sent));
+        }
+        eprintln!(
+            "scenario 7b: {first} then {second} backends terminated; {}; wake-ups across nodes afterwards: {waits:?}",
+            report.summary()
+        );
+        for wait in &waits {
+            assert!(*wait < Duration::from_secs(1), "a wake-up across nodes took {wait:?}");
+        }
+    })
+    .await;
+    cluster.assert_no_panics();
+}
+
+/// Waits (at most 10 s, the listeners' longest reconnect backoff and then some) until every
+/// node's listener has a session again.
+async fn wait_for_listeners(cluster: &Cluster) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let listening = cluster.listening_sessions().await;
+        if listening == cluster.nodes().len() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{listening} of {} listeners are back 10 s after the outage",
+            cluster.nodes().len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Producers (one per node, an enqueue every 20 ms, each with its own idempotency key) and
+/// consumers (two per node) that keep going through an outage of the database, journalling
+/// every answer.
+struct Outage {
+    journal: Arc<Journal>,
+    stored: Arc<Mutex<HashSet<String>>>,
+    /// Every enqueue: (node, sent at, answered at, status or none).
+    enqueues: Arc<Mutex<Vec<Sent>>>,
+    stop_producers: Arc<AtomicBool>,
+    producers: Vec<tokio::task::JoinHandle<()>>,
+    consumers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// One request and its answer, by the client's clock (epoch ms).
+#[derive(Debug, Clone)]
+struct Sent {
+    node: usize,
+    sent_ms: i64,
+    answered_ms: i64,
+    status: Option<u16>,
+    code: String,
+    retry_after: Option<String>,
+}
+
+/// What an [`Outage`] saw.
+struct OutageReport {
+    journal: Arc<Journal>,
+    enqueues: Vec<Sent>,
+    stored: usize,
+    deliveries: usize,
+    confirmed: usize,
+    /// By node: how long after the outage ended its first 2xx enqueue came.
+    recovered_after_ms: Vec<i64>,
+}
+
+impl Outage {
+    const LEASE_MS: i64 = 3_000;
+    /// Each producer's most enqueues (it stops earlier when told).
+    const ENQUEUES_MAX: usize = 1_000;
+
+    async fn start(nodes: &[Endpoint]) -> Outage {
+        nodes[0]
+            .put(
+                "/v1/queues/outage",
+                &json!({"visibility_timeout_ms": Self::LEASE_MS, "max_attempts": 0}),
+            )
+            .await;
+        let journal = Journal::new();
+        let stored: Arc<Mutex<HashSet<String>>> = Arc::default();
+        let enqueues: Arc<Mutex<Vec<Sent>>> = Arc::default();
+        let stop_producers = Arc::new(AtomicBool::new(false));
+        let producers = (0..nodes.len())
+            .map(|node| {
+                let endpoint = nodes[node].clone();
+                let (stored, enqueues, stop) = (
+                    Arc::clone(&stored),
+                    Arc::clone(&enqueues),
+                    Arc::clone(&stop_producers),
+                );
+                tokio::spawn(async move {
+                    for index in 0..Self::ENQUEUES_MAX {
+                        if stop.load(Ordering::SeqCst) {
+                            break;
+                        }
+                        let id = format!("n{node}-{index}");
+                        let body =
+                            json!({"id": id, "body": {"n": node * Self::ENQUEUES_MAX + index}});
+                        let sent_ms = now_ms();
+                        let answer = endpoint.try_post("/v1/queues/outage/messages", &body).await;
+                        let answered_ms = now_ms();
+                        let sent = match &answer {
+                            Ok(reply) => Sent {
+                                node,
+                                sent_ms,
+                                answered_ms,
+                                status: Some(reply.status),
+                                code: reply.error_code(),
+                                retry_after: reply.retry_after.clone(),
+                            },
+                            Err(_) => Sent {
+                                node,
+                                sent_ms,
+                                answered_ms,
+                                status: None,
+                                code: String::new(),
+                                retry_after: None,
+                            },
+                        };
+                        if sent.status == Some(200) {
+                            lock(&stored).insert(id);
+                        }
+                        lock(&enqueues).push(sent);
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                })
+            })
+            .collect();
+        let handler = handler(|_| async {
+            tokio::time::sleep(Duration::from_millis(rand::random_range(5..30))).await;
+            Outcome::Ack
+        });
+        let consumers = start_consumers(
+            nodes,
+            2,
+            |node| Consumer {
+                slots: 4,
+                ..Consumer::new(&nodes[node], node, "outage", Self::LEASE_MS, &journal)
+            },
+            &handler,
+        );
+        Outage {
+            journal,
+            stored,
+            enqueues,
+            stop_producers,
+            producers,
+            consumers,
+        }
+    }
+
+    /// Lets the load run until every node has stored an enqueue again after `ended_at_ms`
+    /// (at most 10 s) and a little longer, then stops the producers, waits until every stored
+    /// message was acked, and stops the consumers.
+    async fn finish(self, nodes: &[Endpoint], ended_at_ms: i64) -> OutageReport {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let recovered_after_ms = loop {
+            let enqueues = lock(&self.enqueues).clone();
+            let firsts: Vec<Option<i64>> = (0..nodes.len())
+                .map(|node| {
+                    enqueues
+                        .iter()
+                        .filter(|sent| {
+                            sent.node == node
+                                && sent.sent_ms > ended_at_ms
+                                && sent.status == Some(200)
+                        })
+                        .map(|sent| sent.answered_ms - ended_at_ms)
+                        .min()
+                })
+                .collect();
+            if firsts.iter().all(Option::is_some) {
+                break firsts.into_iter().flatten().collect::<Vec<i64>>();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "10 s after the outage some node stores nothing (first 2xx by node, ms: {firsts:?}); e.g. {:?}",
+                enqueues.iter().rev().take(3).collect::<Vec<_>>()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        self.stop_producers.store(true, Ordering::SeqCst);
+        for producer in self.producers {
+            tokio::time::timeout(Duration::from_secs(40), producer)
+                .await
+                .expect("a producer stops")
+                .expect("a producer ran without panicking");
+        }
+        let stored = lock(&self.stored).clone();
+        let confirmed = wait_until_all_acked(&self.journal, &nodes[0], "outage", &stored).await;
+        stop_consumers(&self.journal, self.consumers).await;
+        let deliveries = self.journal.deliveries();
+        let leases = leases_by_message(&deliveries);
+        assert_leases_follow_one_another(&leases, &confirmed);
+        assert_queue_empty(nodes, "outage").await;
+        let violations = lock(&self.journal.violations).clone();
+        assert!(violations.is_empty(), "violations: {violations:#?}");
+        OutageReport {
+            journal: self.journal,
+            enqueues: lock(&self.enqueues).clone(),
+            stored: stored.len(),
+            deliveries: deliveries.len(),
+            confirmed: confirmed.len(),
+            recovered_after_ms,
+        }
+    }
+}
+
+impl OutageReport {
+    /// Every failed request (enqueue, receive, ack) was answered 503 `unavailable` with a
+    /// `Retry-After`: no 500, no broken connection.
+    fn assert_failures_are_503(&self) {
+        let failed_enqueues = self
+            .enqueues
+            .iter()
+            .filter(|sent| sent.status != Some(200))
+            .map(|sent| {
+                (
+                    sent.status,
+                    sent.code.clone(),
+                    sent.retry_after.clone(),
+                    format!("enqueue on node {}", sent.node + 1),
+                )
+            });
+        let failed_others = self.journal.failures().into_iter().map(|failure| {
+            (
+                failure.status,
+                failure.code,
+                failure.retry_after,
+                failure.what,
+            )
+        });
+        let wrong: Vec<_> = failed_enqueues
+            .chain(failed_others)
+            .filter(|(status, code, retry_after, _)| {
+                !(*status == Some(503) && code == "unavailable" && retry_after.is_some())
+            })
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "{} failed requests were not 503 unavailable with Retry-After, e.g. {:#?}",
+            wrong.len(),
+            &wrong[..wrong.len().min(8)]
+        );
+    }
+
+    /// [`Self::assert_failures_are_503`], and every enqueue and ack sent during the cut (a
+    /// moment after it began, to let requests already past the database finish) was refused.
+    fn assert_cut_answered_503(&self, cut_at_ms: i64, healed_at_ms: i64) {
+        self.assert_failures_are_503();
+        const SETTLE_MS: i64 = 100;
+        let during = |sent_ms: i64, answered_ms: i64| {
+            sent_ms > cut_at_ms + SETTLE_MS && answered_ms < healed_at_ms
+        };
+        let stored_during: Vec<&Sent> = self
+            .enqueues
+            .iter()
+            .filter(|sent| during(sent.sent_ms, sent.answered_ms) && sent.status == Some(200))
+            .collect();
+        assert!(
+            stored_during.is_empty(),
+            "enqueues answered 2xx during the cut: {stored_during:?}"
+        );
+        let refused_during = self
+            .enqueues
+            .iter()
+            .filter(|sent| during(sent.sent_ms, sent.answered_ms) && sent.status == Some(503))
+            .count();
+        assert!(refused_during > 0, "no enqueue was answered during the cut");
+        let acked_during: Vec<Delivery> = self
+            .journal
+            .deliveries()
+            .into_iter()
+            .filter(|d| d.outcome == Outcome::Ack && d.settled_status == Some(200))
+            .filter(|d| during(d.settle_sent_ms, d.settle_answered_ms))
+            .collect();
+        assert!(
+            acked_during.is_empty(),
+            "acks answered 2xx during the cut: {acked_during:?}"
+        );
+    }
+
+    fn summary(&self) -> String {
+        let refused = self
+            .enqueues
+            .iter()
+            .filter(|sent| sent.status != Some(200))
+            .count();
+        format!(
+            "{} enqueues ({refused} refused), {} stored and acked, {} deliveries, {} failed receives/acks, {} acks of unknown outcome found acked, every node storing again {:?} ms after the outage",
+            self.enqueues.len(),
+            self.stored,
+            self.deliveries,
+            self.journal.failures().len(),
+            self.confirmed,
+            self.recovered_after_ms
+        )
+    }
+}
+
+/// Polls every node's `/readyz` for `span`; by node, how long after the start it first
+/// answered 503 (`None`: never).
+async fn readiness_during(nodes: &[Endpoint], span: Duration) -> Vec<Option<Duration>> {
+    let started = Instant::now();
+    let mut first_503 = vec![None; nodes.len()];
+    while started.elapsed() < span {
+        for (node, endpoint) in nodes.iter().enumerate() {
+            if first_503[node].is_none()
+                && let Ok(reply) = endpoint
+                    .try_request(reqwest::Method::GET, "/readyz", None)
+                    .await
+                && reply.status == 503
+            {
+                first_503[node] = Some(started.elapsed());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    first_503
+}
+
 // ---- the journal: what consumers were given and how their answers went ----------------------
 
 /// One lease a consumer was given, and how it ended.
@@ -925,6 +1357,9 @@ struct Delivery {
     outcome: Outcome,
     /// The status of the ack or nack; `None` when none came (or none was sent).
     settled_status: Option<u16>,
+    /// Client clock, epoch ms, when the ack or nack was sent and when its answer came.
+    settle_sent_ms: i64,
+    settle_answered_ms: i64,
 }
 
 /// What a handler decided for one message.
@@ -939,12 +1374,23 @@ enum Outcome {
     Abandon,
 }
 
+/// A request answered with something unexpected (`status`), or not at all.
+#[derive(Debug, Clone)]
+struct Failure {
+    node: usize,
+    status: Option<u16>,
+    /// `error.code` of the answer, if any.
+    code: String,
+    retry_after: Option<String>,
+    what: String,
+}
+
 /// Every delivery and every failed request of a scenario's consumers.
 #[derive(Default)]
 struct Journal {
     deliveries: Mutex<Vec<Delivery>>,
-    /// Requests answered with anything unexpected, or not at all: `(node, what)`.
-    failures: Mutex<Vec<(usize, String)>>,
+    /// Requests answered with anything unexpected, or not at all.
+    failures: Mutex<Vec<Failure>>,
     /// Messages acked with a 2xx, by message id.
     acked: Mutex<HashSet<String>>,
     /// Violations a handler saw as it happened (two of one key at once, out of order).
@@ -965,8 +1411,30 @@ impl Journal {
         lock(&self.acked).len()
     }
 
-    fn fail(&self, node: usize, what: String) {
-        lock(&self.failures).push((node, what));
+    /// Journals a request answered with something other than what was expected.
+    fn fail_reply(&self, node: usize, reply: &support::Reply) {
+        lock(&self.failures).push(Failure {
+            node,
+            status: Some(reply.status),
+            code: reply.error_code(),
+            retry_after: reply.retry_after.clone(),
+            what: format!("{}: {} {}", reply.request, reply.status, reply.text),
+        });
+    }
+
+    /// Journals a request that got no answer.
+    fn fail_transport(&self, node: usize, error: String) {
+        lock(&self.failures).push(Failure {
+            node,
+            status: None,
+            code: String::new(),
+            retry_after: None,
+            what: error,
+        });
+    }
+
+    fn failures(&self) -> Vec<Failure> {
+        lock(&self.failures).clone()
     }
 
     fn violation(&self, what: String) {
@@ -981,7 +1449,11 @@ impl Journal {
                 Instant::now() < deadline,
                 "{} of {count} messages acked after {timeout:?}; failures: {:?}",
                 self.acked_count(),
-                lock(&self.failures).iter().take(10).collect::<Vec<_>>()
+                lock(&self.failures)
+                    .iter()
+                    .take(10)
+                    .map(|failure| &failure.what)
+                    .collect::<Vec<_>>()
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -990,10 +1462,10 @@ impl Journal {
     /// Asserts that no request failed and no handler saw a violation, except requests to the
     /// nodes in `allowed` (a node that was killed).
     fn assert_no_failures(&self, allowed: &[usize]) {
-        let failures: Vec<_> = lock(&self.failures)
+        let failures: Vec<String> = lock(&self.failures)
             .iter()
-            .filter(|(node, _)| !allowed.contains(node))
-            .cloned()
+            .filter(|failure| !allowed.contains(&failure.node))
+            .map(|failure| failure.what.clone())
             .collect();
         assert!(failures.is_empty(), "failed requests: {failures:#?}");
         let violations = lock(&self.violations).clone();
@@ -1071,17 +1543,14 @@ impl Consumer {
             let reply = match consumer.endpoint.try_post(&path, &request).await {
                 Ok(reply) => reply,
                 Err(error) => {
-                    consumer.journal.fail(consumer.node, error);
+                    consumer.journal.fail_transport(consumer.node, error);
                     gone = consumer.quit_when_node_gone;
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
             };
             if reply.status != 200 {
-                consumer.journal.fail(
-                    consumer.node,
-                    format!("{}: {} {}", reply.request, reply.status, reply.text),
-                );
+                consumer.journal.fail_reply(consumer.node, &reply);
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
@@ -1135,6 +1604,8 @@ impl Consumer {
             deadline_ms,
             outcome: Outcome::Abandon,
             settled_status: None,
+            settle_sent_ms: 0,
+            settle_answered_ms: 0,
         }
     }
 
@@ -1155,7 +1626,9 @@ impl Consumer {
                 return Ok(());
             }
         };
+        delivery.settle_sent_ms = now_ms();
         let answer = self.endpoint.try_post(&path, &body).await;
+        delivery.settle_answered_ms = now_ms();
         let result = match answer {
             Ok(reply) => {
                 delivery.settled_status = Some(reply.status);
@@ -1163,15 +1636,12 @@ impl Consumer {
                 if reply.status == 200 && outcome == Outcome::Ack {
                     lock(&self.journal.acked).insert(delivery.message_id.clone());
                 } else if reply.status != 200 && !stale {
-                    self.journal.fail(
-                        self.node,
-                        format!("{}: {} {}", reply.request, reply.status, reply.text),
-                    );
+                    self.journal.fail_reply(self.node, &reply);
                 }
                 Ok(())
             }
             Err(error) => {
-                self.journal.fail(self.node, error);
+                self.journal.fail_transport(self.node, error);
                 Err(())
             }
         };
@@ -1219,15 +1689,22 @@ fn leases_by_message(deliveries: &[Delivery]) -> BTreeMap<String, Vec<Delivery>>
     leases
 }
 
-/// For every message: no two deliveries share a lease number; a lease begins (by the server's
-/// clock, and by the time its consumer had it) only after the deadline of the one before it,
-/// so no two consumers held it at once; a 2xx ack is the last lease of its message, so nothing
-/// acked was delivered again; and the last lease was acked with a 2xx (or, for the messages of
-/// `acked_unanswered`, acked by a request whose answer was lost, as a lookup showed).
+/// For every message: no two deliveries share a lease number; a lease reaches its consumer
+/// only after the deadline of the one before it, and ends after it, so no two consumers held
+/// it at once; a 2xx ack is the last lease of its message, so nothing acked was delivered
+/// again; and the last lease was acked with a 2xx (or, for the messages of `acked_unanswered`,
+/// acked by a request whose answer was lost, as a lookup showed).
+///
+/// Returns the leases granted by a clock behind the earlier lease's deadline, and by how much
+/// (ms): a claim's `now` is read before the claim waits for a connection and the CPU, so a
+/// claim of one node can lease a message whose earlier lease another node's later claim has
+/// expired meanwhile, with a deadline counted from its older `now` (a lease that much shorter;
+/// docs/design/postgres-store.md §4.5 says the same of clock skew between nodes).
 fn assert_leases_follow_one_another(
     leases: &BTreeMap<String, Vec<Delivery>>,
     acked_unanswered: &HashSet<String>,
-) {
+) -> Vec<i64> {
+    let mut granted_behind = Vec::new();
     for (message, leases) in leases {
         for pair in leases.windows(2) {
             let (earlier, later) = (&pair[0], &pair[1]);
@@ -1244,15 +1721,19 @@ fn assert_leases_follow_one_another(
                 later.lease_number
             );
             assert!(
-                later.claimed_at_ms >= earlier.deadline_ms
-                    && later.received_at_ms >= earlier.deadline_ms,
-                "{message}: lease {} was granted at {} (received {}) before lease {} ran out at {}",
+                later.received_at_ms >= earlier.deadline_ms
+                    && later.deadline_ms > earlier.deadline_ms,
+                "{message}: lease {} (granted at {}, received {}, deadline {}) overlaps lease {}, which ran out at {}",
                 later.lease_number,
                 later.claimed_at_ms,
                 later.received_at_ms,
+                later.deadline_ms,
                 earlier.lease_number,
                 earlier.deadline_ms
             );
+            if later.claimed_at_ms < earlier.deadline_ms {
+                granted_behind.push(earlier.deadline_ms - later.claimed_at_ms);
+            }
         }
         let last = leases.last().expect("at least one lease");
         if acked_unanswered.contains(message) {
@@ -1265,6 +1746,7 @@ fn assert_leases_follow_one_another(
             last.lease_number
         );
     }
+    granted_behind
 }
 
 // ---- requests ---------------------------------------------------------------------------------

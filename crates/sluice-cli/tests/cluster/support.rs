@@ -237,6 +237,28 @@ impl Cluster {
         rows.iter().filter(|row| row.get::<_, bool>(0)).count()
     }
 
+    /// How many sessions of the cluster (through its proxy) are listeners: their last
+    /// statement was the `LISTEN` of the store's channels.
+    pub async fn listening_sessions(&self) -> usize {
+        let ports: Vec<i32> = self
+            .proxy()
+            .upstream_ports()
+            .into_iter()
+            .map(i32::from)
+            .collect();
+        let row = self
+            .database
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE starts_with(application_name, 'sluice/') AND client_port = ANY($1) \
+                 AND starts_with(query, 'LISTEN')",
+                &[&ports],
+            )
+            .await
+            .expect("pg_stat_activity");
+        usize::try_from(row.get::<_, i64>(0)).expect("a count")
+    }
+
     /// Asserts no node's log shows a panic; call it at the end of a test.
     pub fn assert_no_panics(&self) {
         for node in &self.nodes {
@@ -687,6 +709,11 @@ async fn accept_links(listener: TcpListener, upstream: SocketAddr, state: Arc<Pr
         let Ok(local) = upstream_stream.local_addr() else {
             continue;
         };
+        // The database's protocol is many small messages: without this, Nagle's algorithm
+        // holds each behind the peer's delayed ACK (40 ms), which the nodes' own sockets avoid.
+        if downstream.set_nodelay(true).is_err() || upstream_stream.set_nodelay(true).is_err() {
+            continue;
+        }
         let id = state.next_link.fetch_add(1, Ordering::Relaxed);
         let links = Arc::clone(&state);
         // The link is registered before it can end, so its own removal always finds it.
