@@ -904,6 +904,94 @@ async fn wait_until_all_acked(
     }
 }
 
+// ---- 6 ---------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs the leader (build step 4): sluice_store_leader and the leader's upkeep are not on this branch"]
+async fn the_leaders_upkeep_moves_to_another_node_when_it_is_killed() {
+    // §7.1 scenario 6: find the leader by its `sluice_store_leader` gauge and SIGKILL it while
+    // ten messages sit out 1 s leases on their only attempt and ten more pass a 2 s max_age.
+    // Another node reports itself leader within 3 s of the kill, and within 5 s the leases have
+    // run out into the dead-letter queue and the old messages have expired: the upkeep (which
+    // only the leader runs) goes on elsewhere.
+    const MESSAGES: u64 = 10;
+    let Some(mut cluster) = Cluster::start(3, ClusterOptions::default()).await else {
+        return;
+    };
+    within(Duration::from_secs(60), async {
+        let nodes = cluster.endpoints();
+        let leader = wait_for_leader(&cluster, None, Duration::from_secs(5)).await;
+        let survivor = &nodes[(leader + 1) % nodes.len()];
+        survivor
+            .put(
+                "/v1/queues/short",
+                &json!({"visibility_timeout_ms": 1_000, "max_attempts": 1}),
+            )
+            .await;
+        survivor
+            .put("/v1/queues/old", &json!({"max_age_ms": 2_000}))
+            .await;
+        enqueue_numbered(&nodes, "short", 0..MESSAGES, 10).await;
+        enqueue_numbered(&nodes, "old", 0..MESSAGES, 10).await;
+        let leased = survivor
+            .post(
+                "/v1/queues/short/receive",
+                &json!({"max": MESSAGES, "wait_ms": 1_000}),
+            )
+            .await;
+        assert_eq!(
+            leased["messages"].as_array().map(Vec::len),
+            Some(MESSAGES as usize),
+            "{leased}"
+        );
+
+        let killed_at = Instant::now();
+        cluster.node_mut(leader).kill9().await;
+        let next = wait_for_leader(&cluster, Some(leader), Duration::from_secs(3)).await;
+        eprintln!(
+            "scenario 6: node {} leads {:?} after node {} was killed",
+            next + 1,
+            killed_at.elapsed(),
+            leader + 1
+        );
+        let deadline = killed_at + Duration::from_secs(5);
+        loop {
+            let short = survivor.get("/v1/queues/short/stats").await;
+            let old = survivor.get("/v1/queues/old/stats").await;
+            let done = short["in_flight"] == 0
+                && short["dead_lettered"] == json!(MESSAGES)
+                && old["ready"] == 0;
+            if done {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "5 s after the kill the upkeep has not run: short {short}, old {old}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    cluster.assert_no_panics();
+}
+
+/// Waits until a running node other than `not` reports itself leader; its index.
+async fn wait_for_leader(cluster: &Cluster, not: Option<usize>, timeout: Duration) -> usize {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(leader) = cluster.leader().await
+            && Some(leader) != not
+        {
+            return leader;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no node reports sluice_store_leader 1 within {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 // ---- 7 ---------------------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -603,15 +603,18 @@ impl Reply {
     }
 }
 
-/// The value of an unlabelled metric in Prometheus text.
+/// The value of a metric in Prometheus text: its first sample, with or without labels.
 fn metric_value(text: &str, name: &str) -> Option<f64> {
     text.lines()
         .filter(|line| !line.starts_with('#'))
         .find_map(|line| {
-            let (metric, value) = line.split_once(' ')?;
-            (metric == name)
-                .then(|| value.trim().parse().ok())
-                .flatten()
+            let rest = line.strip_prefix(name)?;
+            let value = match rest.chars().next()? {
+                ' ' => rest,
+                '{' => &rest[rest.find('}')? + 1..],
+                _ => return None,
+            };
+            value.split_whitespace().next()?.parse().ok()
         })
 }
 
