@@ -764,7 +764,10 @@ pub async fn connect(url: &str) -> Result<tokio_postgres::Client, String> {
     let (client, connection) = tokio::time::timeout(Duration::from_secs(5), connecting)
         .await
         .map_err(|_| "no answer within 5 s".to_owned())?
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| match std::error::Error::source(&e) {
+            Some(source) => format!("{e}: {source}"),
+            None => e.to_string(),
+        })?;
     tokio::spawn(async move {
         let _ = connection.await;
     });
