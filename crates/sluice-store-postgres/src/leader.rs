@@ -145,9 +145,12 @@ impl Session {
             }
             notify.notify_one();
         });
+        // The server's keepalives on this session (§4.1): a leader whose machine vanished
+        // without closing its socket loses its backend, and the lock, in about 11 s.
         client
             .batch_execute(&format!(
-                "{}; LISTEN \"{}\"",
+                "{} SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; \
+                 SET tcp_keepalives_count = 3; LISTEN \"{}\"",
                 connect::session_settings(options),
                 leader_channel(&options.schema)
             ))
