@@ -411,11 +411,9 @@ async fn counters_of_every_node_add_up_and_outlive_the_node() {
             .counters
             .enqueued
     };
-    assert_eq!(
-        enqueued(&a).await,
-        3,
-        "this node's own, exact, before any flush"
-    );
+    // This node's own count is exact at once; b's arrives with b's next flush (within a second).
+    let seen = enqueued(&a).await;
+    assert!(seen == 3 || seen == 5, "{seen}");
     wait_for(
         Duration::from_secs(5),
         "both nodes' counts on a",
