@@ -450,6 +450,12 @@ pub struct StorageMetrics {
     pub writer_queue_bytes: Option<u64>,
     /// Write requests of every kind waiting for the writer.
     pub writer_queue_ops: Option<u64>,
+    /// Whether this node leads the housekeeping of a store several nodes share; `None` for a
+    /// store of one node, which has no leader.
+    pub is_leader: Option<bool>,
+    /// The database's clock minus this node's, in ms, at the last check; `None` when the store
+    /// has no clock of its own to compare with.
+    pub clock_skew_ms: Option<i64>,
 }
 
 /// Whether a store takes writes.

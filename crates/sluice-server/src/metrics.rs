@@ -397,7 +397,30 @@ impl Snapshot {
             )?;
             encode_histogram(&mut family, sync, 1e6)?;
         }
+        self.encode_shared_store(encoder)?;
         self.encode_wal_and_space(encoder)
+    }
+
+    /// What only a store shared by several nodes reports: who leads its upkeep, and how far
+    /// this node's clock is from the database's.
+    fn encode_shared_store(&self, encoder: &mut DescriptorEncoder) -> Fmt {
+        if let Some(is_leader) = self.storage.is_leader {
+            gauge(
+                encoder,
+                "sluice_store_leader",
+                "1 on the node that leads the shared store's upkeep (lease expiry, retention, cleanup), else 0.",
+            )?
+            .encode_gauge(&u64::from(is_leader))?;
+        }
+        if let Some(skew_ms) = self.storage.clock_skew_ms {
+            gauge(
+                encoder,
+                "sluice_store_clock_skew_seconds",
+                "The database's clock minus this node's, at the last check (every 60 s).",
+            )?
+            .encode_gauge(&(skew_ms as f64 / 1e3))?;
+        }
+        Ok(())
     }
 
     /// Requests answered, by matched route template (bounded; `unmatched` for the rest).
@@ -672,6 +695,8 @@ mod tests {
                 write_state: WriteState::DiskFull,
                 writer_queue_bytes: Some(65_536),
                 writer_queue_ops: Some(2),
+                is_leader: Some(true),
+                clock_skew_ms: Some(-1_250),
             },
             expressions: ExprCounts {
                 evaluations: 7,
@@ -881,6 +906,8 @@ mod tests {
             "sluice_storage_database_bytes 20480",
             "sluice_storage_writer_queue_bytes 65536",
             "sluice_storage_writer_queue_operations 2",
+            "sluice_store_leader 1",
+            "sluice_store_clock_skew_seconds -1.25",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} not in {text}");
         }
@@ -897,6 +924,7 @@ mod tests {
         let text = render(Snapshot::default()).unwrap();
         assert!(text.contains("sluice_build_info{version="), "{text}");
         assert!(!text.contains("sluice_storage_"), "{text}");
+        assert!(!text.contains("sluice_store_"), "{text}");
         assert!(!text.contains("sluice_http_requests_total{"), "{text}");
     }
 }

@@ -90,6 +90,7 @@ fn postgres_options(
     options.writer_connections = postgres.writer_connections;
     options.connect_timeout = std::time::Duration::from_millis(postgres.connect_timeout_ms);
     options.migrate = postgres.migrate;
+    options.acked_retention_ms = config.acked_retention_ms;
     options.node_name = config.listen.to_string();
     options.durability = match config.durability {
         Durability::Fsync => PgDurability::Fsync,

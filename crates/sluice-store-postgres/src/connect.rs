@@ -122,7 +122,7 @@ fn config(options: &PgOptions) -> StoreResult<Config> {
 
 /// What every session runs once it is made (§2.0): the schema, bounds on statements, lock
 /// waits and idle transactions, and the durability of a commit.
-fn session_settings(options: &PgOptions) -> String {
+pub(crate) fn session_settings(options: &PgOptions) -> String {
     let synchronous_commit = match options.durability {
         // `on`, unless the server is set to wait for more (a replica's write or apply), which
         // is kept: sluice never lowers an operator's durability.

@@ -38,6 +38,7 @@ use tokio::task::JoinHandle;
 use crate::cache::CachedQueue;
 use crate::error::{Db, is_conflict};
 use crate::messages;
+use crate::stats;
 
 /// Most messages an enqueue group stores.
 pub(crate) const GROUP_MESSAGES_MAX: usize = 1_000;
@@ -240,24 +241,42 @@ async fn try_enqueues(
     lanes.dedup();
     messages::lock_lanes_for_enqueue(&transaction, &lanes).await?;
     let total = group.iter().map(|job| job.params.messages.len()).sum();
-    let seqs = messages::take_seqs(&transaction, total).await?;
+    // A bounded queue's admission counts what it holds exactly; the others' positions start
+    // from the leader's last count (§2.2), read in the same flight as the seqs.
+    let mut unbounded: Vec<i32> = group
+        .iter()
+        .filter(|job| job.queue.config.max_depth.is_none())
+        .map(|job| job.queue.id)
+        .collect();
+    unbounded.sort_unstable();
+    unbounded.dedup();
+    let (seqs, counted) = tokio::try_join!(
+        messages::take_seqs(&transaction, total),
+        stats::counted_depths(&transaction, &unbounded),
+    )?;
     let mut rows = messages::NewRows::default();
     let mut answers = Vec::with_capacity(group.len());
     let mut offset = 0;
     for job in group {
         let count = job.params.messages.len();
-        answers.push(
-            messages::enqueue_in(
-                &transaction,
-                &job.queue,
-                &job.params.queue,
-                &job.params.messages,
-                job.params.now_ms,
-                &seqs[offset..offset + count],
-                &mut rows,
-            )
-            .await?,
-        );
+        let earlier = rows.of_queue(job.queue.id);
+        let mut answer = messages::enqueue_in(
+            &transaction,
+            &job.queue,
+            &job.params.queue,
+            &job.params.messages,
+            job.params.now_ms,
+            &seqs[offset..offset + count],
+            &mut rows,
+        )
+        .await?;
+        if let (None, Ok(enqueued)) = (job.queue.config.max_depth, &mut answer) {
+            let ahead = counted.get(&job.queue.id).copied().unwrap_or(0) + earlier;
+            for enqueued in enqueued.iter_mut().filter(|enqueued| enqueued.created) {
+                enqueued.position += ahead;
+            }
+        }
+        answers.push(answer);
         offset += count;
     }
     if !rows.is_empty() {

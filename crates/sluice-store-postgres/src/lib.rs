@@ -23,32 +23,47 @@
 //! append to it). Bounded walks for filtered listings are `scan`'s; a transaction that meets
 //! a deadlock or serialization failure is tried again (`retry`).
 //!
-//! What is not built yet (step 4, the leader's upkeep): lease expiry on the last attempt into
-//! the dead-letter queue, retention and cleanup; `maintain` returns at once. Until then the
-//! store passes only the conformance cases listed in `tests/conformance.rs`.
+//! Several nodes on one schema (step 4, `leader`, `nodes`, `upkeep`): each node has a row in
+//! `nodes` and writes its counters into `queue_counters` every second; one node, elected by a
+//! session advisory lock, runs the upkeep behind `maintain` (due delays, expired leases and the
+//! last-attempt move into the dead-letter queue, retention, the depth count in `queue_stats`
+//! that `queue_list` and `position` read, the lane safety net, cleanup). Another node takes
+//! over within a second when the leader closes or dies. `PgStore::upkeep` runs the same jobs
+//! on any node; running them on two at once is safe.
 //!
 //! Errors are sorted by meaning in [`error`] alone (a connection refused or lost is
 //! `StoreError::Unavailable`). Module map: [`options`] (what the store is opened with),
 //! `connect` (the pool and session settings), [`migrate`], `cache`, `listen`, `queues`,
-//! `messages`, `group`, `webhooks`, `dead_letters`, `removal`, `lookups`, `delivery_log`,
-//! `scan`, `retry`.
+//! `messages`, `group`, `dead_letter_move`, `lanes`, `webhooks`, `dead_letters`, `removal`,
+//! `lookups`, `delivery_log`, `scan`, `retry`; `leader`, `nodes`, `counters`, `stats`, and the
+//! upkeep: `upkeep`, `expiry`, `retention`, `cleanup`.
 
 mod cache;
 mod cached;
+mod cleanup;
 mod connect;
 mod dead_letters;
 mod delivery_log;
+mod counters;
+mod dead_letter_move;
 pub mod error;
+mod expiry;
 mod group;
+mod lanes;
+mod leader;
 mod listen;
 mod lookups;
 mod messages;
 pub mod migrate;
+mod nodes;
 pub mod options;
 mod queues;
 mod removal;
 mod retry;
 mod scan;
+mod retention;
+mod stats;
+mod upkeep;
 mod webhooks;
 
 use std::collections::HashMap;
@@ -83,9 +98,16 @@ pub struct PgStore {
     pool: Pool,
     cache: Arc<QueueCache>,
     notifier: Arc<Notifier>,
-    /// This node's counters per queue id since it opened (§2.11: the other nodes' come with
-    /// step 4).
+    /// This node's counters per queue id since it opened (§2.11), the `live` map of
+    /// `node.ledger`.
     counters: Arc<Mutex<HashMap<i32, Counters>>>,
+    /// This node among the others on the schema: its id, counters, measurements, and the
+    /// tasks that keep its row and its election (§4).
+    node: nodes::ThisNode,
+    /// Whether this node leads the upkeep now (§4.1).
+    leadership: Arc<leader::Leadership>,
+    /// When the upkeep's jobs are next due; held while a pass runs.
+    schedule: tokio::sync::Mutex<upkeep::Schedule>,
     /// The way to the group-commit writers, until close.
     writers: Mutex<Option<group::Writers>>,
     /// What the writers share with the store (their metrics).
@@ -130,7 +152,13 @@ impl PgStore {
                 notifier: notifier.clone(),
             },
         );
-        let counters = Arc::new(Mutex::new(HashMap::new()));
+        let node_id = Uuid::now_v7();
+        nodes::register(&pool, node_id, &options.node_name).await?;
+        let elector = leader::Elector::start(options.clone(), node_id).await?;
+        let leadership = elector.leadership();
+        let ledger = Arc::new(counters::Ledger::default());
+        let counters = ledger.live.clone();
+        let node = nodes::ThisNode::start(&options, &pool, node_id, ledger, elector);
         let wake_channel = listen::wake_channel(&options.schema);
         let group_context = Arc::new(group::Context {
             pool: connect::writer_pool(&options)?,
@@ -150,6 +178,9 @@ impl PgStore {
             cache,
             notifier,
             counters,
+            node,
+            leadership,
+            schedule: tokio::sync::Mutex::new(upkeep::Schedule::default()),
             writers: Mutex::new(Some(writers)),
             group_context,
             writer_tasks: Mutex::new(writer_tasks),
@@ -185,13 +216,14 @@ impl PgStore {
         change(self.counters.lock().entry(queue_id).or_default());
     }
 
-    /// This node's counters of a queue.
-    fn counters_of(&self, queue_id: i32) -> Counters {
-        self.counters
-            .lock()
-            .get(&queue_id)
-            .copied()
-            .unwrap_or_default()
+    /// A queue's counters: this node's, plus what `others` (the other rows of
+    /// `queue_counters`, §2.11) hold.
+    fn counters_of(&self, queue_id: i32, others: &HashMap<i32, Counters>) -> Counters {
+        let own = self.node.ledger.own(queue_id);
+        match others.get(&queue_id) {
+            Some(others) => counters::plus(&own, others),
+            None => own,
+        }
     }
 
     fn check_open(&self) -> StoreResult<()> {
@@ -311,21 +343,24 @@ impl Store for PgStore {
         self.list_webhooks().await
     }
 
-    /// Nothing yet: claims expire the leases of their own queue and end its delays (§2.3);
-    /// step 4 runs the leader's upkeep here (last-attempt expiries, retention, cleanup).
-    async fn maintain(&self, _now_ms: Millis) -> StoreResult<()> {
-        self.check_open()
+    /// The leader's upkeep at `now_ms` (`upkeep`); nothing on a follower, whose own work
+    /// runs on its own timer (`nodes`).
+    async fn maintain(&self, now_ms: Millis) -> StoreResult<()> {
+        self.maintain_as_node(now_ms).await
     }
 
     fn notifier(&self) -> Arc<Notifier> {
         self.notifier.clone()
     }
 
-    /// Batches per committed group of both writers; nothing else yet (the database's size
-    /// and the writers' queues come with step 4).
+    /// Batches per committed group of both writers, the size of the schema's tables (read
+    /// every 10 s), whether this node leads the upkeep, and its clock against the database's.
     fn storage_metrics(&self) -> sluice_core::store::StorageMetrics {
         sluice_core::store::StorageMetrics {
             group_commit_ops: Some(self.group_context.group_commit_ops.snapshot()),
+            database_bytes: self.node.health.database_bytes(),
+            is_leader: Some(self.leadership.is_leader()),
+            clock_skew_ms: self.node.health.clock_skew_ms(),
             ..Default::default()
         }
     }
@@ -346,6 +381,9 @@ impl Store for PgStore {
         for task in writer_tasks {
             let _ = task.await;
         }
+        // Leadership goes first, announced, so another node takes over at once; then this
+        // node's counters join the cluster's and its row goes.
+        self.node.leave(self.options.connect_timeout).await;
         self.group_context.pool.close();
         self.pool.close();
         // Waiters look again and find the store closed.

@@ -12,11 +12,9 @@
 //!
 //! Enqueues and acks run inside the group transactions of [`crate::group`] (one commit for
 //! every caller waiting); claims, nacks, extends, give-backs and lookups are each one
-//! transaction on a pooled connection. Where this departs from the design, for now:
-//! `position` is exact for bounded queues and counts only the batch otherwise (the leader's
-//! `queue_stats` of step 4 adds the rest). A lease that runs out on
-//! its last attempt in a queue with a dead-letter queue stays leased until the leader's upkeep
-//! moves it (§2.7, step 4).
+//! transaction on a pooled connection. A nack that ends a message's attempts moves it with
+//! [`crate::dead_letter_move`]. A lease that runs out on its last attempt in a queue with a
+//! dead-letter queue stays leased until the leader's upkeep moves it (§2.7, `crate::expiry`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -45,6 +43,7 @@ use crate::PgStore;
 use crate::cache::CachedQueue;
 use crate::cached::Cached;
 use crate::delivery_log;
+use crate::dead_letter_move::{Leaving, Named};
 use crate::error::{Db, is_conflict};
 use crate::queues::LIVE;
 
@@ -60,7 +59,7 @@ pub(crate) const RETRIES: usize = 3;
 
 /// Most due delays or expired leases one claim turns ready (the rest go with the next claim
 /// or the upkeep), so a claim's time stays bounded after a long pause.
-const CLAIM_UPKEEP_ROWS: i64 = 1_000;
+pub(crate) const CLAIM_UPKEEP_ROWS: i64 = 1_000;
 
 /// The columns a claim returns and [`claimed`] reads, in order.
 const CLAIMED_COLUMNS: &str = "m.seq, m.id, m.lease_number, m.lease_token, m.body, m.body_kind, \
@@ -69,7 +68,7 @@ const CLAIMED_COLUMNS: &str = "m.seq, m.id, m.lease_number, m.lease_token, m.bod
      m.dead_last_error, m.dead_attempts, m.dead_first_seen_at_ms, m.dead_last_seen_at_ms";
 
 /// U1 of §2.3: delays of a queue that are due become ready.
-const READY_DUE_SQL: &str = "UPDATE messages SET state = 'ready' \
+pub(crate) const READY_DUE_SQL: &str = "UPDATE messages SET state = 'ready' \
      WHERE seq IN (SELECT seq FROM messages \
                    WHERE queue_id = $1 AND state = 'delayed' AND visible_at_ms <= $2 \
                    ORDER BY visible_at_ms LIMIT $3 FOR UPDATE SKIP LOCKED) \
@@ -77,7 +76,7 @@ const READY_DUE_SQL: &str = "UPDATE messages SET state = 'ready' \
 
 /// U2 of §2.3: leases of a queue that ran out are failed attempts retried at once, unless
 /// they were the last attempt of a queue with a dead-letter queue ([`expiry_rule`]).
-const LEASES_EXPIRED_SQL: &str = "UPDATE messages m \
+pub(crate) const LEASES_EXPIRED_SQL: &str = "UPDATE messages m \
      SET state = 'ready', visible_at_ms = $2, lease_expires_at_ms = NULL, \
          last_error = $6::text, \
          failures = coalesce(m.failures, '[]'::jsonb) || jsonb_build_object( \
@@ -120,7 +119,7 @@ const NEXT_CHANGE_SQL: &str = "SELECT least( \
 
 /// The two facts of a queue's configuration [`LEASES_EXPIRED_SQL`] reads: `max_attempts`
 /// and whether it has a dead-letter queue.
-fn expiry_rule(config: &QueueConfig) -> (i32, bool) {
+pub(crate) fn expiry_rule(config: &QueueConfig) -> (i32, bool) {
     (
         i32::try_from(config.max_attempts).unwrap_or(i32::MAX),
         config.dead_letter_queue.is_some(),
@@ -389,7 +388,7 @@ impl PgStore {
         }
         let row = transaction
             .query_opt_cached(
-                "SELECT attempts, lane_key FROM messages \
+                "SELECT attempts, lane_key, msg_key FROM messages \
                  WHERE seq = $1 AND id = $2 AND queue_id = $3 AND state = 'leased' \
                    AND lease_number = $4 AND lease_token = $5 \
                  FOR UPDATE",
@@ -412,6 +411,7 @@ impl PgStore {
             // Before the decision: the log follows the message into its dead-letter queue.
             delivery_log::append(&transaction, fence.seq, delivery).await?;
         }
+        let msg_key: Option<String> = row.get(2);
         let failure = if params.permanent {
             failure::Failure::Rejected
         } else {
@@ -451,14 +451,22 @@ impl PgStore {
                 let target = dead_letter_queue
                     .clone()
                     .ok_or_else(|| StoreError::QueueNotFound(dlq.to_owned()))?;
-                self.move_to_dead_letters(
+                crate::dead_letter_move::move_rows(
                     &transaction,
-                    &params.queue,
-                    queue.id,
-                    fence.seq,
-                    source_lane,
-                    dlq,
-                    &target,
+                    &self.wake_channel,
+                    Named {
+                        name: &params.queue,
+                        queue: &queue,
+                    },
+                    &[Leaving {
+                        seq: fence.seq,
+                        lane_key: source_lane,
+                        msg_key,
+                    }],
+                    Named {
+                        name: dlq,
+                        queue: &target,
+                    },
                     params.error.as_deref(),
                     now_ms,
                 )
@@ -478,6 +486,10 @@ impl PgStore {
             counters.nacked += 1;
             counters.dead_lettered += u64::from(dead_lettered);
         });
+        if let (true, Some(target)) = (dead_lettered, &dead_letter_queue) {
+            // The dead-letter queue counts what arrives, as the index does.
+            self.count(target.id, |counters| counters.enqueued += 1);
+        }
         Ok(outcome)
     }
 
@@ -658,104 +670,6 @@ impl PgStore {
             None => None,
         };
         Ok(Some((status(&row)?, payload)))
-    }
-
-    /// The dead-letter queue `name`, created as the index creates it when it is missing.
-    async fn dead_letter_queue(&self, name: &str, now_ms: Millis) -> StoreResult<CachedQueue> {
-        match self.resolve(name).await {
-            Err(StoreError::QueueNotFound(_)) => {
-                self.put_queue(sluice_core::store::QueuePutParams {
-                    name: name.to_owned(),
-                    config: QueueConfig::for_dead_letter_queue(name),
-                    now_ms,
-                })
-                .await?;
-                self.resolve(name).await
-            }
-            found => found,
-        }
-    }
-
-    /// The dead-letter move of §2.6 for one leased message whose lane (if any) is locked: it
-    /// becomes a message of the dead-letter queue with its metadata and a failure-log entry,
-    /// its source lane counts it out and lets the next member go, and it joins its lane in
-    /// the dead-letter queue when that queue is ordered.
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "one move, with what it reads named"
-    )]
-    async fn move_to_dead_letters(
-        &self,
-        transaction: &Transaction<'_>,
-        source: &str,
-        source_id: i32,
-        seq: i64,
-        source_lane: Option<String>,
-        dlq: &str,
-        target: &CachedQueue,
-        error: Option<&str>,
-        now_ms: Millis,
-    ) -> StoreResult<()> {
-        let key: Option<String> = transaction
-            .query_one_cached("SELECT msg_key FROM messages WHERE seq = $1", &[&seq])
-            .await?
-            .get(0);
-        let key = key.map(Arc::<str>::from);
-        let target_lane =
-            lane_key(target.config.ordering, key.as_ref()).map(|lane| lane.to_string());
-        let mut state = "ready";
-        if let Some(lane) = &target_lane {
-            // Joining after the source lane's lock keeps the lock order (queues by id, §2.0).
-            let members: i64 = transaction
-                .query_one_cached(
-                    "INSERT INTO lanes (queue_id, lane_key, members) VALUES ($1, $2, 1) \
-                     ON CONFLICT (queue_id, lane_key) DO UPDATE SET members = lanes.members + 1 \
-                     RETURNING members",
-                    &[&target.id, lane],
-                )
-                .await?
-                .get(0);
-            if members > 1 {
-                state = "waiting";
-            }
-        }
-        transaction
-            .execute_cached(
-                "UPDATE messages m \
-                 SET queue_id = $2, state = $3::text::message_state, lane_key = $4, attempts = 0, \
-                     first_received_at_ms = NULL, visible_at_ms = $5, last_error = $6::text, \
-                     lease_token = NULL, lease_expires_at_ms = NULL, \
-                     dead_source_queue = $7, dead_last_error = $6::text, \
-                     dead_attempts = m.attempts, \
-                     dead_first_seen_at_ms = coalesce(m.first_received_at_ms, m.enqueued_at_ms), \
-                     dead_last_seen_at_ms = $5, \
-                     failures = coalesce(m.failures, '[]'::jsonb) || jsonb_build_object( \
-                         'attempt', m.attempts, 'at', $5::bigint, 'error', $6::text, \
-                         'dead_lettered', true) \
-                 WHERE m.seq = $1",
-                &[
-                    &seq,
-                    &target.id,
-                    &state,
-                    &target_lane,
-                    &now_ms,
-                    &error,
-                    &source,
-                ],
-            )
-            .await?;
-        if let Some(lane) = source_lane {
-            transaction
-                .execute_cached(
-                    "UPDATE lanes SET members = members - 1 WHERE queue_id = $1 AND lane_key = $2",
-                    &[&source_id, &lane],
-                )
-                .await?;
-            settle(transaction, source_id, &[lane], now_ms).await?;
-        }
-        self.notify_wake(transaction, source).await?;
-        self.notify_wake(transaction, dlq).await?;
-        Ok(())
     }
 
     /// `pg_notify('<schema>.wake', queue)` inside `transaction`: sent at its commit to every
@@ -1227,7 +1141,7 @@ impl NewRows {
     }
 
     /// Rows to insert into queue `queue_id`.
-    fn of_queue(&self, queue_id: i32) -> u64 {
+    pub(crate) fn of_queue(&self, queue_id: i32) -> u64 {
         self.per_queue.get(&queue_id).copied().unwrap_or(0)
     }
 
@@ -1376,7 +1290,7 @@ pub(crate) async fn notify_wakes(
 /// are failed attempts retried at once (`rules::failure::decide` for `LeaseExpired`, its
 /// arithmetic in the `WHERE`; `rules_sql` tests hold the two together). Returns the leases
 /// expired. A laned message stays its lane's active member through both.
-async fn ready_due(
+pub(crate) async fn ready_due(
     transaction: &Transaction<'_>,
     queue_id: i32,
     config: &QueueConfig,
@@ -1435,19 +1349,20 @@ pub(crate) async fn settle(
         lanes,
         &vec![now_ms; lanes.len()],
     )
-    .await
+    .await?;
+    Ok(())
 }
 
 /// Settles lanes, named by (queue id, key) with the time of the change that left them, after
 /// members left (§2.5), in a statement of its own so it sees what the leaving statement did:
 /// an emptied lane's row goes; a lane with members and none active promotes its first waiting
-/// member (ready, or delayed until its visible time).
+/// member (ready, or delayed until its visible time). Returns the members promoted.
 pub(crate) async fn settle_lanes(
     transaction: &Transaction<'_>,
     queue_ids: &[i32],
     lanes: &[String],
     nows: &[Millis],
-) -> StoreResult<()> {
+) -> StoreResult<u64> {
     transaction
         .execute_cached(
             "WITH l AS ( \
@@ -1472,8 +1387,7 @@ pub(crate) async fn settle_lanes(
              FROM next WHERE m.seq = next.seq",
             &[&queue_ids, &lanes, &nows],
         )
-        .await?;
-    Ok(())
+        .await
 }
 
 /// Why a fenced change found no row: `NotInQueue` when the receipt's message lives (not final)

@@ -13,6 +13,8 @@ pub const DEFAULT_POOL_SIZE: usize = 16;
 pub const DEFAULT_WRITER_CONNECTIONS: usize = 2;
 /// The default time to set up one connection, in ms (`[store] connect_timeout_ms`).
 pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 5_000;
+/// The default time final records are kept, in ms (`[server] acked_retention_ms`): an hour.
+pub const DEFAULT_ACKED_RETENTION_MS: i64 = 60 * 60 * 1000;
 /// The longest schema name: the notification channels are `<schema>.wake`, `<schema>.config`
 /// and `<schema>.leader`, and PostgreSQL cuts identifiers at 63 bytes.
 pub const SCHEMA_BYTES_MAX: usize = 55;
@@ -54,6 +56,9 @@ pub struct PgOptions {
     pub node_name: String,
     /// When a commit counts as done.
     pub durability: Durability,
+    /// How long final records (acked, expired, cancelled, ...) are kept for lookups, in ms,
+    /// before the leader's cleanup removes them (`[server] acked_retention_ms`).
+    pub acked_retention_ms: i64,
 }
 
 impl PgOptions {
@@ -68,6 +73,7 @@ impl PgOptions {
             migrate: true,
             node_name: "sluice".to_owned(),
             durability: Durability::Fsync,
+            acked_retention_ms: DEFAULT_ACKED_RETENTION_MS,
         }
     }
 
@@ -94,6 +100,12 @@ impl PgOptions {
         }
         if self.connect_timeout.is_zero() {
             return Err("[store] connect_timeout_ms must be above 0".into());
+        }
+        if self.acked_retention_ms < 0 {
+            return Err(format!(
+                "[server] acked_retention_ms {} must not be negative",
+                self.acked_retention_ms
+            ));
         }
         Ok(())
     }

@@ -18,7 +18,9 @@ use tokio_postgres::types::ToSql;
 
 use crate::PgStore;
 use crate::cache::{CachedQueue, Lookup};
+use crate::counters;
 use crate::error::Db;
+use crate::stats::COUNTS_OF_Q;
 
 /// The states of a live message (not final): what a queue holds.
 pub(crate) const LIVE: &str = "('waiting', 'ready', 'delayed', 'leased')";
@@ -139,7 +141,8 @@ impl PgStore {
         })
     }
 
-    /// A queue with its settings and depth (`Store::queue_get`): counted now, exactly.
+    /// A queue with its settings and depth (`Store::queue_get`): counted now, exactly; the
+    /// counters of the other nodes as they last wrote them.
     pub(crate) async fn get_queue(&self, name: &str, now_ms: Millis) -> StoreResult<QueueInfo> {
         let client = self.client().await?;
         let statement = format!("{} WHERE q.name = $1", queue_rows_sql());
@@ -148,19 +151,23 @@ impl PgStore {
             .await
             .db()?
             .ok_or_else(|| StoreError::QueueNotFound(name.to_owned()))?;
-        queue_info(&row, now_ms, |id| self.counters_of(id))
+        let id: i32 = row.get(9);
+        let others = counters::others(&client, self.node.node_id, Some(id)).await?;
+        queue_info(&row, now_ms, |id| self.counters_of(id, &others))
     }
 
-    /// Every queue with its depth, by name as Rust orders strings (`Store::queue_list`).
-    ///
-    /// Counted now, per queue: until the leader counts every queue once a second into
-    /// `queue_stats` (build step 4), this is `queue_get` for all.
+    /// Every queue with its depth, by name as Rust orders strings (`Store::queue_list`): the
+    /// depths of the leader's last count (§2.11, at most a second or two old), so that this
+    /// call, made every 500 ms by every node, never counts live messages.
     pub(crate) async fn list_queues(&self, now_ms: Millis) -> StoreResult<Vec<QueueInfo>> {
         let client = self.client().await?;
-        let statement = format!("{} ORDER BY q.name COLLATE \"C\"", queue_rows_sql());
-        let rows = client.query(&statement, &[]).await.db()?;
+        let statement = format!("{} ORDER BY q.name COLLATE \"C\"", counted_queue_rows_sql());
+        let (rows, others) = tokio::try_join!(
+            async { client.query(&statement, &[]).await.db() },
+            counters::others(&client, self.node.node_id, None),
+        )?;
         rows.iter()
-            .map(|row| queue_info(row, now_ms, |id| self.counters_of(id)))
+            .map(|row| queue_info(row, now_ms, |id| self.counters_of(id, &others)))
             .collect()
     }
 
@@ -260,7 +267,7 @@ impl PgStore {
     ///
     /// The definition, its state, lanes and idempotency keys go in one transaction with the
     /// first [`DELETE_CHUNK_ROWS`] messages; the rest of a large queue's rows belong to an id no
-    /// queue can have again, and the leader's cleanup removes them (build step 4).
+    /// queue can have again, and the leader's cleanup removes them (`crate::cleanup`).
     pub(crate) async fn delete_queue(&self, name: &str) -> StoreResult<u64> {
         let mut client = self.client().await?;
         let transaction = client.transaction().await.db()?;
@@ -436,40 +443,53 @@ impl Columns {
     }
 }
 
-/// Every queue with its state and its counts, one row each (§2.11): four counts, each an
-/// index-only scan of its state's partial index; the oldest ready message by a skip scan over
-/// priorities (one probe per priority); the dead-letter queue's live messages.
+/// Every queue with its state and its counts, one row each, counted now (§2.11): four counts,
+/// each an index-only scan of its state's partial index; the oldest ready message by a skip scan
+/// over priorities (one probe per priority); the dead-letter queue's live messages.
 fn queue_rows_sql() -> String {
     format!(
         "SELECT q.name, q.config::text, s.is_paused, c.ready, c.waiting, c.delayed, c.leased, \
-                c.oldest_ready_enqueued_at_ms, c.dead_letters, q.id \
+                c.oldest_ready_enqueued_at_ms, \
+                (SELECT count(*) FROM messages m JOIN queues d ON d.id = m.queue_id \
+                 WHERE d.name = q.dead_letter_queue AND m.state IN {LIVE}) AS dead_letters, \
+                q.id \
          FROM queues q JOIN queue_state s ON s.queue_id = q.id \
-         CROSS JOIN LATERAL (SELECT \
-             (SELECT count(*) FROM messages m WHERE m.queue_id = q.id AND m.state = 'ready') AS ready, \
-             (SELECT count(*) FROM messages m WHERE m.queue_id = q.id AND m.state = 'waiting') AS waiting, \
-             (SELECT count(*) FROM messages m WHERE m.queue_id = q.id AND m.state = 'delayed') AS delayed, \
-             (SELECT count(*) FROM messages m WHERE m.queue_id = q.id AND m.state = 'leased') AS leased, \
-             (WITH RECURSIVE p AS ( \
-                  (SELECT priority, seq FROM messages \
-                   WHERE queue_id = q.id AND state = 'ready' ORDER BY priority DESC, seq LIMIT 1) \
-                  UNION ALL \
-                  SELECT n.priority, n.seq FROM p CROSS JOIN LATERAL ( \
-                      SELECT priority, seq FROM messages \
-                      WHERE queue_id = q.id AND state = 'ready' AND priority < p.priority \
-                      ORDER BY priority DESC, seq LIMIT 1) n) \
-              SELECT min(m.enqueued_at_ms) FROM p JOIN messages m USING (seq)) \
-                 AS oldest_ready_enqueued_at_ms, \
-             (SELECT count(*) FROM messages m JOIN queues d ON d.id = m.queue_id \
-              WHERE d.name = q.dead_letter_queue AND m.state IN {LIVE}) AS dead_letters \
-         ) c"
+         CROSS JOIN LATERAL ({COUNTS_OF_Q}) c"
+    )
+}
+
+/// Every queue with its state and the leader's last count of it (`queue_stats`), the same
+/// columns as [`queue_rows_sql`]; a queue not counted yet (new, or no leader yet) is counted
+/// now (`coalesce` evaluates a subquery only when it is needed).
+fn counted_queue_rows_sql() -> String {
+    let exact = |column: &str| format!("(SELECT c.{column} FROM ({COUNTS_OF_Q}) c)");
+    format!(
+        "SELECT q.name, q.config::text, s.is_paused, \
+                coalesce(st.ready, {ready}), coalesce(st.waiting, {waiting}), \
+                coalesce(st.delayed, {delayed}), coalesce(st.in_flight, {leased}), \
+                CASE WHEN st.queue_id IS NULL THEN {oldest} \
+                     ELSE st.oldest_ready_enqueued_at_ms END, \
+                (SELECT coalesce( \
+                     (SELECT ds.ready + ds.waiting + ds.delayed + ds.in_flight \
+                      FROM queue_stats ds WHERE ds.queue_id = d.id), \
+                     (SELECT count(*) FROM messages m WHERE m.queue_id = d.id AND m.state IN {LIVE})) \
+                 FROM queues d WHERE d.name = q.dead_letter_queue) AS dead_letters, \
+                q.id \
+         FROM queues q JOIN queue_state s ON s.queue_id = q.id \
+         LEFT JOIN queue_stats st ON st.queue_id = q.id",
+        ready = exact("ready"),
+        waiting = exact("waiting"),
+        delayed = exact("delayed"),
+        leased = exact("leased"),
+        oldest = exact("oldest_ready_enqueued_at_ms"),
     )
 }
 
 /// A row of [`queue_rows_sql`] as the trait reports it. `ready` counts the messages waiting
 /// behind their lane too, as the index's depth does.
 ///
-/// Counters are this node's since it opened (the message path counts them); step 4 adds the
-/// other nodes' flushed rows.
+/// Counters are this node's (exact) plus what the other rows of `queue_counters` hold
+/// (`crate::counters`).
 fn queue_info(
     row: &Row,
     now_ms: Millis,
@@ -479,7 +499,10 @@ fn queue_info(
     let config = parse_config(&name, row.get(1))?;
     let count = |index: usize| row.get::<_, i64>(index).max(0) as u64;
     let oldest: Option<i64> = row.get(7);
-    let dead_letter_depth = config.dead_letter_queue.as_ref().map(|_| count(8));
+    let dead_letter_depth = config
+        .dead_letter_queue
+        .as_ref()
+        .map(|_| row.get::<_, Option<i64>>(8).unwrap_or(0).max(0) as u64);
     Ok(QueueInfo {
         depth: QueueDepth {
             ready: count(3) + count(4),
