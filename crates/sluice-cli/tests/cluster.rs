@@ -14,7 +14,6 @@
 //!
 //! ```sh
 //! CI=1 cargo test -p sluice-cli --test cluster -- --nocapture
-//! CI=1 cargo test -p sluice-cli --test cluster -- --include-ignored   # also the ignored ones
 //! SLUICE_BIN=target/release/sluice cargo test -p sluice-cli --test cluster   # another binary
 //! ```
 //!
@@ -907,7 +906,6 @@ async fn wait_until_all_acked(
 // ---- 6 ---------------------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "needs the leader (build step 4): sluice_store_leader and the leader's upkeep are not on this branch"]
 async fn the_leaders_upkeep_moves_to_another_node_when_it_is_killed() {
     // §7.1 scenario 6: find the leader by its `sluice_store_leader` gauge and SIGKILL it while
     // ten messages sit out 1 s leases on their only attempt and ten more pass a 2 s max_age.

@@ -42,8 +42,8 @@ use uuid::Uuid;
 use crate::PgStore;
 use crate::cache::CachedQueue;
 use crate::cached::Cached;
-use crate::delivery_log;
 use crate::dead_letter_move::{Leaving, Named};
+use crate::delivery_log;
 use crate::error::{Db, is_conflict};
 use crate::queues::LIVE;
 
