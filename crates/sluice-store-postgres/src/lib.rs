@@ -28,18 +28,21 @@
 //! Errors are sorted by meaning in [`error`] alone (a connection refused or lost is
 //! `StoreError::Unavailable`). Module map: [`options`] (what the store is opened with),
 //! `connect` (the pool and session settings), [`migrate`], `cache`, `listen`, `queues`,
-//! `messages`, `group`, `webhooks`.
+//! `messages`, `group`, `webhooks`, `sessions` (dashboard sessions shared by every node),
+//! `health` (the way to the database that other parts share).
 
 mod cache;
 mod cached;
 mod connect;
 pub mod error;
 mod group;
+mod health;
 mod listen;
 mod messages;
 pub mod migrate;
 pub mod options;
 mod queues;
+mod sessions;
 mod webhooks;
 
 use std::collections::HashMap;
@@ -359,6 +362,14 @@ impl Store for PgStore {
 
     fn definitions_changed(&self) -> tokio::sync::watch::Receiver<u64> {
         self.definitions_changed.subscribe()
+    }
+
+    /// Sessions in the `sessions` table, seen by every node (`sessions`).
+    fn session_store(&self) -> Option<Arc<dyn sluice_core::sessions::SessionStore>> {
+        Some(Arc::new(sessions::PgSessions::new(
+            health::Database::new(self.pool.clone()),
+            self.options.schema.clone(),
+        )))
     }
 
     async fn close(&self) -> StoreResult<()> {
