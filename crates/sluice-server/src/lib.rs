@@ -26,7 +26,6 @@ mod metrics;
 mod process_metrics;
 pub mod push;
 pub mod push_log;
-mod push_pauses;
 mod redact;
 mod secrets;
 pub mod sqs;
@@ -140,7 +139,6 @@ pub async fn run(
         clock.clone(),
         shutdown_token.child_token(),
         expr.clone(),
-        push_pauses::PushPauses::load(&config.data_dir)?,
         config.push_enabled,
         config.push_delivery_log,
     )?;

@@ -284,6 +284,10 @@ impl Store for PgStore {
         self.pause_queue(name, paused).await
     }
 
+    async fn queue_push_pause(&self, name: &str, paused: bool) -> StoreResult<()> {
+        self.push_pause_queue(name, paused).await
+    }
+
     async fn queue_purge(&self, name: &str, _now_ms: Millis) -> StoreResult<u64> {
         Err(self
             .not_built_yet(name, "queue_purge", EVERYTHING_ELSE)

@@ -47,7 +47,8 @@ const FALLBACK_WAKE: Duration = Duration::from_millis(250);
 /// The longest wait before reconnecting.
 const RECONNECT_MAX: Duration = Duration::from_secs(5);
 
-/// The channel of definition changes: payloads `queue:<name>`, `webhook:<name>`.
+/// The channel of definition changes: payloads `queue:<name>`, `webhook:<name>`,
+/// `push:<name>` (a push pause or resume).
 pub(crate) fn config_channel(schema: &str) -> String {
     format!("{schema}.config")
 }
@@ -139,8 +140,9 @@ async fn listen_once(options: &PgOptions, followers: &Followers) -> Result<(), S
 fn apply(followers: &Followers, payload: &str) {
     match payload.split_once(':') {
         Some(("queue", name)) => followers.cache.invalidate(name),
-        // Webhook endpoints are not cached in the store: the server reloads them.
-        Some(("webhook", _)) => {}
+        // Webhook endpoints and push pauses are not cached in the store: the server reloads
+        // them.
+        Some(("webhook" | "push", _)) => {}
         _ => {
             tracing::debug!(payload, "unknown definition change ignored");
             return;

@@ -255,6 +255,27 @@ impl PgStore {
         Ok(())
     }
 
+    /// Pauses or resumes the server's push delivery of a queue, durably
+    /// (`Store::queue_push_pause`), and announces it as `push:<name>` on `<schema>.config` in
+    /// the same statement, so every node's server looks at its push workers again.
+    pub(crate) async fn push_pause_queue(&self, name: &str, paused: bool) -> StoreResult<()> {
+        let client = self.client().await?;
+        let changed = client
+            .execute(
+                "WITH changed AS ( \
+                     UPDATE queue_state SET is_push_paused = $2 \
+                     WHERE queue_id = (SELECT id FROM queues WHERE name = $1) RETURNING queue_id) \
+                 SELECT pg_notify($3, 'push:' || $1) FROM changed",
+                &[&name, &paused, &self.config_channel],
+            )
+            .await
+            .db()?;
+        if changed == 0 {
+            return Err(StoreError::QueueNotFound(name.to_owned()));
+        }
+        Ok(())
+    }
+
     /// Deletes a queue and its messages; refused while another queue dead-letters into it
     /// (`Store::queue_delete`). Returns the live messages it held.
     ///
@@ -442,7 +463,7 @@ impl Columns {
 fn queue_rows_sql() -> String {
     format!(
         "SELECT q.name, q.config::text, s.is_paused, c.ready, c.waiting, c.delayed, c.leased, \
-                c.oldest_ready_enqueued_at_ms, c.dead_letters, q.id \
+                c.oldest_ready_enqueued_at_ms, c.dead_letters, q.id, s.is_push_paused \
          FROM queues q JOIN queue_state s ON s.queue_id = q.id \
          CROSS JOIN LATERAL (SELECT \
              (SELECT count(*) FROM messages m WHERE m.queue_id = q.id AND m.state = 'ready') AS ready, \
@@ -493,6 +514,7 @@ fn queue_info(
         name,
         config,
         dead_letter_depth,
+        is_push_paused: row.get(10),
     })
 }
 

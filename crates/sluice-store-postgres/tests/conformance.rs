@@ -19,16 +19,26 @@ async fn open(_clock: ManualClock) -> Opened {
         Err(why) => return Opened::skipped(why),
     };
     let schema = support::fresh_schema();
-    let store = PgStore::open(support::options(&url, &schema))
+    let options = support::options(&url, &schema);
+    let store = PgStore::open(options.clone())
         .await
         .expect("the store opens");
-    Opened::new(Arc::new(store)).after_close(support::drop_schema(url, schema))
+    Opened::new(Arc::new(store))
+        .reopening(move || {
+            let options = options.clone();
+            async move {
+                Arc::new(PgStore::open(options).await.expect("the store opens again"))
+                    as Arc<dyn sluice_store_tests::Store>
+            }
+        })
+        .after_close(support::drop_schema(url, schema))
 }
 
 sluice_store_tests::store_conformance!(open; cases = [
     unknown_queues_are_refused,
     queue_definitions_are_kept_whole,
     pauses_are_kept_and_reported,
+    push_pauses_are_kept_reported_and_survive_a_reopen,
     webhook_definitions_are_kept_by_name,
     claimed_messages_are_leased_until_acked,
     a_lease_that_runs_out_makes_the_message_claimable_again,
