@@ -118,6 +118,10 @@ pub async fn run(
         (Arc::new(SystemClock), None)
     };
     let started = std::time::Instant::now();
+    // The address really listened on (`127.0.0.1:0` picks a port): it names this node in a
+    // shared store unless `[store] node_name` does.
+    let mut config = config;
+    config.listen = listener.local_addr()?;
     let store = open_store(&config, clock.now_ms()).await?;
     for (name, queue_config) in &config.queues {
         store

@@ -135,7 +135,7 @@ impl PgStore {
         });
         let (writers, writer_tasks) =
             group::Writers::spawn(group_context.clone(), options.writer_connections);
-        tracing::info!(url = %options.url, schema = %options.schema, "PostgreSQL store open");
+        tracing::info!(url = %options.url, schema = %options.schema, node = %options.node_name, "PostgreSQL store open");
         Ok(Self {
             config_channel: listen::config_channel(&options.schema),
             wake_channel,

@@ -21,6 +21,9 @@ pub const SCHEMA_BYTES_MAX: usize = 55;
 pub const POOL_SIZE_MAX: usize = 1_000;
 /// The most writer connections of each kind.
 pub const WRITER_CONNECTIONS_MAX: usize = 16;
+/// The longest node name: PostgreSQL keeps 63 bytes of `application_name`, which is
+/// `sluice/<node name>`.
+pub const NODE_NAME_BYTES_MAX: usize = 56;
 
 /// When a commit counts as done.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -50,7 +53,9 @@ pub struct PgOptions {
     pub connect_timeout: Duration,
     /// Apply missing migrations at open (true), or only check that the schema is current.
     pub migrate: bool,
-    /// This node's name: in `application_name` (`sluice/<name>`) and in the migration record.
+    /// This node's name (`[store] node_name`): the connections' `application_name` is
+    /// `sluice/<name>`, so an operator finds them in `pg_stat_activity`; also in the `nodes`
+    /// row and the migration record. 1 to [`NODE_NAME_BYTES_MAX`] bytes of printable ASCII.
     pub node_name: String,
     /// When a commit counts as done.
     pub durability: Durability,
@@ -95,8 +100,23 @@ impl PgOptions {
         if self.connect_timeout.is_zero() {
             return Err("[store] connect_timeout_ms must be above 0".into());
         }
+        check_node_name(&self.node_name)?;
         Ok(())
     }
+}
+
+/// Checks a node name: 1 to [`NODE_NAME_BYTES_MAX`] bytes of printable ASCII (what
+/// `application_name` keeps as written; PostgreSQL replaces anything else with `?`).
+pub fn check_node_name(name: &str) -> Result<(), String> {
+    if name.is_empty()
+        || name.len() > NODE_NAME_BYTES_MAX
+        || !name.bytes().all(|b| (b' '..=b'~').contains(&b))
+    {
+        return Err(format!(
+            "[store] node_name {name:?} is not a node name: 1 to {NODE_NAME_BYTES_MAX} bytes of printable ASCII"
+        ));
+    }
+    Ok(())
 }
 
 /// Checks a schema name: 1 to [`SCHEMA_BYTES_MAX`] bytes of `[a-z0-9_]`, not starting with a
@@ -240,6 +260,14 @@ mod tests {
         let mut bad = good.clone();
         bad.writer_connections = WRITER_CONNECTIONS_MAX + 1;
         assert!(bad.check().unwrap_err().contains("writer_connections"));
+        for name in ["", "n\u{e9}", "a\tb", &"n".repeat(NODE_NAME_BYTES_MAX + 1)] {
+            let mut bad = good.clone();
+            bad.node_name = name.into();
+            assert!(bad.check().unwrap_err().contains("node_name"), "{name:?}");
+        }
+        let mut named = good.clone();
+        named.node_name = format!("db-host-1:{}", "7".repeat(NODE_NAME_BYTES_MAX - 10));
+        assert_eq!(named.check(), Ok(()));
         let mut bad = good.clone();
         bad.url = DatabaseUrl::new("postgres://u:secret@db:notaport/x");
         let error = bad.check().unwrap_err();
