@@ -204,6 +204,9 @@ pub struct RawStore {
     pub migrate: Option<bool>,
     /// PostgreSQL: this server's name among the nodes (default `<hostname>:<port>`).
     pub node_name: Option<String>,
+    /// PostgreSQL: PEM certificates the database's certificate must be signed by (no default:
+    /// the platform's roots for `sslmode=verify-ca`/`verify-full`).
+    pub ca_file: Option<PathBuf>,
 }
 
 /// The default `[store] wal_max_bytes`.
@@ -277,6 +280,8 @@ pub struct PostgresStoreConfig {
     /// This server's name among the nodes; `None`: `<hostname>:<port>`
     /// ([`default_node_name`]).
     pub node_name: Option<String>,
+    /// The certificates the database's must be signed by (`sluice_store_postgres::tls`).
+    pub ca_file: Option<PathBuf>,
 }
 
 /// The node name when `[store] node_name` is not set: `<hostname>:<port>` of the address the
@@ -409,6 +414,7 @@ impl StoreConfig {
                     migrate: store.migrate.unwrap_or(true),
                     writer_queue_bytes,
                     node_name,
+                    ca_file: store.ca_file,
                 }))
             }
             other => Err(format!(
@@ -765,6 +771,7 @@ mod tests {
                 migrate: true,
                 writer_queue_bytes: DEFAULT_WRITER_QUEUE_BYTES,
                 node_name: None,
+                ca_file: None,
             }
         );
         assert!(
@@ -773,7 +780,7 @@ mod tests {
         );
         let StoreConfig::Postgres(tuned) = check(
             &format!(
-                "[store]\nurl = {url:?}\nschema = \"queues_a\"\npool_size = 4\nwriter_connections = 1\nconnect_timeout_ms = 500\nmigrate = false\nnode_name = \"db-1\"\n"
+                "[store]\nurl = {url:?}\nschema = \"queues_a\"\npool_size = 4\nwriter_connections = 1\nconnect_timeout_ms = 500\nmigrate = false\nnode_name = \"db-1\"\nca_file = \"db-ca.pem\"\n"
             ),
             ServeOptions {
                 store_url: Some(sluice_store_postgres::DatabaseUrl::new("postgres://other@db/q")),
@@ -796,6 +803,7 @@ mod tests {
         );
         assert_eq!((tuned.connect_timeout_ms, tuned.migrate), (500, false));
         assert_eq!(tuned.node_name.as_deref(), Some("db-1"));
+        assert_eq!(tuned.ca_file, Some(PathBuf::from("db-ca.pem")));
     }
 
     /// Without `[store] node_name` a node is `<hostname>:<port>`, within the length
@@ -833,6 +841,10 @@ mod tests {
             (
                 "[store]\nurl = \"postgres://db/q\"\nnode_name = \"n\u{e9}\"\n",
                 "[store] node_name",
+            ),
+            (
+                "[store]\nurl = \"postgres://db/q?sslmode=verify\"\n",
+                "sslmode=verify is not one of",
             ),
         ] {
             let error = check(text, ServeOptions::default()).unwrap_err();

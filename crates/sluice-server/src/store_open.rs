@@ -98,5 +98,6 @@ fn postgres_options(
         Durability::Fsync => PgDurability::Fsync,
         Durability::Os => PgDurability::Os,
     };
+    options.ca_file = postgres.ca_file.clone();
     options
 }

@@ -43,6 +43,7 @@ pub mod migrate;
 pub mod options;
 mod queues;
 mod sessions;
+pub mod tls;
 mod webhooks;
 
 use std::collections::HashMap;
@@ -112,12 +113,14 @@ impl PgStore {
         } else {
             migrate::check(&options).await?;
         }
-        let pool = connect::pool(&options)?;
+        let connector = connect::Connector::new(&options)?;
+        let pool = connector.pool(options.pool_size, options.connect_timeout)?;
         let cache = Arc::new(QueueCache::default());
         let definitions_changed = Arc::new(tokio::sync::watch::Sender::new(0));
         let notifier = Arc::new(Notifier::default());
         let listener = listen::spawn(
             options.clone(),
+            connector.clone(),
             listen::Followers {
                 cache: cache.clone(),
                 changed: definitions_changed.clone(),
@@ -127,7 +130,9 @@ impl PgStore {
         let counters = Arc::new(Mutex::new(HashMap::new()));
         let wake_channel = listen::wake_channel(&options.schema);
         let group_context = Arc::new(group::Context {
-            pool: connect::writer_pool(&options)?,
+            // One connection per writer, on top of `pool_size`: groups never wait behind claims
+            // for a connection, nor claims behind groups.
+            pool: connector.pool(2 * options.writer_connections, options.connect_timeout)?,
             notifier: notifier.clone(),
             counters: counters.clone(),
             wake_channel: wake_channel.clone(),

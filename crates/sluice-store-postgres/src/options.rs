@@ -3,6 +3,7 @@
 //! connects; nothing here touches the network.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// The default schema (`[store] schema`).
@@ -59,6 +60,10 @@ pub struct PgOptions {
     pub node_name: String,
     /// When a commit counts as done.
     pub durability: Durability,
+    /// PEM certificates the database's certificate must be signed by (`[store] ca_file`):
+    /// checked under every `sslmode` but `disable`; without it `verify-ca` and `verify-full`
+    /// trust the platform's roots and `prefer` and `require` check nothing ([`crate::tls`]).
+    pub ca_file: Option<PathBuf>,
 }
 
 impl PgOptions {
@@ -73,6 +78,7 @@ impl PgOptions {
             migrate: true,
             node_name: "sluice".to_owned(),
             durability: Durability::Fsync,
+            ca_file: None,
         }
     }
 
@@ -80,10 +86,13 @@ impl PgOptions {
     /// store can template into SQL and channel names, the counts are within their bounds. The
     /// error names the `[store]` key.
     pub fn check(&self) -> Result<(), String> {
-        self.url
-            .expose()
-            .parse::<tokio_postgres::Config>()
+        let (url, ssl_mode) = crate::tls::split_ssl_mode(self.url.expose());
+        url.parse::<tokio_postgres::Config>()
             .map_err(|e| format!("[store] url {} is not a database URL: {e}", self.url))?;
+        if let Some(mode) = ssl_mode {
+            crate::tls::SslMode::parse(&mode)
+                .map_err(|e| format!("[store] url {}: {e}", self.url))?;
+        }
         check_schema(&self.schema)?;
         if !(1..=POOL_SIZE_MAX).contains(&self.pool_size) {
             return Err(format!(
@@ -268,6 +277,16 @@ mod tests {
         let mut named = good.clone();
         named.node_name = format!("db-host-1:{}", "7".repeat(NODE_NAME_BYTES_MAX - 10));
         assert_eq!(named.check(), Ok(()));
+        let mut verified = good.clone();
+        verified.url = DatabaseUrl::new("postgres://u@db/x?sslmode=verify-full");
+        assert_eq!(verified.check(), Ok(()));
+        let mut bad = good.clone();
+        bad.url = DatabaseUrl::new("postgres://u:secret@db/x?sslmode=verify");
+        let error = bad.check().unwrap_err();
+        assert!(
+            error.contains("sslmode") && !error.contains("secret"),
+            "{error}"
+        );
         let mut bad = good.clone();
         bad.url = DatabaseUrl::new("postgres://u:secret@db:notaport/x");
         let error = bad.check().unwrap_err();
