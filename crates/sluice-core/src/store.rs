@@ -115,6 +115,8 @@ pub struct QueueInfo {
     pub depth: QueueDepth,
     /// Messages in its dead-letter queue, if it has one.
     pub dead_letter_depth: Option<u64>,
+    /// True while an operator has paused its push delivery ([`Store::queue_push_pause`]).
+    pub is_push_paused: bool,
 }
 
 /// Enqueue a batch of validated messages into one queue.
@@ -536,6 +538,12 @@ pub trait Store: Send + Sync + 'static {
     async fn message_get(&self, params: MessageGetParams) -> StoreResult<Option<MessageStatus>>;
     /// Pauses or resumes deliveries of a queue, durably.
     async fn queue_pause(&self, name: &str, paused: bool) -> StoreResult<()>;
+    /// Pauses or resumes the server's push delivery of a queue, durably; reported as
+    /// [`QueueInfo::is_push_paused`]. Consumers still receive its messages (unlike
+    /// [`Store::queue_pause`]). Kept with the queue: a new definition keeps it, deleting the
+    /// queue ends it. On a shared store it moves [`Store::definitions_changed`] on every node,
+    /// so each node's push workers stop or start.
+    async fn queue_push_pause(&self, name: &str, paused: bool) -> StoreResult<()>;
     /// Removes every message of a queue that is not in flight; returns how many went.
     async fn queue_purge(&self, name: &str, now_ms: Millis) -> StoreResult<u64>;
     /// Cancels a message that is not being processed; `reason` (already cut to
@@ -580,8 +588,8 @@ pub trait Store: Send + Sync + 'static {
     fn storage_metrics(&self) -> StorageMetrics {
         StorageMetrics::default()
     }
-    /// A counter that moves when queue definitions or webhook endpoints change on another node
-    /// of a shared store, so a server reloads what it keeps of them in memory. The default
+    /// A counter that moves when queue definitions, push pauses or webhook endpoints change on
+    /// another node of a shared store, so a server reloads what it keeps of them in memory. The default
     /// never moves (its sender is gone): a store of one node, whose server applies its own
     /// changes as it makes them.
     fn definitions_changed(&self) -> tokio::sync::watch::Receiver<u64> {

@@ -202,6 +202,11 @@ pub struct RawStore {
     pub connect_timeout_ms: Option<u64>,
     /// PostgreSQL: apply missing migrations at start (default true).
     pub migrate: Option<bool>,
+    /// PostgreSQL: this server's name among the nodes (default `<hostname>:<port>`).
+    pub node_name: Option<String>,
+    /// PostgreSQL: PEM certificates the database's certificate must be signed by (no default:
+    /// the platform's roots for `sslmode=verify-ca`/`verify-full`).
+    pub ca_file: Option<PathBuf>,
 }
 
 /// The default `[store] wal_max_bytes`.
@@ -272,6 +277,47 @@ pub struct PostgresStoreConfig {
     pub migrate: bool,
     /// Bytes of new messages that may wait for a writer; more is refused (503 `overloaded`).
     pub writer_queue_bytes: u64,
+    /// This server's name among the nodes; `None`: `<hostname>:<port>`
+    /// ([`default_node_name`]).
+    pub node_name: Option<String>,
+    /// The certificates the database's must be signed by (`sluice_store_postgres::tls`).
+    pub ca_file: Option<PathBuf>,
+}
+
+/// The node name when `[store] node_name` is not set: `<hostname>:<port>` of the address the
+/// server listens on (the hostname cut so the name fits, anything but printable ASCII as `?`),
+/// or that address itself when the hostname cannot be read.
+pub fn default_node_name(listen: std::net::SocketAddr) -> String {
+    use sluice_store_postgres::options::NODE_NAME_BYTES_MAX;
+    let port = format!(":{}", listen.port());
+    match hostname() {
+        Some(hostname) if !hostname.is_empty() => {
+            let printable: String = hostname
+                .chars()
+                .map(|c| if (' '..='~').contains(&c) { c } else { '?' })
+                .take(NODE_NAME_BYTES_MAX - port.len())
+                .collect();
+            format!("{printable}{port}")
+        }
+        _ => listen.to_string(),
+    }
+}
+
+/// The machine's host name (`uname`'s node name).
+#[cfg(unix)]
+fn hostname() -> Option<String> {
+    Some(
+        rustix::system::uname()
+            .nodename()
+            .to_string_lossy()
+            .into_owned(),
+    )
+}
+
+/// No host name here: the node is named by its listen address.
+#[cfg(not(unix))]
+fn hostname() -> Option<String> {
+    None
 }
 
 /// The SQLite store's options: `[store] wal_max_bytes`, `disk_reserve_bytes`, `writer_queue_bytes` and
@@ -353,6 +399,11 @@ impl StoreConfig {
                     .connect_timeout_ms
                     .unwrap_or(pg::DEFAULT_CONNECT_TIMEOUT_MS);
                 options.connect_timeout = std::time::Duration::from_millis(connect_timeout_ms);
+                // Empty is the default (an environment variable set to nothing).
+                let node_name = store.node_name.filter(|name| !name.is_empty());
+                if let Some(name) = &node_name {
+                    options.node_name = name.clone();
+                }
                 options.check()?;
                 Ok(StoreConfig::Postgres(PostgresStoreConfig {
                     url: options.url,
@@ -362,6 +413,8 @@ impl StoreConfig {
                     connect_timeout_ms,
                     migrate: store.migrate.unwrap_or(true),
                     writer_queue_bytes,
+                    node_name,
+                    ca_file: store.ca_file,
                 }))
             }
             other => Err(format!(
@@ -717,6 +770,8 @@ mod tests {
                 connect_timeout_ms: 5_000,
                 migrate: true,
                 writer_queue_bytes: DEFAULT_WRITER_QUEUE_BYTES,
+                node_name: None,
+                ca_file: None,
             }
         );
         assert!(
@@ -725,7 +780,7 @@ mod tests {
         );
         let StoreConfig::Postgres(tuned) = check(
             &format!(
-                "[store]\nurl = {url:?}\nschema = \"queues_a\"\npool_size = 4\nwriter_connections = 1\nconnect_timeout_ms = 500\nmigrate = false\n"
+                "[store]\nurl = {url:?}\nschema = \"queues_a\"\npool_size = 4\nwriter_connections = 1\nconnect_timeout_ms = 500\nmigrate = false\nnode_name = \"db-1\"\nca_file = \"db-ca.pem\"\n"
             ),
             ServeOptions {
                 store_url: Some(sluice_store_postgres::DatabaseUrl::new("postgres://other@db/q")),
@@ -747,6 +802,24 @@ mod tests {
             ("queues_a", 4, 1)
         );
         assert_eq!((tuned.connect_timeout_ms, tuned.migrate), (500, false));
+        assert_eq!(tuned.node_name.as_deref(), Some("db-1"));
+        assert_eq!(tuned.ca_file, Some(PathBuf::from("db-ca.pem")));
+    }
+
+    /// Without `[store] node_name` a node is `<hostname>:<port>`, within the length
+    /// PostgreSQL keeps of `application_name`.
+    #[test]
+    fn the_default_node_name_is_the_host_and_the_port() {
+        let name = default_node_name("127.0.0.1:7566".parse().unwrap());
+        assert!(name.ends_with(":7566"), "{name}");
+        assert_eq!(
+            sluice_store_postgres::options::check_node_name(&name),
+            Ok(())
+        );
+        let hostname = hostname().unwrap_or_default();
+        if !hostname.is_empty() && hostname.is_ascii() && hostname.len() < 50 {
+            assert_eq!(name, format!("{hostname}:7566"));
+        }
     }
 
     #[test]
@@ -764,6 +837,14 @@ mod tests {
             (
                 "[store]\nurl = \"postgres://db/q\"\npool_size = 0\n",
                 "[store] pool_size",
+            ),
+            (
+                "[store]\nurl = \"postgres://db/q\"\nnode_name = \"n\u{e9}\"\n",
+                "[store] node_name",
+            ),
+            (
+                "[store]\nurl = \"postgres://db/q?sslmode=verify\"\n",
+                "sslmode=verify is not one of",
             ),
         ] {
             let error = check(text, ServeOptions::default()).unwrap_err();

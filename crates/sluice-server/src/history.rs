@@ -375,7 +375,7 @@ async fn sample(app: &crate::api::AppState) -> Result<(), sluice_core::StoreErro
             let depth = &info.depth;
             let c = depth.counters;
             let push = info.config.push.as_ref().map(|_| {
-                let push = app.push.stats(&info.name);
+                let push = app.push.stats(info);
                 (push.delivered, push.retried + push.failed_permanently)
             });
             let counts = QueueCounts {

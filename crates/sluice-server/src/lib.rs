@@ -26,7 +26,6 @@ mod metrics;
 mod process_metrics;
 pub mod push;
 pub mod push_log;
-mod push_pauses;
 mod redact;
 mod secrets;
 pub mod sqs;
@@ -119,6 +118,10 @@ pub async fn run(
         (Arc::new(SystemClock), None)
     };
     let started = std::time::Instant::now();
+    // The address really listened on (`127.0.0.1:0` picks a port): it names this node in a
+    // shared store unless `[store] node_name` does.
+    let mut config = config;
+    config.listen = listener.local_addr()?;
     let store = open_store(&config, clock.now_ms()).await?;
     for (name, queue_config) in &config.queues {
         store
@@ -140,7 +143,6 @@ pub async fn run(
         clock.clone(),
         shutdown_token.child_token(),
         expr.clone(),
-        push_pauses::PushPauses::load(&config.data_dir)?,
         config.push_enabled,
         config.push_delivery_log,
     )?;

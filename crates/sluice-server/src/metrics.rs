@@ -667,6 +667,7 @@ mod tests {
                 config: QueueConfig::defaults_for("jobs"),
                 depth,
                 dead_letter_depth: Some(4),
+                is_push_paused: false,
             }],
             webhooks: vec![(
                 "github".into(),

@@ -78,8 +78,8 @@ pub async fn migrate_store(config: &Config, now_ms: Millis) -> Result<String, St
 }
 
 /// The PostgreSQL store's options from `[store]` and the server's settings: durability maps to
-/// `synchronous_commit`, and the node is named by its listen address until `[store] node_name`
-/// exists (build step 5).
+/// `synchronous_commit`, and the node is named by `[store] node_name`, else by the host and the
+/// port it listens on.
 fn postgres_options(
     config: &Config,
     postgres: &PostgresStoreConfig,
@@ -91,10 +91,14 @@ fn postgres_options(
     options.connect_timeout = std::time::Duration::from_millis(postgres.connect_timeout_ms);
     options.migrate = postgres.migrate;
     options.acked_retention_ms = config.acked_retention_ms;
-    options.node_name = config.listen.to_string();
+    options.node_name = postgres
+        .node_name
+        .clone()
+        .unwrap_or_else(|| crate::config::default_node_name(config.listen));
     options.durability = match config.durability {
         Durability::Fsync => PgDurability::Fsync,
         Durability::Os => PgDurability::Os,
     };
+    options.ca_file = postgres.ca_file.clone();
     options
 }

@@ -4,7 +4,7 @@
 //!
 //! | Cause | `StoreError` |
 //! |---|---|
-//! | connection refused, reset or closed, a pool wait that timed out, SQLSTATE class `08`, `57P01`/`57P02`/`57P03`, `53300`, `25006`, class `58` | `Unavailable` |
+//! | the TLS handshake refused (a certificate not trusted), connection refused, reset or closed, a pool wait that timed out, SQLSTATE class `08`, `57P01`/`57P02`/`57P03`, `53300`, `25006`, class `58` | `Unavailable` |
 //! | `40P01` (deadlock), `40001` (serialization), once the store's retries are spent | `Unavailable` |
 //! | `57014` (statement timeout), `55P03` (lock timeout) | `Unavailable` |
 //! | `53100` (disk full on the database server) | `DiskFull` |
@@ -75,8 +75,16 @@ pub fn classify(error: tokio_postgres::Error) -> StoreError {
     if let Some(code) = error.code().cloned() {
         return classify_code(&code, error);
     }
-    // No SQLSTATE: the connection itself failed (refused, reset, closed, timed out), or the
-    // driver refused something of ours (a type, a parameter count), which is a bug.
+    // No SQLSTATE: the TLS handshake refused the server (its certificate, the URL's sslmode),
+    // which an operator must fix and is said so; ...
+    if crate::tls::is_handshake_error(&error) {
+        return StoreError::Unavailable(format!(
+            "the TLS handshake with PostgreSQL failed ({}); check the URL's sslmode and [store] ca_file",
+            describe(&error)
+        ));
+    }
+    // ... or the connection itself failed (refused, reset, closed, timed out), or the driver
+    // refused something of ours (a type, a parameter count), which is a bug.
     let mut io = false;
     let mut source = error.source();
     while let Some(cause) = source {

@@ -131,7 +131,7 @@ struct Session {
 
 impl Session {
     async fn connect(options: &PgOptions) -> StoreResult<Self> {
-        let (client, mut connection) = connect::dedicated(options).await?;
+        let (client, mut connection) = connect::Connector::new(options)?.dedicated().await?;
         let changed = Arc::new(Notify::new());
         let notify = changed.clone();
         tokio::spawn(async move {

@@ -36,7 +36,8 @@
 //! `connect` (the pool and session settings), [`migrate`], `cache`, `listen`, `queues`,
 //! `messages`, `group`, `dead_letter_move`, `lanes`, `webhooks`, `dead_letters`, `removal`,
 //! `lookups`, `delivery_log`, `scan`, `retry`; `leader`, `nodes`, `counters`, `stats`, and the
-//! upkeep: `upkeep`, `expiry`, `retention`, `cleanup`.
+//! upkeep: `upkeep`, `expiry`, `retention`, `cleanup`; `sessions` (dashboard sessions
+//! shared by every node), `health` (the way to the database that other parts share), `tls`.
 
 mod cache;
 mod cached;
@@ -49,6 +50,7 @@ mod delivery_log;
 pub mod error;
 mod expiry;
 mod group;
+mod health;
 mod lanes;
 mod leader;
 mod listen;
@@ -62,7 +64,9 @@ mod removal;
 mod retention;
 mod retry;
 mod scan;
+mod sessions;
 mod stats;
+pub mod tls;
 mod upkeep;
 mod webhooks;
 
@@ -140,12 +144,14 @@ impl PgStore {
         } else {
             migrate::check(&options).await?;
         }
-        let pool = connect::pool(&options)?;
+        let connector = connect::Connector::new(&options)?;
+        let pool = connector.pool(options.pool_size, options.connect_timeout)?;
         let cache = Arc::new(QueueCache::default());
         let definitions_changed = Arc::new(tokio::sync::watch::Sender::new(0));
         let notifier = Arc::new(Notifier::default());
         let listener = listen::spawn(
             options.clone(),
+            connector.clone(),
             listen::Followers {
                 cache: cache.clone(),
                 changed: definitions_changed.clone(),
@@ -161,7 +167,9 @@ impl PgStore {
         let node = nodes::ThisNode::start(&options, &pool, node_id, ledger, elector);
         let wake_channel = listen::wake_channel(&options.schema);
         let group_context = Arc::new(group::Context {
-            pool: connect::writer_pool(&options)?,
+            // One connection per writer, on top of `pool_size`: groups never wait behind claims
+            // for a connection, nor claims behind groups.
+            pool: connector.pool(2 * options.writer_connections, options.connect_timeout)?,
             notifier: notifier.clone(),
             counters: counters.clone(),
             wake_channel: wake_channel.clone(),
@@ -169,7 +177,7 @@ impl PgStore {
         });
         let (writers, writer_tasks) =
             group::Writers::spawn(group_context.clone(), options.writer_connections);
-        tracing::info!(url = %options.url, schema = %options.schema, "PostgreSQL store open");
+        tracing::info!(url = %options.url, schema = %options.schema, node = %options.node_name, "PostgreSQL store open");
         Ok(Self {
             config_channel: listen::config_channel(&options.schema),
             wake_channel,
@@ -298,6 +306,10 @@ impl Store for PgStore {
         self.pause_queue(name, paused).await
     }
 
+    async fn queue_push_pause(&self, name: &str, paused: bool) -> StoreResult<()> {
+        self.push_pause_queue(name, paused).await
+    }
+
     async fn queue_purge(&self, name: &str, now_ms: Millis) -> StoreResult<u64> {
         self.purge_queue(name, now_ms).await
     }
@@ -367,6 +379,14 @@ impl Store for PgStore {
 
     fn definitions_changed(&self) -> tokio::sync::watch::Receiver<u64> {
         self.definitions_changed.subscribe()
+    }
+
+    /// Sessions in the `sessions` table, seen by every node (`sessions`).
+    fn session_store(&self) -> Option<Arc<dyn sluice_core::sessions::SessionStore>> {
+        Some(Arc::new(sessions::PgSessions::new(
+            health::Database::new(self.pool.clone()),
+            self.options.schema.clone(),
+        )))
     }
 
     async fn close(&self) -> StoreResult<()> {

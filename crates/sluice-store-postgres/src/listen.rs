@@ -47,7 +47,8 @@ const FALLBACK_WAKE: Duration = Duration::from_millis(250);
 /// The longest wait before reconnecting.
 const RECONNECT_MAX: Duration = Duration::from_secs(5);
 
-/// The channel of definition changes: payloads `queue:<name>`, `webhook:<name>`.
+/// The channel of definition changes: payloads `queue:<name>`, `webhook:<name>`,
+/// `push:<name>` (a push pause or resume).
 pub(crate) fn config_channel(schema: &str) -> String {
     format!("{schema}.config")
 }
@@ -58,11 +59,15 @@ pub(crate) fn wake_channel(schema: &str) -> String {
 }
 
 /// Starts the listener; it runs until the handle is aborted ([`crate::PgStore`]'s close).
-pub(crate) fn spawn(options: PgOptions, followers: Followers) -> JoinHandle<()> {
+pub(crate) fn spawn(
+    options: PgOptions,
+    connector: connect::Connector,
+    followers: Followers,
+) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut backoff = RECONNECT_MIN;
         loop {
-            match listen_once(&options, &followers).await {
+            match listen_once(&options, &connector, &followers).await {
                 // It was connected: start the next attempt from the shortest wait.
                 Ok(()) => backoff = RECONNECT_MIN,
                 Err(error) => {
@@ -92,10 +97,12 @@ pub(crate) fn spawn(options: PgOptions, followers: Followers) -> JoinHandle<()> 
 
 /// One connection's life: connect, `LISTEN`, then apply notifications until it breaks.
 /// `Ok` once it was listening (whatever ended it), `Err` when it never got that far.
-async fn listen_once(options: &PgOptions, followers: &Followers) -> Result<(), String> {
-    let (client, mut connection) = connect::dedicated(options)
-        .await
-        .map_err(|e| e.to_string())?;
+async fn listen_once(
+    options: &PgOptions,
+    connector: &connect::Connector,
+    followers: &Followers,
+) -> Result<(), String> {
+    let (client, mut connection) = connector.dedicated().await.map_err(|e| e.to_string())?;
     let channel = config_channel(&options.schema);
     let wake = wake_channel(&options.schema);
     // The connection must be polled for the LISTEN to be sent and answered; notifications that
@@ -139,8 +146,9 @@ async fn listen_once(options: &PgOptions, followers: &Followers) -> Result<(), S
 fn apply(followers: &Followers, payload: &str) {
     match payload.split_once(':') {
         Some(("queue", name)) => followers.cache.invalidate(name),
-        // Webhook endpoints are not cached in the store: the server reloads them.
-        Some(("webhook", _)) => {}
+        // Webhook endpoints and push pauses are not cached in the store: the server reloads
+        // them.
+        Some(("webhook" | "push", _)) => {}
         _ => {
             tracing::debug!(payload, "unknown definition change ignored");
             return;

@@ -3,6 +3,7 @@
 //! connects; nothing here touches the network.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// The default schema (`[store] schema`).
@@ -23,6 +24,9 @@ pub const SCHEMA_BYTES_MAX: usize = 55;
 pub const POOL_SIZE_MAX: usize = 1_000;
 /// The most writer connections of each kind.
 pub const WRITER_CONNECTIONS_MAX: usize = 16;
+/// The longest node name: PostgreSQL keeps 63 bytes of `application_name`, which is
+/// `sluice/<node name>`.
+pub const NODE_NAME_BYTES_MAX: usize = 56;
 
 /// When a commit counts as done.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -52,13 +56,19 @@ pub struct PgOptions {
     pub connect_timeout: Duration,
     /// Apply missing migrations at open (true), or only check that the schema is current.
     pub migrate: bool,
-    /// This node's name: in `application_name` (`sluice/<name>`) and in the migration record.
+    /// This node's name (`[store] node_name`): the connections' `application_name` is
+    /// `sluice/<name>`, so an operator finds them in `pg_stat_activity`; also in the `nodes`
+    /// row and the migration record. 1 to [`NODE_NAME_BYTES_MAX`] bytes of printable ASCII.
     pub node_name: String,
     /// When a commit counts as done.
     pub durability: Durability,
     /// How long final records (acked, expired, cancelled, ...) are kept for lookups, in ms,
     /// before the leader's cleanup removes them (`[server] acked_retention_ms`).
     pub acked_retention_ms: i64,
+    /// PEM certificates the database's certificate must be signed by (`[store] ca_file`):
+    /// checked under every `sslmode` but `disable`; without it `verify-ca` and `verify-full`
+    /// trust the platform's roots and `prefer` and `require` check nothing ([`crate::tls`]).
+    pub ca_file: Option<PathBuf>,
 }
 
 impl PgOptions {
@@ -74,6 +84,7 @@ impl PgOptions {
             node_name: "sluice".to_owned(),
             durability: Durability::Fsync,
             acked_retention_ms: DEFAULT_ACKED_RETENTION_MS,
+            ca_file: None,
         }
     }
 
@@ -81,10 +92,13 @@ impl PgOptions {
     /// store can template into SQL and channel names, the counts are within their bounds. The
     /// error names the `[store]` key.
     pub fn check(&self) -> Result<(), String> {
-        self.url
-            .expose()
-            .parse::<tokio_postgres::Config>()
+        let (url, ssl_mode) = crate::tls::split_ssl_mode(self.url.expose());
+        url.parse::<tokio_postgres::Config>()
             .map_err(|e| format!("[store] url {} is not a database URL: {e}", self.url))?;
+        if let Some(mode) = ssl_mode {
+            crate::tls::SslMode::parse(&mode)
+                .map_err(|e| format!("[store] url {}: {e}", self.url))?;
+        }
         check_schema(&self.schema)?;
         if !(1..=POOL_SIZE_MAX).contains(&self.pool_size) {
             return Err(format!(
@@ -107,8 +121,23 @@ impl PgOptions {
                 self.acked_retention_ms
             ));
         }
+        check_node_name(&self.node_name)?;
         Ok(())
     }
+}
+
+/// Checks a node name: 1 to [`NODE_NAME_BYTES_MAX`] bytes of printable ASCII (what
+/// `application_name` keeps as written; PostgreSQL replaces anything else with `?`).
+pub fn check_node_name(name: &str) -> Result<(), String> {
+    if name.is_empty()
+        || name.len() > NODE_NAME_BYTES_MAX
+        || !name.bytes().all(|b| (b' '..=b'~').contains(&b))
+    {
+        return Err(format!(
+            "[store] node_name {name:?} is not a node name: 1 to {NODE_NAME_BYTES_MAX} bytes of printable ASCII"
+        ));
+    }
+    Ok(())
 }
 
 /// Checks a schema name: 1 to [`SCHEMA_BYTES_MAX`] bytes of `[a-z0-9_]`, not starting with a
@@ -252,6 +281,24 @@ mod tests {
         let mut bad = good.clone();
         bad.writer_connections = WRITER_CONNECTIONS_MAX + 1;
         assert!(bad.check().unwrap_err().contains("writer_connections"));
+        for name in ["", "n\u{e9}", "a\tb", &"n".repeat(NODE_NAME_BYTES_MAX + 1)] {
+            let mut bad = good.clone();
+            bad.node_name = name.into();
+            assert!(bad.check().unwrap_err().contains("node_name"), "{name:?}");
+        }
+        let mut named = good.clone();
+        named.node_name = format!("db-host-1:{}", "7".repeat(NODE_NAME_BYTES_MAX - 10));
+        assert_eq!(named.check(), Ok(()));
+        let mut verified = good.clone();
+        verified.url = DatabaseUrl::new("postgres://u@db/x?sslmode=verify-full");
+        assert_eq!(verified.check(), Ok(()));
+        let mut bad = good.clone();
+        bad.url = DatabaseUrl::new("postgres://u:secret@db/x?sslmode=verify");
+        let error = bad.check().unwrap_err();
+        assert!(
+            error.contains("sslmode") && !error.contains("secret"),
+            "{error}"
+        );
         let mut bad = good.clone();
         bad.url = DatabaseUrl::new("postgres://u:secret@db:notaport/x");
         let error = bad.check().unwrap_err();

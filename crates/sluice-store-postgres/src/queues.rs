@@ -262,6 +262,27 @@ impl PgStore {
         Ok(())
     }
 
+    /// Pauses or resumes the server's push delivery of a queue, durably
+    /// (`Store::queue_push_pause`), and announces it as `push:<name>` on `<schema>.config` in
+    /// the same statement, so every node's server looks at its push workers again.
+    pub(crate) async fn push_pause_queue(&self, name: &str, paused: bool) -> StoreResult<()> {
+        let client = self.client().await?;
+        let changed = client
+            .execute(
+                "WITH changed AS ( \
+                     UPDATE queue_state SET is_push_paused = $2 \
+                     WHERE queue_id = (SELECT id FROM queues WHERE name = $1) RETURNING queue_id) \
+                 SELECT pg_notify($3, 'push:' || $1) FROM changed",
+                &[&name, &paused, &self.config_channel],
+            )
+            .await
+            .db()?;
+        if changed == 0 {
+            return Err(StoreError::QueueNotFound(name.to_owned()));
+        }
+        Ok(())
+    }
+
     /// Deletes a queue and its messages; refused while another queue dead-letters into it
     /// (`Store::queue_delete`). Returns the live messages it held.
     ///
@@ -452,7 +473,7 @@ fn queue_rows_sql() -> String {
                 c.oldest_ready_enqueued_at_ms, \
                 (SELECT count(*) FROM messages m JOIN queues d ON d.id = m.queue_id \
                  WHERE d.name = q.dead_letter_queue AND m.state IN {LIVE}) AS dead_letters, \
-                q.id \
+                q.id, s.is_push_paused \
          FROM queues q JOIN queue_state s ON s.queue_id = q.id \
          CROSS JOIN LATERAL ({COUNTS_OF_Q}) c"
     )
@@ -474,7 +495,7 @@ fn counted_queue_rows_sql() -> String {
                       FROM queue_stats ds WHERE ds.queue_id = d.id), \
                      (SELECT count(*) FROM messages m WHERE m.queue_id = d.id AND m.state IN {LIVE})) \
                  FROM queues d WHERE d.name = q.dead_letter_queue) AS dead_letters, \
-                q.id \
+                q.id, s.is_push_paused \
          FROM queues q JOIN queue_state s ON s.queue_id = q.id \
          LEFT JOIN queue_stats st ON st.queue_id = q.id",
         ready = exact("ready"),
@@ -516,6 +537,7 @@ fn queue_info(
         name,
         config,
         dead_letter_depth,
+        is_push_paused: row.get(10),
     })
 }
 

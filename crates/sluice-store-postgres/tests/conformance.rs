@@ -18,11 +18,20 @@ async fn open(_clock: ManualClock) -> Opened {
         Err(why) => return Opened::skipped(why),
     };
     let schema = support::fresh_schema();
-    let store = PgStore::open(support::options(&url, &schema))
+    let options = support::options(&url, &schema);
+    let store = PgStore::open(options.clone())
         .await
         .expect("the store opens");
-    // The store's invariants are checked in SQL after every case (§2.15), then the schema goes.
-    Opened::new(Arc::new(store)).after_close(support::check_and_drop(url, schema))
+    Opened::new(Arc::new(store))
+        .reopening(move || {
+            let options = options.clone();
+            async move {
+                Arc::new(PgStore::open(options).await.expect("the store opens again"))
+                    as Arc<dyn sluice_store_tests::Store>
+            }
+        })
+        // The store's invariants are checked in SQL after every case (§2.15), then the schema goes.
+        .after_close(support::check_and_drop(url, schema))
 }
 
 sluice_store_tests::store_conformance!(open);

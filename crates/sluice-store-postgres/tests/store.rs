@@ -362,6 +362,71 @@ async fn a_webhook_defined_on_one_node_moves_the_others_definitions() {
     fixture.drop().await;
 }
 
+/// A push pause made on one node moves the other node's definitions counter (its server then
+/// stops that queue's push workers) and is reported by the other node at once.
+#[tokio::test]
+async fn a_push_pause_on_one_node_moves_the_others_definitions() {
+    let Some(fixture) = Fixture::new().await else {
+        return;
+    };
+    let a = fixture.open().await;
+    let b = fixture.open().await;
+    put(&a, "q", QueueConfig::defaults_for("q")).await.unwrap();
+    let mut changed = a.definitions_changed();
+    eventually("a's listener is connected", || {
+        let moved = *changed.borrow() > 0;
+        async move { moved }
+    })
+    .await;
+    changed.mark_unchanged();
+    b.queue_push_pause("q", true).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), changed.changed())
+        .await
+        .expect("moved within 5 s")
+        .unwrap();
+    assert!(a.queue_get("q", T0).await.unwrap().is_push_paused);
+    a.close().await.unwrap();
+    b.close().await.unwrap();
+    fixture.drop().await;
+}
+
+/// Every connection of a node carries `application_name = sluice/<node name>`, so an operator
+/// (and the multi-node tests) find a node's backends in `pg_stat_activity`.
+#[tokio::test]
+async fn a_nodes_connections_are_named_after_it() {
+    let Some(fixture) = Fixture::new().await else {
+        return;
+    };
+    let mut options = fixture.options();
+    options.node_name = format!("n-{}", &fixture.schema[fixture.schema.len() - 12..]);
+    let application_name = format!("sluice/{}", options.node_name);
+    let store = PgStore::open(options).await.expect("the store opens");
+    put(&store, "q", QueueConfig::defaults_for("q"))
+        .await
+        .unwrap();
+    let sql = fixture.sql().await;
+    eventually(
+        "the pool's and the listener's connections are named",
+        || {
+            let (sql, application_name) = (&sql, &application_name);
+            async move {
+                let named: i64 = sql
+                    .query_one(
+                        "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+                        &[application_name],
+                    )
+                    .await
+                    .unwrap()
+                    .get(0);
+                named >= 2
+            }
+        },
+    )
+    .await;
+    store.close().await.unwrap();
+    fixture.drop().await;
+}
+
 /// Webhook definitions are kept in the database, and every change is announced on
 /// `<schema>.config` as `webhook:<name>` when it commits, for the other nodes.
 #[tokio::test]

@@ -102,7 +102,11 @@ mod tests {
         let version: i64 = conn
             .pragma_query_value(None, "user_version", |row| row.get(0))
             .unwrap();
-        assert_eq!(version, 3);
+        assert_eq!(
+            version,
+            crate::schema::SCHEMA_VERSION,
+            "migrated to the latest"
+        );
         assert_eq!(read(&conn, 1).unwrap(), Vec::new(), "no log before a push");
 
         let tx = conn.transaction().unwrap();

@@ -26,6 +26,7 @@ mod maintenance;
 mod messages;
 mod metrics;
 mod publish;
+mod push_pauses;
 mod queues;
 mod reads;
 mod schema;
@@ -117,6 +118,9 @@ pub struct SqliteStore {
     health: Arc<health::WriteHealth>,
     /// The bound on new messages waiting for the writer, and the inbox's gauges.
     inbox: Arc<inbox::Inbox>,
+    /// Queues whose push is paused, as `queues.push_paused` says; changed under the index
+    /// lock, taken after it.
+    push_paused: Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -156,6 +160,8 @@ impl SqliteStore {
         dir_sync::fsync_dir(&options.data_dir).map_err(|e| {
             StoreError::Unavailable(format!("cannot sync {}: {e}", options.data_dir.display()))
         })?;
+        push_pauses::carry_over(&conn, &options.data_dir)?;
+        let push_paused = push_pauses::load(&conn).map_err(store_error)?;
         let mut index = Index::new();
         let next_seq = load::load(&conn, &mut index, now_ms).map_err(store_error)?;
         let index = Arc::new(Mutex::new(index));
@@ -243,6 +249,7 @@ impl SqliteStore {
             write_stats,
             health,
             inbox,
+            push_paused: Mutex::new(push_paused),
         })
     }
 
@@ -417,6 +424,10 @@ impl Store for SharedSqliteStore {
 
     async fn queue_pause(&self, name: &str, paused: bool) -> StoreResult<()> {
         self.pause(name, paused).await
+    }
+
+    async fn queue_push_pause(&self, name: &str, paused: bool) -> StoreResult<()> {
+        self.push_pause(name, paused).await
     }
 
     async fn queue_purge(&self, name: &str, now_ms: Millis) -> StoreResult<u64> {

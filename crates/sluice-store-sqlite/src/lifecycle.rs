@@ -7,7 +7,7 @@ use sluice_core::store::{CancelOutcome, MessageGetParams, MessageRef, StoreError
 use tokio::sync::oneshot;
 
 use crate::schema::{STATE_CANCELLED, STATE_PURGED};
-use crate::writer::{self, IdempotencyRecord, WriteOp};
+use crate::writer::{self, IdempotencyRecord, PauseKind, WriteOp};
 use crate::{PURGE_CHUNK_ROWS, SharedSqliteStore, SqliteStore};
 
 /// Entries a purge takes out of the index per lock: deliveries go on between chunks.
@@ -45,6 +45,7 @@ impl SharedSqliteStore {
         let (reply, wait) = oneshot::channel();
         store.send(WriteOp::QueuePause {
             name: name.to_owned(),
+            pause: PauseKind::Deliveries,
             paused,
             reply,
         })?;
@@ -52,6 +53,33 @@ impl SharedSqliteStore {
         store.index.lock().set_paused(name, paused);
         if !paused {
             store.notifier.wake(name);
+        }
+        Ok(())
+    }
+
+    /// Pauses or resumes the server's push delivery of a queue, durably
+    /// (`Store::queue_push_pause`).
+    pub(crate) async fn push_pause(&self, name: &str, paused: bool) -> StoreResult<()> {
+        let store = &self.0;
+        if store.index.lock().queue_config(name).is_none() {
+            return Err(StoreError::QueueNotFound(name.to_owned()));
+        }
+        let (reply, wait) = oneshot::channel();
+        store.send(WriteOp::QueuePause {
+            name: name.to_owned(),
+            pause: PauseKind::Push,
+            paused,
+            reply,
+        })?;
+        SqliteStore::wait(wait).await?;
+        // Under the index lock, as a deletion clears it: a queue deleted meanwhile is not
+        // marked again.
+        let index = store.index.lock();
+        let mut push_paused = store.push_paused.lock();
+        if paused && index.queue_config(name).is_some() {
+            push_paused.insert(name.to_owned());
+        } else {
+            push_paused.remove(name);
         }
         Ok(())
     }

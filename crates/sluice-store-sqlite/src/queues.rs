@@ -30,6 +30,7 @@ impl SqliteStore {
             config: (*config).clone(),
             depth,
             dead_letter_depth,
+            is_push_paused: self.push_paused.lock().contains(name),
         })
     }
 }
@@ -155,6 +156,7 @@ impl SharedSqliteStore {
             // goes with the first chunk: rows of a deleted queue left by a crash are removed at
             // the next start. Sent under the lock, so no later write can come between them.
             let mut seqs = index.queue_remove(name);
+            store.push_paused.lock().remove(name);
             // In table order, each chunk touches few pages (the index hands them out unordered).
             seqs.sort_unstable();
             let mut chunks = seqs.chunks(PURGE_CHUNK_ROWS);

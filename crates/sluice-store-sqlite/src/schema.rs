@@ -8,7 +8,7 @@ use rusqlite::Connection;
 use crate::Durability;
 
 /// Bumped with every migration below; `PRAGMA user_version` records what a file has.
-const SCHEMA_VERSION: i64 = 3;
+pub(crate) const SCHEMA_VERSION: i64 = 4;
 
 pub(crate) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS queues (
@@ -77,6 +77,12 @@ const MIGRATION_3: &str = "
 ALTER TABLE messages ADD COLUMN deliveries TEXT;
 ";
 
+/// Version 4: a queue's push pause (`push_pauses.rs`), kept by the server in
+/// `push-paused.json` before; the store carries that file over when it opens.
+const MIGRATION_4: &str = "
+ALTER TABLE queues ADD COLUMN push_paused INTEGER NOT NULL DEFAULT 0;
+";
+
 /// Message states in the `state` column.
 pub const STATE_LIVE: i64 = 0;
 /// Acked; body and headers dropped.
@@ -143,7 +149,12 @@ pub fn open_writer(
     }
     if version < 3 {
         conn.execute_batch(&format!(
-            "BEGIN; {MIGRATION_3} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+            "BEGIN; {MIGRATION_3} PRAGMA user_version = 3; COMMIT;"
+        ))?;
+    }
+    if version < 4 {
+        conn.execute_batch(&format!(
+            "BEGIN; {MIGRATION_4} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
         ))?;
     }
     Ok(())

@@ -678,3 +678,45 @@ async fn the_wal_stays_under_its_limit_under_load_with_readers_holding_snapshots
     assert!(metrics.wal_truncations.unwrap() > 0, "{metrics:?}");
     store.close().await.unwrap();
 }
+
+/// A data directory of the version that kept push pauses in the server's `push-paused.json`:
+/// the store marks the named queues it has when it opens, deletes the file, and keeps the
+/// pauses from then on in the database. A name without a queue is dropped; an unreadable file
+/// stops the open (nothing an operator paused resumes by accident).
+#[tokio::test]
+async fn an_old_push_paused_file_is_carried_over_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), 0);
+    create_queue(&store, "held").await;
+    create_queue(&store, "other").await;
+    store.close().await.unwrap();
+    drop(store);
+    let file = dir.path().join(super::push_pauses::LEGACY_FILE);
+    std::fs::write(&file, r#"["held","gone"]"#).unwrap();
+
+    let paused = |store: SharedSqliteStore| async move {
+        let mut names: Vec<String> = store
+            .queue_list(T0)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|info| info.is_push_paused)
+            .map(|info| info.name)
+            .collect();
+        names.sort();
+        store.close().await.unwrap();
+        names
+    };
+    assert_eq!(paused(open(dir.path(), 0)).await, ["held"]);
+    assert!(!file.exists(), "the file is deleted once carried over");
+    assert_eq!(
+        paused(open(dir.path(), 0)).await,
+        ["held"],
+        "kept in the database"
+    );
+
+    std::fs::write(&file, "{").unwrap();
+    let error = SharedSqliteStore::open(SqliteOptions::new(dir.path()), T0).unwrap_err();
+    assert!(error.to_string().contains("push-paused.json"), "{error}");
+    assert!(file.exists(), "an unreadable file is left for the operator");
+}

@@ -48,6 +48,15 @@ const BUSY_RETRY: std::time::Duration = std::time::Duration::from_millis(20);
 /// Acked records removed per cleanup pass, so cleanup never holds the writer for long.
 const CLEANUP_ROWS_MAX: i64 = 20_000;
 
+/// Which of a queue's pauses a [`WriteOp::QueuePause`] sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PauseKind {
+    /// Deliveries to every consumer (`queues.paused`).
+    Deliveries,
+    /// The server's push delivery only (`queues.push_paused`).
+    Push,
+}
+
 /// One request to the writer.
 pub enum WriteOp {
     /// Store new messages; the reply comes after commit and after the index has them.
@@ -107,9 +116,10 @@ pub enum WriteOp {
         name: String,
         reply: oneshot::Sender<StoreResult<()>>,
     },
-    /// Pause or resume a queue.
+    /// Pause or resume a queue's deliveries, or its push.
     QueuePause {
         name: String,
+        pause: PauseKind,
         paused: bool,
         reply: oneshot::Sender<StoreResult<()>>,
     },
@@ -789,9 +799,17 @@ fn apply(
                 .execute(params![name])?;
             Applied::Done
         }
-        WriteOp::QueuePause { name, paused, .. } => {
-            tx.prepare_cached("UPDATE queues SET paused = ?2 WHERE name = ?1")?
-                .execute(params![name, paused])?;
+        WriteOp::QueuePause {
+            name,
+            pause,
+            paused,
+            ..
+        } => {
+            let sql = match pause {
+                PauseKind::Deliveries => "UPDATE queues SET paused = ?2 WHERE name = ?1",
+                PauseKind::Push => "UPDATE queues SET push_paused = ?2 WHERE name = ?1",
+            };
+            tx.prepare_cached(sql)?.execute(params![name, paused])?;
             Applied::Done
         }
         WriteOp::Apply {

@@ -21,7 +21,14 @@ fn open(clock: &ManualClock, payload_cache_bytes: usize) -> Opened {
     let store = SharedSqliteStore::open(options.clone(), clock.now_ms()).expect("the store opens");
     let path = dir.path().to_owned();
     let now_ms = clock.now_ms();
+    let reopen_options = options.clone();
+    let reopen_clock = clock.clone();
     Opened::new(Arc::new(store))
+        .reopening(move || {
+            let store = SharedSqliteStore::open(reopen_options.clone(), reopen_clock.now_ms())
+                .expect("the store opens again");
+            async move { Arc::new(store) as Arc<dyn sluice_store_tests::Store> }
+        })
         .after_close(async move {
             let reopened = SharedSqliteStore::open(options, now_ms)
                 .expect("the store the case left opens again");

@@ -18,11 +18,32 @@ pub struct Harness {
     pub store: Arc<dyn Store>,
     /// The case's time; it moves only when the case says.
     pub clock: ManualClock,
+    reopen: Option<crate::Reopen>,
 }
 
 impl Harness {
-    pub(crate) fn new(store: Arc<dyn Store>, clock: ManualClock) -> Self {
-        Self { store, clock }
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        clock: ManualClock,
+        reopen: Option<crate::Reopen>,
+    ) -> Self {
+        Self {
+            store,
+            clock,
+            reopen,
+        }
+    }
+
+    /// Closes the store and opens it again on what it keeps (a restart of the server): the
+    /// store to go on with, which the case closes at its end. Panics when the backend did not
+    /// say how ([`crate::Opened::reopening`]).
+    pub async fn reopen(&self) -> Arc<dyn Store> {
+        let reopen = self
+            .reopen
+            .as_ref()
+            .expect("this case reopens the store: the backend's open must give Opened::reopening");
+        self.store.close().await.expect("the store closes");
+        reopen().await
     }
 
     /// Now, as the case's clock says.

@@ -50,12 +50,17 @@ pub const CASE_TIME_LIMIT: Duration = Duration::from_secs(60);
 /// Work to do once a case's store is closed (a check of the database, dropping its schema).
 type AfterClose = Pin<Box<dyn Future<Output = ()> + Send>>;
 
+/// Opens the case's store again on what it keeps (its directory, its schema).
+pub(crate) type Reopen =
+    Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Arc<dyn Store>> + Send>> + Send + Sync>;
+
 /// A freshly opened store, with whatever must live as long as it (a temporary directory, a
 /// database guard) and what must run after it closed; or the reason there is none here.
 pub struct Opened {
     store: Result<Arc<dyn Store>, String>,
     keep: Vec<Box<dyn Any + Send>>,
     after_close: Vec<AfterClose>,
+    reopen: Option<Reopen>,
 }
 
 impl Opened {
@@ -65,6 +70,7 @@ impl Opened {
             store: Ok(store),
             keep: Vec::new(),
             after_close: Vec::new(),
+            reopen: None,
         }
     }
 
@@ -75,6 +81,7 @@ impl Opened {
             store: Err(reason.into()),
             keep: Vec::new(),
             after_close: Vec::new(),
+            reopen: None,
         }
     }
 
@@ -89,6 +96,18 @@ impl Opened {
     /// it fails the case.
     pub fn after_close(mut self, work: impl Future<Output = ()> + Send + 'static) -> Self {
         self.after_close.push(Box::pin(work));
+        self
+    }
+
+    /// How to open the store again on what it keeps, once the case closed it: the cases that
+    /// check what survives a restart call it through [`Harness::reopen`] (and fail, naming
+    /// this method, when a backend does not give it).
+    pub fn reopening<F, Fut>(mut self, reopen: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Arc<dyn Store>> + Send + 'static,
+    {
+        self.reopen = Some(Arc::new(move || Box::pin(reopen())));
         self
     }
 }
@@ -113,6 +132,7 @@ where
             store,
             keep,
             after_close,
+            reopen,
         } = open(clock.clone()).await;
         let store = match store {
             Ok(store) => store,
@@ -121,7 +141,7 @@ where
                 return;
             }
         };
-        let harness = Harness::new(store.clone(), clock);
+        let harness = Harness::new(store.clone(), clock, reopen);
         if tokio::time::timeout(CASE_TIME_LIMIT, case(harness))
             .await
             .is_err()
@@ -180,6 +200,7 @@ macro_rules! store_conformance {
             purging_a_per_key_queue_leaves_no_lane_stuck,
             queue_definitions_are_kept_whole,
             pauses_are_kept_and_reported,
+            push_pauses_are_kept_reported_and_survive_a_reopen,
             webhook_definitions_are_kept_by_name,
         );
     };

@@ -338,3 +338,49 @@ async fn push_pause_holds_across_a_restart_until_resumed() {
         .await
         .error(404, "queue_not_found");
 }
+
+#[tokio::test]
+async fn push_pauses_of_an_older_data_dir_are_kept_after_the_upgrade() {
+    // Proves an upgrade keeps what an operator paused: a data directory of the version that kept
+    // push pauses in the server's `push-paused.json` (a database at schema version 3, without
+    // the column, and the file) starts with that queue's push still paused and the other's
+    // running; the file is gone, the pause is in the database, and it holds across one more
+    // restart until resumed.
+    let destination = Destination::start().await;
+    let config = format!(
+        "[queues.held.push]\nurl = \"{}\"\n[queues.other.push]\nurl = \"{}\"\n",
+        destination.url("/held"),
+        destination.url("/other")
+    );
+    let mut server = TestServer::builder().config(&config).start().await;
+    server.terminate().await;
+    let database = rusqlite::Connection::open(server.data_dir().join("sluice.db")).unwrap();
+    database
+        .execute_batch("ALTER TABLE queues DROP COLUMN push_paused; PRAGMA user_version = 3;")
+        .unwrap();
+    drop(database);
+    let file = server.data_dir().join("push-paused.json");
+    std::fs::write(&file, r#"["held"]"#).unwrap();
+
+    server.restart().await;
+    assert!(!file.exists(), "the file was carried over and deleted");
+    server.send("held", json!({"body": "waits"})).await;
+    server.send("other", json!({"body": "goes"})).await;
+    assert_eq!(destination.wait_for(1, WAIT).await.len(), 1);
+    tokio::time::sleep(QUIET).await;
+    let requests = destination.requests();
+    assert_eq!(requests.len(), 1, "the paused queue pushed: {requests:?}");
+    assert_eq!(requests[0].json(), json!("goes"));
+    assert_eq!(server.stats("held").await["push"]["paused"], true);
+
+    server.restart().await;
+    tokio::time::sleep(QUIET).await;
+    assert_eq!(
+        destination.count(),
+        1,
+        "the pause did not survive a restart"
+    );
+    let queue = server.post_empty("/v1/queues/held/push/resume").await.ok();
+    assert_eq!(queue["stats"]["push"]["paused"], false, "{queue}");
+    assert_eq!(destination.wait_for(2, WAIT).await.len(), 2);
+}

@@ -52,11 +52,7 @@ fn stats_out(app: &AppState, info: &QueueInfo) -> QueueStatsOut {
             p95: depth.recent.latency.p95_ms,
             p99: depth.recent.latency.p99_ms,
         }),
-        push: info
-            .config
-            .push
-            .as_ref()
-            .map(|_| app.push.stats(&info.name)),
+        push: info.config.push.as_ref().map(|_| app.push.stats(info)),
     }
 }
 
@@ -162,10 +158,7 @@ pub async fn delete(
 ) -> Result<Json<QueueDeleteOut>, ApiError> {
     let messages_removed = app.ops.queue_delete(&name).await?;
     app.history.forget_queue(&name);
-    // A queue created again under this name starts with push running.
-    if let Err(error) = app.push.set_paused(&name, false).await {
-        tracing::warn!(queue = %name, %error, "the deleted queue's push pause was not removed");
-    }
+    // Its push pause went with it: a queue made again under the name starts with push running.
     app.push.refresh();
     Ok(Json(QueueDeleteOut {
         deleted: true,
@@ -244,10 +237,7 @@ async fn set_push_paused(
             format!("the queue {name:?} has no push destination"),
         ));
     }
-    app.push
-        .set_paused(name, paused)
-        .await
-        .map_err(ApiError::unavailable)?;
+    app.push.set_paused(name, paused).await?;
     let info = app.ops.queue_get(name).await?;
     Ok(Json(queue_out(app, &info)))
 }

@@ -14,7 +14,9 @@
 //! dies counts that attempt, and once a claim finds it past `max_attempts` (every earlier
 //! attempt ended without a result) it goes to the dead-letter queue instead of being tried
 //! again. Push can be off for the whole server (`--no-push`, `[push] enabled = false`) or
-//! paused per queue ([`crate::push_pauses`]).
+//! paused per queue ([`Store::queue_push_pause`]: the pause is kept by the store, so every node
+//! of a shared store sees it; the supervisor reads it with the queues it lists, and looks again
+//! when the store reports a change made on another node).
 //!
 //! `supervisor.rs` starts and stops the workers and holds their claim loop; `delivery.rs`
 //! makes one request and records its ack or nack.
@@ -31,8 +33,9 @@ use parking_lot::Mutex;
 use sluice_core::histogram::{AtomicHistogram, Histogram};
 use sluice_core::meter::Meter;
 use sluice_core::queue::QueueConfig;
+use sluice_core::store::QueueInfo;
 use sluice_core::wire::{LatencyOut, PushMethod, PushSpec, PushStatsOut};
-use sluice_core::{Clock, Store};
+use sluice_core::{Clock, Store, StoreError};
 use sluice_webhooks::expr::Expr;
 use sluice_webhooks::sign::StandardSigner;
 use tokio::sync::Notify;
@@ -40,7 +43,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::expr::ExprPool;
 use crate::push_log::DeliveryLogLimits;
-use crate::push_pauses::PushPauses;
 use crate::secrets;
 
 /// What a destination did since start.
@@ -103,8 +105,6 @@ pub struct Dispatcher {
     shutdown: CancellationToken,
     /// Where transforms run.
     expr: Arc<ExprPool>,
-    /// Queues whose push delivery is paused.
-    pauses: PushPauses,
     /// False when the server runs with push delivery off.
     enabled: bool,
     /// What each message's delivery log keeps.
@@ -170,7 +170,6 @@ impl Dispatcher {
         clock: Arc<dyn Clock>,
         shutdown: CancellationToken,
         expr: Arc<ExprPool>,
-        pauses: PushPauses,
         enabled: bool,
         delivery_log: DeliveryLogLimits,
     ) -> Result<Arc<Self>, String> {
@@ -191,20 +190,20 @@ impl Dispatcher {
             delivering: AtomicU64::new(0),
             shutdown,
             expr,
-            pauses,
             enabled,
             delivery_log,
         }))
     }
 
     /// The stats of a queue's destination (call it for queues that have one).
-    pub fn stats(&self, queue: &str) -> PushStatsOut {
-        let stats = self.stats.lock().get(queue).cloned().unwrap_or_default();
-        stats.out(
-            self.clock.now_ms(),
-            self.enabled,
-            self.pauses.is_paused(queue),
-        )
+    pub fn stats(&self, queue: &QueueInfo) -> PushStatsOut {
+        let stats = self
+            .stats
+            .lock()
+            .get(&queue.name)
+            .cloned()
+            .unwrap_or_default();
+        stats.out(self.clock.now_ms(), self.enabled, queue.is_push_paused)
     }
 
     /// True when the server delivers pushes at all.
@@ -212,10 +211,11 @@ impl Dispatcher {
         self.enabled
     }
 
-    /// Pauses or resumes a queue's push delivery (kept across restarts); the worker stops or
-    /// starts at once. Requests already sent finish.
-    pub async fn set_paused(&self, queue: &str, paused: bool) -> Result<(), String> {
-        self.pauses.set(queue, paused).await?;
+    /// Pauses or resumes a queue's push delivery (kept by the store, across restarts and for
+    /// every node); this node's worker stops or starts at once, other nodes' when their store
+    /// reports the change. Requests already sent finish.
+    pub async fn set_paused(&self, queue: &str, paused: bool) -> Result<(), StoreError> {
+        self.store.queue_push_pause(queue, paused).await?;
         self.refresh();
         Ok(())
     }

@@ -58,7 +58,7 @@ impl Dispatcher {
         let mut workers = self.workers.lock();
         let wanted: HashMap<&str, &QueueConfig> = queues
             .iter()
-            .filter(|info| info.config.push.is_some() && !self.pauses.is_paused(&info.name))
+            .filter(|info| info.config.push.is_some() && !info.is_push_paused)
             .map(|info| (info.name.as_str(), &info.config))
             .collect();
         workers.retain(|name, worker| {

@@ -143,6 +143,10 @@ pub async fn unknown_queues_are_refused(h: Harness) {
     );
     not_found(h.store.queue_purge("nowhere", now).await.map(drop), "purge");
     not_found(h.store.queue_pause("nowhere", true).await, "pause");
+    not_found(
+        h.store.queue_push_pause("nowhere", true).await,
+        "push pause",
+    );
     assert!(
         h.store.queue_list(now).await.unwrap().is_empty(),
         "nothing was created"
@@ -371,4 +375,83 @@ pub async fn pauses_are_kept_and_reported(h: Harness) {
     );
     h.store.queue_pause("q", false).await.unwrap();
     assert!(!h.store.queue_get("q", h.now()).await.unwrap().depth.paused);
+}
+
+/// A push pause is kept with the queue and reported as `is_push_paused` (by `queue_get` and
+/// `queue_list`), apart from the delivery pause: consumers still receive. A new definition keeps
+/// it, a restart keeps it, a resume lifts it, and deleting the queue ends it (a queue made again
+/// under the name starts with push running).
+pub async fn push_pauses_are_kept_reported_and_survive_a_reopen(h: Harness) {
+    async fn push_paused(store: &dyn crate::Store, now: crate::Millis) -> Vec<(String, bool)> {
+        let listed = store.queue_list(now).await.unwrap();
+        for info in &listed {
+            let got = store.queue_get(&info.name, now).await.unwrap();
+            assert_eq!(got.is_push_paused, info.is_push_paused, "{}", info.name);
+        }
+        listed
+            .into_iter()
+            .map(|info| (info.name, info.is_push_paused))
+            .collect()
+    }
+    let pairs = |paused: [bool; 4]| {
+        ["held", "held.dlq", "other", "other.dlq"]
+            .into_iter()
+            .zip(paused)
+            .map(|(name, paused)| (name.to_owned(), paused))
+            .collect::<Vec<_>>()
+    };
+    h.queue("held", |_| {}).await;
+    h.queue("other", |_| {}).await;
+    assert_eq!(
+        push_paused(h.store.as_ref(), h.now()).await,
+        pairs([false; 4])
+    );
+    h.store.queue_push_pause("held", true).await.unwrap();
+    h.store.queue_push_pause("held", true).await.unwrap(); // pausing again is no error
+    assert_eq!(
+        push_paused(h.store.as_ref(), h.now()).await,
+        pairs([true, false, false, false])
+    );
+    let info = h.store.queue_get("held", h.now()).await.unwrap();
+    assert!(!info.depth.paused, "a push pause is not a delivery pause");
+    h.send("held", &["still received"]).await;
+    assert_eq!(h.claim_bodies("held", 10).await, ["still received"]);
+    // A new definition (a config file applied again at a start) keeps the pause.
+    h.queue("held", |config| config.visibility_timeout_ms = 45_000)
+        .await;
+    assert!(
+        h.store
+            .queue_get("held", h.now())
+            .await
+            .unwrap()
+            .is_push_paused
+    );
+
+    let store = h.reopen().await;
+    assert_eq!(
+        push_paused(store.as_ref(), h.now()).await,
+        pairs([true, false, false, false]),
+        "kept across a reopen"
+    );
+    store.queue_push_pause("held", false).await.unwrap();
+    store.queue_push_pause("other", true).await.unwrap();
+    assert_eq!(
+        push_paused(store.as_ref(), h.now()).await,
+        pairs([false, false, true, false])
+    );
+    // Deleting the queue ends its pause.
+    store.queue_delete("other").await.unwrap();
+    store
+        .queue_put(QueuePutParams {
+            name: "other".into(),
+            config: QueueConfig::defaults_for("other"),
+            now_ms: h.now(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        push_paused(store.as_ref(), h.now()).await,
+        pairs([false; 4])
+    );
+    store.close().await.unwrap();
 }

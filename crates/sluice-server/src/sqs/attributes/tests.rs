@@ -7,6 +7,7 @@ fn info(name: &str, config: QueueConfig) -> QueueInfo {
         config,
         depth: QueueDepth::default(),
         dead_letter_depth: None,
+        is_push_paused: false,
     }
 }
 
