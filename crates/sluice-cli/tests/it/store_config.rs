@@ -172,12 +172,12 @@ async fn sluice_migrate_prepares_a_postgres_schema_that_a_server_then_serves() {
     let first_out = String::from_utf8_lossy(&first.stdout);
     assert!(first.status.success(), "{first:?}");
     assert!(
-        first_out.contains("migrated from version 0 to 1"),
+        first_out.contains("migrated from version 0 to 2"),
         "{first_out}"
     );
     let again = migrate().await.unwrap();
     assert!(
-        String::from_utf8_lossy(&again.stdout).contains("at version 1: nothing to do"),
+        String::from_utf8_lossy(&again.stdout).contains("at version 2: nothing to do"),
         "{again:?}"
     );
 
