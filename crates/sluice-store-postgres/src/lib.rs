@@ -51,7 +51,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
-use deadpool_postgres::Pool;
 use parking_lot::Mutex;
 use sluice_core::clock::Millis;
 use sluice_core::dispatch::{Counters, LeaseError, NackOutcome};
@@ -68,14 +67,16 @@ use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use crate::cache::QueueCache;
-use crate::error::Db;
 pub use crate::migrate::{Migrated, migrate};
 pub use crate::options::{DatabaseUrl, Durability, PgOptions};
 
 /// A [`Store`] on a PostgreSQL schema, shared with every other node opened on it.
 pub struct PgStore {
     options: PgOptions,
-    pool: Pool,
+    /// The pool, behind this node's view of whether the database can be reached (`health`).
+    database: health::Database,
+    /// Declares the database back once a connection is made again, until close.
+    prober: Mutex<Option<JoinHandle<()>>>,
     cache: Arc<QueueCache>,
     notifier: Arc<Notifier>,
     /// This node's counters per queue id since it opened (§2.11: the other nodes' come with
@@ -114,10 +115,15 @@ impl PgStore {
             migrate::check(&options).await?;
         }
         let connector = connect::Connector::new(&options)?;
-        let pool = connector.pool(options.pool_size, options.connect_timeout)?;
         let cache = Arc::new(QueueCache::default());
         let definitions_changed = Arc::new(tokio::sync::watch::Sender::new(0));
         let notifier = Arc::new(Notifier::default());
+        let health = Arc::new(health::Health::new(notifier.clone()));
+        let database = health::Database::new(
+            connector.pool(options.pool_size, options.connect_timeout)?,
+            health.clone(),
+        );
+        let prober = health::spawn_prober(database.clone());
         let listener = listen::spawn(
             options.clone(),
             connector.clone(),
@@ -125,6 +131,7 @@ impl PgStore {
                 cache: cache.clone(),
                 changed: definitions_changed.clone(),
                 notifier: notifier.clone(),
+                health: health.clone(),
             },
         );
         let counters = Arc::new(Mutex::new(HashMap::new()));
@@ -132,7 +139,10 @@ impl PgStore {
         let group_context = Arc::new(group::Context {
             // One connection per writer, on top of `pool_size`: groups never wait behind claims
             // for a connection, nor claims behind groups.
-            pool: connector.pool(2 * options.writer_connections, options.connect_timeout)?,
+            database: health::Database::new(
+                connector.pool(2 * options.writer_connections, options.connect_timeout)?,
+                health,
+            ),
             notifier: notifier.clone(),
             counters: counters.clone(),
             wake_channel: wake_channel.clone(),
@@ -145,7 +155,8 @@ impl PgStore {
             config_channel: listen::config_channel(&options.schema),
             wake_channel,
             options,
-            pool,
+            database,
+            prober: Mutex::new(Some(prober)),
             cache,
             notifier,
             counters,
@@ -163,11 +174,11 @@ impl PgStore {
         &self.options
     }
 
-    /// A pooled connection; `Unavailable` once closed or when none comes within the connect
-    /// timeout.
+    /// A pooled connection; `Unavailable` once closed, at once while the database is lost,
+    /// or when none comes within the connect timeout.
     async fn client(&self) -> StoreResult<deadpool_postgres::Object> {
         self.check_open()?;
-        self.pool.get().await.db()
+        self.database.client().await
     }
 
     /// The way to the writers; `Unavailable` once closed.
@@ -365,8 +376,14 @@ impl Store for PgStore {
     fn storage_metrics(&self) -> sluice_core::store::StorageMetrics {
         sluice_core::store::StorageMetrics {
             group_commit_ops: Some(self.group_context.group_commit_ops.snapshot()),
+            write_state: self.write_state(),
             ..Default::default()
         }
+    }
+
+    /// `Unavailable(reason)` while the database cannot be reached (`health`).
+    fn write_state(&self) -> sluice_core::store::WriteState {
+        self.database.health().write_state()
     }
 
     fn definitions_changed(&self) -> tokio::sync::watch::Receiver<u64> {
@@ -376,7 +393,7 @@ impl Store for PgStore {
     /// Sessions in the `sessions` table, seen by every node (`sessions`).
     fn session_store(&self) -> Option<Arc<dyn sluice_core::sessions::SessionStore>> {
         Some(Arc::new(sessions::PgSessions::new(
-            health::Database::new(self.pool.clone()),
+            self.database.clone(),
             self.options.schema.clone(),
         )))
     }
@@ -393,8 +410,11 @@ impl Store for PgStore {
         for task in writer_tasks {
             let _ = task.await;
         }
-        self.group_context.pool.close();
-        self.pool.close();
+        if let Some(prober) = self.prober.lock().take() {
+            prober.abort();
+        }
+        self.group_context.database.close();
+        self.database.close();
         // Waiters look again and find the store closed.
         self.notifier.wake_all();
         Ok(())
