@@ -17,6 +17,12 @@
 //! for every caller waiting, as the design's §2.1 asks. The module doc of `messages` lists
 //! where step 3 departs from the design.
 //!
+//! Step 5's parts: every connection is made by one `connect::Connector` (TLS as the URL's
+//! `sslmode` says, [`tls`]; `application_name = sluice/<node name>`); `health` knows whether
+//! the database can be reached, so that while it cannot every call answers `Unavailable` at
+//! once and `write_state()` says why, until a prober's connection succeeds; dashboard sessions
+//! live in the `sessions` table (`sessions`); push pauses in `queue_state`.
+//!
 //! What is not built yet (step 4): lease expiry on the last attempt into the dead-letter queue
 //! (the leader's upkeep), dead-letter list, get, replay and delete, retention, purge, cancel,
 //! delivery logs and browsing. Those methods first resolve their queue (an unknown one
