@@ -118,6 +118,12 @@ impl Connector {
     }
 }
 
+/// A dedicated client for `options` with a connector of its own, for a connection made once
+/// (the migration's): see [`Connector::dedicated_client`].
+pub(crate) async fn dedicated_client(options: &PgOptions) -> StoreResult<Client> {
+    Connector::new(options)?.dedicated_client().await
+}
+
 /// What every session runs once it is made (§2.0): the schema, bounds on statements, lock
 /// waits and idle transactions, and the durability of a commit.
 pub(crate) fn session_settings(options: &PgOptions) -> String {

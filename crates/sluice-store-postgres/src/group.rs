@@ -17,6 +17,9 @@
 //! - Batches of one group see each other (one transaction): a key enqueued twice in a group is
 //!   one message, and a bounded queue's admission counts the batches before it.
 //!
+//! While the database is lost (`health`), a batch is refused before it is queued and a group
+//! taken meanwhile fails without trying, every caller answered `Unavailable` at once.
+//!
 //! Writers take a connection per group from a pool of their own, one connection per writer
 //! (the design asks for dedicated connections; this is the same number, kept alive and
 //! replaced by deadpool), so groups and claims never wait for each other's connections. `[store] writer_connections` writers of each kind
@@ -26,7 +29,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use deadpool_postgres::Pool;
 use parking_lot::Mutex;
 use sluice_core::dispatch::{Counters, LeaseError};
 use sluice_core::histogram::AtomicHistogram;
@@ -37,6 +39,7 @@ use tokio::task::JoinHandle;
 
 use crate::cache::CachedQueue;
 use crate::error::{Db, is_conflict};
+use crate::health::Database;
 use crate::messages;
 use crate::stats;
 
@@ -56,7 +59,8 @@ const CHANNEL_JOBS: usize = 1_024;
 
 /// What the writers share with the store.
 pub(crate) struct Context {
-    pub pool: Pool,
+    /// The writers' own pool, behind the store's health.
+    pub database: Database,
     pub notifier: Arc<Notifier>,
     pub counters: Arc<Mutex<HashMap<i32, Counters>>>,
     pub wake_channel: String,
@@ -75,6 +79,9 @@ impl Context {
 pub(crate) struct Writers {
     enqueue: mpsc::Sender<EnqueueJob>,
     ack: mpsc::Sender<AckJob>,
+    /// Checked before a batch is queued: while the database is lost, callers are answered at
+    /// once instead of waiting behind groups that cannot commit.
+    database: Database,
 }
 
 struct EnqueueJob {
@@ -105,7 +112,15 @@ impl Writers {
             )));
             tasks.push(tokio::spawn(ack_writer(context.clone(), ack_jobs.clone())));
         }
-        (Self { enqueue, ack }, tasks)
+        let database = context.database.clone();
+        (
+            Self {
+                enqueue,
+                ack,
+                database,
+            },
+            tasks,
+        )
     }
 
     /// Stores a batch with the next enqueue group; answers after its commit.
@@ -114,6 +129,7 @@ impl Writers {
         queue: CachedQueue,
         params: EnqueueParams,
     ) -> StoreResult<Vec<Enqueued>> {
+        self.database.health().check()?;
         let (answer, answered) = oneshot::channel();
         self.enqueue
             .send(EnqueueJob {
@@ -132,6 +148,7 @@ impl Writers {
         queue: CachedQueue,
         params: AckParams,
     ) -> StoreResult<Vec<Result<(), LeaseError>>> {
+        self.database.health().check()?;
         let (answer, answered) = oneshot::channel();
         self.ack
             .send(AckJob {
@@ -226,7 +243,7 @@ async fn try_enqueues(
     context: &Context,
     group: &[EnqueueJob],
 ) -> StoreResult<Vec<StoreResult<Vec<Enqueued>>>> {
-    let mut client = context.pool.get().await.db()?;
+    let mut client = context.database.client().await?;
     let transaction = client.transaction().await.db()?;
     let mut lanes: Vec<(i32, String)> = group
         .iter()
@@ -349,7 +366,7 @@ async fn run_acks(context: &Context, group: Vec<AckJob>) {
 
 /// One try of an ack group: one transaction, every batch's answers in order.
 async fn try_acks(context: &Context, group: &[AckJob]) -> StoreResult<Vec<messages::AckDone>> {
-    let mut client = context.pool.get().await.db()?;
+    let mut client = context.database.client().await?;
     let transaction = client.transaction().await.db()?;
     let receipts: Vec<_> = group
         .iter()

@@ -31,6 +31,12 @@
 //! over within a second when the leader closes or dies. `PgStore::upkeep` runs the same jobs
 //! on any node; running them on two at once is safe.
 //!
+//! Step 5's parts: every connection is made by one `connect::Connector` (TLS as the URL's
+//! `sslmode` says, [`tls`]; `application_name = sluice/<node name>`); `health` knows whether
+//! the database can be reached, so that while it cannot every call answers `Unavailable` at
+//! once and `write_state()` says why, until a prober's connection succeeds; dashboard sessions
+//! live in the `sessions` table (`sessions`); push pauses in `queue_state`.
+//!
 //! Errors are sorted by meaning in [`error`] alone (a connection refused or lost is
 //! `StoreError::Unavailable`). Module map: [`options`] (what the store is opened with),
 //! `connect` (the pool and session settings), [`migrate`], `cache`, `listen`, `queues`,
@@ -75,7 +81,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
-use deadpool_postgres::Pool;
 use parking_lot::Mutex;
 use sluice_core::clock::Millis;
 use sluice_core::dispatch::{Counters, LeaseError, NackOutcome};
@@ -92,14 +97,16 @@ use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use crate::cache::QueueCache;
-use crate::error::Db;
 pub use crate::migrate::{Migrated, migrate};
 pub use crate::options::{DatabaseUrl, Durability, PgOptions};
 
 /// A [`Store`] on a PostgreSQL schema, shared with every other node opened on it.
 pub struct PgStore {
     options: PgOptions,
-    pool: Pool,
+    /// The pool, behind this node's view of whether the database can be reached (`health`).
+    database: health::Database,
+    /// Declares the database back once a connection is made again, until close.
+    prober: Mutex<Option<JoinHandle<()>>>,
     cache: Arc<QueueCache>,
     notifier: Arc<Notifier>,
     /// This node's counters per queue id since it opened (§2.11), the `live` map of
@@ -145,10 +152,15 @@ impl PgStore {
             migrate::check(&options).await?;
         }
         let connector = connect::Connector::new(&options)?;
-        let pool = connector.pool(options.pool_size, options.connect_timeout)?;
         let cache = Arc::new(QueueCache::default());
         let definitions_changed = Arc::new(tokio::sync::watch::Sender::new(0));
         let notifier = Arc::new(Notifier::default());
+        let health = Arc::new(health::Health::new(notifier.clone()));
+        let database = health::Database::new(
+            connector.pool(options.pool_size, options.connect_timeout)?,
+            health.clone(),
+        );
+        let prober = health::spawn_prober(database.clone());
         let listener = listen::spawn(
             options.clone(),
             connector.clone(),
@@ -156,20 +168,24 @@ impl PgStore {
                 cache: cache.clone(),
                 changed: definitions_changed.clone(),
                 notifier: notifier.clone(),
+                health: health.clone(),
             },
         );
         let node_id = Uuid::now_v7();
-        nodes::register(&pool, node_id, &options.node_name).await?;
+        nodes::register(database.pool(), node_id, &options.node_name).await?;
         let elector = leader::Elector::start(options.clone(), node_id).await?;
         let leadership = elector.leadership();
         let ledger = Arc::new(counters::Ledger::default());
         let counters = ledger.live.clone();
-        let node = nodes::ThisNode::start(&options, &pool, node_id, ledger, elector);
+        let node = nodes::ThisNode::start(&options, database.pool(), node_id, ledger, elector);
         let wake_channel = listen::wake_channel(&options.schema);
         let group_context = Arc::new(group::Context {
             // One connection per writer, on top of `pool_size`: groups never wait behind claims
             // for a connection, nor claims behind groups.
-            pool: connector.pool(2 * options.writer_connections, options.connect_timeout)?,
+            database: health::Database::new(
+                connector.pool(2 * options.writer_connections, options.connect_timeout)?,
+                health,
+            ),
             notifier: notifier.clone(),
             counters: counters.clone(),
             wake_channel: wake_channel.clone(),
@@ -182,7 +198,8 @@ impl PgStore {
             config_channel: listen::config_channel(&options.schema),
             wake_channel,
             options,
-            pool,
+            database,
+            prober: Mutex::new(Some(prober)),
             cache,
             notifier,
             counters,
@@ -203,11 +220,11 @@ impl PgStore {
         &self.options
     }
 
-    /// A pooled connection; `Unavailable` once closed or when none comes within the connect
-    /// timeout.
+    /// A pooled connection; `Unavailable` once closed, at once while the database is lost,
+    /// or when none comes within the connect timeout.
     async fn client(&self) -> StoreResult<deadpool_postgres::Object> {
         self.check_open()?;
-        self.pool.get().await.db()
+        self.database.client().await
     }
 
     /// The way to the writers; `Unavailable` once closed.
@@ -373,8 +390,14 @@ impl Store for PgStore {
             database_bytes: self.node.health.database_bytes(),
             is_leader: Some(self.leadership.is_leader()),
             clock_skew_ms: self.node.health.clock_skew_ms(),
+            write_state: self.write_state(),
             ..Default::default()
         }
+    }
+
+    /// `Unavailable(reason)` while the database cannot be reached (`health`).
+    fn write_state(&self) -> sluice_core::store::WriteState {
+        self.database.health().write_state()
     }
 
     fn definitions_changed(&self) -> tokio::sync::watch::Receiver<u64> {
@@ -384,7 +407,7 @@ impl Store for PgStore {
     /// Sessions in the `sessions` table, seen by every node (`sessions`).
     fn session_store(&self) -> Option<Arc<dyn sluice_core::sessions::SessionStore>> {
         Some(Arc::new(sessions::PgSessions::new(
-            health::Database::new(self.pool.clone()),
+            self.database.clone(),
             self.options.schema.clone(),
         )))
     }
@@ -404,8 +427,11 @@ impl Store for PgStore {
         // Leadership goes first, announced, so another node takes over at once; then this
         // node's counters join the cluster's and its row goes.
         self.node.leave(self.options.connect_timeout).await;
-        self.group_context.pool.close();
-        self.pool.close();
+        if let Some(prober) = self.prober.lock().take() {
+            prober.abort();
+        }
+        self.group_context.database.close();
+        self.database.close();
         // Waiters look again and find the store closed.
         self.notifier.wake_all();
         Ok(())

@@ -11,7 +11,8 @@
 //! own (their waits are bounded anyway, as the `Notifier` asks).
 //! The listener never answers a caller: when its connection breaks it tells the cache (whose
 //! entries are then re-checked before use) and reconnects with a jittered backoff, 100 ms
-//! doubling to 5 s.
+//! doubling to 5 s; a reconnect that fails declares the database lost (`health`), and the
+//! database coming back (another connection made) ends its wait at once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +30,9 @@ pub(crate) struct Followers {
     pub changed: Arc<tokio::sync::watch::Sender<u64>>,
     /// This node's waiters, woken by `<schema>.wake` (payload: a queue name).
     pub notifier: Arc<sluice_core::notify::Notifier>,
+    /// Told when the listener cannot connect (the database is lost); its return cuts the
+    /// listener's backoff short.
+    pub health: Arc<crate::health::Health>,
 }
 
 impl Followers {
@@ -38,14 +42,11 @@ impl Followers {
     }
 }
 use crate::connect;
+use crate::health::{self, RECONNECT_MAX, RECONNECT_MIN};
 use crate::options::PgOptions;
 
-/// The first wait before reconnecting.
-const RECONNECT_MIN: Duration = Duration::from_millis(100);
 /// How often every waiter is woken while the listener is not connected.
 const FALLBACK_WAKE: Duration = Duration::from_millis(250);
-/// The longest wait before reconnecting.
-const RECONNECT_MAX: Duration = Duration::from_secs(5);
 
 /// The channel of definition changes: payloads `queue:<name>`, `webhook:<name>`,
 /// `push:<name>` (a push pause or resume).
@@ -72,14 +73,15 @@ pub(crate) fn spawn(
                 Ok(()) => backoff = RECONNECT_MIN,
                 Err(error) => {
                     tracing::warn!(schema = %options.schema, %error, "the store's listener cannot connect; cached definitions are re-checked before use");
+                    followers.health.lost(&error);
                 }
             }
             followers.cache.set_listening(false);
-            // Equal jitter, as the retry backoff: several nodes that lost the database together
-            // do not come back together.
-            let ms = backoff.as_millis() as i64;
-            let jittered = sluice_core::rules::backoff::random_draw(ms / 2..=ms);
-            let reconnect_at = tokio::time::Instant::now() + Duration::from_millis(jittered as u64);
+            // Equal jitter: several nodes that lost the database together do not come back
+            // together.
+            let reconnect_at = tokio::time::Instant::now() + health::jittered(backoff);
+            // Once the database is back (another connection was made), at once.
+            let was_lost = followers.health.check().is_err();
             // Wake-ups sent meanwhile reach nobody here: waiters look again on a timer, and
             // only while the listener is away (§3.1).
             loop {
@@ -88,7 +90,10 @@ pub(crate) fn spawn(
                 if now >= reconnect_at {
                     break;
                 }
-                tokio::time::sleep_until(reconnect_at.min(now + FALLBACK_WAKE)).await;
+                tokio::select! {
+                    () = tokio::time::sleep_until(reconnect_at.min(now + FALLBACK_WAKE)) => {}
+                    () = followers.health.until_regained(), if was_lost => break,
+                }
             }
             backoff = (backoff * 2).min(RECONNECT_MAX);
         }

@@ -56,7 +56,7 @@ pub struct Migrated {
 /// migrated by a newer sluice or a migration fails (nothing of that migration is kept).
 pub async fn migrate(options: &PgOptions) -> StoreResult<Migrated> {
     options.check().map_err(|e| StoreError::Other(e.into()))?;
-    let mut client = connect::Connector::new(options)?.dedicated_client().await?;
+    let mut client = connect::dedicated_client(options).await?;
     // The lock comes before `CREATE SCHEMA IF NOT EXISTS`: that statement is not safe against a
     // concurrent one (two sessions both find no schema, one fails on the catalog's unique index).
     client
@@ -81,7 +81,7 @@ pub async fn migrate(options: &PgOptions) -> StoreResult<Migrated> {
 /// Checks that `options.schema` is at [`latest_version`] without changing anything (for nodes
 /// started with `[store] migrate = false`, whose role may have no DDL rights).
 pub async fn check(options: &PgOptions) -> StoreResult<()> {
-    let client = connect::Connector::new(options)?.dedicated_client().await?;
+    let client = connect::dedicated_client(options).await?;
     let current = current_version(&client, &options.schema).await?;
     refuse_newer(current)?;
     if current < latest_version() {

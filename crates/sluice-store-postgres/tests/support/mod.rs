@@ -13,6 +13,8 @@
     reason = "each test binary uses its own part of the support"
 )]
 
+pub mod proxy;
+
 use std::time::Duration;
 
 use sluice_store_postgres::PgOptions;
