@@ -125,7 +125,12 @@ pub(crate) async fn dedicated_client(options: &PgOptions) -> StoreResult<Client>
 }
 
 /// What every session runs once it is made (§2.0): the schema, bounds on statements, lock
-/// waits and idle transactions, and the durability of a commit.
+/// waits and idle transactions, the durability of a commit, and no JIT compilation.
+///
+/// JIT is off because the planner's cost of the queue listing (correlated counts behind
+/// `coalesce`, never run while the leader's counts are there) passes `jit_above_cost`, and
+/// compiling it took ~400 ms of the database's CPU per call, every 500 ms per node; no statement
+/// of the store runs long enough for compiled code to pay for itself.
 pub(crate) fn session_settings(options: &PgOptions) -> String {
     let synchronous_commit = match options.durability {
         // `on`, unless the server is set to wait for more (a replica's write or apply), which
@@ -141,6 +146,7 @@ pub(crate) fn session_settings(options: &PgOptions) -> String {
          SET statement_timeout = '30s'; \
          SET lock_timeout = '10s'; \
          SET idle_in_transaction_session_timeout = '60s'; \
+         SET jit = off; \
          SELECT set_config('synchronous_commit', {synchronous_commit}, false);",
         schema = options.schema
     )

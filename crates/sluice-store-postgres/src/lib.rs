@@ -45,6 +45,7 @@
 //! upkeep: `upkeep`, `expiry`, `retention`, `cleanup`; `sessions` (dashboard sessions
 //! shared by every node), `health` (the way to the database that other parts share), `tls`.
 
+mod analyze;
 mod cache;
 mod cached;
 mod cleanup;

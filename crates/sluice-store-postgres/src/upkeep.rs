@@ -9,6 +9,7 @@
 //! | due delays, expired leases, last-attempt expiries into the dead-letter queue | every call | `expiry` |
 //! | retention, at most 5,000 messages a call, round-robin over queues | every call | `retention` |
 //! | depth count into `queue_stats` | every second, spaced out when a count is slow | `stats` |
+//! | `ANALYZE` of a busy table that changed by more than its size | with the depth count | `analyze` |
 //! | lane safety net | every 5 s | `lanes` |
 //! | cleanup of records, keys, sessions, deleted queues, departed nodes | every 10 s, or at once while chunks come back full | `cleanup` |
 //!
@@ -78,6 +79,7 @@ impl PgStore {
             let took_ms = started.elapsed().as_millis() as Millis;
             schedule.stats_every_ms = next_count_in_ms(took_ms);
             schedule.stats_due_ms = Some(now_ms.saturating_add(schedule.stats_every_ms));
+            note(self.refresh_statistics().await);
         }
         if is_due(schedule.lanes_due_ms, now_ms, LANES_EVERY_MS) {
             note(self.repair_lanes(now_ms).await);
@@ -111,6 +113,15 @@ impl PgStore {
     async fn count_queues(&self, now_ms: Millis) -> StoreResult<()> {
         let client = self.client().await?;
         crate::stats::count_all(&client, now_ms).await
+    }
+
+    async fn refresh_statistics(&self) -> StoreResult<()> {
+        let client = self.client().await?;
+        let analyzed = crate::analyze::refresh(&client).await?;
+        if !analyzed.is_empty() {
+            tracing::debug!(?analyzed, "planner statistics refreshed");
+        }
+        Ok(())
     }
 
     /// The lane safety net (§4.3): a repair means some path left a lane without its active
