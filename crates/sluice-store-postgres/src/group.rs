@@ -64,6 +64,8 @@ pub(crate) struct Context {
     pub notifier: Arc<Notifier>,
     pub counters: Arc<Mutex<HashMap<i32, Counters>>>,
     pub wake_channel: String,
+    /// This node's mark on the wake-ups of its enqueue groups (`listen::Followers::wake_tag`).
+    pub wake_tag: String,
     /// Batches per committed group, both kinds (`StorageMetrics::group_commit_ops`).
     pub group_commit_ops: AtomicHistogram,
 }
@@ -239,12 +241,29 @@ async fn run_enqueues(context: &Context, group: Vec<EnqueueJob>) {
 }
 
 /// One try of an enqueue group: one transaction, every batch's answer in order.
+///
+/// The transaction is driven on the connection itself rather than through a `Transaction`, so
+/// that `BEGIN` travels with the group's first statements and `COMMIT` with its last ones
+/// (§2.0, "Pipelining"): a group of batches without keys or bounds costs two round trips and
+/// the commit's flush. A failed try ends its transaction before the connection goes back to
+/// the pool ([`messages::roll_back`]).
 async fn try_enqueues(
     context: &Context,
     group: &[EnqueueJob],
 ) -> StoreResult<Vec<StoreResult<Vec<Enqueued>>>> {
-    let mut client = context.database.client().await?;
-    let transaction = client.transaction().await.db()?;
+    let client = context.database.client().await?;
+    let outcome = enqueue_group(&client, context, group).await;
+    if outcome.is_err() {
+        messages::roll_back(client).await;
+    }
+    outcome
+}
+
+async fn enqueue_group(
+    client: &deadpool_postgres::ClientWrapper,
+    context: &Context,
+    group: &[EnqueueJob],
+) -> StoreResult<Vec<StoreResult<Vec<Enqueued>>>> {
     let mut lanes: Vec<(i32, String)> = group
         .iter()
         .flat_map(|job| {
@@ -256,7 +275,6 @@ async fn try_enqueues(
         .collect();
     lanes.sort_unstable();
     lanes.dedup();
-    messages::lock_lanes_for_enqueue(&transaction, &lanes).await?;
     let total = group.iter().map(|job| job.params.messages.len()).sum();
     // A bounded queue's admission counts what it holds exactly; the others' positions start
     // from the leader's last count (§2.2), read in the same flight as the seqs.
@@ -267,9 +285,12 @@ async fn try_enqueues(
         .collect();
     unbounded.sort_unstable();
     unbounded.dedup();
-    let (seqs, counted) = tokio::try_join!(
-        messages::take_seqs(&transaction, total),
-        stats::counted_depths(&transaction, &unbounded),
+    // `BEGIN` is sent first, on the first poll, so whatever follows runs inside it.
+    let (_, (), seqs, counted) = tokio::try_join!(
+        async { client.batch_execute("BEGIN").await.db() },
+        messages::lock_lanes_for_enqueue(client, &lanes),
+        messages::take_seqs(client, total),
+        stats::counted_depths(client, &unbounded),
     )?;
     let mut rows = messages::NewRows::default();
     let mut answers = Vec::with_capacity(group.len());
@@ -278,7 +299,7 @@ async fn try_enqueues(
         let count = job.params.messages.len();
         let earlier = rows.of_queue(job.queue.id);
         let mut answer = messages::enqueue_in(
-            &transaction,
+            client,
             &job.queue,
             &job.params.queue,
             &job.params.messages,
@@ -296,8 +317,9 @@ async fn try_enqueues(
         answers.push(answer);
         offset += count;
     }
-    if !rows.is_empty() {
-        messages::insert_rows(&transaction, &rows).await?;
+    if rows.is_empty() {
+        client.batch_execute("COMMIT").await.db()?;
+    } else {
         let mut woken: Vec<&str> = group
             .iter()
             .zip(&answers)
@@ -310,9 +332,19 @@ async fn try_enqueues(
             .collect();
         woken.sort_unstable();
         woken.dedup();
-        messages::notify_wakes(&transaction, &context.wake_channel, &woken).await?;
+        // Prepared before the flight, so the insert and the notification are sent on its first
+        // poll, ahead of the `COMMIT`.
+        tokio::try_join!(
+            client.prepare_cached(messages::INSERT_ROWS_SQL),
+            client.prepare_cached(messages::NOTIFY_OWN_WAKES_SQL),
+        )
+        .db()?;
+        tokio::try_join!(
+            messages::insert_rows(client, &rows),
+            messages::notify_own_wakes(client, &context.wake_channel, &context.wake_tag, &woken),
+            async { client.batch_execute("COMMIT").await.db() },
+        )?;
     }
-    transaction.commit().await.db()?;
     context.group_commit_ops.record(group.len() as u64);
     Ok(answers)
 }
@@ -364,23 +396,37 @@ async fn run_acks(context: &Context, group: Vec<AckJob>) {
     }
 }
 
-/// One try of an ack group: one transaction, every batch's answers in order.
+/// One try of an ack group: one transaction, every batch's answers in order; `BEGIN` travels
+/// with the first statements, as an enqueue group's does ([`try_enqueues`]).
 async fn try_acks(context: &Context, group: &[AckJob]) -> StoreResult<Vec<messages::AckDone>> {
-    let mut client = context.database.client().await?;
-    let transaction = client.transaction().await.db()?;
+    let client = context.database.client().await?;
+    let outcome = ack_group(&client, context, group).await;
+    if outcome.is_err() {
+        messages::roll_back(client).await;
+    }
+    outcome
+}
+
+async fn ack_group(
+    client: &deadpool_postgres::ClientWrapper,
+    context: &Context,
+    group: &[AckJob],
+) -> StoreResult<Vec<messages::AckDone>> {
     let receipts: Vec<_> = group
         .iter()
         .flat_map(|job| job.params.receipts.iter().copied())
         .collect();
-    if group
+    let is_ordered = group
         .iter()
-        .any(|job| job.queue.config.ordering != sluice_core::queue::Ordering::Unordered)
-    {
-        messages::lock_lanes_for_ack(&transaction, &receipts).await?;
-    }
+        .any(|job| job.queue.config.ordering != sluice_core::queue::Ordering::Unordered);
     let batches: Vec<_> = group.iter().map(|job| (&job.queue, &job.params)).collect();
-    let done = messages::ack_group(&transaction, &context.wake_channel, &batches).await?;
-    transaction.commit().await.db()?;
+    let (_, done) = tokio::try_join!(async { client.batch_execute("BEGIN").await.db() }, async {
+        if is_ordered {
+            messages::lock_lanes_for_ack(client, &receipts).await?;
+        }
+        messages::ack_group(client, &context.wake_channel, &batches).await
+    },)?;
+    client.batch_execute("COMMIT").await.db()?;
     context.group_commit_ops.record(group.len() as u64);
     Ok(done)
 }

@@ -162,6 +162,8 @@ impl PgStore {
             health.clone(),
         );
         let prober = health::spawn_prober(database.clone());
+        let node_id = Uuid::now_v7();
+        let wake_tag = node_id.simple().to_string();
         let listener = listen::spawn(
             options.clone(),
             connector.clone(),
@@ -170,9 +172,9 @@ impl PgStore {
                 changed: definitions_changed.clone(),
                 notifier: notifier.clone(),
                 health: health.clone(),
+                wake_tag: wake_tag.clone(),
             },
         );
-        let node_id = Uuid::now_v7();
         nodes::register(database.pool(), node_id, &options.node_name).await?;
         let elector = leader::Elector::start(options.clone(), node_id).await?;
         let leadership = elector.leadership();
@@ -190,6 +192,7 @@ impl PgStore {
             notifier: notifier.clone(),
             counters: counters.clone(),
             wake_channel: wake_channel.clone(),
+            wake_tag,
             group_commit_ops: sluice_core::histogram::AtomicHistogram::new(group::GROUP_OPS_BOUNDS),
         });
         let (writers, writer_tasks) =

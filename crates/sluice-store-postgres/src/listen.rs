@@ -28,8 +28,12 @@ pub(crate) struct Followers {
     pub cache: Arc<QueueCache>,
     /// Bumped at every change and every (re)connect ([`sluice_core::Store::definitions_changed`]).
     pub changed: Arc<tokio::sync::watch::Sender<u64>>,
-    /// This node's waiters, woken by `<schema>.wake` (payload: a queue name).
+    /// This node's waiters, woken by `<schema>.wake` (payload: a queue name, or
+    /// `<queue> <tag>` from a node's enqueue group).
     pub notifier: Arc<sluice_core::notify::Notifier>,
+    /// This node's tag: a wake-up carrying it came from this node's own enqueue group, which
+    /// woke the waiters at its commit already.
+    pub wake_tag: String,
     /// Told when the listener cannot connect (the database is lost); its return cuts the
     /// listener's backoff short.
     pub health: Arc<crate::health::Health>,
@@ -117,7 +121,11 @@ async fn listen_once(
             match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
                 Some(Ok(AsyncMessage::Notification(notification))) => {
                     if notification.channel() == wake {
-                        followers.notifier.wake(notification.payload());
+                        match notification.payload().split_once(' ') {
+                            Some((_, tag)) if tag == followers.wake_tag => {}
+                            Some((queue, _)) => followers.notifier.wake(queue),
+                            None => followers.notifier.wake(notification.payload()),
+                        }
                     } else {
                         apply(followers, notification.payload());
                     }

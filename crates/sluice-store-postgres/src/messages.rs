@@ -47,8 +47,6 @@ use crate::delivery_log;
 use crate::error::{Db, is_conflict};
 use crate::queues::LIVE;
 
-type Transaction<'a> = deadpool_postgres::Transaction<'a>;
-
 /// The `body_kind` column's numbers, the SQLite store's (0 JSON, 1 bytes).
 const BODY_KIND_JSON: i16 = 0;
 const BODY_KIND_BYTES: i16 = 1;
@@ -122,6 +120,15 @@ const NEXT_CHANGE_SQL: &str = "SELECT least( \
      (SELECT min(visible_at_ms) FROM messages WHERE queue_id = $1 AND state = 'delayed'), \
      (SELECT min(lease_expires_at_ms) FROM messages \
       WHERE queue_id = $1 AND state = 'leased' AND lease_expires_at_ms > $2))";
+
+/// Ends whatever transaction a failed flight left open on `client`, or, when even that fails,
+/// keeps the connection out of the pool: a pooled connection must never carry a transaction
+/// to its next user.
+pub(crate) async fn roll_back(client: deadpool_postgres::Object) {
+    if client.batch_execute("ROLLBACK").await.is_err() {
+        drop(deadpool_postgres::Object::take(client));
+    }
+}
 
 /// The two facts of a queue's configuration [`LEASES_EXPIRED_SQL`] reads: `max_attempts`
 /// and whether it has a dead-letter queue.
@@ -198,6 +205,11 @@ impl PgStore {
         let config = queue.config.clone();
         let now_ms = params.now_ms;
         let lease_ms = params.lease_ms.unwrap_or(config.visibility_timeout_ms);
+        // Paced queues: the shared limits live in the queue_state row, held until commit.
+        let is_paced = config.max_in_flight.is_some() || config.rate_limit.is_some();
+        if !is_paced {
+            return self.claim_unpaced(&queue, params, recorded).await;
+        }
         let mut client = self.client().await?;
         let transaction = client.transaction().await.db()?;
         // A lost lease change delivers a message again at worst; its token is random, so a
@@ -207,67 +219,9 @@ impl PgStore {
         } else {
             "SET LOCAL synchronous_commit = off"
         };
-
-        // Paced queues: the shared limits live in the queue_state row, held until commit.
-        let is_paced = config.max_in_flight.is_some() || config.rate_limit.is_some();
-        if !is_paced {
-            // Nothing to decide between the statements: all of them go in one flight, run by
-            // the server in the order sent (§2.0, "Pipelining").
-            let prepared = tokio::try_join!(
-                transaction.prepare_cached(READY_DUE_SQL),
-                transaction.prepare_cached(LEASES_EXPIRED_SQL),
-                transaction.prepare_cached(&CLAIM_SQL),
-                transaction.prepare_cached(NEXT_CHANGE_SQL),
-            )
-            .db()?;
-            let (max_attempts, has_dead_letter_queue) = expiry_rule(&config);
-            let (max, lease_expires_at_ms) = (params.max as i64, now_ms + lease_ms);
-            let ready_due_params: [&(dyn ToSql + Sync); 3] =
-                [&queue.id, &now_ms, &CLAIM_UPKEEP_ROWS];
-            let expired_params: [&(dyn ToSql + Sync); 6] = [
-                &queue.id,
-                &now_ms,
-                &CLAIM_UPKEEP_ROWS,
-                &max_attempts,
-                &has_dead_letter_queue,
-                &LEASE_EXPIRED_ERROR,
-            ];
-            let claim_params: [&(dyn ToSql + Sync); 4] =
-                [&queue.id, &max, &now_ms, &lease_expires_at_ms];
-            let (_, _, expired, rows) = tokio::try_join!(
-                transaction.batch_execute(durability),
-                transaction.execute(&prepared.0, &ready_due_params),
-                transaction.execute(&prepared.1, &expired_params),
-                transaction.query(&prepared.2, &claim_params),
-            )
-            .db()?;
-            let messages = claimed_in_order(&rows)?;
-            // When to look again matters only to a claim that found nothing (`Claim`); the
-            // look costs a walk over the leased index's dead entries under load, so a claim
-            // that leased something skips it.
-            let next = if messages.is_empty() {
-                transaction
-                    .query_one(&prepared.3, &[&queue.id, &now_ms])
-                    .await
-                    .db()?
-                    .get(0)
-            } else {
-                None
-            };
-            transaction.commit().await.db()?;
-            let delivered = messages.len() as u64;
-            self.count(queue.id, |counters| {
-                counters.delivered += delivered;
-                counters.lease_expired += expired;
-            });
-            return Ok(Claim {
-                messages,
-                next_change_at_ms: next,
-            });
-        }
         transaction.batch_execute(durability).await.db()?;
         let mut bucket = None;
-        if is_paced {
+        {
             let row = transaction
                 .query_opt_cached(
                     "SELECT is_paused, bucket_tokens, bucket_updated_at_ms FROM queue_state \
@@ -351,6 +305,90 @@ impl PgStore {
             counters.delivered += delivered;
             counters.lease_expired += expired;
         });
+        Ok(Claim {
+            messages,
+            next_change_at_ms,
+        })
+    }
+
+    /// A claim of a queue without shared limits: `BEGIN`, both upkeeps (U1, U2), the claim (C)
+    /// and `COMMIT` go in one flight (§2.0, "Pipelining"), since nothing is decided between
+    /// them; the look for the next change (N) follows, after the commit, only when nothing was
+    /// leased.
+    ///
+    /// The statements are prepared first, so every request of the flight is handed to the
+    /// connection on the first poll, in order: a caller that stops waiting leaves a transaction
+    /// that still ends with its `COMMIT`. After an error the connection is rolled back before it
+    /// goes back to the pool (a `ROLLBACK` after the flight's `COMMIT` only warns).
+    async fn claim_unpaced(
+        &self,
+        queue: &CachedQueue,
+        params: ClaimParams,
+        recorded: bool,
+    ) -> StoreResult<Claim> {
+        let now_ms = params.now_ms;
+        let lease_ms = params
+            .lease_ms
+            .unwrap_or(queue.config.visibility_timeout_ms);
+        let client = self.client().await?;
+        let prepared = tokio::try_join!(
+            client.prepare_cached(READY_DUE_SQL),
+            client.prepare_cached(LEASES_EXPIRED_SQL),
+            client.prepare_cached(&CLAIM_SQL),
+            client.prepare_cached(NEXT_CHANGE_SQL),
+        )
+        .db()?;
+        // A lost lease change delivers a message again at worst; its token is random, so a
+        // receipt fenced off stays fenced (§0, "Lease durability").
+        let begin = if recorded {
+            "BEGIN"
+        } else {
+            "BEGIN; SET LOCAL synchronous_commit = off"
+        };
+        let (max_attempts, has_dead_letter_queue) = expiry_rule(&queue.config);
+        let (max, lease_expires_at_ms) = (params.max as i64, now_ms + lease_ms);
+        let ready_due_params: [&(dyn ToSql + Sync); 3] = [&queue.id, &now_ms, &CLAIM_UPKEEP_ROWS];
+        let expired_params: [&(dyn ToSql + Sync); 6] = [
+            &queue.id,
+            &now_ms,
+            &CLAIM_UPKEEP_ROWS,
+            &max_attempts,
+            &has_dead_letter_queue,
+            &LEASE_EXPIRED_ERROR,
+        ];
+        let claim_params: [&(dyn ToSql + Sync); 4] =
+            [&queue.id, &max, &now_ms, &lease_expires_at_ms];
+        let flight = tokio::try_join!(
+            client.batch_execute(begin),
+            client.execute(&prepared.0, &ready_due_params),
+            client.execute(&prepared.1, &expired_params),
+            client.query(&prepared.2, &claim_params),
+            client.batch_execute("COMMIT"),
+        );
+        let (_, _, expired, rows, _) = match flight {
+            Ok(done) => done,
+            Err(error) => {
+                roll_back(client).await;
+                return Err(error).db();
+            }
+        };
+        let messages = claimed_in_order(&rows)?;
+        let delivered = messages.len() as u64;
+        self.count(queue.id, |counters| {
+            counters.delivered += delivered;
+            counters.lease_expired += expired;
+        });
+        // When to look again matters only to a claim that found nothing (`Claim`), and the
+        // look walks the leased index's dead entries under load.
+        let next_change_at_ms = if messages.is_empty() {
+            client
+                .query_one(&prepared.3, &[&queue.id, &now_ms])
+                .await
+                .db()?
+                .get(0)
+        } else {
+            None
+        };
         Ok(Claim {
             messages,
             next_change_at_ms,
@@ -692,7 +730,7 @@ impl PgStore {
     /// node's listener, never for a rollback; identical ones of a transaction are folded.
     pub(crate) async fn notify_wake(
         &self,
-        transaction: &Transaction<'_>,
+        transaction: &impl Cached,
         queue: &str,
     ) -> StoreResult<()> {
         notify_wake(transaction, &self.wake_channel, queue).await
@@ -702,7 +740,7 @@ impl PgStore {
 /// `pg_notify(channel, queue)` inside `transaction`: sent at its commit to every node's
 /// listener, never for a rollback; identical ones of a transaction are folded.
 pub(crate) async fn notify_wake(
-    transaction: &Transaction<'_>,
+    transaction: &impl Cached,
     channel: &str,
     queue: &str,
 ) -> StoreResult<()> {
@@ -724,7 +762,7 @@ pub(crate) async fn notify_wake(
 /// `Ok(Err(QueueFull))` refuses this batch alone: nothing of it was written, and the group's
 /// other batches go on. `Err` fails the whole group.
 pub(crate) async fn enqueue_in(
-    transaction: &Transaction<'_>,
+    transaction: &impl Cached,
     queue: &CachedQueue,
     name: &str,
     messages: &[NewMessage],
@@ -870,7 +908,7 @@ pub(crate) fn lanes_of(config: &QueueConfig, messages: &[NewMessage]) -> Vec<Opt
 /// of a key whose message is being acked cannot deadlock with it, nor two groups with each
 /// other.
 pub(crate) async fn lock_lanes_for_enqueue(
-    transaction: &Transaction<'_>,
+    transaction: &impl Cached,
     lanes: &[(i32, String)],
 ) -> StoreResult<()> {
     if lanes.is_empty() {
@@ -912,7 +950,7 @@ pub(crate) struct AckDone {
 /// A receipt named twice in the group (by one caller or two) is acked once; the others are
 /// stale, as a second ack of one receipt is.
 pub(crate) async fn ack_group(
-    transaction: &Transaction<'_>,
+    transaction: &impl Cached,
     wake_channel: &str,
     batches: &[(&CachedQueue, &AckParams)],
 ) -> StoreResult<Vec<AckDone>> {
@@ -1070,7 +1108,7 @@ pub(crate) async fn ack_group(
 /// Locks the lanes of the messages a group of acks names, in (queue, key) order (A1 of §2.4):
 /// every change of a lane's membership holds its row first.
 pub(crate) async fn lock_lanes_for_ack(
-    transaction: &Transaction<'_>,
+    transaction: &impl Cached,
     receipts: &[Receipt],
 ) -> StoreResult<()> {
     let seqs: Vec<i64> = receipts
@@ -1094,7 +1132,7 @@ pub(crate) async fn lock_lanes_for_ack(
 /// Takes idempotency keys for new messages (E2 of §2.2): per key, `None` when this batch's
 /// message took it (no key or a key whose window ended), `Some(id)` of the message holding it.
 async fn take_keys(
-    transaction: &Transaction<'_>,
+    transaction: &impl Cached,
     queue_id: i32,
     keys: &[String],
     message_ids: &[Uuid],
@@ -1224,13 +1262,8 @@ impl NewRows {
     }
 }
 
-/// Joins the rows' lanes and inserts them in one statement, for every queue of a group (E3
-/// of §2.2): a lane that was empty (its count after the upsert is what this group added) gets
-/// its first new member active; every other laned message waits.
-pub(crate) async fn insert_rows(transaction: &Transaction<'_>, rows: &NewRows) -> StoreResult<()> {
-    transaction
-        .execute_cached(
-            "WITH m AS ( \
+/// E3 of §2.2: lanes and messages of a group in one statement ([`insert_rows`]).
+pub(crate) const INSERT_ROWS_SQL: &str = "WITH m AS ( \
                  SELECT * FROM unnest($1::int[], $2::bigint[], $3::bigint[], $4::uuid[], \
                                       $5::text[], $6::text[], $7::text[], $8::int[], $9::bigint[], \
                                       $10::bytea[], $11::smallint[], $12::jsonb[], $13::text[], \
@@ -1264,7 +1297,15 @@ pub(crate) async fn insert_rows(transaction: &Transaction<'_>, rows: &NewRows) -
                     m.visible_at_ms, m.body, m.body_kind, m.headers, m.dead_last_error, \
                     m.dead_source_queue, m.dead_last_error, m.dead_attempts, \
                     m.dead_first_seen_at_ms, m.dead_last_seen_at_ms \
-             FROM m ORDER BY m.seq",
+             FROM m ORDER BY m.seq";
+
+/// Joins the rows' lanes and inserts them in one statement, for every queue of a group (E3
+/// of §2.2): a lane that was empty (its count after the upsert is what this group added) gets
+/// its first new member active; every other laned message waits.
+pub(crate) async fn insert_rows(transaction: &impl Cached, rows: &NewRows) -> StoreResult<()> {
+    transaction
+        .execute_cached(
+            INSERT_ROWS_SQL,
             &[
                 &rows.queue_id,
                 &rows.now_ms,
@@ -1291,10 +1332,7 @@ pub(crate) async fn insert_rows(transaction: &Transaction<'_>, rows: &NewRows) -
 
 /// `count` fresh seqs from `message_seq`, increasing, in one statement: a group takes all its
 /// batches' at once (a refused or duplicate message leaves a gap, as any rollback does).
-pub(crate) async fn take_seqs(
-    transaction: &Transaction<'_>,
-    count: usize,
-) -> StoreResult<Vec<i64>> {
+pub(crate) async fn take_seqs(transaction: &impl Cached, count: usize) -> StoreResult<Vec<i64>> {
     let mut seqs: Vec<i64> = transaction
         .query_one_cached(
             "SELECT array_agg(nextval('message_seq') ORDER BY g) \
@@ -1307,17 +1345,37 @@ pub(crate) async fn take_seqs(
     Ok(seqs)
 }
 
+/// The statement of [`notify_own_wakes`]: the payload is `<queue> <tag>`.
+pub(crate) const NOTIFY_OWN_WAKES_SQL: &str =
+    "SELECT pg_notify($1, queue || ' ' || $3) FROM unnest($2::text[]) AS queue";
+
+/// Like [`notify_wakes`], for wake-ups this node also gives its own waiters at the commit (an
+/// enqueue group's): each payload carries the node's `tag`, so its listener passes over them
+/// instead of waking the same waiters a second time, for a claim that would find nothing.
+pub(crate) async fn notify_own_wakes(
+    transaction: &impl Cached,
+    channel: &str,
+    tag: &str,
+    queues: &[&str],
+) -> StoreResult<()> {
+    transaction
+        .execute_cached(NOTIFY_OWN_WAKES_SQL, &[&channel, &queues, &tag])
+        .await?;
+    Ok(())
+}
+
+/// The statement of [`notify_wakes`].
+pub(crate) const NOTIFY_WAKES_SQL: &str =
+    "SELECT pg_notify($1, queue) FROM unnest($2::text[]) AS queue";
+
 /// `pg_notify(channel, queue)` for each queue, inside `transaction`, in one statement.
 pub(crate) async fn notify_wakes(
-    transaction: &Transaction<'_>,
+    transaction: &impl Cached,
     channel: &str,
     queues: &[&str],
 ) -> StoreResult<()> {
     transaction
-        .execute_cached(
-            "SELECT pg_notify($1, queue) FROM unnest($2::text[]) AS queue",
-            &[&channel, &queues],
-        )
+        .execute_cached(NOTIFY_WAKES_SQL, &[&channel, &queues])
         .await?;
     Ok(())
 }
@@ -1327,7 +1385,7 @@ pub(crate) async fn notify_wakes(
 /// arithmetic in the `WHERE`; `rules_sql` tests hold the two together). Returns the leases
 /// expired. A laned message stays its lane's active member through both.
 pub(crate) async fn ready_due(
-    transaction: &Transaction<'_>,
+    transaction: &impl Cached,
     queue_id: i32,
     config: &QueueConfig,
     now_ms: Millis,
@@ -1355,7 +1413,7 @@ pub(crate) async fn ready_due(
 /// Locks the lanes of the messages `seqs` of a queue, in key order (A1 of §2.4): every change
 /// of a lane's membership holds its row first.
 pub(crate) async fn lock_lanes_of(
-    transaction: &Transaction<'_>,
+    transaction: &impl Cached,
     queue_id: i32,
     seqs: &[i64],
 ) -> StoreResult<()> {
@@ -1374,7 +1432,7 @@ pub(crate) async fn lock_lanes_of(
 
 /// Settles the lanes of one queue after members left (§2.5); see [`settle_lanes`].
 pub(crate) async fn settle(
-    transaction: &Transaction<'_>,
+    transaction: &impl Cached,
     queue_id: i32,
     lanes: &[String],
     now_ms: Millis,
@@ -1394,7 +1452,7 @@ pub(crate) async fn settle(
 /// an emptied lane's row goes; a lane with members and none active promotes its first waiting
 /// member (ready, or delayed until its visible time). Returns the members promoted.
 pub(crate) async fn settle_lanes(
-    transaction: &Transaction<'_>,
+    transaction: &impl Cached,
     queue_ids: &[i32],
     lanes: &[String],
     nows: &[Millis],
@@ -1430,7 +1488,7 @@ pub(crate) async fn settle_lanes(
 /// in another queue, `Stale` otherwise (a later lease, a final state, an unknown message), the
 /// answers `Index::ack` gives.
 async fn refusal(
-    transaction: &Transaction<'_>,
+    transaction: &impl Cached,
     queue_id: i32,
     fence: &Fence,
 ) -> StoreResult<LeaseError> {

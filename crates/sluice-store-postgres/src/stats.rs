@@ -71,7 +71,7 @@ pub(crate) async fn count_all(
 /// The live messages of each queue in `queue_ids` at the leader's last count; a queue not
 /// counted yet is missing.
 pub(crate) async fn counted_depths(
-    transaction: &deadpool_postgres::Transaction<'_>,
+    transaction: &impl crate::cached::Cached,
     queue_ids: &[i32],
 ) -> StoreResult<HashMap<i32, u64>> {
     if queue_ids.is_empty() {
