@@ -456,3 +456,22 @@ impl Store for PgStore {
         self.deliveries(params).await
     }
 }
+
+/// The message path's statements whose plans the tests pin (`tests/plans.rs`); not an API.
+#[doc(hidden)]
+pub mod statements {
+    /// A claim's lease change (C of §2.3).
+    pub fn claim() -> &'static str {
+        &crate::messages::CLAIM_SQL
+    }
+
+    /// A claim's due delays (U1 of §2.3).
+    pub fn ready_due() -> &'static str {
+        crate::messages::READY_DUE_SQL
+    }
+
+    /// A claim's expired leases (U2 of §2.3).
+    pub fn leases_expired() -> &'static str {
+        crate::messages::LEASES_EXPIRED_SQL
+    }
+}

@@ -94,7 +94,7 @@ pub(crate) const LEASES_EXPIRED_SQL: &str = "UPDATE messages m \
 
 /// C of §2.3: up to $2 ready messages of a queue that is not paused, by priority then seq,
 /// leased until $4.
-static CLAIM_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+pub(crate) static CLAIM_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "WITH picked AS MATERIALIZED ( \
              SELECT seq FROM messages \
