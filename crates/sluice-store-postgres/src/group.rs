@@ -251,8 +251,20 @@ async fn try_enqueues(
     context: &Context,
     group: &[EnqueueJob],
 ) -> StoreResult<Vec<StoreResult<Vec<Enqueued>>>> {
+    on_connection(context, async |client| {
+        enqueue_group(client, context, group).await
+    })
+    .await
+}
+
+/// Runs one try of a group on a writer's connection; a try that failed has its transaction
+/// rolled back before the connection returns to the pool ([`messages::roll_back`]).
+async fn on_connection<T>(
+    context: &Context,
+    work: impl AsyncFnOnce(&deadpool_postgres::ClientWrapper) -> StoreResult<T>,
+) -> StoreResult<T> {
     let client = context.database.client().await?;
-    let outcome = enqueue_group(&client, context, group).await;
+    let outcome = work(&client).await;
     if outcome.is_err() {
         messages::roll_back(client).await;
     }
@@ -399,12 +411,10 @@ async fn run_acks(context: &Context, group: Vec<AckJob>) {
 /// One try of an ack group: one transaction, every batch's answers in order; `BEGIN` travels
 /// with the first statements, as an enqueue group's does ([`try_enqueues`]).
 async fn try_acks(context: &Context, group: &[AckJob]) -> StoreResult<Vec<messages::AckDone>> {
-    let client = context.database.client().await?;
-    let outcome = ack_group(&client, context, group).await;
-    if outcome.is_err() {
-        messages::roll_back(client).await;
-    }
-    outcome
+    on_connection(context, async |client| {
+        ack_group(client, context, group).await
+    })
+    .await
 }
 
 async fn ack_group(
