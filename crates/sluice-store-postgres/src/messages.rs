@@ -221,6 +221,7 @@ impl PgStore {
         };
         transaction.batch_execute(durability).await.db()?;
         let mut bucket = None;
+        // The queue's state row, locked until commit: whether it is paused, and its bucket.
         {
             let row = transaction
                 .query_opt_cached(
