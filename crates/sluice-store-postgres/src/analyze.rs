@@ -48,3 +48,29 @@ pub(crate) async fn refresh(client: &deadpool_postgres::Client) -> StoreResult<V
     }
     Ok(analyzed)
 }
+
+/// Warns when the database does not vacuum on its own: every lease and ack leaves a dead row
+/// version, and without autovacuum (or `track_counts`, which it and [`refresh`] read) they stay
+/// until someone runs `VACUUM`, so claims walk more dead index entries every minute and the
+/// tables grow without end. The store does not vacuum for itself; this says so at start.
+pub(crate) async fn warn_without_autovacuum(client: &deadpool_postgres::Client) -> StoreResult<()> {
+    let row = client
+        .query_one(
+            "SELECT current_setting('autovacuum')::boolean, \
+                    current_setting('track_counts')::boolean",
+            &[],
+        )
+        .await
+        .db()?;
+    let (autovacuum, track_counts): (bool, bool) = (row.get(0), row.get(1));
+    if !autovacuum || !track_counts {
+        tracing::warn!(
+            autovacuum,
+            track_counts,
+            "this PostgreSQL does not vacuum on its own (autovacuum or track_counts is off): \
+             the store's tables keep every dead row version until a manual VACUUM, and claims \
+             slow down as they grow; turn autovacuum on, or VACUUM the store's schema often"
+        );
+    }
+    Ok(())
+}

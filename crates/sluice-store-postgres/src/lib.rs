@@ -176,6 +176,7 @@ impl PgStore {
             },
         );
         nodes::register(database.pool(), node_id, &options.node_name).await?;
+        analyze::warn_without_autovacuum(&database.client().await?).await?;
         let elector = leader::Elector::start(options.clone(), node_id).await?;
         let leadership = elector.leadership();
         let ledger = Arc::new(counters::Ledger::default());
