@@ -83,9 +83,9 @@ pub struct BenchArgs {
     #[arg(long)]
     keep_data: bool,
     /// Start the bench's server on the PostgreSQL store at this URL, in a fresh schema
-    /// `sluice_bench_run_*` dropped at the end (kept with --keep-data), instead of on SQLite.
-    /// Also the database of the pg-baseline scenario (default: the test database on
-    /// 127.0.0.1:5432).
+    /// `sluice_bench_run_*` dropped at the end (kept with --keep-data), instead of on SQLite;
+    /// each scenario then also reports the database's WAL and writing transactions. Also the
+    /// database of the pg-baseline scenario (default: the test database on 127.0.0.1:5432).
     #[arg(long, value_name = "URL")]
     store_url: Option<String>,
     /// Start this many servers on the one schema of `--store-url` and spread scenarios 1-3
@@ -291,6 +291,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         (Some(url), true) => Some(postgres::BenchSchema::new(url, "run")),
         _ => None,
     };
+    // The database whose WAL and commits each scenario reports: the store's, when the bench's
+    // server is on PostgreSQL.
+    let store_url = store_schema
+        .as_ref()
+        .map(|_| args.store_url.as_deref().unwrap_or(postgres::DEFAULT_URL));
     let store_config = match &store_schema {
         Some(schema) => Some(schema.write_config(work.path())?),
         None => None,
@@ -361,9 +366,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             time_limit,
         };
         report.single = Some(
-            scenario(&client, server.as_ref(), "single", async |queue| {
-                load::enqueue_load(&nodes, queue, &bodies, load).await
-            })
+            scenario(
+                &client,
+                server.as_ref(),
+                store_url,
+                "single",
+                async |queue| load::enqueue_load(&nodes, queue, &bodies, load).await,
+            )
             .await?,
         );
     }
@@ -376,9 +385,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             time_limit,
         };
         report.batch = Some(
-            scenario(&client, server.as_ref(), "batch", async |queue| {
-                load::enqueue_load(&nodes, queue, &bodies, load).await
-            })
+            scenario(
+                &client,
+                server.as_ref(),
+                store_url,
+                "batch",
+                async |queue| load::enqueue_load(&nodes, queue, &bodies, load).await,
+            )
             .await?,
         );
     }
@@ -399,7 +412,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             time_limit,
         };
         report.end_to_end = Some(
-            scenario(&client, server.as_ref(), "e2e", async |queue| {
+            scenario(&client, server.as_ref(), store_url, "e2e", async |queue| {
                 load::end_to_end(&nodes, queue, &bodies, load).await
             })
             .await?,
@@ -415,9 +428,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             time_limit,
         };
         report.latency = Some(
-            scenario(&client, server.as_ref(), "latency", async |queue| {
-                load::paced_latency(&client, queue, &bodies, load).await
-            })
+            scenario(
+                &client,
+                server.as_ref(),
+                store_url,
+                "latency",
+                async |queue| load::paced_latency(&client, queue, &bodies, load).await,
+            )
             .await?,
         );
     }
@@ -430,9 +447,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             time_limit,
         };
         report.sequential = Some(
-            scenario(&client, server.as_ref(), "sequential", async |queue| {
-                load::enqueue_load(&client, queue, &bodies, load).await
-            })
+            scenario(
+                &client,
+                server.as_ref(),
+                store_url,
+                "sequential",
+                async |queue| load::enqueue_load(&client, queue, &bodies, load).await,
+            )
             .await?,
         );
     }
@@ -625,6 +646,9 @@ struct Measured<T> {
     queue: String,
     wall_s: f64,
     cpu: CpuUse,
+    /// WAL and writing transactions of the PostgreSQL store's database over the scenario.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    database: Option<postgres::DatabaseWork>,
 }
 
 /// Scenario 7.
@@ -654,6 +678,7 @@ struct RestartReport {
 async fn scenario<T>(
     client: &Client,
     server: Option<&ServerProcess>,
+    store_url: Option<&str>,
     name: &str,
     load: impl AsyncFnOnce(&str) -> T,
 ) -> anyhow::Result<Measured<T>> {
@@ -662,11 +687,21 @@ async fn scenario<T>(
         .queue_put(&queue, &QueueSpec::default())
         .await
         .with_context(|| format!("cannot create queue {queue}"))?;
+    let database_before = match store_url {
+        Some(url) => postgres::DatabaseCounters::read(url).await,
+        None => None,
+    };
     let cpu_before = CpuSample::take(server);
     let started = std::time::Instant::now();
     let result = load(&queue).await;
     let wall = started.elapsed();
     let cpu = CpuSample::take(server).since(&cpu_before);
+    let database = match (store_url, database_before) {
+        (Some(url), Some(before)) => postgres::DatabaseCounters::read(url)
+            .await
+            .map(|after| after.since(&before)),
+        _ => None,
+    };
     for name in [queue.clone(), format!("{queue}.dlq")] {
         if let Err(error) = client.queue_delete(&name).await {
             progress(&format!("cannot delete queue {name}: {error}"));
@@ -677,6 +712,7 @@ async fn scenario<T>(
         queue,
         wall_s: wall.as_secs_f64(),
         cpu,
+        database,
     })
 }
 
@@ -1026,6 +1062,16 @@ fn failure_lines(out: &mut Vec<String>, errors: u64, first: Option<&str>, hit_ti
 
 fn cpu_line<T>(out: &mut Vec<String>, measured: &Measured<T>) {
     cpu_use_line(out, &measured.cpu);
+    if let Some(work) = measured.database {
+        let seconds = measured.wall_s.max(f64::EPSILON);
+        out.push(format!(
+            "   database: {:.1} MB of WAL ({:.1} MB/s), {} transactions that wrote ({:.0}/s)",
+            work.wal_bytes as f64 / 1e6,
+            work.wal_bytes as f64 / 1e6 / seconds,
+            work.write_transactions,
+            work.write_transactions as f64 / seconds
+        ));
+    }
 }
 
 fn cpu_use_line(out: &mut Vec<String>, cpu: &CpuUse) {

@@ -62,6 +62,52 @@ fn toml_string(text: &str) -> String {
     serde_json::to_string(text).expect("a string serializes")
 }
 
+/// Where the database's WAL and transaction ids stand, read before and after a scenario on the
+/// PostgreSQL store. Both are exact at once (`pg_current_wal_lsn()`, the next transaction id),
+/// where `pg_stat_wal` and `pg_stat_database` lag behind by up to ten seconds.
+#[derive(Debug, Clone, Copy)]
+pub struct DatabaseCounters {
+    wal_lsn: i64,
+    next_xid: i64,
+}
+
+/// What the database wrote during a scenario: WAL bytes and transactions that wrote (each
+/// takes a transaction id; a claim that leased nothing does not), the whole database's, so
+/// anything else writing meanwhile counts too.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct DatabaseWork {
+    pub wal_bytes: i64,
+    pub write_transactions: i64,
+}
+
+impl DatabaseCounters {
+    /// The counters now; `None` when the database cannot be asked (the figure is then left
+    /// out, not the scenario).
+    pub async fn read(url: &str) -> Option<Self> {
+        let client = connect(url).await.ok()?;
+        let row = client
+            .query_one(
+                "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint, \
+                        pg_snapshot_xmax(pg_current_snapshot())::text::bigint",
+                &[],
+            )
+            .await
+            .ok()?;
+        Some(Self {
+            wal_lsn: row.get(0),
+            next_xid: row.get(1),
+        })
+    }
+
+    /// The work done since `before`.
+    pub fn since(&self, before: &Self) -> DatabaseWork {
+        DatabaseWork {
+            wal_bytes: self.wal_lsn - before.wal_lsn,
+            write_transactions: self.next_xid - before.next_xid,
+        }
+    }
+}
+
 async fn connect(url: &str) -> anyhow::Result<Client> {
     let (client, connection) = tokio_postgres::connect(url, NoTls)
         .await
