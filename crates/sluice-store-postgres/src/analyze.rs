@@ -11,7 +11,9 @@
 //! The rule: a table is analyzed when more rows changed since its last `ANALYZE` than it had
 //! then, plus [`CHANGED_ROWS_MIN`]. So the statistics follow a table while it grows from
 //! nothing (a few `ANALYZE`s, each of a sample, not the table) and are left to autovacuum once
-//! its size settles.
+//! its size settles. Only a table this node's role may analyze (its owner's role, or a
+//! superuser) is: nodes running with `[store] migrate = false` under a role that does not own the
+//! schema leave it to autovacuum, rather than have PostgreSQL log a refusal every second.
 
 use sluice_core::store::StoreResult;
 
@@ -32,7 +34,8 @@ pub(crate) async fn refresh(client: &deadpool_postgres::Client) -> StoreResult<V
         .query_cached(
             "SELECT s.relname::text FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid \
              WHERE s.schemaname = current_schema() AND s.relname = ANY($1) \
-               AND s.n_mod_since_analyze > greatest(c.reltuples, 0)::bigint + $2",
+               AND s.n_mod_since_analyze > greatest(c.reltuples, 0)::bigint + $2 \
+               AND pg_has_role(c.relowner, 'USAGE')",
             &[&tables, &CHANGED_ROWS_MIN],
         )
         .await?;
