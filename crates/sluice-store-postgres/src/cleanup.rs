@@ -42,10 +42,12 @@ impl PgStore {
         let mut client = self.client().await?;
         let finished = client
             .execute_cached(
-                "DELETE FROM messages WHERE seq IN ( \
+                "WITH doomed AS ( \
                      SELECT seq FROM messages \
                      WHERE finished_at_ms IS NOT NULL AND finished_at_ms < $1 \
-                     ORDER BY finished_at_ms LIMIT $2)",
+                     ORDER BY finished_at_ms LIMIT $2), \
+                 unloaded AS (DELETE FROM payloads WHERE seq IN (SELECT seq FROM doomed)) \
+                 DELETE FROM messages WHERE seq IN (SELECT seq FROM doomed)",
                 &[&finished_before_ms, &FINISHED_ROWS_PER_CHUNK],
             )
             .await?;
@@ -79,11 +81,13 @@ impl PgStore {
                      gone AS ( \
                          SELECT queue_id FROM ids \
                          WHERE queue_id IS NOT NULL \
-                           AND NOT EXISTS (SELECT 1 FROM queues q WHERE q.id = ids.queue_id)) \
-                     DELETE FROM messages WHERE seq IN ( \
+                           AND NOT EXISTS (SELECT 1 FROM queues q WHERE q.id = ids.queue_id)), \
+                     doomed AS ( \
                          SELECT seq FROM messages \
                          WHERE queue_id IN (SELECT queue_id FROM gone) AND state IN {LIVE} \
-                         LIMIT $1)"
+                         LIMIT $1), \
+                     unloaded AS (DELETE FROM payloads WHERE seq IN (SELECT seq FROM doomed)) \
+                     DELETE FROM messages WHERE seq IN (SELECT seq FROM doomed)"
                 ),
                 &[&ORPHAN_ROWS_PER_CHUNK],
             )

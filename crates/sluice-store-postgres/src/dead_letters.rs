@@ -31,8 +31,8 @@ use crate::cache::CachedQueue;
 use crate::cached::Cached;
 use crate::error::Db;
 use crate::messages::{
-    STATUS_COLUMNS, STATUS_COLUMNS_COUNT, lock_lanes_for_enqueue, notify_wake, payload, settle,
-    status, take_seqs,
+    BODY_BYTES_SQL, STATUS_COLUMNS, STATUS_COLUMNS_COUNT, lock_lanes_for_enqueue, notify_wake,
+    payload, settle, status, take_seqs,
 };
 use crate::queues::LIVE;
 use crate::removal::{CHUNK_ROWS, Finished, Take, UNLEASED, finish};
@@ -234,7 +234,7 @@ impl PgStore {
             },
         )
         .await?;
-        let rows = rows_in_order(&transaction, &walked.seqs, "octet_length(m.body)").await?;
+        let rows = rows_in_order(&transaction, &walked.seqs, BODY_BYTES_SQL).await?;
         transaction.commit().await.db()?;
         for row in &rows {
             let body_bytes: Option<i32> = row.get(STATUS_COLUMNS_COUNT);
@@ -267,8 +267,9 @@ impl PgStore {
             .await?
             .query_opt_cached(
                 &format!(
-                    "SELECT {STATUS_COLUMNS}, m.body, m.body_kind, m.headers \
+                    "SELECT {STATUS_COLUMNS}, p.body, m.body_kind, p.headers \
                      FROM messages m JOIN queues q ON q.id = m.queue_id \
+                     LEFT JOIN payloads p ON p.seq = m.seq \
                      WHERE m.seq = $1 AND m.id = $2 AND m.dead_source_queue = $3"
                 ),
                 &[&seq, &id, &queue],
@@ -461,16 +462,19 @@ impl PgStore {
                      WHERE j.members = a.n), \
                  named AS ( \
                      UPDATE messages o SET replayed_as = r.id FROM r WHERE o.seq = r.old_seq), \
+                 copied AS ( \
+                     INSERT INTO payloads (seq, body, headers) \
+                     SELECT r.seq, p.body, p.headers FROM r JOIN payloads p ON p.seq = r.old_seq), \
                  inserted AS ( \
                      INSERT INTO messages (seq, id, queue_id, state, priority, lane_key, msg_key, \
-                                           idempotency_key, enqueued_at_ms, visible_at_ms, body, \
-                                           body_kind, headers) \
+                                           idempotency_key, enqueued_at_ms, visible_at_ms, \
+                                           body_kind) \
                      SELECT r.seq, r.id, $1, \
                             CASE WHEN r.lane_key IS NOT NULL \
                                       AND r.seq NOT IN (SELECT seq FROM heads) \
                                  THEN 'waiting'::message_state ELSE 'ready' END, \
-                            o.priority, r.lane_key, o.msg_key, o.idempotency_key, $6, $6, o.body, \
-                            o.body_kind, o.headers \
+                            o.priority, r.lane_key, o.msg_key, o.idempotency_key, $6, $6, \
+                            o.body_kind \
                      FROM r JOIN messages o ON o.seq = r.old_seq \
                      ORDER BY r.seq \
                      RETURNING seq, idempotency_key) \

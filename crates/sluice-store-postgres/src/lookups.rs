@@ -22,7 +22,7 @@ use crate::PgStore;
 use crate::cached::Cached;
 use crate::delivery_log;
 use crate::error::Db;
-use crate::messages::{STATUS_COLUMNS, STATUS_COLUMNS_COUNT, status};
+use crate::messages::{BODY_BYTES_SQL, STATUS_COLUMNS, STATUS_COLUMNS_COUNT, status};
 use crate::queues::LIVE;
 use crate::scan::{AGED_FROM, Walk, rows_in_order, walk};
 
@@ -32,8 +32,9 @@ const BROWSE_SCAN_MAX: usize = 10_000;
 
 /// What a browse page reads of each message after [`STATUS_COLUMNS`]: when its lease began
 /// (in flight only) and its body's size.
-const BROWSED_COLUMNS: &str = "CASE WHEN m.state = 'leased' THEN m.leased_at_ms END, \
-     octet_length(m.body)";
+static BROWSED_COLUMNS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!("CASE WHEN m.state = 'leased' THEN m.leased_at_ms END, {BODY_BYTES_SQL}")
+});
 
 impl PgStore {
     /// A page of one state of a queue in dispatch order, from a cursor (`Store::message_browse`).
@@ -79,7 +80,7 @@ impl PgStore {
                     },
                 )
                 .await?;
-                let rows = rows_in_order(&transaction, &walked.seqs, BROWSED_COLUMNS).await?;
+                let rows = rows_in_order(&transaction, &walked.seqs, &BROWSED_COLUMNS).await?;
                 let messages = rows.iter().map(browsed).collect::<StoreResult<_>>()?;
                 let next = walked.next.map(|(key, seq)| (key, seq.max(0) as u64));
                 (messages, next)
@@ -164,6 +165,7 @@ fn after(cursor: Option<BrowseCursor>, start: i64) -> (i64, i64) {
 /// rows after the cursor in the set's order, each with its position (key, seq) last. `$1`
 /// queue id, `$2`/`$3` the cursor, `$4` rows to fetch (one more than the page).
 fn ordered_page(set: Ordered, cursor: Option<BrowseCursor>) -> (String, i64, i64) {
+    let browsed = &*BROWSED_COLUMNS;
     match set {
         Ordered::Ready => {
             // The cursor key is the negated priority (the index's): after (key, seq) come the
@@ -177,7 +179,7 @@ fn ordered_page(set: Ordered, cursor: Option<BrowseCursor>) -> (String, i64, i64
                 None => (i64::from(i32::MAX), i64::MIN),
             };
             let sql = format!(
-                "SELECT {STATUS_COLUMNS}, {BROWSED_COLUMNS}, -p.priority::bigint, p.seq \
+                "SELECT {STATUS_COLUMNS}, {browsed}, -o.priority::bigint, o.seq \
                  FROM ( \
                      (SELECT priority, seq FROM messages \
                       WHERE queue_id = $1::int AND state = 'ready' \
@@ -187,9 +189,9 @@ fn ordered_page(set: Ordered, cursor: Option<BrowseCursor>) -> (String, i64, i64
                      (SELECT priority, seq FROM messages \
                       WHERE queue_id = $1::int AND state = 'ready' \
                         AND priority < $2::bigint::int \
-                      ORDER BY priority DESC, seq LIMIT $4::bigint)) p \
-                 JOIN messages m ON m.seq = p.seq JOIN queues q ON q.id = m.queue_id \
-                 ORDER BY p.priority DESC, p.seq LIMIT $4::bigint"
+                      ORDER BY priority DESC, seq LIMIT $4::bigint)) o \
+                 JOIN messages m ON m.seq = o.seq JOIN queues q ON q.id = m.queue_id \
+                 ORDER BY o.priority DESC, o.seq LIMIT $4::bigint"
             );
             (sql, priority, seq)
         }
@@ -200,7 +202,7 @@ fn ordered_page(set: Ordered, cursor: Option<BrowseCursor>) -> (String, i64, i64
             };
             let (key_after, seq) = after(cursor, i64::MIN);
             let sql = format!(
-                "SELECT {STATUS_COLUMNS}, {BROWSED_COLUMNS}, {key}, m.seq \
+                "SELECT {STATUS_COLUMNS}, {browsed}, {key}, m.seq \
                  FROM messages m JOIN queues q ON q.id = m.queue_id \
                  WHERE m.queue_id = $1::int AND m.state = '{state}' \
                    AND ({key}, m.seq) > ($2::bigint, $3::bigint) \

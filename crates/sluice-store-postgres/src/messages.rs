@@ -59,9 +59,15 @@ pub(crate) const RETRIES: usize = 3;
 /// or the upkeep), so a claim's time stays bounded after a long pause.
 pub(crate) const CLAIM_UPKEEP_ROWS: i64 = 1_000;
 
-/// The columns a claim returns and [`claimed`] reads, in order.
-const CLAIMED_COLUMNS: &str = "m.seq, m.id, m.lease_number, m.lease_token, m.body, m.body_kind, \
-     m.headers, m.idempotency_key, m.msg_key, m.priority, m.attempts, m.enqueued_at_ms, \
+/// The size of message `m`'s body, `NULL` once it is final: the body is in `payloads`
+/// (migration 3), read only where it is wanted.
+pub(crate) const BODY_BYTES_SQL: &str =
+    "(SELECT octet_length(p.body) FROM payloads p WHERE p.seq = m.seq)";
+
+/// The columns a claim returns and [`claimed`] reads, in order: of the leased row `m` and its
+/// payload `p`.
+const CLAIMED_COLUMNS: &str = "m.seq, m.id, m.lease_number, m.lease_token, p.body, m.body_kind, \
+     p.headers, m.idempotency_key, m.msg_key, m.priority, m.attempts, m.enqueued_at_ms, \
      m.first_received_at_ms, m.last_error, m.lease_expires_at_ms, m.dead_source_queue, \
      m.dead_last_error, m.dead_attempts, m.dead_first_seen_at_ms, m.dead_last_seen_at_ms";
 
@@ -103,14 +109,16 @@ pub(crate) static CLAIM_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::
                                WHERE s.queue_id = $1 AND s.is_paused) \
              ORDER BY priority DESC, seq \
              LIMIT $2 \
-             FOR UPDATE SKIP LOCKED) \
+             FOR UPDATE SKIP LOCKED), \
+         leased AS ( \
          UPDATE messages m \
          SET state = 'leased', attempts = m.attempts + 1, \
              lease_number = m.lease_number + 1, lease_token = lease_token(), \
              leased_at_ms = $3, lease_expires_at_ms = $4, \
              first_received_at_ms = coalesce(m.first_received_at_ms, $3) \
          FROM picked WHERE m.seq = picked.seq \
-         RETURNING {CLAIMED_COLUMNS}"
+         RETURNING m.*) \
+         SELECT {CLAIMED_COLUMNS} FROM leased m LEFT JOIN payloads p ON p.seq = m.seq"
     )
 });
 
@@ -697,7 +705,7 @@ impl PgStore {
         };
         // The body is read only when asked for: a status lookup never moves it.
         let body_columns = if with_body {
-            "m.body, m.body_kind, m.headers"
+            "p.body, m.body_kind, p.headers"
         } else {
             "NULL::bytea, m.body_kind, NULL::jsonb"
         };
@@ -706,6 +714,7 @@ impl PgStore {
                 &format!(
                     "SELECT {STATUS_COLUMNS}, {body_columns} \
                      FROM messages m JOIN queues q ON q.id = m.queue_id \
+                     LEFT JOIN payloads p ON p.seq = m.seq \
                      WHERE m.seq = $1 AND m.id = $2 \
                        AND (m.queue_id = $3 OR m.dead_source_queue = $4)"
                 ),
@@ -1009,7 +1018,7 @@ pub(crate) async fn ack_group(
                  acked AS ( \
                      UPDATE messages m \
                      SET state = 'acked', finished_at_ms = r.now_ms, result = r.result, \
-                         body = NULL, headers = NULL, lease_expires_at_ms = NULL, \
+                         lease_expires_at_ms = NULL, \
                          deliveries = CASE WHEN r.delivery IS NULL THEN m.deliveries \
                                            ELSE {with_delivery} END \
                      FROM r \
@@ -1023,6 +1032,8 @@ pub(crate) async fn ack_group(
                      FROM (SELECT queue_id, lane_key, count(*) AS leaving FROM acked \
                            WHERE lane_key IS NOT NULL GROUP BY queue_id, lane_key) n \
                      WHERE l.queue_id = n.queue_id AND l.lane_key = n.lane_key), \
+                 unloaded AS ( \
+                     DELETE FROM payloads p USING acked WHERE p.seq = acked.seq), \
                  memo AS ( \
                      UPDATE idempotency i SET acked_at_ms = acked.now_ms, result = acked.result \
                      FROM acked \
@@ -1284,10 +1295,12 @@ pub(crate) const INSERT_ROWS_SQL: &str = "WITH m AS ( \
                  RETURNING queue_id, lane_key, members), \
              heads AS ( \
                  SELECT a.first_seq AS seq FROM added a JOIN joined j USING (queue_id, lane_key) \
-                 WHERE j.members = a.n) \
+                 WHERE j.members = a.n), \
+             loaded AS ( \
+                 INSERT INTO payloads (seq, body, headers) SELECT seq, body, headers FROM m) \
              INSERT INTO messages (seq, id, queue_id, state, priority, lane_key, msg_key, \
-                                   idempotency_key, enqueued_at_ms, visible_at_ms, body, \
-                                   body_kind, headers, last_error, dead_source_queue, \
+                                   idempotency_key, enqueued_at_ms, visible_at_ms, \
+                                   body_kind, last_error, dead_source_queue, \
                                    dead_last_error, dead_attempts, dead_first_seen_at_ms, \
                                    dead_last_seen_at_ms) \
              SELECT m.seq, m.id, m.queue_id, \
@@ -1295,7 +1308,7 @@ pub(crate) const INSERT_ROWS_SQL: &str = "WITH m AS ( \
                               THEN 'waiting'::message_state \
                          WHEN m.visible_at_ms <= m.now_ms THEN 'ready' ELSE 'delayed' END, \
                     m.priority, m.lane_key, m.msg_key, m.idempotency_key, m.now_ms, \
-                    m.visible_at_ms, m.body, m.body_kind, m.headers, m.dead_last_error, \
+                    m.visible_at_ms, m.body_kind, m.dead_last_error, \
                     m.dead_source_queue, m.dead_last_error, m.dead_attempts, \
                     m.dead_first_seen_at_ms, m.dead_last_seen_at_ms \
              FROM m ORDER BY m.seq";

@@ -31,6 +31,7 @@ const MIGRATIONS: &[(i32, &[&str])] = &[
         ],
     ),
     (2, &[include_str!("../migrations/0002_enqueue.sql")]),
+    (3, &[include_str!("../migrations/0003_payloads.sql")]),
 ];
 
 /// The newest version this build knows.

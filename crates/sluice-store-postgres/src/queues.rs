@@ -329,8 +329,10 @@ impl PgStore {
                  DELETE FROM queue_state WHERE queue_id = {id}; \
                  DELETE FROM lanes WHERE queue_id = {id}; \
                  DELETE FROM idempotency WHERE queue_id = {id}; \
-                 DELETE FROM messages WHERE seq IN ( \
-                     SELECT seq FROM messages WHERE queue_id = {id} LIMIT {DELETE_CHUNK_ROWS});"
+                 WITH doomed AS ( \
+                     SELECT seq FROM messages WHERE queue_id = {id} LIMIT {DELETE_CHUNK_ROWS}), \
+                 unloaded AS (DELETE FROM payloads WHERE seq IN (SELECT seq FROM doomed)) \
+                 DELETE FROM messages WHERE seq IN (SELECT seq FROM doomed);"
             ))
             .await
             .db()?;

@@ -277,11 +277,13 @@ pub(crate) async fn finish(
             &format!(
                 "WITH gone AS ( \
                      UPDATE messages \
-                     SET state = $3::text::message_state, finished_at_ms = $4, body = NULL, \
-                         headers = NULL, last_error = coalesce($5, last_error) \
+                     SET state = $3::text::message_state, finished_at_ms = $4, \
+                         last_error = coalesce($5, last_error) \
                      WHERE seq = ANY($2) AND queue_id = $1 AND state IN {UNLEASED} \
                        AND ($6::uuid[] IS NULL OR id = ANY($6)) \
                      RETURNING seq, lane_key), \
+                 unloaded AS ( \
+                     DELETE FROM payloads p USING gone WHERE p.seq = gone.seq), \
                  leaving AS ( \
                      UPDATE lanes l SET members = l.members - n.leaving \
                      FROM (SELECT lane_key, count(*) AS leaving FROM gone \

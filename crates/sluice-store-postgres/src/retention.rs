@@ -176,9 +176,10 @@ impl PgStore {
                 let expired: Vec<i64> = leaving.iter().map(|row| row.seq).collect();
                 transaction
                     .execute_cached(
-                        "UPDATE messages SET state = 'expired', finished_at_ms = $2, \
-                             body = NULL, headers = NULL \
-                         WHERE seq = ANY($1)",
+                        "WITH gone AS ( \
+                             UPDATE messages SET state = 'expired', finished_at_ms = $2 \
+                             WHERE seq = ANY($1) RETURNING seq) \
+                         DELETE FROM payloads p USING gone WHERE p.seq = gone.seq",
                         &[&expired, &now_ms],
                     )
                     .await?;

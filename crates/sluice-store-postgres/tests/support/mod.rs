@@ -123,6 +123,7 @@ pub async fn connect(url: &str) -> Result<Client, String> {
 ///   waiting message has a lane;
 /// - a leased message has a deadline and a token; a live message has no finish time and a final
 ///   one has one;
+/// - a live message has its payload, and every payload its message;
 /// - a dead letter's metadata is whole; counters are never negative.
 pub const CHECK_INVARIANTS: &str = "\
     SELECT 'a lane row does not count its live messages', count(*) FROM lanes l \
@@ -151,6 +152,13 @@ pub const CHECK_INVARIANTS: &str = "\
     UNION ALL \
     SELECT 'a final message has no finish time', count(*) FROM messages \
     WHERE state NOT IN ('waiting', 'ready', 'delayed', 'leased') AND finished_at_ms IS NULL \
+    UNION ALL \
+    SELECT 'a live message has no payload', count(*) FROM messages m \
+    WHERE m.state IN ('waiting', 'ready', 'delayed', 'leased') \
+      AND NOT EXISTS (SELECT 1 FROM payloads p WHERE p.seq = m.seq) \
+    UNION ALL \
+    SELECT 'a payload has no message', count(*) FROM payloads p \
+    WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.seq = p.seq) \
     UNION ALL \
     SELECT 'a dead letter''s metadata is not whole', count(*) FROM messages \
     WHERE dead_source_queue IS NOT NULL \

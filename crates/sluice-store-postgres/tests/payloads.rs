@@ -1,0 +1,228 @@
+//! A message's body and headers live in `payloads`, apart from the `messages` row that every
+//! lease change and ack writes again (migration 3, docs/design/postgres-store.md §4.3).
+//!
+//! PostgreSQL moves a value out of line only from rows over about 2 KB, whatever the table's
+//! `toast_tuple_target`, so a 1 KiB body kept in `messages` was copied into a new row version,
+//! and into the WAL, by the claim and again by the ack. These tests pin where bodies are now,
+//! and that a schema migrated from version 2 keeps every live message's body.
+
+mod support;
+
+use std::sync::Arc;
+
+use sluice_core::message::{NewMessage, Payload};
+use sluice_core::queue::QueueConfig;
+use sluice_core::store::{
+    AckParams, ClaimParams, EnqueueParams, MessageGetParams, MessageRef, QueuePutParams, Store,
+};
+use sluice_store_postgres::PgStore;
+use sluice_store_postgres::migrate::migrate;
+use tokio_postgres::Client;
+
+const T0: i64 = 1_700_000_000_000;
+
+fn message(body: &str) -> NewMessage {
+    NewMessage {
+        idempotency_key: None,
+        payload: Arc::new(Payload {
+            body_bytes: body.as_bytes().to_vec(),
+            headers: [("origin".to_owned(), "test".to_owned())].into(),
+            ..Payload::default()
+        }),
+        key: None,
+        priority: 0,
+        visible_at_ms: T0,
+        dead_letter: None,
+    }
+}
+
+/// A JSON string of `bytes` bytes.
+fn body_of(bytes: usize, fill: char) -> String {
+    format!("\"{}\"", fill.to_string().repeat(bytes - 2))
+}
+
+async fn open_with_queue(url: &str, schema: &str) -> PgStore {
+    let store = PgStore::open(support::options(url, schema))
+        .await
+        .expect("the store opens");
+    store
+        .queue_put(QueuePutParams {
+            name: "q".into(),
+            config: QueueConfig::defaults_for("q"),
+            now_ms: T0,
+        })
+        .await
+        .expect("queue put");
+    store
+}
+
+/// The sizes of the `messages` row of every message, and how many payload rows there are.
+async fn row_sizes(sql: &Client, schema: &str) -> (Vec<i32>, i64) {
+    sql.batch_execute(&format!("SET search_path = \"{schema}\""))
+        .await
+        .expect("the test schema");
+    let sizes = sql
+        .query(
+            "SELECT pg_column_size(m.*) FROM messages m ORDER BY seq",
+            &[],
+        )
+        .await
+        .expect("the rows")
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let payloads = sql
+        .query_one("SELECT count(*) FROM payloads", &[])
+        .await
+        .expect("the payloads")
+        .get(0);
+    (sizes, payloads)
+}
+
+#[tokio::test]
+async fn a_lease_and_an_ack_write_no_body_and_the_ack_drops_it() {
+    let Some(url) = support::database_url_or_skip().await else {
+        return;
+    };
+    let schema = support::fresh_schema();
+    let store = open_with_queue(&url, &schema).await;
+    let sql = support::connect(&url).await.expect("the test database");
+    let body = body_of(1024, 'b');
+    let enqueued = store
+        .message_enqueue(EnqueueParams {
+            queue: "q".into(),
+            messages: vec![message(&body)],
+            now_ms: T0,
+        })
+        .await
+        .expect("enqueue");
+
+    let claim = store
+        .message_claim(ClaimParams {
+            queue: "q".into(),
+            max: 10,
+            lease_ms: Some(60_000),
+            now_ms: T0,
+        })
+        .await
+        .expect("claim");
+    assert_eq!(claim.messages.len(), 1);
+    let claimed = &claim.messages[0];
+    assert_eq!(
+        claimed.payload.body_bytes,
+        body.as_bytes(),
+        "the claim reads the body"
+    );
+    assert_eq!(
+        claimed.payload.headers.get("origin").map(String::as_str),
+        Some("test")
+    );
+    let (sizes, payloads) = row_sizes(&sql, &schema).await;
+    assert_eq!(payloads, 1);
+    assert!(
+        sizes[0] < 512,
+        "a leased row of a 1 KiB body is {} bytes: the lease copied the body",
+        sizes[0]
+    );
+
+    let acked = store
+        .message_ack(AckParams {
+            queue: "q".into(),
+            receipts: vec![claimed.receipt.clone()],
+            result: None,
+            delivery: None,
+            now_ms: T0,
+        })
+        .await
+        .expect("ack");
+    assert!(acked[0].is_ok());
+    let (sizes, payloads) = row_sizes(&sql, &schema).await;
+    assert_eq!(
+        (sizes.len(), payloads),
+        (1, 0),
+        "the record stays, its body goes"
+    );
+    let record = store
+        .message_body(MessageGetParams {
+            queue: "q".into(),
+            by: MessageRef::Id(enqueued[0].message_id),
+            now_ms: T0,
+        })
+        .await
+        .expect("lookup")
+        .expect("the acked record");
+    assert!(record.payload.is_none(), "an acked message has no body");
+    store.close().await.expect("close");
+    support::check_and_drop(url, schema).await;
+}
+
+#[tokio::test]
+async fn migrating_from_version_2_moves_every_body_to_payloads() {
+    let Some(url) = support::database_url_or_skip().await else {
+        return;
+    };
+    // The queue's rows as this build writes them, from a schema of its own.
+    let model = support::fresh_schema();
+    open_with_queue(&url, &model)
+        .await
+        .close()
+        .await
+        .expect("close");
+    let schema = support::fresh_schema();
+    let sql = support::connect(&url).await.expect("the test database");
+    // Version 2 as an older sluice left it: its migrations and their records, applied here
+    // the way `migrate` applies them, and two messages stored by its `enqueue`.
+    sql.batch_execute(&format!(
+        "CREATE SCHEMA \"{schema}\"; SET search_path = \"{schema}\"; BEGIN; {}; {}; {}; \
+         INSERT INTO schema_migrations (version, applied_by) VALUES (1, 'test'), (2, 'test'); \
+         COMMIT; \
+         INSERT INTO queues OVERRIDING SYSTEM VALUE SELECT * FROM \"{model}\".queues; \
+         INSERT INTO queue_state SELECT * FROM \"{model}\".queue_state; \
+         SELECT enqueue('q', '\"one\"', headers => '{{\"origin\": \"v2\"}}'); \
+         SELECT enqueue('q', '\"two\"');",
+        include_str!("../migrations/0001_initial.sql"),
+        include_str!("../migrations/0001_functions.sql"),
+        include_str!("../migrations/0002_enqueue.sql"),
+    ))
+    .await
+    .expect("version 2 applies and stores messages");
+    support::drop_schema(url.clone(), model).await;
+
+    let migrated = migrate(&support::options(&url, &schema))
+        .await
+        .expect("migrates");
+    assert_eq!(migrated.from_version, 2);
+    assert!(migrated.applied.contains(&3));
+    let store = PgStore::open(support::options(&url, &schema))
+        .await
+        .expect("the store opens");
+    let claim = store
+        .message_claim(ClaimParams {
+            queue: "q".into(),
+            max: 10,
+            lease_ms: Some(60_000),
+            now_ms: T0,
+        })
+        .await
+        .expect("claim");
+    let mut bodies: Vec<(String, Option<String>)> = claim
+        .messages
+        .iter()
+        .map(|m| {
+            (
+                String::from_utf8(m.payload.body_bytes.clone()).unwrap(),
+                m.payload.headers.get("origin").cloned(),
+            )
+        })
+        .collect();
+    bodies.sort();
+    assert_eq!(
+        bodies,
+        [
+            ("\"one\"".to_owned(), Some("v2".to_owned())),
+            ("\"two\"".to_owned(), None)
+        ]
+    );
+    store.close().await.expect("close");
+    support::check_and_drop(url, schema).await;
+}
