@@ -15,6 +15,10 @@ use std::sync::{Arc, Weak};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+/// Messages made claimable at once from which [`Notifier::wake_for`] wakes every waiter
+/// instead of one per message.
+pub const WAKE_EVERYONE_FROM: u64 = 64;
+
 /// Entries kept before the first sweep; small maps are never swept.
 const SWEEP_FLOOR: usize = 64;
 
@@ -62,6 +66,31 @@ impl Notifier {
             .and_then(Weak::upgrade);
         if let Some(notify) = notify {
             notify.notify_waiters();
+        }
+    }
+
+    /// Wakes as many waiters on `queue` as `messages` became claimable, or everyone from
+    /// [`WAKE_EVERYONE_FROM`] messages on. A store that knows how many messages it made ready
+    /// calls this instead of [`Notifier::wake`]: with many long polls on a queue, a message
+    /// wakes one of them rather than all, and the others do not each run a claim that finds
+    /// nothing (on a shared database those empty claims were more than half of all claims at
+    /// a steady 2,000 msgs/s). A waiter that leaves without taking its wake-up, or is
+    /// cancelled on it, passes it to the next (`tokio::sync::Notify::notify_one`,
+    /// `wait::until`).
+    pub fn wake_for(&self, queue: &str, messages: u64) {
+        if messages >= WAKE_EVERYONE_FROM {
+            return self.wake(queue);
+        }
+        let notify = self
+            .signals
+            .lock()
+            .queues
+            .get(queue)
+            .and_then(Weak::upgrade);
+        if let Some(notify) = notify {
+            for _ in 0..messages {
+                notify.notify_one();
+            }
         }
     }
 
@@ -129,6 +158,40 @@ mod tests {
             drop(notifier.queue(&format!("later-{i}")));
         }
         assert!(notifier.len() <= SWEEP_FLOOR, "{}", notifier.len());
+    }
+
+    #[test]
+    fn a_few_messages_wake_as_many_waiters_and_a_dropped_wake_passes_on() {
+        let notifier = Notifier::default();
+        let notify = notifier.queue("q");
+        let mut waiters: Vec<_> = (0..4).map(|_| Box::pin(notify.notified())).collect();
+        for waiter in &mut waiters {
+            assert!(!waiter.as_mut().enable(), "nothing woke it yet");
+        }
+        notifier.wake_for("q", 2);
+        // `enable` on a registered waiter says whether it was woken (and takes the wake-up).
+        let woken: Vec<bool> = waiters.iter_mut().map(|w| w.as_mut().enable()).collect();
+        assert_eq!(woken.iter().filter(|&&w| w).count(), 2, "{woken:?}");
+        let mut left: Vec<_> = waiters
+            .into_iter()
+            .zip(woken)
+            .filter(|(_, woken)| !woken)
+            .map(|(waiter, _)| waiter)
+            .collect();
+
+        // One wake-up for the two left. The first waiter (whom it reaches: tokio wakes in
+        // order) leaves without taking it, so it passes to the other.
+        notifier.wake_for("q", 1);
+        drop(left.remove(0));
+        assert!(left[0].as_mut().enable(), "the wake-up was lost");
+
+        // Many messages wake everyone.
+        let mut all: Vec<_> = (0..3).map(|_| Box::pin(notify.notified())).collect();
+        for waiter in &mut all {
+            waiter.as_mut().enable();
+        }
+        notifier.wake_for("q", WAKE_EVERYONE_FROM);
+        assert!(all.iter_mut().all(|waiter| waiter.as_mut().enable()));
     }
 
     #[tokio::test]

@@ -53,8 +53,11 @@ pub enum NextChange {
 pub enum FirstLook {
     /// Register, then look: for callers that hold the queue's signal anyway (push).
     Registered,
-    /// Look, and register only to wait: a first look that fails (no such queue) leaves
-    /// nothing in the notifier for a name a client made up.
+    /// A wait that is over before it starts (a short poll) looks once without registering,
+    /// so it leaves nothing in the notifier for a name a client made up. Any longer wait
+    /// registers first: a first look made before registering would need a second one after
+    /// it (a wake-up may fall between the two), and on a shared database each look of a
+    /// receive is a claim, so every receive that found nothing cost two.
     Unregistered,
 }
 
@@ -78,7 +81,7 @@ pub struct Wait<'a> {
 
 impl<'a> Wait<'a> {
     /// A long poll (receive): until messages come or `deadline`, following the next delay
-    /// or lease end to the millisecond; the first look is unregistered.
+    /// or lease end to the millisecond; registered before its first look unless already over.
     pub fn long_poll(deadline: Instant, cancel: &'a CancellationToken) -> Self {
         Self {
             deadline: Some(deadline),
@@ -184,12 +187,11 @@ where
     F: FnMut(Millis) -> Fut,
     Fut: Future<Output = Result<Look<T>, E>>,
 {
-    if wait.first_look == FirstLook::Unregistered {
-        match look(clock.now_ms()).await? {
-            Look::Ready(answer) => return Ok(answer),
-            Look::Pending { current, .. } if wait.is_over() => return Ok(current),
-            Look::Pending { .. } => {}
-        }
+    if wait.first_look == FirstLook::Unregistered && wait.is_over() {
+        return match look(clock.now_ms()).await? {
+            Look::Ready(answer) => Ok(answer),
+            Look::Pending { current, .. } => Ok(current),
+        };
     }
     let signal = notifier.queue(queue);
     loop {
@@ -217,13 +219,17 @@ where
             return Ok(current);
         }
         let wake_at = wait.wake_at(now_ms, next_change_at_ms);
-        tokio::select! {
-            _ = woken => {}
-            _ = sleep_or_cancel(wake_at, wait.cancel) => {}
-        }
+        let was_woken = tokio::select! {
+            _ = woken => true,
+            _ = sleep_or_cancel(wake_at, wait.cancel) => false,
+        };
         // Woken and cancelled at once: cancellation wins, without another look (a stopped
-        // push worker must not claim).
+        // push worker must not claim), and the wake-up goes on to another waiter, which a
+        // store's `Notifier::wake_for` may have meant for one waiter only.
         if wait.cancel.is_some_and(CancellationToken::is_cancelled) {
+            if was_woken {
+                signal.notify_one();
+            }
             return Ok(current);
         }
     }
@@ -344,7 +350,8 @@ mod tests {
                 until(&notifier, "q", &clock, &wait, |now| probe.look(now)).await
             })
         };
-        while probe.looks.load(Ordering::SeqCst) < 2 {
+        // A long poll registers, looks once and sleeps.
+        while probe.looks.load(Ordering::SeqCst) < 1 {
             tokio::task::yield_now().await;
         }
         probe.ready.store(1, Ordering::SeqCst);
@@ -406,8 +413,8 @@ mod tests {
         let answer = until(&notifier, "q", &clock, &wait, |now| probe.look(now)).await;
         assert_eq!(answer, Ok("pending"));
         assert_eq!(Instant::now(), deadline);
-        // The unregistered first look, then one registered look before sleeping.
-        assert_eq!(probe.looks.load(Ordering::SeqCst), 3);
+        // One look before sleeping (registered first), one when the deadline came.
+        assert_eq!(probe.looks.load(Ordering::SeqCst), 2);
     }
 
     #[tokio::test(start_paused = true)]
@@ -441,7 +448,7 @@ mod tests {
                 until(&notifier, "q", &clock, &wait, |now| probe.look(now)).await
             })
         };
-        while probe.looks.load(Ordering::SeqCst) < 2 {
+        while probe.looks.load(Ordering::SeqCst) < 1 {
             tokio::task::yield_now().await;
         }
         let started = Instant::now();
@@ -450,9 +457,52 @@ mod tests {
         assert_eq!(started.elapsed(), Duration::ZERO);
         assert_eq!(
             probe.looks.load(Ordering::SeqCst),
-            2,
+            1,
             "no look after cancelling"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wake_up_that_meets_a_cancelled_waiter_goes_on_to_another() {
+        // Which branch a woken and cancelled waiter sees first is up to `select!`: rounds.
+        for round in 0..16 {
+            let notifier = Arc::new(Notifier::default());
+            let clock = ManualClock::new(1_000);
+            let (first, second) = (Probe::new(None), Probe::new(None));
+            let cancel = CancellationToken::new();
+            let never = CancellationToken::new();
+            let spawn = |probe: &Arc<Probe>, cancel: &CancellationToken| {
+                let (notifier, clock, probe, cancel) = (
+                    notifier.clone(),
+                    clock.clone(),
+                    probe.clone(),
+                    cancel.clone(),
+                );
+                tokio::spawn(async move {
+                    let wait = Wait::long_poll(hour(), &cancel);
+                    until(&notifier, "q", &clock, &wait, |now| probe.look(now)).await
+                })
+            };
+            let cancelled = spawn(&first, &cancel);
+            while first.looks.load(Ordering::SeqCst) < 1 {
+                tokio::task::yield_now().await;
+            }
+            let other = spawn(&second, &never);
+            while second.looks.load(Ordering::SeqCst) < 1 {
+                tokio::task::yield_now().await;
+            }
+            second.ready.store(1, Ordering::SeqCst);
+            let started = Instant::now();
+            // One message for two waiters: the wake-up goes to the first, which is cancelled.
+            cancel.cancel();
+            notifier.wake_for("q", 1);
+            assert_eq!(cancelled.await.unwrap(), Ok("pending"));
+            assert_eq!(other.await.unwrap(), Ok("ready"));
+            assert!(
+                started.elapsed() < Duration::from_secs(1),
+                "round {round}: the wake-up was lost"
+            );
+        }
     }
 
     #[tokio::test(start_paused = true)]
@@ -465,8 +515,9 @@ mod tests {
         let wait = Wait::drain(deadline, Duration::from_millis(100), &never);
         let answer = until(&notifier, "q", &clock, &wait, |now| probe.look(now)).await;
         assert_eq!(answer, Ok("pending"));
-        // The first look, then one at 0 ms and every 100 ms up to the deadline.
-        assert_eq!(probe.looks.load(Ordering::SeqCst), 12);
+        // One look at 0 ms (registered first, so no second one), then every 100 ms up to
+        // the deadline.
+        assert_eq!(probe.looks.load(Ordering::SeqCst), 11);
     }
 
     #[tokio::test(start_paused = true)]

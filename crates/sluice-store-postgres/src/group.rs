@@ -219,7 +219,7 @@ async fn run_enqueues(context: &Context, group: Vec<EnqueueJob>) {
                     Ok(enqueued) => {
                         let created = enqueued.iter().filter(|e| e.created).count() as u64;
                         if created > 0 {
-                            context.notifier.wake(&job.params.queue);
+                            context.notifier.wake_for(&job.params.queue, created);
                             context.count(job.queue.id, |counters| counters.enqueued += created);
                         }
                     }
