@@ -128,7 +128,7 @@ async fn a_lease_and_an_ack_write_no_body_and_the_ack_drops_it() {
     let acked = store
         .message_ack(AckParams {
             queue: "q".into(),
-            receipts: vec![claimed.receipt.clone()],
+            receipts: vec![claimed.receipt],
             result: None,
             delivery: None,
             now_ms: T0,
