@@ -56,6 +56,20 @@ impl Notifier {
         notify
     }
 
+    /// Removes `queue`'s entry when nobody holds its signal any more, rather than leaving it
+    /// for the next sweep: what a waiter calls after dropping its signal because the queue
+    /// turned out not to exist.
+    pub fn release(&self, queue: &str) {
+        let mut signals = self.signals.lock();
+        if signals
+            .queues
+            .get(queue)
+            .is_some_and(|weak| weak.strong_count() == 0)
+        {
+            signals.queues.remove(queue);
+        }
+    }
+
     /// Wakes everyone waiting on `queue`.
     pub fn wake(&self, queue: &str) {
         let notify = self

@@ -53,11 +53,12 @@ pub enum NextChange {
 pub enum FirstLook {
     /// Register, then look: for callers that hold the queue's signal anyway (push).
     Registered,
-    /// A wait that is over before it starts (a short poll) looks once without registering,
-    /// so it leaves nothing in the notifier for a name a client made up. Any longer wait
-    /// registers first: a first look made before registering would need a second one after
-    /// it (a wake-up may fall between the two), and on a shared database each look of a
-    /// receive is a claim, so every receive that found nothing cost two.
+    /// A wait that is over before it starts (a short poll) looks once without registering;
+    /// any longer wait registers first, and a look that fails removes the name again, so
+    /// neither leaves anything in the notifier for a name a client made up. Registering
+    /// first: a first look made before registering would need a second one after it (a
+    /// wake-up may fall between the two), and on a shared database each look of a receive
+    /// is a claim, so every receive that found nothing cost two.
     Unregistered,
 }
 
@@ -194,7 +195,7 @@ where
         };
     }
     let signal = notifier.queue(queue);
-    loop {
+    let failed = loop {
         let woken = signal.notified();
         tokio::pin!(woken);
         woken.as_mut().enable();
@@ -207,7 +208,7 @@ where
             }) => (current, next_change_at_ms),
             Err(error) => {
                 let Some(backoff) = wait.error_backoff else {
-                    return Err(error);
+                    break Err(error);
                 };
                 if !sleep_or_cancel(Some(Instant::now() + backoff), wait.cancel).await {
                     return Err(error);
@@ -232,7 +233,12 @@ where
             }
             return Ok(current);
         }
-    }
+    };
+    // A failed look (no such queue) keeps nothing for the name: the signal is dropped and its
+    // entry removed, unless someone else waits on it.
+    drop(signal);
+    notifier.release(queue);
+    failed
 }
 
 /// Claims up to `max` messages of `queue` under a lease of `lease_ms` (the queue's own when
