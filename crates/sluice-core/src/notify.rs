@@ -70,15 +70,18 @@ impl Notifier {
         }
     }
 
-    /// Wakes everyone waiting on `queue`.
-    pub fn wake(&self, queue: &str) {
-        let notify = self
-            .signals
+    /// The signal of `queue` if someone holds it.
+    fn held(&self, queue: &str) -> Option<Arc<Notify>> {
+        self.signals
             .lock()
             .queues
             .get(queue)
-            .and_then(Weak::upgrade);
-        if let Some(notify) = notify {
+            .and_then(Weak::upgrade)
+    }
+
+    /// Wakes everyone waiting on `queue`.
+    pub fn wake(&self, queue: &str) {
+        if let Some(notify) = self.held(queue) {
             notify.notify_waiters();
         }
     }
@@ -95,13 +98,7 @@ impl Notifier {
         if messages >= WAKE_EVERYONE_FROM {
             return self.wake(queue);
         }
-        let notify = self
-            .signals
-            .lock()
-            .queues
-            .get(queue)
-            .and_then(Weak::upgrade);
-        if let Some(notify) = notify {
+        if let Some(notify) = self.held(queue) {
             for _ in 0..messages {
                 notify.notify_one();
             }

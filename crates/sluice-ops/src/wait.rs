@@ -338,28 +338,37 @@ mod tests {
         Instant::now() + Duration::from_secs(3600)
     }
 
+    /// A long poll on "q" in a task of its own, returned once it has looked and gone to sleep.
+    async fn sleeping_long_poll(
+        notifier: &Arc<Notifier>,
+        clock: &ManualClock,
+        probe: &Arc<Probe>,
+        cancel: &CancellationToken,
+    ) -> tokio::task::JoinHandle<Result<&'static str, Infallible>> {
+        let (notifier, clock, looker, cancel) = (
+            notifier.clone(),
+            clock.clone(),
+            probe.clone(),
+            cancel.clone(),
+        );
+        let waiter = tokio::spawn(async move {
+            let wait = Wait::long_poll(hour(), &cancel);
+            until(&notifier, "q", &clock, &wait, |now| looker.look(now)).await
+        });
+        // A long poll registers, looks once and sleeps.
+        while probe.looks.load(Ordering::SeqCst) < 1 {
+            tokio::task::yield_now().await;
+        }
+        waiter
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_wake_up_ends_the_sleep() {
         let notifier = Arc::new(Notifier::default());
         let clock = ManualClock::new(1_000);
         let probe = Probe::new(None);
         let never = CancellationToken::new();
-        let waiter = {
-            let (notifier, clock, probe, never) = (
-                notifier.clone(),
-                clock.clone(),
-                probe.clone(),
-                never.clone(),
-            );
-            tokio::spawn(async move {
-                let wait = Wait::long_poll(hour(), &never);
-                until(&notifier, "q", &clock, &wait, |now| probe.look(now)).await
-            })
-        };
-        // A long poll registers, looks once and sleeps.
-        while probe.looks.load(Ordering::SeqCst) < 1 {
-            tokio::task::yield_now().await;
-        }
+        let waiter = sleeping_long_poll(&notifier, &clock, &probe, &never).await;
         probe.ready.store(1, Ordering::SeqCst);
         notifier.wake("q");
         let started = Instant::now();
@@ -442,21 +451,7 @@ mod tests {
         let clock = ManualClock::new(1_000);
         let probe = Probe::new(None);
         let cancel = CancellationToken::new();
-        let waiter = {
-            let (notifier, clock, probe, cancel) = (
-                notifier.clone(),
-                clock.clone(),
-                probe.clone(),
-                cancel.clone(),
-            );
-            tokio::spawn(async move {
-                let wait = Wait::long_poll(hour(), &cancel);
-                until(&notifier, "q", &clock, &wait, |now| probe.look(now)).await
-            })
-        };
-        while probe.looks.load(Ordering::SeqCst) < 1 {
-            tokio::task::yield_now().await;
-        }
+        let waiter = sleeping_long_poll(&notifier, &clock, &probe, &cancel).await;
         let started = Instant::now();
         cancel.cancel();
         assert_eq!(waiter.await.unwrap(), Ok("pending"));
@@ -477,26 +472,8 @@ mod tests {
             let (first, second) = (Probe::new(None), Probe::new(None));
             let cancel = CancellationToken::new();
             let never = CancellationToken::new();
-            let spawn = |probe: &Arc<Probe>, cancel: &CancellationToken| {
-                let (notifier, clock, probe, cancel) = (
-                    notifier.clone(),
-                    clock.clone(),
-                    probe.clone(),
-                    cancel.clone(),
-                );
-                tokio::spawn(async move {
-                    let wait = Wait::long_poll(hour(), &cancel);
-                    until(&notifier, "q", &clock, &wait, |now| probe.look(now)).await
-                })
-            };
-            let cancelled = spawn(&first, &cancel);
-            while first.looks.load(Ordering::SeqCst) < 1 {
-                tokio::task::yield_now().await;
-            }
-            let other = spawn(&second, &never);
-            while second.looks.load(Ordering::SeqCst) < 1 {
-                tokio::task::yield_now().await;
-            }
+            let cancelled = sleeping_long_poll(&notifier, &clock, &first, &cancel).await;
+            let other = sleeping_long_poll(&notifier, &clock, &second, &never).await;
             second.ready.store(1, Ordering::SeqCst);
             let started = Instant::now();
             // One message for two waiters: the wake-up goes to the first, which is cancelled.

@@ -10,7 +10,7 @@ mod support;
 
 use std::sync::Arc;
 
-use sluice_core::message::{NewMessage, Payload};
+use sluice_core::message::{ClaimedMessage, NewMessage, Payload};
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::{
     AckParams, ClaimParams, EnqueueParams, MessageGetParams, MessageRef, QueuePutParams, Store,
@@ -56,6 +56,20 @@ async fn open_with_queue(url: &str, schema: &str) -> PgStore {
     store
 }
 
+/// Leases up to 10 messages of "q".
+async fn claim(store: &PgStore) -> Vec<ClaimedMessage> {
+    store
+        .message_claim(ClaimParams {
+            queue: "q".into(),
+            max: 10,
+            lease_ms: Some(60_000),
+            now_ms: T0,
+        })
+        .await
+        .expect("claim")
+        .messages
+}
+
 /// The sizes of the `messages` row of every message, and how many payload rows there are.
 async fn row_sizes(sql: &Client, schema: &str) -> (Vec<i32>, i64) {
     sql.batch_execute(&format!("SET search_path = \"{schema}\""))
@@ -97,17 +111,9 @@ async fn a_lease_and_an_ack_write_no_body_and_the_ack_drops_it() {
         .await
         .expect("enqueue");
 
-    let claim = store
-        .message_claim(ClaimParams {
-            queue: "q".into(),
-            max: 10,
-            lease_ms: Some(60_000),
-            now_ms: T0,
-        })
-        .await
-        .expect("claim");
-    assert_eq!(claim.messages.len(), 1);
-    let claimed = &claim.messages[0];
+    let claimed = claim(&store).await;
+    assert_eq!(claimed.len(), 1);
+    let claimed = &claimed[0];
     assert_eq!(
         claimed.payload.body_bytes,
         body.as_bytes(),
@@ -196,17 +202,8 @@ async fn migrating_from_version_2_moves_every_body_to_payloads() {
     let store = PgStore::open(support::options(&url, &schema))
         .await
         .expect("the store opens");
-    let claim = store
-        .message_claim(ClaimParams {
-            queue: "q".into(),
-            max: 10,
-            lease_ms: Some(60_000),
-            now_ms: T0,
-        })
+    let mut bodies: Vec<(String, Option<String>)> = claim(&store)
         .await
-        .expect("claim");
-    let mut bodies: Vec<(String, Option<String>)> = claim
-        .messages
         .iter()
         .map(|m| {
             (
