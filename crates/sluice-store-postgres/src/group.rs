@@ -68,6 +68,8 @@ pub(crate) struct Context {
     pub wake_tag: String,
     /// Batches per committed group, both kinds (`StorageMetrics::group_commit_ops`).
     pub group_commit_ops: AtomicHistogram,
+    /// Whether an ack keeps the message's record (`acked_retention_ms` above 0) or deletes it.
+    pub keep_acked: bool,
 }
 
 impl Context {
@@ -434,7 +436,7 @@ async fn ack_group(
         if is_ordered {
             messages::lock_lanes_for_ack(client, &receipts).await?;
         }
-        messages::ack_group(client, &context.wake_channel, &batches).await
+        messages::ack_group(client, &context.wake_channel, context.keep_acked, &batches).await
     },)?;
     client.batch_execute("COMMIT").await.db()?;
     context.group_commit_ops.record(group.len() as u64);

@@ -195,6 +195,7 @@ impl PgStore {
             wake_channel: wake_channel.clone(),
             wake_tag,
             group_commit_ops: sluice_core::histogram::AtomicHistogram::new(group::GROUP_OPS_BOUNDS),
+            keep_acked: options.acked_retention_ms > 0,
         });
         let (writers, writer_tasks) =
             group::Writers::spawn(group_context.clone(), options.writer_connections);

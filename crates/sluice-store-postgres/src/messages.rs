@@ -962,6 +962,7 @@ pub(crate) struct AckDone {
 pub(crate) async fn ack_group(
     transaction: &impl Cached,
     wake_channel: &str,
+    keep_records: bool,
     batches: &[(&CachedQueue, &AckParams)],
 ) -> StoreResult<Vec<AckDone>> {
     let mut done: Vec<AckDone> = batches
@@ -1005,7 +1006,25 @@ pub(crate) async fn ack_group(
     if origins.is_empty() {
         return Ok(done);
     }
-    let with_delivery = delivery_log::appended("m.deliveries", "r.delivery::jsonb", "r.keep");
+    let fence = "m.seq = r.seq AND m.id = r.id AND m.queue_id = r.queue_id \
+                 AND m.lease_number = r.lease_number AND m.lease_token = r.token \
+                 AND m.state IN ('leased', 'ready')";
+    // With `acked_retention_ms = 0` no record is kept, so the ack deletes the row: one small
+    // WAL record instead of a new row version with its index entries, which the cleanup would
+    // delete a moment later anyway.
+    let finish = if keep_records {
+        let with_delivery = delivery_log::appended("m.deliveries", "r.delivery::jsonb", "r.keep");
+        format!(
+            "UPDATE messages m \
+             SET state = 'acked', finished_at_ms = r.now_ms, result = r.result, \
+                 lease_expires_at_ms = NULL, \
+                 deliveries = CASE WHEN r.delivery IS NULL THEN m.deliveries \
+                                   ELSE {with_delivery} END \
+             FROM r WHERE {fence}"
+        )
+    } else {
+        format!("DELETE FROM messages m USING r WHERE {fence}")
+    };
     let rows = transaction
         .query_cached(
             &format!(
@@ -1016,15 +1035,7 @@ pub(crate) async fn ack_group(
                          WITH ORDINALITY AS r(seq, id, queue_id, lease_number, token, result, \
                                               now_ms, delivery, keep, i)), \
                  acked AS ( \
-                     UPDATE messages m \
-                     SET state = 'acked', finished_at_ms = r.now_ms, result = r.result, \
-                         lease_expires_at_ms = NULL, \
-                         deliveries = CASE WHEN r.delivery IS NULL THEN m.deliveries \
-                                           ELSE {with_delivery} END \
-                     FROM r \
-                     WHERE m.seq = r.seq AND m.id = r.id AND m.queue_id = r.queue_id \
-                       AND m.lease_number = r.lease_number AND m.lease_token = r.token \
-                       AND m.state IN ('leased', 'ready') \
+                     {finish} \
                      RETURNING r.i, m.seq, m.id, m.queue_id, m.lane_key, m.idempotency_key, \
                                r.result, r.now_ms), \
                  leaving AS ( \

@@ -1,5 +1,6 @@
-//! A message's body and headers live in `payloads`, apart from the `messages` row that every
-//! lease change and ack writes again (migration 3, docs/design/postgres-store.md §4.3).
+//! What a message's way through the store writes. Its body and headers live in `payloads`,
+//! apart from the `messages` row that every lease change and ack writes again (migration 3,
+//! docs/design/postgres-store.md §1.2), and without `acked_retention_ms` an ack deletes the row.
 //!
 //! PostgreSQL moves a value out of line only from rows over about 2 KB, whatever the table's
 //! `toast_tuple_target`, so a 1 KiB body kept in `messages` was copied into a new row version,
@@ -10,13 +11,14 @@ mod support;
 
 use std::sync::Arc;
 
+use sluice_core::dispatch::LeaseError;
 use sluice_core::message::{ClaimedMessage, NewMessage, Payload};
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::{
     AckParams, ClaimParams, EnqueueParams, MessageGetParams, MessageRef, QueuePutParams, Store,
 };
-use sluice_store_postgres::PgStore;
 use sluice_store_postgres::migrate::migrate;
+use sluice_store_postgres::{PgOptions, PgStore};
 use tokio_postgres::Client;
 
 const T0: i64 = 1_700_000_000_000;
@@ -42,9 +44,11 @@ fn body_of(bytes: usize, fill: char) -> String {
 }
 
 async fn open_with_queue(url: &str, schema: &str) -> PgStore {
-    let store = PgStore::open(support::options(url, schema))
-        .await
-        .expect("the store opens");
+    open_with_queue_as(support::options(url, schema)).await
+}
+
+async fn open_with_queue_as(options: PgOptions) -> PgStore {
+    let store = PgStore::open(options).await.expect("the store opens");
     store
         .queue_put(QueuePutParams {
             name: "q".into(),
@@ -158,6 +162,56 @@ async fn a_lease_and_an_ack_write_no_body_and_the_ack_drops_it() {
         .expect("lookup")
         .expect("the acked record");
     assert!(record.payload.is_none(), "an acked message has no body");
+    store.close().await.expect("close");
+    support::check_and_drop(url, schema).await;
+}
+
+#[tokio::test]
+async fn without_retention_an_ack_deletes_the_message() {
+    let Some(url) = support::database_url_or_skip().await else {
+        return;
+    };
+    let schema = support::fresh_schema();
+    let mut options = support::options(&url, &schema);
+    options.acked_retention_ms = 0;
+    let store = open_with_queue_as(options).await;
+    let sql = support::connect(&url).await.expect("the test database");
+    store
+        .message_enqueue(EnqueueParams {
+            queue: "q".into(),
+            messages: vec![message("\"a\""), message("\"b\"")],
+            now_ms: T0,
+        })
+        .await
+        .expect("enqueue");
+    let claimed = claim(&store).await;
+    let ack = |receipt| AckParams {
+        queue: "q".into(),
+        receipts: vec![receipt],
+        result: None,
+        delivery: None,
+        now_ms: T0,
+    };
+    let acked = store
+        .message_ack(ack(claimed[0].receipt))
+        .await
+        .expect("ack");
+    assert!(acked[0].is_ok());
+    let (sizes, payloads) = row_sizes(&sql, &schema).await;
+    assert_eq!(
+        (sizes.len(), payloads),
+        (1, 1),
+        "the acked message left, the other stays"
+    );
+    let again = store
+        .message_ack(ack(claimed[0].receipt))
+        .await
+        .expect("ack");
+    assert_eq!(
+        again[0],
+        Err(LeaseError::Stale),
+        "a second ack finds nothing to ack"
+    );
     store.close().await.expect("close");
     support::check_and_drop(url, schema).await;
 }
