@@ -12,7 +12,7 @@ mod support;
 use std::sync::Arc;
 
 use sluice_core::dispatch::LeaseError;
-use sluice_core::message::{ClaimedMessage, NewMessage, Payload};
+use sluice_core::message::{ClaimedMessage, NewMessage, Payload, Receipt};
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::{
     AckParams, ClaimParams, EnqueueParams, MessageGetParams, MessageRef, QueuePutParams, Store,
@@ -72,6 +72,20 @@ async fn claim(store: &PgStore) -> Vec<ClaimedMessage> {
         .await
         .expect("claim")
         .messages
+}
+
+/// Acks one receipt of "q"; its answer.
+async fn ack(store: &PgStore, receipt: Receipt) -> Vec<Result<(), LeaseError>> {
+    store
+        .message_ack(AckParams {
+            queue: "q".into(),
+            receipts: vec![receipt],
+            result: None,
+            delivery: None,
+            now_ms: T0,
+        })
+        .await
+        .expect("ack")
 }
 
 /// The sizes of the `messages` row of every message, and how many payload rows there are.
@@ -135,16 +149,7 @@ async fn a_lease_and_an_ack_write_no_body_and_the_ack_drops_it() {
         sizes[0]
     );
 
-    let acked = store
-        .message_ack(AckParams {
-            queue: "q".into(),
-            receipts: vec![claimed.receipt],
-            result: None,
-            delivery: None,
-            now_ms: T0,
-        })
-        .await
-        .expect("ack");
+    let acked = ack(&store, claimed.receipt).await;
     assert!(acked[0].is_ok());
     let (sizes, payloads) = row_sizes(&sql, &schema).await;
     assert_eq!(
@@ -185,17 +190,7 @@ async fn without_retention_an_ack_deletes_the_message() {
         .await
         .expect("enqueue");
     let claimed = claim(&store).await;
-    let ack = |receipt| AckParams {
-        queue: "q".into(),
-        receipts: vec![receipt],
-        result: None,
-        delivery: None,
-        now_ms: T0,
-    };
-    let acked = store
-        .message_ack(ack(claimed[0].receipt))
-        .await
-        .expect("ack");
+    let acked = ack(&store, claimed[0].receipt).await;
     assert!(acked[0].is_ok());
     let (sizes, payloads) = row_sizes(&sql, &schema).await;
     assert_eq!(
@@ -203,10 +198,7 @@ async fn without_retention_an_ack_deletes_the_message() {
         (1, 1),
         "the acked message left, the other stays"
     );
-    let again = store
-        .message_ack(ack(claimed[0].receipt))
-        .await
-        .expect("ack");
+    let again = ack(&store, claimed[0].receipt).await;
     assert_eq!(
         again[0],
         Err(LeaseError::Stale),
