@@ -22,6 +22,7 @@ use crate::PgStore;
 use crate::cached::Cached;
 use crate::counters;
 use crate::error::Db;
+use crate::messages::DELETE_DOOMED_SQL;
 use crate::nodes::DATABASE_NOW_MS;
 use crate::queues::LIVE;
 
@@ -42,12 +43,13 @@ impl PgStore {
         let mut client = self.client().await?;
         let finished = client
             .execute_cached(
-                "WITH doomed AS ( \
-                     SELECT seq FROM messages \
-                     WHERE finished_at_ms IS NOT NULL AND finished_at_ms < $1 \
-                     ORDER BY finished_at_ms LIMIT $2), \
-                 unloaded AS (DELETE FROM payloads WHERE seq IN (SELECT seq FROM doomed)) \
-                 DELETE FROM messages WHERE seq IN (SELECT seq FROM doomed)",
+                &format!(
+                    "WITH doomed AS ( \
+                         SELECT seq FROM messages \
+                         WHERE finished_at_ms IS NOT NULL AND finished_at_ms < $1 \
+                         ORDER BY finished_at_ms LIMIT $2), \
+                     {DELETE_DOOMED_SQL}"
+                ),
                 &[&finished_before_ms, &FINISHED_ROWS_PER_CHUNK],
             )
             .await?;
@@ -86,8 +88,7 @@ impl PgStore {
                          SELECT seq FROM messages \
                          WHERE queue_id IN (SELECT queue_id FROM gone) AND state IN {LIVE} \
                          LIMIT $1), \
-                     unloaded AS (DELETE FROM payloads WHERE seq IN (SELECT seq FROM doomed)) \
-                     DELETE FROM messages WHERE seq IN (SELECT seq FROM doomed)"
+                     {DELETE_DOOMED_SQL}"
                 ),
                 &[&ORPHAN_ROWS_PER_CHUNK],
             )

@@ -59,6 +59,12 @@ pub(crate) const RETRIES: usize = 3;
 /// or the upkeep), so a claim's time stays bounded after a long pause.
 pub(crate) const CLAIM_UPKEEP_ROWS: i64 = 1_000;
 
+/// How a statement deletes messages: it ends with this after a CTE `doomed` that picked their
+/// `seq`s, so every row leaves with its payload (migration 3) and the statement counts the
+/// messages deleted.
+pub(crate) const DELETE_DOOMED_SQL: &str = "unloaded AS (DELETE FROM payloads WHERE seq IN (SELECT seq FROM doomed)) \
+     DELETE FROM messages WHERE seq IN (SELECT seq FROM doomed)";
+
 /// The size of message `m`'s body, `NULL` once it is final: the body is in `payloads`
 /// (migration 3), read only where it is wanted.
 pub(crate) const BODY_BYTES_SQL: &str =

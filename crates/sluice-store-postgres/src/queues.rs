@@ -20,6 +20,7 @@ use crate::PgStore;
 use crate::cache::{CachedQueue, Lookup};
 use crate::counters;
 use crate::error::Db;
+use crate::messages::DELETE_DOOMED_SQL;
 use crate::stats::COUNTS_OF_Q;
 
 /// The states of a live message (not final): what a queue holds.
@@ -331,8 +332,7 @@ impl PgStore {
                  DELETE FROM idempotency WHERE queue_id = {id}; \
                  WITH doomed AS ( \
                      SELECT seq FROM messages WHERE queue_id = {id} LIMIT {DELETE_CHUNK_ROWS}), \
-                 unloaded AS (DELETE FROM payloads WHERE seq IN (SELECT seq FROM doomed)) \
-                 DELETE FROM messages WHERE seq IN (SELECT seq FROM doomed);"
+                 {DELETE_DOOMED_SQL};"
             ))
             .await
             .db()?;
