@@ -251,6 +251,15 @@ impl Auth {
         !self.tokens.is_empty()
     }
 
+    /// The caller of an `Authorization` value (`Bearer <token>`), for protocols that read the
+    /// header themselves (gRPC metadata).
+    pub fn identify_bearer(&self, authorization: &str) -> Option<Caller> {
+        let token = authorization
+            .strip_prefix("Bearer ")
+            .or_else(|| authorization.strip_prefix("bearer "))?;
+        self.identify(token.trim())
+    }
+
     /// The caller a presented token belongs to. Every configured token is compared, so the
     /// time taken does not say which (or whether one) matched.
     fn identify(&self, presented: &str) -> Option<Caller> {

@@ -73,6 +73,16 @@ impl BodyBudget {
     }
 }
 
+impl BodyBudget {
+    /// Charges `bytes` already read by a protocol that frames its own messages (gRPC), or
+    /// `None` when the budget cannot take them now.
+    pub fn try_charge(&self, bytes: usize) -> Option<Charge> {
+        let mut charge = None;
+        self.charge(&mut charge, bytes)
+            .then_some(Charge { _permit: charge })
+    }
+}
+
 /// Why a body was not taken.
 #[derive(Debug)]
 pub enum Refusal {

@@ -105,6 +105,11 @@ pub struct RawLimits {
     pub sessions_per_token: Option<usize>,
     /// Dashboard sessions in all (default 10,000).
     pub sessions_max: Option<usize>,
+    /// Requests (gRPC calls) open at once on one HTTP/2 connection (default 256).
+    pub streams_per_connection: Option<u32>,
+    /// Messages one gRPC stream may have in flight: published and not yet answered, or
+    /// granted as pull credit and not yet sent (default 10,000).
+    pub stream_messages_in_flight: Option<usize>,
 }
 
 /// What requests, connections and sessions may hold: `[limits]`, validated.
@@ -122,6 +127,11 @@ pub struct Limits {
     pub sessions_per_token: usize,
     /// Dashboard sessions in all; a login beyond it is refused.
     pub sessions_max: usize,
+    /// Requests (gRPC calls) open at once on one HTTP/2 connection.
+    pub streams_per_connection: u32,
+    /// Messages one gRPC stream may have in flight: published and not yet answered, or granted
+    /// as pull credit and not yet sent.
+    pub stream_messages_in_flight: usize,
 }
 
 impl Limits {
@@ -133,6 +143,8 @@ impl Limits {
         max_connections: 10_000,
         sessions_per_token: 16,
         sessions_max: 10_000,
+        streams_per_connection: 256,
+        stream_messages_in_flight: 10_000,
     };
 
     fn from_raw(raw: RawLimits) -> Result<Self, String> {
@@ -148,6 +160,12 @@ impl Limits {
             max_connections: raw.max_connections.unwrap_or(d.max_connections),
             sessions_per_token: raw.sessions_per_token.unwrap_or(d.sessions_per_token),
             sessions_max: raw.sessions_max.unwrap_or(d.sessions_max),
+            streams_per_connection: raw
+                .streams_per_connection
+                .unwrap_or(d.streams_per_connection),
+            stream_messages_in_flight: raw
+                .stream_messages_in_flight
+                .unwrap_or(d.stream_messages_in_flight),
         };
         // A body budget below the largest request would refuse such requests forever.
         if limits.body_bytes_in_flight < crate::api::REQUEST_BYTES_MAX {
@@ -169,6 +187,14 @@ impl Limits {
             ("max_connections", limits.max_connections),
             ("sessions_per_token", limits.sessions_per_token),
             ("sessions_max", limits.sessions_max),
+            (
+                "streams_per_connection",
+                limits.streams_per_connection as usize,
+            ),
+            (
+                "stream_messages_in_flight",
+                limits.stream_messages_in_flight,
+            ),
         ] {
             if value == 0 {
                 return Err(format!("[limits] {key} must be at least 1"));

@@ -18,6 +18,7 @@ pub mod config;
 mod dashboard;
 pub mod error;
 pub mod expr;
+mod grpc;
 mod history;
 mod http_metrics;
 mod listen;
@@ -175,6 +176,7 @@ pub async fn run(
         )),
         history: history::History::new(config.history.clone()),
         sqs: Arc::new(sqs::SqsState::new(config.sqs.clone())),
+        stream_messages_in_flight: config.limits.stream_messages_in_flight,
     };
     // Read before the ready line, so a bad certificate stops the start with its reason.
     let tls = match &config.tls {
@@ -227,6 +229,7 @@ pub async fn run(
     // runs after it, and `POST /` has no route), so it wraps the whole router, with the browser
     // guard's checks of its own (a cross-site form must not reach it either). It counts its
     // requests into the same metrics, by operation.
+    let grpc = grpc::service(state.clone());
     let sqs_layer = Arc::new(sqs::Layer { app: state, guard });
     let app =
         axum::Router::new()
@@ -249,7 +252,15 @@ pub async fn run(
             () = trigger.cancelled() => {}
         }
     });
-    let served = listen::serve(listener, app, tls, &config.limits, shutdown_token.clone()).await;
+    let served = listen::serve(
+        listener,
+        app,
+        grpc,
+        tls,
+        &config.limits,
+        shutdown_token.clone(),
+    )
+    .await;
     // Whatever ended the accept loop ends everything else too (and the trigger with it).
     shutdown_token.cancel();
     let _ = shutdown_trigger.await;

@@ -77,6 +77,11 @@ pub async fn cancel(
             reason: input.reason,
         })
         .await?;
+    Ok(Json(cancel_out(outcome)))
+}
+
+/// The wire form of a cancel's outcome.
+pub(crate) fn cancel_out(outcome: CancelOutcome) -> CancelOut {
     let (outcome, message_id, state) = match outcome {
         CancelOutcome::Cancelled { message_id } => {
             ("cancelled", Some(message_id), Some("cancelled"))
@@ -89,11 +94,11 @@ pub async fn cancel(
             ("already_completed", Some(message_id), Some(state.as_str()))
         }
     };
-    Ok(Json(CancelOut {
+    CancelOut {
         outcome: outcome.into(),
         message_id,
         state: state.map(str::to_owned),
-    }))
+    }
 }
 
 /// Parses one message or a batch (`{"messages": [...]}`). The body is counted first

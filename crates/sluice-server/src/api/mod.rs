@@ -8,9 +8,9 @@ mod delivery;
 mod health;
 mod history;
 mod json_shape;
-mod messages;
+pub(crate) mod messages;
 mod openapi;
-mod queues;
+pub(crate) mod queues;
 pub(crate) mod route;
 mod test_clock;
 pub mod webhooks;
@@ -68,6 +68,8 @@ pub struct AppState {
     pub http_metrics: Arc<crate::http_metrics::HttpMetrics>,
     /// The SQS-compatible API's settings and what it keeps between requests.
     pub sqs: Arc<crate::sqs::SqsState>,
+    /// Messages one gRPC stream may have in flight (`[limits] stream_messages_in_flight`).
+    pub stream_messages_in_flight: usize,
 }
 
 impl AppState {

@@ -125,6 +125,15 @@ pub async fn get_one(
     )))
 }
 
+/// A queue as `caller` may see it (for protocols other than this router: gRPC).
+pub(crate) fn queue_view(
+    app: &AppState,
+    caller: Option<&std::sync::Arc<crate::auth::Caller>>,
+    info: &QueueInfo,
+) -> QueueOut {
+    redacted_for(caller, queue_out(app, info))
+}
+
 /// What a push destination's credentials look like to a token that is not an admin: header
 /// values, the URL's user info and query, and its path when declared secret, hidden
 /// (producers and consumers read a queue's settings, but the destination's secrets are not
