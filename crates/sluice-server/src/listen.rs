@@ -174,6 +174,10 @@ impl Connection {
         let connection = http.serve_connection(TokioIo::new(io), service);
         tokio::pin!(connection);
         let mut closing = false;
+        // An idle connection told to go (HTTP/2: GOAWAY, then a ping the peer must answer)
+        // gets this long to close; then it is dropped.
+        let cut_off = tokio::time::sleep(Duration::MAX);
+        tokio::pin!(cut_off);
         loop {
             tokio::select! {
                 ended = connection.as_mut() => {
@@ -191,7 +195,9 @@ impl Connection {
                     tracing::debug!(%peer, "idle connection closed");
                     connection.as_mut().graceful_shutdown();
                     closing = true;
+                    cut_off.as_mut().reset(Instant::now() + idle_timeout);
                 }
+                () = cut_off.as_mut() => return,
             }
         }
     }

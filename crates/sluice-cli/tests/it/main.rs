@@ -21,6 +21,7 @@ mod dlq_ops;
 mod expressions;
 mod extend;
 mod file_modes;
+mod grpc;
 mod history;
 mod idempotency;
 mod kill_lifecycle;
