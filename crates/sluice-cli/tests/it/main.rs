@@ -22,6 +22,7 @@ mod expressions;
 mod extend;
 mod file_modes;
 mod grpc;
+mod grpc_python;
 mod history;
 mod idempotency;
 mod kill_lifecycle;
