@@ -21,6 +21,7 @@ mod dashboard;
 mod dlq;
 mod load;
 mod nodes;
+mod peers;
 mod postgres;
 mod server;
 mod sqs;
@@ -92,6 +93,27 @@ pub struct BenchArgs {
     /// over them round-robin, request by request (the others run on the first node).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16))]
     nodes: u16,
+    /// Scenario 13: messages produced, then consumed.
+    #[arg(long, default_value_t = 100_000, help_heading = "Scenario sizes")]
+    peers_messages: u64,
+    /// Scenario 13: producers, each keeping --peers-window single-message sends in flight.
+    #[arg(long, default_value_t = 4, help_heading = "Scenario sizes")]
+    peers_producers: usize,
+    /// Scenario 13: sends each producer keeps in flight.
+    #[arg(long, default_value_t = 32, help_heading = "Scenario sizes")]
+    peers_window: usize,
+    /// Scenario 13: consumers.
+    #[arg(long, default_value_t = 4, help_heading = "Scenario sizes")]
+    peers_consumers: usize,
+    /// Scenario 13: messages per receive (gRPC: credit per pull stream), acked together.
+    #[arg(long, default_value_t = 32, help_heading = "Scenario sizes")]
+    peers_batch: u32,
+    /// Scenario 13: messages per second of the latency phase.
+    #[arg(long, default_value_t = 2_000, help_heading = "Scenario sizes")]
+    peers_rate: u64,
+    /// Scenario 13: how long the latency phase is measured.
+    #[arg(long, default_value = "10s", value_parser = sluice_client::duration::parse_duration, help_heading = "Scenario sizes")]
+    peers_latency: Duration,
 
     /// Scenarios 1 and 11: messages sent one per request.
     #[arg(long, default_value_t = 50_000, help_heading = "Scenario sizes")]
@@ -226,6 +248,11 @@ enum Scenario {
     /// from each producer connection, then one `DELETE … FOR UPDATE SKIP LOCKED … RETURNING` per
     /// transaction from each consumer connection. Runs first, before the server starts.
     PgBaseline,
+    /// 13: the workload of shared/bench-peers (the load generator run against Redis, NATS,
+    /// RabbitMQ and PostgreSQL), over HTTP and then over gRPC streams, with the server's CPU
+    /// per message (not run by default). Runs on the server of scenarios 1-5 after its memory
+    /// is read, each protocol in a fresh queue `bench-peers-*` deleted after.
+    Peers,
 }
 
 /// Runs the selected scenarios and prints the report on stdout (progress goes to stderr).
@@ -271,6 +298,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         dashboard: None,
         sqs: None,
         pg_baseline: None,
+        peers: Vec::new(),
         nodes: 1,
         notes: Vec::new(),
     };
@@ -460,6 +488,24 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     if let Some(server) = &server {
         report.server_memory = server.memory();
     }
+    if selected(Scenario::Peers) {
+        let load = peers::PeersLoad {
+            messages: args.peers_messages,
+            producers: args.peers_producers,
+            window: args.peers_window,
+            consumers: args.peers_consumers,
+            batch: args.peers_batch,
+            rate: args.peers_rate,
+            latency: args.peers_latency,
+            time_limit,
+        };
+        for protocol in [peers::Protocol::Http, peers::Protocol::Grpc] {
+            progress(&format!("13. the peers' workload over {protocol:?}"));
+            report
+                .peers
+                .push(peers::run(&report.url, server.as_ref(), &bodies, protocol, load).await);
+        }
+    }
     if selected(Scenario::Sqs) {
         progress("11. the SQS API");
         let batch_max = sqs::BATCH_MAX;
@@ -600,6 +646,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     if let Some(failure) = report.sqs.as_ref().and_then(|sqs| sqs.failure.as_ref()) {
         anyhow::bail!("the sqs scenario failed: {failure}");
     }
+    if let Some(failure) = report.peers.iter().find_map(|peers| peers.failure.as_ref()) {
+        anyhow::bail!("the peers scenario failed: {failure}");
+    }
     Ok(())
 }
 
@@ -635,6 +684,8 @@ struct Report {
     dashboard: Option<dashboard::DashboardReport>,
     sqs: Option<sqs::SqsReport>,
     pg_baseline: Option<postgres::BaselineReport>,
+    /// Scenario 13, once per protocol.
+    peers: Vec<peers::PeersReport>,
     notes: Vec<String>,
 }
 
@@ -977,6 +1028,9 @@ impl Report {
                 end_to_end: self.end_to_end.as_ref().map(|e2e| e2e.result.msgs_per_s),
             };
             sqs::text_lines(&mut out, report, native);
+        }
+        if !self.peers.is_empty() {
+            peers::text_lines(&mut out, &self.peers);
         }
         for note in &self.notes {
             out.push(format!("note: {note}"));

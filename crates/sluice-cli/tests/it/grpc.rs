@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use sluice_grpc::v1::queues_client::QueuesClient;
-use sluice_grpc::v1::{self, pull_request, pull_response, publish_response};
+use sluice_grpc::v1::{self, publish_response, pull_request, pull_response};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -192,7 +192,13 @@ async fn publish_stream_stores_in_order_and_pull_stream_keeps_to_its_credit() {
     server.put_queue("grpc-orders", json!({})).await;
     let mut client = client(&server, None).await;
     let requests = (0..2000)
-        .map(|seq| publish(seq, "grpc-orders", json_message(&format!("{{\"n\":{seq}}}"))))
+        .map(|seq| {
+            publish(
+                seq,
+                "grpc-orders",
+                json_message(&format!("{{\"n\":{seq}}}")),
+            )
+        })
         .collect();
     let answers = publish_all(&mut client, requests).await;
     let mut ids = HashSet::new();
@@ -217,9 +223,7 @@ async fn publish_stream_stores_in_order_and_pull_stream_keeps_to_its_credit() {
         stream.is_quiet(Duration::from_millis(500)).await,
         "nothing beyond the credit"
     );
-    stream
-        .send(pull_request::Request::Credit(1950))
-        .await;
+    stream.send(pull_request::Request::Credit(1950)).await;
     let mut all = first;
     all.extend(stream.deliveries(1950).await);
     let bodies: HashSet<String> = all
@@ -285,7 +289,11 @@ async fn one_refused_message_does_not_stop_the_stream() {
     assert!(enqueued(&answers[0]).created);
     assert_eq!(refused(&answers[1]).code, "queue_not_found");
     assert_eq!(refused(&answers[2]).code, "invalid_field");
-    assert!(refused(&answers[2]).message.contains("body"), "{:?}", answers[2]);
+    assert!(
+        refused(&answers[2]).message.contains("body"),
+        "{:?}",
+        answers[2]
+    );
     assert_eq!(refused(&answers[3]).code, "invalid_field");
     assert!(enqueued(&answers[4]).created);
     assert_eq!(server.stats("grpc-mixed").await["ready"], 2);
@@ -428,7 +436,12 @@ async fn a_broken_pull_stream_leaves_its_leases_to_expire() {
     let mut stream = pull(&mut client, "grpc-lease", 1, Some(5_000)).await;
     assert_eq!(stream.deliveries(1).await.len(), 1);
     drop(stream);
-    assert!(server.receive("grpc-lease", json!({"max": 1})).await.is_empty());
+    assert!(
+        server
+            .receive("grpc-lease", json!({"max": 1}))
+            .await
+            .is_empty()
+    );
     server.advance_clock(6_000).await;
     let again = server.receive("grpc-lease", json!({"max": 1})).await;
     assert_eq!(again.len(), 1);
@@ -464,7 +477,9 @@ async fn a_pull_stream_waiting_for_messages_is_not_idle() {
     let mut client = client(&server, None).await;
     let mut stream = pull(&mut client, "grpc-wait", 10, None).await;
     tokio::time::sleep(Duration::from_millis(1_000)).await;
-    server.send("grpc-wait", json!({"body": {"late": true}})).await;
+    server
+        .send("grpc-wait", json!({"body": {"late": true}}))
+        .await;
     assert_eq!(stream.deliveries(1).await.len(), 1);
 }
 
@@ -478,7 +493,9 @@ async fn an_idle_http2_connection_is_closed() {
         .start()
         .await;
     let address = server.url().trim_start_matches("http://").to_owned();
-    let mut socket = tokio::net::TcpStream::connect(address).await.expect("connect");
+    let mut socket = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("connect");
     socket
         .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
         .await
@@ -527,7 +544,11 @@ async fn call(client: &mut Client, method: &str) -> Result<(), Status> {
     match method {
         "Publish" => {
             let mut answers = client
-                .publish(tokio_stream::iter(vec![publish(0, &queue(), json_message("{}"))]))
+                .publish(tokio_stream::iter(vec![publish(
+                    0,
+                    &queue(),
+                    json_message("{}"),
+                )]))
                 .await?
                 .into_inner();
             let answer = answers.message().await?.expect("an answer");
@@ -612,10 +633,7 @@ async fn call(client: &mut Client, method: &str) -> Result<(), Status> {
             .get_queue(v1::GetQueueRequest { name: queue() })
             .await
             .map(drop),
-        "ListQueues" => client
-            .list_queues(v1::ListQueuesRequest {})
-            .await
-            .map(drop),
+        "ListQueues" => client.list_queues(v1::ListQueuesRequest {}).await.map(drop),
         "DeleteQueue" => client
             .delete_queue(v1::DeleteQueueRequest {
                 name: "team-a.scratch".into(),
@@ -699,7 +717,10 @@ async fn every_grpc_method_gives_each_role_exactly_its_access() {
         .filter_map(|rest| rest.split('(').next())
         .collect();
     let tested: Vec<&str> = METHODS.iter().map(|(name, _)| *name).collect();
-    assert_eq!(declared, tested, "every method of the service has a row here");
+    assert_eq!(
+        declared, tested,
+        "every method of the service has a row here"
+    );
 
     let mut admin = client(&server, Some(ADMIN)).await;
     for name in ["team-a.orders", "team-a.scratch", "team-b.orders"] {
@@ -730,10 +751,18 @@ async fn every_grpc_method_gives_each_role_exactly_its_access() {
                     "{who} should be allowed {method}: {result:?}"
                 );
             } else if token.is_none() || token == Some(UNKNOWN) {
-                assert_eq!(code, Some(Code::Unauthenticated), "{who} {method}: {result:?}");
+                assert_eq!(
+                    code,
+                    Some(Code::Unauthenticated),
+                    "{who} {method}: {result:?}"
+                );
                 assert_eq!(sluice_code(result.as_ref().unwrap_err()), "unauthorized");
             } else {
-                assert_eq!(code, Some(Code::PermissionDenied), "{who} {method}: {result:?}");
+                assert_eq!(
+                    code,
+                    Some(Code::PermissionDenied),
+                    "{who} {method}: {result:?}"
+                );
             }
         }
     }
