@@ -2,9 +2,10 @@
 //!
 //! [`Backend`] is what [`crate::Queue`] and [`crate::Worker`] need from a broker: enqueue,
 //! lease, ack, nack, extend, stats and a few operator actions, in queue terms, not HTTP terms.
-//! [`crate::Http`] implements it against a sluice server, [`crate::Embedded`] against a store
-//! inside the process, `Sqs` (feature `sqs`) against Amazon SQS or sluice's SQS-compatible API,
-//! and `Amqp` (feature `amqp`) against RabbitMQ.
+//! [`crate::Http`] implements it against a sluice server, `Grpc` (feature `grpc`) against the
+//! same server over its gRPC API, [`crate::Embedded`] against a store inside the process, `Sqs`
+//! (feature `sqs`) against Amazon SQS or sluice's SQS-compatible API, and `Amqp` (feature
+//! `amqp`) against RabbitMQ.
 //!
 //! Not every broker can keep every rule: [`Backend::capabilities`] says what a backend can do,
 //! and a call it cannot serve fails with [`crate::Error::Unsupported`] instead of doing nothing.

@@ -1,5 +1,6 @@
-//! Errors by meaning, whatever the backend: the server's JSON errors and the embedded store's
-//! errors map onto the same variants.
+//! Errors by meaning, whatever the backend: the server's JSON errors, its gRPC refusals (by the
+//! sluice code in their `sluice-error-code` metadata) and the embedded store's errors map onto
+//! the same variants.
 
 use sluice_client::{Code, ErrorCode};
 
@@ -43,7 +44,8 @@ pub enum Error {
     /// Anything else the server said, with its code.
     #[error("{code}: {message} (HTTP {status})")]
     Other {
-        /// HTTP status (0 for the embedded backend).
+        /// HTTP status (over gRPC: the HTTP status of the sluice code, as the HTTP API would
+        /// answer; 0 for the embedded backend).
         status: u16,
         /// Stable code (possibly one this build does not know, from a newer server).
         code: Code,

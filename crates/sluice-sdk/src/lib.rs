@@ -1,9 +1,10 @@
 //! sluice-sdk: typed producers and a worker runtime for sluice queues.
 //!
-//! The same code runs on a sluice server ([`Http`]), with the queue inside the process
-//! ([`Embedded`], a SQLite file or a temporary store, with an optional test clock that makes
-//! delays and retries instant and deterministic), on Amazon SQS or sluice's SQS-compatible API
-//! (`Sqs`, cargo feature `sqs`) or on RabbitMQ (`Amqp`, cargo feature `amqp`). Each implements
+//! The same code runs on a sluice server ([`Http`], or `Grpc` over its gRPC API with cargo
+//! feature `grpc`), with the queue inside the process ([`Embedded`], a SQLite file or a
+//! temporary store, with an optional test clock that makes delays and retries instant and
+//! deterministic), on Amazon SQS or sluice's SQS-compatible API (`Sqs`, cargo feature `sqs`) or
+//! on RabbitMQ (`Amqp`, cargo feature `amqp`). Each implements
 //! [`Backend`]; [`Backend::capabilities`] says what a backend can do, and what it cannot do
 //! fails with [`Error::Unsupported`] rather than doing nothing.
 //!
@@ -57,6 +58,8 @@ mod amqp;
 mod backend;
 mod embedded;
 mod error;
+#[cfg(feature = "grpc")]
+mod grpc;
 mod http;
 mod queue;
 #[cfg(feature = "sqs")]
@@ -71,6 +74,8 @@ pub use backend::{
 };
 pub use embedded::{Embedded, EmbeddedBuilder};
 pub use error::{Error, Result};
+#[cfg(feature = "grpc")]
+pub use grpc::Grpc;
 pub use http::Http;
 pub use queue::{Enqueue, EnqueuedMany, Envelope, Queue};
 pub use sluice_client::{Code, ErrorCode};

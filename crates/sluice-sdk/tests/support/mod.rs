@@ -1,6 +1,6 @@
 //! The harness the worker suite and the conformance runner run on: one [`Backend`] (an
-//! [`Embedded`] store, a sluice server started in this process over HTTP or its SQS API, or
-//! RabbitMQ), a way to move its clock, and helpers to run a worker with a shutdown the test
+//! [`Embedded`] store, a sluice server started in this process over HTTP, gRPC or its SQS API,
+//! or RabbitMQ), a way to move its clock, and helpers to run a worker with a shutdown the test
 //! controls and to wait for conditions with a bound.
 
 #![allow(dead_code)]
@@ -12,8 +12,8 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sluice_sdk::{
-    Amqp, Backend, BoxError, Context, Embedded, Http, Queue, QueueOptions, QueueStats, Sqs, Worker,
-    WorkerReport,
+    Amqp, Backend, BoxError, Context, Embedded, Grpc, Http, Queue, QueueOptions, QueueStats, Sqs,
+    Worker, WorkerReport,
 };
 use sluice_server::ServeOptions;
 use sluice_server::config::{Config, RawConfig};
@@ -28,6 +28,8 @@ pub enum Kind {
     Embedded,
     /// A sluice server on 127.0.0.1, over HTTP.
     Http,
+    /// A sluice server on 127.0.0.1, over its gRPC API (same port as HTTP).
+    Grpc,
     /// The SQS-compatible API of a sluice server on 127.0.0.1, over aws-sdk-sqs.
     Sqs,
     /// RabbitMQ on 127.0.0.1:5672 (guest/guest), over lapin.
@@ -35,13 +37,23 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// The backend's name in conformance/scenarios.json (`exceptions`, `unchecked`).
+    /// The backend's name in conformance/scenarios.json (`exceptions`, `unchecked`). The file
+    /// names brokers, not protocols: sluice over gRPC keeps what sluice over HTTP keeps (the
+    /// same operations answer both), so both are `sluice` there.
     pub fn label(self) -> &'static str {
         match self {
             Kind::Embedded => "memory",
-            Kind::Http => "sluice",
+            Kind::Http | Kind::Grpc => "sluice",
             Kind::Sqs => "sqs",
             Kind::Amqp => "rabbitmq",
+        }
+    }
+
+    /// The backend's name in what a test prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Grpc => "sluice-grpc",
+            other => other.label(),
         }
     }
 }
@@ -75,7 +87,7 @@ pub struct Harness {
 
 enum Inner {
     Embedded(Arc<Embedded>),
-    /// A server in this process, reached over HTTP or its SQS API.
+    /// A server in this process, reached over HTTP, gRPC or its SQS API.
     Server {
         base: String,
         client: reqwest::Client,
@@ -165,13 +177,13 @@ impl Harness {
                 let embedded = Arc::new(builder.open().await.expect("open the embedded store"));
                 (embedded.clone(), Inner::Embedded(embedded))
             }
-            Kind::Http | Kind::Sqs => {
+            Kind::Http | Kind::Grpc | Kind::Sqs => {
                 let (base, server) = start_server(clock).await;
-                let backend: Arc<dyn Backend> = if kind == Kind::Http {
-                    Arc::new(Http::new(&base).expect("http backend"))
-                } else {
+                let backend: Arc<dyn Backend> = match kind {
+                    Kind::Http => Arc::new(Http::new(&base).expect("http backend")),
+                    Kind::Grpc => Arc::new(Grpc::connect(&base).await.expect("grpc backend")),
                     // Without access control sluice accepts any key and secret.
-                    Arc::new(Sqs::endpoint(&base, "us-east-1", "sluice-tests", "any"))
+                    _ => Arc::new(Sqs::endpoint(&base, "us-east-1", "sluice-tests", "any")),
                 };
                 let inner = Inner::Server {
                     base,
