@@ -225,6 +225,14 @@ impl Harness {
         })
     }
 
+    /// The HTTP base URL of the server under test (`Kind::Http`, `Kind::Grpc`, `Kind::Sqs`).
+    pub fn server_url(&self) -> Option<&str> {
+        match &self.inner {
+            Inner::Server { base, .. } => Some(base),
+            _ => None,
+        }
+    }
+
     /// Moves the backend's test clock forward (and lets whatever became due happen).
     pub async fn advance(&self, by: Duration) {
         assert_eq!(self.clock, Clock::Test, "advance needs a test clock");
