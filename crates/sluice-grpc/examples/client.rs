@@ -11,7 +11,7 @@
 use std::collections::HashSet;
 
 use sluice_grpc::v1::queues_client::QueuesClient;
-use sluice_grpc::v1::{self, pull_request, pull_response, publish_response};
+use sluice_grpc::v1::{self, publish_response, pull_request, pull_response};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::MetadataValue;
@@ -34,7 +34,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let mut client = QueuesClient::with_interceptor(channel, move |mut request: Request<()>| {
         if let Some(token) = &token {
-            request.metadata_mut().insert("authorization", token.clone());
+            request
+                .metadata_mut()
+                .insert("authorization", token.clone());
         }
         Ok::<_, Status>(request)
     });
@@ -54,7 +56,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         tokio::spawn(async move {
             for seq in 0..MESSAGES {
                 let message = v1::OutgoingMessage {
-                    body: Some(v1::outgoing_message::Body::Json(format!(r#"{{"order":{seq}}}"#))),
+                    body: Some(v1::outgoing_message::Body::Json(format!(
+                        r#"{{"order":{seq}}}"#
+                    ))),
                     id: Some(format!("order-{seq}")),
                     ..Default::default()
                 };
@@ -80,7 +84,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 stored.insert(answer.seq);
             }
             Some(publish_response::Outcome::Error(error)) => {
-                return Err(format!("seq {} refused: {} {}", answer.seq, error.code, error.message).into());
+                return Err(format!(
+                    "seq {} refused: {} {}",
+                    answer.seq, error.code, error.message
+                )
+                .into());
             }
             None => {}
         }
@@ -100,7 +108,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             })),
         })
         .await?;
-    let mut stream = client.pull(ReceiverStream::new(requests)).await?.into_inner();
+    let mut stream = client
+        .pull(ReceiverStream::new(requests))
+        .await?
+        .into_inner();
     let (mut received, mut acked, mut request_id) = (0u64, 0u64, 0u64);
     while acked < MESSAGES {
         let Some(answer) = stream.message().await? else {
@@ -124,9 +135,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
                 sender
                     .send(v1::PullRequest {
-                        request: Some(pull_request::Request::Credit(CREDIT.min(
-                            (MESSAGES - received.min(MESSAGES)) as u32,
-                        ).max(1))),
+                        request: Some(pull_request::Request::Credit(
+                            CREDIT
+                                .min((MESSAGES - received.min(MESSAGES)) as u32)
+                                .max(1),
+                        )),
                     })
                     .await?;
             }
@@ -155,10 +168,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_default();
     assert_eq!(refused.code(), Code::NotFound);
     assert_eq!(code, "queue_not_found");
-    println!("a receive from a missing queue: {:?} / {code}", refused.code());
+    println!(
+        "a receive from a missing queue: {:?} / {code}",
+        refused.code()
+    );
 
     let left = client
-        .get_queue(v1::GetQueueRequest { name: queue.clone() })
+        .get_queue(v1::GetQueueRequest {
+            name: queue.clone(),
+        })
         .await?
         .into_inner()
         .stats

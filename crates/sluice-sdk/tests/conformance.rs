@@ -40,18 +40,7 @@ enum Outcome {
 
 /// Scenarios a backend fails today because of a bug outside this SDK, skipped with the reason
 /// printed: (backend, scenario, why). Remove an entry once its bug is fixed.
-const KNOWN_BUGS: &[(Kind, &str, &str)] = &[
-    (
-        Kind::Grpc,
-        "max_attempts_dead_letters_with_metadata",
-        "server bug: ListDeadLetters sends no bodies (sluice-server grpc/unary.rs list_dead_letters)",
-    ),
-    (
-        Kind::Grpc,
-        "permanent_failure_dead_letters_at_once",
-        "server bug: ListDeadLetters sends no bodies (sluice-server grpc/unary.rs list_dead_letters)",
-    ),
-];
+const KNOWN_BUGS: &[(Kind, &str, &str)] = &[];
 
 async fn conformance(kind: Kind, clock: Clock) {
     let Some(h) = Harness::try_start(kind, clock).await else {

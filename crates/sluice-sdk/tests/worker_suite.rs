@@ -1033,12 +1033,6 @@ const CANNOT: &[(&str, Kind, &str)] = &[
         Kind::Amqp,
         "RabbitMQ cannot look a message up",
     ),
-    // A server bug, not a limit of gRPC: remove this entry once it is fixed.
-    (
-        "dead_letter_hook_gets_enqueued_at_and_failed_at",
-        Kind::Grpc,
-        "server bug: ListDeadLetters sends no bodies (sluice-server grpc/unary.rs list_dead_letters)",
-    ),
 ];
 
 /// Runs one test on one backend: skipped where [`CANNOT`] says so, or where the backend's

@@ -414,6 +414,11 @@ async fn unary_calls_keep_the_http_rules_and_refusals_carry_the_sluice_code() {
     assert_eq!(dead.entries.len(), 1);
     assert_eq!(dead.entries[0].last_error.as_deref(), Some("boom"));
     assert_eq!(dead.entries[0].message_id, first.results[0].message_id);
+    assert_eq!(
+        dead.entries[0].body,
+        Some(v1::dead_letter::Body::Json("{\"order\":1}".into())),
+        "a dead letter comes with its body"
+    );
     let status = client
         .get_message(v1::GetMessageRequest {
             queue: "grpc-unary".into(),

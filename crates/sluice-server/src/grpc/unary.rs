@@ -314,6 +314,7 @@ impl QueuesApi for Queues {
         self.authorize(&request, Need::Read, Some(&request.get_ref().queue))
             .await?;
         let input = request.into_inner();
+        let queue = input.queue.clone();
         let page = self
             .app
             .ops
@@ -329,9 +330,25 @@ impl QueuesApi for Queues {
             })
             .await
             .map_err(status)?;
+        // A page lists entries without their bodies; a gRPC client has no other call for them,
+        // so each entry is read in full (a page is at most 1,000 entries, 50 by default).
+        let mut entries = Vec::with_capacity(page.entries.len());
+        for entry in page.entries {
+            let entry = if entry.payload.is_some() {
+                entry
+            } else {
+                let message_id = entry.status.message_id.to_string();
+                match self.app.ops.dead_letter_get(&queue, &message_id).await {
+                    Ok(full) => full,
+                    // Replayed or deleted since the page was read: listed as it was.
+                    Err(_) => entry,
+                }
+            };
+            entries.push(convert::dead_letter(entry));
+        }
         Ok(Response::new(v1::ListDeadLettersResponse {
             dead_letter_queue: page.dead_letter_queue,
-            entries: page.entries.into_iter().map(convert::dead_letter).collect(),
+            entries,
             next_cursor: page.next_cursor,
         }))
     }
