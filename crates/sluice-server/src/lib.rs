@@ -149,7 +149,7 @@ pub async fn run(
     )?;
     let http_metrics = Arc::new(http_metrics::HttpMetrics::default());
     let shutdown_shared = Arc::new(shutdown_token.clone());
-    let state = api::AppState {
+    let state = api::AppState::new(api::Shared {
         http_metrics: http_metrics.clone(),
         expr,
         store: store.clone(),
@@ -177,7 +177,7 @@ pub async fn run(
         history: history::History::new(config.history.clone()),
         sqs: Arc::new(sqs::SqsState::new(config.sqs.clone())),
         stream_messages_in_flight: config.limits.stream_messages_in_flight,
-    };
+    });
     // Read before the ready line, so a bad certificate stops the start with its reason.
     let tls = match &config.tls {
         Some((cert, key)) => {

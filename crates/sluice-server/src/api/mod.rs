@@ -33,9 +33,30 @@ use crate::error::ApiError;
 /// Largest request body: a 10 MiB batch plus base64 and JSON overhead.
 pub const REQUEST_BYTES_MAX: usize = 16 * 1024 * 1024;
 
-/// What every handler shares.
+/// What every handler shares: one pointer to [`Shared`], so the many clones a request makes
+/// (each `State` extractor and middleware takes one) cost one reference count, not one per
+/// field (a profile of single-message enqueues had 8% of the server's CPU in cloning and
+/// dropping the fields one by one).
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    /// The state, shared from here on.
+    pub fn new(shared: Shared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// The server's state, behind [`AppState`].
+pub struct Shared {
     /// The store.
     pub store: Arc<dyn Store>,
     /// The queue operations over the store: what every handler calls.
@@ -72,7 +93,7 @@ pub struct AppState {
     pub stream_messages_in_flight: usize,
 }
 
-impl AppState {
+impl Shared {
     /// Now, by the server's clock.
     pub fn now_ms(&self) -> Millis {
         self.clock.now_ms()
