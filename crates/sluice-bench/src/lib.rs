@@ -111,6 +111,9 @@ pub struct BenchArgs {
     /// Scenario 13: messages per second of the latency phase.
     #[arg(long, default_value_t = 2_000, help_heading = "Scenario sizes")]
     peers_rate: u64,
+    /// Scenario 13: the protocols to run it over, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "http,grpc", help_heading = "Scenario sizes")]
+    peers_protocols: Vec<peers::Protocol>,
     /// Scenario 13: how long the latency phase is measured.
     #[arg(long, default_value = "10s", value_parser = sluice_client::duration::parse_duration, help_heading = "Scenario sizes")]
     peers_latency: Duration,
@@ -499,7 +502,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             latency: args.peers_latency,
             time_limit,
         };
-        for protocol in [peers::Protocol::Http, peers::Protocol::Grpc] {
+        for &protocol in &args.peers_protocols {
             progress(&format!("13. the peers' workload over {protocol:?}"));
             report
                 .peers

@@ -50,7 +50,7 @@ pub struct PeersLoad {
 }
 
 /// Which of sluice's protocols carries the load.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Protocol {
     /// One HTTP request per message sent; receive and ack requests.

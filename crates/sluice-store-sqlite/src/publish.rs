@@ -21,7 +21,7 @@ pub struct Publisher {
 impl Publisher {
     /// After commit: new messages enter the index, waiters are woken, callers answered.
     pub fn publish(&self, mut pendings: Vec<Pending>) {
-        let mut woken: Vec<Arc<str>> = Vec::new();
+        let mut woken: Vec<(Arc<str>, u64)> = Vec::new();
         {
             let mut index = self.index.lock();
             for pending in &mut pendings {
@@ -49,14 +49,19 @@ impl Publisher {
                         index.insert(entry, *now_ms);
                     }
                     index.count_enqueued(queue, count, *now_ms);
-                    if count > 0 && !woken.contains(queue) {
-                        woken.push(queue.clone());
+                    if count > 0 {
+                        match woken.iter_mut().find(|(name, _)| name == queue) {
+                            Some((_, messages)) => *messages += count,
+                            None => woken.push((queue.clone(), count)),
+                        }
                     }
                 }
             }
         }
-        for queue in &woken {
-            self.notifier.wake(queue);
+        // One waiter per new message (everyone from a few on): a message at 2,000 msgs/s with
+        // four consumers long-polling used to wake all four, and three claimed nothing.
+        for (queue, messages) in &woken {
+            self.notifier.wake_for(queue, *messages);
         }
         for pending in pendings {
             match pending {
