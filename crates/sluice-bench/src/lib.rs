@@ -112,7 +112,13 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 2_000, help_heading = "Scenario sizes")]
     peers_rate: u64,
     /// Scenario 13: the protocols to run it over, comma-separated.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "http,grpc", help_heading = "Scenario sizes")]
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "http,grpc",
+        help_heading = "Scenario sizes"
+    )]
     peers_protocols: Vec<peers::Protocol>,
     /// Scenario 13: how long the latency phase is measured.
     #[arg(long, default_value = "10s", value_parser = sluice_client::duration::parse_duration, help_heading = "Scenario sizes")]
