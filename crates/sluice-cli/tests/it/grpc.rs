@@ -772,3 +772,84 @@ async fn every_grpc_method_gives_each_role_exactly_its_access() {
         }
     }
 }
+
+#[tokio::test]
+async fn open_streams_end_with_unavailable_and_do_not_hold_a_shutdown() {
+    // SIGTERM while a pull stream waits for messages and a publish stream is open: the server
+    // stores and answers what it read, ends both streams with UNAVAILABLE (so clients go
+    // elsewhere) and exits well within its 30 s grace, not held by the streams.
+    let mut server = TestServer::builder().start().await;
+    server.put_queue("grpc-stop", json!({})).await;
+    let mut client = client(&server, None).await;
+    let mut waiting = pull(&mut client, "grpc-stop", 10, None).await;
+    let (sender, outbound) = mpsc::channel(16);
+    let mut answers = client
+        .publish(ReceiverStream::new(outbound))
+        .await
+        .expect("publish stream")
+        .into_inner();
+    sender
+        .send(publish(7, "grpc-stop", json_message("{}")))
+        .await
+        .expect("send");
+    let answer = next(&mut answers).await;
+    assert_eq!(answer.seq, 7);
+    enqueued(&answer);
+    // The pull stream gets that message; it stays open, waiting for more.
+    assert_eq!(waiting.deliveries(1).await.len(), 1);
+
+    let started = std::time::Instant::now();
+    let status = server.terminate().await;
+    assert!(status.success(), "{status:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "shutdown took {:?}",
+        started.elapsed()
+    );
+    for ended in [
+        tokio::time::timeout(ANSWER_WAIT, answers.message()).await,
+        tokio::time::timeout(ANSWER_WAIT, waiting.answers.message())
+            .await
+            .map(|answer| answer.map(|_| None)),
+    ] {
+        match ended.expect("the stream ended in time") {
+            Err(status) => assert_eq!(status.code(), Code::Unavailable, "{status:?}"),
+            Ok(other) => panic!("expected UNAVAILABLE, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_http_api_answers_over_http2_on_the_same_port() {
+    // A client that multiplexes speaks HTTP/2 with prior knowledge to the HTTP API as well:
+    // curl creates a queue and enqueues over HTTP/2, and says so.
+    let server = TestServer::builder().start().await;
+    let curl = |args: &[&str]| {
+        let output = std::process::Command::new("curl")
+            .args([
+                "-s",
+                "--http2-prior-knowledge",
+                "-w",
+                "\n%{http_version} %{http_code}",
+            ])
+            .args(args)
+            .output()
+            .expect("curl runs");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let put = curl(&[
+        "-X",
+        "PUT",
+        "-d",
+        "{}",
+        &format!("{}/v1/queues/h2", server.url()),
+    ]);
+    assert!(put.ends_with("\n2 200"), "{put}");
+    let sent = curl(&[
+        "-d",
+        r#"{"body": {"over": "h2"}}"#,
+        &format!("{}/v1/queues/h2/messages", server.url()),
+    ]);
+    assert!(sent.ends_with("\n2 200"), "{sent}");
+    assert_eq!(server.stats("h2").await["ready"], 1);
+}
