@@ -33,10 +33,12 @@ const BATCH_BYTES: usize = limits::BATCH_BYTES_MAX / 2;
 /// Queues whose permission a stream remembers (a stream naming more starts again).
 const PERMISSIONS_KEPT: usize = 1024;
 
-/// A message read off the stream, holding its place among those in flight.
+/// A message read off the stream, holding its place among those in flight and its body's
+/// bytes in the body budget until it is answered.
 struct Arrived {
     request: v1::PublishRequest,
     _place: OwnedSemaphorePermit,
+    _charge: crate::body_budget::Charge,
 }
 
 /// Starts serving a publish stream; the answers are the returned stream.
@@ -85,13 +87,26 @@ async fn read(
         };
         match next {
             Ok(Some(request)) => {
-                if arrivals
-                    .send(Arrived {
-                        request,
-                        _place: place,
-                    })
-                    .is_err()
-                {
+                // Charged as it is read, as an HTTP body is: the messages a stream holds are
+                // bounded in bytes by `[limits] body_bytes_in_flight`, not only in number.
+                let Some(charge) = app.body_budget.try_charge(body_len(&request)) else {
+                    let refusal = v1::PublishResponse {
+                        seq: request.seq,
+                        outcome: Some(v1::publish_response::Outcome::Error(stream_error(
+                            overloaded(),
+                        ))),
+                    };
+                    if answers.send(Ok(refusal)).await.is_err() {
+                        return;
+                    }
+                    continue;
+                };
+                let arrived = Arrived {
+                    request,
+                    _place: place,
+                    _charge: charge,
+                };
+                if arrivals.send(arrived).is_err() {
                     return;
                 }
             }
@@ -123,6 +138,8 @@ struct Storer {
 }
 
 type Answer = (u64, Result<v1::Enqueued, OpsError>);
+/// A message's place among those in flight and its bytes in the body budget.
+type Held = (OwnedSemaphorePermit, crate::body_budget::Charge);
 
 impl Storer {
     async fn run(
@@ -142,7 +159,7 @@ impl Storer {
                     Err(_) => break,
                 }
             }
-            let results = self.store(batch, bytes).await;
+            let (results, held) = self.store(batch).await;
             for (seq, result) in results {
                 let outcome = match result {
                     Ok(enqueued) => v1::publish_response::Outcome::Enqueued(enqueued),
@@ -157,21 +174,25 @@ impl Storer {
                     return;
                 }
             }
+            // The batch's places and body bytes are free once its answers are out.
+            drop(held);
         }
     }
 
-    /// Stores one batch: one enqueue per queue, the queues at once.
-    async fn store(&mut self, batch: Vec<Arrived>, bytes: usize) -> Vec<Answer> {
-        // Held until the answers are ready, as an HTTP body is.
-        let Some(_charge) = self.app.body_budget.try_charge(bytes) else {
-            return batch
-                .into_iter()
-                .map(|arrived| (arrived.request.seq, Err(overloaded())))
-                .collect();
-        };
+    /// Stores one batch: one enqueue per queue, the queues at once. Returns the answers, and
+    /// what the batch holds (its places in flight and its bytes in the body budget), to be let
+    /// go once the answers are sent.
+    async fn store(&mut self, batch: Vec<Arrived>) -> (Vec<Answer>, Vec<Held>) {
         let mut answers = Vec::new();
+        let mut held = Vec::with_capacity(batch.len());
         let mut groups: Vec<(String, Vec<(u64, v1::OutgoingMessage)>)> = Vec::new();
-        for Arrived { request, _place } in batch {
+        for Arrived {
+            request,
+            _place: place,
+            _charge: charge,
+        } in batch
+        {
+            held.push((place, charge));
             let v1::PublishRequest {
                 seq,
                 queue,
@@ -200,7 +221,7 @@ impl Storer {
         {
             answers.extend(stored);
         }
-        answers
+        (answers, held)
     }
 
     /// Whether the caller may publish to `queue`, remembered for the stream.
