@@ -775,28 +775,29 @@ async fn every_grpc_method_gives_each_role_exactly_its_access() {
 
 #[tokio::test]
 async fn open_streams_end_with_unavailable_and_do_not_hold_a_shutdown() {
-    // SIGTERM while a pull stream waits for messages and a publish stream is open: the server
+    // SIGTERM while a pull stream waits for messages and a publish stream is sending: the server
     // stores and answers what it read, ends both streams with UNAVAILABLE (so clients go
-    // elsewhere) and exits well within its 30 s grace, not held by the streams.
+    // elsewhere) and exits well within its 30 s grace, not held by the streams. Every message
+    // it stored was answered before the end: after a restart the queue holds exactly the
+    // messages answered as stored.
     let mut server = TestServer::builder().start().await;
     server.put_queue("grpc-stop", json!({})).await;
+    server.put_queue("grpc-idle", json!({})).await;
     let mut client = client(&server, None).await;
-    let mut waiting = pull(&mut client, "grpc-stop", 10, None).await;
-    let (sender, outbound) = mpsc::channel(16);
+    let mut waiting = pull(&mut client, "grpc-idle", 10, None).await;
+    let (sender, outbound) = mpsc::channel(2000);
+    for seq in 0..2000 {
+        sender
+            .send(publish(seq, "grpc-stop", json_message("{}")))
+            .await
+            .expect("send");
+    }
     let mut answers = client
         .publish(ReceiverStream::new(outbound))
         .await
         .expect("publish stream")
         .into_inner();
-    sender
-        .send(publish(7, "grpc-stop", json_message("{}")))
-        .await
-        .expect("send");
-    let answer = next(&mut answers).await;
-    assert_eq!(answer.seq, 7);
-    enqueued(&answer);
-    // The pull stream gets that message; it stays open, waiting for more.
-    assert_eq!(waiting.deliveries(1).await.len(), 1);
+    let mut stored = u64::from(enqueued(&next(&mut answers).await).created);
 
     let started = std::time::Instant::now();
     let status = server.terminate().await;
@@ -806,17 +807,35 @@ async fn open_streams_end_with_unavailable_and_do_not_hold_a_shutdown() {
         "shutdown took {:?}",
         started.elapsed()
     );
-    for ended in [
-        tokio::time::timeout(ANSWER_WAIT, answers.message()).await,
-        tokio::time::timeout(ANSWER_WAIT, waiting.answers.message())
+    let publish_end = loop {
+        match tokio::time::timeout(ANSWER_WAIT, answers.message())
             .await
-            .map(|answer| answer.map(|_| None)),
-    ] {
-        match ended.expect("the stream ended in time") {
-            Err(status) => assert_eq!(status.code(), Code::Unavailable, "{status:?}"),
-            Ok(other) => panic!("expected UNAVAILABLE, got {other:?}"),
+            .expect("the stream ended in time")
+        {
+            Ok(Some(answer)) => stored += u64::from(enqueued(&answer).created),
+            other => break other,
         }
+    };
+    drop(sender);
+    // Every message was read and answered before the stop, or the stream says UNAVAILABLE.
+    match publish_end {
+        Ok(None) => assert_eq!(stored, 2000),
+        Err(status) => assert_eq!(status.code(), Code::Unavailable, "{status:?}"),
+        Ok(Some(_)) => unreachable!(),
     }
+    match tokio::time::timeout(ANSWER_WAIT, waiting.answers.message())
+        .await
+        .expect("the pull stream ended in time")
+    {
+        Err(status) => assert_eq!(status.code(), Code::Unavailable, "{status:?}"),
+        Ok(other) => panic!("expected UNAVAILABLE, got {other:?}"),
+    }
+    server.restart().await;
+    assert_eq!(
+        server.stats("grpc-stop").await["ready"],
+        stored,
+        "stored exactly what was answered"
+    );
 }
 
 #[tokio::test]

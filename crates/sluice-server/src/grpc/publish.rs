@@ -41,6 +41,16 @@ struct Arrived {
     _charge: crate::body_budget::Charge,
 }
 
+/// What the reader hands the storer: a message, or why the stream ends (after the answers to
+/// everything before it).
+// Every value but a stream's last is a `Message`: boxing it would only add an allocation per
+// message.
+#[allow(clippy::large_enum_variant)]
+enum Arrival {
+    Message(Arrived),
+    End(Status),
+}
+
 /// Starts serving a publish stream; the answers are the returned stream.
 pub fn start(
     app: AppState,
@@ -73,7 +83,7 @@ async fn read(
     app: AppState,
     mut inbound: Streaming<v1::PublishRequest>,
     places: Arc<Semaphore>,
-    arrivals: mpsc::UnboundedSender<Arrived>,
+    arrivals: mpsc::UnboundedSender<Arrival>,
     answers: mpsc::Sender<Result<v1::PublishResponse, Status>>,
 ) {
     loop {
@@ -106,27 +116,25 @@ async fn read(
                     _place: place,
                     _charge: charge,
                 };
-                if arrivals.send(arrived).is_err() {
+                if arrivals.send(Arrival::Message(arrived)).is_err() {
                     return;
                 }
             }
             // The client is done sending: the storer answers what came, then the stream ends.
             Ok(None) => return,
-            // A broken stream or a message over the size limit: say so, and stop.
+            // A broken stream or a message over the size limit: the storer answers what came
+            // before it, then ends the stream with this.
             Err(status) => {
-                let _ = answers.send(Err(status)).await;
+                let _ = arrivals.send(Arrival::End(status));
                 return;
             }
         }
     }
     // Shutdown: what was read is still stored and answered; then the stream ends as
     // UNAVAILABLE, so the client sends the rest elsewhere or later.
-    drop(arrivals);
-    let _ = answers
-        .send(Err(super::status(OpsError::unavailable(
-            "the server is shutting down",
-        ))))
-        .await;
+    let _ = arrivals.send(Arrival::End(super::status(OpsError::unavailable(
+        "the server is shutting down",
+    ))));
 }
 
 /// Stores what arrives, batch by batch, and answers each message.
@@ -144,17 +152,30 @@ type Held = (OwnedSemaphorePermit, crate::body_budget::Charge);
 impl Storer {
     async fn run(
         mut self,
-        mut arrived: mpsc::UnboundedReceiver<Arrived>,
+        mut arrived: mpsc::UnboundedReceiver<Arrival>,
         answers: mpsc::Sender<Result<v1::PublishResponse, Status>>,
     ) {
-        while let Some(first) = arrived.recv().await {
+        let mut end = None;
+        while end.is_none() {
+            let first = match arrived.recv().await {
+                Some(Arrival::Message(first)) => first,
+                Some(Arrival::End(status)) => {
+                    end = Some(status);
+                    break;
+                }
+                None => break,
+            };
             let mut bytes = body_len(&first.request);
             let mut batch = vec![first];
             while batch.len() < limits::BATCH_MESSAGES_MAX && bytes < BATCH_BYTES {
                 match arrived.try_recv() {
-                    Ok(next) => {
+                    Ok(Arrival::Message(next)) => {
                         bytes += body_len(&next.request);
                         batch.push(next);
+                    }
+                    Ok(Arrival::End(status)) => {
+                        end = Some(status);
+                        break;
                     }
                     Err(_) => break,
                 }
@@ -176,6 +197,9 @@ impl Storer {
             }
             // The batch's places and body bytes are free once its answers are out.
             drop(held);
+        }
+        if let Some(status) = end {
+            let _ = answers.send(Err(status)).await;
         }
     }
 

@@ -97,6 +97,16 @@ impl Puller {
             }
             tokio::select! {
                 () = self.app.shutdown.cancelled() => {
+                    // Acks, nacks and extends under way are answered first, so a client does
+                    // not redo work the server settled.
+                    while let Some(settled) = settling.next().await {
+                        let answer = v1::PullResponse {
+                            response: Some(v1::pull_response::Response::Settled(settled)),
+                        };
+                        if outbound.send(Ok(answer)).await.is_err() {
+                            return;
+                        }
+                    }
                     let _ = outbound
                         .send(Err(status(OpsError::unavailable("the server is shutting down"))))
                         .await;
