@@ -5,7 +5,8 @@ use crate::support::TestServer;
 #[tokio::test]
 async fn with_a_certificate_the_server_speaks_https_only() {
     // Proves TLS: with tls_cert and tls_key the ready line says https, a client trusting the
-    // certificate gets answers over HTTPS, and plain HTTP on the same port gets none.
+    // certificate gets answers over HTTPS (HTTP/1.1, and HTTP/2 by ALPN), and plain HTTP on the
+    // same port gets none.
     let generated =
         rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -44,6 +45,15 @@ async fn with_a_certificate_the_server_speaks_https_only() {
         refused.is_err() || !refused.unwrap().status().is_success(),
         "plain HTTP must not be served"
     );
+    // ALPN offers h2: a client that asks for HTTP/2 over TLS gets it, on the same port.
+    let h2 = std::process::Command::new("curl")
+        .args(["-s", "--http2", "--cacert"])
+        .arg(&cert)
+        .args(["-o", "/dev/null", "-w", "%{http_version} %{http_code}"])
+        .arg(format!("{}/healthz", server.url()))
+        .output()
+        .expect("curl runs");
+    assert_eq!(String::from_utf8_lossy(&h2.stdout), "2 200");
     let untrusted = reqwest::Client::new()
         .get(format!("{}/healthz", server.url()))
         .send()
