@@ -872,3 +872,50 @@ async fn the_http_api_answers_over_http2_on_the_same_port() {
     assert!(sent.ends_with("\n2 200"), "{sent}");
     assert_eq!(server.stats("h2").await["ready"], 1);
 }
+
+#[tokio::test]
+async fn a_message_over_the_size_limits_is_refused() {
+    // A gRPC message over 16 MiB (the largest HTTP request) is refused by the decoder with
+    // OUT_OF_RANGE (tonic's status for it) before it is built; one under that but over the queue's
+    // max_message_bytes is refused as too_large, as over HTTP; the server goes on.
+    let server = TestServer::builder().start().await;
+    server
+        .put_queue("grpc-big", json!({"max_message_bytes": 1024}))
+        .await;
+    let mut client = client(&server, None)
+        .await
+        .max_encoding_message_size(64 << 20);
+    let huge = v1::OutgoingMessage {
+        body: Some(v1::outgoing_message::Body::Bytes(vec![7; 17 << 20])),
+        ..Default::default()
+    };
+    let refused = client
+        .enqueue(v1::EnqueueRequest {
+            queue: "grpc-big".into(),
+            messages: vec![huge],
+        })
+        .await
+        .expect_err("over 16 MiB");
+    assert_eq!(refused.code(), Code::OutOfRange, "{refused:?}");
+    let big = v1::OutgoingMessage {
+        body: Some(v1::outgoing_message::Body::Bytes(vec![7; 2048])),
+        ..Default::default()
+    };
+    let refused = client
+        .enqueue(v1::EnqueueRequest {
+            queue: "grpc-big".into(),
+            messages: vec![big],
+        })
+        .await
+        .expect_err("over max_message_bytes");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert_eq!(sluice_code(&refused), "too_large");
+    let fine = client
+        .enqueue(v1::EnqueueRequest {
+            queue: "grpc-big".into(),
+            messages: vec![json_message("{}")],
+        })
+        .await
+        .expect("a small message");
+    assert!(fine.into_inner().results[0].created);
+}
