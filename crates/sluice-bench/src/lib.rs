@@ -18,6 +18,7 @@
 //! starting with the time it was sent, so consumers can measure enqueue-to-receive latency.
 
 mod dashboard;
+mod depth;
 mod dlq;
 mod load;
 mod nodes;
@@ -120,6 +121,20 @@ pub struct BenchArgs {
         help_heading = "Scenario sizes"
     )]
     peers_protocols: Vec<peers::Protocol>,
+    /// Scenario 14: the depths to measure at, comma-separated, ascending.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "10000,100000,1000000",
+        help_heading = "Scenario sizes"
+    )]
+    sweep_depths: Vec<u64>,
+    /// Scenario 14: body size of the queued messages, as JSON text.
+    #[arg(long, default_value_t = 16, help_heading = "Scenario sizes")]
+    sweep_body_bytes: usize,
+    /// Scenario 14: single-message enqueues, and receive + ack rounds, timed at each depth.
+    #[arg(long, default_value_t = 1_000, help_heading = "Scenario sizes")]
+    sweep_probes: u64,
     /// Scenario 13: how long the latency phase is measured.
     #[arg(long, default_value = "10s", value_parser = sluice_client::duration::parse_duration, help_heading = "Scenario sizes")]
     peers_latency: Duration,
@@ -262,6 +277,11 @@ enum Scenario {
     /// per message (not run by default). Runs on the server of scenarios 1-5 after its memory
     /// is read, each protocol in a fresh queue `bench-peers-*` deleted after.
     Peers,
+    /// 14: a deep backlog (not run by default): one queue filled to each depth of
+    /// --sweep-depths, with the server's memory per queued message, enqueue and receive + ack
+    /// rates and the restart time at each depth. Always on servers of its own (on a data
+    /// directory of its own), whatever --url says.
+    DepthSweep,
 }
 
 /// Runs the selected scenarios and prints the report on stdout (progress goes to stderr).
@@ -308,6 +328,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         sqs: None,
         pg_baseline: None,
         peers: Vec::new(),
+        depth_sweep: None,
         nodes: 1,
         notes: Vec::new(),
     };
@@ -594,6 +615,18 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             .notes
             .push("the server's memory is not measured for an external server".into());
     }
+    if selected(Scenario::DepthSweep) {
+        let mut depths = args.sweep_depths.clone();
+        depths.sort_unstable();
+        depths.dedup();
+        let load = depth::DepthLoad {
+            depths,
+            body_bytes: args.sweep_body_bytes,
+            probes: args.sweep_probes,
+            time_limit,
+        };
+        report.depth_sweep = Some(depth::run(&exe, work.path(), &args.durability, load).await);
+    }
     if selected(Scenario::Restart) {
         if spawned {
             progress("7. restart with a full queue");
@@ -655,6 +688,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     if let Some(failure) = report.sqs.as_ref().and_then(|sqs| sqs.failure.as_ref()) {
         anyhow::bail!("the sqs scenario failed: {failure}");
     }
+    if let Some(failure) = report
+        .depth_sweep
+        .as_ref()
+        .and_then(|sweep| sweep.failure.as_ref())
+    {
+        anyhow::bail!("the depth-sweep scenario failed: {failure}");
+    }
     if let Some(failure) = report.peers.iter().find_map(|peers| peers.failure.as_ref()) {
         anyhow::bail!("the peers scenario failed: {failure}");
     }
@@ -695,6 +735,8 @@ struct Report {
     pg_baseline: Option<postgres::BaselineReport>,
     /// Scenario 13, once per protocol.
     peers: Vec<peers::PeersReport>,
+    /// Scenario 14.
+    depth_sweep: Option<depth::DepthReport>,
     notes: Vec<String>,
 }
 
@@ -1040,6 +1082,9 @@ impl Report {
         }
         if !self.peers.is_empty() {
             peers::text_lines(&mut out, &self.peers);
+        }
+        if let Some(sweep) = &self.depth_sweep {
+            depth::text_lines(&mut out, sweep);
         }
         for note in &self.notes {
             out.push(format!("note: {note}"));
