@@ -1165,3 +1165,75 @@ fn read_on_thread(mut pipe: impl Read + Send + 'static) -> mpsc::Receiver<String
     });
     rx
 }
+
+#[test]
+fn bench_runs_the_peers_workload_on_both_protocols_and_sweeps_depths() {
+    // Proves scenarios 13 and 14 of `sluice bench` with tiny sizes: the peers' workload over HTTP
+    // and over the gRPC streams gets every message through once (none lost, none twice) and
+    // measures latency at the rate; the depth sweep fills its queue to each depth, reads memory
+    // and restarts at each.
+    let server = Server::start();
+    let mut command = server.command(&[
+        "bench",
+        "--scenarios",
+        "peers,depth-sweep",
+        "--json",
+        "--peers-messages",
+        "300",
+        "--peers-producers",
+        "2",
+        "--peers-window",
+        "8",
+        "--peers-consumers",
+        "2",
+        "--peers-batch",
+        "8",
+        "--peers-rate",
+        "200",
+        "--peers-latency",
+        "1s",
+        "--sweep-depths",
+        "500,100",
+        "--sweep-probes",
+        "20",
+        "--time-limit",
+        "60s",
+    ]);
+    let bench = run_with_timeout(command, None, SLOW_COMMAND_TIMEOUT);
+    bench.assert_success();
+    let report: Value = serde_json::from_str(&bench.stdout)
+        .unwrap_or_else(|error| panic!("stdout is not JSON ({error}): {bench:?}"));
+    let peers = report["peers"].as_array().expect("peers");
+    assert_eq!(peers.len(), 2, "{report}");
+    for (run, protocol) in peers.iter().zip(["http", "grpc"]) {
+        assert_eq!(run["protocol"], protocol, "{run}");
+        assert_eq!(run["failure"], Value::Null, "{run}");
+        assert_eq!(
+            (
+                &run["produced"],
+                &run["distinct"],
+                &run["duplicates"],
+                &run["lost"]
+            ),
+            (&json!(300), &json!(300), &json!(0), &json!(0)),
+            "{run}"
+        );
+        assert!(
+            run["latency"]["count"].as_u64().unwrap_or(0) >= 100,
+            "{run}"
+        );
+    }
+    let sweep = &report["depth_sweep"];
+    assert_eq!(sweep["failure"], Value::Null, "{sweep}");
+    let depths: Vec<u64> = sweep["points"]
+        .as_array()
+        .expect("points")
+        .iter()
+        .map(|point| point["depth"].as_u64().unwrap_or(0))
+        .collect();
+    assert_eq!(depths, [100, 500], "in ascending order: {sweep}");
+    for point in sweep["points"].as_array().expect("points") {
+        assert!(point["rss_mib"].as_f64().unwrap_or(0.0) > 0.0, "{point}");
+        assert!(point["restart_s"].as_f64().unwrap_or(0.0) > 0.0, "{point}");
+    }
+}
