@@ -1173,7 +1173,7 @@ fn bench_runs_the_peers_workload_on_both_protocols_and_sweeps_depths() {
     // measures latency at the rate; the depth sweep fills its queue to each depth, reads memory
     // and restarts at each.
     let server = Server::start();
-    let mut command = server.command(&[
+    let command = server.command(&[
         "bench",
         "--scenarios",
         "peers,depth-sweep",
