@@ -33,7 +33,7 @@ use tokio::sync::{Mutex, Semaphore, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 
-use crate::load::{Api, Bodies, LatencySummary, micros, now_us};
+use crate::load::{Api, Bodies, LatencySummary, histogram, micros, now_us};
 use crate::server::{CpuSample, ServerProcess};
 
 /// The sizes of the workload (bench-peers' defaults).
@@ -212,10 +212,6 @@ impl Target {
 struct Produced {
     count: u64,
     confirm: Histogram<u64>,
-}
-
-fn histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid bounds")
 }
 
 /// Phase 1: every producer keeps `window` single-message sends in flight until `messages` are

@@ -10,7 +10,7 @@
 //! Not every broker can keep every rule: [`Backend::capabilities`] says what a backend can do,
 //! and a call it cannot serve fails with [`crate::Error::Unsupported`] instead of doing nothing.
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use uuid::Uuid;
@@ -293,4 +293,15 @@ pub trait Backend: Send + Sync + 'static {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+}
+
+/// Milliseconds since the Unix epoch, as the servers and stores give times (before it: the
+/// epoch).
+pub(crate) fn system_time(ms: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64)
+}
+
+/// A duration in whole milliseconds, as the servers take waits and leases.
+pub(crate) fn millis(duration: Duration) -> i64 {
+    duration.as_millis().min(i64::MAX as u128) as i64
 }

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 
 use crate::backend::{
     Backend, CancelOutcome, Capabilities, DeadLetter, Delivery, Enqueued, MessageInfo, MessageRef,
-    Nack, NackOutcome, Outgoing, QueueOptions, QueueStats,
+    Nack, NackOutcome, Outgoing, QueueOptions, QueueStats, system_time,
 };
 use crate::{Error, ErrorCode, Result};
 
@@ -214,10 +214,6 @@ fn parse_receipt(receipt: &str) -> Result<Receipt> {
         code: ErrorCode::MalformedReceipt.into(),
         message: format!("{receipt:?} is not a receipt"),
     })
-}
-
-fn system_time(ms: Millis) -> SystemTime {
-    UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64)
 }
 
 fn store_ref(message: MessageRef) -> StoreRef {

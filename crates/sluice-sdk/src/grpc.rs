@@ -5,7 +5,7 @@
 //! refused call.
 
 use std::future::Future;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::value::RawValue;
@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 use crate::backend::{
     Backend, CancelOutcome, Capabilities, DeadLetter, Delivery, Enqueued, MessageInfo, MessageRef,
-    Nack, NackOutcome, Outgoing, QueueOptions, QueueStats,
+    Nack, NackOutcome, Outgoing, QueueOptions, QueueStats, millis, system_time,
 };
 use crate::{Error, ErrorCode, Result};
 
@@ -275,14 +275,6 @@ fn error(status: Status) -> Error {
     }
 }
 
-fn millis(duration: Duration) -> i64 {
-    duration.as_millis().min(i64::MAX as u128) as i64
-}
-
-fn time(ms: i64) -> SystemTime {
-    u64::try_from(ms).map_or(UNIX_EPOCH, |ms| UNIX_EPOCH + Duration::from_millis(ms))
-}
-
 fn message_id(text: &str) -> Result<Uuid> {
     Uuid::parse_str(text).map_err(|_| {
         Error::Unavailable(format!(
@@ -406,7 +398,7 @@ impl Backend for Grpc {
                     id: message.id,
                     key: message.key,
                     attempt: message.attempt,
-                    enqueued_at: time(message.enqueued_at_ms),
+                    enqueued_at: system_time(message.enqueued_at_ms),
                     last_error: message.last_error,
                 })
             })
@@ -544,8 +536,8 @@ impl Backend for Grpc {
                     key: entry.key,
                     error: entry.last_error,
                     attempts: entry.attempts,
-                    enqueued_at: time(entry.enqueued_at_ms),
-                    failed_at: time(entry.failed_at_ms),
+                    enqueued_at: system_time(entry.enqueued_at_ms),
+                    failed_at: system_time(entry.failed_at_ms),
                 })
             })
             .collect()

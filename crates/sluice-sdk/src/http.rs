@@ -1,6 +1,6 @@
 //! [`Http`]: the backend of a sluice server, over its HTTP API.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use base64::Engine;
@@ -10,7 +10,7 @@ use sluice_client::wire::{CancelIn, ExtendIn, MessageIn, NackIn, QueueSpec, Rece
 
 use crate::backend::{
     Backend, CancelOutcome, Capabilities, DeadLetter, Delivery, Enqueued, MessageInfo, MessageRef,
-    Nack, NackOutcome, Outgoing, QueueOptions, QueueStats,
+    Nack, NackOutcome, Outgoing, QueueOptions, QueueStats, millis, system_time,
 };
 use crate::{Error, ErrorCode, Result};
 
@@ -67,14 +67,8 @@ impl Http {
     }
 }
 
-fn millis(duration: Duration) -> i64 {
-    duration.as_millis().min(i64::MAX as u128) as i64
-}
-
 fn time(rfc3339: &str) -> SystemTime {
-    sluice_core::clock::parse_rfc3339(rfc3339)
-        .and_then(|ms| u64::try_from(ms).ok())
-        .map_or(UNIX_EPOCH, |ms| UNIX_EPOCH + Duration::from_millis(ms))
+    system_time(sluice_core::clock::parse_rfc3339(rfc3339).unwrap_or(0))
 }
 
 #[async_trait]
