@@ -33,14 +33,7 @@ pub fn message_request(
             )));
         }
     };
-    if message.headers.len() > sluice_core::queue::limits::HEADERS_MAX {
-        return Err(OpsError::invalid_field(format!(
-            "{prefix}headers: {} headers; at most {} headers and {} bytes in all",
-            message.headers.len(),
-            sluice_core::queue::limits::HEADERS_MAX,
-            sluice_core::queue::limits::HEADER_BYTES_MAX
-        )));
-    }
+    // Header count and size are the enqueue's rules (`Enqueue::add`), as for HTTP.
     Ok(MessageRequest {
         body,
         id: message.id,
