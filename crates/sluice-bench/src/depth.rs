@@ -38,6 +38,10 @@ pub struct DepthPoint {
     pub rss_mib: f64,
     /// RSS over the empty server's, per queued message.
     pub bytes_per_message: f64,
+    /// Messages the server's dispatch index held in memory (`sluice_storage_index_messages`).
+    pub index_messages: u64,
+    /// Messages waiting on disk only (`sluice_storage_paged_out_messages`).
+    pub paged_out: u64,
     /// Single-message enqueues, 8 clients, against this depth.
     pub enqueue_per_s: f64,
     /// One message received and acked at a time, against this depth.
@@ -112,6 +116,7 @@ async fn sweep(
         );
         queued = depth;
         let rss_kib = server.memory().map_or(0, |memory| memory.rss_kib);
+        let (index_messages, paged_out) = index_gauges(&server.url).await;
         let probe = EnqueueLoad {
             messages: load.probes,
             clients: 8,
@@ -142,6 +147,8 @@ async fn sweep(
             depth,
             rss_mib: mib(rss_kib),
             bytes_per_message: (rss_kib.saturating_sub(empty_kib) * 1024) as f64 / depth as f64,
+            index_messages,
+            paged_out,
             enqueue_per_s: enqueued.msgs_per_s,
             receive_ack_per_s,
             restart_s: server.ready_after.as_secs_f64(),
@@ -152,6 +159,30 @@ async fn sweep(
     Ok(())
 }
 
+/// The server's `sluice_storage_index_messages` and `sluice_storage_paged_out_messages` (0 when
+/// it does not report them).
+async fn index_gauges(url: &str) -> (u64, u64) {
+    let text = match reqwest::get(format!("{url}/metrics")).await {
+        Ok(response) => response.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    };
+    let gauge = |name: &str| {
+        text.lines()
+            .find_map(|line| {
+                line.strip_prefix(name)?
+                    .strip_prefix(' ')?
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or(0)
+    };
+    (
+        gauge("sluice_storage_index_messages"),
+        gauge("sluice_storage_paged_out_messages"),
+    )
+}
+
 /// The table of scenario 14.
 pub fn text_lines(out: &mut Vec<String>, report: &DepthReport) {
     out.push(String::new());
@@ -160,14 +191,16 @@ pub fn text_lines(out: &mut Vec<String>, report: &DepthReport) {
         report.body_bytes, report.empty_rss_mib
     ));
     out.push(
-        "   | queued | RSS MiB | bytes per queued msg | enqueue msgs/s (8 clients) | receive+ack msgs/s (1 at a time) | restart s | RSS after restart MiB |"
+        "   | queued | in memory | paged out | RSS MiB | bytes per queued msg | enqueue msgs/s (8 clients) | receive+ack msgs/s (1 at a time) | restart s | RSS after restart MiB |"
             .into(),
     );
-    out.push("   |---:|---:|---:|---:|---:|---:|---:|".into());
+    out.push("   |---:|---:|---:|---:|---:|---:|---:|---:|---:|".into());
     for point in &report.points {
         out.push(format!(
-            "   | {} | {:.1} | {:.0} | {:.0} | {:.0} | {:.2} | {:.1} |",
+            "   | {} | {} | {} | {:.1} | {:.0} | {:.0} | {:.0} | {:.2} | {:.1} |",
             point.depth,
+            point.index_messages,
+            point.paged_out,
             point.rss_mib,
             point.bytes_per_message,
             point.enqueue_per_s,

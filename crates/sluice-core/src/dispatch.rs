@@ -38,7 +38,9 @@ use crate::rules::token_bucket::TokenBucket;
 mod invariants;
 mod leases;
 mod pace;
+mod paging;
 mod queries;
+mod ready;
 mod retention;
 mod types;
 
@@ -47,6 +49,9 @@ mod tests;
 
 pub use crate::rules::failure::LEASE_EXPIRED_ERROR;
 pub use crate::rules::retention::MAX_AGE_ERROR;
+use paging::Cold;
+pub use paging::{ColdRange, PageIn};
+use ready::ReadySet;
 use types::Place;
 pub use types::{
     CancelRefused, Change, Claimed, Counters, DeadLetterFilter, DeadLetterPage, Entry, LeaseError,
@@ -58,7 +63,7 @@ pub use types::{
 #[derive(Debug)]
 struct QueueState {
     config: Arc<QueueConfig>,
-    ready: BTreeSet<(Reverse<i32>, Seq)>,
+    ready: ReadySet,
     delayed: BTreeSet<(Millis, Seq)>,
     leased: BTreeSet<(Millis, Seq)>,
     lanes: HashMap<Arc<str>, Lane>,
@@ -66,6 +71,9 @@ struct QueueState {
     /// from the front, dead-letter listings read from the back.
     members: BTreeSet<(Millis, Seq)>,
     total: u64,
+    /// Messages on disk only, by priority (`paging.rs`); not in `total` or any set.
+    cold: std::collections::BTreeMap<i32, Cold>,
+    cold_total: u64,
     /// Enqueues admitted by the depth check but not yet in the index.
     reserved: u64,
     paused: bool,
@@ -80,12 +88,14 @@ impl QueueState {
     fn new(config: Arc<QueueConfig>) -> Self {
         Self {
             config,
-            ready: BTreeSet::new(),
+            ready: ReadySet::default(),
             delayed: BTreeSet::new(),
             leased: BTreeSet::new(),
             lanes: HashMap::default(),
             members: BTreeSet::new(),
             total: 0,
+            cold: Default::default(),
+            cold_total: 0,
             reserved: 0,
             paused: false,
             bucket: None,
@@ -129,6 +139,11 @@ pub struct Index {
     /// Where the last retention pass ran out of budget: the next one starts there, so one
     /// queue's backlog of expiries cannot starve the others.
     expire_from: Option<Arc<str>>,
+    /// Ready messages of each queue and priority kept in memory; 0: all (`paging.rs`).
+    resident_max: usize,
+    /// Every message up to this seq is in the index or counted cold.
+    decided_hi: Seq,
+    next_generation: u64,
 }
 
 impl Index {
@@ -143,12 +158,13 @@ impl Index {
         let config = Arc::new(config);
         match self.queues.get_mut(name) {
             Some(state) => {
-                if state.config.ordering != config.ordering && state.total > 0 {
+                let held = state.total + state.cold_total;
+                if state.config.ordering != config.ordering && held > 0 {
                     return Err(format!(
                         "cannot change ordering from {} to {} while the queue holds {} messages",
                         state.config.ordering.as_str(),
                         config.ordering.as_str(),
-                        state.total
+                        held
                     ));
                 }
                 if state.config.rate_limit != config.rate_limit {
@@ -220,6 +236,10 @@ impl Index {
         entry.queue = interned;
         let state = self.queues.get_mut(&*entry.queue).expect("interned above");
         let seq = entry.seq;
+        self.decided_hi = self.decided_hi.max(seq);
+        if let Some(range) = state.cold.get_mut(&entry.priority) {
+            range.skip_if_past(seq);
+        }
         state.total += 1;
         state.members.insert((entry.aged_from_ms(), seq));
         let lane = state.lane_of(entry.key.as_ref());

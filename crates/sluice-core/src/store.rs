@@ -452,6 +452,10 @@ pub struct StorageMetrics {
     pub writer_queue_bytes: Option<u64>,
     /// Write requests of every kind waiting for the writer.
     pub writer_queue_ops: Option<u64>,
+    /// Messages an in-memory index holds now.
+    pub index_messages: Option<u64>,
+    /// Messages of deep backlogs that wait on disk only, outside the in-memory index (paged out).
+    pub paged_out_messages: Option<u64>,
     /// Whether this node leads the housekeeping of a store several nodes share; `None` for a
     /// store of one node, which has no leader.
     pub is_leader: Option<bool>,

@@ -216,6 +216,9 @@ pub struct RawStore {
     pub disk_reserve_bytes: Option<u64>,
     /// Bytes of new messages that may wait for the writer (default 128 MiB).
     pub writer_queue_bytes: Option<u64>,
+    /// Ready messages of each queue and priority kept in memory; the rest wait on disk and are
+    /// paged in as the head drains (default 10,000; 0: keep every message in memory).
+    pub resident_messages: Option<usize>,
     /// PostgreSQL: the database URL (no default; `--store-url` / `SLUICE_STORE_URL` win).
     pub url: Option<String>,
     /// PostgreSQL: the schema holding the store's tables (default `sluice`).
@@ -246,6 +249,8 @@ pub const DEFAULT_DISK_RESERVE_BYTES: u64 = 64 << 20;
 pub const DEFAULT_WRITER_QUEUE_BYTES: u64 = 128 << 20;
 /// The smallest `[store] writer_queue_bytes`: below it, batches would be stored one at a time.
 const MIN_WRITER_QUEUE_BYTES: u64 = 1 << 20;
+/// The default `[store] resident_messages`.
+pub const DEFAULT_RESIDENT_MESSAGES: usize = 10_000;
 /// The default `[server] payload_cache_bytes`.
 pub const DEFAULT_PAYLOAD_CACHE_BYTES: usize = 64 << 20;
 
@@ -358,6 +363,8 @@ pub struct SqliteStoreConfig {
     pub disk_reserve_bytes: u64,
     /// Bytes of new messages that may wait for the writer; more is refused (503 `overloaded`).
     pub writer_queue_bytes: u64,
+    /// Ready messages of each queue and priority kept in memory (0: all).
+    pub resident_messages: usize,
 }
 
 impl StoreConfig {
@@ -404,6 +411,7 @@ impl StoreConfig {
                         .disk_reserve_bytes
                         .unwrap_or(DEFAULT_DISK_RESERVE_BYTES),
                     writer_queue_bytes,
+                    resident_messages: store.resident_messages.unwrap_or(DEFAULT_RESIDENT_MESSAGES),
                 }))
             }
             "postgres" => {
@@ -758,6 +766,7 @@ mod tests {
                 wal_max_bytes: 2 << 20,
                 disk_reserve_bytes: 0,
                 writer_queue_bytes: DEFAULT_WRITER_QUEUE_BYTES,
+                resident_messages: DEFAULT_RESIDENT_MESSAGES,
             }
         );
         let error = check("[store]\nwal_max_bytes = 1000\n", options).unwrap_err();

@@ -581,6 +581,22 @@ impl Snapshot {
             )?
             .encode_gauge(&ops)?;
         }
+        if let Some(messages) = storage.index_messages {
+            gauge(
+                encoder,
+                "sluice_storage_index_messages",
+                "Messages the in-memory dispatch index holds.",
+            )?
+            .encode_gauge(&messages)?;
+        }
+        if let Some(messages) = storage.paged_out_messages {
+            gauge(
+                encoder,
+                "sluice_storage_paged_out_messages",
+                "Messages of deep backlogs waiting on disk only, read back in order as the head drains ([store] resident_messages).",
+            )?
+            .encode_gauge(&messages)?;
+        }
         Ok(())
     }
 }
@@ -696,6 +712,8 @@ mod tests {
                 write_state: WriteState::DiskFull,
                 writer_queue_bytes: Some(65_536),
                 writer_queue_ops: Some(2),
+                index_messages: Some(12),
+                paged_out_messages: Some(30),
                 is_leader: Some(true),
                 clock_skew_ms: Some(-1_250),
             },
@@ -907,6 +925,8 @@ mod tests {
             "sluice_storage_database_bytes 20480",
             "sluice_storage_writer_queue_bytes 65536",
             "sluice_storage_writer_queue_operations 2",
+            "sluice_storage_index_messages 12",
+            "sluice_storage_paged_out_messages 30",
             "sluice_store_leader 1",
             "sluice_store_clock_skew_seconds -1.25",
         ] {

@@ -28,6 +28,7 @@ pub async fn open_store(config: &Config, now_ms: Millis) -> Result<Arc<dyn Store
             options.wal_max_bytes = sqlite.wal_max_bytes;
             options.disk_reserve_bytes = sqlite.disk_reserve_bytes;
             options.writer_queue_bytes = sqlite.writer_queue_bytes;
+            options.resident_messages = sqlite.resident_messages;
             // Opening reads the whole database to rebuild the index: not on a runtime thread.
             let store =
                 tokio::task::spawn_blocking(move || SharedSqliteStore::open(options, now_ms))

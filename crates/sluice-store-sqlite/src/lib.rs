@@ -25,6 +25,7 @@ mod load;
 mod maintenance;
 mod messages;
 mod metrics;
+mod paging;
 mod publish;
 mod push_pauses;
 mod queues;
@@ -83,6 +84,10 @@ pub struct SqliteOptions {
     /// Bytes of new messages that may wait for the writer; an enqueue beyond it is refused with
     /// [`StoreError::Overloaded`] (default 128 MiB; see `inbox.rs`).
     pub writer_queue_bytes: u64,
+    /// Ready messages of each queue and priority the dispatch index keeps in memory; the rest
+    /// wait on disk and are paged in as the head drains (default 10,000; 0: all in memory;
+    /// `sluice_core::dispatch` `paging.rs`).
+    pub resident_messages: usize,
 }
 
 impl SqliteOptions {
@@ -96,6 +101,7 @@ impl SqliteOptions {
             wal_max_bytes: 64 << 20,
             disk_reserve_bytes: 64 << 20,
             writer_queue_bytes: 128 << 20,
+            resident_messages: 10_000,
         }
     }
 }
@@ -121,6 +127,8 @@ pub struct SqliteStore {
     /// Queues whose push is paused, as `queues.push_paused` says; changed under the index
     /// lock, taken after it.
     push_paused: Mutex<std::collections::BTreeSet<String>>,
+    /// Held while a page-in runs (`paging.rs`): one at a time.
+    pager: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -163,6 +171,7 @@ impl SqliteStore {
         push_pauses::carry_over(&conn, &options.data_dir)?;
         let push_paused = push_pauses::load(&conn).map_err(store_error)?;
         let mut index = Index::new();
+        index.set_resident_max(options.resident_messages);
         let next_seq = load::load(&conn, &mut index, now_ms).map_err(store_error)?;
         let index = Arc::new(Mutex::new(index));
         let notifier = Arc::new(Notifier::default());
@@ -250,6 +259,7 @@ impl SqliteStore {
             health,
             inbox,
             push_paused: Mutex::new(push_paused),
+            pager: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -479,6 +489,10 @@ impl Store for SharedSqliteStore {
         metrics.write_state = store.health.state();
         metrics.writer_queue_bytes = Some(store.inbox.bytes());
         metrics.writer_queue_ops = Some(store.inbox.ops());
+        let index = store.index.lock();
+        metrics.index_messages = Some(index.len() as u64);
+        metrics.paged_out_messages = Some(index.cold_total());
+        drop(index);
         metrics
     }
 
@@ -531,5 +545,7 @@ impl Store for SharedSqliteStore {
     }
 }
 
+#[cfg(test)]
+mod paging_tests;
 #[cfg(test)]
 mod tests;

@@ -88,12 +88,13 @@ impl SharedSqliteStore {
     /// enqueues stay. The index lets go in chunks, so deliveries of other queues go on.
     pub(crate) async fn purge(&self, name: &str, now_ms: Millis) -> StoreResult<u64> {
         let store = &self.0;
-        let snapshot = {
-            let index = store.index.lock();
+        let (snapshot, cold) = {
+            let mut index = store.index.lock();
             if index.queue_config(name).is_none() {
                 return Err(StoreError::QueueNotFound(name.to_owned()));
             }
-            index.members(name)
+            // What waits on disk goes too (`paging.rs`), taken in the same instant.
+            (index.members(name), index.take_cold(name).1)
         };
         let mut purged = 0;
         let mut waits = Vec::new();
@@ -124,6 +125,11 @@ impl SharedSqliteStore {
         for wait in waits {
             SqliteStore::wait(wait).await?;
         }
+        if !cold.is_empty() {
+            let cold_purged = self.purge_cold(name, cold, now_ms).await?;
+            store.index.lock().count_purged(name, cold_purged);
+            purged += cold_purged;
+        }
         Ok(purged)
     }
 
@@ -151,7 +157,7 @@ impl SharedSqliteStore {
                     store.send(WriteOp::Finish {
                         seqs: vec![entry.seq],
                         state: STATE_CANCELLED,
-                        reason,
+                        reason: reason.clone(),
                         now_ms: params.now_ms,
                         reply: Some(reply),
                     })?;
@@ -163,6 +169,13 @@ impl SharedSqliteStore {
                 Err(CancelRefused::NotHere) => None,
             }
         };
+        if wait.is_none()
+            && self
+                .cancel_cold(&params.queue, id, reason, params.now_ms)
+                .await?
+        {
+            return Ok(CancelOutcome::Cancelled { message_id: id });
+        }
         if let Some(wait) = wait {
             SqliteStore::wait(wait).await?;
             // The next message of its lane may be ready now.

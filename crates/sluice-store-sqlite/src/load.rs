@@ -1,18 +1,19 @@
 //! Rebuilding the dispatch index from disk at start.
 //!
-//! One pass over the live rows in `seq` order, reading only what dispatch needs (no bodies), so
-//! a restart with a million queued messages takes seconds. Leases were never written, so every
-//! message that was in flight comes back visible.
+//! Reads only what dispatch needs (no bodies). A queue without ordering loads the head of each
+//! priority (`[store] resident_messages`) and counts the rest, which stays on disk until paged
+//! in (`paging.rs`), so a restart with millions queued reads a few thousand rows per queue;
+//! ordered queues and dead-letter queues load whole, in seq order. Leases were never written,
+//! so every message that was in flight comes back visible.
 
 use std::sync::Arc;
 
 use rusqlite::{Connection, params};
 use sluice_core::Millis;
-use sluice_core::dispatch::{Entry, Index, Seq};
-use sluice_core::message::DeadLetterInfo;
-use sluice_core::queue::QueueConfig;
-use uuid::Uuid;
+use sluice_core::dispatch::{Index, Seq};
+use sluice_core::queue::{Ordering, QueueConfig};
 
+use crate::paging::{ENTRY_COLUMNS, entry_from_row};
 use crate::schema::STATE_LIVE;
 use sluice_core::stored::StoredQueueConfig;
 
@@ -61,62 +62,99 @@ pub fn load(conn: &Connection, index: &mut Index, now_ms: Millis) -> rusqlite::R
             .queue_put(&dlq, config)
             .map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?;
     }
-    let mut statement = conn.prepare(
-        "SELECT seq, id, queue, priority, msg_key, idempotency_key, visible_at, enqueued_at, attempts, first_received_at, last_error,
-                dead_source_queue, dead_last_error, dead_attempts, dead_first_seen_at, dead_last_seen_at
-         FROM messages WHERE state = ?1 ORDER BY seq",
-    )?;
-    let mut rows = statement.query(params![STATE_LIVE])?;
-    let mut loaded = 0u64;
-    let mut orphans = Vec::new();
-    while let Some(row) = rows.next()? {
-        let queue: String = row.get(2)?;
-        let Some(queue) = index.queue_name(&queue) else {
-            // Left by a queue deletion that a crash interrupted.
-            orphans.push(row.get::<_, i64>(0)? as Seq);
-            continue;
-        };
-        let id: Vec<u8> = row.get(1)?;
-        let Ok(id) = Uuid::from_slice(&id) else {
-            continue;
-        };
-        let key: Option<String> = row.get(4)?;
-        let mut entry = Entry::new(
-            row.get::<_, i64>(0)? as Seq,
-            id,
-            queue,
-            row.get(3)?,
-            key.map(Arc::from),
-            row.get(7)?,
-            row.get(6)?,
-        );
-        entry.idempotency_key = row.get::<_, Option<String>>(5)?.map(Arc::from);
-        entry.attempts = row.get(8)?;
-        entry.lease_number = entry.attempts;
-        entry.first_received_at_ms = row.get(9)?;
-        entry.last_error = row.get::<_, Option<String>>(10)?.map(Arc::from);
-        if let Some(source_queue) = row.get::<_, Option<String>>(11)? {
-            entry.dead_letter = Some(Arc::new(DeadLetterInfo {
-                source_queue,
-                last_error: row.get(12)?,
-                attempts: row.get(13)?,
-                first_seen_at_ms: row.get(14)?,
-                last_seen_at_ms: row.get(15)?,
-            }));
+    // Each queue's live messages by priority, counted through `messages_live` without reading
+    // a row: a queue's backlog past its head stays on disk (`paging.rs`).
+    let mut buckets: Vec<(String, i32, u64)> = Vec::new();
+    {
+        let mut statement = conn.prepare(
+            "SELECT queue, priority, COUNT(*) FROM messages WHERE state = ?1 GROUP BY queue, priority",
+        )?;
+        let mut rows = statement.query(params![STATE_LIVE])?;
+        while let Some(row) = rows.next()? {
+            buckets.push((row.get(0)?, row.get(1)?, row.get::<_, i64>(2)? as u64));
         }
-        index.insert(entry, now_ms);
-        loaded += 1;
     }
-    drop(rows);
-    drop(statement);
+    let resident_max = index.resident_max();
+    let mut loaded = 0u64;
+    let mut cold = 0u64;
+    let mut orphans: Vec<String> = Vec::new();
+    let mut whole: Vec<Arc<str>> = Vec::new();
+    for (queue, priority, count) in buckets {
+        let Some(name) = index.queue_name(&queue) else {
+            // Left by a queue deletion that a crash interrupted.
+            if !orphans.contains(&queue) {
+                orphans.push(queue);
+            }
+            continue;
+        };
+        let pages = resident_max > 0
+            && index
+                .queue_config(&name)
+                .is_some_and(|config| config.ordering == Ordering::Unordered)
+            && !index.is_dead_letter_queue(&name);
+        if !pages {
+            // Loaded whole below, in seq order (a lane must see its members in order).
+            if !whole.contains(&name) {
+                whole.push(name);
+            }
+            continue;
+        }
+        let mut statement = conn.prepare_cached(&format!(
+            "SELECT {ENTRY_COLUMNS} FROM messages WHERE queue = ?1 AND priority = ?2 AND state = ?3 ORDER BY seq LIMIT ?4"
+        ))?;
+        let mut rows =
+            statement.query(params![&*name, priority, STATE_LIVE, resident_max as i64])?;
+        let (mut taken, mut last) = (0u64, 0);
+        while let Some(row) = rows.next()? {
+            if let Some(entry) = entry_from_row(row, name.clone())? {
+                last = entry.seq;
+                index.insert(entry, now_ms);
+                loaded += 1;
+            }
+            taken += 1;
+        }
+        if count > taken {
+            index.load_cold(&name, priority, last, count - taken);
+            cold += count - taken;
+        }
+    }
+    for name in whole {
+        let mut statement = conn.prepare_cached(&format!(
+            "SELECT {ENTRY_COLUMNS} FROM messages WHERE queue = ?1 AND state = ?2 ORDER BY seq"
+        ))?;
+        let mut rows = statement.query(params![&*name, STATE_LIVE])?;
+        while let Some(row) = rows.next()? {
+            if let Some(entry) = entry_from_row(row, name.clone())? {
+                index.insert(entry, now_ms);
+                loaded += 1;
+            }
+        }
+    }
     if !orphans.is_empty() {
-        tracing::info!(rows = orphans.len(), "removing rows of deleted queues");
+        let mut seqs: Vec<Seq> = Vec::new();
+        for queue in &orphans {
+            let mut statement =
+                conn.prepare_cached("SELECT seq FROM messages WHERE queue = ?1 AND state = ?2")?;
+            let found = statement.query_map(params![queue, STATE_LIVE], |row| {
+                row.get::<_, i64>(0).map(|seq| seq as Seq)
+            })?;
+            for seq in found {
+                seqs.push(seq?);
+            }
+        }
+        tracing::info!(rows = seqs.len(), "removing rows of deleted queues");
         let tx = conn.unchecked_transaction()?;
-        crate::writer::delete_rows(&tx, &orphans)?;
+        crate::writer::delete_rows(&tx, &seqs)?;
         tx.commit()?;
     }
     let max_seq: Option<i64> =
         conn.query_row("SELECT MAX(seq) FROM messages", [], |row| row.get(0))?;
-    tracing::info!(messages = loaded, "dispatch index rebuilt");
-    Ok(max_seq.map_or(1, |max| max as Seq + 1))
+    let next_seq = max_seq.map_or(1, |max| max as Seq + 1);
+    index.set_decided(next_seq - 1);
+    tracing::info!(
+        messages = loaded,
+        paged_out = cold,
+        "dispatch index rebuilt"
+    );
+    Ok(next_seq)
 }

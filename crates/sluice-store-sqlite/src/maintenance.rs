@@ -34,6 +34,8 @@ impl SharedSqliteStore {
                 Some(wait)
             }
         };
+        // Heads that retention, a purge or cancels ran down, with no claim to notice.
+        self.page_in_all(now_ms).await;
         if let Some(wait) = committed {
             store.notifier.wake_all();
             // Upkeep returns once its changes are on disk, so what follows it (a test clock's

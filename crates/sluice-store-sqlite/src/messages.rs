@@ -75,9 +75,20 @@ impl SharedSqliteStore {
     /// Claims; with `record_now` the attempt counts are durable before the claim returns
     /// (otherwise they wait in `claims.rs` for an ack).
     pub(crate) async fn claim(&self, params: ClaimParams, record_now: bool) -> StoreResult<Claim> {
+        self.claim_paging(params, record_now, true).await
+    }
+
+    /// A claim; when it comes up short while messages of the queue wait on disk, and
+    /// `may_page_in`, it pages them in and claims once more for the rest.
+    async fn claim_paging(
+        &self,
+        params: ClaimParams,
+        record_now: bool,
+        may_page_in: bool,
+    ) -> StoreResult<Claim> {
         let store = &self.0;
         let mut recorded = None;
-        let (claimed, next_change_at_ms) = {
+        let (claimed, next_change_at_ms, short, page_ins) = {
             let mut index = store.index.lock();
             let config = index
                 .queue_config(&params.queue)
@@ -113,8 +124,22 @@ impl SharedSqliteStore {
                 });
                 store.send(WriteOp::Claimed { records, reply })?;
             }
-            (claimed, index.next_change_at(&params.queue))
+            // Paging (`paging.rs`): a short claim with messages on disk pages in now and tries
+            // again; otherwise a head that ran low is refilled in the background.
+            let short = claimed.len() < params.max && index.cold_count(&params.queue) > 0;
+            let page_ins = if short {
+                Vec::new()
+            } else {
+                index.page_ins_wanted(&params.queue)
+            };
+            (
+                claimed,
+                index.next_change_at(&params.queue),
+                short,
+                page_ins,
+            )
         };
+        self.page_in_soon(page_ins, params.now_ms);
         if let Some(wait) = recorded {
             SqliteStore::wait(wait).await?;
         }
@@ -140,7 +165,21 @@ impl SharedSqliteStore {
                 }
                 c.message
             })
-            .collect();
+            .collect::<Vec<_>>();
+        if short && may_page_in {
+            self.page_in_now(&params.queue, params.now_ms).await;
+            let rest = ClaimParams {
+                max: params.max - messages.len(),
+                ..params
+            };
+            let mut more = Box::pin(self.claim_paging(rest, record_now, false)).await?;
+            let mut messages = messages;
+            messages.append(&mut more.messages);
+            return Ok(Claim {
+                messages,
+                next_change_at_ms: more.next_change_at_ms,
+            });
+        }
         Ok(Claim {
             messages,
             next_change_at_ms,

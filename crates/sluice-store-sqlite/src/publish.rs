@@ -46,7 +46,7 @@ impl Publisher {
                         if let Some(result) = created.next() {
                             result.position = index.queue_len(&entry.queue);
                         }
-                        index.insert(entry, *now_ms);
+                        index.admit(entry, *now_ms);
                     }
                     index.count_enqueued(queue, count, *now_ms);
                     if count > 0 {

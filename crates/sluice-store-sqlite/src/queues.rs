@@ -155,6 +155,8 @@ impl SharedSqliteStore {
             // the writer for long; the index already knows which rows are live. The queue row
             // goes with the first chunk: rows of a deleted queue left by a crash are removed at
             // the next start. Sent under the lock, so no later write can come between them.
+            // What waits on disk (`paging.rs`) goes after the rows the index knows.
+            let cold = index.take_cold(name);
             let mut seqs = index.queue_remove(name);
             store.push_paused.lock().remove(name);
             // In table order, each chunk touches few pages (the index hands them out unordered).
@@ -169,12 +171,14 @@ impl SharedSqliteStore {
             for chunk in chunks {
                 store.send(WriteOp::Purge {
                     seqs: chunk.to_vec(),
+                    reply: None,
                 })?;
             }
-            (wait, seqs.len() as u64)
+            (wait, seqs.len() as u64, cold.1)
         };
         SqliteStore::wait(wait.0).await?;
+        let cold = self.delete_cold(name, wait.2).await?;
         store.notifier.wake(name);
-        Ok(wait.1)
+        Ok(wait.1 + cold)
     }
 }

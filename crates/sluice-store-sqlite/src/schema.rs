@@ -8,7 +8,7 @@ use rusqlite::Connection;
 use crate::Durability;
 
 /// Bumped with every migration below; `PRAGMA user_version` records what a file has.
-pub(crate) const SCHEMA_VERSION: i64 = 4;
+pub(crate) const SCHEMA_VERSION: i64 = 5;
 
 pub(crate) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS queues (
@@ -83,6 +83,13 @@ const MIGRATION_4: &str = "
 ALTER TABLE queues ADD COLUMN push_paused INTEGER NOT NULL DEFAULT 0;
 ";
 
+/// Version 5: live messages by queue, priority and seq, so a queue's backlog can wait on disk
+/// and be read back in dispatch order (`load.rs`, `paging.rs`), and counted at start without
+/// reading the rows.
+const MIGRATION_5: &str = "
+CREATE INDEX IF NOT EXISTS messages_live ON messages(queue, priority, seq) WHERE state = 0;
+";
+
 /// Message states in the `state` column.
 pub const STATE_LIVE: i64 = 0;
 /// Acked; body and headers dropped.
@@ -154,7 +161,12 @@ pub fn open_writer(
     }
     if version < 4 {
         conn.execute_batch(&format!(
-            "BEGIN; {MIGRATION_4} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+            "BEGIN; {MIGRATION_4} PRAGMA user_version = 4; COMMIT;"
+        ))?;
+    }
+    if version < 5 {
+        conn.execute_batch(&format!(
+            "BEGIN; {MIGRATION_5} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
         ))?;
     }
     Ok(())

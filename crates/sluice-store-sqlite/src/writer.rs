@@ -142,8 +142,11 @@ pub enum WriteOp {
         seqs: Vec<Seq>,
         reply: oneshot::Sender<StoreResult<()>>,
     },
-    /// Delete more rows of a deleted queue. Nobody waits for it.
-    Purge { seqs: Vec<Seq> },
+    /// Delete more rows of a deleted queue; answered when `reply` is given.
+    Purge {
+        seqs: Vec<Seq>,
+        reply: Option<oneshot::Sender<StoreResult<()>>>,
+    },
     /// Drop acked records older than `acked_before_ms` and expired idempotency keys.
     Cleanup {
         now_ms: Millis,
@@ -239,10 +242,9 @@ impl WriteOp {
             | WriteOp::Flush { reply } => Pending::Unit(reply),
             WriteOp::Finish { reply, .. }
             | WriteOp::Apply { reply, .. }
-            | WriteOp::Claimed { reply, .. } => reply.map_or(Pending::Nothing, Pending::Unit),
-            WriteOp::Purge { .. } | WriteOp::Cleanup { .. } | WriteOp::LogDelivery { .. } => {
-                Pending::Nothing
-            }
+            | WriteOp::Claimed { reply, .. }
+            | WriteOp::Purge { reply, .. } => reply.map_or(Pending::Nothing, Pending::Unit),
+            WriteOp::Cleanup { .. } | WriteOp::LogDelivery { .. } => Pending::Nothing,
         }
     }
 }
@@ -587,6 +589,9 @@ fn fail_op(op: WriteOp, error: impl Fn() -> StoreError) {
         }
         | WriteOp::Claimed {
             reply: Some(reply), ..
+        }
+        | WriteOp::Purge {
+            reply: Some(reply), ..
         } => {
             let _ = reply.send(Err(error()));
         }
@@ -595,7 +600,7 @@ fn fail_op(op: WriteOp, error: impl Fn() -> StoreError) {
         | WriteOp::Claimed { .. }
         | WriteOp::Cleanup { .. }
         | WriteOp::LogDelivery { .. }
-        | WriteOp::Purge { .. } => {}
+        | WriteOp::Purge { reply: None, .. } => {}
     }
 }
 
@@ -837,7 +842,7 @@ fn apply(
             delete_rows(tx, seqs)?;
             Applied::Done
         }
-        WriteOp::Purge { seqs } => {
+        WriteOp::Purge { seqs, .. } => {
             delete_rows(tx, seqs)?;
             Applied::Done
         }
@@ -869,7 +874,7 @@ fn finish_rows(
     claims: &mut DeferredClaims,
 ) -> rusqlite::Result<()> {
     let mut statement = tx.prepare_cached(
-        "UPDATE messages SET state = ?2, acked_at = ?3, body = NULL, headers = NULL, last_error = COALESCE(?4, last_error) WHERE seq = ?1",
+        "UPDATE messages SET state = ?2, acked_at = ?3, body = NULL, headers = NULL, last_error = COALESCE(?4, last_error) WHERE seq = ?1 AND state = 0",
     )?;
     for &seq in seqs {
         claims.forget(seq);

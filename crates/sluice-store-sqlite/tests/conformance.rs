@@ -1,6 +1,8 @@
 //! The store conformance suite (`sluice-store-tests`) against the SQLite store: one test per
-//! case, each on a fresh store in its own temporary directory. It runs twice: with the payload
-//! cache (bodies served from memory) and without it (every body read back from disk). After
+//! case, each on a fresh store in its own temporary directory. It runs three times: with the
+//! payload cache (bodies served from memory), without it (every body read back from disk), and
+//! paging (at most two ready messages of a queue and priority in memory, the rest read back from
+//! disk as they are needed), so every rule is shown to hold whatever is paged out. After
 //! each case the closed store must open again and pass SQLite's integrity check: no case may
 //! leave a store that cannot restart.
 
@@ -11,6 +13,16 @@ use sluice_store_tests::{Clock, ManualClock, Opened};
 
 /// A fresh store at the clock's time, keeping `payload_cache_bytes` of bodies in memory.
 fn open(clock: &ManualClock, payload_cache_bytes: usize) -> Opened {
+    open_with(
+        clock,
+        payload_cache_bytes,
+        SqliteOptions::new("unused").resident_messages,
+    )
+}
+
+/// As [`open`], keeping at most `resident_messages` ready messages of each queue and priority in
+/// memory.
+fn open_with(clock: &ManualClock, payload_cache_bytes: usize, resident_messages: usize) -> Opened {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let mut options = SqliteOptions::new(dir.path());
     // What is checked here is behaviour, not crash safety (the crash tests cover that): the
@@ -18,6 +30,7 @@ fn open(clock: &ManualClock, payload_cache_bytes: usize) -> Opened {
     options.durability = Durability::Os;
     options.disk_reserve_bytes = 0;
     options.payload_cache_bytes = payload_cache_bytes;
+    options.resident_messages = resident_messages;
     let store = SharedSqliteStore::open(options.clone(), clock.now_ms()).expect("the store opens");
     let path = dir.path().to_owned();
     let now_ms = clock.now_ms();
@@ -50,4 +63,10 @@ mod cached {
 
 mod uncached {
     sluice_store_tests::store_conformance!(|clock| async move { super::open(&clock, 0) });
+}
+
+mod paged {
+    sluice_store_tests::store_conformance!(
+        |clock| async move { super::open_with(&clock, 64 << 20, 2) }
+    );
 }

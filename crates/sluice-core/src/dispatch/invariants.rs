@@ -179,6 +179,7 @@ impl Index {
                 }
             }
         }
+        state.check_cold(name)?;
         let placed = state.ready.len() + state.delayed.len() + state.leased.len();
         if placed > state.members.len() {
             return Err(format!(

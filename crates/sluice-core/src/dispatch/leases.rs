@@ -91,9 +91,14 @@ impl Index {
         };
         let max = state.claimable(max, now_ms);
         while claimed.len() < max {
-            let Some((_, seq)) = state.ready.pop_first() else {
+            let Some(&(Reverse(priority), seq)) = state.ready.first() else {
                 break;
             };
+            // A message on disk goes first: stop, and let the store page it in.
+            if state.blocked_by_cold(priority, seq) {
+                break;
+            }
+            state.ready.pop_first();
             let Some(entry) = self.entries.get_mut(&seq) else {
                 continue;
             };

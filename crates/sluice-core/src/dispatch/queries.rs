@@ -29,7 +29,7 @@ impl Index {
         let in_flight = state.leased.len() as u64;
         let delayed = state.delayed.len() as u64;
         Some(QueueDepth {
-            ready: state.total.saturating_sub(in_flight + delayed),
+            ready: state.total.saturating_sub(in_flight + delayed) + state.cold_total,
             delayed,
             in_flight,
             oldest_ready_age_ms: self
@@ -94,7 +94,9 @@ impl Index {
 
     /// How many messages a queue holds in every state.
     pub fn queue_len(&self, queue: &str) -> u64 {
-        self.queues.get(queue).map_or(0, |state| state.total)
+        self.queues
+            .get(queue)
+            .map_or(0, |state| state.total + state.cold_total)
     }
 
     /// The entry of a live message.
@@ -174,7 +176,8 @@ impl Index {
             state.leased.len() as u64,
         );
         Some(crate::store::BrowseCounts {
-            ready,
+            // Messages paged out are ready too; a browse lists the head in memory.
+            ready: ready + state.cold_total,
             waiting: state.total.saturating_sub(ready + delayed + in_flight),
             delayed,
             in_flight,
