@@ -35,6 +35,7 @@ mod metrics_conventions;
 mod nack;
 mod ordering;
 mod pace;
+mod paging;
 mod pause;
 mod purge_drain;
 mod push;
