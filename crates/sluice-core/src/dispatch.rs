@@ -111,6 +111,11 @@ impl QueueState {
     }
 }
 
+/// True when `id` is the one `stored::ids` made for `seq`, so the seq is found from the id.
+fn carries_seq(id: &Uuid, seq: Seq) -> bool {
+    crate::stored::ids::decode(id) == Some(seq)
+}
+
 /// Most entries a map may hold for [`Index::compact`] to shrink it.
 pub const COMPACT_LEN_MAX: usize = 100_000;
 
@@ -134,7 +139,9 @@ fn shrink_if_sparse<K: Eq + std::hash::Hash, V, S: std::hash::BuildHasher>(
 pub struct Index {
     queues: HashMap<Arc<str>, QueueState>,
     entries: HashMap<Seq, Entry>,
-    by_id: HashMap<Uuid, Seq>,
+    /// Ids that do not carry their seq (`stored::ids`; made by an older version): the rest
+    /// are found by decoding, so they cost no map entry.
+    foreign_ids: HashMap<Uuid, Seq>,
     cached_payload_bytes: usize,
     /// Where the last retention pass ran out of budget: the next one starts there, so one
     /// queue's backlog of expiries cannot starve the others.
@@ -244,7 +251,9 @@ impl Index {
         state.members.insert((entry.aged_from_ms(), seq));
         let lane = state.lane_of(entry.key.as_ref());
         entry.place = Place::Waiting;
-        self.by_id.insert(entry.id, seq);
+        if !carries_seq(&entry.id, seq) {
+            self.foreign_ids.insert(entry.id, seq);
+        }
         self.entries.insert(seq, entry);
         match lane {
             Some(lane_key) => {
@@ -310,7 +319,9 @@ impl Index {
     }
 
     fn forget(&mut self, entry: &Entry) {
-        self.by_id.remove(&entry.id);
+        if !carries_seq(&entry.id, entry.seq) {
+            self.foreign_ids.remove(&entry.id);
+        }
         if let Some(payload) = &entry.payload {
             self.cached_payload_bytes = self
                 .cached_payload_bytes
@@ -347,7 +358,7 @@ impl Index {
     /// done under the index lock to a few milliseconds.
     pub fn compact(&mut self) {
         shrink_if_sparse(&mut self.entries);
-        shrink_if_sparse(&mut self.by_id);
+        shrink_if_sparse(&mut self.foreign_ids);
         for state in self.queues.values_mut() {
             shrink_if_sparse(&mut state.lanes);
         }

@@ -35,13 +35,19 @@ async fn a_deep_backlog_waits_on_disk_and_comes_back_in_order_after_a_sigkill() 
             .await;
     }
     assert_eq!(gauge(&server, "sluice_storage_index_messages").await, 10);
-    assert_eq!(gauge(&server, "sluice_storage_paged_out_messages").await, 50);
+    assert_eq!(
+        gauge(&server, "sluice_storage_paged_out_messages").await,
+        50
+    );
     let stats = server.get("/v1/queues/q").await.ok();
     assert_eq!(stats["stats"]["ready"], 60, "{stats}");
 
     server.kill().await;
     server.restart().await;
-    assert_eq!(gauge(&server, "sluice_storage_paged_out_messages").await, 50);
+    assert_eq!(
+        gauge(&server, "sluice_storage_paged_out_messages").await,
+        50
+    );
 
     let mut seen = Vec::new();
     loop {

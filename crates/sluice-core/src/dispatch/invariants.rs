@@ -30,14 +30,7 @@ impl Index {
     /// - an entry without a lane (unordered queue, or no key in a `per_key` queue) never waits;
     /// - the cached payload bytes are the sum of the payloads held.
     pub fn check_invariants(&self) -> Result<(), String> {
-        if self.by_id.len() != self.entries.len() {
-            return Err(format!(
-                "{} ids for {} entries",
-                self.by_id.len(),
-                self.entries.len()
-            ));
-        }
-        for (id, seq) in &self.by_id {
+        for (id, seq) in &self.foreign_ids {
             match self.entries.get(seq) {
                 Some(entry) if entry.id == *id => {}
                 Some(entry) => {
@@ -56,6 +49,9 @@ impl Index {
                     "entry under seq {seq} says it is seq {}",
                     entry.seq
                 ));
+            }
+            if self.seq_of(&entry.id) != Some(seq) {
+                return Err(format!("id {} of seq {seq} does not find it", entry.id));
             }
             let state = self.queues.get(&*entry.queue).ok_or_else(|| {
                 format!("seq {seq} is in queue {:?}, which is unknown", entry.queue)
@@ -295,7 +291,7 @@ mod tests {
 
         let mut index = index_with_lane();
         let id = index.entries[&3].id;
-        index.by_id.insert(id, 2);
+        index.foreign_ids.insert(id, 2);
         assert!(
             index
                 .check_invariants()

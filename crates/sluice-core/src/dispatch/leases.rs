@@ -149,11 +149,7 @@ impl Index {
 
     /// Checks that `receipt` is the current lease of a message in `queue`.
     pub(super) fn leased_entry(&self, queue: &str, receipt: &Receipt) -> Result<Seq, LeaseError> {
-        let seq = self
-            .by_id
-            .get(&receipt.message_id)
-            .copied()
-            .ok_or(LeaseError::Stale)?;
+        let seq = self.seq_of(&receipt.message_id).ok_or(LeaseError::Stale)?;
         let entry = &self.entries[&seq];
         if &*entry.queue != queue {
             return Err(LeaseError::NotInQueue);
@@ -199,7 +195,7 @@ impl Index {
 
     /// The seq of a message whose lease `receipt` ran out and which nobody holds since.
     pub(super) fn expired_entry(&self, queue: &str, receipt: &Receipt) -> Option<Seq> {
-        let seq = *self.by_id.get(&receipt.message_id)?;
+        let seq = self.seq_of(&receipt.message_id)?;
         let entry = self.entries.get(&seq)?;
         let not_leased = !matches!(entry.place, Place::Leased { .. });
         let same_lease = entry.lease_number == receipt.lease_number

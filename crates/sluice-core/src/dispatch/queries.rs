@@ -20,7 +20,10 @@ impl Index {
 
     /// The seq of a message id.
     pub fn seq_of(&self, id: &Uuid) -> Option<Seq> {
-        self.by_id.get(id).copied()
+        match crate::stored::ids::decode(id) {
+            Some(seq) if self.entries.get(&seq).is_some_and(|entry| entry.id == *id) => Some(seq),
+            _ => self.foreign_ids.get(id).copied(),
+        }
     }
 
     /// Depth and counters of a queue.
@@ -60,7 +63,7 @@ impl Index {
 
     /// What the index knows of a live message (ready, delayed, in flight, or dead in a DLQ).
     pub fn status(&self, id: &Uuid) -> Option<MessageStatus> {
-        let entry = self.entries.get(self.by_id.get(id)?)?;
+        let entry = self.entries.get(&self.seq_of(id)?)?;
         let (state, lease_expires_at_ms) = match entry.place {
             Place::Leased { deadline_ms, .. } => (MessageState::InFlight, Some(deadline_ms)),
             Place::Delayed => (MessageState::Delayed, None),

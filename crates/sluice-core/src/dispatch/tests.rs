@@ -461,10 +461,10 @@ fn compaction_gives_back_the_room_a_burst_took() {
     h.index.compact();
     assert_eq!(h.index.entries.len(), 100);
     assert!(
-        h.index.entries.capacity() < full / 20 && h.index.by_id.capacity() < full / 20,
-        "entries {} and by_id {} of {full}",
+        h.index.entries.capacity() < full / 20 && h.index.foreign_ids.capacity() < full / 20,
+        "entries {} and foreign ids {} of {full}",
         h.index.entries.capacity(),
-        h.index.by_id.capacity()
+        h.index.foreign_ids.capacity()
     );
     // What is left is still delivered.
     assert_eq!(h.claim(1_000, T0).len(), 100);
