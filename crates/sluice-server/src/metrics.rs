@@ -540,7 +540,7 @@ impl Snapshot {
             counter(
                 encoder,
                 "sluice_storage_wal_truncations",
-                "Checkpoints that copied the whole WAL and emptied it because it passed wal_max_bytes.",
+                "Checkpoints that copied the whole WAL so it starts over (or emptied it) because it passed wal_max_bytes.",
             )?
             .encode_counter::<NoLabelSet, _, u64>(&truncations, None)?;
         }

@@ -11,11 +11,17 @@
 //! A passive checkpoint never lets the WAL start over while writes keep coming: SQLite only
 //! rewinds the WAL when a writer finds every frame copied, and by then the next group has
 //! appended more. Left alone the WAL grows for as long as the load lasts (gigabytes on a slow
-//! disk), and a start after a crash reads all of it. So after a commit that leaves the WAL past
-//! `wal_max_bytes`, the writer itself runs a `TRUNCATE` checkpoint ([`WalLimit`]): it copies the
-//! rest, waits for readers still on old frames, and empties the file. Writes pause for that
-//! long; most frames were copied by the passive checkpoints already. `journal_size_limit` (the
-//! same limit) also cuts the file back whenever SQLite rewinds it on its own.
+//! disk), and a start after a crash reads all of it. So once the WAL is past `wal_max_bytes`,
+//! the writer itself runs a `RESTART` checkpoint ([`WalLimit::restart`]): it copies what the
+//! passive checkpoints have not, waits for readers still on old frames, and the next commit
+//! writes from the start of the file again. Writes pause for that long, so the moment matters:
+//! the checkpointer asks for it right after a passive pass (`restart_wanted`), when what is
+//! left to copy is the little written during that pass. Asked for at any other moment it
+//! copied up to a whole interval of frames and paused writes 25 ms, once a second at 2,000
+//! single-message enqueues a second: that was the p99 of the latency scenario. The file keeps
+//! its size (so a WAL sync never has to write a new size to the filesystem's journal);
+//! `journal_size_limit` (the same limit) cuts it back whenever SQLite rewinds it. If the WAL
+//! reaches twice the limit anyway (the checkpointer is stuck), the writer truncates it at once.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -48,6 +54,21 @@ pub struct CheckpointSignal {
     pub lag_frames: AtomicU64,
     /// Truncating checkpoints done because the WAL passed its limit.
     pub truncations: AtomicU64,
+    /// The WAL is past its limit and a passive pass just copied it: the writer should start it
+    /// over now ([`WalLimit::restart`]).
+    pub restart_wanted: AtomicBool,
+    /// The checkpointer's thread, woken early when the WAL passes its limit.
+    thread: std::sync::OnceLock<std::thread::Thread>,
+}
+
+impl CheckpointSignal {
+    /// Has the checkpointer make a pass now instead of at its next interval.
+    fn wake(&self) {
+        self.dirty.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.get() {
+            thread.unpark();
+        }
+    }
 }
 
 impl CheckpointSignal {
@@ -66,7 +87,13 @@ fn checkpoint(conn: &Connection, mode: &str) -> rusqlite::Result<(i64, i64, i64)
 }
 
 /// Runs until `signal.stop` is set.
-pub fn run(db_path: PathBuf, signal: Arc<CheckpointSignal>, health: Arc<WriteHealth>) {
+pub fn run(
+    db_path: PathBuf,
+    wal_max_bytes: u64,
+    signal: Arc<CheckpointSignal>,
+    health: Arc<WriteHealth>,
+) {
+    let _ = signal.thread.set(std::thread::current());
     let conn = match Connection::open(&db_path) {
         Ok(conn) => conn,
         Err(error) => {
@@ -81,6 +108,11 @@ pub fn run(db_path: PathBuf, signal: Arc<CheckpointSignal>, health: Arc<WriteHea
         tracing::error!(%error, "checkpointer cannot turn syncing on");
         return;
     }
+    // A WAL frame: a page and its 24-byte header.
+    let frame_bytes = conn
+        .pragma_query_value(None, "page_size", |row| row.get::<_, i64>(0))
+        .map_or(16_384, |size| size.max(512) as u64)
+        + 24;
     while !signal.stop.load(Ordering::SeqCst) {
         // Woken early by close (unpark), so shutdown does not wait out the interval.
         std::thread::park_timeout(CHECKPOINT_INTERVAL);
@@ -88,7 +120,15 @@ pub fn run(db_path: PathBuf, signal: Arc<CheckpointSignal>, health: Arc<WriteHea
             continue;
         }
         match checkpoint(&conn, "PASSIVE") {
-            Ok(result) => signal.record(result),
+            Ok(result) => {
+                signal.record(result);
+                // By the frames the WAL holds, not the file's size: after a restart the file
+                // keeps its size while it is written from the start again.
+                let (_, frames, _) = result;
+                if frames.max(0) as u64 * frame_bytes > wal_max_bytes {
+                    signal.restart_wanted.store(true, Ordering::SeqCst);
+                }
+            }
             Err(error) if classify(&error) == Failure::DiskFull => {
                 // Copying frames can grow the database file. The writer gives back the reserve
                 // and refuses new messages until there is room again.
@@ -100,6 +140,11 @@ pub fn run(db_path: PathBuf, signal: Arc<CheckpointSignal>, health: Arc<WriteHea
             Err(error) => tracing::warn!(%error, "checkpoint failed"),
         }
     }
+}
+
+/// The size of the WAL file (0 when there is none).
+fn wal_bytes(wal_path: &std::path::Path) -> u64 {
+    std::fs::metadata(wal_path).map_or(0, |m| m.len())
 }
 
 /// The WAL's size limit, enforced by the writer after its commits.
@@ -121,18 +166,41 @@ impl WalLimit {
         }
     }
 
-    /// The WAL is past its limit, and no failed try is waiting out its pause.
-    pub fn is_over(&self) -> bool {
+    /// What the writer does after a commit: start the WAL over when the checkpointer asks
+    /// (right after a passive pass); past the limit, ask the checkpointer for that pass now;
+    /// past twice the limit (the checkpointer is stuck), truncate it at once.
+    pub fn after_commit(&mut self, conn: &Connection, signal: &CheckpointSignal) {
         if self.retry_at.is_some_and(|at| Instant::now() < at) {
-            return false;
+            return;
         }
-        std::fs::metadata(&self.wal_path).is_ok_and(|m| m.len() > self.max_bytes)
+        if signal.restart_wanted.swap(false, Ordering::SeqCst) {
+            self.restart(conn, signal);
+            return;
+        }
+        let bytes = wal_bytes(&self.wal_path);
+        if bytes > self.max_bytes.saturating_mul(2) {
+            self.truncate(conn, signal);
+        } else if bytes > self.max_bytes {
+            signal.wake();
+        }
     }
 
-    /// Copies the whole WAL into the database file and empties it, on the writer's connection
-    /// (so no lock is fought over with the writer), with syncing on for the checkpoint: the
-    /// database is synced before the WAL is cut. Waits at most [`TRUNCATE_WAIT`] for readers.
+    /// Copies what is left of the WAL into the database file so the next commit writes from
+    /// its start again ([`WalLimit::whole`] in `RESTART` mode).
+    pub fn restart(&mut self, conn: &Connection, signal: &CheckpointSignal) {
+        self.whole(conn, signal, "RESTART");
+    }
+
+    /// Copies the whole WAL into the database file and empties the file (a full disk: the
+    /// space goes back at once).
     pub fn truncate(&mut self, conn: &Connection, signal: &CheckpointSignal) {
+        self.whole(conn, signal, "TRUNCATE");
+    }
+
+    /// Copies the whole WAL into the database file, on the writer's connection (so no lock is
+    /// fought over with the writer), with syncing on for the checkpoint: the database is synced
+    /// before the WAL is reused or cut. Waits at most [`TRUNCATE_WAIT`] for readers.
+    fn whole(&mut self, conn: &Connection, signal: &CheckpointSignal, mode: &str) {
         let started = Instant::now();
         let deadline = started + TRUNCATE_WAIT;
         let result = (|| {
@@ -141,7 +209,7 @@ impl WalLimit {
             // One try gives up on the first reader it finds on old frames; with the writes
             // paused, new readers start on the last frame, so the old ones are soon gone.
             let result = loop {
-                match checkpoint(conn, "TRUNCATE") {
+                match checkpoint(conn, mode) {
                     Ok((1, _, _)) if Instant::now() < deadline => {
                         std::thread::sleep(Duration::from_millis(1))
                     }
@@ -159,7 +227,8 @@ impl WalLimit {
                 self.retry_at = None;
                 tracing::debug!(
                     took_ms = started.elapsed().as_millis() as u64,
-                    "WAL past its limit: checkpointed whole and truncated"
+                    mode,
+                    "WAL past its limit: checkpointed whole"
                 );
             }
             Ok(result) => {

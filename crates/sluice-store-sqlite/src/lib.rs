@@ -232,11 +232,19 @@ impl SqliteStore {
             inbox: inbox.clone(),
         };
         let checkpoint_path = db_path.clone();
+        let checkpoint_limit = options.wal_max_bytes;
         let checkpoint_signal = checkpoint.clone();
         let checkpoint_health = health.clone();
         let checkpoint_thread = std::thread::Builder::new()
             .name("sluice-sqlite-checkpoint".into())
-            .spawn(move || checkpoint::run(checkpoint_path, checkpoint_signal, checkpoint_health))
+            .spawn(move || {
+                checkpoint::run(
+                    checkpoint_path,
+                    checkpoint_limit,
+                    checkpoint_signal,
+                    checkpoint_health,
+                )
+            })
             .map_err(|e| {
                 StoreError::Unavailable(format!("cannot start the checkpoint thread: {e}"))
             })?;

@@ -495,9 +495,7 @@ impl Writer {
             }
             None => self.publisher.publish(pendings),
         }
-        if self.wal_limit.is_over() {
-            self.wal_limit.truncate(&self.conn, &self.checkpoint);
-        }
+        self.wal_limit.after_commit(&self.conn, &self.checkpoint);
     }
 
     /// Applies and commits a group. On failure nothing of it is stored (the transaction is
