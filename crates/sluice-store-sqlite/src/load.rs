@@ -75,6 +75,9 @@ pub fn load(conn: &Connection, index: &mut Index, now_ms: Millis) -> rusqlite::R
         }
     }
     let resident_max = index.resident_max();
+    let max_seq: Option<i64> =
+        conn.query_row("SELECT MAX(seq) FROM messages", [], |row| row.get(0))?;
+    let highest = max_seq.unwrap_or(0).max(0) as Seq;
     let mut loaded = 0u64;
     let mut cold = 0u64;
     let mut orphans: Vec<String> = Vec::new();
@@ -114,7 +117,7 @@ pub fn load(conn: &Connection, index: &mut Index, now_ms: Millis) -> rusqlite::R
             taken += 1;
         }
         if count > taken {
-            index.load_cold(&name, priority, last, count - taken);
+            index.load_cold(&name, priority, last, count - taken, highest);
             cold += count - taken;
         }
     }
@@ -147,8 +150,6 @@ pub fn load(conn: &Connection, index: &mut Index, now_ms: Millis) -> rusqlite::R
         crate::writer::delete_rows(&tx, &seqs)?;
         tx.commit()?;
     }
-    let max_seq: Option<i64> =
-        conn.query_row("SELECT MAX(seq) FROM messages", [], |row| row.get(0))?;
     let next_seq = max_seq.map_or(1, |max| max as Seq + 1);
     index.set_decided(next_seq - 1);
     tracing::info!(

@@ -42,6 +42,8 @@ pub(super) struct Cold {
     /// Every live message of this queue and priority with a seq up to here is in the index;
     /// the cold ones come after it.
     after: Seq,
+    /// The highest seq counted into this range (at start: the highest seq stored).
+    last: Seq,
     /// Told apart from a later range of the same priority (after a purge took this one).
     generation: u64,
     /// A page-in for this range is under way.
@@ -211,18 +213,20 @@ impl Index {
             ..Cold::default()
         });
         range.count += 1;
+        range.last = seq;
         state.cold_total += 1;
         false
     }
 
     /// Counts a message found on disk at start as cold (it comes after every message of its
     /// queue and priority loaded so far).
-    pub fn load_cold(&mut self, queue: &str, priority: i32, after: Seq, count: u64) {
+    pub fn load_cold(&mut self, queue: &str, priority: i32, after: Seq, count: u64, last: Seq) {
         self.next_generation += 1;
         let generation = self.next_generation;
         if let Some(state) = self.queues.get_mut(queue) {
             let range = state.cold.entry(priority).or_insert_with(|| Cold {
                 after,
+                last,
                 generation,
                 ..Cold::default()
             });
@@ -309,6 +313,13 @@ impl Index {
         let after = range.after;
         range.skip.retain(|&seq| seq > after);
         range.count = range.count.saturating_sub(loaded);
+        if exhausted && request.upto >= range.last {
+            // Every message counted into the range was there to read: none is left, whatever
+            // the count says (it cannot drift, but a range that reads empty must not be asked
+            // for again and again).
+            state.cold_total = state.cold_total.saturating_sub(range.count);
+            range.count = 0;
+        }
         if range.count == 0 {
             state.cold.remove(&request.priority);
         }
