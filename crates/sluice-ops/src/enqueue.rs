@@ -118,7 +118,7 @@ impl Ops {
         Ok(out)
     }
 
-    async fn duplicate_out(
+    pub(crate) async fn duplicate_out(
         &self,
         queue: &str,
         message_id: Uuid,

@@ -39,6 +39,10 @@ pub enum EventOutcome {
         message_id: Uuid,
         /// False for a duplicate.
         created: bool,
+        /// For a duplicate: where the first message is now, as API enqueues answer it.
+        state: Option<String>,
+        /// For a duplicate whose first message was acked with a result: that result.
+        result: Option<serde_json::Value>,
     },
     /// Stored in the queue's dead-letter queue with the reason.
     DeadLettered(DeadLettered),
@@ -110,10 +114,23 @@ impl Ops {
             visible_at_ms: to.now_ms,
             dead_letter: None,
         };
-        let (message_id, created) = self.store_one(to.queue, message, to.now_ms).await?;
+        let key = message.idempotency_key.clone();
+        let (message_id, created) = self.store_one(to.queue.clone(), message, to.now_ms).await?;
+        if created {
+            return Ok(EventOutcome::Enqueued {
+                message_id,
+                created,
+                state: None,
+                result: None,
+            });
+        }
+        // A sender's retry learns the first delivery's outcome, as a retried enqueue does.
+        let first = self.duplicate_out(&to.queue, message_id, key).await?;
         Ok(EventOutcome::Enqueued {
             message_id,
             created,
+            state: first.state,
+            result: first.result,
         })
     }
 

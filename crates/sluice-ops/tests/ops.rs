@@ -280,16 +280,24 @@ async fn an_event_failing_the_schema_is_dead_lettered_by_ops() {
         EventOutcome::Enqueued {
             message_id: a,
             created: true,
+            ..
         },
         EventOutcome::Enqueued {
             message_id: b,
             created: false,
+            state,
+            ..
         },
     ) = (&first, &again)
     else {
         panic!("not a first delivery and a duplicate: {first:?}, {again:?}");
     };
     assert_eq!(a, b);
+    assert_eq!(
+        state.as_deref(),
+        Some("ready"),
+        "a duplicate says where the first is"
+    );
 }
 
 /// A message larger than the queue takes is dead-lettered; with no dead-letter queue, the

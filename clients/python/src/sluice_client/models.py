@@ -876,6 +876,10 @@ class WebhookReceiptOut:
     """Set when the filter dropped the event."""
     message_id: str | None = None
     """The stored message (the first one, for a duplicate)."""
+    result: JsonValue = None
+    """For a duplicate whose first message was acked with a result: that result (the memo)."""
+    state: str | None = None
+    """For a duplicate: the first message's state now (`ready`, `in_flight`, `acked`, ...)."""
 
 
 @dataclass(frozen=True)

@@ -1825,6 +1825,10 @@ export interface components {
             message_id?: string | null;
             /** @description True when the event is stored in the endpoint's queue. */
             queued: boolean;
+            /** @description For a duplicate whose first message was acked with a result: that result (the memo). */
+            result?: unknown;
+            /** @description For a duplicate: the first message's state now (`ready`, `in_flight`, `acked`, …). */
+            state?: string | null;
         };
         /**
          * @description A webhook endpoint: `POST /hooks/{name}` verifies, shapes and enqueues into `queue`.

@@ -16,7 +16,7 @@ use crate::support::hooks::{
     StoredBody, Vector, define, held, hook_stats, post_hook, read_reply, standard_headers,
     stored_body,
 };
-use crate::support::{Reply, TestServer, message_id};
+use crate::support::{Reply, TestServer, message_id, receipt};
 
 /// A Standard Webhooks secret for freshly signed requests (24 bytes, base64).
 const STANDARD_SECRET: &str = "whsec_c2x1aWNlLWl0LXdlYmhvb2stc2VjcmV0";
@@ -312,8 +312,10 @@ async fn every_scheme_accepts_its_senders_requests_and_refuses_forgeries() {
 async fn a_repeated_delivery_is_stored_once() {
     // Proves idempotency by delivery id: the recorded GitHub and Standard Webhooks requests
     // posted twice are answered 202 {queued, message_id, idempotency_key = the delivery id},
-    // then 200 with the same fields plus duplicate: true; each queue holds one message and the
-    // endpoint counts one accepted, one duplicate.
+    // then 200 with the same fields plus duplicate: true and the first message's state; each
+    // queue holds one message; once it is acked with a result, a third delivery gets state
+    // acked and that result (the memo, as a duplicate API enqueue does); the endpoint counts
+    // one accepted, two duplicates.
     let vectors = [
         Vector::named("github_json"),
         Vector::named("standard_webhooks"),
@@ -354,7 +356,7 @@ async fn a_repeated_delivery_is_stored_once() {
             second,
             json!({
                 "queued": true, "message_id": id, "idempotency_key": delivery_id,
-                "duplicate": true
+                "duplicate": true, "state": "ready"
             }),
             "{}",
             vector.name
@@ -365,8 +367,25 @@ async fn a_repeated_delivery_is_stored_once() {
         assert_eq!(messages.len(), 1, "{messages:?}");
         assert_eq!(message_id(&messages[0]), id);
         assert_eq!(messages[0]["id"], delivery_id.as_str());
+        server
+            .post(
+                &format!("/v1/queues/{queue}/ack"),
+                json!({"receipt": receipt(&messages[0]), "result": {"handled": case}}),
+            )
+            .await
+            .ok();
+        let third = vector.post(&server, &format!("h{case}")).await.ok();
+        assert_eq!(
+            third,
+            json!({
+                "queued": true, "message_id": id, "idempotency_key": delivery_id,
+                "duplicate": true, "state": "acked", "result": {"handled": case}
+            }),
+            "{}",
+            vector.name
+        );
         let stats = hook_stats(&server, &format!("h{case}")).await;
-        assert_eq!((stats.accepted, stats.duplicates), (1, 1), "{stats:?}");
+        assert_eq!((stats.accepted, stats.duplicates), (1, 2), "{stats:?}");
     }
 }
 

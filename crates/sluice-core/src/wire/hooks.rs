@@ -152,6 +152,13 @@ pub struct WebhookReceiptOut {
     /// Set for a duplicate delivery.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duplicate: Option<bool>,
+    /// For a duplicate: the first message's state now (`ready`, `in_flight`, `acked`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// For a duplicate whose first message was acked with a result: that result (the memo).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Value>)]
+    pub result: Option<serde_json::Value>,
     /// Set when the filter dropped the event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ignored: Option<bool>,

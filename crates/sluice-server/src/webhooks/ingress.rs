@@ -258,6 +258,7 @@ async fn handle(
         EventOutcome::Enqueued {
             message_id,
             created: true,
+            ..
         } => (
             StatusCode::ACCEPTED,
             Outcome::Accepted,
@@ -271,6 +272,8 @@ async fn handle(
         EventOutcome::Enqueued {
             message_id,
             created: false,
+            state,
+            result,
         } => (
             StatusCode::OK,
             Outcome::Duplicate,
@@ -279,6 +282,8 @@ async fn handle(
                 message_id: Some(message_id),
                 idempotency_key: shaped.idempotency_key,
                 duplicate: Some(true),
+                state,
+                result,
                 ..WebhookReceiptOut::default()
             },
         ),
