@@ -15,6 +15,9 @@ use crate::reads::read_payloads;
 use crate::writer::WriteOp;
 use crate::{SharedSqliteStore, SqliteStore};
 
+/// Page-ins one claim may wait for (`claim_paging`).
+const CLAIM_PAGE_INS_MAX: u8 = 8;
+
 impl SharedSqliteStore {
     /// Stores new messages. A batch that would pass the queue's `max_depth`, or the bound on
     /// the writer's inbox, is refused whole, with nothing changed.
@@ -75,16 +78,18 @@ impl SharedSqliteStore {
     /// Claims; with `record_now` the attempt counts are durable before the claim returns
     /// (otherwise they wait in `claims.rs` for an ack).
     pub(crate) async fn claim(&self, params: ClaimParams, record_now: bool) -> StoreResult<Claim> {
-        self.claim_paging(params, record_now, true).await
+        self.claim_paging(params, record_now, CLAIM_PAGE_INS_MAX)
+            .await
     }
 
-    /// A claim; when it comes up short while messages of the queue wait on disk, and
-    /// `may_page_in`, it pages them in and claims once more for the rest.
+    /// A claim; when it comes up short while messages of the queue wait on disk, it pages them
+    /// in and claims again for the rest, at most `rounds` times (each brings in the range the
+    /// claim stopped at, so a few are enough for a claim that meets several priorities).
     async fn claim_paging(
         &self,
         params: ClaimParams,
         record_now: bool,
-        may_page_in: bool,
+        rounds: u8,
     ) -> StoreResult<Claim> {
         let store = &self.0;
         let mut recorded = None;
@@ -166,13 +171,13 @@ impl SharedSqliteStore {
                 c.message
             })
             .collect::<Vec<_>>();
-        if short && may_page_in {
+        if short && rounds > 0 {
             self.page_in_now(&params.queue, params.now_ms).await;
             let rest = ClaimParams {
                 max: params.max - messages.len(),
                 ..params
             };
-            let mut more = Box::pin(self.claim_paging(rest, record_now, false)).await?;
+            let mut more = Box::pin(self.claim_paging(rest, record_now, rounds - 1)).await?;
             let mut messages = messages;
             messages.append(&mut more.messages);
             return Ok(Claim {
