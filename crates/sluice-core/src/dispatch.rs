@@ -73,7 +73,6 @@ struct QueueState {
     total: u64,
     /// Messages on disk only, by priority (`paging.rs`); not in `total` or any set.
     cold: std::collections::BTreeMap<i32, Cold>,
-    cold_total: u64,
     /// Enqueues admitted by the depth check but not yet in the index.
     reserved: u64,
     paused: bool,
@@ -95,7 +94,6 @@ impl QueueState {
             members: BTreeSet::new(),
             total: 0,
             cold: Default::default(),
-            cold_total: 0,
             reserved: 0,
             paused: false,
             bucket: None,
@@ -165,7 +163,7 @@ impl Index {
         let config = Arc::new(config);
         match self.queues.get_mut(name) {
             Some(state) => {
-                let held = state.total + state.cold_total;
+                let held = state.total + state.cold_total();
                 if state.config.ordering != config.ordering && held > 0 {
                     return Err(format!(
                         "cannot change ordering from {} to {} while the queue holds {} messages",

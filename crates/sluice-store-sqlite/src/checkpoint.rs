@@ -187,7 +187,7 @@ impl WalLimit {
 
     /// Copies what is left of the WAL into the database file so the next commit writes from
     /// its start again ([`WalLimit::whole`] in `RESTART` mode).
-    pub fn restart(&mut self, conn: &Connection, signal: &CheckpointSignal) {
+    fn restart(&mut self, conn: &Connection, signal: &CheckpointSignal) {
         self.whole(conn, signal, "RESTART");
     }
 

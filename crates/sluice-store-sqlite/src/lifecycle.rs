@@ -94,7 +94,7 @@ impl SharedSqliteStore {
                 return Err(StoreError::QueueNotFound(name.to_owned()));
             }
             // What waits on disk goes too (`paging.rs`), taken in the same instant.
-            (index.members(name), index.take_cold(name).1)
+            (index.members(name), index.take_cold(name))
         };
         let mut purged = 0;
         let mut waits = Vec::new();

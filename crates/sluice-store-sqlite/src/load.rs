@@ -105,17 +105,9 @@ pub fn load(conn: &Connection, index: &mut Index, now_ms: Millis) -> rusqlite::R
         let mut statement = conn.prepare_cached(&format!(
             "SELECT {ENTRY_COLUMNS} FROM messages WHERE queue = ?1 AND priority = ?2 AND state = ?3 ORDER BY seq LIMIT ?4"
         ))?;
-        let mut rows =
-            statement.query(params![&*name, priority, STATE_LIVE, resident_max as i64])?;
-        let (mut taken, mut last) = (0u64, 0);
-        while let Some(row) = rows.next()? {
-            if let Some(entry) = entry_from_row(row, name.clone())? {
-                last = entry.seq;
-                index.insert(entry, now_ms);
-                loaded += 1;
-            }
-            taken += 1;
-        }
+        let rows = statement.query(params![&*name, priority, STATE_LIVE, resident_max as i64])?;
+        let (taken, last) = insert_rows(rows, &name, index, now_ms)?;
+        loaded += taken;
         if count > taken {
             index.load_cold(&name, priority, last, count - taken, highest);
             cold += count - taken;
@@ -125,30 +117,20 @@ pub fn load(conn: &Connection, index: &mut Index, now_ms: Millis) -> rusqlite::R
         let mut statement = conn.prepare_cached(&format!(
             "SELECT {ENTRY_COLUMNS} FROM messages WHERE queue = ?1 AND state = ?2 ORDER BY seq"
         ))?;
-        let mut rows = statement.query(params![&*name, STATE_LIVE])?;
-        while let Some(row) = rows.next()? {
-            if let Some(entry) = entry_from_row(row, name.clone())? {
-                index.insert(entry, now_ms);
-                loaded += 1;
-            }
-        }
+        let rows = statement.query(params![&*name, STATE_LIVE])?;
+        loaded += insert_rows(rows, &name, index, now_ms)?.0;
     }
     if !orphans.is_empty() {
-        let mut seqs: Vec<Seq> = Vec::new();
-        for queue in &orphans {
-            let mut statement =
-                conn.prepare_cached("SELECT seq FROM messages WHERE queue = ?1 AND state = ?2")?;
-            let found = statement.query_map(params![queue, STATE_LIVE], |row| {
-                row.get::<_, i64>(0).map(|seq| seq as Seq)
-            })?;
-            for seq in found {
-                seqs.push(seq?);
-            }
-        }
-        tracing::info!(rows = seqs.len(), "removing rows of deleted queues");
         let tx = conn.unchecked_transaction()?;
-        crate::writer::delete_rows(&tx, &seqs)?;
+        let mut removed = 0;
+        for queue in &orphans {
+            removed += tx.execute(
+                "DELETE FROM messages WHERE queue = ?1 AND state = ?2",
+                params![queue, STATE_LIVE],
+            )?;
+        }
         tx.commit()?;
+        tracing::info!(rows = removed, "removed rows of deleted queues");
     }
     let next_seq = max_seq.map_or(1, |max| max as Seq + 1);
     index.set_decided(next_seq - 1);
@@ -158,4 +140,23 @@ pub fn load(conn: &Connection, index: &mut Index, now_ms: Millis) -> rusqlite::R
         "dispatch index rebuilt"
     );
     Ok(next_seq)
+}
+
+/// Inserts the index entries of `rows` (read with [`ENTRY_COLUMNS`]) into `queue`; returns how
+/// many rows there were and the last seq inserted (0 for none).
+fn insert_rows(
+    mut rows: rusqlite::Rows<'_>,
+    queue: &Arc<str>,
+    index: &mut Index,
+    now_ms: Millis,
+) -> rusqlite::Result<(u64, Seq)> {
+    let (mut count, mut last) = (0, 0);
+    while let Some(row) = rows.next()? {
+        count += 1;
+        if let Some(entry) = entry_from_row(row, queue.clone())? {
+            last = entry.seq;
+            index.insert(entry, now_ms);
+        }
+    }
+    Ok((count, last))
 }

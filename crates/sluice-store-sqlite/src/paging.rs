@@ -11,17 +11,23 @@ use std::sync::Arc;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use sluice_core::Millis;
 use sluice_core::dispatch::{ColdRange, Entry, PageIn, Seq};
-use sluice_core::message::{DeadLetterInfo, Payload};
 use sluice_core::store::StoreResult;
 use uuid::Uuid;
 
+use crate::SharedSqliteStore;
+use crate::reads::{dead_letter_at, payload_at};
 use crate::schema::{STATE_CANCELLED, STATE_LIVE, STATE_PURGED};
 use crate::writer::WriteOp;
-use crate::{SharedSqliteStore, body_kind};
 
 /// The columns [`entry_from_row`] reads, in its order.
 pub(crate) const ENTRY_COLUMNS: &str = "seq, id, priority, msg_key, idempotency_key, visible_at, enqueued_at, attempts, first_received_at, last_error,
      dead_source_queue, dead_last_error, dead_attempts, dead_first_seen_at, dead_last_seen_at";
+
+/// The live rows of one queue and priority in a seq range, in seq order, at most a limit
+/// (parameters: queue, priority, live state, after, up to, limit): what `messages_live` finds.
+const RANGE_ROWS: &str = "FROM messages
+     WHERE queue = ?1 AND priority = ?2 AND state = ?3 AND seq > ?4 AND seq <= ?5
+     ORDER BY seq LIMIT ?6";
 
 /// Rows a purge or a queue deletion takes from a cold range per write.
 const COLD_REMOVAL_CHUNK: usize = 5_000;
@@ -47,15 +53,7 @@ pub(crate) fn entry_from_row(row: &Row<'_>, queue: Arc<str>) -> rusqlite::Result
     entry.lease_number = entry.attempts;
     entry.first_received_at_ms = row.get(8)?;
     entry.last_error = row.get::<_, Option<String>>(9)?.map(Arc::from);
-    if let Some(source_queue) = row.get::<_, Option<String>>(10)? {
-        entry.dead_letter = Some(Arc::new(DeadLetterInfo {
-            source_queue,
-            last_error: row.get(11)?,
-            attempts: row.get(12)?,
-            first_seen_at_ms: row.get(13)?,
-            last_seen_at_ms: row.get(14)?,
-        }));
-    }
+    entry.dead_letter = dead_letter_at(row, 10)?.map(Arc::new);
     Ok(Some(entry))
 }
 
@@ -63,9 +61,7 @@ pub(crate) fn entry_from_row(row: &Row<'_>, queue: Arc<str>) -> rusqlite::Result
 /// payload cache has room), so their deliveries need no read of their own.
 fn read_page(conn: &Connection, request: &PageIn, bodies: bool) -> rusqlite::Result<Vec<Entry>> {
     let mut statement = conn.prepare_cached(&format!(
-        "SELECT {ENTRY_COLUMNS}, body, body_kind, headers FROM messages
-         WHERE queue = ?1 AND priority = ?2 AND state = ?3 AND seq > ?4 AND seq <= ?5
-         ORDER BY seq LIMIT ?6"
+        "SELECT {ENTRY_COLUMNS}, body, body_kind, headers {RANGE_ROWS}"
     ))?;
     let mut rows = statement.query(params![
         &*request.queue,
@@ -81,15 +77,7 @@ fn read_page(conn: &Connection, request: &PageIn, bodies: bool) -> rusqlite::Res
             continue;
         };
         if bodies {
-            let kind: body_kind::BodyKindColumn = row.get(16)?;
-            let headers: Option<String> = row.get(17)?;
-            entry.payload = Some(Arc::new(Payload {
-                body_bytes: row.get::<_, Option<Vec<u8>>>(15)?.unwrap_or_default(),
-                body_kind: kind.0,
-                headers: headers
-                    .and_then(|h| serde_json::from_str(&h).ok())
-                    .unwrap_or_default(),
-            }));
+            entry.payload = Some(Arc::new(payload_at(row, 15)?));
         }
         entries.push(entry);
     }
@@ -104,11 +92,7 @@ fn read_cold_seqs(
     from: Seq,
     limit: usize,
 ) -> rusqlite::Result<Vec<Seq>> {
-    let mut statement = conn.prepare_cached(
-        "SELECT seq FROM messages
-         WHERE queue = ?1 AND priority = ?2 AND state = ?3 AND seq > ?4 AND seq <= ?5
-         ORDER BY seq LIMIT ?6",
-    )?;
+    let mut statement = conn.prepare_cached(&format!("SELECT seq {RANGE_ROWS}"))?;
     statement
         .query_map(
             params![

@@ -174,7 +174,7 @@ impl SharedSqliteStore {
                     reply: None,
                 })?;
             }
-            (wait, seqs.len() as u64, cold.1)
+            (wait, seqs.len() as u64, cold)
         };
         SqliteStore::wait(wait.0).await?;
         let cold = self.delete_cold(name, wait.2).await?;

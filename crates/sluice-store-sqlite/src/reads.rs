@@ -220,24 +220,46 @@ pub(crate) fn read_payloads(
     let mut payloads = Vec::with_capacity(seqs.len());
     for &seq in seqs {
         let row = statement
-            .query_row(params![seq as i64], |row| {
-                let body: Option<Vec<u8>> = row.get(0)?;
-                let kind: body_kind::BodyKindColumn = row.get(1)?;
-                let headers: Option<String> = row.get(2)?;
-                Ok(Payload {
-                    body_bytes: body.unwrap_or_default(),
-                    body_kind: kind.0,
-                    headers: headers
-                        .and_then(|h| serde_json::from_str(&h).ok())
-                        .unwrap_or_default(),
-                })
-            })
+            .query_row(params![seq as i64], |row| payload_at(row, 0))
             .optional()?;
         if let Some(payload) = row {
             payloads.push((seq, payload));
         }
     }
     Ok(payloads)
+}
+
+/// The payload in the columns `body, body_kind, headers` of `row`, from column `first` on.
+pub(crate) fn payload_at(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Payload> {
+    let body: Option<Vec<u8>> = row.get(first)?;
+    let kind: body_kind::BodyKindColumn = row.get(first + 1)?;
+    let headers: Option<String> = row.get(first + 2)?;
+    Ok(Payload {
+        body_bytes: body.unwrap_or_default(),
+        body_kind: kind.0,
+        headers: headers
+            .and_then(|h| serde_json::from_str(&h).ok())
+            .unwrap_or_default(),
+    })
+}
+
+/// The dead-letter record in the columns `dead_source_queue, dead_last_error, dead_attempts,
+/// dead_first_seen_at, dead_last_seen_at` of `row`, from column `first` on; `None` for a
+/// message that is not a dead letter.
+pub(crate) fn dead_letter_at(
+    row: &rusqlite::Row<'_>,
+    first: usize,
+) -> rusqlite::Result<Option<DeadLetterInfo>> {
+    let Some(source_queue) = row.get::<_, Option<String>>(first)? else {
+        return Ok(None);
+    };
+    Ok(Some(DeadLetterInfo {
+        source_queue,
+        last_error: row.get(first + 1)?,
+        attempts: row.get(first + 2)?,
+        first_seen_at_ms: row.get(first + 3)?,
+        last_seen_at_ms: row.get(first + 4)?,
+    }))
 }
 
 /// Status of a message as stored: for one the index does not hold, in a final state (or gone).
@@ -249,17 +271,7 @@ pub(crate) fn read_status(conn: &Connection, id: Uuid) -> rusqlite::Result<Optio
     )?
     .query_row(params![ids::decode(&id).map_or(-1, |seq| seq as i64), id.as_bytes()], |row| {
         let state: i64 = row.get(1)?;
-        let dead_source_queue: Option<String> = row.get(11)?;
-        let dead_letter = match dead_source_queue {
-            Some(source_queue) => Some(DeadLetterInfo {
-                source_queue,
-                last_error: row.get(12)?,
-                attempts: row.get(13)?,
-                first_seen_at_ms: row.get(14)?,
-                last_seen_at_ms: row.get(15)?,
-            }),
-            None => None,
-        };
+        let dead_letter = dead_letter_at(row, 11)?;
         let state = schema::message_state(state);
         let finished_at_ms: Option<Millis> = row.get(10)?;
         let replayed_as: Option<Vec<u8>> = row.get(17)?;

@@ -51,7 +51,7 @@ impl Index {
         let Some(state) = self.queues.get_mut(queue) else {
             return Ok(());
         };
-        let depth = state.total + state.cold_total + state.reserved;
+        let depth = state.total + state.cold_total() + state.reserved;
         if let Some(max_depth) = state.config.max_depth
             && depth + count > max_depth
         {

@@ -103,11 +103,8 @@ impl QueueState {
         if self.cold.is_empty() {
             return false;
         }
-        if let Some((_, higher)) = self
-            .cold
-            .range_mut(priority.saturating_add(1)..)
-            .next_back()
-            .filter(|_| priority < i32::MAX)
+        if let Some(above) = priority.checked_add(1)
+            && let Some((_, higher)) = self.cold.range_mut(above..).next_back()
         {
             higher.wanted = true;
             return true;
@@ -121,15 +118,13 @@ impl QueueState {
         }
     }
 
-    /// The cold ranges agree with the queue's cold count, and none is empty but kept.
+    /// Messages of the queue on disk only (a few ranges at most: one per priority in use).
+    pub(super) fn cold_total(&self) -> u64 {
+        self.cold.values().map(|range| range.count).sum()
+    }
+
+    /// No cold range is empty but kept, and an ordered queue has none.
     pub(super) fn check_cold(&self, name: &str) -> Result<(), String> {
-        let counted: u64 = self.cold.values().map(|range| range.count).sum();
-        if counted != self.cold_total {
-            return Err(format!(
-                "{name:?} counts {} cold messages but its ranges hold {counted}",
-                self.cold_total
-            ));
-        }
         if let Some((priority, _)) = self
             .cold
             .iter()
@@ -168,7 +163,7 @@ impl Index {
 
     /// Messages of `queue` on disk only.
     pub fn cold_count(&self, queue: &str) -> u64 {
-        self.queues.get(queue).map_or(0, |state| state.cold_total)
+        self.queues.get(queue).map_or(0, QueueState::cold_total)
     }
 
     /// Messages the index holds.
@@ -183,7 +178,7 @@ impl Index {
 
     /// Messages on disk only, over all queues.
     pub fn cold_total(&self) -> u64 {
-        self.queues.values().map(|state| state.cold_total).sum()
+        self.queues.values().map(QueueState::cold_total).sum()
     }
 
     /// Adds a newly stored message: into the index, or counted cold when its priority's head is
@@ -201,37 +196,34 @@ impl Index {
             return true;
         }
         self.decided_hi = self.decided_hi.max(seq);
-        self.next_generation += 1;
-        let generation = self.next_generation;
-        let state = self
-            .queues
-            .get_mut(&*entry.queue)
+        let range = self
+            .cold_range(&entry.queue, entry.priority, seq - 1)
             .expect("checked by pages_out");
-        let range = state.cold.entry(entry.priority).or_insert_with(|| Cold {
-            after: seq - 1,
-            generation,
-            ..Cold::default()
-        });
         range.count += 1;
         range.last = seq;
-        state.cold_total += 1;
         false
+    }
+
+    /// The cold range of `queue` and `priority`, opened after `after` when there is none.
+    fn cold_range(&mut self, queue: &str, priority: i32, after: Seq) -> Option<&mut Cold> {
+        let state = self.queues.get_mut(queue)?;
+        let next_generation = &mut self.next_generation;
+        Some(state.cold.entry(priority).or_insert_with(|| {
+            *next_generation += 1;
+            Cold {
+                after,
+                generation: *next_generation,
+                ..Cold::default()
+            }
+        }))
     }
 
     /// Counts a message found on disk at start as cold (it comes after every message of its
     /// queue and priority loaded so far).
     pub fn load_cold(&mut self, queue: &str, priority: i32, after: Seq, count: u64, last: Seq) {
-        self.next_generation += 1;
-        let generation = self.next_generation;
-        if let Some(state) = self.queues.get_mut(queue) {
-            let range = state.cold.entry(priority).or_insert_with(|| Cold {
-                after,
-                last,
-                generation,
-                ..Cold::default()
-            });
+        if let Some(range) = self.cold_range(queue, priority, after) {
             range.count += count;
-            state.cold_total += count;
+            range.last = range.last.max(last);
         }
     }
 
@@ -244,7 +236,7 @@ impl Index {
     pub fn queues_with_cold(&self) -> Vec<Arc<str>> {
         self.queues
             .iter()
-            .filter(|(_, state)| state.cold_total > 0)
+            .filter(|(_, state)| !state.cold.is_empty())
             .map(|(name, _)| name.clone())
             .collect()
     }
@@ -317,13 +309,11 @@ impl Index {
             // Every message counted into the range was there to read: none is left, whatever
             // the count says (it cannot drift, but a range that reads empty must not be asked
             // for again and again).
-            state.cold_total = state.cold_total.saturating_sub(range.count);
             range.count = 0;
         }
         if range.count == 0 {
             state.cold.remove(&request.priority);
         }
-        state.cold_total = state.cold_total.saturating_sub(loaded);
         let count = taken.len();
         for entry in taken {
             self.insert(entry, now_ms);
@@ -366,29 +356,25 @@ impl Index {
         };
         range.skip.insert(seq);
         range.count = range.count.saturating_sub(1);
-        state.cold_total = state.cold_total.saturating_sub(1);
         if range.count == 0 && !range.paging {
             state.cold.remove(&priority);
         }
     }
 
-    /// Takes every cold range of `queue` away (a purge removes them on disk). Returns how many
-    /// messages they held and their ranges.
-    pub fn take_cold(&mut self, queue: &str) -> (u64, Vec<ColdRange>) {
+    /// Takes every cold range of `queue` away (a purge or deletion removes them on disk).
+    pub fn take_cold(&mut self, queue: &str) -> Vec<ColdRange> {
         let upto = self.decided_hi;
         let Some(state) = self.queues.get_mut(queue) else {
-            return (0, Vec::new());
+            return Vec::new();
         };
-        let count = std::mem::take(&mut state.cold_total);
-        let ranges = std::mem::take(&mut state.cold)
+        std::mem::take(&mut state.cold)
             .into_iter()
             .map(|(priority, range)| ColdRange {
                 priority,
                 after: range.after,
                 upto,
             })
-            .collect();
-        (count, ranges)
+            .collect()
     }
 
     /// True when the index holds the message `seq`.

@@ -32,7 +32,7 @@ impl Index {
         let in_flight = state.leased.len() as u64;
         let delayed = state.delayed.len() as u64;
         Some(QueueDepth {
-            ready: state.total.saturating_sub(in_flight + delayed) + state.cold_total,
+            ready: state.total.saturating_sub(in_flight + delayed) + state.cold_total(),
             delayed,
             in_flight,
             oldest_ready_age_ms: self
@@ -99,7 +99,7 @@ impl Index {
     pub fn queue_len(&self, queue: &str) -> u64 {
         self.queues
             .get(queue)
-            .map_or(0, |state| state.total + state.cold_total)
+            .map_or(0, |state| state.total + state.cold_total())
     }
 
     /// The entry of a live message.
@@ -180,7 +180,7 @@ impl Index {
         );
         Some(crate::store::BrowseCounts {
             // Messages paged out are ready too; a browse lists the head in memory.
-            ready: ready + state.cold_total,
+            ready: ready + state.cold_total(),
             waiting: state.total.saturating_sub(ready + delayed + in_flight),
             delayed,
             in_flight,
