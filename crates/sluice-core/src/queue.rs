@@ -325,8 +325,11 @@ pub mod limits {
     pub const RECEIVE_MAX: usize = 100;
     /// Longest long poll.
     pub const WAIT_MS_MAX: Millis = 20_000;
-    /// Longest delay before a message becomes visible: 15 days.
-    pub const DELAY_MS_MAX: Millis = 15 * 24 * 60 * 60 * 1000;
+    /// Longest delay before a message becomes visible (`delay_ms`, `not_before`, a nack's
+    /// delay): 100 years, in effect none. It keeps every sum of times far from overflowing.
+    pub const DELAY_MS_MAX: Millis = 100 * 365 * 24 * 60 * 60 * 1000;
+    /// Longest retry backoff (`backoff.initial_ms`, `backoff.max_ms`): 15 days.
+    pub const BACKOFF_MS_MAX: Millis = 15 * 24 * 60 * 60 * 1000;
     /// Longest dedup window: 30 days.
     pub const DEDUP_WINDOW_MS_MAX: Millis = 30 * 24 * 60 * 60 * 1000;
     /// Most headers of one message.

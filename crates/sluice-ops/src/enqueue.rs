@@ -237,8 +237,11 @@ fn build(
             let at = parse_rfc3339(&text).ok_or_else(|| {
                 invalid("not_before", format!("{text:?} is not an RFC 3339 time"))
             })?;
-            if at - now_ms > limits::DELAY_MS_MAX {
-                return Err(invalid("not_before", "is more than 15 days away".into()));
+            if at.saturating_sub(now_ms) > limits::DELAY_MS_MAX {
+                return Err(invalid(
+                    "not_before",
+                    format!("is more than {} ms (100 years) away", limits::DELAY_MS_MAX),
+                ));
             }
             at
         }

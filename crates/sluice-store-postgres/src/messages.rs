@@ -1319,7 +1319,7 @@ pub(crate) const INSERT_ROWS_SQL: &str = "WITH m AS ( \
                                    idempotency_key, enqueued_at_ms, visible_at_ms, \
                                    body_kind, last_error, dead_source_queue, \
                                    dead_last_error, dead_attempts, dead_first_seen_at_ms, \
-                                   dead_last_seen_at_ms) \
+                                   dead_last_seen_at_ms, first_visible_at_ms) \
              SELECT m.seq, m.id, m.queue_id, \
                     CASE WHEN m.lane_key IS NOT NULL AND m.seq NOT IN (SELECT seq FROM heads) \
                               THEN 'waiting'::message_state \
@@ -1327,7 +1327,8 @@ pub(crate) const INSERT_ROWS_SQL: &str = "WITH m AS ( \
                     m.priority, m.lane_key, m.msg_key, m.idempotency_key, m.now_ms, \
                     m.visible_at_ms, m.body_kind, m.dead_last_error, \
                     m.dead_source_queue, m.dead_last_error, m.dead_attempts, \
-                    m.dead_first_seen_at_ms, m.dead_last_seen_at_ms \
+                    m.dead_first_seen_at_ms, m.dead_last_seen_at_ms, \
+                    CASE WHEN m.visible_at_ms > m.now_ms THEN m.visible_at_ms END \
              FROM m ORDER BY m.seq";
 
 /// Joins the rows' lanes and inserts them in one statement, for every queue of a group (E3

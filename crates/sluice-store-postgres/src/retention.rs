@@ -1,6 +1,6 @@
 //! Retention in the leader's upkeep (docs/design/postgres-store.md §2.9): messages older than
-//! their queue's `max_age_ms` (`rules::retention::cutoff_ms`, counted from their enqueue or, in
-//! a dead-letter queue, from when they died: the `messages_by_age` order) are dropped as
+//! their queue's `max_age_ms` (`rules::retention::cutoff_ms`, counted from when they first became
+//! visible or, in a dead-letter queue, from when they died: the `messages_by_age` order) are dropped as
 //! `expired` or moved to the dead-letter queue with `MAX_AGE_ERROR`, as
 //! `rules::retention::on_expiry` says. A leased message is never selected: it is left to its
 //! consumer and looked at again once its lease ends.
@@ -23,6 +23,7 @@ use crate::cached::Cached;
 use crate::dead_letter_move::{Leaving, Named, move_rows};
 use crate::error::Db;
 use crate::messages::{lock_lanes_of, notify_wakes};
+use crate::scan::AGED_FROM;
 
 /// Most messages one retention pass looks at, over all queues.
 pub(crate) const RETENTION_ROWS_PER_PASS: i64 = 5_000;
@@ -75,10 +76,10 @@ impl PgStore {
                         "SELECT c.queue_id, m.seq FROM unnest($1::int[], $2::bigint[]) \
                              AS c(queue_id, cutoff) \
                          CROSS JOIN LATERAL ( \
-                             SELECT seq FROM messages \
-                             WHERE queue_id = c.queue_id AND state IN {RETAINED} \
-                               AND coalesce(dead_last_seen_at_ms, enqueued_at_ms) <= c.cutoff \
-                             ORDER BY coalesce(dead_last_seen_at_ms, enqueued_at_ms), seq \
+                             SELECT m.seq FROM messages m \
+                             WHERE m.queue_id = c.queue_id AND m.state IN {RETAINED} \
+                               AND {AGED_FROM} <= c.cutoff \
+                             ORDER BY {AGED_FROM}, m.seq \
                              LIMIT $3) m \
                          LIMIT $3"
                     ),
@@ -137,10 +138,10 @@ impl PgStore {
         let rows = transaction
             .query_cached(
                 &format!(
-                    "SELECT seq, lane_key, msg_key FROM messages \
-                     WHERE seq = ANY($1) AND queue_id = $2 AND state IN {RETAINED} \
-                       AND coalesce(dead_last_seen_at_ms, enqueued_at_ms) <= $3 \
-                     ORDER BY seq FOR UPDATE SKIP LOCKED"
+                    "SELECT m.seq, m.lane_key, m.msg_key FROM messages m \
+                     WHERE m.seq = ANY($1) AND m.queue_id = $2 AND m.state IN {RETAINED} \
+                       AND {AGED_FROM} <= $3 \
+                     ORDER BY m.seq FOR UPDATE SKIP LOCKED"
                 ),
                 &[&seqs, &queue.id, &cutoff_ms],
             )

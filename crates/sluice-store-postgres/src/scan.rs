@@ -16,9 +16,11 @@ use crate::messages::STATUS_COLUMNS;
 type Transaction<'a> = deadpool_postgres::Transaction<'a>;
 
 /// The order of `messages_by_age` over `messages m`: the time retention counts from (when a
-/// dead letter was dead-lettered, else when it was enqueued), then seq. Dead-letter listings,
+/// dead letter was dead-lettered, else when it first became visible: NULL
+/// `first_visible_at_ms` means its enqueue), then seq. Dead-letter listings,
 /// browsing waiting messages, purges and dead-letter deletions walk it.
-pub(crate) const AGED_FROM: &str = "coalesce(m.dead_last_seen_at_ms, m.enqueued_at_ms)";
+pub(crate) const AGED_FROM: &str =
+    "coalesce(m.dead_last_seen_at_ms, m.first_visible_at_ms, m.enqueued_at_ms)";
 
 /// Positions the first batch reads beyond the page (so a page whose positions all match
 /// needs one batch), and the most any batch reads.

@@ -21,7 +21,7 @@ use crate::writer::WriteOp;
 
 /// The columns [`entry_from_row`] reads, in its order.
 pub(crate) const ENTRY_COLUMNS: &str = "seq, id, priority, msg_key, idempotency_key, visible_at, enqueued_at, attempts, first_received_at, last_error,
-     dead_source_queue, dead_last_error, dead_attempts, dead_first_seen_at, dead_last_seen_at";
+     dead_source_queue, dead_last_error, dead_attempts, dead_first_seen_at, dead_last_seen_at, first_visible_at";
 
 /// The live rows of one queue and priority in a seq range, in seq order, at most a limit
 /// (parameters: queue, priority, live state, after, up to, limit): what `messages_live` finds.
@@ -54,6 +54,9 @@ pub(crate) fn entry_from_row(row: &Row<'_>, queue: Arc<str>) -> rusqlite::Result
     entry.first_received_at_ms = row.get(8)?;
     entry.last_error = row.get::<_, Option<String>>(9)?.map(Arc::from);
     entry.dead_letter = dead_letter_at(row, 10)?.map(Arc::new);
+    entry.first_visible_at_ms = row
+        .get::<_, Option<Millis>>(15)?
+        .unwrap_or(entry.enqueued_at_ms);
     Ok(Some(entry))
 }
 
@@ -77,7 +80,7 @@ fn read_page(conn: &Connection, request: &PageIn, bodies: bool) -> rusqlite::Res
             continue;
         };
         if bodies {
-            entry.payload = Some(Arc::new(payload_at(row, 15)?));
+            entry.payload = Some(Arc::new(payload_at(row, 16)?));
         }
         entries.push(entry);
     }

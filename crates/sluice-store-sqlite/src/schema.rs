@@ -8,7 +8,7 @@ use rusqlite::Connection;
 use crate::Durability;
 
 /// Bumped with every migration below; `PRAGMA user_version` records what a file has.
-pub(crate) const SCHEMA_VERSION: i64 = 5;
+pub(crate) const SCHEMA_VERSION: i64 = 6;
 
 pub(crate) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS queues (
@@ -90,6 +90,16 @@ const MIGRATION_5: &str = "
 CREATE INDEX IF NOT EXISTS messages_live ON messages(queue, priority, seq) WHERE state = 0;
 ";
 
+/// Version 6: when a message first becomes visible, for one enqueued with a delay (NULL means
+/// its enqueue): retention counts from there (`rules::retention`), and a retry's backoff, which
+/// moves `visible_at`, must not move it. Live rows never delivered still hold their delay in
+/// `visible_at`, so they carry it over.
+const MIGRATION_6: &str = "
+ALTER TABLE messages ADD COLUMN first_visible_at INTEGER;
+UPDATE messages SET first_visible_at = visible_at
+ WHERE state = 0 AND attempts = 0 AND visible_at > enqueued_at;
+";
+
 /// Message states in the `state` column.
 pub const STATE_LIVE: i64 = 0;
 /// Acked; body and headers dropped.
@@ -166,7 +176,12 @@ pub fn open_writer(
     }
     if version < 5 {
         conn.execute_batch(&format!(
-            "BEGIN; {MIGRATION_5} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+            "BEGIN; {MIGRATION_5} PRAGMA user_version = 5; COMMIT;"
+        ))?;
+    }
+    if version < 6 {
+        conn.execute_batch(&format!(
+            "BEGIN; {MIGRATION_6} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
         ))?;
     }
     Ok(())
@@ -177,4 +192,48 @@ pub fn open_reader(conn: &Connection) -> rusqlite::Result<()> {
     conn.pragma_update(None, "busy_timeout", 5_000)?;
     conn.pragma_update(None, "cache_size", -16_384)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::Connection;
+
+    use super::{MIGRATION_2, MIGRATION_3, MIGRATION_4, MIGRATION_5, STATE_ACKED, STATE_LIVE};
+
+    /// Version 6 carries the delay of a live message never delivered into `first_visible_at`
+    /// (its `visible_at` still holds it) and leaves every other row NULL (its enqueue).
+    #[test]
+    fn version_6_keeps_when_waiting_messages_become_visible() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = Connection::open(dir.path().join("sluice.db")).unwrap();
+        conn.execute_batch(&format!(
+            "{}; {MIGRATION_2}; {MIGRATION_3}; {MIGRATION_4}; {MIGRATION_5}; PRAGMA user_version = 5;",
+            super::SCHEMA
+        ))
+        .unwrap();
+        // seq, state, visible_at, enqueued_at, attempts: delayed; retried (its visible_at is a
+        // backoff's); not delayed; acked.
+        for (seq, state, visible, attempts) in [
+            (1, STATE_LIVE, 9_000, 0),
+            (2, STATE_LIVE, 9_000, 2),
+            (3, STATE_LIVE, 1_000, 0),
+            (4, STATE_ACKED, 9_000, 0),
+        ] {
+            conn.execute(
+                "INSERT INTO messages (seq, id, queue, state, priority, visible_at, enqueued_at, attempts, body_kind)
+                 VALUES (?1, x'00', 'q', ?2, 0, ?3, 1000, ?4, 0)",
+                rusqlite::params![seq, state, visible, attempts],
+            )
+            .unwrap();
+        }
+        super::open_writer(&conn, crate::Durability::Fsync, 1 << 20).unwrap();
+        let first_visible: Vec<Option<i64>> = conn
+            .prepare("SELECT first_visible_at FROM messages ORDER BY seq")
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(first_visible, [Some(9_000), None, None, None]);
+    }
 }

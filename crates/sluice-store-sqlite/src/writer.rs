@@ -941,8 +941,9 @@ fn insert_message(
     let dead = message.dead_letter.as_ref();
     tx.prepare_cached(
         "INSERT INTO messages (seq, id, queue, state, priority, msg_key, idempotency_key, visible_at, enqueued_at, attempts, body, body_kind, headers,
-                              last_error, dead_source_queue, dead_last_error, dead_attempts, dead_first_seen_at, dead_last_seen_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10, ?11, ?12, ?13, ?14, ?13, ?15, ?16, ?17)",
+                              last_error, dead_source_queue, dead_last_error, dead_attempts, dead_first_seen_at, dead_last_seen_at,
+                              first_visible_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10, ?11, ?12, ?13, ?14, ?13, ?15, ?16, ?17, ?18)",
     )?
     .execute(params![
         seq as i64,
@@ -962,6 +963,8 @@ fn insert_message(
         dead.map(|d| d.attempts),
         dead.map(|d| d.first_seen_at_ms),
         dead.map(|d| d.last_seen_at_ms),
+        // NULL (its enqueue) unless delayed: the common row stays as small as before.
+        (message.visible_at_ms > now_ms).then_some(message.visible_at_ms),
     ])?;
     Ok(())
 }

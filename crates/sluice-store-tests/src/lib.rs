@@ -187,6 +187,7 @@ macro_rules! store_conformance {
             a_paused_queue_delivers_nothing,
             retention_drops_old_messages_but_not_leased_ones,
             retention_can_dead_letter_old_messages,
+            retention_counts_from_the_end_of_a_delay,
             max_depth_refuses_whole_batches,
             max_in_flight_caps_the_leases_out,
             rate_limits_pace_deliveries_as_a_token_bucket,

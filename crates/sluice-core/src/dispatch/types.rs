@@ -33,6 +33,9 @@ pub struct Entry {
     pub enqueued_at_ms: Millis,
     /// Invisible before this time.
     pub visible_at_ms: Millis,
+    /// When it first became (or becomes) visible: its enqueue, or the end of the delay it was
+    /// enqueued with. Retention counts from here, so a long delay does not eat into it.
+    pub first_visible_at_ms: Millis,
     /// Deliveries in the current queue.
     pub attempts: u32,
     /// Leases ever granted (never reset), part of every receipt.
@@ -73,6 +76,7 @@ impl Entry {
             priority,
             enqueued_at_ms,
             visible_at_ms,
+            first_visible_at_ms: retention::first_visible_ms(enqueued_at_ms, visible_at_ms),
             attempts: 0,
             lease_number: 0,
             first_received_at_ms: None,
@@ -85,11 +89,11 @@ impl Entry {
         }
     }
 
-    /// The time retention counts from: when it was dead-lettered for a dead-letter entry, its
-    /// enqueue otherwise.
+    /// The time retention counts from: when it was dead-lettered for a dead-letter entry, when
+    /// it first became visible otherwise.
     pub fn aged_from_ms(&self) -> Millis {
         retention::counts_from_ms(
-            self.enqueued_at_ms,
+            self.first_visible_at_ms,
             self.dead_letter.as_ref().map(|dead| dead.last_seen_at_ms),
         )
     }

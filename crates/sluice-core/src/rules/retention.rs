@@ -1,9 +1,11 @@
 //! Retention: when a message has been kept long enough, and what becomes of it then.
 //!
 //! A message expires once its queue's `max_age_ms` has passed since the time its retention
-//! counts from: its enqueue, or for a message in a dead-letter queue the moment it was
-//! dead-lettered (so a failure gets the dead-letter queue's full retention to be looked at). A
-//! leased message is left to its consumer and looked at again once its lease ends.
+//! counts from: when it first became visible (its enqueue, or the end of the delay it was
+//! enqueued with, so a message delayed for a year is not expired before anyone could see it),
+//! or for a message in a dead-letter queue the moment it was dead-lettered (so a failure gets
+//! the dead-letter queue's full retention to be looked at). A retry's backoff does not restart
+//! it. A leased message is left to its consumer and looked at again once its lease ends.
 
 use crate::clock::Millis;
 use crate::queue::{OnExpire, QueueConfig};
@@ -12,9 +14,15 @@ use crate::queue::{OnExpire, QueueConfig};
 pub const MAX_AGE_ERROR: &str = "expired: older than the queue's max_age_ms";
 
 /// The time a message's retention counts from: when it was dead-lettered, for a message in a
-/// dead-letter queue; its enqueue otherwise.
-pub fn counts_from_ms(enqueued_at_ms: Millis, dead_lettered_at_ms: Option<Millis>) -> Millis {
-    dead_lettered_at_ms.unwrap_or(enqueued_at_ms)
+/// dead-letter queue; when it first became visible otherwise.
+pub fn counts_from_ms(first_visible_at_ms: Millis, dead_lettered_at_ms: Option<Millis>) -> Millis {
+    dead_lettered_at_ms.unwrap_or(first_visible_at_ms)
+}
+
+/// When a message enqueued at `enqueued_at_ms` to become visible at `visible_at_ms` first
+/// becomes visible: a delay in the past counts as none.
+pub fn first_visible_ms(enqueued_at_ms: Millis, visible_at_ms: Millis) -> Millis {
+    visible_at_ms.max(enqueued_at_ms)
 }
 
 /// The latest retention start that has expired at `now_ms` in a queue configured as `config`:

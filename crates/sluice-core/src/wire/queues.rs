@@ -305,11 +305,11 @@ impl RateLimitSpec {
 impl BackoffSpec {
     fn apply_to(&self, mut base: Backoff) -> Result<Backoff, String> {
         if let Some(ms) = self.initial_ms {
-            check_range("backoff.initial_ms", ms, 0, limits::DELAY_MS_MAX)?;
+            check_range("backoff.initial_ms", ms, 0, limits::BACKOFF_MS_MAX)?;
             base.initial_ms = ms;
         }
         if let Some(ms) = self.max_ms {
-            check_range("backoff.max_ms", ms, 0, limits::DELAY_MS_MAX)?;
+            check_range("backoff.max_ms", ms, 0, limits::BACKOFF_MS_MAX)?;
             base.max_ms = ms;
         }
         if let Some(factor) = self.factor {

@@ -1,7 +1,8 @@
 //! What operators do to a queue: purge, cancel, pause; and retention.
 
+use sluice_core::clock::Millis;
 use sluice_core::dispatch::MAX_AGE_ERROR;
-use sluice_core::message::MessageState;
+use sluice_core::message::{MessageState, NewMessage};
 use sluice_core::queue::OnExpire;
 use sluice_core::store::{CancelOutcome, MessageGetParams, MessageRef};
 use uuid::Uuid;
@@ -207,6 +208,70 @@ pub async fn retention_can_dead_letter_old_messages(h: Harness) {
         ("q", Some(MAX_AGE_ERROR))
     );
     assert!(h.claim("q", 10).await.messages.is_empty());
+}
+
+/// A message delayed for two years is kept until it is visible and then for the queue's whole
+/// `max_age_ms`, counted from when it became visible: not from its enqueue (it would be gone
+/// before anyone saw it), and not from a retry's backoff, also after a reopen.
+pub async fn retention_counts_from_the_end_of_a_delay(h: Harness) {
+    const YEAR_MS: Millis = 365 * 24 * 60 * 60 * 1000;
+    h.queue("q", |c| c.max_age_ms = 10_000).await;
+    let visible_at_ms = h.now() + 2 * YEAR_MS;
+    let later = h
+        .enqueue(
+            "q",
+            vec![NewMessage {
+                visible_at_ms,
+                ..h.message("in two years")
+            }],
+        )
+        .await[0]
+        .message_id;
+    let now = h.send("q", &["now"]).await[0];
+    h.advance(YEAR_MS);
+    h.maintain().await;
+    assert_eq!(h.status_of("q", now).await.state, MessageState::Expired);
+    let status = h.status_of("q", later).await;
+    assert_eq!(
+        (status.state, status.visible_at_ms),
+        (MessageState::Delayed, visible_at_ms)
+    );
+
+    // Claimed 1 s after it became visible; a retry at 8 s, visible again at 9 s.
+    h.advance(YEAR_MS + 1_000);
+    h.maintain().await;
+    let claim = h.claim("q", 10).await;
+    assert_eq!(bodies(&claim.messages), ["in two years"]);
+    h.advance(7_000);
+    assert!(
+        h.nack(
+            "q",
+            claim.messages[0].receipt,
+            "not yet",
+            Some(1_000),
+            false
+        )
+        .await
+        .is_ok()
+    );
+    let store = h.reopen().await;
+    let state = |now_ms| {
+        let store = store.clone();
+        async move {
+            store.maintain(now_ms).await.unwrap();
+            let by = MessageRef::Id(later);
+            let params = MessageGetParams {
+                queue: "q".into(),
+                by,
+                now_ms,
+            };
+            store.message_get(params).await.unwrap().unwrap().state
+        }
+    };
+    // 9 s of its 10 have passed: the backoff did not start them again.
+    assert_eq!(state(h.advance(1_000)).await, MessageState::Ready);
+    assert_eq!(state(h.advance(1_000)).await, MessageState::Expired);
+    store.close().await.unwrap();
 }
 
 /// Purging a per-key queue removes what waits behind the leased heads of its lanes; the heads
