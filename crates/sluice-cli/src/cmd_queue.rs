@@ -110,6 +110,10 @@ pub struct CreateArgs {
     /// 1d].
     #[arg(long, value_name = "DURATION", value_parser = output::parse_duration)]
     dedup_window: Option<Duration>,
+    /// What makes two messages the same one: `id` (only `send --id`) or `content` (also the
+    /// same key and body, for messages sent without an id) [server default: id].
+    #[arg(long, value_parser = ["id", "content"])]
+    dedup: Option<String>,
     /// First retry delay, e.g. 1s, 500ms [server default: 1s].
     #[arg(long, value_name = "DURATION", value_parser = output::parse_duration)]
     backoff_initial: Option<Duration>,
@@ -192,6 +196,7 @@ impl CreateArgs {
             max_message_bytes: self.max_message_bytes,
             ordering: self.ordering.clone(),
             dedup_window_ms: self.dedup_window.map(output::millis),
+            dedup: self.dedup.clone(),
             max_age_ms: self.max_age.map(output::millis),
             on_expire: self.on_expire.clone(),
             max_depth: self.max_depth,
@@ -548,6 +553,7 @@ pub fn stats_rows(stats: &QueueStatsOut) -> Vec<(&'static str, String)> {
         ("rejected (queue full)", counters.rejected.to_string()),
         ("cancelled", counters.cancelled.to_string()),
         ("purged", counters.purged.to_string()),
+        ("deduplicated", counters.deduplicated.to_string()),
     ]
 }
 

@@ -279,6 +279,13 @@ impl Index {
         }
     }
 
+    /// Counts messages not stored because their idempotency key was seen within the window.
+    pub fn count_deduplicated(&mut self, queue: &str, count: u64) {
+        if let Some(state) = self.queues.get_mut(queue) {
+            state.counters.deduplicated += count;
+        }
+    }
+
     fn activate(state: &mut QueueState, entry: &mut Entry, now_ms: Millis) {
         if entry.visible_at_ms <= now_ms {
             entry.place = Place::Ready;

@@ -134,6 +134,9 @@ pub struct QueueConfig {
     pub ordering: Ordering,
     /// How long an idempotency key keeps answering with its first message (default 24 h).
     pub dedup_window_ms: Millis,
+    /// What makes two messages the same one: only the `id` a producer gives (default), or
+    /// also their content when no `id` is given.
+    pub dedup: Dedup,
     /// Messages older than this are removed (default 4 days, as SQS; 14 days for a DLQ).
     pub max_age_ms: Millis,
     /// What happens to a message that reaches `max_age_ms`.
@@ -157,6 +160,37 @@ pub struct QueueConfig {
     /// `<protocol>.<name>` (the SQS API's `sqs.Policy`, `sqs.ContentBasedDeduplication`, …).
     /// Kept and shown as given; only the protocol that wrote them reads them.
     pub protocol_attributes: BTreeMap<String, String>,
+}
+
+/// What a queue takes as a message's idempotency key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Dedup {
+    /// The `id` the producer gives; a message without one is never a duplicate.
+    #[default]
+    Id,
+    /// The `id` when given, else a digest of the message's content (its ordering key and
+    /// body): the same body sent twice within the window is stored once (SQS FIFO's
+    /// `ContentBasedDeduplication`).
+    Content,
+}
+
+impl Dedup {
+    /// The wire name: `id` or `content`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dedup::Id => "id",
+            Dedup::Content => "content",
+        }
+    }
+
+    /// Parses a wire name.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "id" => Some(Dedup::Id),
+            "content" => Some(Dedup::Content),
+            _ => None,
+        }
+    }
 }
 
 /// What to do with a message that reached the queue's `max_age_ms`.
@@ -284,6 +318,7 @@ impl QueueConfig {
             max_message_bytes: 1024 * 1024,
             ordering: Ordering::Unordered,
             dedup_window_ms: 24 * 60 * 60 * 1000,
+            dedup: Dedup::Id,
             max_age_ms: DEFAULT_MAX_AGE_MS,
             on_expire: OnExpire::Drop,
             max_depth: None,

@@ -9,9 +9,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use sha2::{Digest, Sha256};
 use sluice_core::clock::parse_rfc3339;
 use sluice_core::message::{BodyKind, NewMessage, Payload};
-use sluice_core::queue::{MessageSchema, QueueConfig, limits};
+use sluice_core::queue::{Dedup, MessageSchema, QueueConfig, limits};
 use sluice_core::store::{EnqueueParams, MessageGetParams, MessageRef};
 use sluice_core::wire::{EnqueueOut, SchemaViolationOut};
 use sluice_core::{Millis, StoreError};
@@ -247,8 +248,13 @@ fn build(
         }
         (None, None) => now_ms + config.delay_ms,
     };
+    let idempotency_key = match (input.id, config.dedup) {
+        (Some(id), _) => Some(id),
+        (None, Dedup::Content) => Some(content_key(input.key.as_deref(), &body_bytes)),
+        (None, Dedup::Id) => None,
+    };
     Ok(NewMessage {
-        idempotency_key: input.id,
+        idempotency_key,
         payload: Arc::new(Payload {
             body_bytes,
             body_kind,
@@ -259,6 +265,25 @@ fn build(
         visible_at_ms,
         dead_letter: None,
     })
+}
+
+/// The idempotency key a `dedup: "content"` queue gives a message sent without an `id`:
+/// `sha256:` and the hex SHA-256 of its ordering key and body, each preceded by its length so
+/// no two different (key, body) pairs are hashed as the same bytes. Headers are not part of it:
+/// a trace id a client adds must not make a retry a new message.
+pub fn content_key(key: Option<&str>, body: &[u8]) -> String {
+    let mut digest = Sha256::new();
+    match key {
+        Some(key) => {
+            digest.update([1]);
+            digest.update((key.len() as u64).to_be_bytes());
+            digest.update(key.as_bytes());
+        }
+        None => digest.update([0]),
+    }
+    digest.update((body.len() as u64).to_be_bytes());
+    digest.update(body);
+    format!("sha256:{}", hex::encode(digest.finalize()))
 }
 
 /// Every violation of every message of a batch, or nothing stored.

@@ -152,6 +152,11 @@ const QUEUE_COUNTERS: &[QueueCounter] = &[
         |c| c.purged,
     ),
     (
+        "sluice_messages_deduplicated",
+        "Messages not stored because their idempotency key (given, or made from the content) was seen within the dedup window: idempotency hits, on every path.",
+        |c| c.deduplicated,
+    ),
+    (
         "sluice_leases_expired",
         "Leases that ran out before an ack or nack (each a failed attempt).",
         |c| c.lease_expired,

@@ -20,13 +20,16 @@ use uuid::Uuid;
 use crate::cached::Cached;
 
 /// The counter columns, in the order [`values`] gives them.
-const COLUMNS: &str = "enqueued, delivered, acked, nacked, dead_lettered, lease_expired, expired, rejected, cancelled, purged";
+const COLUMNS: &str = "enqueued, delivered, acked, nacked, dead_lettered, lease_expired, expired, rejected, cancelled, purged, deduplicated";
+
+/// How many counters there are.
+const COUNTERS: usize = 11;
 
 /// The row counters of the nodes that left are folded into.
 pub(crate) const NIL_NODE: Uuid = Uuid::nil();
 
-/// A [`Counters`] as its ten values, in [`COLUMNS`] order.
-fn values(counters: &Counters) -> [u64; 10] {
+/// A [`Counters`] as its eleven values, in [`COLUMNS`] order.
+fn values(counters: &Counters) -> [u64; COUNTERS] {
     [
         counters.enqueued,
         counters.delivered,
@@ -38,10 +41,11 @@ fn values(counters: &Counters) -> [u64; 10] {
         counters.rejected,
         counters.cancelled,
         counters.purged,
+        counters.deduplicated,
     ]
 }
 
-fn from_values(v: [u64; 10]) -> Counters {
+fn from_values(v: [u64; COUNTERS]) -> Counters {
     Counters {
         enqueued: v[0],
         delivered: v[1],
@@ -53,6 +57,7 @@ fn from_values(v: [u64; 10]) -> Counters {
         rejected: v[7],
         cancelled: v[8],
         purged: v[9],
+        deduplicated: v[10],
     }
 }
 
@@ -114,7 +119,7 @@ impl Ledger {
             return Ok(());
         }
         let ids: Vec<i32> = own.keys().copied().collect();
-        let columns: Vec<Vec<i64>> = (0..10)
+        let columns: Vec<Vec<i64>> = (0..COUNTERS)
             .map(|i| {
                 ids.iter()
                     .map(|id| i64::try_from(values(&own[id])[i]).unwrap_or(i64::MAX))
@@ -125,11 +130,11 @@ impl Ledger {
             .execute_cached(
                 &format!(
                     "INSERT INTO queue_counters (queue_id, node_id, {COLUMNS}) \
-                     SELECT u.queue_id, $2, u.c0, u.c1, u.c2, u.c3, u.c4, u.c5, u.c6, u.c7, u.c8, u.c9 \
+                     SELECT u.queue_id, $2, u.c0, u.c1, u.c2, u.c3, u.c4, u.c5, u.c6, u.c7, u.c8, u.c9, u.c10 \
                      FROM unnest($1::int[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], \
                                  $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], \
-                                 $11::bigint[], $12::bigint[]) \
-                          AS u(queue_id, c0, c1, c2, c3, c4, c5, c6, c7, c8, c9) \
+                                 $11::bigint[], $12::bigint[], $13::bigint[]) \
+                          AS u(queue_id, c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10) \
                      WHERE EXISTS (SELECT 1 FROM queues q WHERE q.id = u.queue_id) \
                      ORDER BY u.queue_id \
                      ON CONFLICT (queue_id, node_id) DO UPDATE SET \
@@ -138,7 +143,7 @@ impl Ledger {
                          dead_lettered = excluded.dead_lettered, \
                          lease_expired = excluded.lease_expired, expired = excluded.expired, \
                          rejected = excluded.rejected, cancelled = excluded.cancelled, \
-                         purged = excluded.purged"
+                         purged = excluded.purged, deduplicated = excluded.deduplicated"
                 ),
                 &[
                     &ids,
@@ -153,6 +158,7 @@ impl Ledger {
                     &columns[7],
                     &columns[8],
                     &columns[9],
+                    &columns[10],
                 ],
             )
             .await?;
@@ -184,13 +190,13 @@ pub(crate) async fn others(
             "SELECT queue_id, sum(enqueued)::bigint, sum(delivered)::bigint, sum(acked)::bigint, \
                     sum(nacked)::bigint, sum(dead_lettered)::bigint, sum(lease_expired)::bigint, \
                     sum(expired)::bigint, sum(rejected)::bigint, sum(cancelled)::bigint, \
-                    sum(purged)::bigint \
+                    sum(purged)::bigint, sum(deduplicated)::bigint \
              FROM (SELECT queue_id, enqueued, delivered, acked, nacked, dead_lettered, \
-                          lease_expired, expired, rejected, cancelled, purged \
+                          lease_expired, expired, rejected, cancelled, purged, deduplicated \
                    FROM queue_counters \
                    WHERE node_id <> $1 AND ($2::int IS NULL OR queue_id = $2) \
                    UNION ALL \
-                   SELECT queue_id, enqueued, 0, 0, 0, 0, 0, 0, 0, 0, 0 FROM queue_counter_deltas \
+                   SELECT queue_id, enqueued, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 FROM queue_counter_deltas \
                    WHERE $2::int IS NULL OR queue_id = $2) c \
              GROUP BY queue_id",
             &[&node_id, &queue_id],
@@ -222,7 +228,7 @@ pub(crate) async fn fold_nodes(
                  INSERT INTO queue_counters AS c (queue_id, node_id, {COLUMNS}) \
                  SELECT queue_id, $2, sum(enqueued), sum(delivered), sum(acked), sum(nacked), \
                         sum(dead_lettered), sum(lease_expired), sum(expired), sum(rejected), \
-                        sum(cancelled), sum(purged) \
+                        sum(cancelled), sum(purged), sum(deduplicated) \
                  FROM gone GROUP BY queue_id ORDER BY queue_id \
                  ON CONFLICT (queue_id, node_id) DO UPDATE SET \
                      enqueued = c.enqueued + excluded.enqueued, \
@@ -233,7 +239,8 @@ pub(crate) async fn fold_nodes(
                      expired = c.expired + excluded.expired, \
                      rejected = c.rejected + excluded.rejected, \
                      cancelled = c.cancelled + excluded.cancelled, \
-                     purged = c.purged + excluded.purged"
+                     purged = c.purged + excluded.purged, \
+                     deduplicated = c.deduplicated + excluded.deduplicated"
             ),
             &[&nodes, &NIL_NODE],
         )

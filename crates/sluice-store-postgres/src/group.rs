@@ -224,6 +224,10 @@ async fn run_enqueues(context: &Context, group: Vec<EnqueueJob>) {
                             context.notifier.wake_for(&job.params.queue, created);
                             context.count(job.queue.id, |counters| counters.enqueued += created);
                         }
+                        let hits = enqueued.len() as u64 - created;
+                        if hits > 0 {
+                            context.count(job.queue.id, |counters| counters.deduplicated += hits);
+                        }
                     }
                     Err(StoreError::QueueFull { refused, .. }) => {
                         context.count(job.queue.id, |counters| counters.rejected += refused);

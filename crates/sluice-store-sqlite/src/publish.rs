@@ -30,11 +30,18 @@ impl Publisher {
                     results,
                     queue,
                     now_ms,
+                    charge,
                     ..
                 } = pending
                 {
                     if index.queue_config(queue).is_none() {
                         continue; // deleted meanwhile
+                    }
+                    // An enqueue's uncreated results are idempotency hits (a replay's are rows
+                    // that were gone).
+                    if charge.is_some() {
+                        let hits = results.iter().filter(|result| !result.created).count();
+                        index.count_deduplicated(queue, hits as u64);
                     }
                     let count = entries.len() as u64;
                     // Entries are the created results, in order.

@@ -175,6 +175,11 @@ class CountersOut:
     """Removed by purges."""
     rejected: int
     """Refused at `max_depth`."""
+    deduplicated: int = 0
+    """Not stored: their idempotency key (given as `id`, or made from the content on a
+    `dedup: "content"` queue) was seen within the dedup window. Idempotency hits, counted
+    on every path (HTTP, gRPC, SQS, webhooks).
+    """
 
 
 @dataclass(frozen=True)
@@ -548,6 +553,8 @@ class QueueConfigOut:
 
     backoff: BackoffOut
     """Retry backoff."""
+    dedup: str
+    """`id` or `content`: what makes two messages the same one."""
     dedup_window_ms: int
     """Idempotency window in ms."""
     delay_ms: int

@@ -61,6 +61,9 @@ class QueueSpec:
     """`unordered` (default), `fifo` or `per_key`."""
     dedup_window_ms: int | Unset = UNSET
     """Idempotency window in ms (default 86400000)."""
+    dedup: str | Unset = UNSET
+    """`id` (default): only a message's `id` makes it a duplicate. `content`: a message sent
+    without an `id` gets one made from its content (SHA-256 of its key and body)."""
     delay_ms: int | Unset = UNSET
     """Delay in ms given to a message enqueued without one (default 0)."""
     max_age_ms: int | Unset = UNSET

@@ -722,6 +722,13 @@ export interface components {
             dead_lettered: number;
             /**
              * Format: int64
+             * @description Not stored: their idempotency key (given as `id`, or made from the content on a
+             *     `dedup: "content"` queue) was seen within the dedup window. Idempotency hits, counted
+             *     on every path (HTTP, gRPC, SQS, webhooks).
+             */
+            deduplicated?: number;
+            /**
+             * Format: int64
              * @description Deliveries.
              */
             delivered: number;
@@ -1294,6 +1301,8 @@ export interface components {
             backoff: components["schemas"]["BackoffOut"];
             /** @description Dead-letter queue, if any. */
             dead_letter_queue?: string | null;
+            /** @description `id` or `content`: what makes two messages the same one. */
+            dedup: string;
             /**
              * Format: int64
              * @description Idempotency window in ms.
@@ -1457,6 +1466,12 @@ export interface components {
             backoff?: null | components["schemas"]["BackoffSpec"];
             /** @description Dead-letter queue name (default `<name>.dlq`); an empty string means none. */
             dead_letter_queue?: string | null;
+            /**
+             * @description `id` (default): only a message's `id` makes it a duplicate. `content`: a message sent
+             *     without an `id` gets one made from its content (SHA-256 of its key and body), so the
+             *     same body sent twice within the window is stored once.
+             */
+            dedup?: string | null;
             /**
              * Format: int64
              * @description Idempotency window in ms (default 86400000).

@@ -343,6 +343,11 @@ async fn unary_calls_keep_the_http_rules_and_refusals_carry_the_sluice_code() {
     assert!(first.results[0].created);
     assert!(!again.results[0].created);
     assert_eq!(first.results[0].message_id, again.results[0].message_id);
+    let counters = &server.stats("grpc-unary").await["counters"];
+    assert_eq!(
+        counters["deduplicated"], 1,
+        "an idempotency hit: {counters}"
+    );
 
     let received = client
         .receive(v1::ReceiveRequest {

@@ -121,3 +121,88 @@ async fn a_key_is_new_again_after_the_dedup_window() {
     assert_eq!(later["created"], true);
     assert_ne!(later["message_id"], first["message_id"]);
 }
+
+#[tokio::test]
+async fn a_content_dedup_queue_stores_the_same_content_once() {
+    // Proves `dedup: "content"`: a message sent without an id is a duplicate of an earlier one
+    // with the same key and body (HTTP or SQS), answered with the first message; another key or
+    // body, or an explicit id, makes a new message; a queue without the option stores every
+    // copy; each hit counts in `counters.deduplicated` and the metric.
+    let server = TestServer::builder().start().await;
+    server
+        .put_queue("content", json!({"dedup": "content"}))
+        .await;
+    server.put_queue("plain", json!({})).await;
+    assert_eq!(
+        server.get("/v1/queues/content").await.ok()["config"]["dedup"],
+        "content"
+    );
+    assert_eq!(
+        server.get("/v1/queues/plain").await.ok()["config"]["dedup"],
+        "id"
+    );
+
+    let body = json!({"alert": "disk full", "host": "db-1"});
+    let first = server.send("content", json!({"body": body})).await;
+    assert_eq!(first["created"], true);
+    let again = server.send("content", json!({"body": body})).await;
+    assert_eq!(
+        (&again["created"], &again["message_id"]),
+        (&json!(false), &first["message_id"]),
+        "{again}"
+    );
+    let batch = server
+        .post(
+            "/v1/queues/content/messages",
+            json!({"messages": [
+                {"body": body},
+                {"body": body, "key": "db-1"},
+                {"body": {"alert": "disk full", "host": "db-2"}},
+                {"body": body, "id": "explicit"},
+            ]}),
+        )
+        .await
+        .ok();
+    let created: Vec<&serde_json::Value> = batch["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|result| &result["created"])
+        .collect();
+    assert_eq!(
+        created,
+        [&json!(false), &json!(true), &json!(true), &json!(true)],
+        "{batch}"
+    );
+    // The SQS API's send runs the same rule.
+    let sqs = server
+        .client()
+        .post(format!("{}/", server.url()))
+        .header("content-type", "application/x-amz-json-1.0")
+        .header("x-amz-target", "AmazonSQS.SendMessage")
+        .body(json!({"QueueUrl": "content", "MessageBody": body.to_string()}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sqs.status(), 200);
+
+    for _ in 0..2 {
+        server.send("plain", json!({"body": body})).await;
+    }
+    let content = server.stats("content").await["counters"].clone();
+    assert_eq!(
+        (&content["enqueued"], &content["deduplicated"]),
+        (&json!(4), &json!(3)),
+        "{content}"
+    );
+    let plain = server.stats("plain").await["counters"].clone();
+    assert_eq!(
+        (&plain["enqueued"], &plain["deduplicated"]),
+        (&json!(2), &json!(0))
+    );
+    let metrics = server.get("/metrics").await.text;
+    assert!(
+        metrics.contains("sluice_messages_deduplicated_total{queue=\"content\"} 3"),
+        "{metrics}"
+    );
+}

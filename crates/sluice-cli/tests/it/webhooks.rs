@@ -386,6 +386,12 @@ async fn a_repeated_delivery_is_stored_once() {
         );
         let stats = hook_stats(&server, &format!("h{case}")).await;
         assert_eq!((stats.accepted, stats.duplicates), (1, 2), "{stats:?}");
+        let counters = &server.stats(&queue).await["counters"];
+        assert_eq!(
+            (&counters["enqueued"], &counters["deduplicated"]),
+            (&json!(1), &json!(2)),
+            "the queue counts the idempotency hits too: {counters}"
+        );
     }
 }
 

@@ -185,6 +185,9 @@ pub struct Counters {
     pub cancelled: u64,
     /// Messages removed by purges.
     pub purged: u64,
+    /// Messages not stored because their idempotency key (given, or made from the content) was
+    /// seen within the dedup window: idempotency hits, on every path that enqueues.
+    pub deduplicated: u64,
 }
 
 /// Depth and counters of one queue.

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::queue::{Backoff, MessageSchema, OnExpire, Ordering, QueueConfig, RateLimit};
+use crate::queue::{Backoff, Dedup, MessageSchema, OnExpire, Ordering, QueueConfig, RateLimit};
 use crate::wire::{PushSpec, SecretRef};
 use serde::{Deserialize, Serialize};
 
@@ -28,6 +28,9 @@ pub struct StoredQueueConfig {
     /// The dead-letter queue; `""` for none (a missing field means the default `<name>.dlq`).
     #[serde(default)]
     dead_letter_queue: Option<String>,
+    /// `content`; absent for `id` (the default, and rows written before the option).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dedup: Option<String>,
     #[serde(default)]
     dedup_window_ms: Option<i64>,
     /// Absent (0) in rows written before queues had a default delay, and when it is 0.
@@ -166,6 +169,10 @@ impl StoredQueueConfig {
         if let Some(ms) = self.dedup_window_ms {
             config.dedup_window_ms = ms;
         }
+        if let Some(dedup) = self.dedup {
+            config.dedup =
+                Dedup::parse(&dedup).ok_or_else(|| format!("dedup: {dedup:?} is not known"))?;
+        }
         if let Some(ms) = self.max_age_ms {
             config.max_age_ms = ms;
         }
@@ -210,6 +217,7 @@ impl From<&QueueConfig> for StoredQueueConfig {
                 max_ms: Some(backoff.max_ms),
             }),
             dead_letter_queue: Some(config.dead_letter_queue.clone().unwrap_or_default()),
+            dedup: (config.dedup != Dedup::Id).then(|| config.dedup.as_str().to_owned()),
             dedup_window_ms: Some(config.dedup_window_ms),
             delay_ms: (config.delay_ms != 0).then_some(config.delay_ms),
             max_age_ms: Some(config.max_age_ms),

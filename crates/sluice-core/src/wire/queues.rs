@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::{PushMethod, PushSpec, QueueStatsOut, null_as_zero, present};
-use crate::queue::{Backoff, MessageSchema, OnExpire, Ordering, QueueConfig, RateLimit, limits};
+use crate::queue::{
+    Backoff, Dedup, MessageSchema, OnExpire, Ordering, QueueConfig, RateLimit, limits,
+};
 
 /// Queue settings as given over the API or in the config file; every field is optional and
 /// falls back to the current value (update) or the default (create).
@@ -36,6 +38,11 @@ pub struct QueueSpec {
     /// Idempotency window in ms (default 86400000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dedup_window_ms: Option<i64>,
+    /// `id` (default): only a message's `id` makes it a duplicate. `content`: a message sent
+    /// without an `id` gets one made from its content (SHA-256 of its key and body), so the
+    /// same body sent twice within the window is stored once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedup: Option<String>,
     /// Retention in ms: older messages are removed (default 345600000, 4 days; 14 days for a
     /// dead-letter queue).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -162,6 +169,10 @@ impl QueueSpec {
         if let Some(ms) = self.dedup_window_ms {
             check_range("dedup_window_ms", ms, 0, limits::DEDUP_WINDOW_MS_MAX)?;
             base.dedup_window_ms = ms;
+        }
+        if let Some(dedup) = &self.dedup {
+            base.dedup = Dedup::parse(dedup)
+                .ok_or_else(|| format!("dedup: {dedup:?} is not one of id, content"))?;
         }
         if let Some(ms) = self.max_age_ms {
             check_range(
@@ -359,6 +370,8 @@ pub struct QueueConfigOut {
     pub ordering: String,
     /// Idempotency window in ms.
     pub dedup_window_ms: i64,
+    /// `id` or `content`: what makes two messages the same one.
+    pub dedup: String,
     /// Retention in ms.
     pub max_age_ms: i64,
     /// `drop` or `dead_letter`.
@@ -419,6 +432,7 @@ impl From<&QueueConfig> for QueueConfigOut {
             max_message_bytes: config.max_message_bytes,
             ordering: config.ordering.as_str().to_owned(),
             dedup_window_ms: config.dedup_window_ms,
+            dedup: config.dedup.as_str().to_owned(),
             max_age_ms: config.max_age_ms,
             on_expire: config.on_expire.as_str().to_owned(),
             max_depth: config.max_depth,

@@ -86,4 +86,9 @@ pub struct CountersOut {
     pub cancelled: u64,
     /// Removed by purges.
     pub purged: u64,
+    /// Not stored: their idempotency key (given as `id`, or made from the content on a
+    /// `dedup: "content"` queue) was seen within the dedup window. Idempotency hits, counted
+    /// on every path (HTTP, gRPC, SQS, webhooks).
+    #[serde(default)]
+    pub deduplicated: u64,
 }

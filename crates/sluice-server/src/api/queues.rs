@@ -43,6 +43,7 @@ fn stats_out(app: &AppState, info: &QueueInfo) -> QueueStatsOut {
             rejected: counters.rejected,
             cancelled: counters.cancelled,
             purged: counters.purged,
+            deduplicated: counters.deduplicated,
         },
         last_1m: throughput_out(depth.recent.last_1m, 60.0),
         last_5m: throughput_out(depth.recent.last_5m, 300.0),

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use sha2::{Digest, Sha256};
 use sluice_core::message::{BodyKind, ClaimedMessage, Headers, MessageState};
-use sluice_core::queue::QueueConfig;
+use sluice_core::queue::{Dedup, QueueConfig};
 use sluice_core::wire::{AckOut, ErrorCode};
 use sluice_ops::{AckRequest, MessageRequest, OpsError, ReceiveRequest};
 use sluice_sqs::md5;
@@ -219,7 +219,12 @@ fn prepare(
             check_token("MessageDeduplicationId", id)?;
             Some(id.clone())
         }
-        (None, true) if attributes::kept(config, "ContentBasedDeduplication") == Some("true") => {
+        // The queue's own `dedup: "content"` is SQS's ContentBasedDeduplication here: the
+        // body's digest, as AWS makes it, so an SQS client sees SQS's semantics.
+        (None, true)
+            if attributes::kept(config, "ContentBasedDeduplication") == Some("true")
+                || config.dedup == Dedup::Content =>
+        {
             Some(hex(&Sha256::digest(body.as_bytes())))
         }
         (None, true) => {

@@ -15,7 +15,8 @@ fn keyed(h: &Harness, body: &str, key: &str) -> NewMessage {
 /// Within the dedup window a key answers with its first message: the same id, `created`
 /// false, position 0, and the later body is never stored or delivered, whether the duplicate
 /// comes in the same batch, while the first is in flight, or after it was acked. Keys are per
-/// queue: the same key in another queue is a new message.
+/// queue: the same key in another queue is a new message. Each duplicate counts in the queue's
+/// `deduplicated` counter.
 pub async fn idempotency_keys_answer_with_the_first_message_within_the_window(h: Harness) {
     h.queue("q", |c| c.dedup_window_ms = 60_000).await;
     h.queue("other", |c| c.dedup_window_ms = 60_000).await;
@@ -76,6 +77,22 @@ pub async fn idempotency_keys_answer_with_the_first_message_within_the_window(h:
         .await;
     assert!(elsewhere[0].created, "keys are per queue");
     assert_ne!(elsewhere[0].message_id, batch[0].message_id);
+
+    // Each duplicate is an idempotency hit in the queue's counters, beside what was stored.
+    for (queue, enqueued, deduplicated) in [("q", 2, 3), ("other", 1, 0)] {
+        let counters = h
+            .store
+            .queue_get(queue, h.now())
+            .await
+            .unwrap()
+            .depth
+            .counters;
+        assert_eq!(
+            (counters.enqueued, counters.deduplicated),
+            (enqueued, deduplicated),
+            "{queue}"
+        );
+    }
 }
 
 /// Once the dedup window has passed, the key is free (whether or not upkeep has run since):
