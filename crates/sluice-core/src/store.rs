@@ -531,6 +531,16 @@ pub trait Store: Send + Sync + 'static {
     }
     /// Acks leases; one result per receipt. Successful acks are durable when this returns.
     async fn message_ack(&self, params: AckParams) -> StoreResult<Vec<Result<(), LeaseError>>>;
+    /// Acks one lease (`params` holds one receipt) and enqueues the next steps `then` in the
+    /// same commit: both happen or neither, so a crash in between can neither lose a next step
+    /// nor let it run twice. A stale receipt enqueues nothing (`Ok(Err(..))`); a refusal of a
+    /// next step (its queue missing or full) leaves the lease as it was. The answer holds each
+    /// batch's results, in order, durable when this returns.
+    async fn message_ack_then(
+        &self,
+        params: AckParams,
+        then: Vec<EnqueueParams>,
+    ) -> StoreResult<Result<Vec<Vec<Enqueued>>, LeaseError>>;
     /// Records a failed attempt durably.
     async fn message_nack(&self, params: NackParams) -> StoreResult<NackOutcome>;
     /// Pushes a lease's deadline out; returns the new deadline.

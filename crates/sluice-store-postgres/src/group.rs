@@ -86,6 +86,8 @@ pub(crate) struct Writers {
     /// Checked before a batch is queued: while the database is lost, callers are answered at
     /// once instead of waiting behind groups that cannot commit.
     database: Database,
+    /// For the work that runs outside the groups ([`Writers::ack_then`]).
+    context: Arc<Context>,
 }
 
 struct EnqueueJob {
@@ -122,6 +124,7 @@ impl Writers {
                 enqueue,
                 ack,
                 database,
+                context,
             },
             tasks,
         )
@@ -164,6 +167,129 @@ impl Writers {
             .map_err(|_| closed())?;
         answered.await.map_err(|_| closed())?
     }
+}
+
+impl Writers {
+    /// Acks one lease and enqueues the next steps in one transaction of its own
+    /// (`Store::message_ack_then`): both or neither. A stale receipt or a refused next step
+    /// (its queue full) rolls the whole of it back.
+    pub(crate) async fn ack_then(
+        &self,
+        queue: CachedQueue,
+        params: AckParams,
+        then: Vec<(CachedQueue, EnqueueParams)>,
+    ) -> StoreResult<Result<Vec<Vec<Enqueued>>, LeaseError>> {
+        self.database.health().check()?;
+        let context = &*self.context;
+        let mut tries = 0;
+        let outcome = loop {
+            let outcome = on_connection(context, async |client| {
+                ack_then_once(client, context, &queue, &params, &then).await
+            })
+            .await;
+            match outcome {
+                Err(error) if is_conflict(&error) && tries < GROUP_RETRIES => tries += 1,
+                outcome => break outcome,
+            }
+        };
+        let (done, answers) = match outcome {
+            Ok(done) => done,
+            // Rolled back: nothing was acked or enqueued.
+            Err(StoreError::Lease(stale)) => return Ok(Err(stale)),
+            Err(error) => return Err(error),
+        };
+        context.count(queue.id, |counters| counters.acked += done.acked);
+        if done.wakes {
+            context.notifier.wake(&params.queue);
+        }
+        for ((target, batch), enqueued) in then.iter().zip(&answers) {
+            let created = enqueued.iter().filter(|e| e.created).count() as u64;
+            let hits = enqueued.len() as u64 - created;
+            context.count(target.id, |counters| {
+                counters.enqueued += created;
+                counters.deduplicated += hits;
+            });
+            if created > 0 {
+                context.notifier.wake_for(&batch.queue, created);
+            }
+        }
+        Ok(Ok(answers))
+    }
+}
+
+/// One try of [`Writers::ack_then`]: an error (a stale receipt as `StoreError::Lease`) rolls
+/// it back.
+async fn ack_then_once(
+    client: &deadpool_postgres::ClientWrapper,
+    context: &Context,
+    queue: &CachedQueue,
+    params: &AckParams,
+    then: &[(CachedQueue, EnqueueParams)],
+) -> StoreResult<(messages::AckDone, Vec<Vec<Enqueued>>)> {
+    let mut lanes: Vec<(i32, String)> = then
+        .iter()
+        .flat_map(|(target, batch)| {
+            messages::lanes_of(&target.config, &batch.messages)
+                .into_iter()
+                .flatten()
+                .map(|lane| (target.id, lane))
+        })
+        .collect();
+    lanes.sort_unstable();
+    lanes.dedup();
+    let total = then.iter().map(|(_, batch)| batch.messages.len()).sum();
+    client.batch_execute("BEGIN").await.db()?;
+    if queue.config.ordering != sluice_core::queue::Ordering::Unordered {
+        messages::lock_lanes_for_ack(client, &params.receipts).await?;
+    }
+    messages::lock_lanes_for_enqueue(client, &lanes).await?;
+    let seqs = messages::take_seqs(client, total).await?;
+    let mut done = messages::ack_group(
+        client,
+        &context.wake_channel,
+        context.keep_acked,
+        &[(queue, params)],
+    )
+    .await?
+    .pop()
+    .expect("one batch, one answer");
+    if let Some(Err(stale)) = done.answers.first() {
+        return Err(StoreError::Lease(stale.clone()));
+    }
+    let mut rows = messages::NewRows::default();
+    let mut answers = Vec::with_capacity(then.len());
+    let mut offset = 0;
+    for (target, batch) in then {
+        let count = batch.messages.len();
+        let answer = messages::enqueue_in(
+            client,
+            target,
+            &batch.queue,
+            &batch.messages,
+            batch.now_ms,
+            &seqs[offset..offset + count],
+            &mut rows,
+        )
+        .await??;
+        answers.push(answer);
+        offset += count;
+    }
+    if !rows.is_empty() {
+        let mut woken: Vec<&str> = then
+            .iter()
+            .zip(&answers)
+            .filter(|(_, enqueued)| enqueued.iter().any(|e| e.created))
+            .map(|((_, batch), _)| batch.queue.as_str())
+            .collect();
+        woken.sort_unstable();
+        woken.dedup();
+        messages::insert_rows(client, &rows).await?;
+        messages::notify_own_wakes(client, &context.wake_channel, &context.wake_tag, &woken)
+            .await?;
+    }
+    client.batch_execute("COMMIT").await.db()?;
+    done.answers.truncate(1);
+    Ok((done, answers))
 }
 
 fn closed() -> StoreError {

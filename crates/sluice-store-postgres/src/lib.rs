@@ -309,6 +309,14 @@ impl Store for PgStore {
         self.ack(params).await
     }
 
+    async fn message_ack_then(
+        &self,
+        params: AckParams,
+        then: Vec<EnqueueParams>,
+    ) -> StoreResult<Result<Vec<Vec<Enqueued>>, LeaseError>> {
+        self.ack_then(params, then).await
+    }
+
     async fn message_nack(&self, params: NackParams) -> StoreResult<NackOutcome> {
         self.nack(params).await
     }

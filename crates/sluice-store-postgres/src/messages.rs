@@ -420,6 +420,21 @@ impl PgStore {
         self.writers()?.ack(queue, params).await
     }
 
+    /// Acks one lease and enqueues the next steps in the same transaction
+    /// (`Store::message_ack_then`, [`crate::group::Writers::ack_then`]).
+    pub(crate) async fn ack_then(
+        &self,
+        params: AckParams,
+        then: Vec<EnqueueParams>,
+    ) -> StoreResult<Result<Vec<Vec<Enqueued>>, LeaseError>> {
+        let queue = self.resolve(&params.queue).await?;
+        let mut targets = Vec::with_capacity(then.len());
+        for batch in then {
+            targets.push((self.resolve(&batch.queue).await?, batch));
+        }
+        self.writers()?.ack_then(queue, params, targets).await
+    }
+
     /// Records a failed attempt (`Store::message_nack`, §2.4): `rules::failure::decide` on the
     /// attempts read under the row lock; a retry keeps the message its lane's active member;
     /// a dead-letter move (§2.6) takes it to the dead-letter queue, whose lane it joins when

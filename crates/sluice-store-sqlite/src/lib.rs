@@ -408,6 +408,14 @@ impl Store for SharedSqliteStore {
         self.ack(params).await
     }
 
+    async fn message_ack_then(
+        &self,
+        params: AckParams,
+        then: Vec<EnqueueParams>,
+    ) -> StoreResult<Result<Vec<Vec<Enqueued>>, LeaseError>> {
+        self.ack_then(params, then).await
+    }
+
     async fn message_nack(&self, params: NackParams) -> StoreResult<NackOutcome> {
         self.nack(params).await
     }

@@ -197,49 +197,19 @@ impl SharedSqliteStore {
         mut params: AckParams,
     ) -> StoreResult<Vec<Result<(), LeaseError>>> {
         let store = &self.0;
-        let mut results = Vec::with_capacity(params.receipts.len());
-        let wait = {
+        let (results, wait) = {
             let mut index = store.index.lock();
-            if index.queue_config(&params.queue).is_none() {
-                return Err(StoreError::QueueNotFound(params.queue));
-            }
-            let mut seqs = Vec::new();
-            let mut memos = Vec::new();
-            for receipt in &params.receipts {
-                let entry = index
-                    .seq_of(&receipt.message_id)
-                    .and_then(|seq| index.entry(seq));
-                // The acked record keeps the delivery count the lease had.
-                let attempts = entry.map(|entry| (entry.attempts, entry.first_received_at_ms));
-                let memo = entry.and_then(|entry| {
-                    let key = entry.idempotency_key.clone()?;
-                    Some((entry.queue.clone(), key, entry.id))
-                });
-                match index.ack(&params.queue, receipt, params.now_ms) {
-                    Ok(seq) => {
-                        store.log_delivery(seq, params.delivery.take())?;
-                        let (attempts, first_received_at_ms) = attempts.unwrap_or_default();
-                        seqs.push((seq, attempts, first_received_at_ms));
-                        memos.extend(memo);
-                        results.push(Ok(()));
-                    }
-                    Err(error) => results.push(Err(error)),
+            let (results, ack) = store.ack_in_index(&mut index, &mut params)?;
+            let wait = match ack {
+                Some((op, wait)) => {
+                    // Sent under the index lock so the disk sees changes in the order the
+                    // index made them.
+                    store.send(op)?;
+                    Some(wait)
                 }
-            }
-            if seqs.is_empty() {
-                None
-            } else {
-                let (reply, wait) = oneshot::channel();
-                // Sent under the index lock so the disk sees changes in the order the index made them.
-                store.send(WriteOp::Ack {
-                    seqs,
-                    memos,
-                    result: params.result,
-                    now_ms: params.now_ms,
-                    reply,
-                })?;
-                Some(wait)
-            }
+                None => None,
+            };
+            (results, wait)
         };
         if let Some(wait) = wait {
             SqliteStore::wait(wait).await?;
@@ -249,6 +219,108 @@ impl SharedSqliteStore {
         Ok(results)
     }
 
+    /// Acks one lease and enqueues `then` in one op the writer applies in one transaction
+    /// (`WriteOp::Together`): both are on disk, or neither. The next steps are checked first
+    /// (queues, `max_depth`, room in the inbox, a full disk), so a refusal leaves the lease.
+    pub(crate) async fn ack_then(
+        &self,
+        mut params: AckParams,
+        then: Vec<EnqueueParams>,
+    ) -> StoreResult<Result<Vec<Vec<Enqueued>>, LeaseError>> {
+        let store = &self.0;
+        if let Some(refused) = store.health.refusal(true) {
+            return Err(refused);
+        }
+        let charges = then
+            .iter()
+            .map(|batch| store.inbox.charge(&batch.messages))
+            .collect::<StoreResult<Vec<_>>>()?;
+        let mut reserved: Vec<(Arc<str>, u64)> = Vec::new();
+        let release = |reserved: &[(Arc<str>, u64)]| {
+            let mut index = store.index.lock();
+            for (queue, count) in reserved {
+                index.release(queue, *count);
+            }
+        };
+        let sent = {
+            let mut index = store.index.lock();
+            let mut targets = Vec::with_capacity(then.len());
+            let mut refusal = None;
+            for batch in &then {
+                let Some(config) = index.queue_config(&batch.queue) else {
+                    refusal = Some(StoreError::QueueNotFound(batch.queue.clone()));
+                    break;
+                };
+                let name = index.queue_name(&batch.queue).expect("config found");
+                let count = batch.messages.len() as u64;
+                if let Some(max_depth) = config.max_depth {
+                    if let Err(depth) = index.reserve(&batch.queue, count) {
+                        let drain_rate = index.ack_rate(&batch.queue, params.now_ms);
+                        refusal = Some(StoreError::QueueFull {
+                            queue: batch.queue.clone(),
+                            depth,
+                            max_depth,
+                            refused: count,
+                            retry_after_s: retry_after_s(count, drain_rate),
+                        });
+                        break;
+                    }
+                    reserved.push((name.clone(), count));
+                }
+                targets.push((name, config.dedup_window_ms));
+            }
+            let acked = match refusal {
+                Some(error) => Err(error),
+                None => store.ack_in_index(&mut index, &mut params),
+            };
+            match acked {
+                Ok((_, Some((ack, acked)))) => {
+                    let mut ops = vec![ack];
+                    let mut waits = Vec::with_capacity(then.len());
+                    for ((batch, (queue, dedup_window_ms)), charge) in
+                        then.into_iter().zip(targets).zip(charges)
+                    {
+                        let (reply, wait) = oneshot::channel();
+                        ops.push(WriteOp::Enqueue {
+                            queue,
+                            dedup_window_ms,
+                            now_ms: batch.now_ms,
+                            messages: batch.messages,
+                            reply,
+                            charge,
+                        });
+                        waits.push(wait);
+                    }
+                    store
+                        .send(WriteOp::Together(ops))
+                        .map(|()| Ok((acked, waits)))
+                }
+                Ok((mut results, None)) => Ok(Err(results
+                    .pop()
+                    .and_then(Result::err)
+                    .unwrap_or(LeaseError::Stale))),
+                Err(error) => Err(error),
+            }
+        };
+        let outcome = match sent {
+            Ok(Ok((acked, waits))) => {
+                let mut answers = Vec::with_capacity(waits.len());
+                let mut outcome = SqliteStore::wait(acked).await;
+                for wait in waits {
+                    match SqliteStore::wait(wait).await {
+                        Ok(results) => answers.push(results),
+                        Err(error) => outcome = outcome.and(Err(error)),
+                    }
+                }
+                store.notifier.wake(&params.queue);
+                outcome.map(|()| Ok(answers))
+            }
+            Ok(Err(stale)) => Ok(Err(stale)),
+            Err(error) => Err(error),
+        };
+        release(&reserved);
+        outcome
+    }
     /// Fails an attempt: the index decides between a retry and the dead-letter queue.
     pub(crate) async fn nack(&self, params: NackParams) -> StoreResult<NackOutcome> {
         let store = &self.0;
@@ -329,4 +401,58 @@ fn truncate(mut text: String) -> String {
         sluice_core::message::cut_utf8(&text, sluice_core::queue::limits::ERROR_BYTES_MAX).len();
     text.truncate(kept);
     text
+}
+
+/// The write an ack sends once the index has let the messages go, and its answer.
+type AckWrite = (WriteOp, oneshot::Receiver<StoreResult<()>>);
+
+impl SqliteStore {
+    /// Acks each receipt in the index; the results per receipt, in order, and the write that
+    /// makes the acked ones durable (none when every receipt was stale). The caller sends it
+    /// while it still holds the index lock, so the disk sees changes in the index's order.
+    fn ack_in_index(
+        &self,
+        index: &mut sluice_core::dispatch::Index,
+        params: &mut AckParams,
+    ) -> StoreResult<(Vec<Result<(), LeaseError>>, Option<AckWrite>)> {
+        if index.queue_config(&params.queue).is_none() {
+            return Err(StoreError::QueueNotFound(params.queue.clone()));
+        }
+        let mut results = Vec::with_capacity(params.receipts.len());
+        let mut seqs = Vec::new();
+        let mut memos = Vec::new();
+        for receipt in &params.receipts {
+            let entry = index
+                .seq_of(&receipt.message_id)
+                .and_then(|seq| index.entry(seq));
+            // The acked record keeps the delivery count the lease had.
+            let attempts = entry.map(|entry| (entry.attempts, entry.first_received_at_ms));
+            let memo = entry.and_then(|entry| {
+                let key = entry.idempotency_key.clone()?;
+                Some((entry.queue.clone(), key, entry.id))
+            });
+            match index.ack(&params.queue, receipt, params.now_ms) {
+                Ok(seq) => {
+                    self.log_delivery(seq, params.delivery.take())?;
+                    let (attempts, first_received_at_ms) = attempts.unwrap_or_default();
+                    seqs.push((seq, attempts, first_received_at_ms));
+                    memos.extend(memo);
+                    results.push(Ok(()));
+                }
+                Err(error) => results.push(Err(error)),
+            }
+        }
+        if seqs.is_empty() {
+            return Ok((results, None));
+        }
+        let (reply, wait) = oneshot::channel();
+        let op = WriteOp::Ack {
+            seqs,
+            memos,
+            result: params.result.take(),
+            now_ms: params.now_ms,
+            reply,
+        };
+        Ok((results, Some((op, wait))))
+    }
 }

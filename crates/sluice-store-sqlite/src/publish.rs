@@ -20,7 +20,8 @@ pub struct Publisher {
 
 impl Publisher {
     /// After commit: new messages enter the index, waiters are woken, callers answered.
-    pub fn publish(&self, mut pendings: Vec<Pending>) {
+    pub fn publish(&self, pendings: Vec<Pending>) {
+        let mut pendings = Pending::flatten(pendings);
         let mut woken: Vec<(Arc<str>, u64)> = Vec::new();
         {
             let mut index = self.index.lock();
@@ -85,14 +86,14 @@ impl Publisher {
                 Pending::Unit(reply) => {
                     let _ = reply.send(Ok(()));
                 }
-                Pending::Nothing => {}
+                Pending::Nothing | Pending::Together(_) => {}
             }
         }
     }
 
     /// Answers every caller of a group that could not be made durable with `error()`.
     pub fn fail(&self, pendings: Vec<Pending>, error: impl Fn() -> StoreError) {
-        for pending in pendings {
+        for pending in Pending::flatten(pendings) {
             match pending {
                 Pending::Enqueue { reply, charge, .. } => {
                     drop(charge);
@@ -101,7 +102,7 @@ impl Publisher {
                 Pending::Unit(reply) => {
                     let _ = reply.send(Err(error()));
                 }
-                Pending::Nothing => {}
+                Pending::Nothing | Pending::Together(_) => {}
             }
         }
     }

@@ -163,6 +163,10 @@ pub enum WriteOp {
     Flush {
         reply: oneshot::Sender<StoreResult<()>>,
     },
+    /// Ops applied in one transaction, in order: all of them are stored or none (an ack and
+    /// the next steps it enqueues). Each is answered as it would be alone. Its ack has changed
+    /// the index already, so it is kept until stored, as an ack is.
+    Together(Vec<WriteOp>),
 }
 
 /// One dead letter to replay: what the new message's index entry needs besides its body,
@@ -197,7 +201,7 @@ impl WriteOp {
     fn into_pending(self, applied: Applied) -> Pending {
         let created = |applied: Applied| match applied {
             Applied::Created { results, entries } => (results, entries),
-            Applied::Done => (Vec::new(), Vec::new()),
+            Applied::Done | Applied::Together(_) => (Vec::new(), Vec::new()),
         };
         match self {
             WriteOp::Enqueue {
@@ -245,6 +249,19 @@ impl WriteOp {
             | WriteOp::Claimed { reply, .. }
             | WriteOp::Purge { reply, .. } => reply.map_or(Pending::Nothing, Pending::Unit),
             WriteOp::Cleanup { .. } | WriteOp::LogDelivery { .. } => Pending::Nothing,
+            WriteOp::Together(ops) => {
+                let applied = match applied {
+                    Applied::Together(applied) => applied,
+                    // Not applied (it cannot happen: `apply` answers an op in kind).
+                    Applied::Created { .. } | Applied::Done => Vec::new(),
+                };
+                let mut applied = applied.into_iter();
+                Pending::Together(
+                    ops.into_iter()
+                        .map(|op| op.into_pending(applied.next().unwrap_or(Applied::Done)))
+                        .collect(),
+                )
+            }
         }
     }
 }
@@ -258,6 +275,8 @@ pub enum Applied {
     },
     /// Anything else.
     Done,
+    /// A [`WriteOp::Together`]: what each of its ops produced, in order.
+    Together(Vec<Applied>),
 }
 
 /// What the writer thread owns.
@@ -300,6 +319,22 @@ pub enum Pending {
     },
     Unit(oneshot::Sender<StoreResult<()>>),
     Nothing,
+    /// A [`WriteOp::Together`]'s answers, published and answered as if sent one by one.
+    Together(Vec<Pending>),
+}
+
+impl Pending {
+    /// The answers of a group with every [`Pending::Together`] opened up, in order.
+    pub fn flatten(pendings: Vec<Pending>) -> Vec<Pending> {
+        let mut flat = Vec::with_capacity(pendings.len());
+        for pending in pendings {
+            match pending {
+                Pending::Together(inner) => flat.extend(Pending::flatten(inner)),
+                pending => flat.push(pending),
+            }
+        }
+        flat
+    }
 }
 
 impl Writer {
@@ -352,7 +387,7 @@ impl Writer {
         self.flush_all_claims = true;
         self.commit_group(&mut group);
         for op in self.held.drain(..) {
-            fail_op(op, crate::health::disk_full);
+            fail_op(op, &crate::health::disk_full);
         }
         // Let the syncer answer the last groups, then checkpoint with syncing on: this
         // connection runs with synchronous=OFF because the syncer does its syncs.
@@ -395,7 +430,7 @@ impl Writer {
         if let Some(reason) = self.health.stopped() {
             let reason = reason.to_owned();
             for op in self.held.drain(..).chain(group.drain(..)) {
-                fail_op(op, || StoreError::WritesStopped(reason.clone()));
+                fail_op(op, &|| StoreError::WritesStopped(reason.clone()));
             }
             return;
         }
@@ -408,7 +443,7 @@ impl Writer {
         loop {
             if self.health.is_full() {
                 for op in group.extract_if(.., |op| op.refused_when_full()) {
-                    fail_op(op, crate::health::disk_full);
+                    fail_op(op, &crate::health::disk_full);
                 }
             }
             // An empty group still commits the claim records that fell due (the writer woke
@@ -454,7 +489,7 @@ impl Writer {
                     tracing::error!(%error, ops = group.len(), "group commit failed; nothing in it was stored");
                     self.health.stop(reason.clone());
                     for op in group.drain(..) {
-                        fail_op(op, || StoreError::WritesStopped(reason.clone()));
+                        fail_op(op, &|| StoreError::WritesStopped(reason.clone()));
                     }
                     return;
                 }
@@ -562,7 +597,7 @@ fn finish_group(
 }
 
 /// Answers an op that will not be stored with `error()`.
-fn fail_op(op: WriteOp, error: impl Fn() -> StoreError) {
+fn fail_op(op: WriteOp, error: &dyn Fn() -> StoreError) {
     match op {
         WriteOp::Enqueue { reply, charge, .. } => {
             // The room is free before the caller hears, so a retry finds it.
@@ -571,6 +606,11 @@ fn fail_op(op: WriteOp, error: impl Fn() -> StoreError) {
         }
         WriteOp::Replay { reply, .. } => {
             let _ = reply.send(Err(error()));
+        }
+        WriteOp::Together(ops) => {
+            for op in ops {
+                fail_op(op, error);
+            }
         }
         WriteOp::Ack { reply, .. }
         | WriteOp::QueuePause { reply, .. }
@@ -612,6 +652,11 @@ fn apply(
     claims: &mut DeferredClaims,
 ) -> rusqlite::Result<Applied> {
     Ok(match op {
+        WriteOp::Together(ops) => Applied::Together(
+            ops.iter()
+                .map(|op| apply(tx, op, next_seq, payload_cache_bytes, claims))
+                .collect::<rusqlite::Result<_>>()?,
+        ),
         WriteOp::Enqueue {
             queue,
             dedup_window_ms,

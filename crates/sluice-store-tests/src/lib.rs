@@ -203,6 +203,7 @@ macro_rules! store_conformance {
             pauses_are_kept_and_reported,
             push_pauses_are_kept_reported_and_survive_a_reopen,
             webhook_definitions_are_kept_by_name,
+            an_ack_enqueues_its_next_steps_in_the_same_commit,
         );
     };
     // Bring-up only: a backend that does not yet pass every case runs the cases it lists. The

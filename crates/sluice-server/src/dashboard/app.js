@@ -466,7 +466,8 @@ async function queuePage(root, name, params) {
         stat(fmtDuration(s.oldest_ready_age_ms), 'oldest ready'),
         stat(fmtNum(s.last_1m.enqueued_per_s) + ' / ' + fmtNum(s.last_1m.acked_per_s), 'in/s / acked/s (1m)'),
         stat(s.latency_ms ? fmtDuration(s.latency_ms.p95) : '–', 'p95 enqueue→ack'),
-        stat(`${c.ordering}, ${c.max_attempts || '∞'} attempts, lease ${fmtDuration(c.visibility_timeout_ms)}`, 'config')),
+        stat(fmtNum(s.counters.deduplicated || 0), 'duplicates not stored'),
+        stat(`${c.ordering}, ${c.max_attempts || '∞'} attempts, lease ${fmtDuration(c.visibility_timeout_ms)}${c.dedup === 'content' ? ', dedup by content' : ''}`, 'config')),
       h('div', { class: 'panel' }, lineChart([
         // History counts messages waiting in their lane as ready, as stats do.
         { label: c.ordering === 'unordered' ? 'ready' : 'ready + waiting', points: series((q) => q.ready, name) },

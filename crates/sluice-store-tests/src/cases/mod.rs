@@ -3,6 +3,7 @@
 //! rule would fail. [`crate::store_conformance!`] lists them all (a test of this crate checks
 //! that the list and the functions agree).
 
+mod chaining;
 mod concurrency;
 mod dead_letters;
 mod idempotency;
@@ -14,6 +15,7 @@ mod order;
 mod queues;
 mod webhooks;
 
+pub use chaining::*;
 pub use concurrency::*;
 pub use dead_letters::*;
 pub use idempotency::*;
