@@ -406,6 +406,9 @@ fn truncate(mut text: String) -> String {
 /// The write an ack sends once the index has let the messages go, and its answer.
 type AckWrite = (WriteOp, oneshot::Receiver<StoreResult<()>>);
 
+/// What acking in the index gives: an answer per receipt, and the write, if any was acked.
+type AckedInIndex = (Vec<Result<(), LeaseError>>, Option<AckWrite>);
+
 impl SqliteStore {
     /// Acks each receipt in the index; the results per receipt, in order, and the write that
     /// makes the acked ones durable (none when every receipt was stale). The caller sends it
@@ -414,7 +417,7 @@ impl SqliteStore {
         &self,
         index: &mut sluice_core::dispatch::Index,
         params: &mut AckParams,
-    ) -> StoreResult<(Vec<Result<(), LeaseError>>, Option<AckWrite>)> {
+    ) -> StoreResult<AckedInIndex> {
         if index.queue_config(&params.queue).is_none() {
             return Err(StoreError::QueueNotFound(params.queue.clone()));
         }
