@@ -207,6 +207,7 @@ async fn ack_all(client: &Client, queue: &str, receipts: Vec<String>) -> anyhow:
     let mut total = AckOut {
         acked: 0,
         results: Vec::with_capacity(receipts.len()),
+        then: None,
     };
     for chunk in receipts.chunks(ACK_BATCH_MAX) {
         let out = client.ack(queue, chunk.to_vec()).await?;

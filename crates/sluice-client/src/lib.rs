@@ -23,9 +23,9 @@ use serde::de::DeserializeOwned;
 use sluice_core::wire::{
     AckIn, AckOut, CancelIn, CancelOut, DeadLetterDeleteOut, DeadLetterEntryOut, DeadLetterListOut,
     DeliveriesOut, DrainIn, DrainOut, EnqueueBatchOut, EnqueueOut, ExtendIn, ExtendOut, HealthOut,
-    MessageBatchIn, MessageIn, MessageStatusOut, NackIn, NackOut, PurgeOut, QueueDeleteOut,
-    QueueListOut, QueueOut, QueuePutOut, QueueSpec, QueueStatsOut, ReceiveIn, ReceiveOut, ReplayIn,
-    ReplayOneIn, ReplayOut,
+    MessageBatchIn, MessageIn, MessageStatusOut, NackIn, NackOut, NextStepIn, PurgeOut,
+    QueueDeleteOut, QueueListOut, QueueOut, QueuePutOut, QueueSpec, QueueStatsOut, ReceiveIn,
+    ReceiveOut, ReplayIn, ReplayOneIn, ReplayOut,
 };
 
 pub use error::{Code, Error, Result};
@@ -421,6 +421,7 @@ impl Client {
             receipt: None,
             receipts: Some(receipts),
             result: None,
+            then: None,
         };
         self.send(Method::POST, url, Some(&body), REQUEST_TIMEOUT)
             .await
@@ -443,6 +444,31 @@ impl Client {
             receipt: Some(receipt.to_owned()),
             receipts: None,
             result: Some(result),
+            then: None,
+        };
+        self.send(Method::POST, url, Some(&body), REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// `POST /v1/queues/{queue}/ack` with one `receipt`, an optional `result` and next steps
+    /// (`then`, at most 100) enqueued in the same commit as the ack: both happen or neither.
+    /// The answer's `then` holds each next step's enqueue result, in order.
+    pub async fn ack_then(
+        &self,
+        queue: &str,
+        receipt: &str,
+        result: Option<&serde_json::Value>,
+        then: Vec<NextStepIn>,
+    ) -> Result<AckOut> {
+        let url = self.url(&["v1", "queues", queue_segment(queue)?, "ack"])?;
+        let result = result.map(|result| {
+            serde_json::value::to_raw_value(result).expect("a serde_json::Value always serializes")
+        });
+        let body = AckIn {
+            receipt: Some(receipt.to_owned()),
+            receipts: None,
+            result,
+            then: Some(then),
         };
         self.send(Method::POST, url, Some(&body), REQUEST_TIMEOUT)
             .await

@@ -10,6 +10,7 @@ use sluice_core::store::{AckParams, ExtendParams, GiveBackParams, NackParams};
 use sluice_core::wire::{AckOut, AckResult, ErrorCode, ErrorDetail, NackOut, time_out};
 use tokio::time::Instant;
 
+use crate::enqueue::MessageRequest;
 use crate::wait::{self, Wait};
 use crate::{Ops, OpsError, OpsResult};
 
@@ -38,7 +39,21 @@ pub struct AckRequest {
     pub receipts: Vec<String>,
     /// JSON text kept as the message's result (one receipt only).
     pub result: Option<String>,
+    /// Next steps enqueued in the same commit as the ack (one receipt only).
+    pub then: Vec<NextStep>,
 }
+
+/// A message an ack enqueues as the next step, and its queue.
+#[derive(Debug, Clone)]
+pub struct NextStep {
+    /// The queue it goes to.
+    pub queue: String,
+    /// The message.
+    pub message: MessageRequest,
+}
+
+/// Most next steps one ack may enqueue.
+pub const NEXT_STEPS_MAX: usize = 100;
 
 /// Settle a lease as failed: retry (after a delay) or dead-letter.
 #[derive(Debug, Clone)]
@@ -129,16 +144,17 @@ impl Ops {
                 )));
             }
         }
-        let outcomes = self
-            .store
-            .message_ack(AckParams {
-                queue: request.queue,
-                receipts,
-                result: request.result,
-                delivery: None,
-                now_ms: self.now_ms(),
-            })
-            .await?;
+        let params = AckParams {
+            queue: request.queue,
+            receipts,
+            result: request.result,
+            delivery: None,
+            now_ms: self.now_ms(),
+        };
+        if !request.then.is_empty() {
+            return self.ack_then(params, texts, request.then).await;
+        }
+        let outcomes = self.store.message_ack(params).await?;
         let results: Vec<AckResult> = texts
             .into_iter()
             .zip(outcomes)
@@ -157,15 +173,83 @@ impl Ops {
             .collect();
         let acked = results.iter().filter(|r| r.acked).count();
         if acked == results.len() {
-            return Ok(AckOut { acked, results });
+            return Ok(AckOut {
+                acked,
+                results,
+                then: None,
+            });
         }
         let message = format!(
             "{} of {} receipts are stale: those messages are no longer leased with them",
             results.len() - acked,
             results.len()
         );
-        Err(OpsError::stale_receipt(message)
-            .with_details(serde_json::to_value(AckOut { acked, results }).unwrap_or_default()))
+        Err(stale_receipts(message, acked, results))
+    }
+
+    /// Acks one receipt and enqueues its next steps in the same commit. Each next step is
+    /// checked as an enqueue to its queue is (the queue exists, limits, schema), before
+    /// anything changes.
+    async fn ack_then(
+        &self,
+        params: AckParams,
+        texts: Vec<String>,
+        then: Vec<NextStep>,
+    ) -> OpsResult<AckOut> {
+        if texts.len() != 1 {
+            return Err(OpsError::invalid_field(
+                "then: give next steps with a single receipt",
+            ));
+        }
+        if then.len() > NEXT_STEPS_MAX {
+            return Err(OpsError::too_large(format!(
+                "then: {} next steps; at most {NEXT_STEPS_MAX} per ack",
+                then.len()
+            )));
+        }
+        let mut batches = Vec::with_capacity(then.len());
+        for (index, step) in then.into_iter().enumerate() {
+            let mut enqueue = self.enqueue_to(step.queue).await?;
+            enqueue.add(step.message, &format!("then[{index}]."))?;
+            batches.push(enqueue.checked().await?);
+        }
+        let keys: Vec<(String, Option<String>)> = batches
+            .iter()
+            .map(|batch| {
+                (
+                    batch.queue.clone(),
+                    batch.messages[0].idempotency_key.clone(),
+                )
+            })
+            .collect();
+        let outcome = self.store.message_ack_then(params, batches).await?;
+        let receipt = texts.into_iter().next().unwrap_or_default();
+        match outcome {
+            Ok(enqueued) => {
+                let mut outs = Vec::with_capacity(enqueued.len());
+                for (results, (queue, key)) in enqueued.into_iter().zip(keys) {
+                    outs.extend(self.enqueue_outs(&queue, results, vec![key]).await?);
+                }
+                Ok(AckOut {
+                    acked: 1,
+                    results: vec![AckResult {
+                        receipt,
+                        acked: true,
+                        error: None,
+                    }],
+                    then: Some(outs),
+                })
+            }
+            Err(error) => Err(stale_receipts(
+                "1 of 1 receipts are stale: that message is no longer leased with it; no next step was enqueued".into(),
+                0,
+                vec![AckResult {
+                    receipt,
+                    acked: false,
+                    error: Some(ErrorDetail::new(ErrorCode::StaleReceipt, error.to_string())),
+                }],
+            )),
+        }
     }
 
     /// Nacks one lease: the message is retried (now or after a delay) or dead-lettered.
@@ -264,4 +348,14 @@ fn parse_receipt(text: &str) -> OpsResult<Receipt> {
             sluice_core::message::cut_utf8(text, 80)
         ))
     })
+}
+
+/// The refusal of an ack with stale receipts: every receipt's result in its details.
+fn stale_receipts(message: String, acked: usize, results: Vec<AckResult>) -> OpsError {
+    let out = AckOut {
+        acked,
+        results,
+        then: None,
+    };
+    OpsError::stale_receipt(message).with_details(serde_json::to_value(out).unwrap_or_default())
 }

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use sluice_core::clock::parse_rfc3339;
 use sluice_core::message::{BodyKind, NewMessage, Payload};
 use sluice_core::queue::{Dedup, MessageSchema, QueueConfig, limits};
-use sluice_core::store::{EnqueueParams, MessageGetParams, MessageRef};
+use sluice_core::store::{EnqueueParams, Enqueued, MessageGetParams, MessageRef};
 use sluice_core::wire::{EnqueueOut, SchemaViolationOut};
 use sluice_core::{Millis, StoreError};
 use uuid::Uuid;
@@ -68,40 +68,24 @@ impl Ops {
     /// is now and, once acked, its result, so a retried request learns the first outcome
     /// instead of causing a second run.
     pub async fn enqueue(&self, enqueue: Enqueue) -> OpsResult<Vec<EnqueueOut>> {
-        let Enqueue {
-            queue,
-            config,
-            now_ms,
-            mut messages,
-            batch_bytes,
-        } = enqueue;
-        if batch_bytes > limits::BATCH_BYTES_MAX {
-            return Err(OpsError::too_large(format!(
-                "messages: the batch holds {batch_bytes} body bytes; at most {} are allowed",
-                limits::BATCH_BYTES_MAX
-            )));
-        }
-        if let Some(schema) = &config.schema {
-            // Off the async threads: a batch can hold 10 MiB of strings for the patterns.
-            let schema = schema.clone();
-            let (checked, result) = schema_check(move || {
-                let result = check_schema(&schema, &messages);
-                (messages, result)
-            })
-            .await?;
-            result?;
-            messages = checked;
-        }
-        let keys: Vec<Option<String>> =
-            messages.iter().map(|m| m.idempotency_key.clone()).collect();
-        let results = self
-            .store
-            .message_enqueue(EnqueueParams {
-                queue: queue.clone(),
-                messages,
-                now_ms,
-            })
-            .await?;
+        let params = enqueue.checked().await?;
+        let queue = params.queue.clone();
+        let keys: Vec<Option<String>> = params
+            .messages
+            .iter()
+            .map(|m| m.idempotency_key.clone())
+            .collect();
+        let results = self.store.message_enqueue(params).await?;
+        self.enqueue_outs(&queue, results, keys).await
+    }
+
+    /// The answer for each message a store took: where a duplicate's first message is now.
+    pub(crate) async fn enqueue_outs(
+        &self,
+        queue: &str,
+        results: Vec<Enqueued>,
+        keys: Vec<Option<String>>,
+    ) -> OpsResult<Vec<EnqueueOut>> {
         let mut out = Vec::with_capacity(results.len());
         for (result, key) in results.into_iter().zip(keys) {
             out.push(if result.created {
@@ -113,7 +97,7 @@ impl Ops {
                     result: None,
                 }
             } else {
-                self.duplicate_out(&queue, result.message_id, key).await?
+                self.duplicate_out(queue, result.message_id, key).await?
             });
         }
         Ok(out)
@@ -149,7 +133,40 @@ impl Ops {
 }
 
 impl Enqueue {
-    /// The target queue's configuration, as read when the enqueue started.
+    /// Checks the batch as a whole (its bytes, the queue's schema, off the async threads):
+    /// what the store takes.
+    pub(crate) async fn checked(self) -> OpsResult<EnqueueParams> {
+        let Enqueue {
+            queue,
+            config,
+            now_ms,
+            mut messages,
+            batch_bytes,
+        } = self;
+        if batch_bytes > limits::BATCH_BYTES_MAX {
+            return Err(OpsError::too_large(format!(
+                "messages: the batch holds {batch_bytes} body bytes; at most {} are allowed",
+                limits::BATCH_BYTES_MAX
+            )));
+        }
+        if let Some(schema) = &config.schema {
+            // Off the async threads: a batch can hold 10 MiB of strings for the patterns.
+            let schema = schema.clone();
+            let (checked, result) = schema_check(move || {
+                let result = check_schema(&schema, &messages);
+                (messages, result)
+            })
+            .await?;
+            result?;
+            messages = checked;
+        }
+        Ok(EnqueueParams {
+            queue,
+            messages,
+            now_ms,
+        })
+    }
+
     pub fn config(&self) -> &QueueConfig {
         &self.config
     }

@@ -30,7 +30,10 @@ pub use caller::{Anyone, Caller};
 pub use dead_letters::{
     DeadLetterListRequest, DeadLetterMatch, DeadLetterPage, REPLAY_LIMIT_MAX, ReplayRequest,
 };
-pub use delivery::{ACK_RECEIPTS_MAX, AckRequest, NackRequest, ReceiveRequest, too_many_receipts};
+pub use delivery::{
+    ACK_RECEIPTS_MAX, AckRequest, NEXT_STEPS_MAX, NackRequest, NextStep, ReceiveRequest,
+    too_many_receipts,
+};
 pub use enqueue::{Enqueue, MessageRequest};
 pub use error::OpsError;
 pub use events::{DeadLettered, EventOutcome, EventRequest};

@@ -100,6 +100,7 @@ async fn a_long_poll_is_answered_by_the_enqueue_it_waits_for() {
             queue: "q".into(),
             receipts: vec![messages[0].receipt.to_string()],
             result: None,
+            then: Vec::new(),
         })
         .await
         .expect("acked");
@@ -157,6 +158,7 @@ async fn a_drain_ends_once_the_last_message_is_acked() {
             queue: "q".into(),
             receipts: vec![messages[0].receipt.to_string()],
             result: None,
+            then: Vec::new(),
         })
         .await
         .expect("acked");
@@ -180,6 +182,7 @@ async fn refusals_carry_their_codes() {
             queue: "q".into(),
             receipts: vec!["not-a-receipt".into()],
             result: None,
+            then: Vec::new(),
         })
         .await
         .unwrap_err();
@@ -190,6 +193,7 @@ async fn refusals_carry_their_codes() {
             queue: "q".into(),
             receipts: vec![],
             result: None,
+            then: Vec::new(),
         })
         .await
         .unwrap_err();

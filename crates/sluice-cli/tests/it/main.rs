@@ -11,6 +11,7 @@ mod bad_input;
 mod batch;
 mod browser_guard;
 mod cancel;
+mod chaining;
 mod config;
 mod dead_letter;
 mod delay;

@@ -101,6 +101,67 @@ pub struct AckIn {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Value>)]
     pub result: Option<Box<RawValue>>,
+    /// Next steps, enqueued in the same commit as the ack: both happen or neither (a crash in
+    /// between can neither lose a next step nor run it twice). Only with a single receipt; at
+    /// most 100.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub then: Option<Vec<NextStepIn>>,
+}
+
+/// One next step of an ack: a message and the queue it goes to.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NextStepIn {
+    /// The queue the next step goes to (any queue the caller may produce to).
+    pub queue: String,
+    /// Idempotency key: the same key within the queue's dedup window returns the first message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Any JSON value.
+    #[serde(
+        default,
+        deserialize_with = "super::present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Value)]
+    pub body: Option<Box<RawValue>>,
+    /// Bytes, standard base64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_base64: Option<String>,
+    /// String headers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<BTreeMap<String, String>>,
+    /// Ordering key for `per_key` queues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Higher first (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
+    /// Invisible for this long, in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<i64>,
+    /// Invisible until this RFC 3339 time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<String>,
+}
+
+impl NextStepIn {
+    /// Its queue, and the message as an enqueue takes it.
+    pub fn split(self) -> (String, super::MessageIn) {
+        (
+            self.queue,
+            super::MessageIn {
+                id: self.id,
+                body: self.body,
+                body_base64: self.body_base64,
+                headers: self.headers,
+                key: self.key,
+                priority: self.priority,
+                delay_ms: self.delay_ms,
+                not_before: self.not_before,
+            },
+        )
+    }
 }
 
 /// The result for one receipt.
@@ -116,12 +177,16 @@ pub struct AckResult {
 }
 
 /// Answer to ack (200 when every receipt was acked).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct AckOut {
     /// How many were acked.
     pub acked: usize,
     /// Per receipt, in order.
     pub results: Vec<AckResult>,
+    /// The next steps the ack enqueued, in the order given (a duplicate of an idempotency key
+    /// answers with its first message, as an enqueue does). Only when the ack had `then`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub then: Option<Vec<super::EnqueueOut>>,
 }
 
 /// `POST /v1/queues/{queue}/nack`.

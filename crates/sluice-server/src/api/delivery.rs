@@ -6,11 +6,15 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use sluice_core::message::ClaimedMessage;
+use sluice_core::wire::ErrorCode;
 use sluice_core::wire::{
     AckIn, AckOut, ExtendIn, ExtendOut, NackIn, NackOut, ReceiveIn, ReceiveOut, ReceivedMessage,
     time_out,
 };
-use sluice_ops::{ACK_RECEIPTS_MAX, AckRequest, NackRequest, ReceiveRequest, too_many_receipts};
+use sluice_ops::{
+    ACK_RECEIPTS_MAX, AckRequest, NEXT_STEPS_MAX, NackRequest, NextStep, ReceiveRequest,
+    too_many_receipts,
+};
 
 use super::messages::dead_letter_out;
 use super::{ApiJson, ApiPath, AppState};
@@ -67,6 +71,7 @@ fn received(message: ClaimedMessage) -> ReceivedMessage {
 pub async fn ack(
     State(app): State<AppState>,
     ApiPath(queue): ApiPath<String>,
+    caller: Option<axum::Extension<std::sync::Arc<crate::auth::Caller>>>,
     super::ApiBytes(body): super::ApiBytes,
 ) -> Result<Response, ApiError> {
     // Counted before parsing: a receipt costs several times its text once parsed.
@@ -75,18 +80,43 @@ pub async fn ack(
     {
         return Err(too_many_receipts(count).into());
     }
+    if let Some(count) = super::json_shape::array_len(&body, "then")?
+        && count > NEXT_STEPS_MAX
+    {
+        return Err(ApiError::too_large(format!(
+            "then: {count} next steps; at most {NEXT_STEPS_MAX} per ack"
+        )));
+    }
     let input: AckIn = super::parse_json(&body)?;
     let receipts = input
         .receipt
         .into_iter()
         .chain(input.receipts.unwrap_or_default())
         .collect();
+    let mut then = Vec::new();
+    for (index, step) in input.then.unwrap_or_default().into_iter().enumerate() {
+        let (target, message) = step.split();
+        // The route let the caller consume here; a next step is a produce to its queue.
+        if let Some(caller) = caller.as_deref()
+            && !crate::auth::allows(&app, caller, crate::auth::Need::Produce, Some(&target)).await?
+        {
+            return Err(ApiError::new(
+                ErrorCode::Forbidden,
+                format!("then[{index}]: this token may not produce to queue {target:?}"),
+            ));
+        }
+        then.push(NextStep {
+            queue: target,
+            message: super::messages::message_request(message, &format!("then[{index}]."))?,
+        });
+    }
     let acked = app
         .ops
         .ack(AckRequest {
             queue,
             receipts,
             result: input.result.map(|raw| raw.get().to_owned()),
+            then,
         })
         .await?;
     Ok((StatusCode::OK, Json(acked)).into_response())

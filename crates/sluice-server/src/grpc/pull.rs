@@ -225,6 +225,7 @@ impl Puller {
                             queue,
                             receipts: ack.receipts,
                             result: ack.result_json,
+                            then: Vec::new(),
                         })
                         .await;
                     (

@@ -102,6 +102,7 @@ impl QueuesApi for Queues {
                 queue: input.queue,
                 receipts: input.receipts,
                 result: input.result_json,
+                then: Vec::new(),
             })
             .await
             .map_err(status)?;

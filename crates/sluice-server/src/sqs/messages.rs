@@ -487,6 +487,7 @@ pub async fn delete(ctx: &Ctx<'_>, request: DeleteMessage) -> Answer {
             queue: name.clone(),
             receipts: vec![receipt.clone()],
             result: None,
+            then: Vec::new(),
         })
         .await;
     match outcome {
@@ -535,6 +536,7 @@ pub async fn delete_batch(ctx: &Ctx<'_>, request: DeleteMessageBatch) -> Answer 
                 queue: name.clone(),
                 receipts: valid.iter().map(|(_, r)| r.clone()).collect(),
                 result: None,
+                then: Vec::new(),
             })
             .await;
         match outcome {
