@@ -562,6 +562,12 @@ export interface components {
              *     idempotency key gets it back. Only with a single receipt.
              */
             result?: unknown;
+            /**
+             * @description Next steps, enqueued in the same commit as the ack: both happen or neither (a crash in
+             *     between can neither lose a next step nor run it twice). Only with a single receipt; at
+             *     most 100.
+             */
+            then?: components["schemas"]["NextStepIn"][] | null;
         };
         /** @description Answer to ack (200 when every receipt was acked). */
         AckOut: {
@@ -569,6 +575,11 @@ export interface components {
             acked: number;
             /** @description Per receipt, in order. */
             results: components["schemas"]["AckResult"][];
+            /**
+             * @description The next steps the ack enqueued, in the order given (a duplicate of an idempotency key
+             *     answers with its first message, as an enqueue does). Only when the ack had `then`.
+             */
+            then?: components["schemas"]["EnqueueOut"][] | null;
         };
         /** @description The result for one receipt. */
         AckResult: {
@@ -1191,6 +1202,35 @@ export interface components {
             state: string;
             /** @description When it is visible again (RFC 3339), for a retry. */
             visible_at?: string | null;
+        };
+        /** @description One next step of an ack: a message and the queue it goes to. */
+        NextStepIn: {
+            /** @description Any JSON value. */
+            body?: unknown;
+            /** @description Bytes, standard base64. */
+            body_base64?: string | null;
+            /**
+             * Format: int64
+             * @description Invisible for this long, in ms.
+             */
+            delay_ms?: number | null;
+            /** @description String headers. */
+            headers?: {
+                [key: string]: string;
+            } | null;
+            /** @description Idempotency key: the same key within the queue's dedup window returns the first message. */
+            id?: string | null;
+            /** @description Ordering key for `per_key` queues. */
+            key?: string | null;
+            /** @description Invisible until this RFC 3339 time. */
+            not_before?: string | null;
+            /**
+             * Format: int32
+             * @description Higher first (default 0).
+             */
+            priority?: number | null;
+            /** @description The queue the next step goes to (any queue the caller may produce to). */
+            queue: string;
         };
         /** @description Answer to purge. */
         PurgeOut: {
