@@ -141,6 +141,7 @@ impl Amqp {
         delays: false,
         priority: false,
         in_flight_stats: false,
+        chaining: false,
     };
 
     /// Connects to `uri` (e.g. `amqp://guest:guest@127.0.0.1:5672/%2f`).

@@ -32,6 +32,15 @@ pub struct Outgoing {
     pub delay: Option<Duration>,
 }
 
+/// A message an ack enqueues in its own commit ([`Backend::ack_then`]), and its queue.
+#[derive(Debug, Clone)]
+pub struct NextStep {
+    /// The queue it goes to.
+    pub queue: String,
+    /// The message.
+    pub message: Outgoing,
+}
+
 /// The outcome of one enqueue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Enqueued {
@@ -139,6 +148,8 @@ pub struct Capabilities {
     /// [`QueueStats::in_flight`] is counted, so [`Backend::drain`] can tell when a queue is
     /// empty.
     pub in_flight_stats: bool,
+    /// [`Backend::ack_then`]: an ack enqueues next steps in its own commit.
+    pub chaining: bool,
 }
 
 impl Capabilities {
@@ -154,6 +165,7 @@ impl Capabilities {
         delays: true,
         priority: true,
         in_flight_stats: true,
+        chaining: true,
     };
 }
 
@@ -254,6 +266,17 @@ pub trait Backend: Send + Sync + 'static {
     ) -> Result<Vec<Delivery>>;
     /// The message is done.
     async fn ack(&self, queue: &str, receipt: &str) -> Result<()>;
+    /// The message is done, and `then` is enqueued in the same commit as the ack: both happen
+    /// or neither. Backends without [`Capabilities::chaining`] refuse any next step with
+    /// [`crate::Error::Unsupported`] rather than enqueue it apart from the ack.
+    async fn ack_then(&self, queue: &str, receipt: &str, then: Vec<NextStep>) -> Result<()> {
+        if then.is_empty() {
+            return self.ack(queue, receipt).await;
+        }
+        Err(crate::Error::Unsupported(
+            "next steps: this backend cannot enqueue them in the ack's commit".into(),
+        ))
+    }
     /// The attempt failed.
     async fn nack(&self, queue: &str, receipt: &str, nack: Nack) -> Result<NackOutcome>;
     /// Keeps the lease for `lease` from now.

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 
 use crate::backend::{
     Backend, CancelOutcome, Capabilities, DeadLetter, Delivery, Enqueued, MessageInfo, MessageRef,
-    Nack, NackOutcome, Outgoing, QueueOptions, QueueStats, system_time,
+    Nack, NackOutcome, NextStep, Outgoing, QueueOptions, QueueStats, system_time,
 };
 use crate::{Error, ErrorCode, Result};
 
@@ -255,18 +255,7 @@ impl Backend for Embedded {
         let now_ms = self.clock.now_ms();
         let messages = messages
             .into_iter()
-            .map(|message| NewMessage {
-                idempotency_key: message.id,
-                payload: Arc::new(Payload {
-                    body_bytes: message.body,
-                    body_kind: BodyKind::Json,
-                    headers: Default::default(),
-                }),
-                key: message.key,
-                priority: message.priority,
-                visible_at_ms: now_ms + message.delay.map_or(0, |d| d.as_millis() as Millis),
-                dead_letter: None,
-            })
+            .map(|message| new_message(message, now_ms))
             .collect();
         let results = self
             .store
@@ -334,6 +323,30 @@ impl Backend for Embedded {
             Some(Ok(())) => Ok(()),
             Some(Err(error)) => Err(Error::StaleLease(error.to_string())),
             None => Err(Error::Unavailable("the store returned no result".into())),
+        }
+    }
+
+    async fn ack_then(&self, queue: &str, receipt: &str, then: Vec<NextStep>) -> Result<()> {
+        let receipt = parse_receipt(receipt)?;
+        let now_ms = self.clock.now_ms();
+        let then = then
+            .into_iter()
+            .map(|step| EnqueueParams {
+                queue: step.queue,
+                messages: vec![new_message(step.message, now_ms)],
+                now_ms,
+            })
+            .collect();
+        let params = AckParams {
+            queue: queue.to_owned(),
+            receipts: vec![receipt],
+            result: None,
+            delivery: None,
+            now_ms,
+        };
+        match self.store.message_ack_then(params, then).await? {
+            Ok(_) => Ok(()),
+            Err(error) => Err(Error::StaleLease(error.to_string())),
         }
     }
 
@@ -471,5 +484,21 @@ fn dead_letter(entry: sluice_core::store::DeadLetter) -> DeadLetter {
         attempts: info.map_or(status.attempts, |i| i.attempts),
         enqueued_at: system_time(status.enqueued_at_ms),
         failed_at: system_time(info.map_or(status.enqueued_at_ms, |i| i.last_seen_at_ms)),
+    }
+}
+
+/// A message as the store takes it, enqueued at `now_ms`.
+fn new_message(message: Outgoing, now_ms: Millis) -> NewMessage {
+    NewMessage {
+        idempotency_key: message.id,
+        payload: Arc::new(Payload {
+            body_bytes: message.body,
+            body_kind: BodyKind::Json,
+            headers: Default::default(),
+        }),
+        key: message.key,
+        priority: message.priority,
+        visible_at_ms: now_ms + message.delay.map_or(0, |d| d.as_millis() as Millis),
+        dead_letter: None,
     }
 }

@@ -302,7 +302,11 @@ fn dead_letter_body(body: Option<v1::dead_letter::Body>) -> Vec<u8> {
 #[async_trait]
 impl Backend for Grpc {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::ALL
+        // The gRPC protocol's ack does not carry next steps yet (the HTTP API's does).
+        Capabilities {
+            chaining: false,
+            ..Capabilities::ALL
+        }
     }
 
     async fn ensure_queue_with(&self, queue: &str, options: &QueueOptions) -> Result<()> {

@@ -6,11 +6,13 @@ use async_trait::async_trait;
 use base64::Engine;
 use serde_json::value::RawValue;
 use sluice_client::Client;
-use sluice_client::wire::{CancelIn, ExtendIn, MessageIn, NackIn, QueueSpec, ReceiveIn};
+use sluice_client::wire::{
+    CancelIn, ExtendIn, MessageIn, NackIn, NextStepIn, QueueSpec, ReceiveIn,
+};
 
 use crate::backend::{
     Backend, CancelOutcome, Capabilities, DeadLetter, Delivery, Enqueued, MessageInfo, MessageRef,
-    Nack, NackOutcome, Outgoing, QueueOptions, QueueStats, millis, system_time,
+    Nack, NackOutcome, NextStep, Outgoing, QueueOptions, QueueStats, millis, system_time,
 };
 use crate::{Error, ErrorCode, Result};
 
@@ -98,17 +100,7 @@ impl Backend for Http {
         let mut results = Vec::with_capacity(messages.len());
         let mut inputs = Vec::with_capacity(messages.len());
         for message in messages {
-            let text = String::from_utf8(message.body).map_err(|_| Error::Invalid {
-                code: ErrorCode::InvalidField.into(),
-                message: "body: not UTF-8 JSON text".into(),
-            })?;
-            let body = RawValue::from_string(text)?;
-            let mut input = MessageIn::json(body);
-            input.id = message.id;
-            input.key = message.key;
-            input.priority = (message.priority != 0).then_some(message.priority);
-            input.delay_ms = message.delay.map(millis);
-            inputs.push(input);
+            inputs.push(message_in(message)?);
         }
         let mut inputs = inputs.into_iter().peekable();
         while inputs.peek().is_some() {
@@ -175,6 +167,29 @@ impl Backend for Http {
 
     async fn ack(&self, queue: &str, receipt: &str) -> Result<()> {
         self.client.ack(queue, vec![receipt.to_owned()]).await?;
+        Ok(())
+    }
+
+    async fn ack_then(&self, queue: &str, receipt: &str, then: Vec<NextStep>) -> Result<()> {
+        if then.is_empty() {
+            return self.ack(queue, receipt).await;
+        }
+        let mut steps = Vec::with_capacity(then.len());
+        for step in then {
+            let message = message_in(step.message)?;
+            steps.push(NextStepIn {
+                queue: step.queue,
+                id: message.id,
+                body: message.body,
+                body_base64: None,
+                headers: None,
+                key: message.key,
+                priority: message.priority,
+                delay_ms: message.delay_ms,
+                not_before: None,
+            });
+        }
+        self.client.ack_then(queue, receipt, None, steps).await?;
         Ok(())
     }
 
@@ -322,4 +337,19 @@ impl Backend for Http {
             .await?
             .drained)
     }
+}
+
+/// A message as the API takes it.
+fn message_in(message: Outgoing) -> Result<MessageIn> {
+    let text = String::from_utf8(message.body).map_err(|_| Error::Invalid {
+        code: ErrorCode::InvalidField.into(),
+        message: "body: not UTF-8 JSON text".into(),
+    })?;
+    let body = RawValue::from_string(text)?;
+    let mut input = MessageIn::json(body);
+    input.id = message.id;
+    input.key = message.key;
+    input.priority = (message.priority != 0).then_some(message.priority);
+    input.delay_ms = message.delay.map(millis);
+    Ok(input)
 }

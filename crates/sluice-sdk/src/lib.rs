@@ -70,7 +70,7 @@ mod worker;
 pub use amqp::Amqp;
 pub use backend::{
     Backend, CancelOutcome, Capabilities, DeadLetter, Delivery, Enqueued, MessageInfo, MessageRef,
-    Nack, NackOutcome, Outgoing, QueueOptions, QueueStats,
+    Nack, NackOutcome, NextStep, Outgoing, QueueOptions, QueueStats,
 };
 pub use embedded::{Embedded, EmbeddedBuilder};
 pub use error::{Error, Result};

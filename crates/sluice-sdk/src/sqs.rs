@@ -116,6 +116,7 @@ impl Sqs {
         delays: true,
         priority: false,
         in_flight_stats: true,
+        chaining: false,
     };
 
     /// A backend over a client configured by the caller (credentials, region, endpoint: e.g.

@@ -21,7 +21,7 @@ use tokio::sync::{Mutex, Notify};
 use tokio::task::JoinSet;
 use uuid::Uuid;
 
-use crate::backend::{Delivery, Nack, NackOutcome};
+use crate::backend::{Delivery, Nack, NackOutcome, NextStep, Outgoing};
 use crate::{Error, ErrorCode, Queue, Result};
 
 mod handle;
@@ -67,6 +67,62 @@ pub struct Context<T> {
     /// Messages waiting in the queue (ready or delayed), as the worker last saw them (it looks
     /// every 500 ms): an estimate for progress, not a count to rely on.
     pub queue_pending: u64,
+    /// Next steps added with [`Context::then`], enqueued with the ack.
+    next_steps: NextSteps,
+}
+
+/// The next steps a handler adds to its message, shared by the clones of its [`Context`].
+#[derive(Debug, Clone, Default)]
+struct NextSteps {
+    steps: Arc<std::sync::Mutex<Vec<NextStep>>>,
+    /// Whether the backend can enqueue them in the ack's commit ([`Capabilities::chaining`]).
+    supported: bool,
+}
+
+impl<T> Context<T> {
+    /// Adds a next step: `event` goes to `queue` in the same commit as this message's ack, so
+    /// it is stored exactly when the message is done (never lost to a crash between the two,
+    /// never stored twice because the message ran again). Nothing is enqueued when the handler
+    /// fails. Fails with [`Error::Unsupported`] on a backend without
+    /// [`Capabilities::chaining`] (SQS, RabbitMQ), or when the event does not serialize.
+    pub fn then<E>(&self, queue: &Queue<E>, event: &E) -> Result<()>
+    where
+        E: Serialize + DeserializeOwned + Send + Sync + 'static,
+    {
+        self.then_message(queue.name(), event, None)
+    }
+
+    /// [`Context::then`] with an idempotency id for the next step: the same id within its
+    /// queue's dedup window is stored once.
+    pub fn then_with_id<E>(&self, queue: &Queue<E>, event: &E, id: impl Into<String>) -> Result<()>
+    where
+        E: Serialize + DeserializeOwned + Send + Sync + 'static,
+    {
+        self.then_message(queue.name(), event, Some(id.into()))
+    }
+
+    fn then_message<E: Serialize>(&self, queue: &str, event: &E, id: Option<String>) -> Result<()> {
+        if !self.next_steps.supported {
+            return Err(Error::Unsupported(
+                "next steps (Context::then): this backend cannot enqueue them in the ack's commit"
+                    .into(),
+            ));
+        }
+        let message = Outgoing {
+            body: serde_json::to_vec(event)?,
+            id,
+            ..Outgoing::default()
+        };
+        self.next_steps
+            .steps
+            .lock()
+            .expect("next steps")
+            .push(NextStep {
+                queue: queue.to_owned(),
+                message,
+            });
+        Ok(())
+    }
 }
 
 /// What `on_dead_letter` gets besides the event and the error.
@@ -448,7 +504,12 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
             processed_count: self.shared.processed.load(Ordering::SeqCst),
             pending_count: (self.shared.held() as u64).saturating_sub(1),
             queue_pending: self.shared.pending.load(Ordering::Relaxed),
+            next_steps: NextSteps {
+                steps: Arc::default(),
+                supported: backend.capabilities().chaining,
+            },
         };
+        let next_steps = ctx.next_steps.steps.clone();
         // The heartbeat keeps the lease while the handler runs, where leases can be extended
         // (elsewhere, RabbitMQ, a delivery is held until it is settled).
         let extends = backend.capabilities().extend;
@@ -489,8 +550,9 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
         let settle = tokio::spawn(async move {
             let backend = worker.queue.backend();
             let name = worker.queue.name();
+            let then = std::mem::take(&mut *next_steps.lock().expect("next steps"));
             match outcome {
-                Ok(()) => match backend.ack(name, &delivery.receipt).await {
+                Ok(()) => match backend.ack_then(name, &delivery.receipt, then).await {
                     Ok(()) => {
                         worker.shared.processed.fetch_add(1, Ordering::SeqCst);
                         worker.count_slot(slot).await;

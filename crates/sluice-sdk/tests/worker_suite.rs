@@ -1035,6 +1035,70 @@ const CANNOT: &[(&str, Kind, &str)] = &[
     ),
 ];
 
+// 15.
+async fn next_steps_are_enqueued_with_the_ack_and_only_then(h: &Harness) {
+    let first: Queue<Job> = h.queue("chain-first").await;
+    let next: Queue<Job> = h.queue("chain-next").await;
+    let chaining = first.capabilities().chaining;
+    for n in [1, 2] {
+        first.enqueue(&Job { n }).await.unwrap();
+    }
+    let refusals: Arc<Mutex<Vec<String>>> = Arc::default();
+    let worker = Worker::new(first.clone(), 2)
+        .poll_wait(Duration::from_millis(100))
+        .retry(RetryPolicy::new(1));
+    let run = Running::spawn(worker, {
+        let (next, refusals) = (next.clone(), refusals.clone());
+        move |ctx: Context<Job>| {
+            let (next, refusals) = (next.clone(), refusals.clone());
+            async move {
+                if let Err(error) = ctx.then(
+                    &next,
+                    &Job {
+                        n: ctx.event.n * 10,
+                    },
+                ) {
+                    refusals.lock().unwrap().push(error.to_string());
+                }
+                // The second fails after adding its next step: that step must not be stored.
+                if ctx.event.n == 2 {
+                    return Err("failed after adding a next step".into());
+                }
+                Ok(())
+            }
+        }
+    });
+    wait_stats(&first, "both settled", WAIT, |s| {
+        s.processed == 1 && s.dead_lettered == 1 && s.outstanding() == 0
+    })
+    .await;
+    run.stop().await;
+    let stored = next
+        .backend()
+        .lease(
+            next.name(),
+            10,
+            Duration::from_secs(30),
+            Duration::from_millis(200),
+        )
+        .await
+        .unwrap();
+    let bodies: Vec<Job> = stored
+        .iter()
+        .map(|delivery| serde_json::from_slice(&delivery.body).unwrap())
+        .collect();
+    let refusals = refusals.lock().unwrap().clone();
+    if chaining {
+        assert_eq!(bodies, [Job { n: 10 }]);
+        assert!(refusals.is_empty(), "{refusals:?}");
+    } else {
+        // Refused at `then`, never enqueued apart from the ack.
+        assert!(bodies.is_empty(), "{bodies:?}");
+        assert_eq!(refusals.len(), 2, "{refusals:?}");
+        assert!(refusals[0].contains("next steps"), "{refusals:?}");
+    }
+}
+
 /// Runs one test on one backend: skipped where [`CANNOT`] says so, or where the backend's
 /// service is missing (outside CI); bounded to 25 s.
 async fn run_on<F, Fut>(test: &str, kind: Kind, clock: Clock, body: F)
@@ -1103,4 +1167,5 @@ suite! {
     on_empty_counts_every_ack_with_slow_ack_responses: Test,
     an_instance_pauses_resumes_drains_and_reports_its_status: Test,
     dead_letter_hook_gets_enqueued_at_and_failed_at: Test,
+    next_steps_are_enqueued_with_the_ack_and_only_then: Test,
 }
