@@ -502,6 +502,7 @@ async fn consume_grpc(
                             request_id,
                             receipts,
                             result_json: None,
+                            then: Vec::new(),
                         })),
                     })
                     .await?;

@@ -126,6 +126,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         request_id,
                         receipts: vec![message.receipt],
                         result_json: None,
+                        then: Vec::new(),
                     };
                     sender
                         .send(v1::PullRequest {

@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 use crate::backend::{
     Backend, CancelOutcome, Capabilities, DeadLetter, Delivery, Enqueued, MessageInfo, MessageRef,
-    Nack, NackOutcome, Outgoing, QueueOptions, QueueStats, millis, system_time,
+    Nack, NackOutcome, NextStep, Outgoing, QueueOptions, QueueStats, millis, system_time,
 };
 use crate::{Error, ErrorCode, Result};
 
@@ -302,11 +302,7 @@ fn dead_letter_body(body: Option<v1::dead_letter::Body>) -> Vec<u8> {
 #[async_trait]
 impl Backend for Grpc {
     fn capabilities(&self) -> Capabilities {
-        // The gRPC protocol's ack does not carry next steps yet (the HTTP API's does).
-        Capabilities {
-            chaining: false,
-            ..Capabilities::ALL
-        }
+        Capabilities::ALL
     }
 
     async fn ensure_queue_with(&self, queue: &str, options: &QueueOptions) -> Result<()> {
@@ -336,20 +332,7 @@ impl Backend for Grpc {
     async fn enqueue(&self, queue: &str, messages: Vec<Outgoing>) -> Result<Vec<Enqueued>> {
         let mut inputs = Vec::with_capacity(messages.len());
         for message in messages {
-            let text = String::from_utf8(message.body).map_err(|_| Error::Invalid {
-                code: ErrorCode::InvalidField.into(),
-                message: "body: not UTF-8 JSON text".into(),
-            })?;
-            serde_json::from_str::<&RawValue>(&text)?;
-            inputs.push(v1::OutgoingMessage {
-                body: Some(v1::outgoing_message::Body::Json(text)),
-                id: message.id,
-                key: message.key,
-                headers: Default::default(),
-                priority: (message.priority != 0).then_some(message.priority),
-                delay_ms: message.delay.map(millis),
-                not_before: None,
-            });
+            inputs.push(outgoing(message)?);
         }
         let mut results = Vec::with_capacity(inputs.len());
         let mut inputs = inputs.into_iter().peekable();
@@ -414,6 +397,28 @@ impl Backend for Grpc {
             queue: queue.to_owned(),
             receipts: vec![receipt.to_owned()],
             result_json: None,
+            then: Vec::new(),
+        });
+        self.call(REQUEST_TIMEOUT, self.client().ack(request))
+            .await?;
+        Ok(())
+    }
+
+    async fn ack_then(&self, queue: &str, receipt: &str, then: Vec<NextStep>) -> Result<()> {
+        let then = then
+            .into_iter()
+            .map(|step| {
+                Ok(v1::NextStep {
+                    queue: step.queue,
+                    message: Some(outgoing(step.message)?),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let request = self.request(v1::AckRequest {
+            queue: queue.to_owned(),
+            receipts: vec![receipt.to_owned()],
+            result_json: None,
+            then,
         });
         self.call(REQUEST_TIMEOUT, self.client().ack(request))
             .await?;
@@ -643,4 +648,22 @@ mod tests {
             assert!(token.is_empty() || !text.contains(token), "{text}");
         }
     }
+}
+
+/// A message as the protocol takes it: JSON text, checked here.
+fn outgoing(message: Outgoing) -> Result<v1::OutgoingMessage> {
+    let text = String::from_utf8(message.body).map_err(|_| Error::Invalid {
+        code: ErrorCode::InvalidField.into(),
+        message: "body: not UTF-8 JSON text".into(),
+    })?;
+    serde_json::from_str::<&RawValue>(&text)?;
+    Ok(v1::OutgoingMessage {
+        body: Some(v1::outgoing_message::Body::Json(text)),
+        id: message.id,
+        key: message.key,
+        headers: Default::default(),
+        priority: (message.priority != 0).then_some(message.priority),
+        delay_ms: message.delay.map(millis),
+        not_before: None,
+    })
 }

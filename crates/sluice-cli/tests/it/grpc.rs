@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 use sluice_grpc::v1::queues_client::QueuesClient;
 use sluice_grpc::v1::{self, publish_response, pull_request, pull_response};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -241,6 +241,7 @@ async fn publish_stream_stores_in_order_and_pull_stream_keeps_to_its_credit() {
                 request_id: request_id as u64,
                 receipts: vec![message.receipt.clone()],
                 result_json: None,
+                then: Vec::new(),
             }))
             .await;
     }
@@ -380,6 +381,7 @@ async fn unary_calls_keep_the_http_rules_and_refusals_carry_the_sluice_code() {
             queue: "grpc-unary".into(),
             receipts: vec![receipt],
             result_json: None,
+            then: Vec::new(),
         })
         .await
         .expect_err("a stale receipt");
@@ -598,6 +600,7 @@ async fn call(client: &mut Client, method: &str) -> Result<(), Status> {
                 queue: queue(),
                 receipts: vec![receipt],
                 result_json: None,
+                then: Vec::new(),
             })
             .await
             .map(drop),
@@ -923,4 +926,85 @@ async fn a_message_over_the_size_limits_is_refused() {
         .await
         .expect("a small message");
     assert!(fine.into_inner().results[0].created);
+}
+
+#[tokio::test]
+async fn acks_carry_next_steps_on_both_calls_and_refusals_change_nothing() {
+    // Proves `then` over gRPC: a unary Ack and a pull stream's ack each store their next step
+    // in the ack's commit and answer its enqueue result; a next step to a missing queue is
+    // refused NOT_FOUND (queue_not_found) on the unary call and as the stream ack's error, and
+    // leaves the lease to be acked after.
+    let server = TestServer::builder().start().await;
+    for queue in ["g-first", "g-next"] {
+        server.put_queue(queue, json!({})).await;
+    }
+    for n in 0..2 {
+        server.send("g-first", json!({"body": {"n": n}})).await;
+    }
+    let mut client = client(&server, None).await;
+    let step = |queue: &str, n: u32| v1::NextStep {
+        queue: queue.to_owned(),
+        message: Some(json_message(&format!("{{\"next\":{n}}}"))),
+    };
+
+    let received = client
+        .receive(v1::ReceiveRequest {
+            queue: "g-first".into(),
+            max: Some(1),
+            wait_ms: Some(0),
+            visibility_timeout_ms: None,
+        })
+        .await
+        .expect("receive")
+        .into_inner()
+        .messages;
+    let ack = |then: Vec<v1::NextStep>| v1::AckRequest {
+        queue: "g-first".into(),
+        receipts: vec![received[0].receipt.clone()],
+        result_json: None,
+        then,
+    };
+    let refused = client
+        .ack(ack(vec![step("g-nowhere", 0)]))
+        .await
+        .expect_err("a missing queue");
+    assert_eq!(refused.code(), tonic::Code::NotFound);
+    assert_eq!(sluice_code(&refused), "queue_not_found");
+    let acked = client
+        .ack(ack(vec![step("g-next", 0)]))
+        .await
+        .expect("ack")
+        .into_inner();
+    assert_eq!(acked.acked, 1);
+    assert!(acked.then[0].created, "{acked:?}");
+
+    let mut stream = pull(&mut client, "g-first", 1, None).await;
+    let message = stream.deliveries(1).await.remove(0);
+    let pull_ack = |request_id: u64, then: Vec<v1::NextStep>| {
+        pull_request::Request::Ack(v1::PullAck {
+            request_id,
+            receipts: vec![message.receipt.clone()],
+            result_json: None,
+            then,
+        })
+    };
+    stream.send(pull_ack(1, vec![step("g-nowhere", 1)])).await;
+    match stream.next().await {
+        pull_response::Response::Settled(v1::Settled {
+            request_id: 1,
+            outcome: Some(v1::settled::Outcome::Error(error)),
+        }) => assert_eq!(error.code, "queue_not_found"),
+        other => panic!("expected the ack's refusal, got {other:?}"),
+    }
+    stream.send(pull_ack(2, vec![step("g-next", 1)])).await;
+    match stream.next().await {
+        pull_response::Response::Settled(v1::Settled {
+            request_id: 2,
+            outcome: Some(v1::settled::Outcome::Acked(ack)),
+        }) => assert!(ack.acked == 1 && ack.then[0].created, "{ack:?}"),
+        other => panic!("expected the ack's answer, got {other:?}"),
+    }
+    let next = server.receive("g-next", json!({"max": 10})).await;
+    let bodies: Vec<&Value> = next.iter().map(|m| &m["body"]).collect();
+    assert_eq!(bodies, [&json!({"next": 0}), &json!({"next": 1})]);
 }

@@ -7,7 +7,7 @@ use sluice_core::message::{BodyKind, ClaimedMessage, Payload};
 use sluice_core::store::{DeadLetter, QueueInfo};
 use sluice_core::wire::{AckOut, EnqueueOut, NackOut};
 use sluice_grpc::v1;
-use sluice_ops::{MessageRequest, OpsError};
+use sluice_ops::{MessageRequest, NextStep, OpsError};
 
 use super::Who;
 use crate::api::AppState;
@@ -43,6 +43,24 @@ pub fn message_request(
         delay_ms: message.delay_ms,
         not_before: message.not_before,
     })
+}
+
+/// An ack's next steps, each message checked as [`message_request`] checks one.
+pub fn next_steps(steps: Vec<v1::NextStep>) -> Result<Vec<NextStep>, OpsError> {
+    steps
+        .into_iter()
+        .enumerate()
+        .map(|(index, step)| {
+            let prefix = format!("then[{index}].");
+            let message = step.message.ok_or_else(|| {
+                OpsError::invalid_field(format!("{prefix}message: a next step needs a message"))
+            })?;
+            Ok(NextStep {
+                queue: step.queue,
+                message: message_request(message, &prefix)?,
+            })
+        })
+        .collect()
 }
 
 /// The answer to one stored message.
@@ -106,6 +124,12 @@ pub fn ack_response(out: AckOut) -> v1::AckResponse {
                     retry_after_s: None,
                 }),
             })
+            .collect(),
+        then: out
+            .then
+            .unwrap_or_default()
+            .into_iter()
+            .map(enqueued)
             .collect(),
     }
 }

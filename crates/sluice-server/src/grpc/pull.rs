@@ -56,6 +56,7 @@ pub async fn start(
     let cap = app.stream_messages_in_flight as u64;
     let puller = Puller {
         app,
+        caller,
         credit: u64::from(start.credit).min(cap),
         cap,
         queue: start.queue,
@@ -74,6 +75,8 @@ enum Settle {
 
 struct Puller {
     app: AppState,
+    /// Who opened the stream: its next steps are checked as produces.
+    caller: Who,
     queue: String,
     visibility_timeout_ms: Option<i64>,
     /// Messages the client may still be sent.
@@ -215,19 +218,24 @@ impl Puller {
     /// Settles one ack, nack or extend; the answer carries its `request_id`.
     fn settle(&self, request: Settle) -> impl Future<Output = v1::Settled> + Send + 'static {
         let ops = self.app.ops.clone();
+        let (app, caller) = (self.app.clone(), self.caller.clone());
         let queue = self.queue.clone();
         async move {
             use v1::settled::Outcome;
             let (request_id, outcome) = match request {
                 Settle::Ack(ack) => {
-                    let done = ops
-                        .ack(AckRequest {
+                    let done = async {
+                        let then = convert::next_steps(ack.then)?;
+                        super::allowed_next_steps(&app, &caller, &then).await?;
+                        ops.ack(AckRequest {
                             queue,
                             receipts: ack.receipts,
                             result: ack.result_json,
-                            then: Vec::new(),
+                            then,
                         })
-                        .await;
+                        .await
+                    }
+                    .await;
                     (
                         ack.request_id,
                         done.map(|out| Outcome::Acked(convert::ack_response(out))),

@@ -92,9 +92,14 @@ impl QueuesApi for Queues {
     }
 
     async fn ack(&self, request: Request<v1::AckRequest>) -> Answer<v1::AckResponse> {
-        self.authorize(&request, Need::Consume, Some(&request.get_ref().queue))
+        let caller = self
+            .authorize(&request, Need::Consume, Some(&request.get_ref().queue))
             .await?;
         let input = request.into_inner();
+        let then = convert::next_steps(input.then).map_err(status)?;
+        super::allowed_next_steps(&self.app, &caller, &then)
+            .await
+            .map_err(status)?;
         let out = self
             .app
             .ops
@@ -102,7 +107,7 @@ impl QueuesApi for Queues {
                 queue: input.queue,
                 receipts: input.receipts,
                 result: input.result_json,
-                then: Vec::new(),
+                then,
             })
             .await
             .map_err(status)?;
