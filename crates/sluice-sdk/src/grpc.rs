@@ -553,6 +553,24 @@ impl Backend for Grpc {
     }
 }
 
+/// A message as the protocol takes it: JSON text, checked here.
+fn outgoing(message: Outgoing) -> Result<v1::OutgoingMessage> {
+    let text = String::from_utf8(message.body).map_err(|_| Error::Invalid {
+        code: ErrorCode::InvalidField.into(),
+        message: "body: not UTF-8 JSON text".into(),
+    })?;
+    serde_json::from_str::<&RawValue>(&text)?;
+    Ok(v1::OutgoingMessage {
+        body: Some(v1::outgoing_message::Body::Json(text)),
+        id: message.id,
+        key: message.key,
+        headers: Default::default(),
+        priority: (message.priority != 0).then_some(message.priority),
+        delay_ms: message.delay.map(millis),
+        not_before: None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -648,22 +666,4 @@ mod tests {
             assert!(token.is_empty() || !text.contains(token), "{text}");
         }
     }
-}
-
-/// A message as the protocol takes it: JSON text, checked here.
-fn outgoing(message: Outgoing) -> Result<v1::OutgoingMessage> {
-    let text = String::from_utf8(message.body).map_err(|_| Error::Invalid {
-        code: ErrorCode::InvalidField.into(),
-        message: "body: not UTF-8 JSON text".into(),
-    })?;
-    serde_json::from_str::<&RawValue>(&text)?;
-    Ok(v1::OutgoingMessage {
-        body: Some(v1::outgoing_message::Body::Json(text)),
-        id: message.id,
-        key: message.key,
-        headers: Default::default(),
-        priority: (message.priority != 0).then_some(message.priority),
-        delay_ms: message.delay.map(millis),
-        not_before: None,
-    })
 }
