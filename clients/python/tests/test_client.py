@@ -4,6 +4,7 @@ ways, every route answers into its dataclass, and errors carry the server's stab
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import inspect
 import typing
@@ -16,6 +17,7 @@ from sluice_client import (
     AsyncClient,
     Client,
     MessageIn,
+    NextStepIn,
     QueueSpec,
     RateLimitSpec,
     SecretRef,
@@ -62,7 +64,7 @@ def test_models_match_the_servers_openapi_document(client: Client) -> None:
         fields = {field.name for field in dataclasses.fields(cls)}
         assert fields == _properties(schemas[name], schemas), name
         checked += 1
-    for name in ("QueueSpec", "MessageIn", "WebhookSpec", "PushSpec", "BackoffSpec"):
+    for name in ("QueueSpec", "MessageIn", "NextStepIn", "WebhookSpec", "PushSpec", "BackoffSpec"):
         cls = getattr(specs, name)
         fields = {field.name for field in dataclasses.fields(cls)}
         assert fields == _properties(schemas[name], schemas), name
@@ -179,6 +181,61 @@ def test_errors_carry_the_servers_code(client: Client) -> None:
     with pytest.raises(SluiceError) as stale:
         client.ack(queue, receipt)
     assert (stale.value.status, stale.value.code) == (409, "stale_receipt")
+
+
+def _leased(client: Client) -> tuple[str, str, models.ReceivedMessage]:
+    """A queue with one message leased, and an empty queue for next steps."""
+    queue, target = unique("chain"), unique("chain-next")
+    client.put_queue(queue)
+    client.put_queue(target)
+    client.enqueue(queue, {"order": 1})
+    return queue, target, client.receive(queue)[0]
+
+
+def test_an_ack_enqueues_its_next_steps_in_its_commit(client: Client) -> None:
+    queue, target, message = _leased(client)
+    answer = client.ack(
+        queue,
+        message.receipt,
+        result={"charged": True},
+        then=[
+            NextStepIn(queue=target, body={"ship": 1}, id="ship-1", headers={"h": "v"}),
+            NextStepIn(queue=target, body_base64=base64.b64encode(b"raw").decode(), priority=5),
+        ],
+    )
+    assert answer.acked == 1 and answer.then is not None
+    assert [step.created for step in answer.then] == [True, True]
+    status = client.get_message(queue, message.message_id)
+    assert (status.state, status.result) == ("acked", {"charged": True})
+    # Priority first: the byte body, then the JSON one; each as the answer named it.
+    received = client.receive(target, 10)
+    ids = [step.message_id for step in answer.then]
+    assert [received_message.message_id for received_message in received] == ids[::-1]
+    assert base64.b64decode(received[0].body_base64 or "") == b"raw"
+    shipped = received[1]
+    assert (shipped.body, shipped.id, shipped.headers) == ({"ship": 1}, "ship-1", {"h": "v"})
+
+
+def test_a_refused_ack_with_next_steps_enqueues_nothing(client: Client) -> None:
+    queue, target, message = _leased(client)
+    with pytest.raises(SluiceError) as missing:
+        client.ack(
+            queue,
+            message.receipt,
+            then=[NextStepIn(queue=target, body=1), NextStepIn(queue=unique("absent"), body=2)],
+        )
+    assert (missing.value.status, missing.value.code) == (404, "queue_not_found")
+    with pytest.raises(SluiceError) as invalid:
+        client.ack(queue, message.receipt, then=[NextStepIn(queue=target, body=1, delay_ms=-1)])
+    assert (invalid.value.status, invalid.value.code) == (422, "invalid_field")
+    assert "then[0]" in invalid.value.message
+    # Neither happened: the message is still leased, and acked now without next steps.
+    assert client.get_message(queue, message.message_id).state == "in_flight"
+    client.ack(queue, message.receipt)
+    with pytest.raises(SluiceError) as stale:
+        client.ack(queue, message.receipt, then=[NextStepIn(queue=target, body=3)])
+    assert (stale.value.status, stale.value.code) == (409, "stale_receipt")
+    assert client.queue_stats(target).ready == 0
 
 
 def test_an_unreachable_server_is_status_0() -> None:

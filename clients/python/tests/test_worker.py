@@ -21,9 +21,10 @@ from sluice_client import (
     SluiceQueue,
     SystemClock,
     Task,
+    Unsupported,
 )
 
-from .conftest import SluiceServer
+from .conftest import SluiceServer, unique
 from .harness import Harness, wait_until
 
 COMBOS = [(b, f) for b in ("memory", "sluice") for f in ("sync", "async")]
@@ -216,6 +217,70 @@ def test_on_empty_runs_once_the_queue_emptied(
     wait_until(lambda: len(empties) >= 1, what="on_empty")
     h.stop(5.0)
     assert empties[0].processed_count == 3
+
+
+def test_next_steps_are_stored_with_the_ack_and_not_from_a_failed_attempt(
+    combo: tuple[str, str], request: pytest.FixtureRequest, cleanup: list[Harness]
+) -> None:
+    """Both attempts add a next step; the first fails, so only the second's is stored, with the
+    event's ack, and it is delivered from its queue. (Memory cannot chain: the next test.)"""
+    if combo[0] != "sluice":
+        pytest.skip("only sluice enqueues next steps in the ack's commit")
+    h = harness(combo, request)
+    cleanup.append(h)
+    server: SluiceServer = request.getfixturevalue("sluice_server")
+    target = SluiceQueue(unique("next"), url=server.url)
+    try:
+        target.ensure()
+
+        def behavior(ctx: Context[Any]) -> float:
+            # The id differs per attempt, so dedup cannot hide a step stored by the failed one.
+            payload = {"order": ctx.event["order"], "attempt": ctx.attempt}
+            ctx.add_next_step(target.name, payload, id=f"ship-{ctx.attempt}", key="k")
+            if ctx.attempt == 1:
+                raise RuntimeError("flaky")
+            return 0.0
+
+        h.push({"order": 7})
+        h.start(behavior, concurrency=2, retry=RetryPolicy(delay=0.01), poll_wait=0.2)
+        wait_until(lambda: h.status().processed == 1, what="the event acked")
+        report = h.stop(5.0)
+        assert (report.processed, report.retried) == (1, 1)
+        task = target.pop(wait=2.0)
+        assert task is not None
+        assert task.payload == {"order": 7, "attempt": 2}
+        assert (task.envelope.idempotency_id, task.envelope.key) == ("ship-2", "k")
+        target.ack(task)
+        assert target.stats().ready == 0
+    finally:
+        target.close()
+
+
+def test_a_backend_without_chaining_refuses_next_steps(
+    combo: tuple[str, str], request: pytest.FixtureRequest, cleanup: list[Harness]
+) -> None:
+    """On memory `ctx.add_next_step` raises `Unsupported`: the attempt fails with it (here
+    dead-lettered) rather than the step being enqueued apart from the ack."""
+    if combo[0] == "sluice":
+        pytest.skip("sluice can chain")
+    h = harness(combo, request)
+    cleanup.append(h)
+    hooks: list[DeadLetterContext[Any]] = []
+
+    def behavior(ctx: Context[Any]) -> float:
+        ctx.add_next_step("elsewhere", {"n": 1})
+        return 0.0
+
+    h.push({"n": 1})
+    retry = RetryPolicy(max_attempts=1)
+    h.start(behavior, concurrency=1, retry=retry, on_dead_letter=hooks.append, poll_wait=0.2)
+    wait_until(lambda: len(hooks) == 1, what="the refused attempt dead-lettered")
+    report = h.stop(5.0)
+    assert isinstance(hooks[0].error, Unsupported)
+    assert hooks[0].error.backend == "memory"
+    assert report.processed == 0 and report.dead_lettered == 1
+    error = h.dead_letters()[0].error
+    assert error is not None and error.startswith("Unsupported: memory cannot ack with next steps")
 
 
 def test_pause_resume_enqueue_cancel_and_status(

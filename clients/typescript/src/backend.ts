@@ -10,7 +10,7 @@
  * @module
  */
 import type { Clock } from "./clock.js";
-import { isStaleReceipt } from "./errors.js";
+import { UnsupportedError, isStaleReceipt } from "./errors.js";
 
 /** What a backend can do beyond enqueue, receive, ack, nack and stats. */
 export interface Capabilities {
@@ -36,6 +36,11 @@ export interface Capabilities {
   readonly inFlightStats: boolean;
   /** `priority` on a message: higher first. */
   readonly priority: boolean;
+  /**
+   * `ackThen`: an ack enqueues next steps in its own commit, so they are stored exactly when
+   * the message is done. Without it a next step is refused, never enqueued apart from the ack.
+   */
+  readonly chaining: boolean;
 }
 
 /** How a queue is opened; every field is optional. */
@@ -66,6 +71,12 @@ export interface OutgoingMessage {
   delayMs?: number;
   /** String headers kept with the message. */
   headers?: Record<string, string>;
+}
+
+/** A message an ack enqueues in its own commit ({@link Backend.ackThen}), and its queue. */
+export interface NextStep extends OutgoingMessage {
+  /** The queue it goes to (on the same server). */
+  queue: string;
 }
 
 /** The outcome of one enqueue. */
@@ -209,6 +220,13 @@ export interface Backend {
    * request itself failed.
    */
   ackMany(queue: string, receipts: string[]): Promise<boolean[]>;
+  /**
+   * The message is done, and `then` is enqueued in the same commit as the ack: both happen or
+   * neither. One result per next step, in order. A backend without
+   * {@link Capabilities.chaining} throws `UnsupportedError` for any next step (with none, it
+   * acks).
+   */
+  ackThen(queue: string, receipt: string, then: NextStep[], result?: unknown): Promise<Enqueued[]>;
   /** The attempt failed: retried, or dead-lettered when permanent or out of attempts. */
   nack(queue: string, receipt: string, nack: Nack): Promise<NackOutcome>;
   /** Keeps the lease for `leaseMs` from now. */
@@ -250,4 +268,27 @@ export async function ackEach(
     }
   }
   return acked;
+}
+
+/**
+ * `ackThen` for a backend without {@link Capabilities.chaining}: a plain ack when there is no
+ * next step, else `UnsupportedError` before anything is done. Enqueuing the steps apart from
+ * the ack could lose them (a crash in between) or store them twice (the message runs again).
+ */
+export async function ackWithoutChaining(
+  backend: Backend,
+  queue: string,
+  receipt: string,
+  then: NextStep[],
+  result?: unknown,
+): Promise<Enqueued[]> {
+  if (then.length > 0) {
+    throw new UnsupportedError(
+      backend.kind,
+      "chaining",
+      "next steps need an ack that enqueues them in its own commit",
+    );
+  }
+  await backend.ack(queue, receipt, result);
+  return [];
 }

@@ -276,6 +276,25 @@ export class SluiceClient {
     return this.#call<wire.AckOut>("POST", `${q(queue)}/ack`, body, options);
   }
 
+  /**
+   * `POST /v1/queues/{queue}/ack` with next steps (`then`, at most 100): each is enqueued to its
+   * queue in the same commit as the ack, so both happen or neither. The answer's `then` holds
+   * each step's enqueue result, in order. A stale receipt rejects with `stale_receipt` (409) and
+   * enqueues nothing; a step the server refuses (`queue_not_found`, `queue_full`,
+   * `invalid_field` naming `then[i]`, `forbidden`) rejects the whole ack.
+   */
+  ackThen(
+    queue: string,
+    receipt: string,
+    then: wire.NextStepIn[],
+    result?: unknown,
+    options?: CallOptions,
+  ) {
+    const body: wire.AckIn = { receipt, then };
+    if (result !== undefined) body.result = result;
+    return this.#call<wire.AckOut>("POST", `${q(queue)}/ack`, body, options);
+  }
+
   /** `POST /v1/queues/{queue}/nack`: the attempt failed (retried, or dead-lettered). */
   nack(queue: string, request: wire.NackIn, options?: CallOptions): Promise<wire.NackOut> {
     return this.#call("POST", `${q(queue)}/nack`, request, options);

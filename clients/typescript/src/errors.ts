@@ -101,7 +101,8 @@ export type Operation =
   | "drain"
   | "get"
   | "inFlightStats"
-  | "priority";
+  | "priority"
+  | "chaining";
 
 /**
  * A backend cannot do what was asked (e.g. `extend` on RabbitMQ, `pause` on SQS). Thrown

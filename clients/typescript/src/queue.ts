@@ -48,6 +48,15 @@ export interface ExecuteContext<Event> {
   headers: Record<string, string>;
   /** Aborted when the shutdown grace period ends and the message is released. */
   signal: AbortSignal;
+  /**
+   * Adds a next step: `event` goes to the queue named `queue` (on the same server) in the same
+   * commit as this event's ack, so it is stored exactly when this event is done: never lost to a
+   * crash between the two, never stored twice because the event ran again. Nothing is enqueued
+   * when the handler fails. At most 100 per event. Throws `UnsupportedError` on a backend
+   * without `capabilities.chaining` (memory, SQS, RabbitMQ), which fails the attempt. (Not
+   * named `then`, the API's field: that would make the context a thenable.)
+   */
+  addNextStep(queue: string, event: unknown, options?: EnqueueOptions): void;
 }
 
 /** What `onDeadLetter` gets. */

@@ -17,6 +17,7 @@ import type {
   MessageRef,
   Nack,
   NackOutcome,
+  NextStep,
   OutgoingMessage,
   QueueOptions,
   QueueStats,
@@ -57,6 +58,7 @@ export class SluiceBackend implements Backend {
     get: true,
     inFlightStats: true,
     priority: true,
+    chaining: true,
   };
   readonly clock: Clock = new SystemClock();
   /** The typed HTTP client underneath, for the routes this interface does not cover. */
@@ -79,26 +81,13 @@ export class SluiceBackend implements Backend {
 
   async enqueue(queue: string, messages: OutgoingMessage[]): Promise<Enqueued[]> {
     if (messages.length === 1 && messages[0] !== undefined) {
-      const answer = await this.client.enqueue(queue, toWire(messages[0]));
-      return [
-        {
-          messageId: answer.message_id,
-          created: answer.created,
-          position: answer.created ? (answer.position ?? undefined) : 0,
-        },
-      ];
+      return [enqueuedOf(await this.client.enqueue(queue, toWire(messages[0])))];
     }
     const results: Enqueued[] = [];
     for (let start = 0; start < messages.length; start += BATCH_MAX) {
       const batch = messages.slice(start, start + BATCH_MAX).map(toWire);
       const answer = await this.client.enqueueBatch(queue, batch);
-      for (const result of answer.results) {
-        results.push({
-          messageId: result.message_id,
-          created: result.created,
-          position: result.created ? (result.position ?? undefined) : 0,
-        });
-      }
+      results.push(...answer.results.map(enqueuedOf));
     }
     return results;
   }
@@ -128,6 +117,24 @@ export class SluiceBackend implements Backend {
 
   async ack(queue: string, receipt: string, result?: unknown): Promise<void> {
     await this.client.ack(queue, receipt, result);
+  }
+
+  async ackThen(
+    queue: string,
+    receipt: string,
+    then: NextStep[],
+    result?: unknown,
+  ): Promise<Enqueued[]> {
+    if (then.length === 0) {
+      await this.ack(queue, receipt, result);
+      return [];
+    }
+    const steps = then.map(({ queue: target, ...message }) => ({
+      queue: target,
+      ...toWire(message),
+    }));
+    const answer = await this.client.ackThen(queue, receipt, steps, result);
+    return (answer.then ?? []).map(enqueuedOf);
   }
 
   async ackMany(queue: string, receipts: string[]): Promise<boolean[]> {
@@ -254,6 +261,15 @@ function toWire(message: OutgoingMessage): wire.MessageIn {
   if (message.delayMs !== undefined) out.delay_ms = Math.max(0, Math.round(message.delayMs));
   if (message.headers !== undefined) out.headers = message.headers;
   return out;
+}
+
+/** One enqueue answer (of an enqueue, a batch or an ack's next steps) in backend terms. */
+function enqueuedOf(answer: wire.EnqueueOut): Enqueued {
+  return {
+    messageId: answer.message_id,
+    created: answer.created,
+    position: answer.created ? (answer.position ?? undefined) : 0,
+  };
 }
 
 /** A JSON body as it is; a byte body (`body_base64`) as bytes. */

@@ -27,6 +27,7 @@ export type ReceiveOut = Schemas["ReceiveOut"];
 export type ReceivedMessage = Schemas["ReceivedMessage"];
 export type AckIn = Schemas["AckIn"];
 export type AckOut = Schemas["AckOut"];
+export type NextStepIn = Schemas["NextStepIn"];
 export type NackIn = Schemas["NackIn"];
 export type NackOut = Schemas["NackOut"];
 export type ExtendIn = Schemas["ExtendIn"];

@@ -6,7 +6,8 @@
  * and hands them to the idle slots. A slot validates its message against the queue's schema and
  * runs `execute` while a heartbeat keeps the lease (extend every third of it, where the backend
  * can extend). Success acks: the acks of slots that finish while an ack request is on its way
- * go out together in the next one ({@link AckBatch}); an ack carrying a result goes alone.
+ * go out together in the next one ({@link AckBatch}); an ack carrying a result or next steps
+ * (`ctx.addNextStep`, enqueued in the ack's commit) goes alone.
  * Failure is retried with the queue's retry policy, or dead-lettered when the error is not
  * retryable or the attempts are used up, and then `onDeadLetter` runs. A body that fails the
  * schema is dead-lettered at once with the issues. On stop (SIGTERM, SIGINT or
@@ -17,9 +18,9 @@
  * @module
  */
 import { AckBatch } from "./ack-batch.js";
-import type { Backend, Delivery } from "./backend.js";
+import type { Backend, Delivery, NextStep } from "./backend.js";
 import { realSleep } from "./clock.js";
-import { SluiceError, isStaleReceipt } from "./errors.js";
+import { SluiceError, UnsupportedError, isStaleReceipt } from "./errors.js";
 import type { ExecuteContext, Queue } from "./queue.js";
 import { type Decision, decide } from "./retry.js";
 import { ValidationError, validate } from "./standard-schema.js";
@@ -89,6 +90,8 @@ export interface WorkerReport {
 const SETTLE_WAIT_MS = 10_000;
 /** Most messages one receive asks for (the sluice server's limit). */
 const RECEIVE_MAX = 100;
+/** Most next steps one ack carries (the sluice server's limit). */
+const NEXT_STEPS_MAX = 100;
 
 interface Slot {
   status: SlotStatus;
@@ -412,6 +415,8 @@ export class Worker<Input, Output> {
       slot.status.eventId = delivery.messageId;
       slot.status.attempt = delivery.attempt;
       slot.status.startedAt = startedAt;
+      const nextSteps: NextStep[] = [];
+      let finished = false;
       const ctx: ExecuteContext<Output> = {
         event,
         eventId: delivery.messageId,
@@ -426,6 +431,22 @@ export class Worker<Input, Output> {
         lastError: delivery.lastError,
         headers: delivery.headers,
         signal: abort.signal,
+        addNextStep: (queue, nextEvent, options = {}) => {
+          // Refused when called rather than at the ack: the attempt fails with the reason (the
+          // retry policy and onDeadLetter see it) instead of an ack that cannot be sent.
+          if (!this.#backend.capabilities.chaining) {
+            throw new UnsupportedError(
+              this.#backend.kind,
+              "chaining",
+              "next steps need an ack that enqueues them in its own commit",
+            );
+          }
+          if (finished) throw new Error("addNextStep was called after the handler finished");
+          if (nextSteps.length >= NEXT_STEPS_MAX) {
+            throw new RangeError(`at most ${NEXT_STEPS_MAX} next steps per event`);
+          }
+          nextSteps.push({ ...options, queue, body: nextEvent });
+        },
       };
       const heartbeat = this.#heartbeat(delivery.receipt, abort.signal);
       let outcome: { ok: true; value: unknown } | { ok: false; error: unknown };
@@ -434,13 +455,14 @@ export class Worker<Input, Output> {
       } catch (error) {
         outcome = { ok: false, error };
       } finally {
+        finished = true;
         abort.abort(new Error("the handler finished"));
         await heartbeat;
       }
       if (slot.receipt !== delivery.receipt) return; // released at the end of the grace period
       if (outcome.ok) {
         handedOn = true;
-        await this.#ack(slot, delivery.receipt, outcome.value);
+        await this.#ack(slot, delivery.receipt, outcome.value, nextSteps);
       } else {
         await this.#fail(slot, delivery, ctx, outcome.error);
       }
@@ -461,13 +483,14 @@ export class Worker<Input, Output> {
 
   /**
    * Acks without waiting for the answer, so the slot takes its next message at once: through
-   * the ack batch, or alone when it carries a result (the server keeps a result per message).
-   * The counts change when the ack lands. A slot waits only while twice the slots' acks are
-   * still waiting.
+   * the ack batch, or alone when it carries a result (the server keeps a result per message) or
+   * next steps (enqueued in the ack's own commit). The counts change when the ack lands. A slot
+   * waits only while twice the slots' acks are still waiting.
    */
-  async #ack(slot: Slot, receipt: string, result: unknown): Promise<void> {
+  async #ack(slot: Slot, receipt: string, result: unknown, then: NextStep[]): Promise<void> {
     const settling: Promise<void> = this.#settle(slot, async () => {
-      if (result === undefined) await this.#acks.ack(receipt);
+      if (then.length > 0) await this.#backend.ackThen(this.#queue.name, receipt, then, result);
+      else if (result === undefined) await this.#acks.ack(receipt);
       else await this.#backend.ack(this.#queue.name, receipt, result);
       return true;
     })

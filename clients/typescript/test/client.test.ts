@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { SluiceClient, SluiceError } from "../src/index.js";
+import { SluiceBackend, SluiceClient, SluiceError } from "../src/index.js";
 import { type RunningServer, sluiceBinary, startSluice } from "./support/server.js";
 
 const sluiceUrl = inject("sluiceUrl");
@@ -88,6 +88,93 @@ describe.skipIf(sluiceUrl === "")("client errors", () => {
     expect((await client.stats(queue)).ready).toBe(1);
     expect(await client.purge(queue)).toMatchObject({ purged: 1 });
     expect(await client.drain(queue, 0)).toMatchObject({ drained: true });
+  });
+});
+
+describe.skipIf(sluiceUrl === "")("acks with next steps", () => {
+  const client = new SluiceClient({ url: sluiceUrl });
+
+  /** A queue with one message leased, and an empty queue for the next steps. */
+  async function leased(): Promise<{ queue: string; next: string; receipt: string; id: string }> {
+    const queue = name();
+    const next = name();
+    await client.putQueue(queue);
+    await client.putQueue(next);
+    await client.enqueue(queue, { body: { order: 1 } });
+    const { messages } = await client.receive(queue, { max: 1 });
+    return {
+      queue,
+      next,
+      receipt: messages[0]?.receipt ?? "",
+      id: messages[0]?.message_id ?? "",
+    };
+  }
+
+  it("enqueues them in the ack's commit and answers their enqueue results, in order", async () => {
+    const { queue, next, receipt, id } = await leased();
+    const answer = await client.ackThen(
+      queue,
+      receipt,
+      [
+        { queue: next, body: { ship: 1 }, id: "ship-1", headers: { h: "v" } },
+        { queue: next, body_base64: Buffer.from("raw").toString("base64"), priority: 5 },
+      ],
+      { charged: true },
+    );
+    expect(answer.acked).toBe(1);
+    expect(answer.then).toHaveLength(2);
+    expect(answer.then?.map((step) => step.created)).toEqual([true, true]);
+    expect((await client.getMessage(queue, id)).state).toBe("acked");
+    const { messages } = await client.receive(next, { max: 10 });
+    // Priority first: the byte body, then the JSON one.
+    expect(messages.map((m) => m.message_id)).toEqual([
+      answer.then?.[1]?.message_id,
+      answer.then?.[0]?.message_id,
+    ]);
+    expect(messages[1]).toMatchObject({ body: { ship: 1 }, id: "ship-1", headers: { h: "v" } });
+    expect(Buffer.from(messages[0]?.body_base64 ?? "", "base64").toString()).toBe("raw");
+  });
+
+  it("a stale receipt enqueues nothing", async () => {
+    const { queue, next, receipt } = await leased();
+    await client.ack(queue, receipt);
+    const error = await failure(client.ackThen(queue, receipt, [{ queue: next, body: 1 }]));
+    expect(error).toMatchObject({ status: 409, code: "stale_receipt" });
+    expect((await client.stats(next)).ready).toBe(0);
+  });
+
+  it("a refused step refuses the ack whole: the message stays leased", async () => {
+    const { queue, next, receipt, id } = await leased();
+    const missing = await failure(
+      client.ackThen(queue, receipt, [
+        { queue: next, body: 1 },
+        { queue: name(), body: 2 },
+      ]),
+    );
+    expect(missing).toMatchObject({ status: 404, code: "queue_not_found" });
+    const invalid = await failure(
+      client.ackThen(queue, receipt, [{ queue: next, body: 1, delay_ms: -1 }]),
+    );
+    expect(invalid).toMatchObject({ status: 422, code: "invalid_field" });
+    expect(invalid.message).toMatch(/then\[0\]/);
+    expect((await client.stats(next)).ready).toBe(0);
+    expect((await client.getMessage(queue, id)).state).toBe("in_flight");
+    await client.ack(queue, receipt);
+  });
+
+  it("SluiceBackend.ackThen answers one Enqueued per step", async () => {
+    const { queue, next, receipt } = await leased();
+    const backend = new SluiceBackend({ client });
+    const enqueued = await backend.ackThen(queue, receipt, [
+      { queue: next, body: { a: 1 } },
+      { queue: next, body: { b: 2 }, delayMs: 60_000 },
+    ]);
+    expect(enqueued.map((e) => [e.created, typeof e.messageId])).toEqual([
+      [true, "string"],
+      [true, "string"],
+    ]);
+    const stats = await client.stats(next);
+    expect([stats.ready, stats.delayed]).toEqual([1, 1]);
   });
 });
 

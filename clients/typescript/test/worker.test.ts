@@ -9,6 +9,7 @@ import {
   type Backend,
   Queue,
   type QueueConfig,
+  UnsupportedError,
   ValidationError,
   type WorkerReport,
   envelope,
@@ -424,6 +425,70 @@ for (const backendCase of backendCases()) {
         "the second event after resume",
         () => worker.status().processedCount === 2,
       );
+    });
+
+    it("enqueues next steps with the ack, and none from a failed attempt", async (context) => {
+      await open();
+      if (!backend.capabilities.chaining) context.skip(`${backend.kind} cannot chain`);
+      const seen: Array<{ event: unknown; id: string | undefined; key: string | undefined }> = [];
+      const headers: Record<string, string>[] = [];
+      const next = queueOn(backend, {
+        concurrency: 1,
+        execute: (ctx) => {
+          seen.push({ event: ctx.event, id: ctx.idempotencyId, key: ctx.key });
+          headers.push(ctx.headers);
+        },
+      });
+      await next.ensure();
+      const first = queueOn<{ order: number }, { order: number }>(backend, {
+        concurrency: 1,
+        retry: { maxAttempts: 3, delay: 10 },
+        execute: (ctx) => {
+          // Both attempts add a step; only the one that succeeds is acked, and with it its step.
+          // The id differs per attempt, so dedup cannot hide a step stored by the failed one.
+          ctx.addNextStep(
+            next.name,
+            { order: ctx.event.order, attempt: ctx.attempt },
+            { id: `ship-${ctx.attempt}`, key: "k", headers: { h: "v" } },
+          );
+          if (ctx.attempt === 1) throw new Error("flaky");
+        },
+      });
+      await first.enqueue({ order: 7 });
+      const worker = first.start();
+      await waitFor(backend, "the event acked", () => worker.status().processedCount === 1);
+      expect((await next.stats()).ready).toBe(1);
+      next.start();
+      await waitFor(backend, "the next step handled", () => seen.length === 1);
+      await pass(backend, 300);
+      expect(seen).toEqual([{ event: { order: 7, attempt: 2 }, id: "ship-2", key: "k" }]);
+      expect(headers[0]).toMatchObject({ h: "v" });
+    });
+
+    it("refuses next steps where the backend cannot chain them", async (context) => {
+      await open();
+      if (backend.capabilities.chaining) context.skip(`${backend.kind} can chain`);
+      const dead: unknown[] = [];
+      const queue = queueOn(backend, {
+        concurrency: 1,
+        retry: { maxAttempts: 1 },
+        execute: (ctx) => {
+          ctx.addNextStep("elsewhere", { n: 1 });
+        },
+        onDeadLetter: (ctx) => {
+          dead.push(ctx.error);
+        },
+      });
+      await queue.enqueue({ n: 1 });
+      const worker = queue.start();
+      await waitFor(backend, "the attempt to fail", () => dead.length === 1);
+      expect(dead[0]).toBeInstanceOf(UnsupportedError);
+      expect(dead[0]).toMatchObject({ backend: backend.kind, operation: "chaining" });
+      expect(worker.status().processedCount).toBe(0);
+      // The backend itself refuses too, before it acks anything.
+      await expect(
+        backend.ackThen(queue.name, "no-receipt", [{ queue: "elsewhere", body: 1 }]),
+      ).rejects.toBeInstanceOf(UnsupportedError);
     });
 
     it("pauses the queue, cancels with a reason and drains", async (context) => {

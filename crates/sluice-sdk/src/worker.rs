@@ -67,7 +67,7 @@ pub struct Context<T> {
     /// Messages waiting in the queue (ready or delayed), as the worker last saw them (it looks
     /// every 500 ms): an estimate for progress, not a count to rely on.
     pub queue_pending: u64,
-    /// Next steps added with [`Context::then`], enqueued with the ack.
+    /// Next steps added with [`Context::add_next_step`], enqueued with the ack.
     next_steps: NextSteps,
 }
 
@@ -85,16 +85,21 @@ impl<T> Context<T> {
     /// never stored twice because the message ran again). Nothing is enqueued when the handler
     /// fails. Fails with [`Error::Unsupported`] on a backend without
     /// [`Capabilities::chaining`] (SQS, RabbitMQ), or when the event does not serialize.
-    pub fn then<E>(&self, queue: &Queue<E>, event: &E) -> Result<()>
+    pub fn add_next_step<E>(&self, queue: &Queue<E>, event: &E) -> Result<()>
     where
         E: Serialize + DeserializeOwned + Send + Sync + 'static,
     {
         self.then_message(queue.name(), event, None)
     }
 
-    /// [`Context::then`] with an idempotency id for the next step: the same id within its
+    /// [`Context::add_next_step`] with an idempotency id for the next step: the same id within its
     /// queue's dedup window is stored once.
-    pub fn then_with_id<E>(&self, queue: &Queue<E>, event: &E, id: impl Into<String>) -> Result<()>
+    pub fn add_next_step_with_id<E>(
+        &self,
+        queue: &Queue<E>,
+        event: &E,
+        id: impl Into<String>,
+    ) -> Result<()>
     where
         E: Serialize + DeserializeOwned + Send + Sync + 'static,
     {
@@ -104,7 +109,7 @@ impl<T> Context<T> {
     fn then_message<E: Serialize>(&self, queue: &str, event: &E, id: Option<String>) -> Result<()> {
         if !self.next_steps.supported {
             return Err(Error::Unsupported(
-                "next steps (Context::then): this backend cannot enqueue them in the ack's commit"
+                "next steps (Context::add_next_step): this backend cannot enqueue them in the ack's commit"
                     .into(),
             ));
         }

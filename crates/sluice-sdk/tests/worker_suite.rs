@@ -1052,7 +1052,7 @@ async fn next_steps_are_enqueued_with_the_ack_and_only_then(h: &Harness) {
         move |ctx: Context<Job>| {
             let (next, refusals) = (next.clone(), refusals.clone());
             async move {
-                if let Err(error) = ctx.then(
+                if let Err(error) = ctx.add_next_step(
                     &next,
                     &Job {
                         n: ctx.event.n * 10,

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 from . import models as m
 from ._codec import UNSET, Unset, decode, drop_none, encode, format_datetime
-from .specs import MessageIn, QueueSpec, WebhookSpec
+from .specs import MessageIn, NextStepIn, QueueSpec, WebhookSpec
 
 T = TypeVar("T")
 
@@ -197,6 +197,16 @@ def receive(
 
 def ack(name: str, receipts: Sequence[str], result: Any | Unset) -> Call[m.AckOut]:
     body: dict[str, Any] = {"receipts": list(receipts)}
+    if not isinstance(result, Unset):
+        body["result"] = result
+    return Call("POST", _queue(name, "ack"), _reader(m.AckOut), body=body)
+
+
+def ack_then(
+    name: str, receipt: str, result: Any | Unset, then: Sequence[NextStepIn]
+) -> Call[m.AckOut]:
+    # Next steps go with a single receipt only (the server refuses them with `receipts`).
+    body: dict[str, Any] = {"receipt": receipt, "then": [encode(step) for step in then]}
     if not isinstance(result, Unset):
         body["result"] = result
     return Call("POST", _queue(name, "ack"), _reader(m.AckOut), body=body)

@@ -19,7 +19,7 @@ from . import _calls as calls
 from . import _transport as transport
 from . import models as m
 from ._codec import UNSET, Unset
-from .specs import MessageIn, QueueSpec, WebhookSpec
+from .specs import MessageIn, NextStepIn, QueueSpec, WebhookSpec
 
 T = TypeVar("T")
 
@@ -231,10 +231,24 @@ class Client:
         `visibility_timeout_ms` (default: the queue's)."""
         return self._call(calls.receive(queue, max, wait_ms, visibility_timeout_ms))
 
-    def ack(self, queue: str, receipt: str, *, result: Any | Unset = UNSET) -> m.AckOut:
+    def ack(
+        self,
+        queue: str,
+        receipt: str,
+        *,
+        result: Any | Unset = UNSET,
+        then: Sequence[NextStepIn] | None = None,
+    ) -> m.AckOut:
         """The message is done. `result` (any JSON, up to 64 KiB) is kept with it and answered
         to a later enqueue with the same idempotency key. A stale receipt raises `SluiceError`
-        with code `stale_receipt`."""
+        with code `stale_receipt`.
+
+        `then` (at most 100 next steps) is enqueued in the same commit as the ack: both happen or
+        neither. The answer's `then` has each step's `EnqueueOut`, in order. A stale receipt
+        enqueues nothing; a step the server refuses (`queue_not_found`, `queue_full`,
+        `invalid_field` naming `then[i]`, `forbidden`) refuses the whole ack."""
+        if then is not None:
+            return self._call(calls.ack_then(queue, receipt, result, then))
         return self._call(calls.ack(queue, [receipt], result))
 
     def ack_many(self, queue: str, receipts: Sequence[str]) -> m.AckOut:

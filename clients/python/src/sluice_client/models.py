@@ -25,6 +25,10 @@ class AckOut:
     """How many were acked."""
     results: list[AckResult]
     """Per receipt, in order."""
+    then: list[EnqueueOut] | None = None
+    """The next steps the ack enqueued, in the order given (a duplicate of an idempotency key
+    answers with its first message, as an enqueue does). Only when the ack had `then`.
+    """
 
 
 @dataclass(frozen=True)

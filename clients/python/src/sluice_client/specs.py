@@ -1,4 +1,5 @@
-"""What a client sends: queue settings, messages, webhook endpoints (docs/http-api.md).
+"""What a client sends: queue settings, messages, next steps, webhook endpoints
+(docs/http-api.md).
 
 `QueueSpec` updates only the fields it is given: its fields default to `UNSET` (left out of the
 request), and `None` sends JSON null, which removes a setting (`schema`, `push`).
@@ -94,6 +95,31 @@ class MessageIn:
     """Bytes, standard base64."""
     id: str | Unset = UNSET
     """Idempotency key: the same key within the dedup window returns the first message."""
+    key: str | Unset = UNSET
+    """Ordering key for `per_key` queues."""
+    priority: int | Unset = UNSET
+    """Higher first (default 0)."""
+    delay_ms: int | Unset = UNSET
+    """Invisible for this long, in ms."""
+    not_before: datetime | Unset = UNSET
+    """Invisible until this time."""
+    headers: dict[str, str] | Unset = UNSET
+    """String headers."""
+
+
+@dataclass(frozen=True)
+class NextStepIn:
+    """One next step of an ack (`Client.ack(..., then=[...])`): a message and the queue it goes
+    to, enqueued in the same commit as the ack. `body` (any JSON) or `body_base64`, not both."""
+
+    queue: str
+    """The queue the next step goes to (any queue the caller may produce to)."""
+    body: Any | Unset = UNSET
+    """Any JSON value."""
+    body_base64: str | Unset = UNSET
+    """Bytes, standard base64."""
+    id: str | Unset = UNSET
+    """Idempotency key: the same key within the queue's dedup window returns the first message."""
     key: str | Unset = UNSET
     """Ordering key for `per_key` queues."""
     priority: int | Unset = UNSET

@@ -18,12 +18,13 @@ import type {
   MessageRef,
   Nack,
   NackOutcome,
+  NextStep,
   OutgoingMessage,
   QueueOptions,
   QueueStats,
   ReceiveOptions,
 } from "../backend.js";
-import { ackEach } from "../backend.js";
+import { ackEach, ackWithoutChaining } from "../backend.js";
 import { type Clock, ManualClock } from "../clock.js";
 import { SluiceError } from "../errors.js";
 import { type MemoryQueue, type Stored, type Waiter, backoffDelay, newQueue } from "./state.js";
@@ -65,6 +66,7 @@ export class MemoryBackend implements Backend {
     get: true,
     inFlightStats: true,
     priority: true,
+    chaining: false,
   };
   readonly clock: Clock;
   readonly #queues = new Map<string, MemoryQueue>();
@@ -169,6 +171,11 @@ export class MemoryBackend implements Backend {
 
   ackMany(queue: string, receipts: string[]): Promise<boolean[]> {
     return ackEach((receipt) => this.ack(queue, receipt), receipts);
+  }
+
+  /** Refuses next steps: see {@link ackWithoutChaining}. */
+  ackThen(queue: string, receipt: string, then: NextStep[], result?: unknown): Promise<Enqueued[]> {
+    return ackWithoutChaining(this, queue, receipt, then, result);
   }
 
   async nack(queue: string, receipt: string, nack: Nack): Promise<NackOutcome> {

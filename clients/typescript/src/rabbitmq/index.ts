@@ -37,12 +37,13 @@ import type {
   MessageInfo,
   Nack,
   NackOutcome,
+  NextStep,
   OutgoingMessage,
   QueueOptions,
   QueueStats,
   ReceiveOptions,
 } from "../backend.js";
-import { ackEach } from "../backend.js";
+import { ackEach, ackWithoutChaining } from "../backend.js";
 import { type Clock, SystemClock, realSleep } from "../clock.js";
 import { SluiceError, UnsupportedError } from "../errors.js";
 import { type BackoffSettings, DEFAULT_BACKOFF, backoffDelay } from "../retry-delay.js";
@@ -94,6 +95,7 @@ export class RabbitMqBackend implements Backend {
     get: false,
     inFlightStats: false,
     priority: false,
+    chaining: false,
   };
   readonly clock: Clock = new SystemClock();
   readonly #connection: ChannelModel;
@@ -200,6 +202,11 @@ export class RabbitMqBackend implements Backend {
 
   ackMany(queue: string, receipts: string[]): Promise<boolean[]> {
     return ackEach((receipt) => this.ack(queue, receipt), receipts);
+  }
+
+  /** Refuses next steps: see {@link ackWithoutChaining}. */
+  ackThen(queue: string, receipt: string, then: NextStep[], result?: unknown): Promise<Enqueued[]> {
+    return ackWithoutChaining(this, queue, receipt, then, result);
   }
 
   async nack(queue: string, receipt: string, nack: Nack): Promise<NackOutcome> {

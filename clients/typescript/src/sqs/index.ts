@@ -49,11 +49,13 @@ import type {
   MessageInfo,
   Nack,
   NackOutcome,
+  NextStep,
   OutgoingMessage,
   QueueOptions,
   QueueStats,
   ReceiveOptions,
 } from "../backend.js";
+import { ackWithoutChaining } from "../backend.js";
 import { type Clock, SystemClock, realSleep } from "../clock.js";
 import { SluiceError, UnsupportedError } from "../errors.js";
 import { type BackoffSettings, DEFAULT_BACKOFF, backoffDelay } from "../retry-delay.js";
@@ -120,6 +122,7 @@ export class SqsBackend implements Backend {
     get: false,
     inFlightStats: true,
     priority: false,
+    chaining: false,
   };
   readonly clock: Clock = new SystemClock();
   /** The AWS SDK client underneath. */
@@ -288,6 +291,11 @@ export class SqsBackend implements Backend {
       });
     }
     return acked;
+  }
+
+  /** Refuses next steps: see {@link ackWithoutChaining}. */
+  ackThen(queue: string, receipt: string, then: NextStep[], result?: unknown): Promise<Enqueued[]> {
+    return ackWithoutChaining(this, queue, receipt, then, result);
   }
 
   async nack(queue: string, receipt: string, nack: Nack): Promise<NackOutcome> {

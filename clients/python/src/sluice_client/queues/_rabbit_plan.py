@@ -56,6 +56,7 @@ CAPABILITIES = Capabilities(
     ordered=True,
     drain=False,
     priority=False,
+    chaining=False,
 )
 
 

@@ -13,7 +13,7 @@ from .. import models as m
 from .._codec import UNSET
 from ..envelope import TaskEnvelope
 from ..errors import LeaseLost, SluiceError
-from ..specs import MessageIn, QueueSpec
+from ..specs import MessageIn, NextStepIn, QueueSpec
 from .base import (
     CancelOutcome,
     CancelResult,
@@ -21,6 +21,7 @@ from .base import (
     DeadLetter,
     Enqueued,
     NackOutcome,
+    NextStep,
     PushItem,
     QueueOptions,
     QueueStats,
@@ -49,6 +50,7 @@ CAPABILITIES = Capabilities(
     ordered=True,
     drain=True,
     priority=True,
+    chaining=True,
 )
 
 
@@ -77,6 +79,22 @@ def message_in(item: PushItem) -> MessageIn:
         priority=item.priority if item.priority else UNSET,
         delay_ms=ms(item.delay) if item.delay else UNSET,
         headers=headers if headers else UNSET,
+    )
+
+
+def next_step_in(step: NextStep) -> NextStepIn:
+    """A next step as the ack sends it: the message of a push, and its queue."""
+    message = message_in(
+        PushItem(step.payload, step.id, step.key, step.delay, step.priority, step.max_attempts)
+    )
+    return NextStepIn(
+        queue=step.queue,
+        body=message.body,
+        id=message.id,
+        key=message.key,
+        priority=message.priority,
+        delay_ms=message.delay_ms,
+        headers=message.headers,
     )
 
 

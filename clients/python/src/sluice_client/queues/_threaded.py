@@ -20,6 +20,7 @@ from .base import (
     DeadLetter,
     Enqueued,
     NackOutcome,
+    NextStep,
     PushItem,
     QueueStats,
     Task,
@@ -104,6 +105,9 @@ class ThreadedAsyncQueue:
 
     async def ack_many(self, tasks: Sequence[Task]) -> list[bool]:
         return await self._run(self.sync.ack_many, tasks)
+
+    async def ack_then(self, task: Task, then: Sequence[NextStep]) -> list[Enqueued]:
+        return await self._run(self.sync.ack_then, task, then)
 
     async def nack(
         self, task: Task, error: str = "", *, delay: float | None = None, permanent: bool = False

@@ -26,11 +26,13 @@ from .base import (
     DeadLetter,
     Enqueued,
     NackOutcome,
+    NextStep,
     PushItem,
     QueueOptions,
     QueueStats,
     Task,
     ack_each_async,
+    refuse_next_steps,
 )
 
 
@@ -191,6 +193,11 @@ class AsyncRabbitMQQueue:
             message = self._message(task)
             await message.ack()
             del self._held[task.receipt]
+
+    async def ack_then(self, task: Task, then: Sequence[NextStep]) -> list[Enqueued]:
+        refuse_next_steps("rabbitmq", then)
+        await self.ack(task)
+        return []
 
     async def ack_many(self, tasks: Sequence[Task]) -> list[bool]:
         return await ack_each_async(self, tasks)

@@ -22,6 +22,7 @@ from .base import (
     DeadLetter,
     Enqueued,
     NackOutcome,
+    NextStep,
     PushItem,
     QueueOptions,
     QueueStats,
@@ -138,6 +139,15 @@ class AsyncSluiceQueue:
     async def ack(self, task: Task) -> None:
         with mapping.lease_errors(task):
             await self.client.ack(self._name, task.receipt)
+
+    async def ack_then(self, task: Task, then: Sequence[NextStep]) -> list[Enqueued]:
+        if not then:
+            await self.ack(task)
+            return []
+        steps = [mapping.next_step_in(step) for step in then]
+        with mapping.lease_errors(task):
+            answer = await self.client.ack(self._name, task.receipt, then=steps)
+        return [mapping.enqueued(step) for step in answer.then or []]
 
     async def ack_many(self, tasks: Sequence[Task]) -> list[bool]:
         acked: list[bool] = []

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..envelope import TaskEnvelope
-from ..errors import LeaseLost
+from ..errors import LeaseLost, Unsupported
 from ..retry import Backoff
 
 NackOutcome = Literal["retried", "dead_lettered"]
@@ -52,6 +52,9 @@ class Capabilities:
     """`drain`: the backend can tell when nothing is ready, delayed or in flight."""
     priority: bool
     """`push(..., priority=...)` other than 0."""
+    chaining: bool
+    """`ack_then`: an ack enqueues next steps in its own commit (and so the worker's
+    `Context.then`). Where False, any next step is refused, never enqueued apart from the ack."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,21 @@ class QueueOptions:
 class PushItem:
     """One task for `push_many`, with its options (as the keyword arguments of `push`)."""
 
+    payload: Any
+    id: str | None = None
+    key: str | None = None
+    delay: float | None = None
+    priority: int = 0
+    max_attempts: int | None = None
+
+
+@dataclass(frozen=True)
+class NextStep:
+    """A task an ack enqueues in its own commit (`ack_then`), and the queue it goes to: the
+    options are `push`'s."""
+
+    queue: str
+    """The name of the queue it goes to, on the same server."""
     payload: Any
     id: str | None = None
     key: str | None = None
@@ -237,6 +255,12 @@ class TaskQueue(Protocol):
         Any other failure raises; some may have been acked before it, as with `ack` calls."""
         ...
 
+    def ack_then(self, task: Task, then: Sequence[NextStep]) -> list[Enqueued]:
+        """The task is done, and `then` is enqueued in the same commit as the ack: both happen
+        or neither. One result per next step, in order. Without `capabilities.chaining` any
+        next step raises `Unsupported` before anything is done (with none, it acks)."""
+        ...
+
     def nack(
         self, task: Task, error: str = "", *, delay: float | None = None, permanent: bool = False
     ) -> NackOutcome:
@@ -324,6 +348,8 @@ class AsyncTaskQueue(Protocol):
 
     async def ack_many(self, tasks: Sequence[Task]) -> list[bool]: ...
 
+    async def ack_then(self, task: Task, then: Sequence[NextStep]) -> list[Enqueued]: ...
+
     async def nack(
         self, task: Task, error: str = "", *, delay: float | None = None, permanent: bool = False
     ) -> NackOutcome: ...
@@ -373,6 +399,21 @@ async def ack_each_async(queue: AsyncTaskQueue, tasks: Sequence[Task]) -> list[b
         else:
             acked.append(True)
     return acked
+
+
+def chaining_unsupported(backend: str) -> Unsupported:
+    """What a backend without `capabilities.chaining` raises for a next step."""
+    return Unsupported(
+        backend, "ack with next steps", "only sluice enqueues them in the ack's own commit"
+    )
+
+
+def refuse_next_steps(backend: str, then: Sequence[NextStep]) -> None:
+    """`ack_then` on a backend without chaining: any next step is refused before the ack, since
+    enqueuing it apart from the ack could lose it (a crash in between) or store it twice (the
+    task runs again)."""
+    if then:
+        raise chaining_unsupported(backend)
 
 
 def should_dead_letter(attempt: int, max_attempts: int, permanent: bool) -> bool:

@@ -30,12 +30,14 @@ from .base import (
     DeadLetter,
     Enqueued,
     NackOutcome,
+    NextStep,
     PushItem,
     QueueOptions,
     QueueStats,
     Task,
     ack_each,
     check_exactly_one,
+    refuse_next_steps,
     should_dead_letter,
 )
 
@@ -59,6 +61,7 @@ CAPABILITIES = Capabilities(
     ordered=True,
     drain=True,
     priority=True,
+    chaining=False,
 )
 
 
@@ -270,6 +273,11 @@ class InMemoryQueue:
             self._finish(message, "acked")
             self._processed += 1
             self._lock.notify_all()
+
+    def ack_then(self, task: Task, then: Sequence[NextStep]) -> list[Enqueued]:
+        refuse_next_steps("memory", then)
+        self.ack(task)
+        return []
 
     def ack_many(self, tasks: Sequence[Task]) -> list[bool]:
         return ack_each(self, tasks)

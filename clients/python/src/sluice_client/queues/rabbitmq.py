@@ -28,11 +28,13 @@ from .base import (
     DeadLetter,
     Enqueued,
     NackOutcome,
+    NextStep,
     PushItem,
     QueueOptions,
     QueueStats,
     Task,
     ack_each,
+    refuse_next_steps,
 )
 
 PERSISTENT = 2
@@ -213,6 +215,11 @@ class RabbitMQQueue:
             tag = self._settle(task)
             self._channel.basic_ack(delivery_tag=tag)
             del self._held[task.receipt]
+
+    def ack_then(self, task: Task, then: Sequence[NextStep]) -> list[Enqueued]:
+        refuse_next_steps("rabbitmq", then)
+        self.ack(task)
+        return []
 
     def ack_many(self, tasks: Sequence[Task]) -> list[bool]:
         return ack_each(self, tasks)

@@ -21,6 +21,7 @@ from .base import (
     DeadLetter,
     Enqueued,
     NackOutcome,
+    NextStep,
     PushItem,
     QueueOptions,
     QueueStats,
@@ -134,6 +135,15 @@ class SluiceQueue:
     def ack(self, task: Task) -> None:
         with mapping.lease_errors(task):
             self.client.ack(self._name, task.receipt)
+
+    def ack_then(self, task: Task, then: Sequence[NextStep]) -> list[Enqueued]:
+        if not then:
+            self.ack(task)
+            return []
+        steps = [mapping.next_step_in(step) for step in then]
+        with mapping.lease_errors(task):
+            answer = self.client.ack(self._name, task.receipt, then=steps)
+        return [mapping.enqueued(step) for step in answer.then or []]
 
     def ack_many(self, tasks: Sequence[Task]) -> list[bool]:
         acked: list[bool] = []

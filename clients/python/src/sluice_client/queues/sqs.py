@@ -36,10 +36,12 @@ from .base import (
     DeadLetter,
     Enqueued,
     NackOutcome,
+    NextStep,
     PushItem,
     QueueOptions,
     QueueStats,
     Task,
+    refuse_next_steps,
     should_dead_letter,
 )
 
@@ -108,6 +110,7 @@ class SQSQueue:
             ordered=False,
             drain=True,
             priority=False,
+            chaining=False,
         )
 
     @property
@@ -264,6 +267,11 @@ class SQSQueue:
         url, _ = self._urls()
         with _lease_errors(task):
             self.client.delete_message(QueueUrl=url, ReceiptHandle=task.receipt)
+
+    def ack_then(self, task: Task, then: Sequence[NextStep]) -> list[Enqueued]:
+        refuse_next_steps("sqs", then)
+        self.ack(task)
+        return []
 
     def ack_many(self, tasks: Sequence[Task]) -> list[bool]:
         """DeleteMessageBatch, ten at a time; an entry SQS refuses is not acked."""

@@ -3,10 +3,11 @@
 The same rules as `Worker` (threads), in tasks: one fetcher task leases as many events as slots
 are free and hands them to `concurrency` slot tasks; one heartbeat task extends the lease of
 every event whose coroutine handler runs; successes go to one acker task, which coalesces them
-into `ack_many` requests (sent at once when none is under way); failures follow the
-`RetryPolicy`; shutdown (SIGTERM or SIGINT in `run()`, or `stop()`) stops the fetcher, gives
-running handlers `shutdown_grace` seconds, then cancels them and gives their events back, and
-sends the acks under way.
+into `ack_many` requests (sent at once when none is under way), except those with next
+steps (`ctx.add_next_step`), acked alone with them (`ack_then`); failures follow the
+`RetryPolicy`; shutdown (SIGTERM or SIGINT in `run()`, or `stop()`) stops the fetcher,
+gives running handlers `shutdown_grace` seconds, then cancels them and gives their events
+back, and sends the acks under way.
 """
 
 from __future__ import annotations
@@ -20,8 +21,16 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar, cast
 
-from ..errors import SluiceError
-from ..queues.base import AsyncTaskQueue, CancelResult, Enqueued, PushItem, QueueStats, Task
+from ..errors import LeaseLost, SluiceError
+from ..queues.base import (
+    AsyncTaskQueue,
+    CancelResult,
+    Enqueued,
+    NextStep,
+    PushItem,
+    QueueStats,
+    Task,
+)
 from .policy import RetryPolicy
 from .state import (
     ACK_BATCH_MAX,
@@ -301,6 +310,8 @@ class AsyncWorker(Generic[T]):
             pending_count=self._counters.pending,
             idempotency_id=envelope.idempotency_id,
             task=task,
+            backend=self.queue.backend,
+            chaining=self.queue.capabilities.chaining,
         )
         self._holding[task.receipt] = (index, task)
         self._watch_lease(task)
@@ -315,11 +326,28 @@ class AsyncWorker(Generic[T]):
             self._counters.slot_free(index)
         if task.receipt in self._released:
             return
-        if failure is None:
+        if failure is None and ctx.next_steps:
+            # Shielded: the ack and its next steps land even if the slot is cancelled.
+            await asyncio.shield(self._ack_then(index, task, ctx.next_steps))
+        elif failure is None:
             await self._acker.submit(index, task)
         else:
             # Shielded: a nack under way lands even if the slot is cancelled.
             await asyncio.shield(self._settle_failure(index, task, event, failure))
+
+    async def _ack_then(self, index: int, task: Task, then: list[NextStep]) -> None:
+        """Acks with next steps, alone (the acker's batches carry receipts only), so the steps
+        are stored in the ack's own commit. A failure is counted as the acker counts one."""
+        acked: list[bool] | BaseException
+        try:
+            await self.queue.ack_then(task, then)
+        except LeaseLost:
+            acked = [False]
+        except Exception as error:
+            acked = error
+        else:
+            acked = [True]
+        record_acks(self._counters, [(index, task)], acked)
 
     async def _settle_failure(
         self,

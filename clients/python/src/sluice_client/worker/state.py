@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Generic, TypeVar
 
-from ..queues.base import QueueStats, Task
+from ..queues.base import BackendName, NextStep, QueueStats, Task, chaining_unsupported
 
 T = TypeVar("T")
 
@@ -25,6 +25,8 @@ this, a slot whose handler succeeded waits before it takes its next event. With 
 under way that holds at most as many, a worker holds at most four times `concurrency` events
 done and not yet acked; fewer would cap the batches, and so the rate, when acks are slow
 (a disk's fsync)."""
+NEXT_STEPS_MAX = 100
+"""Next steps one ack carries at most (sluice's limit per request)."""
 SETTLE_WAIT_S = 10.0
 """How long a stopping worker waits for the acks already handed to its acker."""
 HEARTBEAT_TICK_S = 0.05
@@ -66,6 +68,38 @@ class Context(Generic[T]):
     """The idempotency id it was enqueued with."""
     task: Task
     """The leased task underneath (its envelope, its receipt)."""
+    backend: BackendName = "sluice"
+    """The backend the event came from."""
+    chaining: bool = True
+    """Whether that backend can take next steps (`capabilities.chaining`); `then` raises
+    `Unsupported` where it cannot."""
+    next_steps: list[NextStep] = field(default_factory=list)
+    """The next steps `add_next_step` added, in order: the worker acks the event with them."""
+
+    def add_next_step(
+        self,
+        queue: str,
+        payload: Any,
+        *,
+        id: str | None = None,
+        key: str | None = None,
+        delay: float | None = None,
+        priority: int = 0,
+        max_attempts: int | None = None,
+    ) -> None:
+        """Adds a next step: `payload` goes to the queue named `queue` (on the same server) in
+        the same commit as this event's ack, so it is stored exactly when this event is done:
+        never lost to a crash between the two, never stored twice because the event ran again.
+        Nothing is enqueued when the handler fails. The options are `push`'s; at most 100 steps
+        per event; call it while the handler runs. Raises `Unsupported` on a backend without
+        `capabilities.chaining` (memory, SQS, RabbitMQ), which fails the attempt."""
+        # Refused when called rather than at the ack: the attempt fails with the reason (the
+        # retry policy and `on_dead_letter` see it) instead of an ack that cannot be sent.
+        if not self.chaining:
+            raise chaining_unsupported(self.backend)
+        if len(self.next_steps) >= NEXT_STEPS_MAX:
+            raise ValueError(f"at most {NEXT_STEPS_MAX} next steps per event")
+        self.next_steps.append(NextStep(queue, payload, id, key, delay, priority, max_attempts))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ once. On shutdown (SIGTERM or SIGINT in `run()`, or `stop()`), the fetcher stops
 events it already leased are run, and running handlers get `shutdown_grace` seconds; an event
 whose handler is still running after it is given back to the queue (a nack with no delay), and
 its late result is dropped; the acks already handed to the acker are sent. The same rules as the
-Rust SDK's worker (crates/sluice-sdk/src/worker.rs), in threads.
+Rust SDK's worker (crates/sluice-sdk/src/worker.rs), in threads. A success whose handler added
+next steps (`ctx.add_next_step`) is acked alone, with them, from its slot (`ack_then`).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from queue import Empty, SimpleQueue
 from types import FrameType
 from typing import Any, Generic, TypeVar
 
-from ..errors import SluiceError
-from ..queues.base import CancelResult, Enqueued, PushItem, QueueStats, Task, TaskQueue
+from ..errors import LeaseLost, SluiceError
+from ..queues.base import CancelResult, Enqueued, NextStep, PushItem, QueueStats, Task, TaskQueue
 from .policy import RetryPolicy
 from .state import (
     ACK_BATCH_MAX,
@@ -351,6 +352,8 @@ class Worker(Generic[T]):
             pending_count=self._counters.pending,
             idempotency_id=envelope.idempotency_id,
             task=task,
+            backend=self.queue.backend,
+            chaining=self.queue.capabilities.chaining,
         )
         with self._hold_lock:
             self._holding[task.receipt] = (index, task)
@@ -369,10 +372,27 @@ class Worker(Generic[T]):
         if released:
             # Given back at the end of the shutdown grace; this late result has no lease.
             return
-        if failure is None:
+        if failure is None and ctx.next_steps:
+            self._ack_then(index, task, ctx.next_steps)
+        elif failure is None:
             self._acker.submit(index, task)
         else:
             self._fail(index, task, event, failure)
+
+    def _ack_then(self, index: int, task: Task, then: list[NextStep]) -> None:
+        """Acks with next steps, alone and from the slot (the acker's batches carry receipts
+        only), so the steps are stored in the ack's own commit. A failure is counted as the
+        acker counts one."""
+        acked: list[bool] | BaseException
+        try:
+            self.queue.ack_then(task, then)
+        except LeaseLost:
+            acked = [False]
+        except Exception as error:
+            acked = error
+        else:
+            acked = [True]
+        record_acks(self._counters, [(index, task)], acked)
 
     def _fail(self, index: int, task: Task, event: T, error: BaseException) -> None:
         decision = self.retry.decide(task.attempt, error)
