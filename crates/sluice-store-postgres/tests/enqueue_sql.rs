@@ -366,3 +366,51 @@ async fn an_application_role_needs_only_execute() {
     assert_eq!(fixture.claim("orders", 10).await.len(), 1);
     fixture.drop().await;
 }
+
+/// A delay of two years is taken (up to 100, as the API), and the message keeps its retention
+/// for when it becomes visible: a queue keeping messages one minute does not expire it now.
+#[tokio::test]
+async fn a_far_delay_is_taken_and_retention_waits_for_it() {
+    let Some(fixture) = Fixture::new().await else {
+        return;
+    };
+    fixture
+        .queue("later", |config| config.max_age_ms = 60_000)
+        .await;
+    const TWO_YEARS_MS: i64 = 2 * 365 * 24 * 60 * 60 * 1000;
+    let row = fixture
+        .app
+        .query_one(
+            &fixture.call(&format!("'later', '{{}}', delay_ms => {TWO_YEARS_MS}")),
+            &[],
+        )
+        .await
+        .expect("a two-year delay");
+    let id: Uuid = row.get(0);
+    let error = fixture
+        .app
+        .query_one(
+            &fixture.call(&format!(
+                "'later', '{{}}', delay_ms => {}",
+                101 * TWO_YEARS_MS / 2
+            )),
+            &[],
+        )
+        .await
+        .expect_err("past 100 years");
+    assert_eq!(sqlstate(&error), "SLQ03");
+    // An hour on, retention (one minute) has not taken it: it counts from two years ahead.
+    fixture.store.maintain(now() + 3_600_000).await.unwrap();
+    let status = fixture
+        .store
+        .message_get(sluice_core::store::MessageGetParams {
+            queue: "later".into(),
+            by: sluice_core::store::MessageRef::Id(id),
+            now_ms: now() + 3_600_000,
+        })
+        .await
+        .unwrap()
+        .expect("known");
+    assert_eq!(status.state, sluice_core::message::MessageState::Delayed);
+    fixture.drop().await;
+}
