@@ -443,6 +443,7 @@ fn settings_table(queue: &QueueOut) -> comfy_table::Table {
         ),
         ("max message bytes", config.max_message_bytes.to_string()),
         ("dedup window", output::human_ms(config.dedup_window_ms)),
+        ("dedup by", config.dedup.clone()),
         ("max age", output::human_ms(config.max_age_ms)),
         ("on expire", config.on_expire.clone()),
         ("max depth", limit_text(config.max_depth)),
