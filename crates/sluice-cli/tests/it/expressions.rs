@@ -356,7 +356,11 @@ async fn push_pauses_of_an_older_data_dir_are_kept_after_the_upgrade() {
     server.terminate().await;
     let database = rusqlite::Connection::open(server.data_dir().join("sluice.db")).unwrap();
     database
-        .execute_batch("ALTER TABLE queues DROP COLUMN push_paused; PRAGMA user_version = 3;")
+        .execute_batch(
+            "ALTER TABLE queues DROP COLUMN push_paused;
+             ALTER TABLE messages DROP COLUMN first_visible_at;
+             PRAGMA user_version = 3;",
+        )
         .unwrap();
     drop(database);
     let file = server.data_dir().join("push-paused.json");

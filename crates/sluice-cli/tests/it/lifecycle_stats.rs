@@ -112,7 +112,7 @@ fn counters(
     json!({
         "enqueued": enqueued, "delivered": delivered, "acked": acked, "nacked": nacked,
         "dead_lettered": dead_lettered, "lease_expired": lease_expired,
-        "expired": 0, "rejected": 0, "cancelled": 0, "purged": 0,
+        "expired": 0, "rejected": 0, "cancelled": 0, "purged": 0, "deduplicated": 0,
     })
 }
 

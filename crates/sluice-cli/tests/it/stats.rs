@@ -22,7 +22,7 @@ async fn stats_count_depths_and_events() {
     assert!(empty["oldest_ready_age_ms"].is_null(), "{empty}");
     assert_eq!(
         empty["counters"],
-        json!({"enqueued": 0, "delivered": 0, "acked": 0, "nacked": 0, "dead_lettered": 0, "lease_expired": 0, "expired": 0, "rejected": 0, "cancelled": 0, "purged": 0})
+        json!({"enqueued": 0, "delivered": 0, "acked": 0, "nacked": 0, "dead_lettered": 0, "lease_expired": 0, "expired": 0, "rejected": 0, "cancelled": 0, "purged": 0, "deduplicated": 0})
     );
 
     for body in ["a", "b", "c"] {
