@@ -33,6 +33,7 @@ mod tests {
     #[test]
     fn the_macro_lists_every_case() {
         let sources = [
+            include_str!("chaining.rs"),
             include_str!("concurrency.rs"),
             include_str!("dead_letters.rs"),
             include_str!("idempotency.rs"),
