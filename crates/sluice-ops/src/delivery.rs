@@ -202,10 +202,7 @@ impl Ops {
             ));
         }
         if then.len() > NEXT_STEPS_MAX {
-            return Err(OpsError::too_large(format!(
-                "then: {} next steps; at most {NEXT_STEPS_MAX} per ack",
-                then.len()
-            )));
+            return Err(too_many_next_steps(then.len()));
         }
         let mut batches = Vec::with_capacity(then.len());
         for (index, step) in then.into_iter().enumerate() {
@@ -338,6 +335,14 @@ impl Ops {
 pub fn too_many_receipts(count: usize) -> OpsError {
     OpsError::too_large(format!(
         "receipts: {count} receipts; at most {ACK_RECEIPTS_MAX} per ack"
+    ))
+}
+
+/// The refusal of an ack with more than [`NEXT_STEPS_MAX`] next steps (also given by a
+/// protocol that counts them before parsing).
+pub fn too_many_next_steps(count: usize) -> OpsError {
+    OpsError::too_large(format!(
+        "then: {count} next steps; at most {NEXT_STEPS_MAX} per ack"
     ))
 }
 

@@ -32,7 +32,7 @@ pub use dead_letters::{
 };
 pub use delivery::{
     ACK_RECEIPTS_MAX, AckRequest, NEXT_STEPS_MAX, NackRequest, NextStep, ReceiveRequest,
-    too_many_receipts,
+    too_many_next_steps, too_many_receipts,
 };
 pub use enqueue::{Enqueue, MessageRequest};
 pub use error::OpsError;

@@ -176,18 +176,7 @@ impl Backend for Http {
         }
         let mut steps = Vec::with_capacity(then.len());
         for step in then {
-            let message = message_in(step.message)?;
-            steps.push(NextStepIn {
-                queue: step.queue,
-                id: message.id,
-                body: message.body,
-                body_base64: None,
-                headers: None,
-                key: message.key,
-                priority: message.priority,
-                delay_ms: message.delay_ms,
-                not_before: None,
-            });
+            steps.push(NextStepIn::new(step.queue, message_in(step.message)?));
         }
         self.client.ack_then(queue, receipt, None, steps).await?;
         Ok(())

@@ -551,6 +551,30 @@ pub async fn allows(
     })
 }
 
+/// Each next step of an ack is a produce to its queue: refused (naming the step) unless
+/// `caller` may produce there. Every protocol that takes next steps asks here.
+pub async fn check_next_steps(
+    app: &AppState,
+    caller: Option<&Caller>,
+    steps: &[sluice_ops::NextStep],
+) -> Result<(), sluice_ops::OpsError> {
+    let Some(caller) = caller else {
+        return Ok(());
+    };
+    for (index, step) in steps.iter().enumerate() {
+        if !allows(app, caller, Need::Produce, Some(&step.queue)).await? {
+            return Err(sluice_ops::OpsError::new(
+                sluice_core::wire::ErrorCode::Forbidden,
+                format!(
+                    "then[{index}]: token {:?} may not produce to queue {:?}",
+                    caller.name, step.queue
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The login routes (public; the form checks the token itself).
 pub fn router() -> axum::Router<AppState> {
     axum::Router::new()

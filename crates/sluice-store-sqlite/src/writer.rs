@@ -326,6 +326,13 @@ pub enum Pending {
 impl Pending {
     /// The answers of a group with every [`Pending::Together`] opened up, in order.
     pub fn flatten(pendings: Vec<Pending>) -> Vec<Pending> {
+        // Most groups hold none: they are handed on as they are, without a copy.
+        if !pendings
+            .iter()
+            .any(|pending| matches!(pending, Pending::Together(_)))
+        {
+            return pendings;
+        }
         let mut flat = Vec::with_capacity(pendings.len());
         for pending in pendings {
             match pending {

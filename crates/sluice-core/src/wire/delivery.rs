@@ -146,6 +146,21 @@ pub struct NextStepIn {
 }
 
 impl NextStepIn {
+    /// `message` as a next step to `queue` (what [`NextStepIn::split`] takes apart).
+    pub fn new(queue: String, message: super::MessageIn) -> Self {
+        Self {
+            queue,
+            id: message.id,
+            body: message.body,
+            body_base64: message.body_base64,
+            headers: message.headers,
+            key: message.key,
+            priority: message.priority,
+            delay_ms: message.delay_ms,
+            not_before: message.not_before,
+        }
+    }
+
     /// Its queue, and the message as an enqueue takes it.
     pub fn split(self) -> (String, super::MessageIn) {
         (

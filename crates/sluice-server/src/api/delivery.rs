@@ -6,14 +6,13 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use sluice_core::message::ClaimedMessage;
-use sluice_core::wire::ErrorCode;
 use sluice_core::wire::{
     AckIn, AckOut, ExtendIn, ExtendOut, NackIn, NackOut, ReceiveIn, ReceiveOut, ReceivedMessage,
     time_out,
 };
 use sluice_ops::{
     ACK_RECEIPTS_MAX, AckRequest, NEXT_STEPS_MAX, NackRequest, NextStep, ReceiveRequest,
-    too_many_receipts,
+    too_many_next_steps, too_many_receipts,
 };
 
 use super::messages::dead_letter_out;
@@ -83,9 +82,7 @@ pub async fn ack(
     if let Some(count) = super::json_shape::array_len(&body, "then")?
         && count > NEXT_STEPS_MAX
     {
-        return Err(ApiError::too_large(format!(
-            "then: {count} next steps; at most {NEXT_STEPS_MAX} per ack"
-        )));
+        return Err(too_many_next_steps(count).into());
     }
     let input: AckIn = super::parse_json(&body)?;
     let receipts = input
@@ -95,21 +92,15 @@ pub async fn ack(
         .collect();
     let mut then = Vec::new();
     for (index, step) in input.then.unwrap_or_default().into_iter().enumerate() {
-        let (target, message) = step.split();
-        // The route let the caller consume here; a next step is a produce to its queue.
-        if let Some(caller) = caller.as_deref()
-            && !crate::auth::allows(&app, caller, crate::auth::Need::Produce, Some(&target)).await?
-        {
-            return Err(ApiError::new(
-                ErrorCode::Forbidden,
-                format!("then[{index}]: this token may not produce to queue {target:?}"),
-            ));
-        }
+        let (queue, message) = step.split();
+        let prefix = format!("then[{index}].");
         then.push(NextStep {
-            queue: target,
-            message: super::messages::message_request(message, &format!("then[{index}]."))?,
+            queue,
+            message: super::messages::message_request(message, &prefix)?,
         });
     }
+    // The route let the caller consume here; a next step is a produce to its queue.
+    crate::auth::check_next_steps(&app, caller.as_deref().map(|caller| &**caller), &then).await?;
     let acked = app
         .ops
         .ack(AckRequest {

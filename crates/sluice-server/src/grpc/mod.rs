@@ -80,45 +80,20 @@ async fn permit(
     need: Need,
     queue: Option<&str>,
 ) -> Result<(), Status> {
-    allowed(app, caller, need, queue).await.map_err(status)
-}
-
-/// [`permit`] as an operation's refusal (inside a stream).
-async fn allowed(
-    app: &AppState,
-    caller: &Caller,
-    need: Need,
-    queue: Option<&str>,
-) -> Result<(), OpsError> {
     match crate::auth::allows(app, caller, need, queue).await {
         Ok(true) => Ok(()),
         Ok(false) => {
             let what = queue.map_or_else(|| "this call".to_owned(), |q| format!("queue {q:?}"));
-            Err(OpsError::new(
+            Err(status(OpsError::new(
                 sluice_core::wire::ErrorCode::Forbidden,
                 format!(
                     "token {:?} may not do this on {what}",
                     sluice_ops::Caller::name(caller)
                 ),
-            ))
+            )))
         }
-        Err(error) => Err(error.into()),
+        Err(error) => Err(status(error.into())),
     }
-}
-
-/// Each next step of an ack is a produce to its queue: refused unless the caller may.
-async fn allowed_next_steps(
-    app: &AppState,
-    caller: &Who,
-    steps: &[sluice_ops::NextStep],
-) -> Result<(), OpsError> {
-    let Some(caller) = caller else {
-        return Ok(());
-    };
-    for step in steps {
-        allowed(app, caller, Need::Produce, Some(&step.queue)).await?;
-    }
-    Ok(())
 }
 
 /// The gRPC status of a refusal: the code that fits the sluice code's HTTP status, the sluice

@@ -226,7 +226,7 @@ impl Puller {
                 Settle::Ack(ack) => {
                     let done = async {
                         let then = convert::next_steps(ack.then)?;
-                        super::allowed_next_steps(&app, &caller, &then).await?;
+                        crate::auth::check_next_steps(&app, caller.as_deref(), &then).await?;
                         ops.ack(AckRequest {
                             queue,
                             receipts: ack.receipts,

@@ -97,7 +97,7 @@ impl QueuesApi for Queues {
             .await?;
         let input = request.into_inner();
         let then = convert::next_steps(input.then).map_err(status)?;
-        super::allowed_next_steps(&self.app, &caller, &then)
+        crate::auth::check_next_steps(&self.app, caller.as_deref(), &then)
             .await
             .map_err(status)?;
         let out = self
