@@ -226,17 +226,7 @@ async fn ack_then_once(
     params: &AckParams,
     then: &[(CachedQueue, EnqueueParams)],
 ) -> StoreResult<(messages::AckDone, Vec<Vec<Enqueued>>)> {
-    let mut lanes: Vec<(i32, String)> = then
-        .iter()
-        .flat_map(|(target, batch)| {
-            messages::lanes_of(&target.config, &batch.messages)
-                .into_iter()
-                .flatten()
-                .map(|lane| (target.id, lane))
-        })
-        .collect();
-    lanes.sort_unstable();
-    lanes.dedup();
+    let lanes = lanes_to_lock(then.iter().map(|(target, batch)| (target, batch)));
     let total = then.iter().map(|(_, batch)| batch.messages.len()).sum();
     client.batch_execute("BEGIN").await.db()?;
     if queue.config.ordering != sluice_core::queue::Ordering::Unordered {
@@ -290,6 +280,23 @@ async fn ack_then_once(
     client.batch_execute("COMMIT").await.db()?;
     done.answers.truncate(1);
     Ok((done, answers))
+}
+
+/// The lanes the batches' messages join, each once and in lock order (sorted).
+fn lanes_to_lock<'a>(
+    batches: impl Iterator<Item = (&'a CachedQueue, &'a EnqueueParams)>,
+) -> Vec<(i32, String)> {
+    let mut lanes: Vec<(i32, String)> = batches
+        .flat_map(|(queue, batch)| {
+            messages::lanes_of(&queue.config, &batch.messages)
+                .into_iter()
+                .flatten()
+                .map(|lane| (queue.id, lane))
+        })
+        .collect();
+    lanes.sort_unstable();
+    lanes.dedup();
+    lanes
 }
 
 fn closed() -> StoreError {
@@ -408,17 +415,7 @@ async fn enqueue_group(
     context: &Context,
     group: &[EnqueueJob],
 ) -> StoreResult<Vec<StoreResult<Vec<Enqueued>>>> {
-    let mut lanes: Vec<(i32, String)> = group
-        .iter()
-        .flat_map(|job| {
-            messages::lanes_of(&job.queue.config, &job.params.messages)
-                .into_iter()
-                .flatten()
-                .map(|lane| (job.queue.id, lane))
-        })
-        .collect();
-    lanes.sort_unstable();
-    lanes.dedup();
+    let lanes = lanes_to_lock(group.iter().map(|job| (&job.queue, &job.params)));
     let total = group.iter().map(|job| job.params.messages.len()).sum();
     // A bounded queue's admission counts what it holds exactly; the others' positions start
     // from the leader's last count (§2.2), read in the same flight as the seqs.
