@@ -28,6 +28,7 @@ export type ErrorCode =
   | "message_not_found"
   | "not_found"
   | "webhook_not_found"
+  | "schedule_not_found"
   | "method_not_allowed"
   | "request_timeout"
   | "stale_receipt"

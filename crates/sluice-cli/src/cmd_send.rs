@@ -357,7 +357,7 @@ fn apply_defaults(message: &mut MessageIn, args: &SendArgs) {
     }
 }
 
-fn parse_header(text: &str) -> Result<(String, String), String> {
+pub(crate) fn parse_header(text: &str) -> Result<(String, String), String> {
     let (name, value) = text
         .split_once('=')
         .ok_or_else(|| format!("{text:?} is not NAME=VALUE"))?;

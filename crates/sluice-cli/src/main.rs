@@ -16,6 +16,7 @@ mod cmd_message;
 mod cmd_migrate;
 mod cmd_queue;
 mod cmd_recv;
+mod cmd_schedule;
 mod cmd_send;
 mod cmd_serve;
 mod cmd_stats;
@@ -84,6 +85,10 @@ enum Command {
     /// Inspect, replay and delete a queue's dead letters.
     #[command(subcommand)]
     Dlq(cmd_dlq::DlqCommand),
+    /// Define, list, pause and delete schedules: messages the server enqueues on a cron pattern
+    /// or an interval.
+    #[command(subcommand)]
+    Schedule(cmd_schedule::ScheduleCommand),
     /// Enqueue a message given as JSON, or one per line from a file or stdin.
     Send(cmd_send::SendArgs),
     /// Receive (claim) messages and print them.
@@ -268,6 +273,7 @@ async fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
         Command::Queue(command) => cmd_queue::run(&client()?, command, json).await,
         Command::Stats(args) => cmd_stats::run(&client()?, args, json).await,
         Command::Dlq(command) => cmd_dlq::run(&client()?, command, json).await,
+        Command::Schedule(command) => cmd_schedule::run(&client()?, command, json).await,
         Command::Cancel(args) => cmd_cancel::run(&client()?, args, json).await,
         Command::Send(args) => cmd_send::run(&client()?, args, json).await,
         Command::Recv(args) => cmd_recv::recv(&client()?, args, json).await,

@@ -25,7 +25,8 @@ use sluice_core::wire::{
     DeliveriesOut, DrainIn, DrainOut, EnqueueBatchOut, EnqueueOut, ExtendIn, ExtendOut, HealthOut,
     MessageBatchIn, MessageIn, MessageStatusOut, NackIn, NackOut, NextStepIn, PurgeOut,
     QueueDeleteOut, QueueListOut, QueueOut, QueuePutOut, QueueSpec, QueueStatsOut, ReceiveIn,
-    ReceiveOut, ReplayIn, ReplayOneIn, ReplayOut,
+    ReceiveOut, ReplayIn, ReplayOneIn, ReplayOut, ScheduleDeleteOut, ScheduleListOut, ScheduleOut,
+    SchedulePutOut, ScheduleSpec,
 };
 
 pub use error::{Code, Error, Result};
@@ -581,6 +582,44 @@ impl Client {
     pub async fn dlq_purge(&self, queue: &str) -> Result<DeadLetterDeleteOut> {
         let url = self.url(&["v1", "queues", queue_segment(queue)?, "dlq"])?;
         self.send(Method::DELETE, url, None::<&()>, BULK_TIMEOUT)
+            .await
+    }
+
+    // ---- schedules ----
+
+    /// `PUT /v1/schedules/{name}` (admin): defines or replaces a schedule.
+    pub async fn schedule_put(&self, name: &str, spec: &ScheduleSpec) -> Result<SchedulePutOut> {
+        let url = self.url(&["v1", "schedules", queue_segment(name)?])?;
+        self.send(Method::PUT, url, Some(spec), REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// `GET /v1/schedules/{name}` (admin): the definition, the next run and the last.
+    pub async fn schedule_get(&self, name: &str) -> Result<ScheduleOut> {
+        let url = self.url(&["v1", "schedules", queue_segment(name)?])?;
+        self.send(Method::GET, url, None::<&()>, REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// `GET /v1/schedules` (admin): every schedule, by name.
+    pub async fn schedule_list(&self) -> Result<ScheduleListOut> {
+        let url = self.url(&["v1", "schedules"])?;
+        self.send(Method::GET, url, None::<&()>, REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// `POST /v1/schedules/{name}/pause` or `/resume` (admin).
+    pub async fn schedule_pause(&self, name: &str, paused: bool) -> Result<ScheduleOut> {
+        let verb = if paused { "pause" } else { "resume" };
+        let url = self.url(&["v1", "schedules", queue_segment(name)?, verb])?;
+        self.send(Method::POST, url, Some(&EmptyBody {}), REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// `DELETE /v1/schedules/{name}` (admin): no run is made after it answers.
+    pub async fn schedule_delete(&self, name: &str) -> Result<ScheduleDeleteOut> {
+        let url = self.url(&["v1", "schedules", queue_segment(name)?])?;
+        self.send(Method::DELETE, url, None::<&()>, REQUEST_TIMEOUT)
             .await
     }
 

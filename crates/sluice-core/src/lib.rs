@@ -14,6 +14,7 @@ pub mod meter;
 pub mod notify;
 pub mod queue;
 pub mod rules;
+pub mod schedule;
 pub mod sessions;
 pub mod store;
 pub mod stored;

@@ -11,4 +11,5 @@ pub mod backoff;
 pub mod failure;
 pub mod lanes;
 pub mod retention;
+pub mod schedule;
 pub mod token_bucket;

@@ -24,6 +24,18 @@ use crate::message::{
 };
 use crate::notify::Notifier;
 use crate::queue::QueueConfig;
+pub use crate::stored::ScheduleState;
+
+/// A stored schedule: its definition as given and its progress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleRow {
+    /// Its name.
+    pub name: String,
+    /// The definition's JSON.
+    pub spec: String,
+    /// Where it stands.
+    pub state: ScheduleState,
+}
 
 /// Errors by meaning, whatever the backend.
 #[derive(Debug, thiserror::Error)]
@@ -588,6 +600,29 @@ pub trait Store: Send + Sync + 'static {
     async fn webhook_delete(&self, name: &str) -> StoreResult<bool>;
     /// Every webhook endpoint definition, by name.
     async fn webhook_list(&self) -> StoreResult<Vec<(String, String)>>;
+    /// Stores a schedule's definition (opaque JSON to the store) under `name`. With `state`
+    /// the schedule's progress becomes it; without, an existing schedule keeps its own and a
+    /// new one starts at [`ScheduleState::starting`]`(now_ms)`.
+    async fn schedule_put(
+        &self,
+        name: &str,
+        spec: String,
+        state: Option<ScheduleState>,
+        now_ms: Millis,
+    ) -> StoreResult<()>;
+    /// Deletes a schedule; false when there was none.
+    async fn schedule_delete(&self, name: &str) -> StoreResult<bool>;
+    /// Every schedule, by name.
+    async fn schedule_list(&self) -> StoreResult<Vec<ScheduleRow>>;
+    /// Records a pass over a schedule: its progress becomes `state`, but only while its last
+    /// run done is still `from_run_ms` (another node's pass, or a redefinition, that moved it
+    /// first wins; this one then changes nothing).
+    async fn schedule_advance(
+        &self,
+        name: &str,
+        from_run_ms: Millis,
+        state: ScheduleState,
+    ) -> StoreResult<()>;
     /// Background upkeep: expire leases, apply retention, drop old records. Cheap when there is
     /// nothing to do. Every server calls it on a timer, so on a shared store several may call
     /// it at once.

@@ -20,6 +20,7 @@ mod error;
 mod hooks;
 mod messages;
 mod queues;
+mod schedules;
 mod stats;
 
 pub use browse::*;
@@ -30,6 +31,7 @@ pub use error::*;
 pub use hooks::*;
 pub use messages::*;
 pub use queues::*;
+pub use schedules::*;
 pub use stats::*;
 
 /// Health answer.

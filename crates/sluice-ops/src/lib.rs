@@ -18,6 +18,7 @@ pub mod error;
 mod events;
 mod lookups;
 mod queues;
+mod schedules;
 pub mod wait;
 
 use std::sync::Arc;
@@ -39,6 +40,7 @@ pub use error::OpsError;
 pub use events::{DeadLettered, EventOutcome, EventRequest};
 pub use lookups::CancelRequest;
 pub use queues::{Drained, Purged, QueuePutDone, QueuePutRequest};
+pub use schedules::{SCHEDULE_HEADER, SCHEDULED_AT_HEADER, SchedulesPassed};
 
 /// What every operation returns.
 pub type OpsResult<T> = Result<T, OpsError>;

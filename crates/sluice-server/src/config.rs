@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 use sluice_core::queue::{QueueConfig, validate_queue_name};
-use sluice_core::wire::{QueueSpec, WebhookSpec};
+use sluice_core::wire::{QueueSpec, ScheduleSpec, WebhookSpec};
 
 use crate::ServeOptions;
 
@@ -32,6 +32,9 @@ pub struct RawConfig {
     /// `[webhooks.<name>]`: webhook endpoints applied at start (after the queues).
     #[serde(default)]
     pub webhooks: BTreeMap<String, WebhookSpec>,
+    /// `[schedules.<name>]`: schedules applied at start (after the queues).
+    #[serde(default)]
+    pub schedules: BTreeMap<String, ScheduleSpec>,
     /// `[auth]`: API tokens.
     #[serde(default)]
     pub auth: crate::auth::AuthSpec,
@@ -505,6 +508,8 @@ pub struct Config {
     pub queues: Vec<(String, QueueConfig)>,
     /// Webhook endpoints to define at start.
     pub webhooks: Vec<(String, WebhookSpec)>,
+    /// Schedules to define at start.
+    pub schedules: Vec<(String, ScheduleSpec)>,
     /// API tokens, read.
     pub auth: std::sync::Arc<crate::auth::Auth>,
     /// Serve a non-loopback address without tokens.
@@ -600,6 +605,7 @@ impl Config {
             store,
             queues,
             webhooks: raw.webhooks.into_iter().collect(),
+            schedules: raw.schedules.into_iter().collect(),
             auth: std::sync::Arc::new(crate::auth::Auth::load(&raw.auth)?),
             allow_unauthenticated: raw.server.allow_unauthenticated.unwrap_or(false),
             tls: match (raw.server.tls_cert, raw.server.tls_key) {

@@ -197,17 +197,20 @@ pub async fn run(
         None => None,
     };
     load_webhooks(&state, &config).await?;
+    for (name, spec) in &config.schedules {
+        state
+            .ops
+            .schedule_put(name, spec.clone())
+            .await
+            .map_err(|e| format!("[schedules.{name}]: {}", e.message))?;
+    }
     let definitions_task = tokio::spawn(watch_definitions(
         state.clone(),
         store.definitions_changed(),
     ));
     let push_task = tokio::spawn(push.clone().run());
     let history_task = tokio::spawn(history::run(state.clone()));
-    let maintenance = tokio::spawn(maintenance::run(
-        store.clone(),
-        clock.clone(),
-        shutdown_token.clone(),
-    ));
+    let maintenance = tokio::spawn(maintenance::run(state.ops.clone(), shutdown_token.clone()));
     let guard = browser_guard::BrowserGuard::new(
         !config.auth.enabled(),
         listener.local_addr()?,

@@ -1,12 +1,15 @@
-//! Background upkeep: expire leases (failed attempts, dead-letter moves) and drop old records.
+//! Background upkeep: expire leases (failed attempts, dead-letter moves) and drop old records,
+//! and make the schedules' due runs.
 //!
 //! Receivers already expire leases of the queue they claim from, exactly on time; this task
-//! covers queues nobody is reading, so stats and dead-letter moves stay current.
+//! covers queues nobody is reading, so stats and dead-letter moves stay current. Every node of a
+//! shared store runs it: the store's upkeep elects one, and a schedule's run is enqueued once
+//! whichever nodes pass over it (its idempotency key).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_core::{Clock, Store};
+use sluice_ops::Ops;
 use tokio_util::sync::CancellationToken;
 
 /// How often upkeep runs.
@@ -14,7 +17,7 @@ const MAINTENANCE_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Runs until `shutdown` is cancelled; a tick in progress then finishes (its changes are
 /// committed), and no other starts.
-pub async fn run(store: Arc<dyn Store>, clock: Arc<dyn Clock>, shutdown: CancellationToken) {
+pub async fn run(ops: Arc<Ops>, shutdown: CancellationToken) {
     let mut interval = tokio::time::interval(MAINTENANCE_INTERVAL);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -24,8 +27,11 @@ pub async fn run(store: Arc<dyn Store>, clock: Arc<dyn Clock>, shutdown: Cancell
             () = shutdown.cancelled() => return,
             _ = interval.tick() => {}
         }
-        if let Err(error) = store.maintain(clock.now_ms()).await {
+        if let Err(error) = ops.store().maintain(ops.now_ms()).await {
             tracing::warn!(%error, "maintenance failed");
+        }
+        if let Err(error) = ops.schedules_pass().await {
+            tracing::warn!(%error, "schedules' pass failed");
         }
     }
 }

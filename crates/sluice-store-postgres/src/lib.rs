@@ -71,6 +71,7 @@ mod removal;
 mod retention;
 mod retry;
 mod scan;
+mod schedules;
 mod sessions;
 mod stats;
 pub mod tls;
@@ -92,7 +93,7 @@ use sluice_core::store::{
     AckParams, BrowsePage, BrowseQuery, CancelOutcome, Claim, ClaimParams, DeadLetter,
     DeadLetterQuery, DeadLetterSelection, DeadLetters, EnqueueParams, Enqueued, ExtendParams,
     GiveBackParams, MessageBody, MessageGetParams, NackParams, QueueInfo, QueuePut, QueuePutParams,
-    Replay, ReplayParams, Store, StoreError, StoreResult,
+    Replay, ReplayParams, ScheduleRow, ScheduleState, Store, StoreError, StoreResult,
 };
 use tokio::task::JoinHandle;
 use uuid::Uuid;
@@ -384,6 +385,33 @@ impl Store for PgStore {
 
     async fn webhook_list(&self) -> StoreResult<Vec<(String, String)>> {
         self.list_webhooks().await
+    }
+
+    async fn schedule_put(
+        &self,
+        name: &str,
+        spec: String,
+        state: Option<ScheduleState>,
+        now_ms: Millis,
+    ) -> StoreResult<()> {
+        self.put_schedule(name, spec, state, now_ms).await
+    }
+
+    async fn schedule_delete(&self, name: &str) -> StoreResult<bool> {
+        self.delete_schedule(name).await
+    }
+
+    async fn schedule_list(&self) -> StoreResult<Vec<ScheduleRow>> {
+        self.list_schedules().await
+    }
+
+    async fn schedule_advance(
+        &self,
+        name: &str,
+        from_run_ms: Millis,
+        state: ScheduleState,
+    ) -> StoreResult<()> {
+        self.advance_schedule(name, from_run_ms, state).await
     }
 
     /// The leader's upkeep at `now_ms` (`upkeep`); nothing on a follower, whose own work

@@ -33,6 +33,7 @@ const MIGRATIONS: &[(i32, &[&str])] = &[
     (2, &[include_str!("../migrations/0002_enqueue.sql")]),
     (3, &[include_str!("../migrations/0003_payloads.sql")]),
     (4, &[include_str!("../migrations/0004_first_visible.sql")]),
+    (5, &[include_str!("../migrations/0005_schedules.sql")]),
 ];
 
 /// The newest version this build knows.

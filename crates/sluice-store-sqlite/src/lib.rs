@@ -30,6 +30,7 @@ mod publish;
 mod push_pauses;
 mod queues;
 mod reads;
+mod schedules;
 mod schema;
 mod space;
 mod sync;
@@ -446,6 +447,44 @@ impl Store for SharedSqliteStore {
 
     async fn webhook_list(&self) -> StoreResult<Vec<(String, String)>> {
         self.list_webhooks().await
+    }
+
+    async fn schedule_put(
+        &self,
+        name: &str,
+        spec: String,
+        state: Option<ScheduleState>,
+        now_ms: Millis,
+    ) -> StoreResult<()> {
+        self.write_schedule(schedules::ScheduleWrite::Put {
+            name: name.to_owned(),
+            spec,
+            state,
+            now_ms,
+        })
+        .await
+    }
+
+    async fn schedule_delete(&self, name: &str) -> StoreResult<bool> {
+        self.delete_schedule(name).await
+    }
+
+    async fn schedule_list(&self) -> StoreResult<Vec<ScheduleRow>> {
+        self.list_schedules().await
+    }
+
+    async fn schedule_advance(
+        &self,
+        name: &str,
+        from_run_ms: Millis,
+        state: ScheduleState,
+    ) -> StoreResult<()> {
+        self.write_schedule(schedules::ScheduleWrite::Advance {
+            name: name.to_owned(),
+            from_run_ms,
+            state,
+        })
+        .await
     }
 
     async fn queue_pause(&self, name: &str, paused: bool) -> StoreResult<()> {

@@ -8,7 +8,7 @@ use rusqlite::Connection;
 use crate::Durability;
 
 /// Bumped with every migration below; `PRAGMA user_version` records what a file has.
-pub(crate) const SCHEMA_VERSION: i64 = 6;
+pub(crate) const SCHEMA_VERSION: i64 = 7;
 
 pub(crate) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS queues (
@@ -100,6 +100,19 @@ UPDATE messages SET first_visible_at = visible_at
  WHERE state = 0 AND attempts = 0 AND visible_at > enqueued_at;
 ";
 
+/// Version 7: schedules, their definition (`spec`, JSON as given) and progress (`state`,
+/// `sluice_core::stored::ScheduleState`), with the last run done also in `last_run` so that a
+/// pass advances a schedule only from where it read it.
+const MIGRATION_7: &str = "
+CREATE TABLE IF NOT EXISTS schedules (
+    name        TEXT PRIMARY KEY,
+    spec        TEXT NOT NULL,
+    state       TEXT NOT NULL,
+    last_run    INTEGER NOT NULL,
+    created_at  INTEGER NOT NULL
+);
+";
+
 /// Message states in the `state` column.
 pub const STATE_LIVE: i64 = 0;
 /// Acked; body and headers dropped.
@@ -181,7 +194,12 @@ pub fn open_writer(
     }
     if version < 6 {
         conn.execute_batch(&format!(
-            "BEGIN; {MIGRATION_6} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+            "BEGIN; {MIGRATION_6} PRAGMA user_version = 6; COMMIT;"
+        ))?;
+    }
+    if version < 7 {
+        conn.execute_batch(&format!(
+            "BEGIN; {MIGRATION_7} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
         ))?;
     }
     Ok(())

@@ -36,6 +36,7 @@ use crate::claims::DeferredClaims;
 use crate::health::{Failure, WriteHealth, classify};
 use crate::inbox::{Charge, Inbox};
 use crate::publish::Publisher;
+use crate::schedules::ScheduleWrite;
 use crate::schema::{STATE_ACKED, STATE_EXPIRED, STATE_LIVE, STATE_REPLAYED};
 use crate::space::Reserve;
 
@@ -116,6 +117,11 @@ pub enum WriteOp {
         name: String,
         reply: oneshot::Sender<StoreResult<()>>,
     },
+    /// Define, delete or advance a schedule.
+    Schedule {
+        write: ScheduleWrite,
+        reply: oneshot::Sender<StoreResult<()>>,
+    },
     /// Pause or resume a queue's deliveries, or its push.
     QueuePause {
         name: String,
@@ -194,7 +200,15 @@ impl WriteOp {
     /// stored, because the index already made its change (an ack dropped the message, a queue
     /// definition is served): dropping it would leave memory and disk disagreeing.
     fn refused_when_full(&self) -> bool {
-        matches!(self, WriteOp::Enqueue { .. } | WriteOp::WebhookPut { .. })
+        matches!(
+            self,
+            WriteOp::Enqueue { .. }
+                | WriteOp::WebhookPut { .. }
+                | WriteOp::Schedule {
+                    write: ScheduleWrite::Put { .. },
+                    ..
+                }
+        )
     }
 
     /// The answer of an op whose group was committed.
@@ -241,6 +255,7 @@ impl WriteOp {
             | WriteOp::QueuePause { reply, .. }
             | WriteOp::WebhookPut { reply, .. }
             | WriteOp::WebhookDelete { reply, .. }
+            | WriteOp::Schedule { reply, .. }
             | WriteOp::QueuePut { reply, .. }
             | WriteOp::QueueDelete { reply, .. }
             | WriteOp::Flush { reply } => Pending::Unit(reply),
@@ -623,6 +638,7 @@ fn fail_op(op: WriteOp, error: &dyn Fn() -> StoreError) {
         | WriteOp::QueuePause { reply, .. }
         | WriteOp::WebhookPut { reply, .. }
         | WriteOp::WebhookDelete { reply, .. }
+        | WriteOp::Schedule { reply, .. }
         | WriteOp::QueuePut { reply, .. }
         | WriteOp::QueueDelete { reply, .. }
         | WriteOp::Flush { reply }
@@ -852,6 +868,10 @@ fn apply(
         WriteOp::WebhookDelete { name, .. } => {
             tx.prepare_cached("DELETE FROM webhooks WHERE name = ?1")?
                 .execute(params![name])?;
+            Applied::Done
+        }
+        WriteOp::Schedule { write, .. } => {
+            crate::schedules::apply(tx, write)?;
             Applied::Done
         }
         WriteOp::QueuePause {

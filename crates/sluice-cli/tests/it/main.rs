@@ -47,6 +47,7 @@ mod restart;
 mod result_memo;
 mod retention;
 mod round_trip;
+mod schedules;
 mod schema;
 mod schema_time;
 mod sqs;

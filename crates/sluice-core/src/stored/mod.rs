@@ -6,5 +6,7 @@
 pub mod delivery_log;
 pub mod ids;
 pub mod queue_config;
+pub mod schedule_state;
 
 pub use queue_config::StoredQueueConfig;
+pub use schedule_state::ScheduleState;

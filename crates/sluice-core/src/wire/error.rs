@@ -83,6 +83,8 @@ error_codes! {
     NotFound = "not_found", 404;
     /// No webhook endpoint of that name.
     WebhookNotFound = "webhook_not_found", 404;
+    /// No schedule of that name.
+    ScheduleNotFound = "schedule_not_found", 404;
     /// The route exists but does not take that method.
     MethodNotAllowed = "method_not_allowed", 405;
     /// The request body stopped arriving for `[limits] body_read_timeout_ms`.

@@ -12,6 +12,7 @@ pub(crate) mod messages;
 mod openapi;
 pub(crate) mod queues;
 pub(crate) mod route;
+pub mod schedules;
 mod test_clock;
 pub mod webhooks;
 
@@ -184,6 +185,7 @@ pub(crate) fn routes(test_clock: bool) -> Routes {
         .merge(deliveries::routes())
         .merge(delivery::routes())
         .merge(webhooks::routes())
+        .merge(schedules::routes())
         .merge(history::routes())
         .merge(crate::webhooks::ingress::routes())
         .merge(health::routes())
@@ -288,6 +290,12 @@ mod tests {
             ("/v1/webhooks/{name}", "get"),
             ("/v1/webhooks/{name}", "put"),
             ("/v1/webhooks/{name}", "delete"),
+            ("/v1/schedules", "get"),
+            ("/v1/schedules/{name}", "get"),
+            ("/v1/schedules/{name}", "put"),
+            ("/v1/schedules/{name}", "delete"),
+            ("/v1/schedules/{name}/pause", "post"),
+            ("/v1/schedules/{name}/resume", "post"),
             ("/hooks/{name}", "post"),
             ("/v1/openapi.json", "get"),
             ("/healthz", "get"),
@@ -301,7 +309,7 @@ mod tests {
         }
         assert_eq!(
             doc["paths"].as_object().unwrap().len(),
-            31,
+            35,
             "a route was added: list it above"
         );
         for schema in ["MessageIn", "ReceivedMessage", "QueueSpec", "ErrorBody"] {

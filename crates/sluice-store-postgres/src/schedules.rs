@@ -1,0 +1,96 @@
+//! Schedules: the definition kept as its JSON spec (ops parses it), the progress as
+//! `ScheduleState`'s JSON with the last run done in `last_run_ms`, which a pass compares
+//! before it advances, so of several nodes passing at once one records the pass.
+
+use sluice_core::Millis;
+use sluice_core::store::{ScheduleRow, ScheduleState, StoreResult};
+
+use crate::PgStore;
+use crate::error::Db;
+
+impl PgStore {
+    /// `Store::schedule_put`.
+    pub(crate) async fn put_schedule(
+        &self,
+        name: &str,
+        spec: String,
+        state: Option<ScheduleState>,
+        now_ms: Millis,
+    ) -> StoreResult<()> {
+        let client = self.client().await?;
+        // Without a state, an existing schedule keeps its progress; a new one starts now.
+        let (keep, state) = match state {
+            Some(state) => (false, state),
+            None => (true, ScheduleState::starting(now_ms)),
+        };
+        client
+            .execute(
+                "INSERT INTO schedules (name, spec, state, last_run_ms, created_at_ms) \
+                 VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, \
+                     state = CASE WHEN $6 THEN schedules.state ELSE excluded.state END, \
+                     last_run_ms = CASE WHEN $6 THEN schedules.last_run_ms \
+                                   ELSE excluded.last_run_ms END",
+                &[
+                    &name,
+                    &spec,
+                    &state.to_json(),
+                    &state.last_run_ms,
+                    &now_ms,
+                    &keep,
+                ],
+            )
+            .await
+            .db()?;
+        Ok(())
+    }
+
+    /// `Store::schedule_delete`.
+    pub(crate) async fn delete_schedule(&self, name: &str) -> StoreResult<bool> {
+        let client = self.client().await?;
+        let deleted = client
+            .execute("DELETE FROM schedules WHERE name = $1", &[&name])
+            .await
+            .db()?;
+        Ok(deleted > 0)
+    }
+
+    /// `Store::schedule_list`, by name as Rust orders strings.
+    pub(crate) async fn list_schedules(&self) -> StoreResult<Vec<ScheduleRow>> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT name, spec, state, last_run_ms FROM schedules ORDER BY name COLLATE \"C\"",
+                &[],
+            )
+            .await
+            .db()?;
+        Ok(rows
+            .iter()
+            .map(|row| ScheduleRow {
+                name: row.get(0),
+                spec: row.get(1),
+                state: ScheduleState::from_json(row.get(2), row.get(3)),
+            })
+            .collect())
+    }
+
+    /// `Store::schedule_advance`.
+    pub(crate) async fn advance_schedule(
+        &self,
+        name: &str,
+        from_run_ms: Millis,
+        state: ScheduleState,
+    ) -> StoreResult<()> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "UPDATE schedules SET state = $3, last_run_ms = $4 \
+                 WHERE name = $1 AND last_run_ms = $2",
+                &[&name, &from_run_ms, &state.to_json(), &state.last_run_ms],
+            )
+            .await
+            .db()?;
+        Ok(())
+    }
+}

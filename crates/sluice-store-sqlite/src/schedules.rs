@@ -1,0 +1,140 @@
+//! Schedules: the definition kept as its JSON spec (ops parses it) and the progress as
+//! `ScheduleState`'s JSON, with the last run done in a column of its own for the compare a
+//! pass advances from.
+
+use rusqlite::{OptionalExtension, params};
+use sluice_core::Millis;
+use sluice_core::store::{ScheduleRow, ScheduleState, StoreResult};
+use tokio::sync::oneshot;
+
+use crate::writer::WriteOp;
+use crate::{SharedSqliteStore, SqliteStore};
+
+/// A change to the `schedules` table, applied by the writer.
+#[derive(Debug)]
+pub(crate) enum ScheduleWrite {
+    /// Define or replace; `state` replaces the progress when given (a new row starts at
+    /// `now_ms` otherwise).
+    Put {
+        name: String,
+        spec: String,
+        state: Option<ScheduleState>,
+        now_ms: Millis,
+    },
+    Delete {
+        name: String,
+    },
+    /// The progress, when the row's last run is still `from_run_ms`.
+    Advance {
+        name: String,
+        from_run_ms: Millis,
+        state: ScheduleState,
+    },
+}
+
+/// Applies one change inside the writer's transaction.
+pub(crate) fn apply(tx: &rusqlite::Transaction<'_>, write: &ScheduleWrite) -> rusqlite::Result<()> {
+    match write {
+        ScheduleWrite::Put {
+            name,
+            spec,
+            state,
+            now_ms,
+        } => {
+            let exists = tx
+                .prepare_cached("SELECT 1 FROM schedules WHERE name = ?1")?
+                .query_row(params![name], |_| Ok(()))
+                .optional()?
+                .is_some();
+            match (exists, state) {
+                (true, None) => {
+                    tx.prepare_cached("UPDATE schedules SET spec = ?2 WHERE name = ?1")?
+                        .execute(params![name, spec])?;
+                }
+                (_, state) => {
+                    let state = state
+                        .clone()
+                        .unwrap_or_else(|| ScheduleState::starting(*now_ms));
+                    tx.prepare_cached(
+                        "INSERT INTO schedules (name, spec, state, last_run, created_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5)
+                         ON CONFLICT (name) DO UPDATE SET spec = excluded.spec,
+                           state = excluded.state, last_run = excluded.last_run",
+                    )?
+                    .execute(params![
+                        name,
+                        spec,
+                        state.to_json(),
+                        state.last_run_ms,
+                        now_ms
+                    ])?;
+                }
+            }
+        }
+        ScheduleWrite::Delete { name } => {
+            tx.prepare_cached("DELETE FROM schedules WHERE name = ?1")?
+                .execute(params![name])?;
+        }
+        ScheduleWrite::Advance {
+            name,
+            from_run_ms,
+            state,
+        } => {
+            tx.prepare_cached(
+                "UPDATE schedules SET state = ?3, last_run = ?4 WHERE name = ?1 AND last_run = ?2",
+            )?
+            .execute(params![
+                name,
+                from_run_ms,
+                state.to_json(),
+                state.last_run_ms
+            ])?;
+        }
+    }
+    Ok(())
+}
+
+impl SharedSqliteStore {
+    pub(crate) async fn write_schedule(&self, write: ScheduleWrite) -> StoreResult<()> {
+        let (reply, wait) = oneshot::channel();
+        self.0.send(WriteOp::Schedule { write, reply })?;
+        SqliteStore::wait(wait).await
+    }
+
+    /// Deletes a schedule; false when there was none.
+    pub(crate) async fn delete_schedule(&self, name: &str) -> StoreResult<bool> {
+        let exists = self
+            .list_schedules()
+            .await?
+            .iter()
+            .any(|row| row.name == name);
+        if !exists {
+            return Ok(false);
+        }
+        self.write_schedule(ScheduleWrite::Delete {
+            name: name.to_owned(),
+        })
+        .await?;
+        Ok(true)
+    }
+
+    /// Every schedule, by name.
+    pub(crate) async fn list_schedules(&self) -> StoreResult<Vec<ScheduleRow>> {
+        self.0
+            .read(|conn| {
+                let mut statement = conn.prepare_cached(
+                    "SELECT name, spec, state, last_run FROM schedules ORDER BY name",
+                )?;
+                let rows = statement.query_map([], |row| {
+                    let state: String = row.get(2)?;
+                    Ok(ScheduleRow {
+                        name: row.get(0)?,
+                        spec: row.get(1)?,
+                        state: ScheduleState::from_json(&state, row.get(3)?),
+                    })
+                })?;
+                rows.collect()
+            })
+            .await
+    }
+}
