@@ -7,6 +7,7 @@ import asyncio
 import base64
 import dataclasses
 import inspect
+import time
 import typing
 from datetime import datetime, timezone
 from typing import Any
@@ -20,6 +21,8 @@ from sluice_client import (
     NextStepIn,
     QueueSpec,
     RateLimitSpec,
+    ScheduleMessage,
+    ScheduleSpec,
     SecretRef,
     SluiceError,
     VerifySpec,
@@ -64,7 +67,16 @@ def test_models_match_the_servers_openapi_document(client: Client) -> None:
         fields = {field.name for field in dataclasses.fields(cls)}
         assert fields == _properties(schemas[name], schemas), name
         checked += 1
-    for name in ("QueueSpec", "MessageIn", "NextStepIn", "WebhookSpec", "PushSpec", "BackoffSpec"):
+    for name in (
+        "QueueSpec",
+        "MessageIn",
+        "NextStepIn",
+        "WebhookSpec",
+        "PushSpec",
+        "BackoffSpec",
+        "ScheduleSpec",
+        "ScheduleMessage",
+    ):
         cls = getattr(specs, name)
         fields = {field.name for field in dataclasses.fields(cls)}
         assert fields == _properties(schemas[name], schemas), name
@@ -97,6 +109,9 @@ def test_every_route_of_the_document_has_a_client_method(client: Client) -> None
         "push_resume": "resume_push", "message_receive": "receive", "queue_resume": "resume_queue",
         "queue_stats": "queue_stats", "webhook_list": "list_webhooks", "webhook_get": "get_webhook",
         "webhook_put": "put_webhook", "webhook_delete": "delete_webhook", "history_list": "history",
+        "schedule_list": "list_schedules", "schedule_get": "get_schedule",
+        "schedule_put": "put_schedule", "schedule_delete": "delete_schedule",
+        "schedule_pause": "pause_schedule", "schedule_resume": "resume_schedule",
     }  # fmt: skip
     assert operations - {"webhook_receive"} == set(covered)
     for method in covered.values():
@@ -266,6 +281,56 @@ def test_webhooks_round_trip(client: Client) -> None:
     assert any(hook.name == name for hook in client.list_webhooks())
     assert client.delete_webhook(name).deleted
     assert SecretRef(env="X").env == "X"
+
+
+def test_schedules_round_trip(client: Client) -> None:
+    queue, name = unique("scheduled"), unique("every-second")
+    client.put_queue(queue)
+    spec = ScheduleSpec(
+        queue=queue, every_ms=1000, message=ScheduleMessage(body={"job": "sweep", "none": None})
+    )
+    put = client.put_schedule(name, spec)
+    assert put.created and put.schedule.name == name and put.schedule.spec.every_ms == 1000
+    assert any(schedule.name == name for schedule in client.list_schedules())
+    shown = client.get_schedule(name)
+    assert shown.paused is False and shown.next_run_at is not None
+    assert shown.next_run_at.tzinfo is not None and shown.spec.queue == queue
+    paused = client.pause_schedule(name)
+    assert paused.paused is True and paused.next_run_at is None
+    assert client.get_schedule(name).paused is True
+    resumed = client.resume_schedule(name)
+    assert resumed.paused is False and resumed.next_run_at is not None
+    # A run is due within a second of resuming; the server makes due runs every 500 ms.
+    deadline = time.monotonic() + 5.0
+    received: list[models.ReceivedMessage] = []
+    while not received and time.monotonic() < deadline:
+        received = client.receive(queue, 10, wait_ms=1000)
+    assert received, "no run of the schedule arrived within 5 s"
+    assert received[0].headers["sluice-schedule"] == name
+    assert received[0].body == {"job": "sweep", "none": None}
+    assert client.delete_schedule(name).deleted is True
+    with pytest.raises(SluiceError) as gone:
+        client.get_schedule(name)
+    assert (gone.value.status, gone.value.code) == (404, "schedule_not_found")
+
+
+def test_the_async_client_manages_schedules(sluice_server: SluiceServer) -> None:
+    async def run() -> None:
+        async with AsyncClient(sluice_server.url) as client:
+            queue, name = unique("async-scheduled"), unique("async-schedule")
+            await client.put_queue(queue)
+            spec = ScheduleSpec(queue=queue, every_ms=60_000, message=ScheduleMessage(body=1))
+            assert (await client.put_schedule(name, spec)).created
+            assert any(schedule.name == name for schedule in await client.list_schedules())
+            assert (await client.pause_schedule(name)).paused is True
+            assert (await client.resume_schedule(name)).next_run_at is not None
+            assert (await client.get_schedule(name)).spec.every_ms == 60_000
+            assert (await client.delete_schedule(name)).deleted is True
+            with pytest.raises(SluiceError) as gone:
+                await client.get_schedule(name)
+            assert gone.value.code == "schedule_not_found"
+
+    asyncio.run(run())
 
 
 def test_the_async_client_works(sluice_server: SluiceServer) -> None:

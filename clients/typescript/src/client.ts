@@ -408,6 +408,41 @@ export class SluiceClient {
     return this.#call("DELETE", `/v1/webhooks/${enc(name)}`, undefined, options);
   }
 
+  // Schedules (admin).
+
+  /** `GET /v1/schedules`: every schedule, by name. */
+  listSchedules(options?: CallOptions): Promise<wire.ScheduleListOut> {
+    return this.#call("GET", "/v1/schedules", undefined, options);
+  }
+
+  /** `GET /v1/schedules/{name}`: the definition, the next run and the last. */
+  getSchedule(name: string, options?: CallOptions): Promise<wire.ScheduleOut> {
+    return this.#call("GET", schedulePath(name), undefined, options);
+  }
+
+  /**
+   * `PUT /v1/schedules/{name}`: defines or replaces a schedule. Each run enqueues `spec.message`
+   * into `spec.queue` (which must exist), every `every_ms` or by `cron`.
+   */
+  putSchedule(name: string, spec: wire.ScheduleSpec, options?: CallOptions) {
+    return this.#call<wire.SchedulePutOut>("PUT", schedulePath(name), spec, options);
+  }
+
+  /** `POST /v1/schedules/{name}/pause`: no runs until resumed (the runs passed are not missed). */
+  pauseSchedule(name: string, options?: CallOptions): Promise<wire.ScheduleOut> {
+    return this.#call("POST", `${schedulePath(name)}/pause`, {}, options);
+  }
+
+  /** `POST /v1/schedules/{name}/resume`. */
+  resumeSchedule(name: string, options?: CallOptions): Promise<wire.ScheduleOut> {
+    return this.#call("POST", `${schedulePath(name)}/resume`, {}, options);
+  }
+
+  /** `DELETE /v1/schedules/{name}`: no run is made after it answers. */
+  deleteSchedule(name: string, options?: CallOptions): Promise<wire.ScheduleDeleteOut> {
+    return this.#call("DELETE", schedulePath(name), undefined, options);
+  }
+
   /**
    * One request. `longPollMs` is added to the timeout, so a long poll is not cut short by it.
    * Every failure becomes a {@link SluiceError}: an answer by its JSON error body, no answer
@@ -484,6 +519,10 @@ function enc(segment: string): string {
 
 function q(queue: string): string {
   return `/v1/queues/${enc(queue)}`;
+}
+
+function schedulePath(name: string): string {
+  return `/v1/schedules/${enc(name)}`;
 }
 
 function search(params: Record<string, string | number | undefined>): string {

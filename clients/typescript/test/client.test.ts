@@ -1,13 +1,13 @@
 /**
  * The HTTP client against real servers: the token (option and SLUICE_TOKEN), SLUICE_URL, and
  * errors as SluiceError with the server's status, code, details and Retry-After; no answer at
- * all as status 0 with code `network` or `timeout`.
+ * all as status 0 with code `network` or `timeout`; schedule administration, with a real run.
  */
 import { randomBytes } from "node:crypto";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { SluiceBackend, SluiceClient, SluiceError } from "../src/index.js";
+import { SluiceBackend, SluiceClient, SluiceError, type wire } from "../src/index.js";
 import { type RunningServer, sluiceBinary, startSluice } from "./support/server.js";
 
 const sluiceUrl = inject("sluiceUrl");
@@ -175,6 +175,50 @@ describe.skipIf(sluiceUrl === "")("acks with next steps", () => {
     ]);
     const stats = await client.stats(next);
     expect([stats.ready, stats.delayed]).toEqual([1, 1]);
+  });
+});
+
+describe.skipIf(sluiceUrl === "")("schedules", () => {
+  const client = new SluiceClient({ url: sluiceUrl });
+
+  it("define, list, show, pause, resume, a run's message, delete", async () => {
+    const queue = name();
+    const schedule = name();
+    await client.putQueue(queue);
+    const put = await client.putSchedule(schedule, {
+      queue,
+      every_ms: 1000,
+      message: { body: { job: "sweep" }, headers: { h: "v" } },
+    });
+    expect(put).toMatchObject({ created: true, schedule: { name: schedule, paused: false } });
+    const { schedules } = await client.listSchedules();
+    expect(schedules.map((s) => s.name)).toContain(schedule);
+    const shown = await client.getSchedule(schedule);
+    expect(shown.spec).toMatchObject({ queue, every_ms: 1000 });
+    expect(typeof shown.next_run_at).toBe("string");
+
+    const paused = await client.pauseSchedule(schedule);
+    expect(paused.paused).toBe(true);
+    expect(paused.next_run_at ?? undefined).toBeUndefined();
+    const resumed = await client.resumeSchedule(schedule);
+    expect(resumed.paused).toBe(false);
+    expect(typeof resumed.next_run_at).toBe("string");
+
+    // A run is due within a second of resuming; the server makes due runs every 500 ms.
+    const deadline = Date.now() + 5000;
+    let messages: wire.ReceivedMessage[] = [];
+    while (messages.length === 0 && Date.now() < deadline) {
+      ({ messages } = await client.receive(queue, { max: 10, wait_ms: 1000 }));
+    }
+    expect(messages.length).toBeGreaterThan(0);
+    expect(messages[0]).toMatchObject({
+      body: { job: "sweep" },
+      headers: { h: "v", "sluice-schedule": schedule },
+    });
+
+    expect(await client.deleteSchedule(schedule)).toEqual({ deleted: true });
+    const error = await failure(client.getSchedule(schedule));
+    expect(error).toMatchObject({ status: 404, code: "schedule_not_found" });
   });
 });
 

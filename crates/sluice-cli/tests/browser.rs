@@ -32,6 +32,10 @@ use driver::{Browser, START_TIMEOUT, Tools, UI_TIMEOUT};
 #[path = "browser/charts.rs"]
 mod charts;
 
+/// The schedules page.
+#[path = "browser/schedules.rs"]
+mod schedules;
+
 // ---------- the tests ----------
 
 #[tokio::test(flavor = "multi_thread")]

@@ -393,6 +393,77 @@ async fn an_idempotency_key_makes_one_message_across_nodes() {
 // ---- 4 ---------------------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_schedule_run_is_enqueued_once_by_three_nodes() {
+    // Issue 17: every node passes over every schedule twice a second. A schedule defined on one
+    // node, running every second for about 4 s, must put exactly one message per run in its
+    // queue (no run twice, none missing between the first and the last), and its `runs` count
+    // must equal the messages, whichever node is asked.
+    let Some(cluster) = Cluster::start(3, ClusterOptions::default()).await else {
+        return;
+    };
+    within(Duration::from_secs(60), async {
+        let nodes = cluster.endpoints();
+        nodes[0].put("/v1/queues/ticks", &json!({})).await;
+        nodes[1]
+            .put(
+                "/v1/schedules/tick",
+                &json!({"queue": "ticks", "every_ms": 1000, "message": {"body": "tick"}}),
+            )
+            .await;
+        tokio::time::sleep(Duration::from_millis(4_300)).await;
+        nodes[2].post("/v1/schedules/tick/pause", &json!({})).await;
+        // A pass that read the schedule before the pause may still be enqueueing its run.
+        tokio::time::sleep(Duration::from_millis(1_200)).await;
+        let mut runs = Vec::new();
+        loop {
+            let answer = nodes[0]
+                .post("/v1/queues/ticks/receive", &json!({"max": 100}))
+                .await;
+            let messages = answer["messages"].as_array().cloned().unwrap_or_default();
+            if messages.is_empty() {
+                break;
+            }
+            for message in &messages {
+                runs.push(
+                    message["headers"]["sluice-scheduled-at"]
+                        .as_str()
+                        .unwrap()
+                        .to_owned(),
+                );
+                nodes[0]
+                    .post(
+                        "/v1/queues/ticks/ack",
+                        &json!({"receipt": message["receipt"]}),
+                    )
+                    .await;
+            }
+        }
+        runs.sort();
+        let distinct: BTreeSet<&String> = runs.iter().collect();
+        assert_eq!(
+            distinct.len(),
+            runs.len(),
+            "a run was enqueued twice: {runs:?}"
+        );
+        assert!(runs.len() >= 3, "runs missing: {runs:?}");
+        let times: Vec<i64> = runs
+            .iter()
+            .map(|t| sluice_core::clock::parse_rfc3339(t).unwrap())
+            .collect();
+        assert!(
+            times.windows(2).all(|w| w[1] - w[0] == 1000),
+            "a run between the first and the last is missing: {runs:?}"
+        );
+        for node in &nodes {
+            let shown = node.get("/v1/schedules/tick").await;
+            assert_eq!(shown["runs"].as_u64(), Some(runs.len() as u64), "{shown}");
+        }
+    })
+    .await;
+    cluster.assert_no_panics();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn rate_limit_and_max_in_flight_hold_for_the_nodes_together() {
     // §7.1 scenario 4, scaled: a queue limited to 50 deliveries a second (burst 50) with two
     // consumers on every node for 6 s: counted by the server's own grant times, deliveries

@@ -203,6 +203,8 @@ macro_rules! store_conformance {
             pauses_are_kept_and_reported,
             push_pauses_are_kept_reported_and_survive_a_reopen,
             webhook_definitions_are_kept_by_name,
+            schedules_keep_their_progress_across_redefinitions,
+            a_pass_advances_a_schedule_only_from_the_run_it_read,
             an_ack_enqueues_its_next_steps_in_the_same_commit,
         );
     };

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 from . import models as m
 from ._codec import UNSET, Unset, decode, drop_none, encode, format_datetime
-from .specs import MessageIn, NextStepIn, QueueSpec, WebhookSpec
+from .specs import MessageIn, NextStepIn, QueueSpec, ScheduleSpec, WebhookSpec
 
 T = TypeVar("T")
 
@@ -310,6 +310,40 @@ def put_webhook(name: str, spec: WebhookSpec) -> Call[m.WebhookPutOut]:
 
 def delete_webhook(name: str) -> Call[m.WebhookDeleteOut]:
     return Call("DELETE", f"/v1/webhooks/{_q(name)}", _reader(m.WebhookDeleteOut))
+
+
+# Schedules.
+
+
+def _schedule(name: str, *rest: str) -> str:
+    return "/".join(["/v1/schedules", _q(name), *rest])
+
+
+def list_schedules() -> Call[list[m.ScheduleOut]]:
+    return Call("GET", "/v1/schedules", lambda data: decode(m.ScheduleListOut, data).schedules)
+
+
+def get_schedule(name: str) -> Call[m.ScheduleOut]:
+    return Call("GET", _schedule(name), _reader(m.ScheduleOut))
+
+
+def put_schedule(name: str, spec: ScheduleSpec) -> Call[m.SchedulePutOut]:
+    # None means "not given" in a schedule spec and its message; the body's JSON stays as is.
+    body = drop_none(encode(spec))
+    body["message"] = drop_none(body["message"])
+    return Call("PUT", _schedule(name), _reader(m.SchedulePutOut), body=body)
+
+
+def pause_schedule(name: str) -> Call[m.ScheduleOut]:
+    return Call("POST", _schedule(name, "pause"), _reader(m.ScheduleOut), body={})
+
+
+def resume_schedule(name: str) -> Call[m.ScheduleOut]:
+    return Call("POST", _schedule(name, "resume"), _reader(m.ScheduleOut), body={})
+
+
+def delete_schedule(name: str) -> Call[m.ScheduleDeleteOut]:
+    return Call("DELETE", _schedule(name), _reader(m.ScheduleDeleteOut))
 
 
 def _drop_null_fields(value: Any) -> Any:

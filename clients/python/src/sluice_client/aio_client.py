@@ -19,7 +19,7 @@ from . import _transport as transport
 from . import models as m
 from ._codec import UNSET, Unset
 from .client import _given
-from .specs import MessageIn, NextStepIn, QueueSpec, WebhookSpec
+from .specs import MessageIn, NextStepIn, QueueSpec, ScheduleSpec, WebhookSpec
 
 T = TypeVar("T")
 
@@ -355,3 +355,30 @@ class AsyncClient:
     async def delete_webhook(self, name: str) -> m.WebhookDeleteOut:
         """Deletes a webhook endpoint."""
         return await self._call(calls.delete_webhook(name))
+
+    # Schedules (admin).
+
+    async def list_schedules(self) -> list[m.ScheduleOut]:
+        """Every schedule, by name."""
+        return await self._call(calls.list_schedules())
+
+    async def get_schedule(self, name: str) -> m.ScheduleOut:
+        """One schedule: its definition, its next run and its last."""
+        return await self._call(calls.get_schedule(name))
+
+    async def put_schedule(self, name: str, spec: ScheduleSpec) -> m.SchedulePutOut:
+        """Defines or replaces a schedule: each run enqueues `spec.message` into `spec.queue`
+        (which must exist), every `every_ms` or by `cron`."""
+        return await self._call(calls.put_schedule(name, spec))
+
+    async def pause_schedule(self, name: str) -> m.ScheduleOut:
+        """No runs until resumed; the runs it passes meanwhile are not missed runs."""
+        return await self._call(calls.pause_schedule(name))
+
+    async def resume_schedule(self, name: str) -> m.ScheduleOut:
+        """Makes runs again, from the next one due."""
+        return await self._call(calls.resume_schedule(name))
+
+    async def delete_schedule(self, name: str) -> m.ScheduleDeleteOut:
+        """Deletes a schedule; no run is made after it answers."""
+        return await self._call(calls.delete_schedule(name))

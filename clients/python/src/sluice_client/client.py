@@ -19,7 +19,7 @@ from . import _calls as calls
 from . import _transport as transport
 from . import models as m
 from ._codec import UNSET, Unset
-from .specs import MessageIn, NextStepIn, QueueSpec, WebhookSpec
+from .specs import MessageIn, NextStepIn, QueueSpec, ScheduleSpec, WebhookSpec
 
 T = TypeVar("T")
 
@@ -355,6 +355,33 @@ class Client:
     def delete_webhook(self, name: str) -> m.WebhookDeleteOut:
         """Deletes a webhook endpoint."""
         return self._call(calls.delete_webhook(name))
+
+    # Schedules (admin).
+
+    def list_schedules(self) -> list[m.ScheduleOut]:
+        """Every schedule, by name."""
+        return self._call(calls.list_schedules())
+
+    def get_schedule(self, name: str) -> m.ScheduleOut:
+        """One schedule: its definition, its next run and its last."""
+        return self._call(calls.get_schedule(name))
+
+    def put_schedule(self, name: str, spec: ScheduleSpec) -> m.SchedulePutOut:
+        """Defines or replaces a schedule: each run enqueues `spec.message` into `spec.queue`
+        (which must exist), every `every_ms` or by `cron`."""
+        return self._call(calls.put_schedule(name, spec))
+
+    def pause_schedule(self, name: str) -> m.ScheduleOut:
+        """No runs until resumed; the runs it passes meanwhile are not missed runs."""
+        return self._call(calls.pause_schedule(name))
+
+    def resume_schedule(self, name: str) -> m.ScheduleOut:
+        """Makes runs again, from the next one due."""
+        return self._call(calls.resume_schedule(name))
+
+    def delete_schedule(self, name: str) -> m.ScheduleDeleteOut:
+        """Deletes a schedule; no run is made after it answers."""
+        return self._call(calls.delete_schedule(name))
 
 
 def _given(value: T | None) -> T | Unset:

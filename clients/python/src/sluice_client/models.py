@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .specs import PushSpec, WebhookSpec
+from .specs import PushSpec, ScheduleSpec, WebhookSpec
 
 JsonValue = Any
 """Any JSON value: the body of a message, a result, a schema."""
@@ -785,6 +785,59 @@ class ReplayedOut:
     """The dead letter."""
     message_id: str
     """The new message."""
+
+
+@dataclass(frozen=True)
+class ScheduleDeleteOut:
+    """Answer to `DELETE /v1/schedules/{name}`."""
+
+    deleted: bool
+    """Always true."""
+
+
+@dataclass(frozen=True)
+class ScheduleListOut:
+    """`GET /v1/schedules`."""
+
+    schedules: list[ScheduleOut]
+    """Every schedule, by name."""
+
+
+@dataclass(frozen=True)
+class ScheduleOut:
+    """A schedule, its definition and where it stands."""
+
+    last_run_at: datetime
+    """The time of the last run made or passed: runs up to it are done."""
+    name: str
+    """Its name."""
+    paused: bool
+    """True when paused."""
+    runs: int
+    """Runs made since the schedule was defined."""
+    skipped_runs: int
+    """Runs not made because of the `missed` policy."""
+    spec: ScheduleSpec
+    """The definition, as given."""
+    last_enqueued_at: datetime | None = None
+    """When the last run's message was enqueued."""
+    last_error: str | None = None
+    """Why the last attempt to make a run failed (the queue is gone or full...); cleared by the
+    next run made."""
+    last_message_id: str | None = None
+    """The last run's message."""
+    next_run_at: datetime | None = None
+    """When the next run is due; None when paused or when the pattern has no further time."""
+
+
+@dataclass(frozen=True)
+class SchedulePutOut:
+    """Answer to `PUT /v1/schedules/{name}`."""
+
+    created: bool
+    """False when an existing schedule was replaced."""
+    schedule: ScheduleOut
+    """The schedule as it is now."""
 
 
 @dataclass(frozen=True)

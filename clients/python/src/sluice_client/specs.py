@@ -1,9 +1,9 @@
-"""What a client sends: queue settings, messages, next steps, webhook endpoints
+"""What a client sends: queue settings, messages, next steps, webhook endpoints, schedules
 (docs/http-api.md).
 
 `QueueSpec` updates only the fields it is given: its fields default to `UNSET` (left out of the
 request), and `None` sends JSON null, which removes a setting (`schema`, `push`).
-The webhook and push specs are also how the server shows those definitions back.
+The webhook, push and schedule specs are also how the server shows those definitions back.
 """
 
 from __future__ import annotations
@@ -235,3 +235,52 @@ class WebhookSpec:
     """The URL the sender calls, when sluice is behind a proxy (Twilio signs it)."""
     transform: str | None = None
     """The stored message body is this expression's first output (default: the body)."""
+
+
+@dataclass(frozen=True)
+class ScheduleMessage:
+    """The message each run of a schedule enqueues: `body` (any JSON) or `body_base64` (bytes),
+    not both."""
+
+    body: Any = None
+    """Any JSON value (None: no JSON body)."""
+    body_base64: str | None = None
+    """Bytes, standard base64."""
+    headers: dict[str, str] | None = None
+    """String headers; each run adds `sluice-schedule` (the schedule's name) and
+    `sluice-scheduled-at` (the run's time, RFC 3339)."""
+    key: str | None = None
+    """Ordering key for `per_key` queues."""
+    priority: int | None = None
+    """Higher first (default 0)."""
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """A schedule for `PUT /v1/schedules/{name}`: `cron` or `every_ms`, not both. Each run
+    enqueues one message into `queue` with the idempotency key `schedule:<name>:<run time in ms>`,
+    so no run is enqueued twice.
+    """
+
+    queue: str
+    """The queue runs enqueue into (it must exist)."""
+    message: ScheduleMessage
+    """The message each run enqueues."""
+    cron: str | None = None
+    """A cron pattern: `min hour day-of-month month day-of-week`, with an optional leading seconds
+    field."""
+    every_ms: int | None = None
+    """A fixed interval in ms (at least 1000): runs at every multiple of it since the Unix epoch."""
+    timezone: str | None = None
+    """The IANA time zone `cron` is read in (default `UTC`), e.g. `Europe/Berlin`."""
+    jitter_ms: int | None = None
+    """Each run's message becomes visible up to this long after the run's time (default 0)."""
+    paused: bool | None = None
+    """A paused schedule makes no runs; those it passes are not missed runs."""
+    missed: str | None = None
+    """What to do with runs that could not be made on time: `skip` (default), `run_once` or
+    `run_all`."""
+    missed_max: int | None = None
+    """`run_all`: at most this many missed runs are made at once (default 100)."""
+    grace_ms: int | None = None
+    """How late a run may still be made under `skip`, in ms (default 60000)."""

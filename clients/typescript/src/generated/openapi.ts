@@ -511,6 +511,79 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/schedules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** `GET /v1/schedules` */
+        get: operations["schedule_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/schedules/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** `GET /v1/schedules/{name}`: the definition, the next run and the last. */
+        get: operations["schedule_get"];
+        /** `PUT /v1/schedules/{name}`: define or replace a schedule. */
+        put: operations["schedule_put"];
+        post?: never;
+        /** `DELETE /v1/schedules/{name}` */
+        delete: operations["schedule_delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/schedules/{name}/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * `POST /v1/schedules/{name}/pause`: no runs until resumed; runs passed meanwhile are not
+         *     missed runs.
+         */
+        post: operations["schedule_pause"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/schedules/{name}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** `POST /v1/schedules/{name}/resume` */
+        post: operations["schedule_resume"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/webhooks": {
         parameters: {
             query?: never;
@@ -1180,6 +1253,12 @@ export interface components {
             /** @description RFC 3339. */
             visible_at: string;
         };
+        /**
+         * @description What a schedule does with runs it could not make on time (the server was down, or the clock
+         *     jumped forward).
+         * @enum {string}
+         */
+        MissedRuns: "skip" | "run_once" | "run_all";
         /** @description `POST /v1/queues/{queue}/nack`. */
         NackIn: {
             /**
@@ -1742,6 +1821,128 @@ export interface components {
             dead_letter_id: string;
             /** @description The new message. */
             message_id: string;
+        };
+        /** @description Answer to `DELETE /v1/schedules/{name}`. */
+        ScheduleDeleteOut: {
+            /** @description Always true. */
+            deleted: boolean;
+        };
+        /** @description Answer to `GET /v1/schedules`. */
+        ScheduleListOut: {
+            /** @description Every schedule, by name. */
+            schedules: components["schemas"]["ScheduleOut"][];
+        };
+        /** @description The message each run enqueues. Give `body` (any JSON) or `body_base64` (bytes), not both. */
+        ScheduleMessage: {
+            /** @description Any JSON value. */
+            body?: unknown;
+            /** @description Bytes, standard base64. */
+            body_base64?: string | null;
+            /**
+             * @description String headers; each run adds `sluice-schedule` (the schedule's name) and
+             *     `sluice-scheduled-at` (the run's time, RFC 3339).
+             */
+            headers?: {
+                [key: string]: string;
+            } | null;
+            /** @description Ordering key for `per_key` queues. */
+            key?: string | null;
+            /**
+             * Format: int32
+             * @description Higher first (default 0).
+             */
+            priority?: number | null;
+        };
+        /** @description A schedule, its definition and where it stands. */
+        ScheduleOut: {
+            /** @description When the last run's message was enqueued. */
+            last_enqueued_at?: string | null;
+            /**
+             * @description Why the last attempt to make a run failed (the queue is gone or full...); cleared by the
+             *     next run made. A failed run is tried again on the next pass.
+             */
+            last_error?: string | null;
+            /** @description The last run's message. */
+            last_message_id?: string | null;
+            /** @description The time of the last run made or passed: runs up to it are done. */
+            last_run_at: string;
+            /** @description Its name. */
+            name: string;
+            /**
+             * @description When the next run is due (RFC 3339); absent when paused or when the pattern has no
+             *     further time.
+             */
+            next_run_at?: string | null;
+            /** @description True when paused. */
+            paused: boolean;
+            /**
+             * Format: int64
+             * @description Runs made since the schedule was defined.
+             */
+            runs: number;
+            /**
+             * Format: int64
+             * @description Runs not made because of the `missed` policy.
+             */
+            skipped_runs: number;
+            /** @description The definition, as given. */
+            spec: components["schemas"]["ScheduleSpec"];
+        };
+        /** @description Answer to `PUT /v1/schedules/{name}`. */
+        SchedulePutOut: {
+            /** @description False when an existing schedule was replaced. */
+            created: boolean;
+            /** @description The schedule as it is now. */
+            schedule: components["schemas"]["ScheduleOut"];
+        };
+        /**
+         * @description A schedule: `PUT /v1/schedules/{name}` or `[schedules.<name>]` in the config file.
+         *
+         *     Give `cron` or `every_ms`, not both. Each run enqueues one message into `queue` with the
+         *     idempotency key `schedule:<name>:<run time in ms>`, so a restart, a clock jump or several
+         *     nodes never enqueue one run twice.
+         */
+        ScheduleSpec: {
+            /**
+             * @description A cron pattern: `min hour day-of-month month day-of-week`, with an optional leading
+             *     seconds field (`L`, `W`, `#` and names such as `MON` or `JAN` are understood).
+             */
+            cron?: string | null;
+            /**
+             * Format: int64
+             * @description A fixed interval in ms (at least 1000): runs at every multiple of it since the Unix epoch.
+             */
+            every_ms?: number | null;
+            /**
+             * Format: int64
+             * @description How late a run may still be made under `skip`, in ms (default 60000).
+             */
+            grace_ms?: number | null;
+            /**
+             * Format: int64
+             * @description Each run's message becomes visible up to this long after the run's time (a fixed part
+             *     of it for each run, so a run made again is the same), spreading schedules that share
+             *     a time. Default 0.
+             */
+            jitter_ms?: number | null;
+            /** @description The message each run enqueues. */
+            message: components["schemas"]["ScheduleMessage"];
+            missed?: null | components["schemas"]["MissedRuns"];
+            /**
+             * Format: int32
+             * @description `run_all`: at most this many missed runs are made at once (default 100, at most 10000).
+             */
+            missed_max?: number | null;
+            /** @description A paused schedule makes no runs; those it passes are not missed runs. */
+            paused?: boolean | null;
+            /** @description The queue runs enqueue into (it must exist). */
+            queue: string;
+            /**
+             * @description The IANA time zone `cron` is read in (default `UTC`), e.g. `Europe/Berlin`. A run whose
+             *     local time a DST change skips is made right after the change; one that a DST change
+             *     repeats is made once.
+             */
+            timezone?: string | null;
         };
         /**
          * @description Where a secret comes from: an environment variable or a file (its contents, trimmed).
@@ -3508,6 +3709,224 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["QueueStatsOut"];
+                };
+            };
+            400: components["responses"]["Unreadable"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    schedule_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScheduleListOut"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    schedule_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScheduleOut"];
+                };
+            };
+            400: components["responses"]["Unreadable"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    schedule_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ScheduleSpec"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SchedulePutOut"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description the queue does not exist */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the message is larger than the queue takes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: components["responses"]["NotJson"];
+            /** @description a field is wrong (the message says which), or the message fails the queue's schema */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    schedule_delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScheduleDeleteOut"];
+                };
+            };
+            400: components["responses"]["Unreadable"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    schedule_pause: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScheduleOut"];
+                };
+            };
+            400: components["responses"]["Unreadable"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    schedule_resume: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScheduleOut"];
                 };
             };
             400: components["responses"]["Unreadable"];

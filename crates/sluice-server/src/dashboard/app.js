@@ -1,7 +1,7 @@
 // sluice dashboard: plain JavaScript, no build step, no dependencies.
 //
-// A hash router (#/, #/queue/NAME, #/dlq/NAME, #/message/QUEUE/ID, #/webhooks) renders pages
-// from the HTTP API v1, same origin. A sampler polls GET /v1/queues every few seconds for the
+// A hash router (#/, #/queue/NAME, #/dlq/NAME, #/message/QUEUE/ID, #/webhooks, #/schedules)
+// renders pages from the HTTP API v1, same origin. A sampler polls GET /v1/queues every few seconds for the
 // tables; the charts show the server's own samples (GET /v1/history: the last 15 minutes on
 // open, then what is new at each poll), so a page opened now shows the past. Any 401 goes to
 // /ui/login.
@@ -139,6 +139,53 @@ function table(columns, rows, empty, rowAttrs) {
     h('table', {},
       h('thead', {}, h('tr', {}, columns.map((c) => h('th', { class: c.num ? 'num' : null }, c.label)))),
       body));
+}
+
+/** A table whose rows stay the same elements from one update to the next (matched by
+ * keyOf(row)), their cells refilled: a button in a row is not replaced under the pointer by a
+ * refresh. A cell may return the same node at each update (a row's button), which stays put. */
+function liveTable(columns, keyOf, empty, rowAttrs) {
+  const el = h('div', {});
+  const rows = new Map(); // key -> tr
+  let body = null;
+  const update = (list) => {
+    if (!list.length) {
+      rows.clear();
+      body = null;
+      el.replaceChildren(h('div', { class: 'empty table-wrap' }, empty || 'Nothing here.'));
+      return;
+    }
+    if (!body) {
+      body = h('tbody', {});
+      el.replaceChildren(h('div', { class: 'table-wrap' },
+        h('table', {},
+          h('thead', {}, h('tr', {}, columns.map((c) => h('th', { class: c.num ? 'num' : null }, c.label)))),
+          body)));
+    }
+    const seen = new Set();
+    const order = list.map((row) => {
+      const key = keyOf(row);
+      seen.add(key);
+      let tr = rows.get(key);
+      if (!tr) {
+        tr = h('tr', rowAttrs ? rowAttrs(row) : {},
+          columns.map((c) => h('td', { class: c.cls || (c.num ? 'num' : null), 'data-label': c.label })));
+        rows.set(key, tr);
+      }
+      columns.forEach((c, i) => {
+        const td = tr.children[i];
+        const content = c.cell(row);
+        const node = content instanceof Node ? content : null;
+        if (node && td.childNodes.length === 1 && td.firstChild === node) return;
+        td.replaceChildren(...[content].flat().filter((x) => x !== undefined && x !== null && x !== false));
+      });
+      return tr;
+    });
+    for (const key of Array.from(rows.keys())) if (!seen.has(key)) rows.delete(key);
+    const now = Array.from(body.children);
+    if (now.length !== order.length || now.some((tr, i) => tr !== order[i])) body.replaceChildren(...order);
+  };
+  return { el, update };
 }
 
 function appendRow(body, columns, row, rowAttrs) {
@@ -317,8 +364,8 @@ function route() {
   const params = new URLSearchParams(query || '');
   const root = app();
   root.replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
-  document.querySelectorAll('nav a').forEach((a) => a.classList.toggle('active',
-    a.dataset.nav === (parts[0] === 'webhooks' ? 'webhooks' : 'overview')));
+  const nav = ['webhooks', 'schedules'].includes(parts[0]) ? parts[0] : 'overview';
+  document.querySelectorAll('nav a').forEach((a) => a.classList.toggle('active', a.dataset.nav === nav));
   let page;
   switch (parts[0]) {
     case undefined: page = overviewPage(root); break;
@@ -327,6 +374,7 @@ function route() {
     case 'message': page = messagePage(root, parts[1], parts[2], params); break;
     case 'find': page = findPage(root, parts[1], params.get('m') || ''); break;
     case 'webhooks': page = webhooksPage(root); break;
+    case 'schedules': page = schedulesPage(root); break;
     default: root.replaceChildren(h('p', {}, 'No such page. ', h('a', { href: '#/' }, 'Queues')));
   }
   if (page) {
@@ -887,6 +935,89 @@ async function webhooksPage(root) {
     ], withPush, 'No queue has a push destination.'));
     renderHooks().catch((error) => notice(error.message, true));
   });
+}
+
+// ---------- page: schedules ----------
+
+/** An interval without its zero parts: "30s", "1m", "1h 30m", "1d", "1.5s". */
+function fmtEvery(ms) {
+  if (ms < 1000) return ms + 'ms';
+  if (ms < 60000) return fmtNum(ms / 1000) + 's';
+  const parts = [];
+  let rest = ms;
+  for (const [unit, size] of [['d', 86400000], ['h', 3600000], ['m', 60000], ['s', 1000], ['ms', 1]]) {
+    const n = Math.floor(rest / size);
+    rest -= n * size;
+    if (n) parts.push(n + unit);
+  }
+  return parts.join(' ');
+}
+
+/** When a schedule runs: its cron pattern and time zone, or its interval. */
+function scheduleWhen(spec) {
+  if (spec.cron) return h('span', { 'data-field': 'when' }, h('code', {}, spec.cron), ' (' + (spec.timezone || 'UTC') + ')');
+  if (spec.every_ms) return h('span', { 'data-field': 'when' }, 'every ' + fmtEvery(spec.every_ms));
+  return '–';
+}
+
+async function schedulesPage(root) {
+  const token = renderToken;
+  const buttons = new Map(); // name -> its Pause/Resume button, kept across refreshes
+  const button = (s) => {
+    let b = buttons.get(s.name);
+    if (!b) {
+      b = h('button', { onclick: (e) => act(e.currentTarget, async () => {
+        const resume = b.dataset.action === 'resume';
+        await api('POST', `/v1/schedules/${enc(s.name)}/${resume ? 'resume' : 'pause'}`);
+        notice((resume ? 'Resumed ' : 'Paused ') + s.name);
+        await render();
+      }) });
+      buttons.set(s.name, b);
+    }
+    b.dataset.action = s.paused ? 'resume' : 'pause';
+    b.textContent = s.paused ? 'Resume' : 'Pause';
+    return b;
+  };
+  const listing = liveTable([
+    { label: 'Schedule', cell: (s) => h('b', { 'data-field': 'name' }, s.name) },
+    { label: 'Queue', cell: (s) => h('a', { href: '#/queue/' + enc(s.spec.queue), 'data-field': 'queue' }, s.spec.queue) },
+    { label: 'When', cell: (s) => scheduleWhen(s.spec) },
+    { label: 'Next run', cell: (s) => h('span', { 'data-field': 'next' }, timeEl(s.next_run_at, until)) },
+    // `last_run_at` is also the time of the definition (runs up to it are done): the time
+    // shown is the last run's enqueue, and "never" before the first.
+    { label: 'Last run', cell: (s) => h('span', { 'data-field': 'last' }, s.runs
+      ? (s.last_message_id
+        ? h('a', { href: `#/message/${enc(s.spec.queue)}/${enc(s.last_message_id)}` }, timeEl(s.last_enqueued_at || s.last_run_at))
+        : timeEl(s.last_enqueued_at || s.last_run_at))
+      : 'never') },
+    { label: 'Runs', num: true, cell: (s) => h('span', { 'data-field': 'runs' }, fmtNum(s.runs)) },
+    { label: 'Skipped runs', num: true, cell: (s) => h('span', { 'data-field': 'skipped' }, fmtNum(s.skipped_runs)) },
+    { label: 'State', cell: (s) => [
+      s.paused ? h('span', { class: 'badge paused', 'data-field': 'state' }, 'paused')
+        : s.last_error ? h('span', { class: 'badge bad', 'data-field': 'state' }, 'failing')
+          : h('span', { class: 'badge ok', 'data-field': 'state' }, 'active'),
+      s.last_error ? h('span', { class: 'last-error', 'data-field': 'error' }, s.last_error) : null] },
+    { label: '', cell: button },
+  ], (s) => s.name, 'No schedules. Define one with PUT /v1/schedules/{name} or `sluice schedule set`.',
+  (s) => ({ 'data-row': s.name }));
+  root.replaceChildren(h('h1', {}, 'Schedules'), listing.el);
+
+  // A refresh asked before the one shown answers late: it is dropped.
+  let asked = 0;
+  let shown = 0;
+  const render = async () => {
+    const mine = ++asked;
+    const out = await api('GET', '/v1/schedules');
+    if (!isCurrent(token) || mine < shown) return;
+    shown = mine;
+    for (const name of Array.from(buttons.keys())) {
+      if (!out.schedules.some((s) => s.name === name)) buttons.delete(name);
+    }
+    listing.update(out.schedules);
+  };
+  await render();
+  // Refreshed at each poll, as the other pages are.
+  if (isCurrent(token)) sampler.listeners.add(() => render().catch((error) => notice(error.message, true)));
 }
 
 // ---------- search and start ----------

@@ -13,6 +13,7 @@ mod lookups;
 mod operator;
 mod order;
 mod queues;
+mod schedules;
 mod webhooks;
 
 pub use chaining::*;
@@ -25,6 +26,7 @@ pub use lookups::*;
 pub use operator::*;
 pub use order::*;
 pub use queues::*;
+pub use schedules::*;
 pub use webhooks::*;
 
 #[cfg(test)]
@@ -43,6 +45,7 @@ mod tests {
             include_str!("operator.rs"),
             include_str!("order.rs"),
             include_str!("queues.rs"),
+            include_str!("schedules.rs"),
             include_str!("webhooks.rs"),
         ];
         let lib = include_str!("../lib.rs");
