@@ -29,6 +29,7 @@ export type ErrorCode =
   | "not_found"
   | "webhook_not_found"
   | "schedule_not_found"
+  | "topic_not_found"
   | "method_not_allowed"
   | "request_timeout"
   | "stale_receipt"

@@ -20,6 +20,7 @@ mod cmd_schedule;
 mod cmd_send;
 mod cmd_serve;
 mod cmd_stats;
+mod cmd_topic;
 mod failure;
 mod output;
 
@@ -89,6 +90,10 @@ enum Command {
     /// or an interval.
     #[command(subcommand)]
     Schedule(cmd_schedule::ScheduleCommand),
+    /// Define, list and delete topics, and publish to them: one message, a copy in each
+    /// subscribed queue whose filter takes it.
+    #[command(subcommand)]
+    Topic(cmd_topic::TopicCommand),
     /// Enqueue a message given as JSON, or one per line from a file or stdin.
     Send(cmd_send::SendArgs),
     /// Receive (claim) messages and print them.
@@ -274,6 +279,7 @@ async fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
         Command::Stats(args) => cmd_stats::run(&client()?, args, json).await,
         Command::Dlq(command) => cmd_dlq::run(&client()?, command, json).await,
         Command::Schedule(command) => cmd_schedule::run(&client()?, command, json).await,
+        Command::Topic(command) => cmd_topic::run(&client()?, command, json).await,
         Command::Cancel(args) => cmd_cancel::run(&client()?, args, json).await,
         Command::Send(args) => cmd_send::run(&client()?, args, json).await,
         Command::Recv(args) => cmd_recv::recv(&client()?, args, json).await,

@@ -26,7 +26,8 @@ use sluice_core::wire::{
     MessageBatchIn, MessageIn, MessageStatusOut, NackIn, NackOut, NextStepIn, PurgeOut,
     QueueDeleteOut, QueueListOut, QueueOut, QueuePutOut, QueueSpec, QueueStatsOut, ReceiveIn,
     ReceiveOut, ReplayIn, ReplayOneIn, ReplayOut, ScheduleDeleteOut, ScheduleListOut, ScheduleOut,
-    SchedulePutOut, ScheduleSpec,
+    SchedulePutOut, ScheduleSpec, TopicDeleteOut, TopicListOut, TopicOut, TopicPublishOut,
+    TopicPutOut, TopicSpec,
 };
 
 pub use error::{Code, Error, Result};
@@ -620,6 +621,44 @@ impl Client {
     pub async fn schedule_delete(&self, name: &str) -> Result<ScheduleDeleteOut> {
         let url = self.url(&["v1", "schedules", queue_segment(name)?])?;
         self.send(Method::DELETE, url, None::<&()>, REQUEST_TIMEOUT)
+            .await
+    }
+
+    // ---- topics ----
+
+    /// `PUT /v1/topics/{name}` (admin): defines or replaces a topic.
+    pub async fn topic_put(&self, name: &str, spec: &TopicSpec) -> Result<TopicPutOut> {
+        let url = self.url(&["v1", "topics", queue_segment(name)?])?;
+        self.send(Method::PUT, url, Some(spec), REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// `GET /v1/topics/{name}` (admin): the definition and its counts.
+    pub async fn topic_get(&self, name: &str) -> Result<TopicOut> {
+        let url = self.url(&["v1", "topics", queue_segment(name)?])?;
+        self.send(Method::GET, url, None::<&()>, REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// `GET /v1/topics` (admin): every topic, by name.
+    pub async fn topic_list(&self) -> Result<TopicListOut> {
+        let url = self.url(&["v1", "topics"])?;
+        self.send(Method::GET, url, None::<&()>, REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// `DELETE /v1/topics/{name}` (admin): its queues and their messages stay.
+    pub async fn topic_delete(&self, name: &str) -> Result<TopicDeleteOut> {
+        let url = self.url(&["v1", "topics", queue_segment(name)?])?;
+        self.send(Method::DELETE, url, None::<&()>, REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// `POST /v1/topics/{name}/messages`: a copy in each subscribed queue whose filter takes
+    /// it, all stored in one commit.
+    pub async fn topic_publish(&self, name: &str, message: &MessageIn) -> Result<TopicPublishOut> {
+        let url = self.url(&["v1", "topics", queue_segment(name)?, "messages"])?;
+        self.send(Method::POST, url, Some(message), REQUEST_TIMEOUT)
             .await
     }
 

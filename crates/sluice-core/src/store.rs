@@ -26,6 +26,23 @@ use crate::notify::Notifier;
 use crate::queue::QueueConfig;
 pub use crate::stored::ScheduleState;
 
+/// What kind of definition a [`Store::definition_put`] row holds: each kind is its own
+/// namespace of names, its spec opaque JSON to the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DefinitionKind {
+    /// A topic and its subscriptions.
+    Topic,
+}
+
+impl DefinitionKind {
+    /// The name at rest.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DefinitionKind::Topic => "topic",
+        }
+    }
+}
+
 /// A stored schedule: its definition as given and its progress.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScheduleRow {
@@ -553,6 +570,14 @@ pub trait Store: Send + Sync + 'static {
         params: AckParams,
         then: Vec<EnqueueParams>,
     ) -> StoreResult<Result<Vec<Vec<Enqueued>>, LeaseError>>;
+    /// Enqueues several batches, to one queue or several, in one commit: after a crash every
+    /// message of every batch is stored, or none is (a topic's copies). Each batch is answered
+    /// as [`Store::message_enqueue`] would answer it alone; a refusal of any (a queue missing or
+    /// full) stores nothing.
+    async fn message_enqueue_together(
+        &self,
+        batches: Vec<EnqueueParams>,
+    ) -> StoreResult<Vec<Vec<Enqueued>>>;
     /// Records a failed attempt durably.
     async fn message_nack(&self, params: NackParams) -> StoreResult<NackOutcome>;
     /// Pushes a lease's deadline out; returns the new deadline.
@@ -600,6 +625,20 @@ pub trait Store: Send + Sync + 'static {
     async fn webhook_delete(&self, name: &str) -> StoreResult<bool>;
     /// Every webhook endpoint definition, by name.
     async fn webhook_list(&self) -> StoreResult<Vec<(String, String)>>;
+    /// Stores a definition of `kind` (opaque JSON to the store) under `name`, replacing one of
+    /// the same kind and name. On a shared store every node's [`Store::definitions_changed`]
+    /// moves.
+    async fn definition_put(
+        &self,
+        kind: DefinitionKind,
+        name: &str,
+        spec: String,
+        now_ms: Millis,
+    ) -> StoreResult<()>;
+    /// Deletes a definition; false when there was none.
+    async fn definition_delete(&self, kind: DefinitionKind, name: &str) -> StoreResult<bool>;
+    /// Every definition of `kind` as `(name, spec)`, by name.
+    async fn definition_list(&self, kind: DefinitionKind) -> StoreResult<Vec<(String, String)>>;
     /// Stores a schedule's definition (opaque JSON to the store) under `name`. With `state`
     /// the schedule's progress becomes it; without, an existing schedule keeps its own and a
     /// new one starts at [`ScheduleState::starting`]`(now_ms)`.

@@ -22,6 +22,7 @@ mod messages;
 mod queues;
 mod schedules;
 mod stats;
+mod topics;
 
 pub use browse::*;
 pub use dead_letters::*;
@@ -33,6 +34,7 @@ pub use messages::*;
 pub use queues::*;
 pub use schedules::*;
 pub use stats::*;
+pub use topics::*;
 
 /// Health answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

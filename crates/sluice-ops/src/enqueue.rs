@@ -79,6 +79,36 @@ impl Ops {
         self.enqueue_outs(&queue, results, keys).await
     }
 
+    /// Stores several enqueues, to one queue or several, in one commit: every message or none
+    /// (a topic's copies). Each is checked as [`Ops::enqueue`] checks one; the answers come
+    /// per enqueue, in order.
+    pub async fn enqueue_together(
+        &self,
+        enqueues: Vec<Enqueue>,
+    ) -> OpsResult<Vec<Vec<EnqueueOut>>> {
+        let mut batches = Vec::with_capacity(enqueues.len());
+        for enqueue in enqueues {
+            batches.push(enqueue.checked().await?);
+        }
+        let keys: Vec<(String, Vec<Option<String>>)> = batches
+            .iter()
+            .map(|batch| {
+                let keys = batch
+                    .messages
+                    .iter()
+                    .map(|m| m.idempotency_key.clone())
+                    .collect();
+                (batch.queue.clone(), keys)
+            })
+            .collect();
+        let results = self.store.message_enqueue_together(batches).await?;
+        let mut outs = Vec::with_capacity(results.len());
+        for (result, (queue, keys)) in results.into_iter().zip(keys) {
+            outs.push(self.enqueue_outs(&queue, result, keys).await?);
+        }
+        Ok(outs)
+    }
+
     /// The answer for each message a store took: where a duplicate's first message is now.
     pub(crate) async fn enqueue_outs(
         &self,

@@ -575,6 +575,32 @@ pub async fn check_next_steps(
     Ok(())
 }
 
+/// With access control on, refuses (403) a caller that may not produce to every one of
+/// `queues`: a topic's publish reaches each of its subscribed queues, taken or not by a filter,
+/// so what a caller may publish does not depend on the message.
+pub async fn check_produce_to(
+    app: &AppState,
+    caller: Option<&Caller>,
+    what: &str,
+    queues: &[&str],
+) -> Result<(), sluice_ops::OpsError> {
+    let Some(caller) = caller else {
+        return Ok(());
+    };
+    for queue in queues {
+        if !allows(app, caller, Need::Produce, Some(queue)).await? {
+            return Err(sluice_ops::OpsError::new(
+                sluice_core::wire::ErrorCode::Forbidden,
+                format!(
+                    "token {:?} may not produce to queue {queue:?}, which the {what} reaches",
+                    caller.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The login routes (public; the form checks the token itself).
 pub fn router() -> axum::Router<AppState> {
     axum::Router::new()

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 use sluice_core::queue::{QueueConfig, validate_queue_name};
-use sluice_core::wire::{QueueSpec, ScheduleSpec, WebhookSpec};
+use sluice_core::wire::{QueueSpec, ScheduleSpec, TopicSpec, WebhookSpec};
 
 use crate::ServeOptions;
 
@@ -35,6 +35,9 @@ pub struct RawConfig {
     /// `[schedules.<name>]`: schedules applied at start (after the queues).
     #[serde(default)]
     pub schedules: BTreeMap<String, ScheduleSpec>,
+    /// `[topics.<name>]`: topics applied at start (after the queues).
+    #[serde(default)]
+    pub topics: BTreeMap<String, TopicSpec>,
     /// `[auth]`: API tokens.
     #[serde(default)]
     pub auth: crate::auth::AuthSpec,
@@ -510,6 +513,8 @@ pub struct Config {
     pub webhooks: Vec<(String, WebhookSpec)>,
     /// Schedules to define at start.
     pub schedules: Vec<(String, ScheduleSpec)>,
+    /// Topics to define at start.
+    pub topics: Vec<(String, TopicSpec)>,
     /// API tokens, read.
     pub auth: std::sync::Arc<crate::auth::Auth>,
     /// Serve a non-loopback address without tokens.
@@ -606,6 +611,7 @@ impl Config {
             queues,
             webhooks: raw.webhooks.into_iter().collect(),
             schedules: raw.schedules.into_iter().collect(),
+            topics: raw.topics.into_iter().collect(),
             auth: std::sync::Arc::new(crate::auth::Auth::load(&raw.auth)?),
             allow_unauthenticated: raw.server.allow_unauthenticated.unwrap_or(false),
             tls: match (raw.server.tls_cert, raw.server.tls_key) {

@@ -32,6 +32,7 @@ mod secrets;
 pub mod sqs;
 pub mod store_open;
 pub mod telemetry;
+pub mod topics;
 pub mod webhooks;
 
 use std::future::Future;
@@ -162,6 +163,7 @@ pub async fn run(
         manual_clock,
         shutdown: shutdown_shared,
         webhooks: Arc::new(webhooks::Registry::default()),
+        topics: Arc::new(topics::Registry::default()),
         push: push.clone(),
         auth: config.auth.clone(),
         sessions: Arc::new(auth::Sessions::new(
@@ -197,6 +199,16 @@ pub async fn run(
         None => None,
     };
     load_webhooks(&state, &config).await?;
+    state.topics.reconcile(
+        store
+            .definition_list(sluice_core::store::DefinitionKind::Topic)
+            .await?,
+    );
+    for (name, spec) in &config.topics {
+        topics::define(&state, name, spec.clone())
+            .await
+            .map_err(|e| format!("[topics.{name}]: {}", e.message))?;
+    }
     for (name, spec) in &config.schedules {
         state
             .ops
@@ -348,6 +360,14 @@ async fn watch_definitions(state: api::AppState, mut changed: tokio::sync::watch
             Ok(stored) => state.webhooks.reconcile(stored),
             // The next change, or the next start, loads them; what is served stays.
             Err(error) => tracing::warn!(%error, "webhook endpoints not reloaded"),
+        }
+        match state
+            .store
+            .definition_list(sluice_core::store::DefinitionKind::Topic)
+            .await
+        {
+            Ok(stored) => state.topics.reconcile(stored),
+            Err(error) => tracing::warn!(%error, "topics not reloaded"),
         }
         state.push.refresh();
     }

@@ -9,3 +9,13 @@ CREATE TABLE schedules (
     last_run_ms    bigint NOT NULL,
     created_at_ms  bigint NOT NULL
 );
+
+-- Definitions of other kinds (topics): the kind, the name and the spec as given (opaque JSON to
+-- the store). Each change is announced on <schema>.config as '<kind>:<name>'.
+CREATE TABLE definitions (
+    kind           text NOT NULL,
+    name           text NOT NULL,
+    spec           text NOT NULL,
+    created_at_ms  bigint NOT NULL,
+    PRIMARY KEY (kind, name)
+);

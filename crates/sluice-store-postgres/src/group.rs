@@ -179,12 +179,35 @@ impl Writers {
         params: AckParams,
         then: Vec<(CachedQueue, EnqueueParams)>,
     ) -> StoreResult<Result<Vec<Vec<Enqueued>>, LeaseError>> {
+        self.together(Some((queue, params)), then).await
+    }
+
+    /// Enqueues several batches in one transaction of its own
+    /// (`Store::message_enqueue_together`): all or none.
+    pub(crate) async fn enqueue_together(
+        &self,
+        batches: Vec<(CachedQueue, EnqueueParams)>,
+    ) -> StoreResult<Vec<Vec<Enqueued>>> {
+        match self.together(None, batches).await? {
+            Ok(answers) => Ok(answers),
+            // No ack, so no lease to be stale.
+            Err(stale) => Err(StoreError::Lease(stale)),
+        }
+    }
+
+    /// An optional ack and enqueues, in one transaction.
+    async fn together(
+        &self,
+        ack: Option<(CachedQueue, AckParams)>,
+        then: Vec<(CachedQueue, EnqueueParams)>,
+    ) -> StoreResult<Result<Vec<Vec<Enqueued>>, LeaseError>> {
         self.database.health().check()?;
         let context = &*self.context;
+        let ack_ref = ack.as_ref().map(|(queue, params)| (queue, params));
         let mut tries = 0;
         let outcome = loop {
             let outcome = on_connection(context, async |client| {
-                ack_then_once(client, context, &queue, &params, &then).await
+                together_once(client, context, ack_ref, &then).await
             })
             .await;
             match outcome {
@@ -198,9 +221,11 @@ impl Writers {
             Err(StoreError::Lease(stale)) => return Ok(Err(stale)),
             Err(error) => return Err(error),
         };
-        context.count(queue.id, |counters| counters.acked += done.acked);
-        if done.wakes {
-            context.notifier.wake(&params.queue);
+        if let (Some(done), Some((queue, params))) = (done, &ack) {
+            context.count(queue.id, |counters| counters.acked += done.acked);
+            if done.wakes {
+                context.notifier.wake(&params.queue);
+            }
         }
         for ((target, batch), enqueued) in then.iter().zip(&answers) {
             let created = enqueued.iter().filter(|e| e.created).count() as u64;
@@ -217,35 +242,43 @@ impl Writers {
     }
 }
 
-/// One try of [`Writers::ack_then`]: an error (a stale receipt as `StoreError::Lease`) rolls
-/// it back.
-async fn ack_then_once(
+/// One try of [`Writers::together`]: lanes locked in order, the ack (if any) fenced by its
+/// receipt, then every batch; any refusal rolls it all back.
+async fn together_once(
     client: &deadpool_postgres::ClientWrapper,
     context: &Context,
-    queue: &CachedQueue,
-    params: &AckParams,
+    ack: Option<(&CachedQueue, &AckParams)>,
     then: &[(CachedQueue, EnqueueParams)],
-) -> StoreResult<(messages::AckDone, Vec<Vec<Enqueued>>)> {
+) -> StoreResult<(Option<messages::AckDone>, Vec<Vec<Enqueued>>)> {
     let lanes = lanes_to_lock(then.iter().map(|(target, batch)| (target, batch)));
     let total = then.iter().map(|(_, batch)| batch.messages.len()).sum();
     client.batch_execute("BEGIN").await.db()?;
-    if queue.config.ordering != sluice_core::queue::Ordering::Unordered {
+    if let Some((queue, params)) = ack
+        && queue.config.ordering != sluice_core::queue::Ordering::Unordered
+    {
         messages::lock_lanes_for_ack(client, &params.receipts).await?;
     }
     messages::lock_lanes_for_enqueue(client, &lanes).await?;
     let seqs = messages::take_seqs(client, total).await?;
-    let mut done = messages::ack_group(
-        client,
-        &context.wake_channel,
-        context.keep_acked,
-        &[(queue, params)],
-    )
-    .await?
-    .pop()
-    .expect("one batch, one answer");
-    if let Some(Err(stale)) = done.answers.first() {
-        return Err(StoreError::Lease(stale.clone()));
-    }
+    let done = match ack {
+        Some((queue, params)) => {
+            let mut done = messages::ack_group(
+                client,
+                &context.wake_channel,
+                context.keep_acked,
+                &[(queue, params)],
+            )
+            .await?
+            .pop()
+            .expect("one batch, one answer");
+            if let Some(Err(stale)) = done.answers.first() {
+                return Err(StoreError::Lease(stale.clone()));
+            }
+            done.answers.truncate(1);
+            Some(done)
+        }
+        None => None,
+    };
     let mut rows = messages::NewRows::default();
     let mut answers = Vec::with_capacity(then.len());
     let mut offset = 0;
@@ -278,7 +311,6 @@ async fn ack_then_once(
             .await?;
     }
     client.batch_execute("COMMIT").await.db()?;
-    done.answers.truncate(1);
     Ok((done, answers))
 }
 

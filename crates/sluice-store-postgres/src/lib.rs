@@ -91,9 +91,10 @@ use sluice_core::notify::Notifier;
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::{
     AckParams, BrowsePage, BrowseQuery, CancelOutcome, Claim, ClaimParams, DeadLetter,
-    DeadLetterQuery, DeadLetterSelection, DeadLetters, EnqueueParams, Enqueued, ExtendParams,
-    GiveBackParams, MessageBody, MessageGetParams, NackParams, QueueInfo, QueuePut, QueuePutParams,
-    Replay, ReplayParams, ScheduleRow, ScheduleState, Store, StoreError, StoreResult,
+    DeadLetterQuery, DeadLetterSelection, DeadLetters, DefinitionKind, EnqueueParams, Enqueued,
+    ExtendParams, GiveBackParams, MessageBody, MessageGetParams, NackParams, QueueInfo, QueuePut,
+    QueuePutParams, Replay, ReplayParams, ScheduleRow, ScheduleState, Store, StoreError,
+    StoreResult,
 };
 use tokio::task::JoinHandle;
 use uuid::Uuid;
@@ -318,6 +319,13 @@ impl Store for PgStore {
         self.ack_then(params, then).await
     }
 
+    async fn message_enqueue_together(
+        &self,
+        batches: Vec<EnqueueParams>,
+    ) -> StoreResult<Vec<Vec<Enqueued>>> {
+        self.enqueue_together(batches).await
+    }
+
     async fn message_nack(&self, params: NackParams) -> StoreResult<NackOutcome> {
         self.nack(params).await
     }
@@ -385,6 +393,24 @@ impl Store for PgStore {
 
     async fn webhook_list(&self) -> StoreResult<Vec<(String, String)>> {
         self.list_webhooks().await
+    }
+
+    async fn definition_put(
+        &self,
+        kind: DefinitionKind,
+        name: &str,
+        spec: String,
+        now_ms: Millis,
+    ) -> StoreResult<()> {
+        self.put_definition(kind, name, spec, now_ms).await
+    }
+
+    async fn definition_delete(&self, kind: DefinitionKind, name: &str) -> StoreResult<bool> {
+        self.delete_definition(kind, name).await
+    }
+
+    async fn definition_list(&self, kind: DefinitionKind) -> StoreResult<Vec<(String, String)>> {
+        self.list_definitions(kind).await
     }
 
     async fn schedule_put(

@@ -435,6 +435,18 @@ impl PgStore {
         self.writers()?.ack_then(queue, params, targets).await
     }
 
+    /// `Store::message_enqueue_together`: every batch in one transaction.
+    pub(crate) async fn enqueue_together(
+        &self,
+        batches: Vec<EnqueueParams>,
+    ) -> StoreResult<Vec<Vec<Enqueued>>> {
+        let mut targets = Vec::with_capacity(batches.len());
+        for batch in batches {
+            targets.push((self.resolve(&batch.queue).await?, batch));
+        }
+        self.writers()?.enqueue_together(targets).await
+    }
+
     /// Records a failed attempt (`Store::message_nack`, §2.4): `rules::failure::decide` on the
     /// attempts read under the row lock; a retry keeps the message its lane's active member;
     /// a dead-letter move (§2.6) takes it to the dead-letter queue, whose lane it joins when

@@ -1,14 +1,75 @@
-//! Schedules: the definition kept as its JSON spec (ops parses it), the progress as
+//! Definitions of other kinds (topics) by kind and name, and schedules: the definition kept as
+//! its JSON spec (ops parses it), the progress as
 //! `ScheduleState`'s JSON with the last run done in `last_run_ms`, which a pass compares
 //! before it advances, so of several nodes passing at once one records the pass.
 
 use sluice_core::Millis;
-use sluice_core::store::{ScheduleRow, ScheduleState, StoreResult};
+use sluice_core::store::{DefinitionKind, ScheduleRow, ScheduleState, StoreResult};
 
 use crate::PgStore;
 use crate::error::Db;
 
 impl PgStore {
+    /// `Store::definition_put`: announced as `<kind>:<name>` on `<schema>.config` in the same
+    /// statement, so every node reloads what it serves.
+    pub(crate) async fn put_definition(
+        &self,
+        kind: DefinitionKind,
+        name: &str,
+        spec: String,
+        now_ms: Millis,
+    ) -> StoreResult<()> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "WITH put AS ( \
+                     INSERT INTO definitions (kind, name, spec, created_at_ms) \
+                     VALUES ($1, $2, $3, $4) \
+                     ON CONFLICT (kind, name) DO UPDATE SET spec = excluded.spec \
+                     RETURNING kind, name) \
+                 SELECT pg_notify($5, kind || ':' || name) FROM put",
+                &[&kind.as_str(), &name, &spec, &now_ms, &self.config_channel],
+            )
+            .await
+            .db()?;
+        Ok(())
+    }
+
+    /// `Store::definition_delete`.
+    pub(crate) async fn delete_definition(
+        &self,
+        kind: DefinitionKind,
+        name: &str,
+    ) -> StoreResult<bool> {
+        let client = self.client().await?;
+        let deleted = client
+            .execute(
+                "WITH deleted AS ( \
+                     DELETE FROM definitions WHERE kind = $1 AND name = $2 RETURNING kind, name) \
+                 SELECT pg_notify($3, kind || ':' || name) FROM deleted",
+                &[&kind.as_str(), &name, &self.config_channel],
+            )
+            .await
+            .db()?;
+        Ok(deleted > 0)
+    }
+
+    /// `Store::definition_list`, by name as Rust orders strings.
+    pub(crate) async fn list_definitions(
+        &self,
+        kind: DefinitionKind,
+    ) -> StoreResult<Vec<(String, String)>> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT name, spec FROM definitions WHERE kind = $1 ORDER BY name COLLATE \"C\"",
+                &[&kind.as_str()],
+            )
+            .await
+            .db()?;
+        Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+    }
+
     /// `Store::schedule_put`.
     pub(crate) async fn put_schedule(
         &self,

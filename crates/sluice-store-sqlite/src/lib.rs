@@ -417,6 +417,13 @@ impl Store for SharedSqliteStore {
         self.ack_then(params, then).await
     }
 
+    async fn message_enqueue_together(
+        &self,
+        batches: Vec<EnqueueParams>,
+    ) -> StoreResult<Vec<Vec<Enqueued>>> {
+        self.enqueue_together(batches).await
+    }
+
     async fn message_nack(&self, params: NackParams) -> StoreResult<NackOutcome> {
         self.nack(params).await
     }
@@ -447,6 +454,30 @@ impl Store for SharedSqliteStore {
 
     async fn webhook_list(&self) -> StoreResult<Vec<(String, String)>> {
         self.list_webhooks().await
+    }
+
+    async fn definition_put(
+        &self,
+        kind: DefinitionKind,
+        name: &str,
+        spec: String,
+        now_ms: Millis,
+    ) -> StoreResult<()> {
+        self.write_schedule(schedules::ScheduleWrite::DefinitionPut {
+            kind: kind.as_str(),
+            name: name.to_owned(),
+            spec,
+            now_ms,
+        })
+        .await
+    }
+
+    async fn definition_delete(&self, kind: DefinitionKind, name: &str) -> StoreResult<bool> {
+        self.delete_definition(kind, name).await
+    }
+
+    async fn definition_list(&self, kind: DefinitionKind) -> StoreResult<Vec<(String, String)>> {
+        self.list_definitions(kind).await
     }
 
     async fn schedule_put(

@@ -244,53 +244,15 @@ impl SharedSqliteStore {
         };
         let sent = {
             let mut index = store.index.lock();
-            let mut targets = Vec::with_capacity(then.len());
-            let mut refusal = None;
-            for batch in &then {
-                let Some(config) = index.queue_config(&batch.queue) else {
-                    refusal = Some(StoreError::QueueNotFound(batch.queue.clone()));
-                    break;
-                };
-                let name = index.queue_name(&batch.queue).expect("config found");
-                let count = batch.messages.len() as u64;
-                if let Some(max_depth) = config.max_depth {
-                    if let Err(depth) = index.reserve(&batch.queue, count) {
-                        let drain_rate = index.ack_rate(&batch.queue, params.now_ms);
-                        refusal = Some(StoreError::QueueFull {
-                            queue: batch.queue.clone(),
-                            depth,
-                            max_depth,
-                            refused: count,
-                            retry_after_s: retry_after_s(count, drain_rate),
-                        });
-                        break;
-                    }
-                    reserved.push((name.clone(), count));
-                }
-                targets.push((name, config.dedup_window_ms));
-            }
+            let refusal = reserve_batches(&mut index, &then, params.now_ms, &mut reserved).err();
             let acked = match refusal {
                 Some(error) => Err(error),
                 None => store.ack_in_index(&mut index, &mut params),
             };
             match acked {
                 Ok((_, Some((ack, acked)))) => {
-                    let mut ops = vec![ack];
-                    let mut waits = Vec::with_capacity(then.len());
-                    for ((batch, (queue, dedup_window_ms)), charge) in
-                        then.into_iter().zip(targets).zip(charges)
-                    {
-                        let (reply, wait) = oneshot::channel();
-                        ops.push(WriteOp::Enqueue {
-                            queue,
-                            dedup_window_ms,
-                            now_ms: batch.now_ms,
-                            messages: batch.messages,
-                            reply,
-                            charge,
-                        });
-                        waits.push(wait);
-                    }
+                    let (mut ops, waits) = enqueue_ops(&index, then, charges);
+                    ops.insert(0, ack);
                     store
                         .send(WriteOp::Together(ops))
                         .map(|()| Ok((acked, waits)))
@@ -321,6 +283,51 @@ impl SharedSqliteStore {
         release(&reserved);
         outcome
     }
+
+    /// Enqueues several batches, to one queue or several, in one commit: every message is
+    /// stored or none is (a topic's copies).
+    pub(crate) async fn enqueue_together(
+        &self,
+        batches: Vec<EnqueueParams>,
+    ) -> StoreResult<Vec<Vec<Enqueued>>> {
+        let store = &self.0;
+        if let Some(refused) = store.health.refusal(true) {
+            return Err(refused);
+        }
+        let charges = batches
+            .iter()
+            .map(|batch| store.inbox.charge(&batch.messages))
+            .collect::<StoreResult<Vec<_>>>()?;
+        let mut reserved: Vec<(Arc<str>, u64)> = Vec::new();
+        let sent = {
+            let mut index = store.index.lock();
+            let now_ms = batches.first().map_or(0, |batch| batch.now_ms);
+            reserve_batches(&mut index, &batches, now_ms, &mut reserved).and_then(|()| {
+                let (ops, waits) = enqueue_ops(&index, batches, charges);
+                store.send(WriteOp::Together(ops)).map(|()| waits)
+            })
+        };
+        let outcome = match sent {
+            Ok(waits) => {
+                let mut answers = Vec::with_capacity(waits.len());
+                let mut outcome = Ok(());
+                for wait in waits {
+                    match SqliteStore::wait(wait).await {
+                        Ok(results) => answers.push(results),
+                        Err(error) => outcome = outcome.and(Err(error)),
+                    }
+                }
+                outcome.map(|()| answers)
+            }
+            Err(error) => Err(error),
+        };
+        let mut index = store.index.lock();
+        for (queue, count) in &reserved {
+            index.release(queue, *count);
+        }
+        outcome
+    }
+
     /// Fails an attempt: the index decides between a retry and the dead-letter queue.
     pub(crate) async fn nack(&self, params: NackParams) -> StoreResult<NackOutcome> {
         let store = &self.0;
@@ -458,4 +465,70 @@ impl SqliteStore {
         };
         Ok((results, Some((op, wait))))
     }
+}
+
+/// Checks that every batch's queue exists and reserves room under each `max_depth` (noted in
+/// `reserved`, for the caller to release once the batches are stored or failed); the first
+/// refusal ends it.
+fn reserve_batches(
+    index: &mut sluice_core::dispatch::Index,
+    batches: &[EnqueueParams],
+    now_ms: Millis,
+    reserved: &mut Vec<(Arc<str>, u64)>,
+) -> StoreResult<()> {
+    for batch in batches {
+        let config = index
+            .queue_config(&batch.queue)
+            .ok_or_else(|| StoreError::QueueNotFound(batch.queue.clone()))?;
+        let count = batch.messages.len() as u64;
+        if let Some(max_depth) = config.max_depth {
+            if let Err(depth) = index.reserve(&batch.queue, count) {
+                let drain_rate = index.ack_rate(&batch.queue, now_ms);
+                return Err(StoreError::QueueFull {
+                    queue: batch.queue.clone(),
+                    depth,
+                    max_depth,
+                    refused: count,
+                    retry_after_s: retry_after_s(count, drain_rate),
+                });
+            }
+            let name = index.queue_name(&batch.queue).expect("config found");
+            reserved.push((name, count));
+        }
+    }
+    Ok(())
+}
+
+/// One writer op per batch (their queues checked by [`reserve_batches`]), and the answers to
+/// wait for.
+#[allow(clippy::type_complexity)]
+fn enqueue_ops(
+    index: &sluice_core::dispatch::Index,
+    batches: Vec<EnqueueParams>,
+    charges: Vec<crate::inbox::Charge>,
+) -> (
+    Vec<WriteOp>,
+    Vec<oneshot::Receiver<StoreResult<Vec<Enqueued>>>>,
+) {
+    let mut ops = Vec::with_capacity(batches.len() + 1);
+    let mut waits = Vec::with_capacity(batches.len());
+    for (batch, charge) in batches.into_iter().zip(charges) {
+        let queue = index
+            .queue_name(&batch.queue)
+            .expect("checked by reserve_batches");
+        let dedup_window_ms = index
+            .queue_config(&batch.queue)
+            .map_or(0, |config| config.dedup_window_ms);
+        let (reply, wait) = oneshot::channel();
+        ops.push(WriteOp::Enqueue {
+            queue,
+            dedup_window_ms,
+            now_ms: batch.now_ms,
+            messages: batch.messages,
+            reply,
+            charge,
+        });
+        waits.push(wait);
+    }
+    (ops, waits)
 }

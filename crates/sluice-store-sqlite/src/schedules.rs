@@ -1,18 +1,30 @@
-//! Schedules: the definition kept as its JSON spec (ops parses it) and the progress as
+//! Definitions of other kinds (topics), kept as their JSON spec by kind and name, and
+//! schedules: the definition kept as its JSON spec (ops parses it) and the progress as
 //! `ScheduleState`'s JSON, with the last run done in a column of its own for the compare a
 //! pass advances from.
 
 use rusqlite::{OptionalExtension, params};
 use sluice_core::Millis;
-use sluice_core::store::{ScheduleRow, ScheduleState, StoreResult};
+use sluice_core::store::{DefinitionKind, ScheduleRow, ScheduleState, StoreResult};
 use tokio::sync::oneshot;
 
 use crate::writer::WriteOp;
 use crate::{SharedSqliteStore, SqliteStore};
 
-/// A change to the `schedules` table, applied by the writer.
+/// A change to the `schedules` or `definitions` table, applied by the writer.
 #[derive(Debug)]
 pub(crate) enum ScheduleWrite {
+    /// A definition of another kind, defined or replaced.
+    DefinitionPut {
+        kind: &'static str,
+        name: String,
+        spec: String,
+        now_ms: Millis,
+    },
+    DefinitionDelete {
+        kind: &'static str,
+        name: String,
+    },
     /// Define or replace; `state` replaces the progress when given (a new row starts at
     /// `now_ms` otherwise).
     Put {
@@ -35,6 +47,22 @@ pub(crate) enum ScheduleWrite {
 /// Applies one change inside the writer's transaction.
 pub(crate) fn apply(tx: &rusqlite::Transaction<'_>, write: &ScheduleWrite) -> rusqlite::Result<()> {
     match write {
+        ScheduleWrite::DefinitionPut {
+            kind,
+            name,
+            spec,
+            now_ms,
+        } => {
+            tx.prepare_cached(
+                "INSERT INTO definitions (kind, name, spec, created_at) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (kind, name) DO UPDATE SET spec = excluded.spec",
+            )?
+            .execute(params![kind, name, spec, now_ms])?;
+        }
+        ScheduleWrite::DefinitionDelete { kind, name } => {
+            tx.prepare_cached("DELETE FROM definitions WHERE kind = ?1 AND name = ?2")?
+                .execute(params![kind, name])?;
+        }
         ScheduleWrite::Put {
             name,
             spec,
@@ -112,6 +140,45 @@ impl SharedSqliteStore {
             return Ok(false);
         }
         self.write_schedule(ScheduleWrite::Delete {
+            name: name.to_owned(),
+        })
+        .await?;
+        Ok(true)
+    }
+
+    /// Every definition of `kind` as `(name, spec)`, by name.
+    pub(crate) async fn list_definitions(
+        &self,
+        kind: DefinitionKind,
+    ) -> StoreResult<Vec<(String, String)>> {
+        self.0
+            .read(move |conn| {
+                let mut statement = conn.prepare_cached(
+                    "SELECT name, spec FROM definitions WHERE kind = ?1 ORDER BY name",
+                )?;
+                let rows =
+                    statement.query_map([kind.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))?;
+                rows.collect()
+            })
+            .await
+    }
+
+    /// Deletes a definition; false when there was none.
+    pub(crate) async fn delete_definition(
+        &self,
+        kind: DefinitionKind,
+        name: &str,
+    ) -> StoreResult<bool> {
+        let exists = self
+            .list_definitions(kind)
+            .await?
+            .iter()
+            .any(|(existing, _)| existing == name);
+        if !exists {
+            return Ok(false);
+        }
+        self.write_schedule(ScheduleWrite::DefinitionDelete {
+            kind: kind.as_str(),
             name: name.to_owned(),
         })
         .await?;

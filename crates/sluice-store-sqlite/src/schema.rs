@@ -100,7 +100,8 @@ UPDATE messages SET first_visible_at = visible_at
  WHERE state = 0 AND attempts = 0 AND visible_at > enqueued_at;
 ";
 
-/// Version 7: schedules, their definition (`spec`, JSON as given) and progress (`state`,
+/// Version 7: definitions of other kinds (`definitions`: topics; the kind, the name, the spec
+/// as given), and schedules, their definition (`spec`, JSON as given) and progress (`state`,
 /// `sluice_core::stored::ScheduleState`), with the last run done also in `last_run` so that a
 /// pass advances a schedule only from where it read it.
 const MIGRATION_7: &str = "
@@ -110,6 +111,13 @@ CREATE TABLE IF NOT EXISTS schedules (
     state       TEXT NOT NULL,
     last_run    INTEGER NOT NULL,
     created_at  INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS definitions (
+    kind        TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    spec        TEXT NOT NULL,
+    created_at  INTEGER NOT NULL,
+    PRIMARY KEY (kind, name)
 );
 ";
 

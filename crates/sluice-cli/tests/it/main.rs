@@ -56,6 +56,7 @@ mod stats;
 mod status;
 mod store_config;
 mod tls;
+mod topics;
 mod tracing;
 mod visibility;
 mod webhook_senders;

@@ -139,7 +139,7 @@ fn parse_enqueue(body: &[u8]) -> Result<(Vec<MessageIn>, bool), ApiError> {
 
 /// One message's body as the API takes it (JSON as `body`, bytes as `body_base64`), decoded;
 /// the rest of the message is checked by [`sluice_ops::Enqueue::add`].
-pub(super) fn message_request(input: MessageIn, prefix: &str) -> Result<MessageRequest, ApiError> {
+pub(crate) fn message_request(input: MessageIn, prefix: &str) -> Result<MessageRequest, ApiError> {
     let invalid =
         |field: &str, why: String| ApiError::invalid_field(format!("{prefix}{field}: {why}"));
     let body = match (input.body, input.body_base64) {

@@ -14,6 +14,7 @@ pub(crate) mod queues;
 pub(crate) mod route;
 pub mod schedules;
 mod test_clock;
+pub mod topics;
 pub mod webhooks;
 
 use std::sync::{Arc, LazyLock};
@@ -72,6 +73,8 @@ pub struct Shared {
     pub shutdown: Arc<tokio_util::sync::CancellationToken>,
     /// Webhook endpoints served at `/hooks/{name}`.
     pub webhooks: Arc<crate::webhooks::Registry>,
+    /// Topics served at `/v1/topics/{name}`.
+    pub topics: Arc<crate::topics::Registry>,
     /// Where jq expressions run (webhooks; push transforms have their own handle).
     pub expr: Arc<crate::expr::ExprPool>,
     /// Push workers (for their stats, and to wake them when a queue changes).
@@ -186,6 +189,7 @@ pub(crate) fn routes(test_clock: bool) -> Routes {
         .merge(delivery::routes())
         .merge(webhooks::routes())
         .merge(schedules::routes())
+        .merge(topics::routes())
         .merge(history::routes())
         .merge(crate::webhooks::ingress::routes())
         .merge(health::routes())
@@ -296,6 +300,11 @@ mod tests {
             ("/v1/schedules/{name}", "delete"),
             ("/v1/schedules/{name}/pause", "post"),
             ("/v1/schedules/{name}/resume", "post"),
+            ("/v1/topics", "get"),
+            ("/v1/topics/{name}", "get"),
+            ("/v1/topics/{name}", "put"),
+            ("/v1/topics/{name}", "delete"),
+            ("/v1/topics/{name}/messages", "post"),
             ("/hooks/{name}", "post"),
             ("/v1/openapi.json", "get"),
             ("/healthz", "get"),
@@ -309,7 +318,7 @@ mod tests {
         }
         assert_eq!(
             doc["paths"].as_object().unwrap().len(),
-            35,
+            38,
             "a route was added: list it above"
         );
         for schema in ["MessageIn", "ReceivedMessage", "QueueSpec", "ErrorBody"] {
