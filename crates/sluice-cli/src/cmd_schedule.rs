@@ -17,7 +17,7 @@ pub enum ScheduleCommand {
     ///
     /// Each run enqueues BODY into --queue, at the times of --cron (in --timezone) or every
     /// --every. A replaced schedule keeps where it stands unless its timing changes.
-    Set(SetArgs),
+    Set(Box<SetArgs>),
     /// List every schedule with its next and last run.
     List,
     /// Show one schedule: its definition, next and last run, counts and last error.
@@ -92,7 +92,7 @@ pub async fn run(client: &Client, command: ScheduleCommand, json: bool) -> anyho
     match command {
         ScheduleCommand::Set(args) => {
             let name = args.name.clone();
-            let out = client.schedule_put(&name, &spec(args)?).await?;
+            let out = client.schedule_put(&name, &spec(*args)?).await?;
             if json {
                 return output::json(&out);
             }

@@ -206,6 +206,7 @@ macro_rules! store_conformance {
             schedules_keep_their_progress_across_redefinitions,
             a_pass_advances_a_schedule_only_from_the_run_it_read,
             an_ack_enqueues_its_next_steps_in_the_same_commit,
+            batches_enqueued_together_are_stored_all_or_none,
         );
     };
     // Bring-up only: a backend that does not yet pass every case runs the cases it lists. The

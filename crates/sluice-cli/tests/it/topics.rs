@@ -345,7 +345,9 @@ async fn a_sigkill_among_publishes_leaves_all_copies_or_none() {
                 }
                 let sent = client.post(&url).json(&json!({"body": n})).send().await;
                 match sent {
-                    Ok(response) if response.status().is_success() => answered.lock().unwrap().push(n),
+                    Ok(response) if response.status().is_success() => {
+                        answered.lock().unwrap().push(n)
+                    }
                     _ => return,
                 }
             }

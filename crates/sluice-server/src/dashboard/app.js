@@ -992,11 +992,12 @@ async function schedulesPage(root) {
       : 'never') },
     { label: 'Runs', num: true, cell: (s) => h('span', { 'data-field': 'runs' }, fmtNum(s.runs)) },
     { label: 'Skipped runs', num: true, cell: (s) => h('span', { 'data-field': 'skipped' }, fmtNum(s.skipped_runs)) },
-    { label: 'State', cell: (s) => [
+    // One element: on a narrow screen each cell is a label and a value side by side.
+    { label: 'State', cell: (s) => h('span', {},
       s.paused ? h('span', { class: 'badge paused', 'data-field': 'state' }, 'paused')
         : s.last_error ? h('span', { class: 'badge bad', 'data-field': 'state' }, 'failing')
           : h('span', { class: 'badge ok', 'data-field': 'state' }, 'active'),
-      s.last_error ? h('span', { class: 'last-error', 'data-field': 'error' }, s.last_error) : null] },
+      s.last_error ? h('span', { class: 'last-error', 'data-field': 'error' }, s.last_error) : null) },
     { label: '', cell: button },
   ], (s) => s.name, 'No schedules. Define one with PUT /v1/schedules/{name} or `sluice schedule set`.',
   (s) => ({ 'data-row': s.name }));

@@ -111,3 +111,71 @@ pub async fn an_ack_enqueues_its_next_steps_in_the_same_commit(h: Harness) {
     assert_eq!(bodies(&claim.messages), ["earlier", "next"]);
     store.close().await.unwrap();
 }
+
+/// Batches enqueued together (a topic's copies) are one change: a refused batch (its queue
+/// full or missing) stores none of the others; accepted ones are answered per batch as alone
+/// (a key already seen in a queue answers with its first message) and delivered from each
+/// queue on its own.
+pub async fn batches_enqueued_together_are_stored_all_or_none(h: Harness) {
+    h.queue("a", |_| {}).await;
+    h.queue("b", |_| {}).await;
+    h.queue("full", |c| c.max_depth = Some(1)).await;
+    h.send("full", &["occupant"]).await;
+    let batch = |queue: &str, body: &str, id: Option<&str>| EnqueueParams {
+        queue: queue.into(),
+        messages: vec![NewMessage {
+            idempotency_key: id.map(str::to_owned),
+            ..h.message(body)
+        }],
+        now_ms: h.now(),
+    };
+    let refused = h
+        .store
+        .message_enqueue_together(vec![batch("a", "x", None), batch("full", "x", None)])
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::QueueFull { .. })),
+        "{refused:?}"
+    );
+    let missing = h
+        .store
+        .message_enqueue_together(vec![batch("a", "x", None), batch("nowhere", "x", None)])
+        .await;
+    assert!(
+        matches!(missing, Err(StoreError::QueueNotFound(_))),
+        "{missing:?}"
+    );
+    assert_eq!(
+        h.store.queue_get("a", h.now()).await.unwrap().depth.ready,
+        0
+    );
+
+    let stored = h
+        .store
+        .message_enqueue_together(vec![
+            batch("a", "copy", Some("k")),
+            batch("b", "copy", Some("k")),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), 2);
+    assert!(
+        stored
+            .iter()
+            .all(|answer| answer.len() == 1 && answer[0].created)
+    );
+    let again = h
+        .store
+        .message_enqueue_together(vec![
+            batch("a", "copy", Some("k")),
+            batch("b", "copy", Some("k")),
+        ])
+        .await
+        .unwrap();
+    for (first, second) in stored.iter().zip(&again) {
+        assert!(!second[0].created);
+        assert_eq!(first[0].message_id, second[0].message_id);
+    }
+    assert_eq!(h.claim_bodies("a", 10).await, ["copy"]);
+    assert_eq!(h.claim_bodies("b", 10).await, ["copy"]);
+}
