@@ -61,6 +61,12 @@ async fn metrics(State(state): State<AppState>) -> Response {
             .iter()
             .map(|endpoint| (endpoint.name.clone(), endpoint.stats.out()))
             .collect(),
+        topics: state
+            .topics
+            .list()
+            .iter()
+            .map(|topic| (topic.name.clone(), topic.stats.out()))
+            .collect(),
         push: state.push.metrics(),
         storage: state.store.storage_metrics(),
         expressions: ExprCounts::of(state.expr.metrics()),
@@ -84,6 +90,8 @@ struct Snapshot {
     queues: Vec<QueueInfo>,
     /// By endpoint name.
     webhooks: Vec<(String, WebhookStatsOut)>,
+    /// By topic name.
+    topics: Vec<(String, sluice_core::wire::TopicStatsOut)>,
     push: Vec<PushMetrics>,
     expressions: ExprCounts,
     storage: StorageMetrics,
@@ -174,6 +182,7 @@ impl Collector for Snapshot {
         info.encode_info(&[("version", env!("CARGO_PKG_VERSION"))])?;
         self.encode_queues(&mut encoder)?;
         self.encode_webhooks(&mut encoder)?;
+        self.encode_topics(&mut encoder)?;
         self.encode_push(&mut encoder)?;
         self.encode_expressions(&mut encoder)?;
         self.encode_storage(&mut encoder)?;
@@ -304,6 +313,36 @@ impl Snapshot {
                         ("reason", reason.as_str()),
                     ])?
                     .encode_counter::<NoLabelSet, _, u64>(value, None)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn encode_topics(&self, encoder: &mut DescriptorEncoder) -> Fmt {
+        let mut published = counter(
+            encoder,
+            "sluice_topic_published",
+            "Messages published to a topic on this node (duplicates included).",
+        )?;
+        for (topic, stats) in &self.topics {
+            published
+                .encode_family(&[("topic", topic.as_str())])?
+                .encode_counter::<NoLabelSet, _, u64>(&stats.published, None)?;
+        }
+        let mut copies = counter(
+            encoder,
+            "sluice_topic_copies",
+            "Copies of a topic's messages by outcome: stored (in a subscribed queue), duplicate (the publish's idempotency key was seen), filtered (a subscription's filter dropped the message).",
+        )?;
+        for (topic, stats) in &self.topics {
+            for (outcome, value) in [
+                ("stored", stats.copies),
+                ("duplicate", stats.duplicates),
+                ("filtered", stats.filtered),
+            ] {
+                copies
+                    .encode_family(&[("topic", topic.as_str()), ("outcome", outcome)])?
+                    .encode_counter::<NoLabelSet, _, u64>(&value, None)?;
             }
         }
         Ok(())
@@ -690,6 +729,15 @@ mod tests {
                 dead_letter_depth: Some(4),
                 is_push_paused: false,
             }],
+            topics: vec![(
+                "orders".into(),
+                sluice_core::wire::TopicStatsOut {
+                    published: 5,
+                    copies: 8,
+                    filtered: 2,
+                    duplicates: 1,
+                },
+            )],
             webhooks: vec![(
                 "github".into(),
                 WebhookStatsOut {
@@ -910,6 +958,14 @@ mod tests {
         assert!(text.contains(
             r#"sluice_webhook_requests_total{endpoint="github",outcome="rejected",reason="signature_mismatch"} 1"#
         ));
+        for line in [
+            r#"sluice_topic_published_total{topic="orders"} 5"#,
+            r#"sluice_topic_copies_total{topic="orders",outcome="stored"} 8"#,
+            r#"sluice_topic_copies_total{topic="orders",outcome="duplicate"} 1"#,
+            r#"sluice_topic_copies_total{topic="orders",outcome="filtered"} 2"#,
+        ] {
+            assert!(text.contains(line), "{line} missing:\n{text}");
+        }
     }
 
     #[test]
