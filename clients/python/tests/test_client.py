@@ -25,6 +25,8 @@ from sluice_client import (
     ScheduleSpec,
     SecretRef,
     SluiceError,
+    SubscriptionSpec,
+    TopicSpec,
     VerifySpec,
     WebhookSpec,
     models,
@@ -76,6 +78,8 @@ def test_models_match_the_servers_openapi_document(client: Client) -> None:
         "BackoffSpec",
         "ScheduleSpec",
         "ScheduleMessage",
+        "TopicSpec",
+        "SubscriptionSpec",
     ):
         cls = getattr(specs, name)
         fields = {field.name for field in dataclasses.fields(cls)}
@@ -112,6 +116,8 @@ def test_every_route_of_the_document_has_a_client_method(client: Client) -> None
         "schedule_list": "list_schedules", "schedule_get": "get_schedule",
         "schedule_put": "put_schedule", "schedule_delete": "delete_schedule",
         "schedule_pause": "pause_schedule", "schedule_resume": "resume_schedule",
+        "topic_list": "list_topics", "topic_get": "get_topic", "topic_put": "put_topic",
+        "topic_delete": "delete_topic", "topic_publish": "publish",
     }  # fmt: skip
     assert operations - {"webhook_receive"} == set(covered)
     for method in covered.values():
@@ -329,6 +335,72 @@ def test_the_async_client_manages_schedules(sluice_server: SluiceServer) -> None
             with pytest.raises(SluiceError) as gone:
                 await client.get_schedule(name)
             assert gone.value.code == "schedule_not_found"
+
+    asyncio.run(run())
+
+
+def test_topics_round_trip(client: Client) -> None:
+    every, big, topic = unique("topic-all"), unique("topic-big"), unique("topic")
+    client.put_queue(every)
+    client.put_queue(big)
+    spec = TopicSpec(
+        subscriptions=[SubscriptionSpec(queue=every), SubscriptionSpec(big, filter=".body.n > 1")]
+    )
+    put = client.put_topic(topic, spec)
+    assert put.created and put.topic.name == topic and put.topic.spec == spec
+    assert any(shown.name == topic for shown in client.list_topics())
+
+    small = client.publish(topic, {"n": 1})
+    assert [(c.queue, c.created) for c in small.copies] == [(every, True)]
+    first = client.publish(topic, {"n": 2}, id="order-2", headers={"h": "v"})
+    assert [(c.queue, c.created) for c in first.copies] == [(every, True), (big, True)]
+    again = client.publish(topic, {"n": 2}, id="order-2", headers={"h": "v"})
+    assert again.copies == [dataclasses.replace(c, created=False) for c in first.copies]
+
+    stats = client.get_topic(topic).stats
+    assert stats == models.TopicStatsOut(published=3, copies=3, filtered=1, duplicates=2)
+
+    from_every = client.receive(every, 10)
+    assert {m.message_id for m in from_every} == {
+        small.copies[0].message_id,
+        first.copies[0].message_id,
+    }
+    assert sorted(m.body["n"] for m in from_every) == [1, 2]
+    from_big = client.receive(big, 10)
+    assert [(m.message_id, m.body) for m in from_big] == [(first.copies[1].message_id, {"n": 2})]
+    assert from_big[0].headers["h"] == "v"
+
+    assert client.delete_topic(topic).deleted is True
+    with pytest.raises(SluiceError) as gone:
+        client.get_topic(topic)
+    assert (gone.value.status, gone.value.code) == (404, "topic_not_found")
+
+
+def test_the_async_client_manages_topics(sluice_server: SluiceServer) -> None:
+    async def run() -> None:
+        async with AsyncClient(sluice_server.url) as client:
+            every, big, topic = unique("async-all"), unique("async-big"), unique("async-topic")
+            await client.put_queue(every)
+            await client.put_queue(big)
+            subscriptions = [SubscriptionSpec(every), SubscriptionSpec(big, ".body.n > 1")]
+            assert (await client.put_topic(topic, TopicSpec(subscriptions))).created
+            assert any(shown.name == topic for shown in await client.list_topics())
+            assert len((await client.publish(topic, {"n": 1})).copies) == 1
+            first = await client.publish(topic, {"n": 2}, id="order-2")
+            assert [c.created for c in first.copies] == [True, True]
+            again = await client.publish_message(topic, MessageIn(body={"n": 2}, id="order-2"))
+            assert [(c.message_id, c.created) for c in again.copies] == [
+                (c.message_id, False) for c in first.copies
+            ]
+            stats = (await client.get_topic(topic)).stats
+            assert (stats.published, stats.copies, stats.filtered, stats.duplicates) == (3, 3, 1, 2)
+            assert len(await client.receive(every, 10)) == 2
+            received = await client.receive(big, 10)
+            assert [m.message_id for m in received] == [first.copies[1].message_id]
+            assert (await client.delete_topic(topic)).deleted is True
+            with pytest.raises(SluiceError) as gone:
+                await client.get_topic(topic)
+            assert gone.value.code == "topic_not_found"
 
     asyncio.run(run())
 

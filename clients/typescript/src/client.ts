@@ -443,6 +443,47 @@ export class SluiceClient {
     return this.#call("DELETE", schedulePath(name), undefined, options);
   }
 
+  // Topics (admin; publishing needs a token that may produce to every subscribed queue).
+
+  /** `GET /v1/topics`: every topic, by name, with its counts. */
+  listTopics(options?: CallOptions): Promise<wire.TopicListOut> {
+    return this.#call("GET", "/v1/topics", undefined, options);
+  }
+
+  /** `GET /v1/topics/{name}`: the definition and its counts since the server started. */
+  getTopic(name: string, options?: CallOptions): Promise<wire.TopicOut> {
+    return this.#call("GET", topicPath(name), undefined, options);
+  }
+
+  /**
+   * `PUT /v1/topics/{name}`: defines or replaces a topic (a replaced topic's counts start
+   * again). Each subscription's queue must exist; its `filter` is a jq expression over
+   * `{body, headers, key, priority}` (without one, the queue takes every message).
+   */
+  putTopic(name: string, spec: wire.TopicSpec, options?: CallOptions) {
+    return this.#call<wire.TopicPutOut>("PUT", topicPath(name), spec, options);
+  }
+
+  /** `DELETE /v1/topics/{name}`: the topic goes; its queues and their messages stay. */
+  deleteTopic(name: string, options?: CallOptions): Promise<wire.TopicDeleteOut> {
+    return this.#call("DELETE", topicPath(name), undefined, options);
+  }
+
+  /**
+   * `POST /v1/topics/{name}/messages`: one copy of the message in each subscribed queue whose
+   * filter takes it, all stored in one commit before it resolves (or none, on any refusal).
+   * `copies` lists them in the topic's order (empty when no filter took the message); an `id`
+   * (idempotency key) published again answers the first copies with `created: false`.
+   */
+  publish(topic: string, message: wire.MessageIn, options?: CallOptions) {
+    return this.#call<wire.TopicPublishOut>(
+      "POST",
+      `${topicPath(topic)}/messages`,
+      message,
+      options,
+    );
+  }
+
   /**
    * One request. `longPollMs` is added to the timeout, so a long poll is not cut short by it.
    * Every failure becomes a {@link SluiceError}: an answer by its JSON error body, no answer
@@ -523,6 +564,10 @@ function q(queue: string): string {
 
 function schedulePath(name: string): string {
   return `/v1/schedules/${enc(name)}`;
+}
+
+function topicPath(name: string): string {
+  return `/v1/topics/${enc(name)}`;
 }
 
 function search(params: Record<string, string | number | undefined>): string {

@@ -1,7 +1,8 @@
 /**
  * The HTTP client against real servers: the token (option and SLUICE_TOKEN), SLUICE_URL, and
  * errors as SluiceError with the server's status, code, details and Retry-After; no answer at
- * all as status 0 with code `network` or `timeout`; schedule administration, with a real run.
+ * all as status 0 with code `network` or `timeout`; schedule administration, with a real run;
+ * topics: a filtered, idempotent publish, its counts and its copies.
  */
 import { randomBytes } from "node:crypto";
 import { createServer } from "node:http";
@@ -219,6 +220,55 @@ describe.skipIf(sluiceUrl === "")("schedules", () => {
     expect(await client.deleteSchedule(schedule)).toEqual({ deleted: true });
     const error = await failure(client.getSchedule(schedule));
     expect(error).toMatchObject({ status: 404, code: "schedule_not_found" });
+  });
+});
+
+describe.skipIf(sluiceUrl === "")("topics", () => {
+  const client = new SluiceClient({ url: sluiceUrl });
+
+  it("define, publish with a filter and an idempotency key, counts, receive, delete", async () => {
+    const all = name();
+    const big = name();
+    const topic = name();
+    await client.putQueue(all);
+    await client.putQueue(big);
+    const put = await client.putTopic(topic, {
+      subscriptions: [{ queue: all }, { queue: big, filter: ".body.n > 1" }],
+    });
+    expect(put).toMatchObject({ created: true, topic: { name: topic } });
+    expect(put.topic.spec.subscriptions).toEqual([
+      { queue: all },
+      { queue: big, filter: ".body.n > 1" },
+    ]);
+    const { topics } = await client.listTopics();
+    expect(topics.map((t) => t.name)).toContain(topic);
+
+    const small = await client.publish(topic, { body: { n: 1 } });
+    expect(small.copies).toEqual([{ queue: all, message_id: expect.any(String), created: true }]);
+    const first = await client.publish(topic, { body: { n: 2 }, id: "order-2" });
+    expect(first.copies.map((c) => [c.queue, c.created])).toEqual([
+      [all, true],
+      [big, true],
+    ]);
+    const again = await client.publish(topic, { body: { n: 2 }, id: "order-2" });
+    expect(again.copies).toEqual(first.copies.map((c) => ({ ...c, created: false })));
+
+    const shown = await client.getTopic(topic);
+    expect(shown.stats).toEqual({ published: 3, copies: 3, filtered: 1, duplicates: 2 });
+
+    const fromAll = (await client.receive(all, { max: 10 })).messages;
+    expect(fromAll.map((m) => m.message_id).sort()).toEqual(
+      [small.copies[0]?.message_id, first.copies[0]?.message_id].sort(),
+    );
+    expect(fromAll.map((m) => m.body)).toEqual(expect.arrayContaining([{ n: 1 }, { n: 2 }]));
+    const fromBig = (await client.receive(big, { max: 10 })).messages;
+    expect(fromBig.map((m) => [m.message_id, m.body])).toEqual([
+      [first.copies[1]?.message_id, { n: 2 }],
+    ]);
+
+    expect(await client.deleteTopic(topic)).toEqual({ deleted: true });
+    const error = await failure(client.getTopic(topic));
+    expect(error).toMatchObject({ status: 404, code: "topic_not_found" });
   });
 });
 

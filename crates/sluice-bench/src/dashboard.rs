@@ -13,7 +13,9 @@
 //!   URL (`state=S&limit=50`; the other tabs show only the counts of that answer);
 //! - dead letters `#/dlq/Q`: `GET /v1/queues/Q/dlq?limit=50`;
 //! - message `#/message/Q/ID`: `GET /v1/queues/Q/messages/ID` and `.../body`;
-//! - webhooks `#/webhooks`: `GET /v1/webhooks`, after the sampler's answer.
+//! - webhooks `#/webhooks`: `GET /v1/webhooks`, after the sampler's answer;
+//! - schedules `#/schedules`: `GET /v1/schedules` (again at each poll while open);
+//! - topics `#/topics`: `GET /v1/topics` (again at each poll while open).
 //!
 //! Besides, "Load more" on the ready tab deep in the queue: one `browse` page from a cursor
 //! about halfway in, reached by paging through the queue beforehand.
@@ -24,9 +26,10 @@
 //! server time per page view.
 //!
 //! `sluice_client` has no methods for the browsing routes or the webhook list, so the page
-//! views speak plain HTTP, as the browser does; filling and setting up the queue go through the
-//! client. Every loop is bounded by a count and by the time limit, and the scenario stops at the
-//! first failure, keeping what it measured so far.
+//! views speak plain HTTP, as the browser does (the schedule and topic lists too, to be timed
+//! alike); filling and setting up the queue go through the client. Every loop is bounded by a
+//! count and by the time limit, and the scenario stops at the first failure, keeping what it
+//! measured so far.
 
 use std::time::{Duration, Instant};
 
@@ -479,6 +482,14 @@ async fn steps(
         vec![queues.clone(), "/v1/webhooks".into()],
         fixed(vec![queues.clone(), "/v1/webhooks".into()]),
     ));
+    for (name, list) in [("schedules", "/v1/schedules"), ("topics", "/v1/topics")] {
+        plans.push(Plan::new(
+            name,
+            format!("#/{name}"),
+            vec![queues.clone(), list.into()],
+            fixed(vec![queues.clone(), list.into()]),
+        ));
+    }
     // One request first, so that the first view does not pay for the connection.
     get_json::<serde_json::Value>(&http, &base, "/healthz").await?;
     let cpu_before = CpuSample::take(server);

@@ -36,6 +36,10 @@ mod charts;
 #[path = "browser/schedules.rs"]
 mod schedules;
 
+/// The topics page.
+#[path = "browser/topics.rs"]
+mod topics;
+
 // ---------- the tests ----------
 
 #[tokio::test(flavor = "multi_thread")]

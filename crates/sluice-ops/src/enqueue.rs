@@ -7,6 +7,8 @@
 //! checked as it comes, and [`Ops::enqueue`] checks the batch and stores it.
 
 use std::collections::BTreeMap;
+
+use base64::Engine as _;
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
@@ -37,6 +39,31 @@ pub struct MessageRequest {
     pub delay_ms: Option<i64>,
     /// Visible from this RFC 3339 time.
     pub not_before: Option<String>,
+}
+
+impl MessageRequest {
+    /// A message's body as the API takes it: JSON text as `body`, or bytes as `body_base64`
+    /// (standard base64), one of the two. `prefix` names the message in refusals.
+    pub fn decode_body(
+        json: Option<Vec<u8>>,
+        base64: Option<&str>,
+        prefix: &str,
+    ) -> OpsResult<(Vec<u8>, BodyKind)> {
+        let invalid =
+            |field: &str, why: &str| OpsError::invalid_field(format!("{prefix}{field}: {why}"));
+        match (json, base64) {
+            (Some(text), None) => Ok((text, BodyKind::Json)),
+            (None, Some(text)) => base64::engine::general_purpose::STANDARD
+                .decode(text.as_bytes())
+                .map(|bytes| (bytes, BodyKind::Bytes))
+                .map_err(|e| invalid("body_base64", &format!("not valid base64: {e}"))),
+            (Some(_), Some(_)) => Err(invalid("body", "give body or body_base64, not both")),
+            (None, None) => Err(invalid(
+                "body",
+                "a message needs body (any JSON) or body_base64",
+            )),
+        }
+    }
 }
 
 /// An enqueue under way: the queue's configuration, and the messages checked so far.

@@ -7,9 +7,7 @@
 //! and the record makes the run again as a duplicate (the key answers with the first message),
 //! and several nodes passing at once enqueue each run once.
 
-use base64::Engine as _;
 use sluice_core::clock::format_rfc3339;
-use sluice_core::message::BodyKind;
 use sluice_core::rules::schedule::plan;
 use sluice_core::schedule::Schedule;
 use sluice_core::store::{ScheduleRow, ScheduleState};
@@ -199,29 +197,13 @@ impl Ops {
 /// The message of the run at `run_ms`: the template, the run's headers, and the jitter's wait.
 fn run_request(schedule: &Schedule, run_ms: Millis, now_ms: Millis) -> OpsResult<MessageRequest> {
     let message = &schedule.spec.message;
-    let invalid =
-        |field: &str, why: String| OpsError::invalid_field(format!("message.{field}: {why}"));
-    let body = match (&message.body, &message.body_base64) {
-        (Some(value), None) => (
-            serde_json::to_vec(value).map_err(|e| invalid("body", e.to_string()))?,
-            BodyKind::Json,
-        ),
-        (None, Some(text)) => (
-            base64::engine::general_purpose::STANDARD
-                .decode(text.as_bytes())
-                .map_err(|e| invalid("body_base64", format!("not valid base64: {e}")))?,
-            BodyKind::Bytes,
-        ),
-        (Some(_), Some(_)) => {
-            return Err(invalid("body", "give body or body_base64, not both".into()));
-        }
-        (None, None) => {
-            return Err(invalid(
-                "body",
-                "a schedule's message needs body (any JSON) or body_base64".into(),
-            ));
-        }
-    };
+    let json = message
+        .body
+        .as_ref()
+        .map(serde_json::to_vec)
+        .transpose()
+        .map_err(|e| OpsError::invalid_field(format!("message.body: {e}")))?;
+    let body = MessageRequest::decode_body(json, message.body_base64.as_deref(), "message.")?;
     let mut headers = message.headers.clone().unwrap_or_default();
     headers.insert(SCHEDULE_HEADER.to_owned(), schedule.name.clone());
     headers.insert(SCHEDULED_AT_HEADER.to_owned(), format_rfc3339(run_ms));

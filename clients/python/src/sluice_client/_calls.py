@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 from . import models as m
 from ._codec import UNSET, Unset, decode, drop_none, encode, format_datetime
-from .specs import MessageIn, NextStepIn, QueueSpec, ScheduleSpec, WebhookSpec
+from .specs import MessageIn, NextStepIn, QueueSpec, ScheduleSpec, TopicSpec, WebhookSpec
 
 T = TypeVar("T")
 
@@ -344,6 +344,35 @@ def resume_schedule(name: str) -> Call[m.ScheduleOut]:
 
 def delete_schedule(name: str) -> Call[m.ScheduleDeleteOut]:
     return Call("DELETE", _schedule(name), _reader(m.ScheduleDeleteOut))
+
+
+# Topics.
+
+
+def _topic(name: str, *rest: str) -> str:
+    return "/".join(["/v1/topics", _q(name), *rest])
+
+
+def list_topics() -> Call[list[m.TopicOut]]:
+    return Call("GET", "/v1/topics", lambda data: decode(m.TopicListOut, data).topics)
+
+
+def get_topic(name: str) -> Call[m.TopicOut]:
+    return Call("GET", _topic(name), _reader(m.TopicOut))
+
+
+def put_topic(name: str, spec: TopicSpec) -> Call[m.TopicPutOut]:
+    # A subscription without a filter takes every message: leave `filter` out rather than null.
+    body = {"subscriptions": [drop_none(encode(sub)) for sub in spec.subscriptions]}
+    return Call("PUT", _topic(name), _reader(m.TopicPutOut), body=body)
+
+
+def delete_topic(name: str) -> Call[m.TopicDeleteOut]:
+    return Call("DELETE", _topic(name), _reader(m.TopicDeleteOut))
+
+
+def publish(name: str, message: MessageIn) -> Call[m.TopicPublishOut]:
+    return Call("POST", _topic(name, "messages"), _reader(m.TopicPublishOut), body=encode(message))
 
 
 def _drop_null_fields(value: Any) -> Any:

@@ -19,7 +19,7 @@ from . import _calls as calls
 from . import _transport as transport
 from . import models as m
 from ._codec import UNSET, Unset
-from .specs import MessageIn, NextStepIn, QueueSpec, ScheduleSpec, WebhookSpec
+from .specs import MessageIn, NextStepIn, QueueSpec, ScheduleSpec, TopicSpec, WebhookSpec
 
 T = TypeVar("T")
 
@@ -382,6 +382,60 @@ class Client:
     def delete_schedule(self, name: str) -> m.ScheduleDeleteOut:
         """Deletes a schedule; no run is made after it answers."""
         return self._call(calls.delete_schedule(name))
+
+    # Topics (admin; publishing needs a token that may produce to every subscribed queue).
+
+    def list_topics(self) -> list[m.TopicOut]:
+        """Every topic, by name, with its counts."""
+        return self._call(calls.list_topics())
+
+    def get_topic(self, name: str) -> m.TopicOut:
+        """One topic: its definition and its counts since the server started."""
+        return self._call(calls.get_topic(name))
+
+    def put_topic(self, name: str, spec: TopicSpec) -> m.TopicPutOut:
+        """Defines or replaces a topic (a replaced topic's counts start again). Each
+        subscription's queue must exist; its `filter` is a jq expression over `{body, headers,
+        key, priority}` (None: the queue takes every message)."""
+        return self._call(calls.put_topic(name, spec))
+
+    def delete_topic(self, name: str) -> m.TopicDeleteOut:
+        """Deletes a topic; its queues and their messages stay."""
+        return self._call(calls.delete_topic(name))
+
+    def publish(
+        self,
+        topic: str,
+        body: Any = None,
+        *,
+        id: str | None = None,
+        key: str | None = None,
+        priority: int | None = None,
+        delay_ms: int | None = None,
+        not_before: datetime | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> m.TopicPublishOut:
+        """Publishes one message with a JSON `body` to a topic: one copy in each subscribed queue
+        whose filter takes it, all stored in one commit before the answer (or none, on any
+        refusal). `copies` lists them in the topic's order (empty when no filter took it).
+
+        `id` is an idempotency key for the whole publish: a repeat stores nothing and answers
+        the first copies with `created=False`. The other arguments are those of `enqueue`.
+        """
+        message = MessageIn(
+            body=body,
+            id=_given(id),
+            key=_given(key),
+            priority=_given(priority),
+            delay_ms=_given(delay_ms),
+            not_before=_given(not_before),
+            headers=_given(headers),
+        )
+        return self._call(calls.publish(topic, message))
+
+    def publish_message(self, topic: str, message: MessageIn) -> m.TopicPublishOut:
+        """Publishes one message given whole (for a byte body, `body_base64`)."""
+        return self._call(calls.publish(topic, message))
 
 
 def _given(value: T | None) -> T | Unset:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .specs import PushSpec, ScheduleSpec, WebhookSpec
+from .specs import PushSpec, ScheduleSpec, TopicSpec, WebhookSpec
 
 JsonValue = Any
 """Any JSON value: the body of a message, a result, a schema."""
@@ -856,6 +856,79 @@ class ThroughputOut:
     """Failed attempts (nacks and leases that ran out)."""
     failed_per_s: float
     """Failed per second."""
+
+
+@dataclass(frozen=True)
+class TopicCopyOut:
+    """One copy a publish stored (or found stored, for a duplicate)."""
+
+    created: bool
+    """False for a duplicate of an earlier publish with the same idempotency key."""
+    message_id: str
+    """The copy's message id in that queue (the first one's, for a duplicate)."""
+    queue: str
+    """The subscribed queue."""
+
+
+@dataclass(frozen=True)
+class TopicDeleteOut:
+    """Answer to `DELETE /v1/topics/{name}`."""
+
+    deleted: bool
+    """Always true."""
+
+
+@dataclass(frozen=True)
+class TopicListOut:
+    """Answer to `GET /v1/topics`."""
+
+    topics: list[TopicOut]
+    """Every topic, by name."""
+
+
+@dataclass(frozen=True)
+class TopicOut:
+    """A topic, its definition and counts."""
+
+    name: str
+    """Its name."""
+    spec: TopicSpec
+    """The definition."""
+    stats: TopicStatsOut
+    """Counts since this server started (each node counts its own publishes)."""
+
+
+@dataclass(frozen=True)
+class TopicPublishOut:
+    """Answer to `POST /v1/topics/{name}/messages`: every copy, stored in one commit."""
+
+    copies: list[TopicCopyOut]
+    """One per subscription that took the message, in the topic's order; empty when no
+    subscription's filter took it."""
+
+
+@dataclass(frozen=True)
+class TopicPutOut:
+    """Answer to `PUT /v1/topics/{name}`."""
+
+    created: bool
+    """False when an existing topic was replaced (its counters start again)."""
+    topic: TopicOut
+    """The topic as it is now."""
+
+
+@dataclass(frozen=True)
+class TopicStatsOut:
+    """A topic's counts since this server started."""
+
+    copies: int
+    """Copies stored in subscribed queues."""
+    duplicates: int
+    """Copies answered as duplicates of an earlier publish with the same idempotency key."""
+    filtered: int
+    """Copies not made because a subscription's filter dropped the message."""
+    published: int
+    """Messages published (duplicates included)."""
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
-"""What a client sends: queue settings, messages, next steps, webhook endpoints, schedules
-(docs/http-api.md).
+"""What a client sends: queue settings, messages, next steps, webhook endpoints, schedules,
+topics (docs/http-api.md).
 
 `QueueSpec` updates only the fields it is given: its fields default to `UNSET` (left out of the
 request), and `None` sends JSON null, which removes a setting (`schema`, `push`).
-The webhook, push and schedule specs are also how the server shows those definitions back.
+The webhook, push, schedule and topic specs are also how the server shows those definitions
+back.
 """
 
 from __future__ import annotations
@@ -284,3 +285,24 @@ class ScheduleSpec:
     """`run_all`: at most this many missed runs are made at once (default 100)."""
     grace_ms: int | None = None
     """How late a run may still be made under `skip`, in ms (default 60000)."""
+
+
+@dataclass(frozen=True)
+class SubscriptionSpec:
+    """One subscription of a topic: a queue, and which published messages it takes."""
+
+    queue: str
+    """The queue copies go to (it must exist)."""
+    filter: str | None = None
+    """A jq expression over `{"body": <JSON body, or null for bytes>, "headers": {...}, "key":
+    <ordering key or null>, "priority": <n>}`: the queue gets a copy when its first output is
+    neither false nor null. None: every message."""
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """A topic for `PUT /v1/topics/{name}`: a publish stores one copy of the message in each
+    subscribed queue whose filter takes it, all in one commit."""
+
+    subscriptions: list[SubscriptionSpec] = field(default_factory=list)
+    """Where a published message goes (at most 100; each queue once)."""

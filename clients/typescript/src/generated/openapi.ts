@@ -584,6 +584,62 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/topics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** `GET /v1/topics` */
+        get: operations["topic_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/topics/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** `GET /v1/topics/{name}`: the definition and its counts. */
+        get: operations["topic_get"];
+        /** `PUT /v1/topics/{name}`: define or replace a topic. */
+        put: operations["topic_put"];
+        post?: never;
+        /** `DELETE /v1/topics/{name}`: the topic goes; its queues and their messages stay. */
+        delete: operations["topic_delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/topics/{name}/messages": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * `POST /v1/topics/{name}/messages`: one copy of the message in each subscribed queue whose
+         *     filter takes it, all stored in one commit before the answer (or none, on any refusal).
+         */
+        post: operations["topic_publish"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/webhooks": {
         parameters: {
             query?: never;
@@ -1954,6 +2010,17 @@ export interface components {
             /** @description Path of a file readable by the server. */
             file?: string | null;
         };
+        /** @description One subscription of a topic: a queue, and which messages it takes. */
+        SubscriptionSpec: {
+            /**
+             * @description A jq expression over `{"body": <JSON body, or null for bytes>, "headers": {...},
+             *     "key": <ordering key or null>, "priority": <n>}`: the queue gets a copy when its first
+             *     output is neither false nor null. Without one, every message.
+             */
+            filter?: string | null;
+            /** @description The queue copies go to (it must exist). */
+            queue: string;
+        };
         /** @description Messages through a queue over a recent span. */
         ThroughputOut: {
             /**
@@ -1986,6 +2053,77 @@ export interface components {
              * @description Failed per second.
              */
             failed_per_s: number;
+        };
+        /** @description One copy a publish stored (or found stored, for a duplicate). */
+        TopicCopyOut: {
+            /** @description False for a duplicate of an earlier publish with the same idempotency key. */
+            created: boolean;
+            /** @description The copy's message id in that queue (the first one's, for a duplicate). */
+            message_id: string;
+            /** @description The subscribed queue. */
+            queue: string;
+        };
+        /** @description Answer to `DELETE /v1/topics/{name}`. */
+        TopicDeleteOut: {
+            /** @description Always true. */
+            deleted: boolean;
+        };
+        /** @description Answer to `GET /v1/topics`. */
+        TopicListOut: {
+            /** @description Every topic, by name. */
+            topics: components["schemas"]["TopicOut"][];
+        };
+        /** @description A topic, its definition and counts. */
+        TopicOut: {
+            /** @description Its name. */
+            name: string;
+            /** @description The definition. */
+            spec: components["schemas"]["TopicSpec"];
+            /** @description Counts since this server started (each node counts its own publishes). */
+            stats: components["schemas"]["TopicStatsOut"];
+        };
+        /** @description Answer to `POST /v1/topics/{name}/messages`: every copy, stored in one commit. */
+        TopicPublishOut: {
+            /**
+             * @description One per subscription that took the message, in the topic's order; empty when no
+             *     subscription's filter took it.
+             */
+            copies: components["schemas"]["TopicCopyOut"][];
+        };
+        /** @description Answer to `PUT /v1/topics/{name}`. */
+        TopicPutOut: {
+            /** @description False when an existing topic was replaced (its counters start again). */
+            created: boolean;
+            /** @description The topic as it is now. */
+            topic: components["schemas"]["TopicOut"];
+        };
+        /** @description A topic: `PUT /v1/topics/{name}` or `[topics.<name>]` in the config file. */
+        TopicSpec: {
+            /** @description Where a published message goes (at most 100; each queue once). */
+            subscriptions?: components["schemas"]["SubscriptionSpec"][];
+        };
+        /** @description A topic's counts since this server started. */
+        TopicStatsOut: {
+            /**
+             * Format: int64
+             * @description Copies stored in subscribed queues.
+             */
+            copies: number;
+            /**
+             * Format: int64
+             * @description Copies answered as duplicates of an earlier publish with the same idempotency key.
+             */
+            duplicates: number;
+            /**
+             * Format: int64
+             * @description Copies not made because a subscription's filter dropped the message.
+             */
+            filtered: number;
+            /**
+             * Format: int64
+             * @description Messages published (duplicates included).
+             */
+            published: number;
         };
         /** @description How an endpoint verifies its sender. */
         VerifySpec: {
@@ -3941,6 +4079,222 @@ export interface operations {
                 };
             };
             503: components["responses"]["Unavailable"];
+        };
+    };
+    topic_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TopicListOut"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    topic_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TopicOut"];
+                };
+            };
+            400: components["responses"]["Unreadable"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    topic_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TopicSpec"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TopicPutOut"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description a subscribed queue does not exist */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["NotJson"];
+            /** @description a field or filter is wrong; the message says which */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    topic_delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TopicDeleteOut"];
+                };
+            };
+            400: components["responses"]["Unreadable"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    topic_publish: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MessageIn"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TopicPublishOut"];
+                };
+            };
+            400: components["responses"]["Unreadable"];
+            401: components["responses"]["Unauthorized"];
+            /** @description with access control on: the token may not produce to a subscribed queue */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such topic, or a subscribed queue is gone */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: components["responses"]["NotJson"];
+            /** @description a field is wrong, a copy fails its queue's schema, or a filter failed */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a subscribed queue is full (nothing was stored) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     webhook_list: {

@@ -5,9 +5,8 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use base64::Engine;
 use serde::Deserialize;
-use sluice_core::message::{BodyKind, MessageStatus};
+use sluice_core::message::MessageStatus;
 use sluice_core::queue::limits;
 use sluice_core::store::CancelOutcome;
 use sluice_core::wire::{
@@ -140,26 +139,8 @@ fn parse_enqueue(body: &[u8]) -> Result<(Vec<MessageIn>, bool), ApiError> {
 /// One message's body as the API takes it (JSON as `body`, bytes as `body_base64`), decoded;
 /// the rest of the message is checked by [`sluice_ops::Enqueue::add`].
 pub(crate) fn message_request(input: MessageIn, prefix: &str) -> Result<MessageRequest, ApiError> {
-    let invalid =
-        |field: &str, why: String| ApiError::invalid_field(format!("{prefix}{field}: {why}"));
-    let body = match (input.body, input.body_base64) {
-        (Some(raw), None) => (raw.get().as_bytes().to_vec(), BodyKind::Json),
-        (None, Some(text)) => {
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(text.as_bytes())
-                .map_err(|e| invalid("body_base64", format!("not valid base64: {e}")))?;
-            (bytes, BodyKind::Bytes)
-        }
-        (Some(_), Some(_)) => {
-            return Err(invalid("body", "give body or body_base64, not both".into()));
-        }
-        (None, None) => {
-            return Err(invalid(
-                "body",
-                "a message needs body (any JSON) or body_base64".into(),
-            ));
-        }
-    };
+    let json = input.body.map(|raw| raw.get().as_bytes().to_vec());
+    let body = MessageRequest::decode_body(json, input.body_base64.as_deref(), prefix)?;
     Ok(MessageRequest {
         body,
         id: input.id,

@@ -1,7 +1,7 @@
 // sluice dashboard: plain JavaScript, no build step, no dependencies.
 //
-// A hash router (#/, #/queue/NAME, #/dlq/NAME, #/message/QUEUE/ID, #/webhooks, #/schedules)
-// renders pages from the HTTP API v1, same origin. A sampler polls GET /v1/queues every few seconds for the
+// A hash router (#/, #/queue/NAME, #/dlq/NAME, #/message/QUEUE/ID, #/webhooks, #/schedules,
+// #/topics) renders pages from the HTTP API v1, same origin. A sampler polls GET /v1/queues every few seconds for the
 // tables; the charts show the server's own samples (GET /v1/history: the last 15 minutes on
 // open, then what is new at each poll), so a page opened now shows the past. Any 401 goes to
 // /ui/login.
@@ -364,7 +364,7 @@ function route() {
   const params = new URLSearchParams(query || '');
   const root = app();
   root.replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
-  const nav = ['webhooks', 'schedules'].includes(parts[0]) ? parts[0] : 'overview';
+  const nav = ['webhooks', 'schedules', 'topics'].includes(parts[0]) ? parts[0] : 'overview';
   document.querySelectorAll('nav a').forEach((a) => a.classList.toggle('active', a.dataset.nav === nav));
   let page;
   switch (parts[0]) {
@@ -375,6 +375,7 @@ function route() {
     case 'find': page = findPage(root, parts[1], params.get('m') || ''); break;
     case 'webhooks': page = webhooksPage(root); break;
     case 'schedules': page = schedulesPage(root); break;
+    case 'topics': page = topicsPage(root); break;
     default: root.replaceChildren(h('p', {}, 'No such page. ', h('a', { href: '#/' }, 'Queues')));
   }
   if (page) {
@@ -1015,6 +1016,60 @@ async function schedulesPage(root) {
       if (!out.schedules.some((s) => s.name === name)) buttons.delete(name);
     }
     listing.update(out.schedules);
+  };
+  await render();
+  // Refreshed at each poll, as the other pages are.
+  if (isCurrent(token)) sampler.listeners.add(() => render().catch((error) => notice(error.message, true)));
+}
+
+// ---------- page: topics ----------
+
+/** A topic's subscriptions, one a line: the queue (a link to its page) and its jq filter, or
+ * "all messages" without one. One element, the same from one refresh to the next while the
+ * subscriptions stay the same: a link is not replaced under the pointer. */
+function topicSubscriptions(cache, t) {
+  const subs = t.spec.subscriptions || [];
+  const key = JSON.stringify(subs);
+  const held = cache.get(t.name);
+  if (held && held.key === key) return held.node;
+  const node = subs.length
+    ? h('ul', { class: 'subs', 'data-field': 'subscriptions' }, subs.map((s) => h('li', { 'data-subscription': s.queue },
+      h('a', { href: '#/queue/' + enc(s.queue), 'data-field': 'queue' }, s.queue),
+      s.filter !== undefined && s.filter !== null && s.filter !== ''
+        ? h('code', { 'data-field': 'filter', title: 'jq filter' }, s.filter)
+        : h('span', { class: 'muted', 'data-field': 'all' }, 'all messages'))))
+    : h('span', { class: 'muted', 'data-field': 'subscriptions' }, 'no subscriptions');
+  cache.set(t.name, { key, node });
+  return node;
+}
+
+async function topicsPage(root) {
+  const token = renderToken;
+  const subscriptions = new Map(); // name -> {key, node}, kept across refreshes
+  const count = (field) => (t) => h('span', { 'data-field': field }, fmtNum(t.stats[field]));
+  const listing = liveTable([
+    { label: 'Topic', cell: (t) => h('b', { 'data-field': 'name' }, t.name) },
+    { label: 'Subscriptions', cell: (t) => topicSubscriptions(subscriptions, t) },
+    { label: 'Published', num: true, cell: count('published') },
+    { label: 'Copies', num: true, cell: count('copies') },
+    { label: 'Filtered', num: true, cell: count('filtered') },
+    { label: 'Duplicates', num: true, cell: count('duplicates') },
+  ], (t) => t.name, 'No topics. Define one with PUT /v1/topics/{name} or `sluice topic set`.',
+  (t) => ({ 'data-row': t.name }));
+  root.replaceChildren(h('h1', {}, 'Topics'), listing.el);
+
+  // A refresh asked before the one shown answers late: it is dropped.
+  let asked = 0;
+  let shown = 0;
+  const render = async () => {
+    const mine = ++asked;
+    const out = await api('GET', '/v1/topics');
+    if (!isCurrent(token) || mine < shown) return;
+    shown = mine;
+    for (const name of Array.from(subscriptions.keys())) {
+      if (!out.topics.some((t) => t.name === name)) subscriptions.delete(name);
+    }
+    listing.update(out.topics);
   };
   await render();
   // Refreshed at each poll, as the other pages are.
