@@ -75,7 +75,9 @@ pub async fn publish(
     State(app): State<AppState>,
     caller: Option<axum::Extension<std::sync::Arc<crate::auth::Caller>>>,
     ApiPath(name): ApiPath<String>,
-    ApiJson(input): ApiJson<MessageIn>,
+    // Read as a result, so that a caller who may not publish here learns that (403) before
+    // anything about what they sent.
+    input: Result<ApiJson<MessageIn>, ApiError>,
 ) -> Result<Json<TopicPublishOut>, ApiError> {
     let topic = topics::find(&app, &name)?;
     let queues: Vec<&str> = topic
@@ -85,6 +87,7 @@ pub async fn publish(
         .map(|s| s.queue.as_str())
         .collect();
     crate::auth::check_produce_to(&app, caller.as_deref().map(|c| &**c), "topic", &queues).await?;
+    let ApiJson(input) = input?;
     let message = super::messages::message_request(input, "")?;
     let copies = topics::publish(&app, &topic, message).await?;
     Ok(Json(TopicPublishOut { copies }))
