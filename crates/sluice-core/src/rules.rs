@@ -7,6 +7,7 @@
 //! store calls the same ones (or writes their arithmetic into its queries), so two backends
 //! cannot drift apart on when a message is retried, dead-lettered, paced or expired.
 
+pub mod alert;
 pub mod backoff;
 pub mod failure;
 pub mod lanes;

@@ -32,6 +32,11 @@ pub use crate::stored::ScheduleState;
 pub enum DefinitionKind {
     /// A topic and its subscriptions.
     Topic,
+    /// A dead-letter or threshold alert.
+    Alert,
+    /// Where an alert stands (what it last sent, per queue), kept apart from its definition so
+    /// a pass can advance it with [`Store::definition_swap`] without touching the definition.
+    AlertState,
 }
 
 impl DefinitionKind {
@@ -39,6 +44,8 @@ impl DefinitionKind {
     pub fn as_str(self) -> &'static str {
         match self {
             DefinitionKind::Topic => "topic",
+            DefinitionKind::Alert => "alert",
+            DefinitionKind::AlertState => "alert_state",
         }
     }
 }
@@ -639,6 +646,18 @@ pub trait Store: Send + Sync + 'static {
     async fn definition_delete(&self, kind: DefinitionKind, name: &str) -> StoreResult<bool>;
     /// Every definition of `kind` as `(name, spec)`, by name.
     async fn definition_list(&self, kind: DefinitionKind) -> StoreResult<Vec<(String, String)>>;
+    /// Stores `spec` under `name` only while the stored spec is still `expected` (`None`: only
+    /// while there is none): of several nodes that read the same row and swap it, one wins and
+    /// the others change nothing. Not announced to other nodes (it is progress, not a
+    /// definition).
+    async fn definition_swap(
+        &self,
+        kind: DefinitionKind,
+        name: &str,
+        expected: Option<String>,
+        spec: String,
+        now_ms: Millis,
+    ) -> StoreResult<()>;
     /// Stores a schedule's definition (opaque JSON to the store) under `name`. With `state`
     /// the schedule's progress becomes it; without, an existing schedule keeps its own and a
     /// new one starts at [`ScheduleState::starting`]`(now_ms)`.

@@ -12,6 +12,7 @@ use utoipa::ToSchema;
 
 use crate::clock::Millis;
 
+mod alerts;
 mod browse;
 mod dead_letters;
 mod deliveries;
@@ -24,6 +25,7 @@ mod schedules;
 mod stats;
 mod topics;
 
+pub use alerts::*;
 pub use browse::*;
 pub use dead_letters::*;
 pub use deliveries::*;

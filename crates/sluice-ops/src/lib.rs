@@ -9,6 +9,7 @@
 //! [`wait`] is the one "claim or wait" every waiting caller shares (receive, push, drain,
 //! the embedded SDK), each with its own [`wait::Wait`] policy.
 
+pub mod alerts;
 mod browse;
 pub mod caller;
 mod dead_letters;

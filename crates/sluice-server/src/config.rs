@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 use sluice_core::queue::{QueueConfig, validate_queue_name};
-use sluice_core::wire::{QueueSpec, ScheduleSpec, TopicSpec, WebhookSpec};
+use sluice_core::wire::{AlertSpec, QueueSpec, ScheduleSpec, TopicSpec, WebhookSpec};
 
 use crate::ServeOptions;
 
@@ -38,6 +38,10 @@ pub struct RawConfig {
     /// `[topics.<name>]`: topics applied at start (after the queues).
     #[serde(default)]
     pub topics: BTreeMap<String, TopicSpec>,
+    /// `[alerts.<name>]`: alerts applied at start (after the queues); only here may a
+    /// destination be a command.
+    #[serde(default)]
+    pub alerts: BTreeMap<String, AlertSpec>,
     /// `[auth]`: API tokens.
     #[serde(default)]
     pub auth: crate::auth::AuthSpec,
@@ -515,6 +519,8 @@ pub struct Config {
     pub schedules: Vec<(String, ScheduleSpec)>,
     /// Topics to define at start.
     pub topics: Vec<(String, TopicSpec)>,
+    /// Alerts to define at start.
+    pub alerts: Vec<(String, AlertSpec)>,
     /// API tokens, read.
     pub auth: std::sync::Arc<crate::auth::Auth>,
     /// Serve a non-loopback address without tokens.
@@ -612,6 +618,7 @@ impl Config {
             webhooks: raw.webhooks.into_iter().collect(),
             schedules: raw.schedules.into_iter().collect(),
             topics: raw.topics.into_iter().collect(),
+            alerts: raw.alerts.into_iter().collect(),
             auth: std::sync::Arc::new(crate::auth::Auth::load(&raw.auth)?),
             allow_unauthenticated: raw.server.allow_unauthenticated.unwrap_or(false),
             tls: match (raw.server.tls_cert, raw.server.tls_key) {

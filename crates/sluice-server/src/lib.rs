@@ -10,6 +10,7 @@
 //! (`listen`), pushes already sent record their answers (`push`), the background tasks end, and
 //! the store closes.
 
+pub mod alerts;
 pub mod api;
 mod auth;
 mod body_budget;
@@ -179,6 +180,11 @@ pub async fn run(
         history: history::History::new(config.history.clone()),
         sqs: Arc::new(sqs::SqsState::new(config.sqs.clone())),
         stream_messages_in_flight: config.limits.stream_messages_in_flight,
+        dashboard_url: alerts::dashboard_url(
+            &config.public_urls,
+            listener.local_addr()?,
+            config.tls.is_some(),
+        ),
     });
     // Read before the ready line, so a bad certificate stops the start with its reason.
     let tls = match &config.tls {
@@ -216,13 +222,33 @@ pub async fn run(
             .await
             .map_err(|e| format!("[schedules.{name}]: {}", e.message))?;
     }
+    for (name, spec) in &config.alerts {
+        state
+            .ops
+            .alert_put(
+                name,
+                spec.clone(),
+                sluice_ops::alerts::AlertOrigin::ConfigFile,
+                push::validate,
+            )
+            .await
+            .map_err(|e| format!("[alerts.{name}]: {}", e.message))?;
+    }
     let definitions_task = tokio::spawn(watch_definitions(
         state.clone(),
         store.definitions_changed(),
     ));
     let push_task = tokio::spawn(push.clone().run());
     let history_task = tokio::spawn(history::run(state.clone()));
-    let maintenance = tokio::spawn(maintenance::run(state.ops.clone(), shutdown_token.clone()));
+    let maintenance = tokio::spawn(maintenance::run(
+        state.ops.clone(),
+        state.dashboard_url.clone(),
+        shutdown_token.clone(),
+    ));
+    let alert_commands = tokio::spawn(alerts::run_commands(
+        state.ops.clone(),
+        shutdown_token.clone(),
+    ));
     let guard = browser_guard::BrowserGuard::new(
         !config.auth.enabled(),
         listener.local_addr()?,
@@ -285,6 +311,7 @@ pub async fn run(
     // Pushes already sent get their answer recorded before the store closes.
     push.wait_idle(PUSH_GRACE).await;
     end_task("maintenance", maintenance).await;
+    end_task("alert commands", alert_commands).await;
     end_task("history sampler", history_task).await;
     end_task("definitions watcher", definitions_task).await;
     store.close().await?;

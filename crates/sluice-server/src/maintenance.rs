@@ -1,5 +1,5 @@
 //! Background upkeep: expire leases (failed attempts, dead-letter moves) and drop old records,
-//! and make the schedules' due runs.
+//! make the schedules' due runs and the alerts' due notifications.
 //!
 //! Receivers already expire leases of the queue they claim from, exactly on time; this task
 //! covers queues nobody is reading, so stats and dead-letter moves stay current. Every node of a
@@ -17,7 +17,7 @@ const MAINTENANCE_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Runs until `shutdown` is cancelled; a tick in progress then finishes (its changes are
 /// committed), and no other starts.
-pub async fn run(ops: Arc<Ops>, shutdown: CancellationToken) {
+pub async fn run(ops: Arc<Ops>, dashboard_url: Option<String>, shutdown: CancellationToken) {
     let mut interval = tokio::time::interval(MAINTENANCE_INTERVAL);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -32,6 +32,9 @@ pub async fn run(ops: Arc<Ops>, shutdown: CancellationToken) {
         }
         if let Err(error) = ops.schedules_pass().await {
             tracing::warn!(%error, "schedules' pass failed");
+        }
+        if let Err(error) = ops.alerts_pass(dashboard_url.as_deref()).await {
+            tracing::warn!(%error, "alerts' pass failed");
         }
     }
 }

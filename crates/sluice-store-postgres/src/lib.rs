@@ -413,6 +413,18 @@ impl Store for PgStore {
         self.list_definitions(kind).await
     }
 
+    async fn definition_swap(
+        &self,
+        kind: DefinitionKind,
+        name: &str,
+        expected: Option<String>,
+        spec: String,
+        now_ms: Millis,
+    ) -> StoreResult<()> {
+        self.swap_definition(kind, name, expected, spec, now_ms)
+            .await
+    }
+
     async fn schedule_put(
         &self,
         name: &str,

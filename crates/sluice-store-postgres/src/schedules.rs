@@ -35,6 +35,41 @@ impl PgStore {
         Ok(())
     }
 
+    /// `Store::definition_swap`: no notification, since it is progress, not a definition.
+    pub(crate) async fn swap_definition(
+        &self,
+        kind: DefinitionKind,
+        name: &str,
+        expected: Option<String>,
+        spec: String,
+        now_ms: Millis,
+    ) -> StoreResult<()> {
+        let client = self.client().await?;
+        let kind = kind.as_str();
+        match expected {
+            None => {
+                client
+                    .execute(
+                        "INSERT INTO definitions (kind, name, spec, created_at_ms) \
+                         VALUES ($1, $2, $3, $4) ON CONFLICT (kind, name) DO NOTHING",
+                        &[&kind, &name, &spec, &now_ms],
+                    )
+                    .await
+            }
+            Some(expected) => {
+                client
+                    .execute(
+                        "UPDATE definitions SET spec = $3 \
+                         WHERE kind = $1 AND name = $2 AND spec = $4",
+                        &[&kind, &name, &spec, &expected],
+                    )
+                    .await
+            }
+        }
+        .db()?;
+        Ok(())
+    }
+
     /// `Store::definition_delete`.
     pub(crate) async fn delete_definition(
         &self,

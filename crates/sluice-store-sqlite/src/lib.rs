@@ -480,6 +480,24 @@ impl Store for SharedSqliteStore {
         self.list_definitions(kind).await
     }
 
+    async fn definition_swap(
+        &self,
+        kind: DefinitionKind,
+        name: &str,
+        expected: Option<String>,
+        spec: String,
+        now_ms: Millis,
+    ) -> StoreResult<()> {
+        self.write_schedule(schedules::ScheduleWrite::DefinitionSwap {
+            kind: kind.as_str(),
+            name: name.to_owned(),
+            expected,
+            spec,
+            now_ms,
+        })
+        .await
+    }
+
     async fn schedule_put(
         &self,
         name: &str,

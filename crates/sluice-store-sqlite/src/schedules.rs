@@ -25,6 +25,14 @@ pub(crate) enum ScheduleWrite {
         kind: &'static str,
         name: String,
     },
+    /// A definition replaced only while it is still `expected` (created only while absent).
+    DefinitionSwap {
+        kind: &'static str,
+        name: String,
+        expected: Option<String>,
+        spec: String,
+        now_ms: Millis,
+    },
     /// Define or replace; `state` replaces the progress when given (a new row starts at
     /// `now_ms` otherwise).
     Put {
@@ -62,6 +70,31 @@ pub(crate) fn apply(tx: &rusqlite::Transaction<'_>, write: &ScheduleWrite) -> ru
         ScheduleWrite::DefinitionDelete { kind, name } => {
             tx.prepare_cached("DELETE FROM definitions WHERE kind = ?1 AND name = ?2")?
                 .execute(params![kind, name])?;
+        }
+        ScheduleWrite::DefinitionSwap {
+            kind,
+            name,
+            expected: None,
+            spec,
+            now_ms,
+        } => {
+            tx.prepare_cached(
+                "INSERT INTO definitions (kind, name, spec, created_at) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (kind, name) DO NOTHING",
+            )?
+            .execute(params![kind, name, spec, now_ms])?;
+        }
+        ScheduleWrite::DefinitionSwap {
+            kind,
+            name,
+            expected: Some(expected),
+            spec,
+            now_ms: _,
+        } => {
+            tx.prepare_cached(
+                "UPDATE definitions SET spec = ?3 WHERE kind = ?1 AND name = ?2 AND spec = ?4",
+            )?
+            .execute(params![kind, name, spec, expected])?;
         }
         ScheduleWrite::Put {
             name,

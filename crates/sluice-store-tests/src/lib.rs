@@ -205,6 +205,7 @@ macro_rules! store_conformance {
             webhook_definitions_are_kept_by_name,
             schedules_keep_their_progress_across_redefinitions,
             a_pass_advances_a_schedule_only_from_the_run_it_read,
+            a_definition_swaps_only_from_the_text_it_read,
             an_ack_enqueues_its_next_steps_in_the_same_commit,
             batches_enqueued_together_are_stored_all_or_none,
         );

@@ -89,6 +89,10 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
     ("delete", "/v1/schedules/{name}", Expect::Admin),
     ("post", "/v1/schedules/{name}/pause", Expect::Admin),
     ("post", "/v1/schedules/{name}/resume", Expect::Admin),
+    ("get", "/v1/alerts", Expect::Admin),
+    ("get", "/v1/alerts/{name}", Expect::Admin),
+    ("put", "/v1/alerts/{name}", Expect::Admin),
+    ("delete", "/v1/alerts/{name}", Expect::Admin),
     ("get", "/v1/topics", Expect::Admin),
     ("get", "/v1/topics/{name}", Expect::Admin),
     ("put", "/v1/topics/{name}", Expect::Admin),
@@ -221,8 +225,8 @@ async fn every_route_gives_each_role_exactly_its_access() {
             // Skip what would change the fixtures the other rows need.
             // (An admin's `PUT {}` would leave the topic with no subscriptions.)
             let fixture = path == "/v1/queues/{queue}" || path == "/v1/topics/{name}";
-            let changes = method == Method::DELETE
-                || (method == Method::PUT && path == "/v1/topics/{name}");
+            let changes =
+                method == Method::DELETE || (method == Method::PUT && path == "/v1/topics/{name}");
             if token == Some(ADMIN) && changes && fixture {
                 continue;
             }

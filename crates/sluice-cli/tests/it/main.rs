@@ -5,6 +5,7 @@
 
 mod support;
 
+mod alerts;
 mod auth;
 mod backpressure;
 mod bad_input;

@@ -3,10 +3,12 @@
 //! not in one store, so that the SQLite and PostgreSQL stores write the same bytes (one serde
 //! type, one id scheme) and a format changes in one place, with its literal-row tests.
 
+pub mod alert_state;
 pub mod delivery_log;
 pub mod ids;
 pub mod queue_config;
 pub mod schedule_state;
 
+pub use alert_state::AlertState;
 pub use queue_config::StoredQueueConfig;
 pub use schedule_state::ScheduleState;

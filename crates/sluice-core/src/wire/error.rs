@@ -87,6 +87,8 @@ error_codes! {
     ScheduleNotFound = "schedule_not_found", 404;
     /// No topic of that name.
     TopicNotFound = "topic_not_found", 404;
+    /// No alert of that name.
+    AlertNotFound = "alert_not_found", 404;
     /// The route exists but does not take that method.
     MethodNotAllowed = "method_not_allowed", 405;
     /// The request body stopped arriving for `[limits] body_read_timeout_ms`.

@@ -1,6 +1,7 @@
 //! The HTTP API v1: one module per resource, each with its handlers and its `routes()` (the
 //! route table, [`route`]); [`router`] joins them, and [`document`] describes them.
 
+pub mod alerts;
 mod browse;
 mod dead_letters;
 mod deliveries;
@@ -95,6 +96,8 @@ pub struct Shared {
     pub sqs: Arc<crate::sqs::SqsState>,
     /// Messages one gRPC stream may have in flight (`[limits] stream_messages_in_flight`).
     pub stream_messages_in_flight: usize,
+    /// The dashboard's address for links in alerts (`https://host/ui/`), when known.
+    pub dashboard_url: Option<String>,
 }
 
 impl Shared {
@@ -190,6 +193,7 @@ pub(crate) fn routes(test_clock: bool) -> Routes {
         .merge(webhooks::routes())
         .merge(schedules::routes())
         .merge(topics::routes())
+        .merge(alerts::routes())
         .merge(history::routes())
         .merge(crate::webhooks::ingress::routes())
         .merge(health::routes())
@@ -305,6 +309,10 @@ mod tests {
             ("/v1/topics/{name}", "put"),
             ("/v1/topics/{name}", "delete"),
             ("/v1/topics/{name}/messages", "post"),
+            ("/v1/alerts", "get"),
+            ("/v1/alerts/{name}", "get"),
+            ("/v1/alerts/{name}", "put"),
+            ("/v1/alerts/{name}", "delete"),
             ("/hooks/{name}", "post"),
             ("/v1/openapi.json", "get"),
             ("/healthz", "get"),
@@ -318,7 +326,7 @@ mod tests {
         }
         assert_eq!(
             doc["paths"].as_object().unwrap().len(),
-            38,
+            40,
             "a route was added: list it above"
         );
         for schema in ["MessageIn", "ReceivedMessage", "QueueSpec", "ErrorBody"] {

@@ -361,9 +361,12 @@ mod tests {
             if !matches!(path.as_str(), "/healthz" | "/v1/openapi.json") {
                 assert!(responses.contains_key("503"), "{method} {path}: no 503");
             }
-            // What a path names may not exist (a queue is created by its PUT).
+            // What a path names may not exist (a queue or an alert is created by its PUT,
+            // and an alert's PUT names nothing else that must exist).
             let names_something = path.contains('{');
-            if names_something && !(method == "put" && path == "/v1/queues/{queue}") {
+            let creates = method == "put"
+                && matches!(path.as_str(), "/v1/queues/{queue}" | "/v1/alerts/{name}");
+            if names_something && !creates {
                 assert!(responses.contains_key("404"), "{method} {path}: no 404");
             }
         }

@@ -22,7 +22,7 @@ pub fn queue_out(app: &AppState, info: &QueueInfo) -> QueueOut {
     }
 }
 
-fn stats_out(app: &AppState, info: &QueueInfo) -> QueueStatsOut {
+pub(crate) fn stats_out(app: &AppState, info: &QueueInfo) -> QueueStatsOut {
     let depth = &info.depth;
     let counters = depth.counters;
     QueueStatsOut {

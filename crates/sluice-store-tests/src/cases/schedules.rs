@@ -109,3 +109,40 @@ pub async fn a_pass_advances_a_schedule_only_from_the_run_it_read(h: Harness) {
         .unwrap();
     assert_eq!(h.store.schedule_list().await.unwrap().len(), 1);
 }
+
+/// A swap changes a definition only from the text it read: created only while absent,
+/// replaced only while unchanged, so of two nodes that read the same alert state one wins.
+pub async fn a_definition_swaps_only_from_the_text_it_read(h: Harness) {
+    use sluice_core::store::DefinitionKind::{Alert, AlertState};
+    let now = h.now();
+    let swap = |expected: Option<&str>, spec: &str| {
+        h.store.definition_swap(
+            AlertState,
+            "ops",
+            expected.map(str::to_owned),
+            spec.to_owned(),
+            now,
+        )
+    };
+    let read = || async {
+        h.store
+            .definition_list(AlertState)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(_, spec)| spec)
+            .collect::<Vec<_>>()
+    };
+    swap(None, "first").await.unwrap();
+    assert_eq!(read().await, ["first"]);
+    // A second "create" loses to the first.
+    swap(None, "second").await.unwrap();
+    assert_eq!(read().await, ["first"]);
+    // A swap from a text that is no longer there changes nothing.
+    swap(Some("stale"), "third").await.unwrap();
+    assert_eq!(read().await, ["first"]);
+    swap(Some("first"), "fourth").await.unwrap();
+    assert_eq!(read().await, ["fourth"]);
+    // Kinds are namespaces: the alert's definition is untouched.
+    assert!(h.store.definition_list(Alert).await.unwrap().is_empty());
+}

@@ -1,0 +1,415 @@
+//! Alerts: a flood of dead letters makes one notification per window with the right count;
+//! thresholds fire, repeat each window and resolve; notifications reach Slack and signed
+//! webhooks, retried when the destination fails; commands from the config file only.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::TestServer;
+use crate::support::destination::{Answer, Destination, Script};
+
+/// 2026-03-02T00:00:00Z.
+const START_MS: i64 = 1_772_409_600_000;
+/// More than the wait before a dead letter is counted (`DEAD_LETTER_SETTLE_MS`).
+const SETTLE_MS: i64 = 1_001;
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+async fn clocked_server() -> TestServer {
+    TestServer::builder()
+        .test_clock(true)
+        .env("SLUICE_TEST_CLOCK_START_MS", &START_MS.to_string())
+        .start()
+        .await
+}
+
+/// Every notification waiting in the alert's queue, received and acked: their bodies.
+async fn take_notifications(server: &TestServer, alert: &str) -> Vec<Value> {
+    let queue = format!("sluice.alerts.{alert}");
+    let mut bodies = Vec::new();
+    loop {
+        let messages = server.receive(&queue, json!({"max": 100})).await;
+        if messages.is_empty() {
+            return bodies;
+        }
+        for message in messages {
+            assert_eq!(message["headers"]["sluice-alert"], alert, "{message}");
+            server
+                .ack(&queue, message["receipt"].as_str().unwrap())
+                .await;
+            bodies.push(message["body"].clone());
+        }
+    }
+}
+
+/// Enqueues `n` messages into `queue` and leases them all, so that moving the clock past the
+/// lease dead-letters them at once (the queue takes one attempt).
+async fn lease_all(server: &TestServer, queue: &str, n: usize) {
+    for start in (0..n).step_by(1000) {
+        let messages: Vec<Value> = (start..n.min(start + 1000))
+            .map(|i| json!({"body": {"i": i}}))
+            .collect();
+        server.send(queue, json!({ "messages": messages })).await;
+    }
+    let mut leased = 0;
+    while leased < n {
+        let got = server.receive(queue, json!({"max": 100})).await.len();
+        assert!(got > 0, "only {leased} of {n} leased");
+        leased += got;
+    }
+}
+
+#[tokio::test]
+async fn a_flood_of_ten_thousand_dead_letters_makes_one_notification_per_window() {
+    // Proves: 10,000 messages dead-lettered at once make one notification, counting all of
+    // them (with a sample of their errors and a dashboard link); more dead letters within the
+    // window make none, and the next window's one counts exactly those; the alert's counters
+    // say so.
+    let server = clocked_server().await;
+    server
+        .put_queue(
+            "orders",
+            json!({"max_attempts": 1, "visibility_timeout_ms": 30_000}),
+        )
+        .await;
+    server.put_queue("other", json!({"max_attempts": 1})).await;
+    let put = server
+        .put(
+            "/v1/alerts/ops",
+            json!({"queues": ["ord*"], "window_ms": 300_000, "sample_size": 3}),
+        )
+        .await
+        .ok();
+    assert_eq!(put["created"], true, "{put}");
+    assert_eq!(put["alert"]["queue"], "sluice.alerts.ops", "{put}");
+
+    lease_all(&server, "orders", 10_000).await;
+    // A queue the alert does not watch says nothing.
+    lease_all(&server, "other", 3).await;
+    server.advance_clock(31_000).await;
+    server.advance_clock(SETTLE_MS).await;
+    let first = take_notifications(&server, "ops").await;
+    assert_eq!(first.len(), 1, "{first:?}");
+    let event = &first[0];
+    assert_eq!(event["type"], "dead_letters", "{event}");
+    assert_eq!(event["status"], "firing", "{event}");
+    assert_eq!(event["queue"], "orders", "{event}");
+    assert_eq!(event["dead_letter_queue"], "orders.dlq", "{event}");
+    assert_eq!(event["sample"].as_array().unwrap().len(), 3, "{event}");
+    assert!(
+        event["dashboard_url"]
+            .as_str()
+            .unwrap()
+            .ends_with("/ui/#/dlq/orders"),
+        "{event}"
+    );
+    let first_count = event["count"].as_u64().unwrap();
+
+    // More dead letters inside the window: no notification until it has passed.
+    lease_all(&server, "orders", 250).await;
+    server.advance_clock(31_000).await;
+    server.advance_clock(SETTLE_MS).await;
+    assert!(take_notifications(&server, "ops").await.is_empty());
+    server.advance_clock(300_000).await;
+    let second = take_notifications(&server, "ops").await;
+    assert_eq!(second.len(), 1, "{second:?}");
+    let second_count = second[0]["count"].as_u64().unwrap();
+    assert_eq!(first_count + second_count, 10_250, "{first:?} {second:?}");
+    assert_eq!(first_count, 10_000, "all of the flood in the first");
+
+    let alert = server.get("/v1/alerts/ops").await.ok();
+    assert_eq!(alert["sent"]["dead_letters"], 2, "{alert}");
+    assert_eq!(alert["sent"]["dead_letters_counted"], 10_250, "{alert}");
+    assert!(alert["last_sent_at"].is_string(), "{alert}");
+    assert_eq!(alert["delivery"]["counters"]["enqueued"], 2, "{alert}");
+    // Nothing new, however long: nothing more.
+    server.advance_clock(600_000).await;
+    assert!(take_notifications(&server, "ops").await.is_empty());
+}
+
+#[tokio::test]
+async fn thresholds_fire_repeat_each_window_and_resolve_once() {
+    // Proves: depth and oldest-ready-age thresholds notify on crossing, again each window while
+    // passed, and once when back within; the alert lists the queues firing.
+    let server = clocked_server().await;
+    server.put_queue("backlog", json!({})).await;
+    server
+        .put(
+            "/v1/alerts/slow",
+            json!({"queues": ["backlog"], "dead_letters": false, "depth_above": 5,
+                   "oldest_ready_age_above_ms": 60_000, "window_ms": 120_000}),
+        )
+        .await
+        .ok();
+    let messages: Vec<Value> = (0..6).map(|i| json!({"body": i})).collect();
+    server
+        .send("backlog", json!({ "messages": messages }))
+        .await;
+    server.advance_clock(1_000).await;
+    let fired = take_notifications(&server, "slow").await;
+    assert_eq!(fired.len(), 1, "{fired:?}");
+    assert_eq!(fired[0]["type"], "depth");
+    assert_eq!(fired[0]["status"], "firing");
+    assert_eq!(fired[0]["value"], 6);
+    assert_eq!(fired[0]["threshold"], 5);
+    let alert = server.get("/v1/alerts/slow").await.ok();
+    assert_eq!(alert["firing"], json!(["backlog"]), "{alert}");
+
+    // The oldest message passes a minute: that fires; depth is inside its window: quiet.
+    server.advance_clock(60_000).await;
+    let fired = take_notifications(&server, "slow").await;
+    let kinds: Vec<&str> = fired.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["oldest_ready_age"], "{fired:?}");
+    // A window after the first, depth repeats.
+    server.advance_clock(60_000).await;
+    let fired = take_notifications(&server, "slow").await;
+    let kinds: Vec<&str> = fired.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["depth"], "{fired:?}");
+
+    // Drained: both resolve, once.
+    loop {
+        let got = server.receive("backlog", json!({"max": 100})).await;
+        if got.is_empty() {
+            break;
+        }
+        for message in got {
+            server
+                .ack("backlog", message["receipt"].as_str().unwrap())
+                .await;
+        }
+    }
+    server.advance_clock(1_000).await;
+    let resolved = take_notifications(&server, "slow").await;
+    let mut seen: Vec<(String, String)> = resolved
+        .iter()
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap().into(),
+                e["status"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("depth".to_owned(), "resolved".to_owned()),
+            ("oldest_ready_age".to_owned(), "resolved".to_owned())
+        ],
+        "{resolved:?}"
+    );
+    server.advance_clock(300_000).await;
+    assert!(take_notifications(&server, "slow").await.is_empty());
+    let alert = server.get("/v1/alerts/slow").await.ok();
+    assert_eq!(alert["firing"], json!(null), "{alert}");
+    assert_eq!(alert["sent"]["depth"], 3, "{alert}");
+    assert_eq!(alert["sent"]["oldest_ready_age"], 2, "{alert}");
+}
+
+#[tokio::test]
+async fn notifications_reach_slack_and_signed_webhooks_retried_until_delivered() {
+    // Proves: a Slack destination gets a Slack message quoting the error with the dashboard
+    // link; a webhook destination gets the JSON notification signed with Standard Webhooks,
+    // retried after failures until delivered, and the alert's delivery stats say so.
+    let destination = Destination::start().await;
+    destination.on_path(
+        "/hook",
+        Script::fail(2, Answer::status(503)).then(Answer::ok()),
+    );
+    let server = TestServer::builder()
+        .env("ALERT_SIGNING_SECRET", SECRET)
+        .start()
+        .await;
+    server.put_queue("jobs", json!({"max_attempts": 1})).await;
+    server
+        .put(
+            "/v1/alerts/chat",
+            json!({"queues": ["jobs"], "window_ms": 1_000,
+                   "destination": {"slack_url": destination.url("/slack")}}),
+        )
+        .await
+        .ok();
+    server
+        .put(
+            "/v1/alerts/hook",
+            json!({"queues": ["jobs"], "window_ms": 1_000,
+                   "destination": {"webhook_url": destination.url("/hook"),
+                                   "signing_secret": {"env": "ALERT_SIGNING_SECRET"}}}),
+        )
+        .await
+        .ok();
+    server.send("jobs", json!({"body": {"card": 4242}})).await;
+    let message = server.receive("jobs", json!({})).await.remove(0);
+    server
+        .nack(
+            "jobs",
+            json!({"receipt": message["receipt"], "error": "card <declined> & blocked"}),
+        )
+        .await;
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let (slack, hooks) = loop {
+        let requests = destination.requests();
+        let slack: Vec<_> = requests
+            .iter()
+            .filter(|r| r.path == "/slack")
+            .cloned()
+            .collect();
+        let hooks: Vec<_> = requests
+            .iter()
+            .filter(|r| r.path == "/hook")
+            .cloned()
+            .collect();
+        if (!slack.is_empty() && hooks.len() >= 3) || tokio::time::Instant::now() > deadline {
+            break (slack, hooks);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        slack.len(),
+        1,
+        "{:?} {} {}",
+        destination.requests(),
+        server.get("/v1/alerts").await.text,
+        server.log_tail(30)
+    );
+    let text = slack[0].json()["text"].as_str().unwrap().to_owned();
+    assert!(
+        text.contains("1 message was dead-lettered in queue jobs"),
+        "{text}"
+    );
+    assert!(
+        text.contains("card &lt;declined&gt; &amp; blocked"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "<{}/ui/#/dlq/jobs|Open in the dashboard>",
+            server.url()
+        )),
+        "{text}"
+    );
+    assert_eq!(hooks.len(), 3, "two failures, then delivered: {hooks:?}");
+    let event = hooks[2].json();
+    assert_eq!(event["type"], "dead_letters", "{event}");
+    assert_eq!(event["alert"], "hook", "{event}");
+    assert_eq!(event["count"], 1, "{event}");
+    assert_eq!(
+        event["sample"][0]["error"], "card <declined> & blocked",
+        "{event}"
+    );
+    assert!(
+        hooks[2]
+            .expect_header("webhook-signature")
+            .starts_with("v1,")
+    );
+    assert_eq!(hooks[0].header("webhook-id"), hooks[2].header("webhook-id"));
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let alert = loop {
+        let alert = server.get("/v1/alerts/hook").await.ok();
+        if alert["delivery"]["push"]["delivered"] == 1 || tokio::time::Instant::now() > deadline {
+            break alert;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(alert["delivery"]["push"]["delivered"], 1, "{alert}");
+    assert_eq!(alert["delivery"]["push"]["retried"], 2, "{alert}");
+}
+
+#[tokio::test]
+async fn commands_come_from_the_config_file_only_and_get_the_notification() {
+    // Proves: an alert in the config file may run a command, which gets the notification's
+    // JSON on its standard input; the API refuses a command (422 naming the field), checks the
+    // rest of a definition, and deleting an alert takes its queue with it.
+    let out = tempfile::tempdir().unwrap();
+    let file = out.path().join("alert.json");
+    let server = TestServer::builder()
+        .env("ALERT_OUT", file.to_str().unwrap())
+        .config(
+            r#"
+[queues.jobs]
+max_attempts = 1
+
+[alerts.pager]
+queues = ["jobs"]
+window_ms = 1000
+destination = { command = ["sh", "-c", "cat > \"$ALERT_OUT\""] }
+"#,
+        )
+        .start()
+        .await;
+    server.send("jobs", json!({"body": 1})).await;
+    let message = server.receive("jobs", json!({})).await.remove(0);
+    server
+        .nack(
+            "jobs",
+            json!({"receipt": message["receipt"], "error": "disk on fire"}),
+        )
+        .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let written = loop {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        if let Ok(event) = serde_json::from_str::<Value>(&text) {
+            break event;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{}",
+            server.log_tail(40)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(written["type"], "dead_letters", "{written}");
+    assert_eq!(written["sample"][0]["error"], "disk on fire", "{written}");
+
+    let refused = server
+        .put(
+            "/v1/alerts/sneaky",
+            json!({"destination": {"command": ["sh", "-c", "id"]}}),
+        )
+        .await;
+    let error = refused.error(422, "invalid_field");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("destination.command"),
+        "{error}"
+    );
+    for (spec, field) in [
+        (json!({"window_ms": 5}), "window_ms"),
+        (json!({"queues": ["a*b"]}), "queues[0]"),
+        (json!({"dead_letters": false}), "dead_letters"),
+        (
+            json!({"destination": {"webhook_url": "ftp://x"}}),
+            "destination",
+        ),
+        (json!({"sample_size": 99}), "sample_size"),
+    ] {
+        let error = server
+            .put("/v1/alerts/bad", spec)
+            .await
+            .error(422, "invalid_field");
+        assert!(
+            error["message"].as_str().unwrap().contains(field),
+            "{field}: {error}"
+        );
+    }
+    server
+        .get("/v1/alerts/bad")
+        .await
+        .error(404, "alert_not_found");
+
+    let list = server.get("/v1/alerts").await.ok();
+    assert_eq!(list["alerts"][0]["name"], "pager", "{list}");
+    server.delete("/v1/alerts/pager").await.ok();
+    server
+        .get("/v1/alerts/pager")
+        .await
+        .error(404, "alert_not_found");
+    server
+        .get("/v1/queues/sluice.alerts.pager")
+        .await
+        .error(404, "queue_not_found");
+}

@@ -1,0 +1,84 @@
+//! When an alert notifies: at most once per queue and kind per window, dead letters counted
+//! from where the last notification stopped, thresholds on crossing, again each window while
+//! passed, and once when no longer passed.
+
+use crate::Millis;
+use crate::stored::alert_state::ThresholdMark;
+
+/// Whether a dead-letter notification may be made now: none was made within the window.
+pub fn dead_letters_may_notify(sent_ms: Option<Millis>, now_ms: Millis, window_ms: Millis) -> bool {
+    sent_ms.is_none_or(|sent| now_ms.saturating_sub(sent) >= window_ms)
+}
+
+/// What a threshold does on this pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThresholdStep {
+    /// Passed: notify (the first time, or again a window after the last).
+    Fire,
+    /// No longer passed after a firing notification: notify once that it is over.
+    Resolve,
+    /// Nothing to say.
+    Quiet,
+}
+
+/// The step for a threshold that is `passed` now.
+pub fn threshold_step(
+    mark: ThresholdMark,
+    passed: bool,
+    now_ms: Millis,
+    window_ms: Millis,
+) -> ThresholdStep {
+    match (passed, mark.firing) {
+        (true, false) => ThresholdStep::Fire,
+        (true, true) if dead_letters_may_notify(mark.sent_ms, now_ms, window_ms) => {
+            ThresholdStep::Fire
+        }
+        (false, true) => ThresholdStep::Resolve,
+        _ => ThresholdStep::Quiet,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WINDOW: Millis = 300_000;
+
+    #[test]
+    fn dead_letters_notify_once_per_window() {
+        assert!(dead_letters_may_notify(None, 1_000, WINDOW));
+        assert!(!dead_letters_may_notify(
+            Some(1_000),
+            1_000 + WINDOW - 1,
+            WINDOW
+        ));
+        assert!(dead_letters_may_notify(Some(1_000), 1_000 + WINDOW, WINDOW));
+    }
+
+    #[test]
+    fn a_threshold_fires_on_crossing_repeats_each_window_and_resolves_once() {
+        let quiet = ThresholdMark::default();
+        assert_eq!(
+            threshold_step(quiet, false, 0, WINDOW),
+            ThresholdStep::Quiet
+        );
+        assert_eq!(threshold_step(quiet, true, 0, WINDOW), ThresholdStep::Fire);
+        let firing = ThresholdMark {
+            firing: true,
+            sent_ms: Some(10),
+        };
+        assert_eq!(
+            threshold_step(firing, true, 11, WINDOW),
+            ThresholdStep::Quiet
+        );
+        assert_eq!(
+            threshold_step(firing, true, 10 + WINDOW, WINDOW),
+            ThresholdStep::Fire
+        );
+        // Resolving does not wait for the window: the all-clear is news.
+        assert_eq!(
+            threshold_step(firing, false, 11, WINDOW),
+            ThresholdStep::Resolve
+        );
+    }
+}

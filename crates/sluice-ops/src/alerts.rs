@@ -1,0 +1,929 @@
+//! Alerts: defining them, and the pass that notifies.
+//!
+//! An alert watches queues (by name or prefix) for dead letters and, optionally, for a depth or
+//! an oldest-ready age over a threshold. Its notifications are messages in a queue of its own,
+//! `sluice.alerts.<name>`, whose push destination is the alert's (a Slack incoming webhook or
+//! any URL, signed with Standard Webhooks when asked); a command destination is run by the
+//! server for each. So a notification that cannot be delivered is retried with backoff and
+//! dead-lettered like any message, and the queue's stats show what is waiting or failing.
+//!
+//! A pass ([`Ops::alerts_pass`], on every node's upkeep) reads each alert's progress, counts
+//! the dead letters since its last notification for each watched queue, enqueues what is due
+//! with an idempotency key made from the progress it read, and then swaps the progress from
+//! the text it read ([`sluice_core::store::Store::definition_swap`]). Several nodes passing
+//! at once make one notification; a crash between the enqueue and the swap makes it again
+//! as a duplicate, which the key answers with the first.
+
+use std::collections::{BTreeMap, HashSet};
+
+use sluice_core::clock::format_rfc3339;
+use sluice_core::dispatch::DeadLetterFilter;
+use sluice_core::message::BodyKind;
+use sluice_core::queue::validate_queue_name;
+use sluice_core::rules::alert::{ThresholdStep, dead_letters_may_notify, threshold_step};
+use sluice_core::store::{DeadLetterQuery, DefinitionKind, QueueInfo};
+use sluice_core::stored::AlertState;
+use sluice_core::stored::alert_state::{QueueMarks, ThresholdMark};
+use sluice_core::wire::{
+    AlertEventOut, AlertOut, AlertPutOut, AlertSampleOut, AlertSentOut, AlertSpec, ErrorCode,
+    PushSpec, QueueSpec,
+};
+use sluice_core::{Millis, StoreError};
+
+use crate::enqueue::MessageRequest;
+use crate::queues::QueuePutRequest;
+use crate::{Ops, OpsError, OpsResult};
+
+/// The name of every alert's queue starts with this; alerts never watch these queues.
+pub const ALERT_QUEUE_PREFIX: &str = "sluice.alerts.";
+/// The header naming the alert a notification came from.
+pub const ALERT_HEADER: &str = "sluice-alert";
+/// Most dead letters one notification counts; beyond, the count is a floor (`count_capped`).
+pub const DEAD_LETTER_COUNT_MAX: u64 = 100_000;
+/// Dead letters are counted once they are this old: a dead letter's time is taken just before
+/// its commit, so one counted the moment it happened could be committed after the count read
+/// and fall between two notifications.
+pub const DEAD_LETTER_SETTLE_MS: Millis = 1_000;
+
+const WINDOW_MS_DEFAULT: Millis = 300_000;
+const WINDOW_MS_MIN: Millis = 1_000;
+const WINDOW_MS_MAX: Millis = 7 * 24 * 3_600_000;
+const SAMPLE_SIZE_DEFAULT: u32 = 5;
+const SAMPLE_SIZE_MAX: u32 = 20;
+const MAX_ATTEMPTS_DEFAULT: u32 = 10;
+const PATTERNS_MAX: usize = 100;
+const COUNT_PAGE: usize = 1_000;
+/// The longest error quoted in a notification, in characters.
+const ERROR_QUOTE_MAX: usize = 300;
+
+/// Who is defining an alert: only the config file may name a command to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlertOrigin {
+    /// `PUT /v1/alerts/{name}` and the clients built on it.
+    Api,
+    /// `[alerts.<name>]` in the config file (and alerts read back from the store).
+    ConfigFile,
+}
+
+/// What one pass did, over every alert.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AlertsPassed {
+    /// Notifications enqueued.
+    pub notifications: u64,
+    /// Notifications that could not be enqueued (tried again next pass).
+    pub failed: u64,
+}
+
+/// An alert checked and with its defaults filled in.
+#[derive(Debug, Clone)]
+pub struct Alert {
+    /// Its name.
+    pub name: String,
+    /// The definition as given.
+    pub spec: AlertSpec,
+    window_ms: Millis,
+    sample_size: usize,
+    patterns: Vec<String>,
+}
+
+impl Alert {
+    /// Checks a definition; the error names the field.
+    pub fn compile(name: &str, spec: AlertSpec, origin: AlertOrigin) -> Result<Alert, String> {
+        validate_queue_name(&queue_name(name)).map_err(|e| {
+            format!("name: an alert's queue is {ALERT_QUEUE_PREFIX}<name>, and {e}")
+        })?;
+        let window_ms = spec.window_ms.unwrap_or(WINDOW_MS_DEFAULT);
+        if !(WINDOW_MS_MIN..=WINDOW_MS_MAX).contains(&window_ms) {
+            return Err(format!(
+                "window_ms: {window_ms} is outside {WINDOW_MS_MIN}..={WINDOW_MS_MAX}"
+            ));
+        }
+        let sample_size = spec.sample_size.unwrap_or(SAMPLE_SIZE_DEFAULT);
+        if sample_size > SAMPLE_SIZE_MAX {
+            return Err(format!(
+                "sample_size: {sample_size} is more than {SAMPLE_SIZE_MAX}"
+            ));
+        }
+        if spec.oldest_ready_age_above_ms.is_some_and(|ms| ms <= 0) {
+            return Err("oldest_ready_age_above_ms: must be more than 0".into());
+        }
+        if spec.max_attempts == Some(0) {
+            return Err("max_attempts: must be at least 1".into());
+        }
+        let patterns = spec.queues.clone().unwrap_or_else(|| vec!["*".into()]);
+        if patterns.is_empty() || patterns.len() > PATTERNS_MAX {
+            return Err(format!(
+                "queues: give 1 to {PATTERNS_MAX} names or prefixes"
+            ));
+        }
+        for (index, pattern) in patterns.iter().enumerate() {
+            let stem = pattern.strip_suffix('*').unwrap_or(pattern);
+            if stem.contains('*') || (!stem.is_empty() && validate_queue_name(stem).is_err()) {
+                return Err(format!(
+                    "queues[{index}]: {pattern:?} is neither a queue name nor a prefix ending in *"
+                ));
+            }
+        }
+        if spec.dead_letters == Some(false)
+            && spec.depth_above.is_none()
+            && spec.oldest_ready_age_above_ms.is_none()
+        {
+            return Err(
+                "dead_letters: with it false, give depth_above or oldest_ready_age_above_ms, \
+                 or there is nothing to watch"
+                    .into(),
+            );
+        }
+        let destination = &spec.destination;
+        let named = [
+            destination.slack_url.is_some(),
+            destination.webhook_url.is_some(),
+            destination.command.is_some(),
+        ];
+        if named.iter().filter(|named| **named).count() > 1 {
+            return Err(
+                "destination: give one of slack_url, webhook_url and command, not several".into(),
+            );
+        }
+        if destination.webhook_url.is_none()
+            && (destination.signing_secret.is_some() || destination.headers.is_some())
+        {
+            return Err("destination: signing_secret and headers go with webhook_url only".into());
+        }
+        if let Some(command) = &destination.command {
+            if origin == AlertOrigin::Api {
+                return Err(
+                    "destination.command: only the config file may name a command to run".into(),
+                );
+            }
+            if command.first().is_none_or(String::is_empty) {
+                return Err("destination.command: give the program and its arguments".into());
+            }
+        }
+        Ok(Alert {
+            name: name.to_owned(),
+            window_ms,
+            sample_size: sample_size as usize,
+            patterns,
+            spec,
+        })
+    }
+
+    /// The queue its notifications go through.
+    pub fn queue(&self) -> String {
+        queue_name(&self.name)
+    }
+
+    /// The command its notifications are given to, if that is its destination.
+    pub fn command(&self) -> Option<&[String]> {
+        self.spec.destination.command.as_deref()
+    }
+
+    /// Whether it watches `queue` (never a dead-letter queue nor an alert's queue: the caller
+    /// leaves those out).
+    fn watches(&self, queue: &str) -> bool {
+        self.patterns
+            .iter()
+            .any(|pattern| match pattern.strip_suffix('*') {
+                Some(prefix) => queue.starts_with(prefix),
+                None => queue == pattern,
+            })
+    }
+
+    /// The alert's queue: its push destination (none for a command, or for a consumer of its
+    /// own), and the attempts a notification gets.
+    fn queue_spec(&self) -> QueueSpec {
+        let destination = &self.spec.destination;
+        let push = match (&destination.slack_url, &destination.webhook_url) {
+            (Some(url), _) => Some(PushSpec {
+                url: url.clone(),
+                method: None,
+                headers: None,
+                timeout_ms: None,
+                transform: None,
+                signing_secret: None,
+                retry_client_errors: None,
+                concurrency: Some(1),
+                secret_path: Some(true),
+            }),
+            (None, Some(url)) => Some(PushSpec {
+                url: url.clone(),
+                method: None,
+                headers: destination.headers.clone(),
+                timeout_ms: None,
+                transform: None,
+                signing_secret: destination.signing_secret.clone(),
+                retry_client_errors: None,
+                concurrency: Some(1),
+                secret_path: None,
+            }),
+            (None, None) => None,
+        };
+        QueueSpec {
+            max_attempts: Some(self.spec.max_attempts.unwrap_or(MAX_ATTEMPTS_DEFAULT)),
+            push: Some(push),
+            ..QueueSpec::default()
+        }
+    }
+}
+
+/// The queue of the alert `name`.
+pub fn queue_name(name: &str) -> String {
+    format!("{ALERT_QUEUE_PREFIX}{name}")
+}
+
+fn not_found(name: &str) -> OpsError {
+    OpsError::new(ErrorCode::AlertNotFound, format!("no alert {name:?}"))
+}
+
+impl Ops {
+    /// Defines or replaces an alert, and its queue with the alert's destination as push.
+    /// `check_push` checks that destination as the push workers will run it (the server's).
+    pub async fn alert_put(
+        &self,
+        name: &str,
+        spec: AlertSpec,
+        origin: AlertOrigin,
+        check_push: impl FnOnce(&PushSpec) -> Result<(), String>,
+    ) -> OpsResult<AlertPutOut> {
+        let alert = Alert::compile(name, spec, origin).map_err(OpsError::invalid_field)?;
+        let created = self.alert_row(name).await?.is_none();
+        self.queue_put(
+            QueuePutRequest {
+                name: alert.queue(),
+                spec: alert.queue_spec(),
+            },
+            check_push,
+        )
+        .await
+        .map_err(|mut error| {
+            // The queue's push fields are the alert's destination fields.
+            if error.code == ErrorCode::InvalidField {
+                error.message = format!("destination: {}", error.message);
+            }
+            error
+        })?;
+        let text = serde_json::to_string(&alert.spec)
+            .map_err(|e| OpsError::invalid_field(format!("cannot store the alert: {e}")))?;
+        let now_ms = self.now_ms();
+        if created {
+            // Progress first, so no pass sees the alert without its start.
+            let state = AlertState {
+                started_ms: Some(now_ms),
+                ..AlertState::default()
+            };
+            self.store
+                .definition_put(DefinitionKind::AlertState, name, state.to_json(), now_ms)
+                .await?;
+        }
+        self.store
+            .definition_put(DefinitionKind::Alert, name, text, now_ms)
+            .await?;
+        Ok(AlertPutOut {
+            created,
+            alert: self.alert_get(name).await?,
+        })
+    }
+
+    /// One alert and what it did.
+    pub async fn alert_get(&self, name: &str) -> OpsResult<AlertOut> {
+        let spec = self.alert_row(name).await?.ok_or_else(|| not_found(name))?;
+        let states = self.alert_states().await?;
+        Ok(alert_out(name, spec, states.get(name)))
+    }
+
+    /// Every alert, by name.
+    pub async fn alert_list(&self) -> OpsResult<Vec<AlertOut>> {
+        let states = self.alert_states().await?;
+        Ok(self
+            .store
+            .definition_list(DefinitionKind::Alert)
+            .await?
+            .into_iter()
+            .filter_map(|(name, text)| {
+                let spec = read_spec(&name, &text)?;
+                Some(alert_out(&name, spec, states.get(&name)))
+            })
+            .collect())
+    }
+
+    /// Every alert that compiles, for the server's command runner.
+    pub async fn alerts(&self) -> OpsResult<Vec<Alert>> {
+        Ok(self
+            .store
+            .definition_list(DefinitionKind::Alert)
+            .await?
+            .into_iter()
+            .filter_map(|(name, text)| compile_stored(&name, &text))
+            .collect())
+    }
+
+    /// Deletes an alert, its progress and its queue (notifications not yet delivered go too).
+    pub async fn alert_delete(&self, name: &str) -> OpsResult<()> {
+        if !self
+            .store
+            .definition_delete(DefinitionKind::Alert, name)
+            .await?
+        {
+            return Err(not_found(name));
+        }
+        self.store
+            .definition_delete(DefinitionKind::AlertState, name)
+            .await?;
+        match self.queue_delete(&queue_name(name)).await {
+            Ok(_) => Ok(()),
+            Err(error) if error.code == ErrorCode::QueueNotFound => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Makes every alert's due notifications. Called by the server's upkeep on a timer, on
+    /// every node. `dashboard` is the dashboard's address (`https://host/ui/`) for links.
+    pub async fn alerts_pass(&self, dashboard: Option<&str>) -> OpsResult<AlertsPassed> {
+        let mut passed = AlertsPassed::default();
+        let alerts = self.alerts().await?;
+        if alerts.is_empty() {
+            return Ok(passed);
+        }
+        let now_ms = self.now_ms();
+        let queues = self.store.queue_list(now_ms).await?;
+        let dead_letter_queues: HashSet<&str> = queues
+            .iter()
+            .filter_map(|info| info.config.dead_letter_queue.as_deref())
+            .collect();
+        let watchable: Vec<&QueueInfo> = queues
+            .iter()
+            .filter(|info| {
+                !info.name.starts_with(ALERT_QUEUE_PREFIX)
+                    && !dead_letter_queues.contains(info.name.as_str())
+            })
+            .collect();
+        let states = self.alert_state_texts().await?;
+        for alert in &alerts {
+            let read_text = states.get(&alert.name).cloned();
+            let read = read_text
+                .as_deref()
+                .map(AlertState::from_json)
+                .unwrap_or_default();
+            let mut state = read.clone();
+            state
+                .queues
+                .retain(|queue, _| watchable.iter().any(|info| &info.name == queue));
+            for info in watchable.iter().filter(|info| alert.watches(&info.name)) {
+                let pass = QueuePass {
+                    ops: self,
+                    alert,
+                    info,
+                    dashboard,
+                    now_ms,
+                };
+                pass.run(&mut state, &mut passed).await;
+            }
+            if state != read {
+                self.store
+                    .definition_swap(
+                        DefinitionKind::AlertState,
+                        &alert.name,
+                        read_text,
+                        state.to_json(),
+                        now_ms,
+                    )
+                    .await?;
+            }
+        }
+        Ok(passed)
+    }
+
+    async fn alert_row(&self, name: &str) -> OpsResult<Option<AlertSpec>> {
+        Ok(self
+            .store
+            .definition_list(DefinitionKind::Alert)
+            .await?
+            .into_iter()
+            .find(|(existing, _)| existing == name)
+            .and_then(|(name, text)| read_spec(&name, &text)))
+    }
+
+    async fn alert_state_texts(&self) -> OpsResult<BTreeMap<String, String>> {
+        Ok(self
+            .store
+            .definition_list(DefinitionKind::AlertState)
+            .await?
+            .into_iter()
+            .collect())
+    }
+
+    async fn alert_states(&self) -> OpsResult<BTreeMap<String, AlertState>> {
+        Ok(self
+            .alert_state_texts()
+            .await?
+            .into_iter()
+            .map(|(name, text)| (name, AlertState::from_json(&text)))
+            .collect())
+    }
+}
+
+/// One alert's pass over one queue.
+struct QueuePass<'a> {
+    ops: &'a Ops,
+    alert: &'a Alert,
+    info: &'a QueueInfo,
+    dashboard: Option<&'a str>,
+    now_ms: Millis,
+}
+
+impl QueuePass<'_> {
+    async fn run(&self, state: &mut AlertState, passed: &mut AlertsPassed) {
+        let queue = self.info.name.clone();
+        // A queue seen for the first time: its dead letters count from the alert's start, not
+        // from the queue's past.
+        let mut marks = state.queues.get(&queue).copied().unwrap_or(QueueMarks {
+            dead_letters_from_ms: state.started_ms.unwrap_or(self.now_ms),
+            ..QueueMarks::default()
+        });
+        let mut outcome = |result: OpsResult<bool>, state: &mut AlertState| match result {
+            Ok(sent) => {
+                if sent {
+                    passed.notifications += 1;
+                    state.last_sent_ms = Some(self.now_ms);
+                }
+            }
+            Err(error) => {
+                passed.failed += 1;
+                tracing::warn!(alert = %self.alert.name, %queue, code = error.code.as_str(), error = %error.message, "an alert's notification was not made; it is tried again");
+            }
+        };
+        if self.alert.spec.dead_letters != Some(false) {
+            let result = self.dead_letters(&mut marks, state).await;
+            outcome(result, state);
+        }
+        let depth = &self.info.depth;
+        if let Some(threshold) = self.alert.spec.depth_above {
+            let value = depth.ready + depth.delayed + depth.in_flight;
+            let result = self
+                .threshold(
+                    Threshold::Depth,
+                    &mut marks.depth,
+                    value as i64,
+                    threshold as i64,
+                )
+                .await;
+            if matches!(result, Ok(true)) {
+                state.sent.depth += 1;
+            }
+            outcome(result, state);
+        }
+        if let Some(threshold) = self.alert.spec.oldest_ready_age_above_ms {
+            let value = depth.oldest_ready_age_ms.unwrap_or(0);
+            let result = self
+                .threshold(
+                    Threshold::OldestReadyAge,
+                    &mut marks.oldest_ready_age,
+                    value,
+                    threshold,
+                )
+                .await;
+            if matches!(result, Ok(true)) {
+                state.sent.oldest_ready_age += 1;
+            }
+            outcome(result, state);
+        }
+        state.queues.insert(queue, marks);
+    }
+
+    /// Counts the dead letters since the last notification and notifies when there are some
+    /// and the window allows; true when a notification was made.
+    async fn dead_letters(
+        &self,
+        marks: &mut QueueMarks,
+        state: &mut AlertState,
+    ) -> OpsResult<bool> {
+        if self.info.config.dead_letter_queue.is_none()
+            || !dead_letters_may_notify(
+                marks.dead_letters_sent_ms,
+                self.now_ms,
+                self.alert.window_ms,
+            )
+        {
+            return Ok(false);
+        }
+        let since = marks.dead_letters_from_ms;
+        let until = self.now_ms - DEAD_LETTER_SETTLE_MS;
+        if until <= since {
+            return Ok(false);
+        }
+        let Some(counted) = self.count_dead_letters(since, until).await? else {
+            return Ok(false);
+        };
+        let queue = &self.info.name;
+        let capped = if counted.capped { "more than " } else { "" };
+        let text = format!(
+            "{capped}{} message{} dead-lettered in queue {queue} since {}.{}",
+            counted.count,
+            if counted.count == 1 { " was" } else { "s were" },
+            format_rfc3339(since),
+            counted
+                .sample
+                .first()
+                .and_then(|first| first.error.as_deref())
+                .map(|error| format!(" Latest error: {error}"))
+                .unwrap_or_default()
+        );
+        let event = AlertEventOut {
+            kind: "dead_letters".into(),
+            status: "firing".into(),
+            alert: self.alert.name.clone(),
+            queue: queue.clone(),
+            timestamp: format_rfc3339(self.now_ms),
+            text,
+            count: Some(counted.count),
+            count_capped: counted.capped,
+            since: Some(format_rfc3339(since)),
+            until: Some(format_rfc3339(until)),
+            dead_letter_queue: Some(counted.dead_letter_queue),
+            sample: counted.sample,
+            value: None,
+            threshold: None,
+            dashboard_url: self.dashboard.map(|base| format!("{base}#/dlq/{queue}")),
+        };
+        let key = format!("alert:{}:{queue}:dead_letters:{since}", self.alert.name);
+        self.notify(&event, key).await?;
+        marks.dead_letters_from_ms = until;
+        marks.dead_letters_sent_ms = Some(self.now_ms);
+        state.sent.dead_letters += 1;
+        state.sent.dead_letters_counted += counted.count;
+        Ok(true)
+    }
+
+    /// The dead letters of this queue dead-lettered in `[since, until)`, when there are any.
+    async fn count_dead_letters(&self, since: Millis, until: Millis) -> OpsResult<Option<Counted>> {
+        let queue = &self.info.name;
+        let filter = DeadLetterFilter {
+            source_queue: queue.clone(),
+            since_ms: Some(since),
+            until_ms: Some(until),
+            ..DeadLetterFilter::default()
+        };
+        // The newest dead letter first, so a pass with nothing new reads one entry.
+        let newest = self
+            .ops
+            .store
+            .dead_letter_list(DeadLetterQuery {
+                queue: queue.clone(),
+                filter: DeadLetterFilter {
+                    source_queue: queue.clone(),
+                    ..DeadLetterFilter::default()
+                },
+                before: None,
+                limit: 1,
+            })
+            .await;
+        let newest = match newest {
+            Ok(page) => page,
+            // Deleted since the pass listed it.
+            Err(StoreError::QueueNotFound(_)) => return Ok(None),
+            Err(error) => return Err(error.into()),
+        };
+        let is_new = newest.entries.first().is_some_and(|entry| {
+            entry
+                .status
+                .dead_letter
+                .as_ref()
+                .is_some_and(|dead| dead.last_seen_at_ms >= since)
+        });
+        if !is_new {
+            return Ok(None);
+        }
+        let mut counted = Counted {
+            count: 0,
+            capped: false,
+            dead_letter_queue: newest.dead_letter_queue,
+            sample: Vec::new(),
+        };
+        let mut before = None;
+        loop {
+            let page = self
+                .ops
+                .store
+                .dead_letter_list(DeadLetterQuery {
+                    queue: queue.clone(),
+                    filter: filter.clone(),
+                    before,
+                    limit: COUNT_PAGE,
+                })
+                .await?;
+            for entry in &page.entries {
+                if counted.sample.len() < self.alert.sample_size {
+                    counted.sample.push(sample_of(entry));
+                }
+            }
+            counted.count += page.entries.len() as u64;
+            // Entries are in the order they were dead-lettered, newest first: a page that
+            // starts before `since` has nothing more to count.
+            match page.next {
+                Some(next) if next.0 >= since && counted.count < DEAD_LETTER_COUNT_MAX => {
+                    before = Some(next);
+                }
+                Some(next) if next.0 >= since => {
+                    counted.capped = true;
+                    break;
+                }
+                _ => break,
+            }
+        }
+        Ok((counted.count > 0).then_some(counted))
+    }
+
+    /// Notifies about a threshold when its step says so; true when a notification was made.
+    async fn threshold(
+        &self,
+        threshold: Threshold,
+        mark: &mut ThresholdMark,
+        value: i64,
+        limit: i64,
+    ) -> OpsResult<bool> {
+        let step = threshold_step(*mark, value > limit, self.now_ms, self.alert.window_ms);
+        let firing = match step {
+            ThresholdStep::Quiet => return Ok(false),
+            ThresholdStep::Fire => true,
+            ThresholdStep::Resolve => false,
+        };
+        let queue = &self.info.name;
+        let (kind, what, unit) = match threshold {
+            Threshold::Depth => ("depth", "holds", " messages"),
+            Threshold::OldestReadyAge => {
+                ("oldest_ready_age", "has its oldest ready message at", " ms")
+            }
+        };
+        let text = if firing {
+            format!("Queue {queue} {what} {value}{unit}, over the alert's {limit}{unit}.")
+        } else {
+            format!("Queue {queue} {what} {value}{unit}, back within the alert's {limit}{unit}.")
+        };
+        let event = AlertEventOut {
+            kind: kind.into(),
+            status: if firing { "firing" } else { "resolved" }.into(),
+            alert: self.alert.name.clone(),
+            queue: queue.clone(),
+            timestamp: format_rfc3339(self.now_ms),
+            text,
+            count: None,
+            count_capped: false,
+            since: None,
+            until: None,
+            dead_letter_queue: None,
+            sample: Vec::new(),
+            value: Some(value),
+            threshold: Some(limit),
+            dashboard_url: self.dashboard.map(|base| format!("{base}#/queue/{queue}")),
+        };
+        let key = format!(
+            "alert:{}:{queue}:{kind}:{}:{}",
+            self.alert.name,
+            mark.sent_ms.unwrap_or(0),
+            event.status
+        );
+        self.notify(&event, key).await?;
+        *mark = ThresholdMark {
+            firing,
+            sent_ms: Some(self.now_ms),
+        };
+        Ok(true)
+    }
+
+    /// Enqueues one notification into the alert's queue, shaped for its destination.
+    async fn notify(&self, event: &AlertEventOut, key: String) -> OpsResult<()> {
+        let body = if self.alert.spec.destination.slack_url.is_some() {
+            slack_message(event)
+        } else {
+            serde_json::to_value(event).unwrap_or_default()
+        };
+        let mut enqueue = self.ops.enqueue_to(self.alert.queue()).await?;
+        enqueue.add(
+            MessageRequest {
+                body: (body.to_string().into_bytes(), BodyKind::Json),
+                id: Some(key),
+                key: None,
+                headers: Some(BTreeMap::from([(
+                    ALERT_HEADER.to_owned(),
+                    self.alert.name.clone(),
+                )])),
+                priority: None,
+                delay_ms: None,
+                not_before: None,
+            },
+            "",
+        )?;
+        self.ops.enqueue(enqueue).await?;
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Threshold {
+    Depth,
+    OldestReadyAge,
+}
+
+struct Counted {
+    count: u64,
+    capped: bool,
+    dead_letter_queue: String,
+    sample: Vec<AlertSampleOut>,
+}
+
+fn sample_of(entry: &sluice_core::store::DeadLetter) -> AlertSampleOut {
+    let status = &entry.status;
+    let dead = status.dead_letter.as_ref();
+    AlertSampleOut {
+        message_id: status.message_id.to_string(),
+        error: dead
+            .and_then(|dead| dead.last_error.as_deref())
+            .map(|error| error.chars().take(ERROR_QUOTE_MAX).collect()),
+        attempts: dead.map_or(status.attempts, |dead| dead.attempts),
+        dead_lettered_at: format_rfc3339(dead.map_or(status.enqueued_at_ms, |d| d.last_seen_at_ms)),
+    }
+}
+
+/// A Slack message (mrkdwn): the summary, the sample's errors, the dashboard link.
+fn slack_message(event: &AlertEventOut) -> serde_json::Value {
+    let icon = if event.status == "resolved" {
+        ":white_check_mark:"
+    } else {
+        ":rotating_light:"
+    };
+    let mut text = format!(
+        "{icon} *sluice alert {}*: {}",
+        event.alert,
+        escape(&event.text)
+    );
+    for sample in &event.sample {
+        text.push_str(&format!(
+            "\n• `{}`: {}",
+            sample.message_id,
+            escape(sample.error.as_deref().unwrap_or("(no error given)"))
+        ));
+    }
+    if let Some(url) = &event.dashboard_url {
+        text.push_str(&format!("\n<{url}|Open in the dashboard>"));
+    }
+    serde_json::json!({ "text": text })
+}
+
+/// Slack's three control characters, escaped so an error message cannot make links or
+/// mentions.
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+fn read_spec(name: &str, text: &str) -> Option<AlertSpec> {
+    match serde_json::from_str(text) {
+        Ok(spec) => Some(spec),
+        Err(error) => {
+            tracing::error!(alert = %name, %error, "a stored alert does not read; it is ignored");
+            None
+        }
+    }
+}
+
+fn compile_stored(name: &str, text: &str) -> Option<Alert> {
+    let spec = read_spec(name, text)?;
+    match Alert::compile(name, spec, AlertOrigin::ConfigFile) {
+        Ok(alert) => Some(alert),
+        Err(error) => {
+            tracing::error!(alert = %name, %error, "a stored alert does not compile; it is ignored");
+            None
+        }
+    }
+}
+
+fn alert_out(name: &str, spec: AlertSpec, state: Option<&AlertState>) -> AlertOut {
+    let state = state.cloned().unwrap_or_default();
+    AlertOut {
+        name: name.to_owned(),
+        spec,
+        queue: queue_name(name),
+        sent: AlertSentOut {
+            dead_letters: state.sent.dead_letters,
+            dead_letters_counted: state.sent.dead_letters_counted,
+            depth: state.sent.depth,
+            oldest_ready_age: state.sent.oldest_ready_age,
+        },
+        last_sent_at: state.last_sent_ms.map(format_rfc3339),
+        firing: state
+            .queues
+            .iter()
+            .filter(|(_, marks)| marks.depth.firing || marks.oldest_ready_age.firing)
+            .map(|(queue, _)| queue.clone())
+            .collect(),
+        delivery: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_core::wire::AlertDestinationSpec;
+
+    fn compile(spec: AlertSpec) -> Result<Alert, String> {
+        Alert::compile("ops", spec, AlertOrigin::Api)
+    }
+
+    #[test]
+    fn patterns_match_names_and_prefixes() {
+        let alert = compile(AlertSpec {
+            queues: Some(vec!["orders".into(), "team-a.*".into()]),
+            ..AlertSpec::default()
+        })
+        .unwrap();
+        assert!(alert.watches("orders"));
+        assert!(!alert.watches("orders2"));
+        assert!(alert.watches("team-a.x"));
+        assert!(!alert.watches("team-b.x"));
+        assert!(compile(AlertSpec::default()).unwrap().watches("anything"));
+    }
+
+    #[test]
+    fn definitions_are_checked_naming_the_field() {
+        let refused = |spec: AlertSpec, field: &str| {
+            let error = compile(spec).unwrap_err();
+            assert!(error.starts_with(field), "{error}");
+        };
+        refused(
+            AlertSpec {
+                window_ms: Some(10),
+                ..AlertSpec::default()
+            },
+            "window_ms",
+        );
+        refused(
+            AlertSpec {
+                queues: Some(vec!["a*b".into()]),
+                ..AlertSpec::default()
+            },
+            "queues[0]",
+        );
+        refused(
+            AlertSpec {
+                dead_letters: Some(false),
+                ..AlertSpec::default()
+            },
+            "dead_letters",
+        );
+        refused(
+            AlertSpec {
+                destination: AlertDestinationSpec {
+                    slack_url: Some("https://x".into()),
+                    webhook_url: Some("https://y".into()),
+                    ..AlertDestinationSpec::default()
+                },
+                ..AlertSpec::default()
+            },
+            "destination",
+        );
+        let command = AlertSpec {
+            destination: AlertDestinationSpec {
+                command: Some(vec!["true".into()]),
+                ..AlertDestinationSpec::default()
+            },
+            ..AlertSpec::default()
+        };
+        refused(command.clone(), "destination.command");
+        assert!(Alert::compile("ops", command, AlertOrigin::ConfigFile).is_ok());
+        assert!(Alert::compile(&"x".repeat(300), AlertSpec::default(), AlertOrigin::Api).is_err());
+    }
+
+    #[test]
+    fn slack_text_cannot_be_made_into_links_by_an_error() {
+        let event = AlertEventOut {
+            kind: "dead_letters".into(),
+            status: "firing".into(),
+            alert: "ops".into(),
+            queue: "orders".into(),
+            timestamp: String::new(),
+            text: "3 messages".into(),
+            count: Some(3),
+            count_capped: false,
+            since: None,
+            until: None,
+            dead_letter_queue: None,
+            sample: vec![AlertSampleOut {
+                message_id: "m".into(),
+                error: Some("<!channel> & <http://evil|x>".into()),
+                attempts: 1,
+                dead_lettered_at: String::new(),
+            }],
+            value: None,
+            threshold: None,
+            dashboard_url: Some("http://127.0.0.1:1/ui/#/dlq/orders".into()),
+        };
+        let text = slack_message(&event)["text"].as_str().unwrap().to_owned();
+        assert!(
+            text.contains("&lt;!channel&gt; &amp; &lt;http://evil|x&gt;"),
+            "{text}"
+        );
+        assert!(text.ends_with("<http://127.0.0.1:1/ui/#/dlq/orders|Open in the dashboard>"));
+    }
+}
