@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 
 from sluice_client import (
+    AlertDestinationSpec,
+    AlertSpec,
     AsyncClient,
     Client,
     MessageIn,
@@ -80,6 +82,8 @@ def test_models_match_the_servers_openapi_document(client: Client) -> None:
         "ScheduleMessage",
         "TopicSpec",
         "SubscriptionSpec",
+        "AlertSpec",
+        "AlertDestinationSpec",
     ):
         cls = getattr(specs, name)
         fields = {field.name for field in dataclasses.fields(cls)}
@@ -118,6 +122,8 @@ def test_every_route_of_the_document_has_a_client_method(client: Client) -> None
         "schedule_pause": "pause_schedule", "schedule_resume": "resume_schedule",
         "topic_list": "list_topics", "topic_get": "get_topic", "topic_put": "put_topic",
         "topic_delete": "delete_topic", "topic_publish": "publish",
+        "alert_list": "list_alerts", "alert_get": "get_alert", "alert_put": "put_alert",
+        "alert_delete": "delete_alert",
     }  # fmt: skip
     assert operations - {"webhook_receive"} == set(covered)
     for method in covered.values():
@@ -401,6 +407,93 @@ def test_the_async_client_manages_topics(sluice_server: SluiceServer) -> None:
             with pytest.raises(SluiceError) as gone:
                 await client.get_topic(topic)
             assert gone.value.code == "topic_not_found"
+
+    asyncio.run(run())
+
+
+def test_alerts_round_trip(client: Client) -> None:
+    queue, name = unique("alerted"), unique("alert")
+    # Scoped to a queue of its own, so the suite's other dead letters do not concern it.
+    spec = AlertSpec(
+        queues=[queue],
+        depth_above=1000,
+        window_ms=60_000,
+        destination=AlertDestinationSpec(
+            webhook_url="http://127.0.0.1:9/alerts", headers={"x-team": "ops"}
+        ),
+    )
+    put = client.put_alert(name, spec)
+    assert put.created and put.alert.name == name and put.alert.spec == spec
+    assert put.alert.queue == f"sluice.alerts.{name}"
+    assert put.alert.sent == models.AlertSentOut(
+        dead_letters=0, dead_letters_counted=0, depth=0, oldest_ready_age=0
+    )
+    replaced = client.put_alert(name, dataclasses.replace(spec, depth_above=500))
+    assert replaced.created is False
+    shown = client.get_alert(name)
+    assert shown.spec.depth_above == 500 and shown.spec.queues == [queue]
+    assert shown.spec.destination.webhook_url == "http://127.0.0.1:9/alerts"
+    assert shown.delivery is not None and shown.delivery.ready == 0
+    assert shown.firing == [] and shown.last_sent_at is None
+    assert any(alert.name == name for alert in client.list_alerts())
+
+    command = AlertSpec(destination=AlertDestinationSpec(command=["sh", "-c", "id"]))
+    with pytest.raises(SluiceError) as refused:
+        client.put_alert(unique("alert"), command)
+    assert (refused.value.status, refused.value.code) == (422, "invalid_field")
+    assert "destination.command" in refused.value.message
+
+    assert client.delete_alert(name).deleted is True
+    with pytest.raises(SluiceError) as gone:
+        client.get_alert(name)
+    assert (gone.value.status, gone.value.code) == (404, "alert_not_found")
+
+
+def test_a_dead_letter_makes_a_notification_in_the_alerts_queue(client: Client) -> None:
+    queue, name = unique("alert-dead"), unique("alert-dl")
+    client.put_queue(queue, QueueSpec(max_attempts=1))
+    alert = client.put_alert(name, AlertSpec(queues=[queue])).alert
+    sent = client.enqueue(queue, {"n": 1})
+    leased = client.receive(queue)[0]
+    assert client.nack(queue, leased.receipt, error="boom").state == "dead"
+    # A dead letter is counted once it is a second old; the server's passes run every 500 ms.
+    deadline = time.monotonic() + 10.0
+    received: list[models.ReceivedMessage] = []
+    while not received and time.monotonic() < deadline:
+        received = client.receive(alert.queue, 10, wait_ms=1000)
+    assert len(received) == 1, "no notification arrived within 10 s"
+    assert received[0].headers["sluice-alert"] == name
+    event = models.AlertEventOut.from_body(received[0].body)
+    assert (event.type, event.status, event.alert, event.queue) == (
+        "dead_letters",
+        "firing",
+        name,
+        queue,
+    )
+    assert (event.count, event.count_capped, event.dead_letter_queue) == (1, False, f"{queue}.dlq")
+    assert [(s.message_id, s.error) for s in event.sample] == [(sent.message_id, "boom")]
+    assert event.timestamp.tzinfo is not None
+    client.ack(alert.queue, received[0].receipt)
+    shown = client.get_alert(name)
+    assert (shown.sent.dead_letters, shown.sent.dead_letters_counted) == (1, 1)
+    assert shown.last_sent_at is not None
+    client.delete_alert(name)
+
+
+def test_the_async_client_manages_alerts(sluice_server: SluiceServer) -> None:
+    async def run() -> None:
+        async with AsyncClient(sluice_server.url) as client:
+            queue, name = unique("async-alerted"), unique("async-alert")
+            spec = AlertSpec(
+                queues=[queue], destination=AlertDestinationSpec(webhook_url="http://127.0.0.1:9/")
+            )
+            assert (await client.put_alert(name, spec)).created
+            assert any(alert.name == name for alert in await client.list_alerts())
+            assert (await client.get_alert(name)).spec == spec
+            assert (await client.delete_alert(name)).deleted is True
+            with pytest.raises(SluiceError) as gone:
+                await client.get_alert(name)
+            assert gone.value.code == "alert_not_found"
 
     asyncio.run(run())
 

@@ -484,6 +484,37 @@ export class SluiceClient {
     );
   }
 
+  // Alerts (admin). Notifications are messages in each alert's queue, `sluice.alerts.<name>`
+  // (their bodies are `wire.AlertEventOut`), pushed to its destination when it has one.
+
+  /** `GET /v1/alerts`: every alert, by name, with what it sent and its delivery queue's stats. */
+  listAlerts(options?: CallOptions): Promise<wire.AlertListOut> {
+    return this.#call("GET", "/v1/alerts", undefined, options);
+  }
+
+  /** `GET /v1/alerts/{name}`: the definition, what it sent, and its deliveries. */
+  getAlert(name: string, options?: CallOptions): Promise<wire.AlertOut> {
+    return this.#call("GET", alertPath(name), undefined, options);
+  }
+
+  /**
+   * `PUT /v1/alerts/{name}`: defines or replaces an alert and its queue (`sluice.alerts.<name>`,
+   * whose push destination is the alert's `destination`: a Slack or webhook URL, or none for a
+   * consumer of its own). A `destination.command` is refused (422 `invalid_field`): only the
+   * config file may name one.
+   */
+  putAlert(name: string, spec: wire.AlertSpec, options?: CallOptions) {
+    return this.#call<wire.AlertPutOut>("PUT", alertPath(name), spec, options);
+  }
+
+  /**
+   * `DELETE /v1/alerts/{name}`: the alert, its progress and its queue (notifications not yet
+   * delivered go with it).
+   */
+  deleteAlert(name: string, options?: CallOptions): Promise<wire.AlertDeleteOut> {
+    return this.#call("DELETE", alertPath(name), undefined, options);
+  }
+
   /**
    * One request. `longPollMs` is added to the timeout, so a long poll is not cut short by it.
    * Every failure becomes a {@link SluiceError}: an answer by its JSON error body, no answer
@@ -568,6 +599,10 @@ function schedulePath(name: string): string {
 
 function topicPath(name: string): string {
   return `/v1/topics/${enc(name)}`;
+}
+
+function alertPath(name: string): string {
+  return `/v1/alerts/${enc(name)}`;
 }
 
 function search(params: Record<string, string | number | undefined>): string {

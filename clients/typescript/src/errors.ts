@@ -30,6 +30,7 @@ export type ErrorCode =
   | "webhook_not_found"
   | "schedule_not_found"
   | "topic_not_found"
+  | "alert_not_found"
   | "method_not_allowed"
   | "request_timeout"
   | "stale_receipt"

@@ -70,5 +70,69 @@ export type TopicListOut = Schemas["TopicListOut"];
 export type TopicDeleteOut = Schemas["TopicDeleteOut"];
 export type TopicPublishOut = Schemas["TopicPublishOut"];
 export type TopicCopyOut = Schemas["TopicCopyOut"];
+export type AlertSpec = Schemas["AlertSpec"];
+export type AlertDestinationSpec = Schemas["AlertDestinationSpec"];
+export type AlertOut = Schemas["AlertOut"];
+export type AlertSentOut = Schemas["AlertSentOut"];
+export type AlertPutOut = Schemas["AlertPutOut"];
+export type AlertListOut = Schemas["AlertListOut"];
+export type AlertDeleteOut = Schemas["AlertDeleteOut"];
 export type HealthOut = Schemas["HealthOut"];
 export type ErrorBody = Schemas["ErrorBody"];
+
+/** One dead letter quoted in an alert's notification ({@link AlertEventOut.sample}). */
+export interface AlertSampleOut {
+  /** The dead letter's id. */
+  message_id: string;
+  /** The error of its last attempt. */
+  error?: string;
+  /** Attempts it had. */
+  attempts: number;
+  /** When it was dead-lettered (RFC 3339). */
+  dead_lettered_at: string;
+}
+
+/**
+ * One notification of an alert: the JSON body of each message in the alert's queue
+ * (`sluice.alerts.<name>`, {@link AlertOut.queue}), as a webhook or a command destination
+ * receives it (a Slack destination gets its `text`). The OpenAPI document has no route that
+ * answers it, so it is written here, after `AlertEventOut` of the server's wire types.
+ *
+ * A consumer of an alert queue reads it from a received message's body:
+ * `const event = message.body as wire.AlertEventOut`.
+ */
+export interface AlertEventOut {
+  /** What it is about: dead letters, a queue's depth, or its oldest ready message's age. */
+  type: "dead_letters" | "depth" | "oldest_ready_age";
+  /** `firing`, or `resolved` once a threshold is no longer passed (dead letters always fire). */
+  status: "firing" | "resolved";
+  /** The alert's name. */
+  alert: string;
+  /** The queue it is about. */
+  queue: string;
+  /** When the notification was made (RFC 3339). */
+  timestamp: string;
+  /** A one-paragraph summary for people. */
+  text: string;
+  /**
+   * Dead letters: how many were dead-lettered in `[since, until)` and are still in the
+   * dead-letter queue.
+   */
+  count?: number;
+  /** Dead letters: true when there were more than could be counted (`count` is a floor). */
+  count_capped?: boolean;
+  /** Dead letters: the start of the span counted (RFC 3339). */
+  since?: string;
+  /** Dead letters: the end of the span counted (RFC 3339). */
+  until?: string;
+  /** Dead letters: the queue they are in. */
+  dead_letter_queue?: string;
+  /** Dead letters: the newest ones' errors. */
+  sample?: AlertSampleOut[];
+  /** Thresholds: the value now (messages, or ms). */
+  value?: number;
+  /** Thresholds: the threshold. */
+  threshold?: number;
+  /** The dashboard page to look at, when the server knows its address. */
+  dashboard_url?: string;
+}

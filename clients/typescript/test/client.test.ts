@@ -2,7 +2,8 @@
  * The HTTP client against real servers: the token (option and SLUICE_TOKEN), SLUICE_URL, and
  * errors as SluiceError with the server's status, code, details and Retry-After; no answer at
  * all as status 0 with code `network` or `timeout`; schedule administration, with a real run;
- * topics: a filtered, idempotent publish, its counts and its copies.
+ * topics: a filtered, idempotent publish, its counts and its copies; alerts: their
+ * administration, and a dead letter's notification read from the alert's queue.
  */
 import { randomBytes } from "node:crypto";
 import { createServer } from "node:http";
@@ -269,6 +270,93 @@ describe.skipIf(sluiceUrl === "")("topics", () => {
     expect(await client.deleteTopic(topic)).toEqual({ deleted: true });
     const error = await failure(client.getTopic(topic));
     expect(error).toMatchObject({ status: 404, code: "topic_not_found" });
+  });
+});
+
+describe.skipIf(sluiceUrl === "")("alerts", () => {
+  const client = new SluiceClient({ url: sluiceUrl });
+
+  it("define with a webhook destination, show, list, refuse a command, delete", async () => {
+    const queue = name();
+    const alert = name();
+    // Scoped to a queue of its own, so the suite's other dead letters do not concern it.
+    const spec: wire.AlertSpec = {
+      queues: [queue],
+      depth_above: 1000,
+      window_ms: 60_000,
+      destination: { webhook_url: "http://127.0.0.1:9/alerts", headers: { "x-team": "ops" } },
+    };
+    const put = await client.putAlert(alert, spec);
+    expect(put).toMatchObject({ created: true, alert: { name: alert, spec } });
+    expect(put.alert.queue).toBe(`sluice.alerts.${alert}`);
+    expect(put.alert.sent).toEqual({
+      dead_letters: 0,
+      dead_letters_counted: 0,
+      depth: 0,
+      oldest_ready_age: 0,
+    });
+    const replaced = await client.putAlert(alert, { ...spec, depth_above: 500 });
+    expect(replaced.created).toBe(false);
+
+    const shown = await client.getAlert(alert);
+    expect(shown.spec).toMatchObject({ queues: [queue], depth_above: 500 });
+    expect(shown.spec.destination?.webhook_url).toBe("http://127.0.0.1:9/alerts");
+    expect(shown.delivery?.ready).toBe(0);
+    const { alerts } = await client.listAlerts();
+    expect(alerts.map((a) => a.name)).toContain(alert);
+
+    const refused = await failure(
+      client.putAlert(name(), { destination: { command: ["sh", "-c", "id"] } }),
+    );
+    expect(refused).toMatchObject({ status: 422, code: "invalid_field" });
+    expect(refused.message).toMatch(/destination\.command/);
+
+    expect(await client.deleteAlert(alert)).toEqual({ deleted: true });
+    const error = await failure(client.getAlert(alert));
+    expect(error).toMatchObject({ status: 404, code: "alert_not_found" });
+    const gone = await failure(client.deleteAlert(alert));
+    expect(gone).toMatchObject({ status: 404, code: "alert_not_found" });
+  });
+
+  it("a dead letter's notification waits in the alert's queue without a destination", async () => {
+    const queue = name();
+    const alert = name();
+    await client.putQueue(queue, { max_attempts: 1 });
+    const { alert: defined } = await client.putAlert(alert, { queues: [queue] });
+    await client.enqueue(queue, { body: { n: 1 } });
+    const { messages } = await client.receive(queue, { max: 1 });
+    const receipt = messages[0]?.receipt ?? "";
+    expect(await client.nack(queue, { receipt, error: "boom" })).toMatchObject({ state: "dead" });
+
+    // A dead letter is counted once it is a second old; the server's passes run every 500 ms.
+    const deadline = Date.now() + 10_000;
+    let notifications: wire.ReceivedMessage[] = [];
+    while (notifications.length === 0 && Date.now() < deadline) {
+      ({ messages: notifications } = await client.receive(defined.queue, {
+        max: 10,
+        wait_ms: 1000,
+      }));
+    }
+    expect(notifications).toHaveLength(1);
+    const notification = notifications[0]!;
+    expect(notification.headers?.["sluice-alert"]).toBe(alert);
+    const event = notification.body as wire.AlertEventOut;
+    expect(event).toMatchObject({
+      type: "dead_letters",
+      status: "firing",
+      alert,
+      queue,
+      count: 1,
+      dead_letter_queue: `${queue}.dlq`,
+    });
+    expect(event.sample?.map((s) => [s.message_id, s.error])).toEqual([
+      [messages[0]?.message_id, "boom"],
+    ]);
+    await client.ack(defined.queue, notification.receipt);
+    const shown = await client.getAlert(alert);
+    expect(shown.sent).toMatchObject({ dead_letters: 1, dead_letters_counted: 1 });
+    expect(typeof shown.last_sent_at).toBe("string");
+    await client.deleteAlert(alert);
   });
 });
 

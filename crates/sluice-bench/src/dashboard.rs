@@ -15,7 +15,8 @@
 //! - message `#/message/Q/ID`: `GET /v1/queues/Q/messages/ID` and `.../body`;
 //! - webhooks `#/webhooks`: `GET /v1/webhooks`, after the sampler's answer;
 //! - schedules `#/schedules`: `GET /v1/schedules` (again at each poll while open);
-//! - topics `#/topics`: `GET /v1/topics` (again at each poll while open).
+//! - topics `#/topics`: `GET /v1/topics` (again at each poll while open);
+//! - alerts `#/alerts`: `GET /v1/alerts` (again at each poll while open).
 //!
 //! Besides, "Load more" on the ready tab deep in the queue: one `browse` page from a cursor
 //! about halfway in, reached by paging through the queue beforehand.
@@ -26,9 +27,9 @@
 //! server time per page view.
 //!
 //! `sluice_client` has no methods for the browsing routes or the webhook list, so the page
-//! views speak plain HTTP, as the browser does (the schedule and topic lists too, to be timed
-//! alike); filling and setting up the queue go through the client. Every loop is bounded by a
-//! count and by the time limit, and the scenario stops at the first failure, keeping what it
+//! views speak plain HTTP, as the browser does (the schedule, topic and alert lists too, to be
+//! timed alike); filling and setting up the queue go through the client. Every loop is bounded
+//! by a count and by the time limit, and the scenario stops at the first failure, keeping what it
 //! measured so far.
 
 use std::time::{Duration, Instant};
@@ -482,7 +483,11 @@ async fn steps(
         vec![queues.clone(), "/v1/webhooks".into()],
         fixed(vec![queues.clone(), "/v1/webhooks".into()]),
     ));
-    for (name, list) in [("schedules", "/v1/schedules"), ("topics", "/v1/topics")] {
+    for (name, list) in [
+        ("schedules", "/v1/schedules"),
+        ("topics", "/v1/topics"),
+        ("alerts", "/v1/alerts"),
+    ] {
         plans.push(Plan::new(
             name,
             format!("#/{name}"),

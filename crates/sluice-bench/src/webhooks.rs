@@ -393,6 +393,7 @@ async fn define_endpoint(
 ) -> anyhow::Result<()> {
     let spec = WebhookSpec {
         queue: QUEUE.into(),
+        topic: None,
         verify: VerifySpec {
             scheme: "standard_webhooks".into(),
             secrets: vec![SecretRef {

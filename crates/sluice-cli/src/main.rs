@@ -10,6 +10,7 @@
 //! printing in `output`.
 
 mod client_args;
+mod cmd_alert;
 mod cmd_cancel;
 mod cmd_dlq;
 mod cmd_message;
@@ -94,6 +95,10 @@ enum Command {
     /// subscribed queue whose filter takes it.
     #[command(subcommand)]
     Topic(cmd_topic::TopicCommand),
+    /// Define, list and delete alerts: notifications to Slack or a webhook when messages are
+    /// dead-lettered or a queue backs up, at most once per queue and kind per window.
+    #[command(subcommand)]
+    Alert(cmd_alert::AlertCommand),
     /// Enqueue a message given as JSON, or one per line from a file or stdin.
     Send(cmd_send::SendArgs),
     /// Receive (claim) messages and print them.
@@ -280,6 +285,7 @@ async fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
         Command::Dlq(command) => cmd_dlq::run(&client()?, command, json).await,
         Command::Schedule(command) => cmd_schedule::run(&client()?, command, json).await,
         Command::Topic(command) => cmd_topic::run(&client()?, command, json).await,
+        Command::Alert(command) => cmd_alert::run(&client()?, command, json).await,
         Command::Cancel(args) => cmd_cancel::run(&client()?, args, json).await,
         Command::Send(args) => cmd_send::run(&client()?, args, json).await,
         Command::Recv(args) => cmd_recv::recv(&client()?, args, json).await,

@@ -40,6 +40,10 @@ mod schedules;
 #[path = "browser/topics.rs"]
 mod topics;
 
+/// The alerts page.
+#[path = "browser/alerts.rs"]
+mod alerts;
+
 // ---------- the tests ----------
 
 #[tokio::test(flavor = "multi_thread")]

@@ -21,13 +21,13 @@ use reqwest::{Method, Url};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sluice_core::wire::{
-    AckIn, AckOut, CancelIn, CancelOut, DeadLetterDeleteOut, DeadLetterEntryOut, DeadLetterListOut,
-    DeliveriesOut, DrainIn, DrainOut, EnqueueBatchOut, EnqueueOut, ExtendIn, ExtendOut, HealthOut,
-    MessageBatchIn, MessageIn, MessageStatusOut, NackIn, NackOut, NextStepIn, PurgeOut,
-    QueueDeleteOut, QueueListOut, QueueOut, QueuePutOut, QueueSpec, QueueStatsOut, ReceiveIn,
-    ReceiveOut, ReplayIn, ReplayOneIn, ReplayOut, ScheduleDeleteOut, ScheduleListOut, ScheduleOut,
-    SchedulePutOut, ScheduleSpec, TopicDeleteOut, TopicListOut, TopicOut, TopicPublishOut,
-    TopicPutOut, TopicSpec,
+    AckIn, AckOut, AlertDeleteOut, AlertListOut, AlertOut, AlertPutOut, AlertSpec, CancelIn,
+    CancelOut, DeadLetterDeleteOut, DeadLetterEntryOut, DeadLetterListOut, DeliveriesOut, DrainIn,
+    DrainOut, EnqueueBatchOut, EnqueueOut, ExtendIn, ExtendOut, HealthOut, MessageBatchIn,
+    MessageIn, MessageStatusOut, NackIn, NackOut, NextStepIn, PurgeOut, QueueDeleteOut,
+    QueueListOut, QueueOut, QueuePutOut, QueueSpec, QueueStatsOut, ReceiveIn, ReceiveOut, ReplayIn,
+    ReplayOneIn, ReplayOut, ScheduleDeleteOut, ScheduleListOut, ScheduleOut, SchedulePutOut,
+    ScheduleSpec, TopicDeleteOut, TopicListOut, TopicOut, TopicPublishOut, TopicPutOut, TopicSpec,
 };
 
 pub use error::{Code, Error, Result};
@@ -659,6 +659,40 @@ impl Client {
     pub async fn topic_publish(&self, name: &str, message: &MessageIn) -> Result<TopicPublishOut> {
         let url = self.url(&["v1", "topics", queue_segment(name)?, "messages"])?;
         self.send(Method::POST, url, Some(message), REQUEST_TIMEOUT)
+            .await
+    }
+
+    // ---- alerts ----
+
+    /// `PUT /v1/alerts/{name}` (admin): defines or replaces an alert, and its queue
+    /// `sluice.alerts.<name>`, through which its notifications are delivered. A `command`
+    /// destination is refused (`invalid_field`): only the config file may name one.
+    pub async fn alert_put(&self, name: &str, spec: &AlertSpec) -> Result<AlertPutOut> {
+        let url = self.url(&["v1", "alerts", queue_segment(name)?])?;
+        self.send(Method::PUT, url, Some(spec), REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// `GET /v1/alerts/{name}` (admin): the definition, what it sent, the queues firing now and
+    /// its deliveries (`alert_not_found` if absent).
+    pub async fn alert_get(&self, name: &str) -> Result<AlertOut> {
+        let url = self.url(&["v1", "alerts", queue_segment(name)?])?;
+        self.send(Method::GET, url, None::<&()>, REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// `GET /v1/alerts` (admin): every alert, by name.
+    pub async fn alert_list(&self) -> Result<AlertListOut> {
+        let url = self.url(&["v1", "alerts"])?;
+        self.send(Method::GET, url, None::<&()>, REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// `DELETE /v1/alerts/{name}` (admin): the alert and its queue, with the notifications not
+    /// yet delivered.
+    pub async fn alert_delete(&self, name: &str) -> Result<AlertDeleteOut> {
+        let url = self.url(&["v1", "alerts", queue_segment(name)?])?;
+        self.send(Method::DELETE, url, None::<&()>, REQUEST_TIMEOUT)
             .await
     }
 

@@ -204,7 +204,6 @@ pub async fn run(
         }
         None => None,
     };
-    load_webhooks(&state, &config).await?;
     state.topics.reconcile(
         store
             .definition_list(sluice_core::store::DefinitionKind::Topic)
@@ -215,6 +214,8 @@ pub async fn run(
             .await
             .map_err(|e| format!("[topics.{name}]: {}", e.message))?;
     }
+    // After the topics: an endpoint may publish to one.
+    load_webhooks(&state, &config).await?;
     for (name, spec) in &config.schedules {
         state
             .ops

@@ -39,6 +39,8 @@ from .queues.memory import InMemoryQueue
 from .queues.sluice import SluiceQueue
 from .retry import Backoff
 from .specs import (
+    AlertDestinationSpec,
+    AlertSpec,
     BackoffSpec,
     IdempotencySpec,
     MessageIn,
@@ -74,6 +76,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "UNSET",
+    "AlertDestinationSpec",
+    "AlertSpec",
     "AsyncClient",
     "AsyncInMemoryQueue",
     "AsyncRabbitMQQueue",

@@ -14,7 +14,15 @@ from urllib.parse import quote
 
 from . import models as m
 from ._codec import UNSET, Unset, decode, drop_none, encode, format_datetime
-from .specs import MessageIn, NextStepIn, QueueSpec, ScheduleSpec, TopicSpec, WebhookSpec
+from .specs import (
+    AlertSpec,
+    MessageIn,
+    NextStepIn,
+    QueueSpec,
+    ScheduleSpec,
+    TopicSpec,
+    WebhookSpec,
+)
 
 T = TypeVar("T")
 
@@ -375,8 +383,33 @@ def publish(name: str, message: MessageIn) -> Call[m.TopicPublishOut]:
     return Call("POST", _topic(name, "messages"), _reader(m.TopicPublishOut), body=encode(message))
 
 
+# Alerts.
+
+
+def _alert(name: str) -> str:
+    return f"/v1/alerts/{_q(name)}"
+
+
+def list_alerts() -> Call[list[m.AlertOut]]:
+    return Call("GET", "/v1/alerts", lambda data: decode(m.AlertListOut, data).alerts)
+
+
+def get_alert(name: str) -> Call[m.AlertOut]:
+    return Call("GET", _alert(name), _reader(m.AlertOut))
+
+
+def put_alert(name: str, spec: AlertSpec) -> Call[m.AlertPutOut]:
+    # None means "not given" in an alert spec and its destination: leave those fields out.
+    body = _drop_null_fields(encode(spec))
+    return Call("PUT", _alert(name), _reader(m.AlertPutOut), body=body)
+
+
+def delete_alert(name: str) -> Call[m.AlertDeleteOut]:
+    return Call("DELETE", _alert(name), _reader(m.AlertDeleteOut))
+
+
 def _drop_null_fields(value: Any) -> Any:
-    """Webhook specs use None for "not given": leave those fields out, at every depth."""
+    """Webhook and alert specs use None for "not given": leave those fields out, at every depth."""
     if isinstance(value, dict):
         return {key: _drop_null_fields(item) for key, item in value.items() if item is not None}
     if isinstance(value, list):

@@ -19,7 +19,15 @@ from . import _calls as calls
 from . import _transport as transport
 from . import models as m
 from ._codec import UNSET, Unset
-from .specs import MessageIn, NextStepIn, QueueSpec, ScheduleSpec, TopicSpec, WebhookSpec
+from .specs import (
+    AlertSpec,
+    MessageIn,
+    NextStepIn,
+    QueueSpec,
+    ScheduleSpec,
+    TopicSpec,
+    WebhookSpec,
+)
 
 T = TypeVar("T")
 
@@ -436,6 +444,29 @@ class Client:
     def publish_message(self, topic: str, message: MessageIn) -> m.TopicPublishOut:
         """Publishes one message given whole (for a byte body, `body_base64`)."""
         return self._call(calls.publish(topic, message))
+
+    # Alerts (admin). Notifications are messages in each alert's queue, `sluice.alerts.<name>`
+    # (read a body with `models.AlertEventOut.from_body`), pushed to its destination if it has one.
+
+    def list_alerts(self) -> list[m.AlertOut]:
+        """Every alert, by name, with what it sent and its delivery queue's stats."""
+        return self._call(calls.list_alerts())
+
+    def get_alert(self, name: str) -> m.AlertOut:
+        """One alert: its definition, what it sent, and its deliveries."""
+        return self._call(calls.get_alert(name))
+
+    def put_alert(self, name: str, spec: AlertSpec) -> m.AlertPutOut:
+        """Defines or replaces an alert and its queue (`sluice.alerts.<name>`, whose push
+        destination is the alert's `destination`: a Slack or webhook URL, or none for a consumer
+        of its own). A `destination.command` is refused (422 `invalid_field`): only the config
+        file may name one."""
+        return self._call(calls.put_alert(name, spec))
+
+    def delete_alert(self, name: str) -> m.AlertDeleteOut:
+        """Deletes an alert, its progress and its queue (notifications not yet delivered go with
+        it)."""
+        return self._call(calls.delete_alert(name))
 
 
 def _given(value: T | None) -> T | Unset:

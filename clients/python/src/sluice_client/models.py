@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .specs import PushSpec, ScheduleSpec, TopicSpec, WebhookSpec
+from ._codec import decode
+from .specs import AlertSpec, PushSpec, ScheduleSpec, TopicSpec, WebhookSpec
 
 JsonValue = Any
 """Any JSON value: the body of a message, a result, a schema."""
@@ -40,6 +41,130 @@ class AckResult:
     receipt: str
     """The receipt."""
     error: ErrorDetail | None = None
+
+
+@dataclass(frozen=True)
+class AlertDeleteOut:
+    """Answer to `DELETE /v1/alerts/{name}`."""
+
+    deleted: bool
+    """Always true."""
+
+
+@dataclass(frozen=True)
+class AlertEventOut:
+    """One notification of an alert: the JSON body of each message in the alert's queue
+    (`sluice.alerts.<name>`), as a webhook or a command destination receives it (a Slack
+    destination gets its `text`). Read one with `AlertEventOut.from_body(message.body)`.
+
+    No route answers it, so the server's OpenAPI document does not list it; it follows the
+    server's `AlertEventOut`.
+    """
+
+    alert: str
+    """The alert's name."""
+    queue: str
+    """The queue it is about."""
+    status: str
+    """`firing`, or `resolved` once a threshold is no longer passed (dead letters always fire)."""
+    text: str
+    """A one-paragraph summary for people."""
+    timestamp: datetime
+    """When the notification was made."""
+    type: str
+    """`dead_letters`, `depth` or `oldest_ready_age`."""
+    count: int | None = None
+    """Dead letters: how many were dead-lettered in `[since, until)` and are still in the
+    dead-letter queue."""
+    count_capped: bool = False
+    """Dead letters: true when there were more than could be counted (`count` is a floor)."""
+    dashboard_url: str | None = None
+    """The dashboard page to look at, when the server knows its address."""
+    dead_letter_queue: str | None = None
+    """Dead letters: the queue they are in."""
+    sample: list[AlertSampleOut] = field(default_factory=list)
+    """Dead letters: the newest ones' errors."""
+    since: datetime | None = None
+    """Dead letters: the start of the span counted."""
+    threshold: int | None = None
+    """Thresholds: the threshold."""
+    until: datetime | None = None
+    """Dead letters: the end of the span counted."""
+    value: int | None = None
+    """Thresholds: the value now (messages, or ms)."""
+
+    @classmethod
+    def from_body(cls, body: JsonValue) -> AlertEventOut:
+        """Reads a notification from the JSON body of a message of an alert's queue (or of a
+        webhook request an alert made)."""
+        return decode(cls, body)
+
+
+@dataclass(frozen=True)
+class AlertListOut:
+    """Answer to `GET /v1/alerts`."""
+
+    alerts: list[AlertOut]
+    """Every alert, by name."""
+
+
+@dataclass(frozen=True)
+class AlertOut:
+    """An alert, its definition and what it did."""
+
+    name: str
+    """Its name."""
+    queue: str
+    """The queue its notifications go through (`sluice.alerts.<name>`): retried with backoff and
+    dead-lettered there like any message."""
+    sent: AlertSentOut
+    """Notifications made."""
+    spec: AlertSpec
+    """The definition (a Slack URL hidden from tokens that are not admins)."""
+    delivery: QueueStatsOut | None = None
+    """The delivery queue's stats: notifications waiting, failing, delivered, dead-lettered."""
+    firing: list[str] = field(default_factory=list)
+    """Queues whose depth or oldest-ready age is over a threshold now."""
+    last_sent_at: datetime | None = None
+    """When the last notification was made."""
+
+
+@dataclass(frozen=True)
+class AlertPutOut:
+    """Answer to `PUT /v1/alerts/{name}`."""
+
+    alert: AlertOut
+    """The alert as it is now."""
+    created: bool
+    """False when an existing alert was replaced."""
+
+
+@dataclass(frozen=True)
+class AlertSampleOut:
+    """One dead letter quoted in a notification (`AlertEventOut.sample`)."""
+
+    attempts: int
+    """Attempts it had."""
+    dead_lettered_at: datetime
+    """When it was dead-lettered."""
+    message_id: str
+    """The dead letter's id."""
+    error: str | None = None
+    """The error of its last attempt."""
+
+
+@dataclass(frozen=True)
+class AlertSentOut:
+    """What an alert has sent, per kind, since it was defined."""
+
+    dead_letters: int
+    """Dead-letter notifications."""
+    dead_letters_counted: int
+    """Dead letters those notifications counted."""
+    depth: int
+    """Depth notifications (firing and resolved)."""
+    oldest_ready_age: int
+    """Oldest-ready-age notifications (firing and resolved)."""
 
 
 @dataclass(frozen=True)

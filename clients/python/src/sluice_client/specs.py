@@ -1,10 +1,10 @@
 """What a client sends: queue settings, messages, next steps, webhook endpoints, schedules,
-topics (docs/http-api.md).
+topics, alerts (docs/http-api.md).
 
 `QueueSpec` updates only the fields it is given: its fields default to `UNSET` (left out of the
 request), and `None` sends JSON null, which removes a setting (`schema`, `push`).
-The webhook, push, schedule and topic specs are also how the server shows those definitions
-back.
+The webhook, push, schedule, topic and alert specs are also how the server shows those
+definitions back.
 """
 
 from __future__ import annotations
@@ -306,3 +306,53 @@ class TopicSpec:
 
     subscriptions: list[SubscriptionSpec] = field(default_factory=list)
     """Where a published message goes (at most 100; each queue once)."""
+
+
+@dataclass(frozen=True)
+class AlertDestinationSpec:
+    """Where an alert's notifications go: at most one of `slack_url`, `webhook_url` and
+    `command`. With none, notifications wait in the alert's queue (`sluice.alerts.<name>`) for a
+    consumer of its own."""
+
+    slack_url: str | None = None
+    """A Slack incoming-webhook URL: each notification is a Slack message. Its path is a secret:
+    tokens that are not admins see it hidden."""
+    webhook_url: str | None = None
+    """A URL each notification is sent to as JSON (a `models.AlertEventOut`)."""
+    signing_secret: SecretRef | None = None
+    """With `webhook_url`: sign each request with Standard Webhooks headers using this `whsec_`
+    secret."""
+    headers: dict[str, str] | None = None
+    """With `webhook_url`: extra request headers."""
+    command: list[str] | None = None
+    """A program and its arguments, run with each notification's JSON on its standard input.
+    Only the config file may name one: the API refuses it (422 `invalid_field`)."""
+
+
+@dataclass(frozen=True)
+class AlertSpec:
+    """An alert for `PUT /v1/alerts/{name}`: operations told when messages are dead-lettered or
+    a queue backs up, at most once per queue and kind per window. Notifications are messages in
+    the alert's queue, `sluice.alerts.<name>`, pushed to its destination."""
+
+    queues: list[str] | None = None
+    """The queues watched: names, or prefixes ending in `*` (default `["*"]`, every queue).
+    Dead-letter queues and alerts' own queues are never watched."""
+    dead_letters: bool | None = None
+    """Notify when messages are dead-lettered (default true)."""
+    depth_above: int | None = None
+    """Notify while a queue holds more than this many messages (ready, delayed and in flight),
+    and once when it is back at or under it."""
+    oldest_ready_age_above_ms: int | None = None
+    """Notify while a queue's oldest ready message is older than this (ms), and once when it is
+    no longer."""
+    window_ms: int | None = None
+    """At most one notification per queue and kind per window, in ms (default 300000; at least
+    1000). Dead letters arriving in between are counted into the next one."""
+    sample_size: int | None = None
+    """Errors quoted in a dead-letter notification, newest first (default 5; at most 20)."""
+    destination: AlertDestinationSpec = field(default_factory=AlertDestinationSpec)
+    """Where notifications go (default: nowhere; they wait in the alert's queue)."""
+    max_attempts: int | None = None
+    """Delivery attempts of one notification before it is dead-lettered in the alert's queue
+    (default 10)."""

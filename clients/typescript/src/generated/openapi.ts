@@ -58,6 +58,48 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/alerts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** `GET /v1/alerts` */
+        get: operations["alert_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/alerts/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** `GET /v1/alerts/{name}`: the definition, what it sent, and its deliveries. */
+        get: operations["alert_get"];
+        /**
+         * `PUT /v1/alerts/{name}`: define or replace an alert (and its queue, `sluice.alerts.<name>`,
+         *     whose push destination is the alert's).
+         */
+        put: operations["alert_put"];
+        post?: never;
+        /**
+         * `DELETE /v1/alerts/{name}`: the alert, its progress and its queue (notifications not yet
+         *     delivered with it).
+         */
+        delete: operations["alert_delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/history": {
         parameters: {
             query?: never;
@@ -717,6 +759,129 @@ export interface components {
             error?: null | components["schemas"]["ErrorDetail"];
             /** @description The receipt. */
             receipt: string;
+        };
+        /** @description Answer to `DELETE /v1/alerts/{name}`. */
+        AlertDeleteOut: {
+            /** @description Always true. */
+            deleted: boolean;
+        };
+        /**
+         * @description Where an alert's notifications go. At most one of `slack_url`, `webhook_url` and
+         *     `command`; with none, notifications wait in the alert's queue for a consumer of its own.
+         */
+        AlertDestinationSpec: {
+            /**
+             * @description A program and its arguments, run with each notification's JSON on its standard input;
+             *     exit status 0 is delivered. Only the config file may name one.
+             */
+            command?: string[] | null;
+            /** @description With `webhook_url`: extra request headers. */
+            headers?: {
+                [key: string]: string;
+            } | null;
+            signing_secret?: null | components["schemas"]["SecretRef"];
+            /**
+             * @description A Slack incoming-webhook URL: each notification is a Slack message. Its path is a
+             *     secret: tokens that are not admins see it hidden.
+             */
+            slack_url?: string | null;
+            /** @description A URL each notification is sent to as JSON (an [`AlertEventOut`]). */
+            webhook_url?: string | null;
+        };
+        /** @description Answer to `GET /v1/alerts`. */
+        AlertListOut: {
+            /** @description Every alert, by name. */
+            alerts: components["schemas"]["AlertOut"][];
+        };
+        /** @description An alert, its definition and what it did. */
+        AlertOut: {
+            delivery?: null | components["schemas"]["QueueStatsOut"];
+            /** @description Queues whose depth or oldest-ready age is over a threshold now. */
+            firing?: string[];
+            /** @description When the last notification was made. */
+            last_sent_at?: string | null;
+            /** @description Its name. */
+            name: string;
+            /**
+             * @description The queue its notifications go through (`sluice.alerts.<name>`): retried with backoff
+             *     and dead-lettered there like any message.
+             */
+            queue: string;
+            /** @description Notifications made. */
+            sent: components["schemas"]["AlertSentOut"];
+            /** @description The definition (a Slack URL hidden from tokens that are not admins). */
+            spec: components["schemas"]["AlertSpec"];
+        };
+        /** @description Answer to `PUT /v1/alerts/{name}`. */
+        AlertPutOut: {
+            /** @description The alert as it is now. */
+            alert: components["schemas"]["AlertOut"];
+            /** @description False when an existing alert was replaced. */
+            created: boolean;
+        };
+        /** @description What an alert has sent, per kind, since it was defined. */
+        AlertSentOut: {
+            /**
+             * Format: int64
+             * @description Dead-letter notifications.
+             */
+            dead_letters: number;
+            /**
+             * Format: int64
+             * @description Dead letters those notifications counted.
+             */
+            dead_letters_counted: number;
+            /**
+             * Format: int64
+             * @description Depth notifications (firing and resolved).
+             */
+            depth: number;
+            /**
+             * Format: int64
+             * @description Oldest-ready-age notifications (firing and resolved).
+             */
+            oldest_ready_age: number;
+        };
+        /** @description An alert: `PUT /v1/alerts/{name}` or `[alerts.<name>]` in the config file. */
+        AlertSpec: {
+            /** @description Notify when messages are dead-lettered (default true). */
+            dead_letters?: boolean | null;
+            /**
+             * Format: int64
+             * @description Notify while a queue holds more than this many messages (ready, delayed and in
+             *     flight), and once when it is back at or under it.
+             */
+            depth_above?: number | null;
+            /** @description Where notifications go. */
+            destination?: components["schemas"]["AlertDestinationSpec"];
+            /**
+             * Format: int32
+             * @description Delivery attempts of one notification before it is dead-lettered in the alert's
+             *     queue (default 10).
+             */
+            max_attempts?: number | null;
+            /**
+             * Format: int64
+             * @description Notify while a queue's oldest ready message is older than this (ms), and once when it
+             *     is no longer.
+             */
+            oldest_ready_age_above_ms?: number | null;
+            /**
+             * @description The queues watched: names, or prefixes ending in `*` (default `["*"]`, every queue).
+             *     Dead-letter queues and alerts' own queues are never watched.
+             */
+            queues?: string[] | null;
+            /**
+             * Format: int32
+             * @description Errors quoted in a dead-letter notification, newest first (default 5; at most 20).
+             */
+            sample_size?: number | null;
+            /**
+             * Format: int64
+             * @description At most one notification per queue and kind per window, in ms (default 300000; at
+             *     least 1000). Dead letters arriving in between are counted into the next one.
+             */
+            window_ms?: number | null;
         };
         /** @description Backoff as the API shows it. */
         BackoffOut: {
@@ -2486,6 +2651,141 @@ export interface operations {
                     "application/json": components["schemas"]["HealthOut"];
                 };
             };
+        };
+    };
+    alert_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertListOut"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    alert_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertOut"];
+                };
+            };
+            400: components["responses"]["Unreadable"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    alert_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AlertSpec"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertPutOut"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["NotJson"];
+            /** @description a field is wrong (the message says which); a command destination is refused here (the config file may name one) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    alert_delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertDeleteOut"];
+                };
+            };
+            400: components["responses"]["Unreadable"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
         };
     };
     history_list: {

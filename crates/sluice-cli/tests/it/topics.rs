@@ -467,3 +467,91 @@ subscriptions = [{ queue = "emails" }, { queue = "sms", filter = '.body.urgent' 
     assert_eq!(server.stats("emails").await["ready"], 1);
     assert_eq!(server.stats("sms").await["ready"], 1);
 }
+
+#[tokio::test]
+async fn a_webhook_endpoint_publishes_its_events_to_a_topic() {
+    // Proves: an endpoint with `topic` publishes each accepted event to it (a copy in each
+    // subscribed queue whose filter takes it, none in the endpoint's queue); the sender's
+    // delivery id dedups the whole publish; an event a subscribed queue's schema refuses is
+    // kept in the endpoint queue's dead-letter queue with the reason; the topic must exist.
+    let server = TestServer::builder().start().await;
+    for queue in ["inbox", "billing", "big"] {
+        server.put_queue(queue, json!({})).await;
+    }
+    server
+        .put_queue(
+            "typed",
+            json!({"schema": {"type": "object", "required": ["amount"]}}),
+        )
+        .await;
+    server
+        .put(
+            "/v1/topics/orders",
+            json!({"subscriptions": [{"queue": "billing"}, {"queue": "big", "filter": ".body.amount > 100"}]}),
+        )
+        .await
+        .ok();
+    let missing = server
+        .put(
+            "/v1/webhooks/shop",
+            json!({"queue": "inbox", "topic": "nope", "verify": {"scheme": "none"}}),
+        )
+        .await;
+    missing.error(404, "topic_not_found");
+    server
+        .put(
+            "/v1/webhooks/shop",
+            json!({"queue": "inbox", "topic": "orders", "verify": {"scheme": "none"},
+                   "idempotency": {"header": "x-delivery"}}),
+        )
+        .await
+        .ok();
+    let post = |delivery: &'static str, body: Value| {
+        server
+            .client()
+            .post(format!("{}/hooks/shop", server.url()))
+            .header("x-delivery", delivery)
+            .json(&body)
+            .send()
+    };
+    let first = post("d-1", json!({"amount": 500})).await.unwrap();
+    assert_eq!(first.status(), StatusCode::ACCEPTED);
+    let first: Value = first.json().await.unwrap();
+    let queues: Vec<&str> = first["copies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|copy| copy["queue"].as_str().unwrap())
+        .collect();
+    assert_eq!(queues, ["billing", "big"], "{first}");
+    let again = post("d-1", json!({"amount": 500})).await.unwrap();
+    assert_eq!(again.status(), StatusCode::OK);
+    let again: Value = again.json().await.unwrap();
+    assert_eq!(again["duplicate"], true, "{again}");
+    assert_eq!(again["copies"][0]["message_id"], first["copies"][0]["message_id"]);
+    let small = post("d-2", json!({"amount": 5})).await.unwrap();
+    assert_eq!(small.status(), StatusCode::ACCEPTED);
+    assert_eq!(drain(&server, "billing").await.len(), 2);
+    assert_eq!(drain(&server, "big").await.len(), 1);
+    assert!(drain(&server, "inbox").await.is_empty());
+
+    // A subscribed queue whose schema refuses the event: kept in inbox's DLQ, nothing stored.
+    server
+        .put(
+            "/v1/topics/orders",
+            json!({"subscriptions": [{"queue": "billing"}, {"queue": "typed"}]}),
+        )
+        .await
+        .ok();
+    let refused = post("d-3", json!({"no": "amount"})).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::ACCEPTED);
+    let refused: Value = refused.json().await.unwrap();
+    assert_eq!(refused["dead_lettered"], true, "{refused}");
+    assert!(
+        refused["error"].as_str().unwrap().contains("the topic refused the event"),
+        "{refused}"
+    );
+    assert!(drain(&server, "billing").await.is_empty(), "all or none");
+    let dead = server.get("/v1/queues/inbox/dlq").await.ok();
+    assert_eq!(dead["entries"].as_array().unwrap().len(), 1, "{dead}");
+}

@@ -66,8 +66,13 @@ pub struct IdempotencySpec {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WebhookSpec {
-    /// The queue events go to (it must exist).
+    /// The queue events go to (it must exist). With `topic`, the queue whose dead-letter queue
+    /// keeps the events that cannot become a message.
     pub queue: String,
+    /// Publish each accepted event to this topic (it must exist) instead of storing it in
+    /// `queue`: a copy in each subscribed queue whose filter takes it, in one commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
     /// Signature verification.
     pub verify: VerifySpec,
     /// Idempotency key source; by default the scheme's delivery id (`webhook-id`,
@@ -168,6 +173,10 @@ pub struct WebhookReceiptOut {
     /// Why it was dead-lettered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// For an endpoint that publishes to a topic: the copies stored (or found stored, for a
+    /// duplicate), one per subscribed queue whose filter took the event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copies: Option<Vec<super::TopicCopyOut>>,
 }
 
 /// The HTTP method of a push request. The definition keeps the name as given (`PushSpec`

@@ -42,6 +42,9 @@ pub async fn define(app: &AppState, name: &str, spec: WebhookSpec) -> Result<boo
     app.store
         .queue_get(&endpoint.spec.queue, app.now_ms())
         .await?;
+    if let Some(topic) = &endpoint.spec.topic {
+        crate::topics::find(app, topic)?;
+    }
     let stored = serde_json::to_string(&endpoint.spec)
         .map_err(|e| ApiError::invalid_field(format!("cannot store the definition: {e}")))?;
     app.store.webhook_put(name, stored, app.now_ms()).await?;
@@ -64,7 +67,7 @@ pub async fn list(State(app): State<AppState>) -> Json<WebhookListOut> {
 /// `PUT /v1/webhooks/{name}`: define or replace an endpoint.
 #[utoipa::path(put, operation_id = "webhook_put", path = "/v1/webhooks/{name}", params(("name" = String, Path)), request_body = WebhookSpec,
     responses((status = 200, body = WebhookPutOut), (status = 400, body = sluice_core::wire::ErrorBody),
-        (status = 404, description = "the queue does not exist", body = sluice_core::wire::ErrorBody),
+        (status = 404, description = "the queue or the topic does not exist", body = sluice_core::wire::ErrorBody),
         (status = 422, description = "a field, expression or secret is wrong; the message says which", body = sluice_core::wire::ErrorBody)))]
 pub async fn put(
     State(app): State<AppState>,

@@ -1,7 +1,7 @@
 // sluice dashboard: plain JavaScript, no build step, no dependencies.
 //
 // A hash router (#/, #/queue/NAME, #/dlq/NAME, #/message/QUEUE/ID, #/webhooks, #/schedules,
-// #/topics) renders pages from the HTTP API v1, same origin. A sampler polls GET /v1/queues every few seconds for the
+// #/topics, #/alerts) renders pages from the HTTP API v1, same origin. A sampler polls GET /v1/queues every few seconds for the
 // tables; the charts show the server's own samples (GET /v1/history: the last 15 minutes on
 // open, then what is new at each poll), so a page opened now shows the past. Any 401 goes to
 // /ui/login.
@@ -364,7 +364,7 @@ function route() {
   const params = new URLSearchParams(query || '');
   const root = app();
   root.replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
-  const nav = ['webhooks', 'schedules', 'topics'].includes(parts[0]) ? parts[0] : 'overview';
+  const nav = ['webhooks', 'schedules', 'topics', 'alerts'].includes(parts[0]) ? parts[0] : 'overview';
   document.querySelectorAll('nav a').forEach((a) => a.classList.toggle('active', a.dataset.nav === nav));
   let page;
   switch (parts[0]) {
@@ -376,6 +376,7 @@ function route() {
     case 'webhooks': page = webhooksPage(root); break;
     case 'schedules': page = schedulesPage(root); break;
     case 'topics': page = topicsPage(root); break;
+    case 'alerts': page = alertsPage(root); break;
     default: root.replaceChildren(h('p', {}, 'No such page. ', h('a', { href: '#/' }, 'Queues')));
   }
   if (page) {
@@ -1070,6 +1071,182 @@ async function topicsPage(root) {
       if (!out.topics.some((t) => t.name === name)) subscriptions.delete(name);
     }
     listing.update(out.topics);
+  };
+  await render();
+  // Refreshed at each poll, as the other pages are.
+  if (isCurrent(token)) sampler.listeners.add(() => render().catch((error) => notice(error.message, true)));
+}
+
+// ---------- page: alerts ----------
+
+/** A node made again only when `value` changes, else the one made before: kept from one
+ * refresh to the next, so a link in it is not replaced under the pointer. `cache` maps a row's
+ * name to its nodes by column. */
+function keptNode(cache, name, column, value, build) {
+  const id = JSON.stringify(value === undefined ? null : value);
+  let row = cache.get(name);
+  if (!row) cache.set(name, (row = new Map()));
+  const held = row.get(column);
+  if (held && held.id === id) return held.node;
+  const node = build(value);
+  row.set(column, { id, node });
+  return node;
+}
+
+/** The queues an alert watches: names (links to their pages) and prefixes ending in `*`, or
+ * every queue. */
+function alertWatches(patterns) {
+  if (!patterns || !patterns.length || patterns.includes('*')) {
+    return h('span', { 'data-field': 'watches' }, 'every queue');
+  }
+  return h('ul', { class: 'lines', 'data-field': 'watches' }, patterns.map((p) => h('li', { 'data-watch': p },
+    p.endsWith('*') ? h('code', { title: 'every queue whose name starts with ' + p.slice(0, -1) }, p)
+      : h('a', { href: '#/queue/' + enc(p) }, p))));
+}
+
+/** What an alert notifies of: dead letters, a depth over a number, an oldest ready message
+ * older than a time. */
+function alertOn(spec) {
+  const on = [];
+  if (spec.dead_letters !== false) on.push(h('li', { 'data-on': 'dead_letters' }, 'dead letters'));
+  if (spec.depth_above !== undefined && spec.depth_above !== null) {
+    on.push(h('li', { 'data-on': 'depth' }, 'depth > ' + fmtNum(spec.depth_above)));
+  }
+  if (spec.oldest_ready_age_above_ms !== undefined && spec.oldest_ready_age_above_ms !== null) {
+    on.push(h('li', { 'data-on': 'oldest_ready_age' }, 'oldest ready > ' + fmtEvery(spec.oldest_ready_age_above_ms)));
+  }
+  return h('ul', { class: 'lines', 'data-field': 'on' }, on);
+}
+
+/** Where an alert's notifications go, without its secrets: a Slack URL is one as a whole
+ * (shown as "Slack" only), a webhook shows its host, a command its program, and an alert with
+ * none keeps its notifications in its queue for a consumer of its own. */
+function alertDestination(d) {
+  d = d || {};
+  if (d.slack_url) return h('span', { 'data-field': 'destination', 'data-kind': 'slack' }, 'Slack');
+  if (d.webhook_url) {
+    let host = '';
+    try { host = new URL(d.webhook_url).host; } catch (error) { host = ''; }
+    return h('span', { 'data-field': 'destination', 'data-kind': 'webhook' }, 'webhook',
+      host ? [' ', h('span', { class: 'mono', 'data-field': 'host' }, host)] : null);
+  }
+  if (d.command && d.command.length) {
+    return h('span', { 'data-field': 'destination', 'data-kind': 'command' }, 'command ',
+      h('code', { 'data-field': 'program' }, d.command[0]));
+  }
+  return h('span', { 'data-field': 'destination', 'data-kind': 'queue', title: 'No destination: notifications wait in the alert\'s queue for a consumer' },
+    'its queue');
+}
+
+/** The notifications an alert made: for dead letters (and how many they counted), and for
+ * thresholds (firing and resolved). */
+function alertSent(a) {
+  const sent = a.sent || {};
+  const spec = a.spec;
+  const thresholds = (sent.depth || 0) + (sent.oldest_ready_age || 0);
+  const watchesThresholds = (spec.depth_above !== undefined && spec.depth_above !== null)
+    || (spec.oldest_ready_age_above_ms !== undefined && spec.oldest_ready_age_above_ms !== null);
+  const lines = [];
+  if (spec.dead_letters !== false || sent.dead_letters) {
+    lines.push(h('li', {},
+      h('b', { 'data-field': 'dead_letters' }, fmtNum(sent.dead_letters || 0)),
+      ` dead-letter notification${sent.dead_letters === 1 ? '' : 's'} `,
+      h('span', { class: 'muted' }, '(',
+        h('span', { 'data-field': 'dead_letters_counted' }, fmtNum(sent.dead_letters_counted || 0)),
+        ` dead letter${sent.dead_letters_counted === 1 ? '' : 's'} counted)`)));
+  }
+  if (watchesThresholds || thresholds) {
+    lines.push(h('li', { title: `depth: ${fmtNum(sent.depth || 0)}, oldest ready: ${fmtNum(sent.oldest_ready_age || 0)} (firing and resolved)` },
+      h('b', { 'data-field': 'thresholds' }, fmtNum(thresholds)),
+      ` threshold notification${thresholds === 1 ? '' : 's'}`));
+  }
+  return h('ul', { class: 'lines', 'data-field': 'sent' }, lines);
+}
+
+/** The queues over a threshold now, each a link to its page. */
+function alertFiring(firing) {
+  if (!firing || !firing.length) return h('span', { class: 'muted', 'data-field': 'firing' }, 'none');
+  return h('span', { class: 'firing', 'data-field': 'firing' }, firing.map((q) =>
+    h('a', { href: '#/queue/' + enc(q), class: 'badge bad', 'data-firing': q }, q)));
+}
+
+/** The delivery of an alert's notifications through its queue: one element per alert, made
+ * once, whose numbers are refilled at each refresh (its links stay put under the pointer). */
+function alertDelivery(cache, a) {
+  let held = cache.get(a.name);
+  if (!held || held.queue !== a.queue) {
+    const waiting = h('span', { 'data-field': 'waiting' });
+    const delivered = h('span', { 'data-field': 'delivered' });
+    const deliveredLabel = h('span', {});
+    const retried = h('li', {}, h('span', { 'data-field': 'retried' }), ' retried');
+    const error = h('li', { class: 'last-error', 'data-field': 'error' });
+    const dead = h('span', { 'data-field': 'dead_lettered' });
+    const deadLink = h('a', { href: '#/dlq/' + enc(a.queue), 'data-field': 'dlq' }, dead, ' dead-lettered');
+    const node = h('div', { 'data-field': 'delivery' },
+      h('a', { href: '#/queue/' + enc(a.queue), class: 'mono', 'data-field': 'queue' }, a.queue),
+      h('ul', { class: 'lines' },
+        h('li', {}, waiting, ' waiting'),
+        h('li', {}, delivered, deliveredLabel),
+        retried,
+        h('li', {}, deadLink),
+        error));
+    const update = (alert) => {
+      const s = alert.delivery;
+      const push = s && s.push;
+      const pending = s ? s.ready + s.delayed + s.in_flight : null;
+      waiting.textContent = fmtNum(pending);
+      delivered.textContent = fmtNum(s ? (push ? push.delivered : s.counters.acked) : null);
+      deliveredLabel.textContent = push ? ' delivered' : ' acked by a consumer';
+      retried.hidden = !(push && push.retried);
+      retried.firstChild.textContent = fmtNum(push ? push.retried : 0);
+      dead.textContent = fmtNum(s ? s.dead_lettered || 0 : null);
+      deadLink.classList.toggle('bad', Boolean(s && s.dead_lettered));
+      // A failure matters while notifications still wait: then it is why.
+      const failing = push && push.last_error && pending ? push.last_error : '';
+      error.textContent = failing ? 'failing: ' + failing : '';
+      error.hidden = !failing;
+    };
+    held = { queue: a.queue, node, update };
+    cache.set(a.name, held);
+  }
+  held.update(a);
+  return held.node;
+}
+
+async function alertsPage(root) {
+  const token = renderToken;
+  const nodes = new Map(); // name -> column -> {id, node}, kept across refreshes
+  const deliveries = new Map(); // name -> its delivery cell, kept across refreshes
+  const kept = (column, pick, build) => (a) => keptNode(nodes, a.name, column, pick(a), build);
+  const listing = liveTable([
+    { label: 'Alert', cell: (a) => h('b', { 'data-field': 'name' }, a.name) },
+    { label: 'Watches', cell: kept('watches', (a) => a.spec.queues, alertWatches) },
+    { label: 'Alerts on', cell: kept('on', (a) => a.spec, alertOn) },
+    { label: 'Window', cell: (a) => h('span', { 'data-field': 'window' }, fmtEvery(a.spec.window_ms || 300000)) },
+    { label: 'Destination', cell: kept('destination', (a) => a.spec.destination, alertDestination) },
+    { label: 'Sent', cell: alertSent },
+    { label: 'Last sent', cell: (a) => h('span', { 'data-field': 'last_sent' }, a.last_sent_at ? timeEl(a.last_sent_at) : 'never') },
+    { label: 'Firing', cell: kept('firing', (a) => a.firing || [], alertFiring) },
+    { label: 'Delivery', cell: (a) => alertDelivery(deliveries, a) },
+  ], (a) => a.name, h('span', {},
+    'No alerts. Define one with ', h('code', {}, 'PUT /v1/alerts/{name}'), ', ', h('code', {}, '[alerts.<name>]'),
+    ' in the config file, or ', h('code', {}, 'sluice alert set'), '. See docs/alerts.md for what an alert watches and where it sends.'),
+  (a) => ({ 'data-row': a.name }));
+  root.replaceChildren(h('h1', {}, 'Alerts'), listing.el);
+
+  // A refresh asked before the one shown answers late: it is dropped.
+  let asked = 0;
+  let shown = 0;
+  const render = async () => {
+    const mine = ++asked;
+    const out = await api('GET', '/v1/alerts');
+    if (!isCurrent(token) || mine < shown) return;
+    shown = mine;
+    const names = new Set(out.alerts.map((a) => a.name));
+    for (const cache of [nodes, deliveries]) {
+      for (const name of Array.from(cache.keys())) if (!names.has(name)) cache.delete(name);
+    }
+    listing.update(out.alerts);
   };
   await render();
   // Refreshed at each poll, as the other pages are.

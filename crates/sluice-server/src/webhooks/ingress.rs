@@ -253,6 +253,10 @@ async fn handle(
         schema_body,
         received: bytes.to_vec(),
     };
+    if let Some(topic) = &endpoint.spec.topic {
+        let idempotency_key = shaped.idempotency_key;
+        return publish(app, endpoint, to, topic, request, headers, idempotency_key).await;
+    }
     let outcome = app.ops.enqueue_event(to, request).await.map_err(refusal)?;
     Ok(match outcome {
         EventOutcome::Enqueued {
@@ -288,6 +292,50 @@ async fn handle(
             },
         ),
         EventOutcome::DeadLettered(kept) => dead_lettered(kept),
+    })
+}
+
+/// Publishes an accepted event to the endpoint's topic. A publish the topic refuses for what
+/// the event is (a copy's schema or size, a filter that failed) keeps the event in the
+/// endpoint queue's dead-letter queue with the reason, as an event that cannot become a
+/// message; one refused for now (a full queue, workers busy) is answered so the sender retries.
+async fn publish(
+    app: &AppState,
+    endpoint: &Endpoint,
+    to: Enqueue,
+    topic: &str,
+    request: EventRequest,
+    headers: &HeaderMap,
+    idempotency_key: Option<String>,
+) -> Handled {
+    let topic = crate::topics::find(app, topic).map_err(|e| (e.code.as_str(), e))?;
+    let copies = match crate::topics::publish(app, &topic, request.message).await {
+        Ok(copies) => copies,
+        Err(error)
+            if matches!(
+                error.code,
+                ErrorCode::InvalidField | ErrorCode::SchemaViolation | ErrorCode::TooLarge
+            ) =>
+        {
+            let bytes = Bytes::from(request.received);
+            let reason = format!("the topic refused the event: {}", error.message);
+            return dead_letter(app, endpoint, to, &bytes, headers, reason).await;
+        }
+        Err(error) => return Err((error.code.as_str(), error)),
+    };
+    let duplicate = !copies.is_empty() && copies.iter().all(|copy| !copy.created);
+    let receipt = WebhookReceiptOut {
+        queued: !copies.is_empty(),
+        message_id: copies.first().map(|copy| copy.message_id),
+        idempotency_key,
+        duplicate: duplicate.then_some(true),
+        copies: Some(copies),
+        ..WebhookReceiptOut::default()
+    };
+    Ok(if duplicate {
+        (StatusCode::OK, Outcome::Duplicate, receipt)
+    } else {
+        (StatusCode::ACCEPTED, Outcome::Accepted, receipt)
     })
 }
 

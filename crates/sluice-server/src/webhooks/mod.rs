@@ -144,6 +144,10 @@ impl Endpoint {
     pub fn compile(name: &str, spec: WebhookSpec) -> Result<Self, String> {
         validate_queue_name(name).map_err(|e| e.replace("queue name", "webhook name"))?;
         validate_queue_name(&spec.queue).map_err(|e| format!("queue: {e}"))?;
+        if let Some(topic) = &spec.topic {
+            validate_queue_name(topic)
+                .map_err(|e| format!("topic: {}", e.replace("queue name", "topic name")))?;
+        }
         let (scheme, verifier) = compile_verify(&spec.verify)?;
         let compile = |field: &str, source: &Option<String>| {
             source
