@@ -10,7 +10,7 @@ use sluice_client::wire::{AlertDestinationSpec, AlertOut, AlertSpec, SecretRef};
 
 use crate::output;
 
-/// The server's defaults, for `alert show` (docs/http-api.md).
+/// The server's defaults, for `alert show` (docs/alerts.md).
 const DEFAULT_WINDOW_MS: i64 = 300_000;
 const DEFAULT_SAMPLE_SIZE: u32 = 5;
 const DEFAULT_MAX_ATTEMPTS: u32 = 10;
@@ -83,19 +83,27 @@ pub struct SetArgs {
         long,
         value_name = "NAME",
         requires = "webhook_url",
-        conflicts_with = "signing_secret_file"
+        conflicts_with_all = ["signing_secret_file", "slack_url"]
     )]
     signing_secret_env: Option<String>,
     /// With --webhook-url: sign each request with the `whsec_` secret in this file, read by
     /// the server.
-    #[arg(long, value_name = "PATH", requires = "webhook_url")]
+    #[arg(
+        long,
+        value_name = "PATH",
+        requires = "webhook_url",
+        conflicts_with = "slack_url"
+    )]
     signing_secret_file: Option<String>,
     /// With --webhook-url: a request header NAME=VALUE; repeatable.
+    // (The conflicts with --slack-url are spelled out: clap does not enforce `requires` on an
+    // argument whose requirement conflicts with one given.)
     #[arg(
         long = "header",
         value_name = "NAME=VALUE",
         value_parser = crate::cmd_send::parse_header,
-        requires = "webhook_url"
+        requires = "webhook_url",
+        conflicts_with = "slack_url"
     )]
     headers: Vec<(String, String)>,
 }
@@ -355,5 +363,103 @@ fn delivery_state(alert: &AlertOut) -> String {
             push.delivered, push.failed_permanently
         ),
         None => format!("{waiting} waiting"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(args: &[&str]) -> AlertSpec {
+        let line = ["sluice", "alert", "set", "a"].iter().chain(args);
+        let (cli, _) = crate::parse(line).unwrap();
+        match cli.command {
+            crate::Command::Alert(AlertCommand::Set(args)) => spec(*args),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn flags_left_out_are_left_to_the_server() {
+        assert_eq!(set(&[]), AlertSpec::default());
+        assert_eq!(
+            serde_json::to_value(set(&[])).unwrap(),
+            serde_json::json!({"destination": {}})
+        );
+    }
+
+    #[test]
+    fn every_flag_reaches_the_definition() {
+        let spec = set(&[
+            "--queue",
+            "a*",
+            "--queue",
+            "b",
+            "--no-dead-letters",
+            "--depth-above",
+            "7",
+            "--oldest-ready-age-above",
+            "90s",
+            "--window",
+            "2m",
+            "--sample-size",
+            "3",
+            "--max-attempts",
+            "4",
+            "--webhook-url",
+            "http://h/x",
+            "--signing-secret-file",
+            "/run/secret",
+            "--header",
+            "x-a=1",
+        ]);
+        assert_eq!(
+            serde_json::to_value(spec).unwrap(),
+            serde_json::json!({
+                "queues": ["a*", "b"],
+                "dead_letters": false,
+                "depth_above": 7,
+                "oldest_ready_age_above_ms": 90_000,
+                "window_ms": 120_000,
+                "sample_size": 3,
+                "max_attempts": 4,
+                "destination": {
+                    "webhook_url": "http://h/x",
+                    "signing_secret": {"file": "/run/secret"},
+                    "headers": {"x-a": "1"},
+                },
+            })
+        );
+        assert_eq!(
+            set(&["--slack-url", "https://hooks.slack.com/x"])
+                .destination
+                .slack_url
+                .as_deref(),
+            Some("https://hooks.slack.com/x")
+        );
+    }
+
+    #[test]
+    fn one_destination_and_webhook_flags_only_with_a_webhook() {
+        for args in [
+            &["--slack-url", "https://s/x", "--webhook-url", "http://h/x"][..],
+            &["--signing-secret-env", "S"],
+            &["--header", "a=b"],
+            &["--slack-url", "https://s/x", "--header", "a=b"],
+            &["--slack-url", "https://s/x", "--signing-secret-env", "S"],
+            &["--slack-url", "https://s/x", "--signing-secret-file", "/f"],
+            &[
+                "--webhook-url",
+                "http://h/x",
+                "--signing-secret-env",
+                "S",
+                "--signing-secret-file",
+                "/f",
+            ],
+            &["--window", "60"],
+        ] {
+            let line = ["sluice", "alert", "set", "a"].iter().chain(args);
+            assert!(crate::parse(line).is_err(), "{args:?}");
+        }
     }
 }

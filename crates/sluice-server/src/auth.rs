@@ -43,6 +43,46 @@ pub enum Role {
     Producer,
     /// Receive, ack, nack, extend from (and read) the token's queues.
     Consumer,
+    /// Everything an admin does, within the token's tenant: its queues, webhooks, schedules,
+    /// topics and alerts (those whose names its patterns match), and nothing outside it.
+    TenantAdmin,
+}
+
+/// `[tenants.<name>]` as written: what a tenant owns.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantSpec {
+    /// Name patterns (`*` matches any run of characters): the tenant owns every queue,
+    /// webhook endpoint, schedule, topic and alert whose name one of them matches.
+    pub queues: Vec<String>,
+}
+
+/// A tenant, as tokens scoped to it carry it.
+#[derive(Debug)]
+pub struct Tenant {
+    /// Its name.
+    pub name: String,
+    patterns: Vec<String>,
+}
+
+impl Tenant {
+    /// Whether the tenant owns what is called `name`.
+    pub fn owns(&self, name: &str) -> bool {
+        self.patterns.iter().any(|pattern| wildcard(pattern, name))
+    }
+
+    /// Whether every name `pattern` matches is the tenant's: an exact name it owns, or a
+    /// pattern whose fixed start (up to its first `*`) is a prefix one of the tenant's own
+    /// prefix patterns covers.
+    pub fn owns_pattern(&self, pattern: &str) -> bool {
+        match pattern.split_once('*') {
+            None => self.owns(pattern),
+            Some((start, _)) => self.patterns.iter().any(|own| {
+                own.strip_suffix('*')
+                    .is_some_and(|prefix| !prefix.contains('*') && start.starts_with(prefix))
+            }),
+        }
+    }
 }
 
 /// `[[auth.tokens]]` as written.
@@ -56,9 +96,13 @@ pub struct TokenSpec {
     /// `admin`, or `producer` and/or `consumer`.
     pub roles: Vec<Role>,
     /// Queue-name patterns for producer/consumer (`*` matches any run of characters):
-    /// `["team-a.*"]`. Ignored for admin.
+    /// `["team-a.*"]`. Ignored for admin. With `tenant`, the tenant's patterns by default.
     #[serde(default)]
     pub queues: Vec<String>,
+    /// The tenant (`[tenants.<name>]`) the token belongs to: required for `tenant_admin`; a
+    /// producer or consumer token of a tenant is kept within its queues.
+    #[serde(default)]
+    pub tenant: Option<String>,
 }
 
 /// `[auth]` as written.
@@ -83,6 +127,19 @@ struct Token {
     secret: String,
     roles: Vec<Role>,
     queues: Vec<String>,
+    tenant: Option<Arc<Tenant>>,
+}
+
+impl Token {
+    /// The caller this token makes.
+    fn caller(&self) -> Caller {
+        Caller {
+            name: self.name.clone(),
+            roles: self.roles.clone(),
+            queues: self.queues.clone(),
+            tenant: self.tenant.clone(),
+        }
+    }
 }
 
 impl std::fmt::Debug for Token {
@@ -101,6 +158,7 @@ pub struct Caller {
     name: String,
     roles: Vec<Role>,
     queues: Vec<String>,
+    tenant: Option<Arc<Tenant>>,
 }
 
 impl Caller {
@@ -109,13 +167,29 @@ impl Caller {
         self.roles.contains(&Role::Admin)
     }
 
+    /// The tenant of a `tenant_admin` token.
+    pub fn administered_tenant(&self) -> Option<&Tenant> {
+        self.tenant
+            .as_deref()
+            .filter(|_| self.roles.contains(&Role::TenantAdmin))
+    }
+
+    /// May this caller define, change and delete what is called `name` (a queue, webhook
+    /// endpoint, schedule, topic or alert)? An admin may any; a tenant admin its tenant's.
+    pub fn may_manage(&self, name: &str) -> bool {
+        self.is_admin()
+            || self
+                .administered_tenant()
+                .is_some_and(|tenant| tenant.owns(name))
+    }
+
     fn covers(&self, queue: &str) -> bool {
         self.queues.iter().any(|pattern| wildcard(pattern, queue))
     }
 
     /// May this caller see `queue` (its stats, messages, dead letters)?
     pub fn may_read(&self, queue: &str) -> bool {
-        self.is_admin()
+        self.may_manage(queue)
             || ((self.roles.contains(&Role::Producer) || self.roles.contains(&Role::Consumer))
                 && self.covers(queue))
     }
@@ -125,7 +199,7 @@ impl Caller {
     /// read through its source queue, but taking or adding messages there (which would bypass
     /// the admin-only replay and delete) needs a pattern that grants dead-letter queues.
     fn may(&self, role: Role, queue: &str, is_dead_letter_queue: bool) -> bool {
-        if self.is_admin() {
+        if self.may_manage(queue) {
             return true;
         }
         if !self.roles.contains(&role) {
@@ -197,13 +271,66 @@ pub struct Auth {
 
 impl Auth {
     /// Reads every token's secret. Errors name the token, never its value.
-    pub fn load(spec: &AuthSpec) -> Result<Self, String> {
+    pub fn load(
+        spec: &AuthSpec,
+        tenants: &std::collections::BTreeMap<String, TenantSpec>,
+    ) -> Result<Self, String> {
+        let tenants: std::collections::BTreeMap<&str, Arc<Tenant>> = tenants
+            .iter()
+            .map(|(name, spec)| {
+                if spec.queues.is_empty() {
+                    return Err(format!(
+                        "[tenants.{name}]: give queues (patterns such as \"team-a.*\")"
+                    ));
+                }
+                Ok((
+                    name.as_str(),
+                    Arc::new(Tenant {
+                        name: name.clone(),
+                        patterns: spec.queues.clone(),
+                    }),
+                ))
+            })
+            .collect::<Result<_, String>>()?;
         let mut tokens = Vec::new();
         for token in &spec.tokens {
             if token.roles.is_empty() {
                 return Err(format!("[[auth.tokens]] {:?}: give roles", token.name));
             }
-            if !token.roles.contains(&Role::Admin) && token.queues.is_empty() {
+            let tenant = match &token.tenant {
+                Some(name) => Some(tenants.get(name.as_str()).cloned().ok_or_else(|| {
+                    format!(
+                        "[[auth.tokens]] {:?}: tenant {name:?} is not defined in [tenants]",
+                        token.name
+                    )
+                })?),
+                None => None,
+            };
+            if token.roles.contains(&Role::TenantAdmin) && tenant.is_none() {
+                return Err(format!(
+                    "[[auth.tokens]] {:?}: a tenant_admin token needs tenant = \"<name>\"",
+                    token.name
+                ));
+            }
+            if token.roles.contains(&Role::Admin) && tenant.is_some() {
+                return Err(format!(
+                    "[[auth.tokens]] {:?}: an admin token is not scoped to a tenant (use tenant_admin)",
+                    token.name
+                ));
+            }
+            let mut queues = token.queues.clone();
+            if let Some(tenant) = &tenant {
+                if queues.is_empty() {
+                    queues = tenant.patterns.clone();
+                }
+                if let Some(outside) = queues.iter().find(|q| !tenant.owns_pattern(q)) {
+                    return Err(format!(
+                        "[[auth.tokens]] {:?}: queues pattern {outside:?} reaches outside tenant {:?}",
+                        token.name, tenant.name
+                    ));
+                }
+            }
+            if !token.roles.contains(&Role::Admin) && queues.is_empty() {
                 return Err(format!(
                     "[[auth.tokens]] {:?}: a producer or consumer token needs queues (patterns such as \"team-a.*\")",
                     token.name
@@ -222,7 +349,8 @@ impl Auth {
                 digest: digest(&value),
                 secret: value.clone(),
                 roles: token.roles.clone(),
-                queues: token.queues.clone(),
+                queues,
+                tenant,
             });
         }
         if let Ok(value) = std::env::var("SLUICE_ADMIN_TOKEN")
@@ -238,6 +366,7 @@ impl Auth {
                 secret: value.to_owned(),
                 roles: vec![Role::Admin],
                 queues: Vec::new(),
+                tenant: None,
             });
         }
         Ok(Self {
@@ -286,14 +415,7 @@ impl Auth {
             .tokens
             .iter()
             .find(|token| token.name == access_key_id)?;
-        Some((
-            token.secret.clone(),
-            Caller {
-                name: token.name.clone(),
-                roles: token.roles.clone(),
-                queues: token.queues.clone(),
-            },
-        ))
+        Some((token.secret.clone(), token.caller()))
     }
 
     fn identify_digest(&self, presented: [u8; 32]) -> Option<Caller> {
@@ -303,11 +425,7 @@ impl Auth {
                 found = Some(token);
             }
         }
-        found.map(|token| Caller {
-            name: token.name.clone(),
-            roles: token.roles.clone(),
-            queues: token.queues.clone(),
-        })
+        found.map(Token::caller)
     }
 }
 
@@ -339,8 +457,11 @@ pub enum Need {
     Produce,
     /// Consumer of the route's queue.
     Consume,
-    /// An admin token.
+    /// An admin token, or a tenant admin's for the route's queue or name (a route with
+    /// neither: an admin's only).
     Admin,
+    /// An admin or a tenant admin (the handler shows a tenant admin its tenant's only).
+    Administrators,
     /// `/metrics`: admin, or anyone with `metrics_public`.
     Metrics,
 }
@@ -506,16 +627,33 @@ pub async fn authorize(State(guard): State<Guard>, request: Request, next: Next)
     if carrier == Carrier::Cookie && method != Method::GET && !same_origin(&request) {
         return forbidden("a cross-site request with the dashboard's cookie was refused".into());
     }
-    let queue = params.as_ref().and_then(|params| {
-        params
-            .iter()
-            .find(|(name, _)| *name == "queue")
-            .map(|(_, value)| value.to_owned())
-    });
-    match allows(app, &caller, need, queue.as_deref()).await {
+    // What the route is about: its queue, else what it names (a webhook endpoint, schedule,
+    // topic or alert, whose tenant is told by its name as a queue's is).
+    let param = |wanted: &str| {
+        params.as_ref().and_then(|params| {
+            params
+                .iter()
+                .find(|(name, _)| *name == wanted)
+                .map(|(_, value)| value.to_owned())
+        })
+    };
+    let (kind, resource) = match param("queue") {
+        Some(queue) => ("queue", Some(queue)),
+        None => ("", param("name")),
+    };
+    match allows(app, &caller, need, resource.as_deref()).await {
         Ok(true) => {}
         Ok(false) => {
-            let what = queue.map_or_else(|| "this route".to_owned(), |q| format!("queue {q:?}"));
+            let what = resource.map_or_else(
+                || "this route".to_owned(),
+                |r| {
+                    if kind.is_empty() {
+                        format!("{r:?}")
+                    } else {
+                        format!("{kind} {r:?}")
+                    }
+                },
+            );
             return forbidden(format!("token {:?} may not do this on {what}", caller.name));
         }
         Err(error) => return ApiError::from(error).into_response(),
@@ -543,7 +681,11 @@ pub async fn allows(
     };
     Ok(match (need, queue) {
         (Need::Public | Need::AnyToken, _) => true,
-        (Need::Admin | Need::Metrics, _) => caller.is_admin(),
+        (Need::Admin, Some(resource)) => caller.may_manage(resource),
+        (Need::Administrators | Need::Metrics, _) => {
+            caller.is_admin() || caller.administered_tenant().is_some()
+        }
+        (Need::Admin, None) => caller.is_admin(),
         (Need::Read, Some(queue)) => caller.may_read(queue),
         (Need::Produce, Some(queue)) => caller.may(Role::Producer, queue, is_dead_letter_queue),
         (Need::Consume, Some(queue)) => caller.may(Role::Consumer, queue, is_dead_letter_queue),
@@ -599,6 +741,50 @@ pub async fn check_produce_to(
         }
     }
     Ok(())
+}
+
+/// The caller a guarded handler is given (`None` with access control off).
+pub type CallerExt = Option<axum::Extension<Arc<Caller>>>;
+
+/// Whether the caller (`None`: access control off) may manage what is called `name`: what
+/// lists of webhooks, schedules, topics and alerts show.
+pub fn manages(caller: &CallerExt, name: &str) -> bool {
+    caller.as_ref().is_none_or(|caller| caller.may_manage(name))
+}
+
+/// Refuses (403, naming `field`) a definition that refers to a queue its caller may not
+/// manage: a tenant admin's webhooks, schedules, topics and queues stay within the tenant.
+pub fn check_manages(caller: &CallerExt, field: &str, queue: &str) -> Result<(), ApiError> {
+    if manages(caller, queue) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        ErrorCode::Forbidden,
+        format!("{field}: queue {queue:?} is outside the token's tenant"),
+    ))
+}
+
+/// As [`check_manages`], for a name pattern (an alert's `queues`): every name it matches must
+/// be the tenant's.
+pub fn check_manages_pattern(
+    caller: &CallerExt,
+    field: &str,
+    pattern: &str,
+) -> Result<(), ApiError> {
+    let Some(caller) = caller.as_ref() else {
+        return Ok(());
+    };
+    if caller.is_admin()
+        || caller
+            .administered_tenant()
+            .is_some_and(|tenant| tenant.owns_pattern(pattern))
+    {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        ErrorCode::Forbidden,
+        format!("{field}: {pattern:?} reaches outside the token's tenant"),
+    ))
 }
 
 /// The login routes (public; the form checks the token itself).
@@ -721,6 +907,7 @@ mod tests {
             name: "a".into(),
             roles: vec![Role::Producer],
             queues: vec!["team-a.*".into()],
+            tenant: None,
         };
         assert!(producer.may_read("team-a.orders"));
         assert!(!producer.may_read("team-b.orders"));
@@ -734,6 +921,7 @@ mod tests {
             name: "b".into(),
             roles: vec![Role::Consumer],
             queues: vec!["team-a.pay-failed".into(), "team-a.*.dlq".into()],
+            tenant: None,
         };
         assert!(named.may(Role::Consumer, "team-a.pay-failed", true));
         assert!(named.may(Role::Consumer, "team-a.orders.dlq", true));
@@ -741,6 +929,7 @@ mod tests {
             name: "ops".into(),
             roles: vec![Role::Admin],
             queues: vec![],
+            tenant: None,
         };
         assert!(admin.may(Role::Consumer, "anything", true));
     }
@@ -754,6 +943,7 @@ mod tests {
                 secret: "a-long-enough-token".into(),
                 roles: vec![Role::Admin],
                 queues: vec![],
+                tenant: None,
             }],
             metrics_public: false,
         };

@@ -42,6 +42,10 @@ pub struct RawConfig {
     /// destination be a command.
     #[serde(default)]
     pub alerts: BTreeMap<String, AlertSpec>,
+    /// `[tenants.<name>]`: tenants, each owning the queues, webhooks, schedules, topics and
+    /// alerts its patterns name; `tenant_admin` tokens administer one.
+    #[serde(default)]
+    pub tenants: BTreeMap<String, crate::auth::TenantSpec>,
     /// `[auth]`: API tokens.
     #[serde(default)]
     pub auth: crate::auth::AuthSpec,
@@ -619,7 +623,7 @@ impl Config {
             schedules: raw.schedules.into_iter().collect(),
             topics: raw.topics.into_iter().collect(),
             alerts: raw.alerts.into_iter().collect(),
-            auth: std::sync::Arc::new(crate::auth::Auth::load(&raw.auth)?),
+            auth: std::sync::Arc::new(crate::auth::Auth::load(&raw.auth, &raw.tenants)?),
             allow_unauthenticated: raw.server.allow_unauthenticated.unwrap_or(false),
             tls: match (raw.server.tls_cert, raw.server.tls_key) {
                 (Some(cert), Some(key)) => Some((cert, key)),

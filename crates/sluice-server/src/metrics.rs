@@ -47,13 +47,14 @@ pub fn routes() -> Routes {
     Routes::new("metrics").undocumented(Need::Metrics, Method::GET, "/metrics", metrics)
 }
 
-/// `GET /metrics`.
-async fn metrics(State(state): State<AppState>) -> Response {
+/// `GET /metrics`. A tenant admin gets its tenant's series only: those of its queues, webhook
+/// endpoints and topics, none of the server's own.
+async fn metrics(State(state): State<AppState>, caller: crate::auth::CallerExt) -> Response {
     let queues = match state.store.queue_list(state.now_ms()).await {
         Ok(queues) => queues,
         Err(error) => return ApiError::from(error).into_response(),
     };
-    let snapshot = Snapshot {
+    let mut snapshot = Snapshot {
         queues,
         webhooks: state
             .webhooks
@@ -73,7 +74,16 @@ async fn metrics(State(state): State<AppState>) -> Response {
         http: state.http_metrics.snapshot(),
         body_bytes_held: state.body_budget.held() as u64,
         process: ProcessMetrics::read(),
+        tenant_only: false,
     };
+    if caller.as_ref().is_some_and(|caller| !caller.is_admin()) {
+        let mine = |name: &str| crate::auth::manages(&caller, name);
+        snapshot.queues.retain(|queue| mine(&queue.name));
+        snapshot.webhooks.retain(|(name, _)| mine(name));
+        snapshot.topics.retain(|(name, _)| mine(name));
+        snapshot.push.retain(|push| mine(&push.queue));
+        snapshot.tenant_only = true;
+    }
     match render(snapshot) {
         Ok(text) => (
             [(header::CONTENT_TYPE, prometheus_text::CONTENT_TYPE)],
@@ -101,6 +111,8 @@ struct Snapshot {
     body_bytes_held: u64,
     /// This process (Linux only).
     process: Option<ProcessMetrics>,
+    /// Leave out the server's own series (expressions, storage, HTTP, process): for a tenant.
+    tenant_only: bool,
 }
 
 /// The text exposition of a snapshot.
@@ -184,6 +196,9 @@ impl Collector for Snapshot {
         self.encode_webhooks(&mut encoder)?;
         self.encode_topics(&mut encoder)?;
         self.encode_push(&mut encoder)?;
+        if self.tenant_only {
+            return Ok(());
+        }
         self.encode_expressions(&mut encoder)?;
         self.encode_storage(&mut encoder)?;
         self.encode_http(&mut encoder)?;
@@ -795,6 +810,7 @@ mod tests {
                 max_fds: Some(1024),
                 start_time_seconds: 1.7e9,
             }),
+            tenant_only: false,
         }
     }
 

@@ -1126,6 +1126,9 @@ class WebhookReceiptOut:
 
     queued: bool
     """True when the event is stored in the endpoint's queue."""
+    copies: list[TopicCopyOut] | None = None
+    """For an endpoint that publishes to a topic: the copies stored (or found stored, for a
+    duplicate), one per subscribed queue whose filter took the event."""
     dead_lettered: bool | None = None
     """Set when the event went straight to the dead-letter queue."""
     duplicate: bool | None = None

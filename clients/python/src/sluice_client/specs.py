@@ -213,7 +213,8 @@ class WebhookSpec:
     """
 
     queue: str
-    """The queue events go to (it must exist)."""
+    """The queue events go to (it must exist). With `topic`, the queue whose dead-letter queue
+    keeps the events that cannot become a message."""
     verify: VerifySpec
     """Signature verification."""
     filter: str | None = None
@@ -234,6 +235,9 @@ class WebhookSpec:
     """The message priority, from an expression giving an integer."""
     public_url: str | None = None
     """The URL the sender calls, when sluice is behind a proxy (Twilio signs it)."""
+    topic: str | None = None
+    """Publish each accepted event to this topic (it must exist) instead of storing it in
+    `queue`: a copy in each subscribed queue whose filter takes it, in one commit."""
     transform: str | None = None
     """The stored message body is this expression's first output (default: the body)."""
 

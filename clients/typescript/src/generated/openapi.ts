@@ -2370,6 +2370,11 @@ export interface components {
         };
         /** @description The answer to a sender. */
         WebhookReceiptOut: {
+            /**
+             * @description For an endpoint that publishes to a topic: the copies stored (or found stored, for a
+             *     duplicate), one per subscribed queue whose filter took the event.
+             */
+            copies?: components["schemas"]["TopicCopyOut"][] | null;
             /** @description Set when the event went straight to the dead-letter queue. */
             dead_lettered?: boolean | null;
             /** @description Set for a duplicate delivery. */
@@ -2416,8 +2421,16 @@ export interface components {
             priority?: string | null;
             /** @description The URL the sender calls, when sluice is behind a proxy (Twilio signs it). */
             public_url?: string | null;
-            /** @description The queue events go to (it must exist). */
+            /**
+             * @description The queue events go to (it must exist). With `topic`, the queue whose dead-letter queue
+             *     keeps the events that cannot become a message.
+             */
             queue: string;
+            /**
+             * @description Publish each accepted event to this topic (it must exist) instead of storing it in
+             *     `queue`: a copy in each subscribed queue whose filter takes it, in one commit.
+             */
+            topic?: string | null;
             /** @description The stored message body is this expression's first output (default: the body). */
             transform?: string | null;
             /** @description Signature verification. */
@@ -4685,7 +4698,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description the queue does not exist */
+            /** @description the queue or the topic does not exist */
             404: {
                 headers: {
                     [name: string]: unknown;

@@ -507,7 +507,11 @@ async fn the_cli_defines_lists_shows_and_deletes_alerts() {
         row.contains("jobs, billing*") && row.contains("depth > 100") && row.contains("webhook"),
         "{row}"
     );
-    assert!(list.lines().any(|line| line.starts_with("quiet")), "{list}");
+    assert!(
+        list.lines()
+            .any(|line| line.trim_start().starts_with("quiet ")),
+        "{list}"
+    );
     let listed: Value = serde_json::from_str(&ok(&["--json", "alert", "list"])).unwrap();
     let names: Vec<&str> = listed["alerts"]
         .as_array()

@@ -56,6 +56,7 @@ mod sqs_python;
 mod stats;
 mod status;
 mod store_config;
+mod tenants;
 mod tls;
 mod topics;
 mod tracing;

@@ -528,7 +528,10 @@ async fn a_webhook_endpoint_publishes_its_events_to_a_topic() {
     assert_eq!(again.status(), StatusCode::OK);
     let again: Value = again.json().await.unwrap();
     assert_eq!(again["duplicate"], true, "{again}");
-    assert_eq!(again["copies"][0]["message_id"], first["copies"][0]["message_id"]);
+    assert_eq!(
+        again["copies"][0]["message_id"],
+        first["copies"][0]["message_id"]
+    );
     let small = post("d-2", json!({"amount": 5})).await.unwrap();
     assert_eq!(small.status(), StatusCode::ACCEPTED);
     assert_eq!(drain(&server, "billing").await.len(), 2);
@@ -548,7 +551,10 @@ async fn a_webhook_endpoint_publishes_its_events_to_a_topic() {
     let refused: Value = refused.json().await.unwrap();
     assert_eq!(refused["dead_lettered"], true, "{refused}");
     assert!(
-        refused["error"].as_str().unwrap().contains("the topic refused the event"),
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("the topic refused the event"),
         "{refused}"
     );
     assert!(drain(&server, "billing").await.is_empty(), "all or none");

@@ -20,9 +20,15 @@ async fn with_delivery(app: &AppState, mut alert: AlertOut) -> AlertOut {
 
 /// `GET /v1/alerts`
 #[utoipa::path(get, operation_id = "alert_list", path = "/v1/alerts", responses((status = 200, body = AlertListOut)))]
-pub async fn list(State(app): State<AppState>) -> Result<Json<AlertListOut>, ApiError> {
+pub async fn list(
+    State(app): State<AppState>,
+    caller: crate::auth::CallerExt,
+) -> Result<Json<AlertListOut>, ApiError> {
     let mut alerts = Vec::new();
     for alert in app.ops.alert_list().await? {
+        if !crate::auth::manages(&caller, &alert.name) {
+            continue;
+        }
         alerts.push(with_delivery(&app, alert).await);
     }
     Ok(Json(AlertListOut { alerts }))
@@ -35,9 +41,15 @@ pub async fn list(State(app): State<AppState>) -> Result<Json<AlertListOut>, Api
         (status = 422, description = "a field is wrong (the message says which); a command destination is refused here (the config file may name one)", body = sluice_core::wire::ErrorBody)))]
 pub async fn put(
     State(app): State<AppState>,
+    caller: crate::auth::CallerExt,
     ApiPath(name): ApiPath<String>,
     ApiJson(spec): ApiJson<AlertSpec>,
 ) -> Result<Json<AlertPutOut>, ApiError> {
+    // A tenant admin's alert watches the tenant's queues only: it names them.
+    let patterns = spec.queues.clone().unwrap_or_else(|| vec!["*".into()]);
+    for (index, pattern) in patterns.iter().enumerate() {
+        crate::auth::check_manages_pattern(&caller, &format!("queues[{index}]"), pattern)?;
+    }
     let mut put = app
         .ops
         .alert_put(&name, spec, AlertOrigin::Api, crate::push::validate)
@@ -78,7 +90,7 @@ pub fn routes() -> super::route::Routes {
     use utoipa_axum::routes;
 
     Routes::new("alerts")
-        .documented(Need::Admin, routes!(list))
+        .documented(Need::Administrators, routes!(list))
         .documented(Need::Admin, routes!(get_one))
         .documented(Need::Admin, routes!(put))
         .documented(Need::Admin, routes!(delete))

@@ -95,9 +95,14 @@ pub async fn list(
     responses((status = 200, body = QueuePutOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 409, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
 pub async fn put(
     State(app): State<AppState>,
+    caller: crate::auth::CallerExt,
     ApiPath(name): ApiPath<String>,
     ApiJson(spec): ApiJson<QueueSpec>,
 ) -> Result<Json<QueuePutOut>, ApiError> {
+    // A tenant's queue dead-letters into a queue of the tenant's, not into another's.
+    if let Some(dead_letter_queue) = spec.dead_letter_queue.as_deref().filter(|q| !q.is_empty()) {
+        crate::auth::check_manages(&caller, "dead_letter_queue", dead_letter_queue)?;
+    }
     let put = app
         .ops
         .queue_put(QueuePutRequest { name, spec }, |push| {

@@ -12,10 +12,13 @@ use crate::error::ApiError;
 
 /// `GET /v1/schedules`
 #[utoipa::path(get, operation_id = "schedule_list", path = "/v1/schedules", responses((status = 200, body = ScheduleListOut)))]
-pub async fn list(State(app): State<AppState>) -> Result<Json<ScheduleListOut>, ApiError> {
-    Ok(Json(ScheduleListOut {
-        schedules: app.ops.schedule_list().await?,
-    }))
+pub async fn list(
+    State(app): State<AppState>,
+    caller: crate::auth::CallerExt,
+) -> Result<Json<ScheduleListOut>, ApiError> {
+    let mut schedules = app.ops.schedule_list().await?;
+    schedules.retain(|schedule| crate::auth::manages(&caller, &schedule.name));
+    Ok(Json(ScheduleListOut { schedules }))
 }
 
 /// `PUT /v1/schedules/{name}`: define or replace a schedule.
@@ -26,9 +29,11 @@ pub async fn list(State(app): State<AppState>) -> Result<Json<ScheduleListOut>, 
         (status = 422, description = "a field is wrong (the message says which), or the message fails the queue's schema", body = sluice_core::wire::ErrorBody)))]
 pub async fn put(
     State(app): State<AppState>,
+    caller: crate::auth::CallerExt,
     ApiPath(name): ApiPath<String>,
     ApiJson(spec): ApiJson<ScheduleSpec>,
 ) -> Result<Json<SchedulePutOut>, ApiError> {
+    crate::auth::check_manages(&caller, "queue", &spec.queue)?;
     Ok(Json(app.ops.schedule_put(&name, spec).await?))
 }
 
@@ -81,7 +86,7 @@ pub fn routes() -> super::route::Routes {
     use utoipa_axum::routes;
 
     Routes::new("schedules")
-        .documented(Need::Admin, routes!(list))
+        .documented(Need::Administrators, routes!(list))
         .documented(Need::Admin, routes!(get_one))
         .documented(Need::Admin, routes!(put))
         .documented(Need::Admin, routes!(pause))

@@ -13,9 +13,18 @@ use crate::topics;
 
 /// `GET /v1/topics`
 #[utoipa::path(get, operation_id = "topic_list", path = "/v1/topics", responses((status = 200, body = TopicListOut)))]
-pub async fn list(State(app): State<AppState>) -> Json<TopicListOut> {
+pub async fn list(
+    State(app): State<AppState>,
+    caller: crate::auth::CallerExt,
+) -> Json<TopicListOut> {
     Json(TopicListOut {
-        topics: app.topics.list().iter().map(|topic| topic.out()).collect(),
+        topics: app
+            .topics
+            .list()
+            .iter()
+            .filter(|topic| crate::auth::manages(&caller, &topic.name))
+            .map(|topic| topic.out())
+            .collect(),
     })
 }
 
@@ -26,9 +35,14 @@ pub async fn list(State(app): State<AppState>) -> Json<TopicListOut> {
         (status = 422, description = "a field or filter is wrong; the message says which", body = sluice_core::wire::ErrorBody)))]
 pub async fn put(
     State(app): State<AppState>,
+    caller: crate::auth::CallerExt,
     ApiPath(name): ApiPath<String>,
     ApiJson(spec): ApiJson<TopicSpec>,
 ) -> Result<Json<TopicPutOut>, ApiError> {
+    for (index, subscription) in spec.subscriptions.iter().enumerate() {
+        let field = format!("subscriptions[{index}].queue");
+        crate::auth::check_manages(&caller, &field, &subscription.queue)?;
+    }
     let created = topics::define(&app, &name, spec).await?;
     let topic = topics::find(&app, &name)?;
     Ok(Json(TopicPutOut {
@@ -100,7 +114,7 @@ pub fn routes() -> super::route::Routes {
     use utoipa_axum::routes;
 
     Routes::new("topics")
-        .documented(Need::Admin, routes!(list))
+        .documented(Need::Administrators, routes!(list))
         .documented(Need::Admin, routes!(get_one))
         .documented(Need::Admin, routes!(put))
         .documented(Need::Admin, routes!(delete))

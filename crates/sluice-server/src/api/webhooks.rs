@@ -53,12 +53,16 @@ pub async fn define(app: &AppState, name: &str, spec: WebhookSpec) -> Result<boo
 
 /// `GET /v1/webhooks`
 #[utoipa::path(get, operation_id = "webhook_list", path = "/v1/webhooks", responses((status = 200, body = WebhookListOut)))]
-pub async fn list(State(app): State<AppState>) -> Json<WebhookListOut> {
+pub async fn list(
+    State(app): State<AppState>,
+    caller: crate::auth::CallerExt,
+) -> Json<WebhookListOut> {
     Json(WebhookListOut {
         webhooks: app
             .webhooks
             .list()
             .iter()
+            .filter(|endpoint| crate::auth::manages(&caller, &endpoint.name))
             .map(|endpoint| webhook_out(endpoint))
             .collect(),
     })
@@ -71,9 +75,14 @@ pub async fn list(State(app): State<AppState>) -> Json<WebhookListOut> {
         (status = 422, description = "a field, expression or secret is wrong; the message says which", body = sluice_core::wire::ErrorBody)))]
 pub async fn put(
     State(app): State<AppState>,
+    caller: crate::auth::CallerExt,
     ApiPath(name): ApiPath<String>,
     ApiJson(spec): ApiJson<WebhookSpec>,
 ) -> Result<Json<WebhookPutOut>, ApiError> {
+    crate::auth::check_manages(&caller, "queue", &spec.queue)?;
+    if let Some(topic) = &spec.topic {
+        crate::auth::check_manages(&caller, "topic", topic)?;
+    }
     let created = define(&app, &name, spec).await?;
     let endpoint = app
         .webhooks
@@ -125,7 +134,7 @@ pub fn routes() -> super::route::Routes {
     use utoipa_axum::routes;
 
     Routes::new("webhooks")
-        .documented(Need::Admin, routes!(list))
+        .documented(Need::Administrators, routes!(list))
         .documented(Need::Admin, routes!(get_one))
         .documented(Need::Admin, routes!(put))
         .documented(Need::Admin, routes!(delete))

@@ -1196,7 +1196,8 @@ function alertDelivery(cache, a) {
       const pending = s ? s.ready + s.delayed + s.in_flight : null;
       waiting.textContent = fmtNum(pending);
       delivered.textContent = fmtNum(s ? (push ? push.delivered : s.counters.acked) : null);
-      deliveredLabel.textContent = push ? ' delivered' : ' acked by a consumer';
+      deliveredLabel.textContent = push ? ' delivered' : ' acked';
+      deliveredLabel.parentNode.title = push ? 'delivered to the destination' : 'acked by a consumer of ' + alert.queue;
       retried.hidden = !(push && push.retried);
       retried.firstChild.textContent = fmtNum(push ? push.retried : 0);
       dead.textContent = fmtNum(s ? s.dead_lettered || 0 : null);

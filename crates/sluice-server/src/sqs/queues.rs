@@ -374,6 +374,9 @@ async fn redrive_of(
         if redrive.dead_letter_queue == name {
             return Err(refuse("A queue cannot be its own dead-letter queue."));
         }
+        // A tenant admin's queue dead-letters within the tenant (the native API's rule).
+        ctx.allow(Need::Admin, Some(&redrive.dead_letter_queue))
+            .await?;
         let target = match ctx.app.ops.queue_get(&redrive.dead_letter_queue).await {
             Ok(target) => target,
             Err(error) if error.code == ErrorCode::QueueNotFound => {
