@@ -210,7 +210,9 @@ impl QueuesApi for Queues {
         &self,
         request: Request<v1::PutQueueRequest>,
     ) -> Answer<v1::PutQueueResponse> {
-        let who = self.authorize(&request, Need::Admin, None).await?;
+        let who = self
+            .authorize(&request, Need::Admin, Some(&request.get_ref().name))
+            .await?;
         let input = request.into_inner();
         let spec = if input.settings_json.trim().is_empty() {
             sluice_core::wire::QueueSpec::default()
@@ -222,6 +224,13 @@ impl QueuesApi for Queues {
                 ))
             })?
         };
+        // A tenant's queue dead-letters within the tenant (the HTTP API's rule).
+        if let (Some(caller), Some(dead_letter_queue)) = (
+            &who,
+            spec.dead_letter_queue.as_deref().filter(|q| !q.is_empty()),
+        ) {
+            super::permit(&self.app, caller, Need::Admin, Some(dead_letter_queue)).await?;
+        }
         let put = self
             .app
             .ops
@@ -276,7 +285,8 @@ impl QueuesApi for Queues {
         &self,
         request: Request<v1::DeleteQueueRequest>,
     ) -> Answer<v1::DeleteQueueResponse> {
-        self.authorize(&request, Need::Admin, None).await?;
+        self.authorize(&request, Need::Admin, Some(&request.get_ref().name))
+            .await?;
         let name = request.into_inner().name;
         let deleted_messages = self.app.ops.queue_delete(&name).await.map_err(status)?;
         self.app.history.forget_queue(&name);
@@ -285,7 +295,9 @@ impl QueuesApi for Queues {
     }
 
     async fn set_paused(&self, request: Request<v1::SetPausedRequest>) -> Answer<v1::Queue> {
-        let who = self.authorize(&request, Need::Admin, None).await?;
+        let who = self
+            .authorize(&request, Need::Admin, Some(&request.get_ref().name))
+            .await?;
         let input = request.into_inner();
         let info = self
             .app
@@ -300,7 +312,8 @@ impl QueuesApi for Queues {
         &self,
         request: Request<v1::PurgeQueueRequest>,
     ) -> Answer<v1::PurgeQueueResponse> {
-        self.authorize(&request, Need::Admin, None).await?;
+        self.authorize(&request, Need::Admin, Some(&request.get_ref().name))
+            .await?;
         let purged = self
             .app
             .ops
@@ -363,7 +376,8 @@ impl QueuesApi for Queues {
         &self,
         request: Request<v1::ReplayDeadLettersRequest>,
     ) -> Answer<v1::ReplayDeadLettersResponse> {
-        self.authorize(&request, Need::Admin, None).await?;
+        self.authorize(&request, Need::Admin, Some(&request.get_ref().queue))
+            .await?;
         let input = request.into_inner();
         if input.message_ids.len() > sluice_ops::REPLAY_LIMIT_MAX {
             return Err(status(OpsError::invalid_field(format!(
