@@ -360,6 +360,16 @@ impl Ops {
             .collect();
         let states = self.alert_state_texts().await?;
         for alert in &alerts {
+            // An alert's queue deleted by hand is made again: its notifications need it.
+            if !queues.iter().any(|info| info.name == alert.queue()) {
+                tracing::warn!(alert = %alert.name, queue = %alert.queue(), "an alert's queue was missing; made again");
+                let request = QueuePutRequest {
+                    name: alert.queue(),
+                    spec: alert.queue_spec(),
+                };
+                // Its destination was checked when the alert was defined.
+                self.queue_put(request, |_| Ok(())).await?;
+            }
             let read_text = states.get(&alert.name).cloned();
             let read = read_text
                 .as_deref()
