@@ -121,26 +121,7 @@ async fn start() -> TestServer {
         .await
 }
 
-async fn call(
-    server: &TestServer,
-    method: Method,
-    path: &str,
-    token: Option<&str>,
-    body: Option<Value>,
-) -> (StatusCode, String) {
-    let mut request = server
-        .client()
-        .request(method, format!("{}{path}", server.url()));
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.expect("request");
-    let status = response.status();
-    (status, response.text().await.unwrap_or_default())
-}
+use crate::support::tokens::call;
 
 /// May a caller (by token) do what a route expects, on a team-a queue?
 fn allowed(expect: Expect, token: Option<&str>) -> bool {

@@ -33,16 +33,7 @@ async fn call(
     token: &str,
     body: Option<Value>,
 ) -> (StatusCode, String) {
-    let mut request = server
-        .client()
-        .request(method, format!("{}{path}", server.url()))
-        .bearer_auth(token);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.expect("request");
-    let status = response.status();
-    (status, response.text().await.unwrap_or_default())
+    crate::support::tokens::call(server, method, path, Some(token), body).await
 }
 
 /// The producer and consumer routes of `queue`, with a body each accepts.

@@ -53,16 +53,7 @@ async fn call(
     token: &str,
     body: Option<Value>,
 ) -> (StatusCode, String) {
-    let mut request = server
-        .client()
-        .request(method, format!("{}{path}", server.url()))
-        .bearer_auth(token);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status();
-    (status, response.text().await.unwrap())
+    crate::support::tokens::call(server, method, path, Some(token), body).await
 }
 
 /// The name of `team`'s resource a path template names.

@@ -36,3 +36,26 @@ pub fn team_a(builder: TestServerBuilder, extra: &str) -> TestServerBuilder {
         .env("TEST_PRODUCER_A", PRODUCER_A)
         .env("TEST_CONSUMER_A", CONSUMER_A)
 }
+
+/// `method path` with `token` as a bearer token (none: without one) and a JSON body: the status
+/// and the body's text, whatever they are (the access tests assert on both).
+pub async fn call(
+    server: &super::TestServer,
+    method: reqwest::Method,
+    path: &str,
+    token: Option<&str>,
+    body: Option<serde_json::Value>,
+) -> (reqwest::StatusCode, String) {
+    let mut request = server
+        .client()
+        .request(method, format!("{}{path}", server.url()));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.expect("request");
+    let status = response.status();
+    (status, response.text().await.unwrap_or_default())
+}
