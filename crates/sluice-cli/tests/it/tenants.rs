@@ -237,6 +237,18 @@ async fn definitions_cannot_reach_into_another_tenant() {
         assert_eq!(status, StatusCode::FORBIDDEN, "{path}: {text}");
         assert!(text.contains(field), "{path}: {text}");
     }
+    for path in [
+        "/v1/queues/team-a.orders/dlq/replay".to_owned(),
+        format!(
+            "/v1/queues/team-a.orders/dlq/{}/replay",
+            uuid::Uuid::now_v7()
+        ),
+    ] {
+        let body = json!({"target_queue": "team-b.orders"});
+        let (status, text) = call(&server, Method::POST, &path, A_ADMIN, Some(body)).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{path}: {text}");
+        assert!(text.contains("target_queue"), "{path}: {text}");
+    }
     let (status, text) = call(&server, Method::GET, "/v1/queues/team-a.x", ADMIN, None).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "nothing was made: {text}");
 

@@ -148,6 +148,7 @@ pub async fn purge(
         (status = 409, description = "the queue has no dead-letter queue", body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
 pub async fn replay(
     State(app): State<AppState>,
+    caller: crate::auth::CallerExt,
     ApiPath(queue): ApiPath<String>,
     ApiBytes(body): ApiBytes,
 ) -> Result<Json<ReplayOut>, ApiError> {
@@ -160,6 +161,10 @@ pub async fn replay(
         )));
     }
     let input: ReplayIn = parse_json(&body)?;
+    // A tenant admin replays within its tenant.
+    if let Some(target) = &input.target_queue {
+        crate::auth::check_manages(&caller, "target_queue", target)?;
+    }
     let out = app
         .ops
         .dead_letter_replay(ReplayRequest {
@@ -184,6 +189,7 @@ pub async fn replay(
         (status = 409, description = "the queue has no dead-letter queue", body = sluice_core::wire::ErrorBody)))]
 pub async fn replay_one(
     State(app): State<AppState>,
+    caller: crate::auth::CallerExt,
     ApiPath((queue, message_id)): ApiPath<(String, String)>,
     body: Bytes,
 ) -> Result<Json<ReplayOut>, ApiError> {
@@ -192,6 +198,9 @@ pub async fn replay_one(
     } else {
         parse_json(&body)?
     };
+    if let Some(target) = &input.target_queue {
+        crate::auth::check_manages(&caller, "target_queue", target)?;
+    }
     let out = app
         .ops
         .dead_letter_replay_one(queue, &message_id, input.target_queue)

@@ -376,9 +376,14 @@ impl QueuesApi for Queues {
         &self,
         request: Request<v1::ReplayDeadLettersRequest>,
     ) -> Answer<v1::ReplayDeadLettersResponse> {
-        self.authorize(&request, Need::Admin, Some(&request.get_ref().queue))
+        let who = self
+            .authorize(&request, Need::Admin, Some(&request.get_ref().queue))
             .await?;
         let input = request.into_inner();
+        // A tenant admin replays within its tenant.
+        if let (Some(caller), Some(target)) = (&who, &input.target_queue) {
+            super::permit(&self.app, caller, Need::Admin, Some(target)).await?;
+        }
         if input.message_ids.len() > sluice_ops::REPLAY_LIMIT_MAX {
             return Err(status(OpsError::invalid_field(format!(
                 "message_ids: {} ids; give 1 to {} ids",

@@ -82,6 +82,8 @@ pub async fn start(ctx: &Ctx<'_>, request: StartMessageMoveTask) -> Result<Respo
     let destination = match &request.destination_arn {
         Some(arn) => {
             let name = names::queue_of_arn(config, arn, "DestinationArn")?;
+            // A tenant admin moves dead letters within its tenant.
+            ctx.allow(Need::Admin, Some(&name)).await?;
             exists(ctx, &name, "DestinationArn").await?;
             Some(name)
         }
