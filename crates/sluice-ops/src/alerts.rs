@@ -23,7 +23,7 @@ use sluice_core::queue::validate_queue_name;
 use sluice_core::rules::alert::{ThresholdStep, dead_letters_may_notify, threshold_step};
 use sluice_core::store::{DeadLetterQuery, DefinitionKind, QueueInfo};
 use sluice_core::stored::AlertState;
-use sluice_core::stored::alert_state::{QueueMarks, ThresholdMark};
+use sluice_core::stored::alert_state::{PendingDeadLetters, QueueMarks, ThresholdMark};
 use sluice_core::wire::{
     AlertEventOut, AlertOut, AlertPutOut, AlertSampleOut, AlertSentOut, AlertSpec, ErrorCode,
     PushSpec, QueueSpec,
@@ -106,6 +106,12 @@ impl Alert {
         }
         if spec.oldest_ready_age_above_ms.is_some_and(|ms| ms <= 0) {
             return Err("oldest_ready_age_above_ms: must be more than 0".into());
+        }
+        if spec
+            .depth_above
+            .is_some_and(|depth| depth > i64::MAX as u64)
+        {
+            return Err(format!("depth_above: at most {}", i64::MAX));
         }
         if spec.max_attempts == Some(0) {
             return Err("max_attempts: must be at least 1".into());
@@ -360,8 +366,38 @@ impl Ops {
             .collect();
         let states = self.alert_state_texts().await?;
         for alert in &alerts {
-            // An alert's queue deleted by hand is made again: its notifications need it.
-            if !queues.iter().any(|info| info.name == alert.queue()) {
+            // One alert's trouble (a store error) does not hold up the others.
+            let pass = AlertPass {
+                alert,
+                queues: &watchable,
+                all_queues: &queues,
+                read_text: states.get(&alert.name).cloned(),
+                dashboard,
+                now_ms,
+            };
+            if let Err(error) = self.pass_alert(pass, &mut passed).await {
+                passed.failed += 1;
+                tracing::warn!(alert = %alert.name, code = error.code.as_str(), error = %error.message, "an alert's pass failed; it is tried again");
+            }
+        }
+        Ok(passed)
+    }
+
+    async fn pass_alert(&self, pass: AlertPass<'_>, passed: &mut AlertsPassed) -> OpsResult<()> {
+        let AlertPass {
+            alert,
+            queues: watchable,
+            all_queues: queues,
+            read_text,
+            dashboard,
+            now_ms,
+        } = pass;
+        {
+            // An alert's queue deleted by hand is made again: its notifications need it. (Not
+            // for an alert deleted since this pass listed it.)
+            if !queues.iter().any(|info| info.name == alert.queue())
+                && self.alert_row(&alert.name).await?.is_some()
+            {
                 tracing::warn!(alert = %alert.name, queue = %alert.queue(), "an alert's queue was missing; made again");
                 let request = QueuePutRequest {
                     name: alert.queue(),
@@ -370,38 +406,45 @@ impl Ops {
                 // Its destination was checked when the alert was defined.
                 self.queue_put(request, |_| Ok(())).await?;
             }
-            let read_text = states.get(&alert.name).cloned();
-            let read = read_text
-                .as_deref()
-                .map(AlertState::from_json)
-                .unwrap_or_default();
-            let mut state = read.clone();
-            state
-                .queues
-                .retain(|queue, _| watchable.iter().any(|info| &info.name == queue));
-            for info in watchable.iter().filter(|info| alert.watches(&info.name)) {
-                let pass = QueuePass {
-                    ops: self,
-                    alert,
-                    info,
-                    dashboard,
-                    now_ms,
-                };
-                pass.run(&mut state, &mut passed).await;
-            }
-            if state != read {
-                self.store
-                    .definition_swap(
-                        DefinitionKind::AlertState,
-                        &alert.name,
-                        read_text,
-                        state.to_json(),
-                        now_ms,
-                    )
-                    .await?;
-            }
         }
-        Ok(passed)
+        let read = read_text
+            .as_deref()
+            .map(AlertState::from_json)
+            .unwrap_or_default();
+        // A queue seen for the first time counts its dead letters from the alert's start when
+        // the alert has seen no queue yet (its first pass), else from now: a queue made or
+        // watched later has no past of the alert's, and a key made from that time is new.
+        let first_look_from_ms = match read.started_ms {
+            Some(started) if read.queues.is_empty() => started,
+            _ => now_ms,
+        };
+        let mut state = read.clone();
+        state
+            .queues
+            .retain(|queue, _| watchable.iter().any(|info| &info.name == queue));
+        for info in watchable.iter().filter(|info| alert.watches(&info.name)) {
+            let pass = QueuePass {
+                ops: self,
+                alert,
+                info,
+                dashboard,
+                now_ms,
+                first_look_from_ms,
+            };
+            pass.run(&mut state, passed).await;
+        }
+        if state != read {
+            self.store
+                .definition_swap(
+                    DefinitionKind::AlertState,
+                    &alert.name,
+                    read_text,
+                    state.to_json(),
+                    now_ms,
+                )
+                .await?;
+        }
+        Ok(())
     }
 
     async fn alert_row(&self, name: &str) -> OpsResult<Option<AlertSpec>> {
@@ -433,6 +476,16 @@ impl Ops {
     }
 }
 
+/// One alert's pass: what it reads.
+struct AlertPass<'a> {
+    alert: &'a Alert,
+    queues: &'a [&'a QueueInfo],
+    all_queues: &'a [QueueInfo],
+    read_text: Option<String>,
+    dashboard: Option<&'a str>,
+    now_ms: Millis,
+}
+
 /// One alert's pass over one queue.
 struct QueuePass<'a> {
     ops: &'a Ops,
@@ -440,15 +493,15 @@ struct QueuePass<'a> {
     info: &'a QueueInfo,
     dashboard: Option<&'a str>,
     now_ms: Millis,
+    /// Where a queue's dead letters count from when the alert sees it for the first time.
+    first_look_from_ms: Millis,
 }
 
 impl QueuePass<'_> {
     async fn run(&self, state: &mut AlertState, passed: &mut AlertsPassed) {
         let queue = self.info.name.clone();
-        // A queue seen for the first time: its dead letters count from the alert's start, not
-        // from the queue's past.
         let mut marks = state.queues.get(&queue).copied().unwrap_or(QueueMarks {
-            dead_letters_from_ms: state.started_ms.unwrap_or(self.now_ms),
+            dead_letters_from_ms: self.first_look_from_ms,
             ..QueueMarks::default()
         });
         let mut outcome = |result: OpsResult<bool>, state: &mut AlertState| match result {
@@ -501,20 +554,31 @@ impl QueuePass<'_> {
         state.queues.insert(queue, marks);
     }
 
-    /// Counts the dead letters since the last notification and notifies when there are some
-    /// and the window allows; true when a notification was made.
+    /// Makes the dead-letter notification an earlier pass decided, exactly as decided; else,
+    /// when the window allows and there are new dead letters, decides one for the next pass.
+    /// True when a notification was made.
     async fn dead_letters(
         &self,
         marks: &mut QueueMarks,
         state: &mut AlertState,
     ) -> OpsResult<bool> {
-        if self.info.config.dead_letter_queue.is_none()
-            || !dead_letters_may_notify(
-                marks.dead_letters_sent_ms,
-                self.now_ms,
-                self.alert.window_ms,
-            )
-        {
+        if self.info.config.dead_letter_queue.is_none() {
+            return Ok(false);
+        }
+        if let Some(pending) = marks.pending {
+            self.notify_dead_letters(&pending).await?;
+            marks.dead_letters_from_ms = pending.until_ms;
+            marks.dead_letters_sent_ms = Some(pending.decided_ms);
+            marks.pending = None;
+            state.sent.dead_letters += 1;
+            state.sent.dead_letters_counted += pending.count;
+            return Ok(true);
+        }
+        if !dead_letters_may_notify(
+            marks.dead_letters_sent_ms,
+            self.now_ms,
+            self.alert.window_ms,
+        ) {
             return Ok(false);
         }
         let since = marks.dead_letters_from_ms;
@@ -522,18 +586,52 @@ impl QueuePass<'_> {
         if until <= since {
             return Ok(false);
         }
-        let Some(counted) = self.count_dead_letters(since, until).await? else {
-            return Ok(false);
-        };
+        // Decided here, made by the next pass: of several nodes deciding at once, the one
+        // whose progress is stored wins, and every node then makes that one notification.
+        if let Some(counted) = self.count_dead_letters(since, until).await? {
+            marks.pending = Some(PendingDeadLetters {
+                since_ms: since,
+                until_ms: until,
+                count: counted.count,
+                capped: counted.capped,
+                decided_ms: self.now_ms,
+            });
+        }
+        Ok(false)
+    }
+
+    /// Enqueues the notification of a decided count, with its span's newest errors.
+    async fn notify_dead_letters(&self, pending: &PendingDeadLetters) -> OpsResult<()> {
         let queue = &self.info.name;
-        let capped = if counted.capped { "more than " } else { "" };
+        let (since, until) = (pending.since_ms, pending.until_ms);
+        let page = self
+            .ops
+            .store
+            .dead_letter_list(DeadLetterQuery {
+                queue: queue.clone(),
+                filter: DeadLetterFilter {
+                    source_queue: queue.clone(),
+                    since_ms: Some(since),
+                    until_ms: Some(until),
+                    ..DeadLetterFilter::default()
+                },
+                before: None,
+                limit: self.alert.sample_size.max(1),
+            })
+            .await?;
+        let sample: Vec<AlertSampleOut> = page
+            .entries
+            .iter()
+            .take(self.alert.sample_size)
+            .map(sample_of)
+            .collect();
+        let capped = if pending.capped { "more than " } else { "" };
+        let count = pending.count;
         let text = format!(
-            "{capped}{} message{} dead-lettered in queue {queue} since {}.{}",
-            counted.count,
-            if counted.count == 1 { " was" } else { "s were" },
+            "{capped}{count} message{} dead-lettered in queue {queue} since {}.{}",
+            if count == 1 { " was" } else { "s were" },
             format_rfc3339(since),
-            counted
-                .sample
+            sample
                 .first()
                 .and_then(|first| first.error.as_deref())
                 .map(|error| format!(" Latest error: {error}"))
@@ -544,25 +642,20 @@ impl QueuePass<'_> {
             status: "firing".into(),
             alert: self.alert.name.clone(),
             queue: queue.clone(),
-            timestamp: format_rfc3339(self.now_ms),
+            timestamp: format_rfc3339(pending.decided_ms),
             text,
-            count: Some(counted.count),
-            count_capped: counted.capped,
+            count: Some(count),
+            count_capped: pending.capped,
             since: Some(format_rfc3339(since)),
             until: Some(format_rfc3339(until)),
-            dead_letter_queue: Some(counted.dead_letter_queue),
-            sample: counted.sample,
+            dead_letter_queue: Some(page.dead_letter_queue),
+            sample,
             value: None,
             threshold: None,
             dashboard_url: self.dashboard.map(|base| format!("{base}#/dlq/{queue}")),
         };
         let key = format!("alert:{}:{queue}:dead_letters:{since}", self.alert.name);
-        self.notify(&event, key).await?;
-        marks.dead_letters_from_ms = until;
-        marks.dead_letters_sent_ms = Some(self.now_ms);
-        state.sent.dead_letters += 1;
-        state.sent.dead_letters_counted += counted.count;
-        Ok(true)
+        self.notify(&event, key).await
     }
 
     /// The dead letters of this queue dead-lettered in `[since, until)`, when there are any.
@@ -574,7 +667,8 @@ impl QueuePass<'_> {
             until_ms: Some(until),
             ..DeadLetterFilter::default()
         };
-        // The newest dead letter first, so a pass with nothing new reads one entry.
+        // One dead letter since `since` first, so a pass with nothing new reads little: the
+        // listing stops at the first entry older than `since`.
         let newest = self
             .ops
             .store
@@ -582,6 +676,7 @@ impl QueuePass<'_> {
                 queue: queue.clone(),
                 filter: DeadLetterFilter {
                     source_queue: queue.clone(),
+                    since_ms: Some(since),
                     ..DeadLetterFilter::default()
                 },
                 before: None,
@@ -607,8 +702,6 @@ impl QueuePass<'_> {
         let mut counted = Counted {
             count: 0,
             capped: false,
-            dead_letter_queue: newest.dead_letter_queue,
-            sample: Vec::new(),
         };
         let mut before = None;
         loop {
@@ -622,11 +715,6 @@ impl QueuePass<'_> {
                     limit: COUNT_PAGE,
                 })
                 .await?;
-            for entry in &page.entries {
-                if counted.sample.len() < self.alert.sample_size {
-                    counted.sample.push(sample_of(entry));
-                }
-            }
             counted.count += page.entries.len() as u64;
             // Entries are in the order they were dead-lettered, newest first: a page that
             // starts before `since` has nothing more to count.
@@ -738,8 +826,6 @@ enum Threshold {
 struct Counted {
     count: u64,
     capped: bool,
-    dead_letter_queue: String,
-    sample: Vec<AlertSampleOut>,
 }
 
 fn sample_of(entry: &sluice_core::store::DeadLetter) -> AlertSampleOut {

@@ -14,14 +14,16 @@ use tokio_util::sync::CancellationToken;
 
 /// How often the runner looks for notifications to give to commands.
 const COMMAND_POLL: Duration = Duration::from_secs(1);
-/// Notifications one look takes per alert.
-const COMMAND_BATCH: i64 = 10;
+/// Notifications one look gives to an alert's command, one at a time.
+const COMMAND_BATCH: usize = 10;
 /// The longest a command may run; it is killed beyond, and the notification tried again.
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 /// The lease a command's notification is held under (longer than the command may run).
 const COMMAND_LEASE_MS: i64 = 120_000;
 /// The most of a failed command's output kept as the notification's error.
 const COMMAND_ERROR_MAX: usize = 500;
+/// The most of a command's standard error read (the rest is discarded unread).
+const COMMAND_STDERR_MAX: u64 = 64 * 1024;
 
 /// The dashboard's address for links in notifications: the first public URL, else the listen
 /// address when it names one host (not 0.0.0.0 or ::), else none.
@@ -72,15 +74,21 @@ async fn run_due(ops: &Ops, alert: &Alert) -> Result<(), sluice_ops::OpsError> {
         return Ok(());
     };
     let queue = alert.queue();
-    let claimed = ops
-        .receive(ReceiveRequest {
-            queue: queue.clone(),
-            max: Some(COMMAND_BATCH),
-            wait_ms: None,
-            visibility_timeout_ms: Some(COMMAND_LEASE_MS),
-        })
-        .await?;
-    for message in claimed {
+    // One at a time, each under a lease longer than the command may run, so no other node
+    // takes a notification whose command is still running.
+    for _ in 0..COMMAND_BATCH {
+        let Some(message) = ops
+            .receive(ReceiveRequest {
+                queue: queue.clone(),
+                max: Some(1),
+                wait_ms: None,
+                visibility_timeout_ms: Some(COMMAND_LEASE_MS),
+            })
+            .await?
+            .pop()
+        else {
+            return Ok(());
+        };
         let receipt = message.receipt.to_string();
         match run_one(command, &message.payload.body_bytes).await {
             Ok(()) => {
@@ -110,6 +118,7 @@ async fn run_due(ops: &Ops, alert: &Alert) -> Result<(), sluice_ops::OpsError> {
 
 /// Runs `command` with `input` on its standard input; the error says how it failed.
 async fn run_one(command: &[String], input: &[u8]) -> Result<(), String> {
+    use tokio::io::AsyncReadExt;
     let (program, args) = command.split_first().ok_or("no program")?;
     let mut child = tokio::process::Command::new(program)
         .args(args)
@@ -119,18 +128,32 @@ async fn run_one(command: &[String], input: &[u8]) -> Result<(), String> {
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| format!("cannot start {program:?}: {e}"))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        // A command that does not read its input is free not to: a closed pipe is no failure.
-        let _ = stdin.write_all(input).await;
-    }
-    let output = tokio::time::timeout(COMMAND_TIMEOUT, child.wait_with_output())
+    let stdin = child.stdin.take();
+    let stderr = child.stderr.take();
+    let run = async {
+        if let Some(mut stdin) = stdin {
+            // A command that does not read its input is free not to: a closed pipe is no
+            // failure.
+            let _ = stdin.write_all(input).await;
+        }
+        let mut text = Vec::new();
+        if let Some(stderr) = stderr {
+            let mut stderr = stderr.take(COMMAND_STDERR_MAX);
+            let _ = stderr.read_to_end(&mut text).await;
+            // Beyond the bound, read and dropped, so the command never blocks on a full pipe.
+            let _ = tokio::io::copy(&mut stderr.into_inner(), &mut tokio::io::sink()).await;
+        }
+        let status = child.wait().await;
+        (status, text)
+    };
+    let (status, stderr) = tokio::time::timeout(COMMAND_TIMEOUT, run)
         .await
-        .map_err(|_| format!("{program:?} ran longer than {COMMAND_TIMEOUT:?}; killed"))?
-        .map_err(|e| format!("{program:?}: {e}"))?;
-    if output.status.success() {
+        .map_err(|_| format!("{program:?} ran longer than {COMMAND_TIMEOUT:?}; killed"))?;
+    let status = status.map_err(|e| format!("{program:?}: {e}"))?;
+    if status.success() {
         return Ok(());
     }
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = String::from_utf8_lossy(&stderr);
     let tail: String = stderr
         .trim()
         .chars()
@@ -140,7 +163,7 @@ async fn run_one(command: &[String], input: &[u8]) -> Result<(), String> {
         .into_iter()
         .rev()
         .collect();
-    Err(format!("{program:?} exited with {}: {tail}", output.status))
+    Err(format!("{program:?} exited with {status}: {tail}"))
 }
 
 #[cfg(test)]

@@ -560,4 +560,13 @@ async fn a_webhook_endpoint_publishes_its_events_to_a_topic() {
     assert!(drain(&server, "billing").await.is_empty(), "all or none");
     let dead = server.get("/v1/queues/inbox/dlq").await.ok();
     assert_eq!(dead["entries"].as_array().unwrap().len(), 1, "{dead}");
+
+    // The topic deleted under the endpoint: events are kept, not bounced.
+    server.delete("/v1/topics/orders").await.ok();
+    let orphan = post("d-4", json!({"amount": 7})).await.unwrap();
+    assert_eq!(orphan.status(), StatusCode::ACCEPTED);
+    let orphan: Value = orphan.json().await.unwrap();
+    assert_eq!(orphan["dead_lettered"], true, "{orphan}");
+    let dead = server.get("/v1/queues/inbox/dlq").await.ok();
+    assert_eq!(dead["entries"].as_array().unwrap().len(), 2, "{dead}");
 }

@@ -155,6 +155,11 @@ impl Index {
             None => state.members.range(..),
         };
         for (looked, &(aged_from, seq)) in range.rev().enumerate() {
+            // A dead letter ages from when it was dead-lettered: past `since`, every entry
+            // further on is older, and none can match.
+            if filter.since_ms.is_some_and(|since| aged_from < since) {
+                return page;
+            }
             if page.entries.len() >= limit || looked >= scan_max {
                 // Resume at this very entry: `before` is exclusive, and nothing between this
                 // entry and (aged_from, seq + 1) is left to look at.

@@ -28,11 +28,11 @@ pub fn threshold_step(
     now_ms: Millis,
     window_ms: Millis,
 ) -> ThresholdStep {
+    // Firing, first or again, waits a window after the last notification of either kind, so
+    // a value flapping around the threshold sends at most a firing and a resolve per window.
+    let window_passed = dead_letters_may_notify(mark.sent_ms, now_ms, window_ms);
     match (passed, mark.firing) {
-        (true, false) => ThresholdStep::Fire,
-        (true, true) if dead_letters_may_notify(mark.sent_ms, now_ms, window_ms) => {
-            ThresholdStep::Fire
-        }
+        (true, _) if window_passed => ThresholdStep::Fire,
         (false, true) => ThresholdStep::Resolve,
         _ => ThresholdStep::Quiet,
     }
@@ -79,6 +79,19 @@ mod tests {
         assert_eq!(
             threshold_step(firing, false, 11, WINDOW),
             ThresholdStep::Resolve
+        );
+        // Crossing again right after a resolve waits for the window: flapping is not spam.
+        let resolved = ThresholdMark {
+            firing: false,
+            sent_ms: Some(11),
+        };
+        assert_eq!(
+            threshold_step(resolved, true, 12, WINDOW),
+            ThresholdStep::Quiet
+        );
+        assert_eq!(
+            threshold_step(resolved, true, 11 + WINDOW, WINDOW),
+            ThresholdStep::Fire
         );
     }
 }

@@ -48,12 +48,32 @@ pub struct QueueMarks {
     /// When the last dead-letter notification was made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dead_letters_sent_ms: Option<Millis>,
+    /// A dead-letter notification decided by a pass and not yet made: the next pass (any
+    /// node's) makes exactly this one, so the count sent and the count recorded are the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<PendingDeadLetters>,
     /// The depth threshold.
     #[serde(default)]
     pub depth: ThresholdMark,
     /// The oldest-ready-age threshold.
     #[serde(default)]
     pub oldest_ready_age: ThresholdMark,
+}
+
+/// A dead-letter notification decided and not yet made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingDeadLetters {
+    /// The span counted: dead-lettered at or after this time...
+    pub since_ms: Millis,
+    /// ... and before this one.
+    pub until_ms: Millis,
+    /// How many.
+    pub count: u64,
+    /// More than could be counted.
+    #[serde(default)]
+    pub capped: bool,
+    /// When it was decided (the notification's time).
+    pub decided_ms: Millis,
 }
 
 /// Where a threshold stands for one queue.

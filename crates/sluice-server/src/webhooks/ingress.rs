@@ -308,7 +308,15 @@ async fn publish(
     headers: &HeaderMap,
     idempotency_key: Option<String>,
 ) -> Handled {
-    let topic = crate::topics::find(app, topic).map_err(|e| (e.code.as_str(), e))?;
+    let topic = match crate::topics::find(app, topic) {
+        Ok(topic) => topic,
+        // Deleted since the endpoint was defined: the event is kept, not bounced (a sender
+        // may never send it again).
+        Err(error) => {
+            let bytes = Bytes::from(request.received);
+            return dead_letter(app, endpoint, to, &bytes, headers, error.message).await;
+        }
+    };
     let copies = match crate::topics::publish(app, &topic, request.message).await {
         Ok(copies) => copies,
         Err(error)
