@@ -55,6 +55,10 @@ pub struct TenantSpec {
     /// Name patterns (`*` matches any run of characters): the tenant owns every queue,
     /// webhook endpoint, schedule, topic and alert whose name one of them matches.
     pub queues: Vec<String>,
+    /// The start of the names of the environment variables its tenant admins may name as
+    /// secrets (`"TEAM_A_"`); without it they may name none.
+    #[serde(default)]
+    pub secrets_env_prefix: Option<String>,
 }
 
 /// A tenant, as tokens scoped to it carry it.
@@ -63,18 +67,38 @@ pub struct Tenant {
     /// Its name.
     pub name: String,
     patterns: Vec<String>,
+    secrets_env_prefix: Option<String>,
 }
 
 impl Tenant {
-    /// Whether the tenant owns what is called `name`.
+    /// Whether the tenant owns what is called `name`: a name one of its patterns matches, or
+    /// the queue (`sluice.alerts.<alert>`) or its dead-letter queue of an alert it owns.
     pub fn owns(&self, name: &str) -> bool {
+        if let Some(alert) = name.strip_prefix(sluice_ops::alerts::ALERT_QUEUE_PREFIX) {
+            let without_dlq = alert.strip_suffix(sluice_core::queue::DEAD_LETTER_SUFFIX);
+            if self.matches(alert) || without_dlq.is_some_and(|alert| self.matches(alert)) {
+                return true;
+            }
+        }
+        self.matches(name)
+    }
+
+    fn matches(&self, name: &str) -> bool {
         self.patterns.iter().any(|pattern| wildcard(pattern, name))
     }
 
     /// Whether every name `pattern` matches is the tenant's: an exact name it owns, or a
     /// pattern whose fixed start (up to its first `*`) is a prefix one of the tenant's own
-    /// prefix patterns covers.
+    /// prefix patterns covers. The queues of the alerts a pattern covers count too
+    /// (`sluice.alerts.team-a.*`).
     pub fn owns_pattern(&self, pattern: &str) -> bool {
+        pattern
+            .strip_prefix(sluice_ops::alerts::ALERT_QUEUE_PREFIX)
+            .is_some_and(|alerts| self.covers_pattern(alerts))
+            || self.covers_pattern(pattern)
+    }
+
+    fn covers_pattern(&self, pattern: &str) -> bool {
         match pattern.split_once('*') {
             None => self.owns(pattern),
             Some((start, _)) => self.patterns.iter().any(|own| {
@@ -283,11 +307,17 @@ impl Auth {
                         "[tenants.{name}]: give queues (patterns such as \"team-a.*\")"
                     ));
                 }
+                if spec.secrets_env_prefix.as_deref() == Some("") {
+                    return Err(format!(
+                        "[tenants.{name}]: secrets_env_prefix is empty (it would grant every variable)"
+                    ));
+                }
                 Ok((
                     name.as_str(),
                     Arc::new(Tenant {
                         name: name.clone(),
                         patterns: spec.queues.clone(),
+                        secrets_env_prefix: spec.secrets_env_prefix.clone(),
                     }),
                 ))
             })
@@ -787,6 +817,123 @@ pub fn check_manages_pattern(
     ))
 }
 
+/// The tenant whose limits hold `caller`'s definitions: a tenant admin's (an admin's, and
+/// everyone's with access control off, are not held).
+fn held_tenant(caller: Option<&Caller>) -> Option<&Tenant> {
+    caller
+        .filter(|caller| !caller.is_admin())
+        .and_then(Caller::administered_tenant)
+}
+
+fn refused(message: String) -> sluice_ops::OpsError {
+    sluice_ops::OpsError::new(sluice_core::wire::ErrorCode::Forbidden, message)
+}
+
+/// Refuses (403, naming `field`) a secret a tenant admin may not name: one that is not an
+/// environment variable starting with its tenant's `secrets_env_prefix` (a file, or any secret
+/// when the tenant has no prefix). Checked before the secret is read, so a refusal says
+/// nothing about whether the variable exists.
+pub fn check_secret(
+    caller: Option<&Caller>,
+    field: &str,
+    secret: &SecretRef,
+) -> Result<(), sluice_ops::OpsError> {
+    let Some(tenant) = held_tenant(caller) else {
+        return Ok(());
+    };
+    let Some(prefix) = tenant.secrets_env_prefix.as_deref() else {
+        return Err(refused(format!(
+            "{field}: tenant {:?} has no secrets_env_prefix, so its admins may not name secrets",
+            tenant.name
+        )));
+    };
+    match (&secret.env, &secret.file) {
+        (Some(env), None) if env.starts_with(prefix) => Ok(()),
+        _ => Err(refused(format!(
+            "{field}: a tenant admin's secrets are environment variables whose names start \
+             with {prefix:?} (secrets_env_prefix of tenant {:?}); files are not allowed",
+            tenant.name
+        ))),
+    }
+}
+
+/// Refuses (403, naming `field`) a destination URL of a tenant admin's that names an internal
+/// host: `localhost` (and `*.localhost`), or an IP address that is loopback, private, link-local,
+/// unspecified or shared (CGNAT, 100.64.0.0/10). DNS names are not resolved: one that resolves
+/// to an internal address is not caught (firewall the server's egress for that). A URL that
+/// does not parse is left to the definition's own validation.
+pub fn check_destination_url(
+    caller: Option<&Caller>,
+    field: &str,
+    url: &str,
+) -> Result<(), sluice_ops::OpsError> {
+    if held_tenant(caller).is_none() {
+        return Ok(());
+    }
+    let Ok(parsed) = reqwest::Url::parse(url) else {
+        return Ok(());
+    };
+    // The parser has put IPv4 addresses in dotted decimal (`0x7f.1` is `127.0.0.1`) and
+    // IPv6 ones in brackets.
+    let host = parsed.host_str().unwrap_or_default();
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|host| host.strip_suffix(']'))
+        .unwrap_or(host);
+    let internal = match bare.parse::<std::net::IpAddr>() {
+        Ok(ip) => is_internal(ip),
+        Err(_) => {
+            let domain = host.trim_end_matches('.').to_ascii_lowercase();
+            domain == "localhost" || domain.ends_with(".localhost")
+        }
+    };
+    if internal {
+        return Err(refused(format!(
+            "{field}: a tenant admin's destinations may not be internal addresses (localhost, \
+             loopback, private, link-local, unspecified or shared IP addresses)"
+        )));
+    }
+    Ok(())
+}
+
+/// Loopback, private (10/8, 172.16/12, 192.168/16, fc00::/7), link-local (169.254/16,
+/// fe80::/10), unspecified, or shared (100.64/10); an IPv4-mapped IPv6 address as its IPv4.
+fn is_internal(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(ip) => {
+            let [first, second, ..] = ip.octets();
+            ip.is_loopback()
+                || ip.is_private()
+                || ip.is_link_local()
+                || ip.is_unspecified()
+                || ip.is_broadcast()
+                || (first == 100 && (second & 0xc0) == 64)
+        }
+        std::net::IpAddr::V6(ip) => {
+            if let Some(v4) = ip.to_ipv4_mapped() {
+                return is_internal(std::net::IpAddr::V4(v4));
+            }
+            let first = ip.segments()[0];
+            ip.is_loopback()
+                || ip.is_unspecified()
+                || (first & 0xfe00) == 0xfc00
+                || (first & 0xffc0) == 0xfe80
+        }
+    }
+}
+
+/// A tenant admin's push destination: its URL and its signing secret.
+pub fn check_push(
+    caller: Option<&Caller>,
+    push: &sluice_core::wire::PushSpec,
+) -> Result<(), sluice_ops::OpsError> {
+    check_destination_url(caller, "push.url", &push.url)?;
+    if let Some(secret) = &push.signing_secret {
+        check_secret(caller, "push.signing_secret", secret)?;
+    }
+    Ok(())
+}
+
 /// The login routes (public; the form checks the token itself).
 pub fn router() -> axum::Router<AppState> {
     axum::Router::new()
@@ -1016,5 +1163,79 @@ mod tests {
         assert!(check_exposure("[::1]:7566".parse().unwrap(), &open, false).is_ok());
         assert!(check_exposure("0.0.0.0:7566".parse().unwrap(), &open, false).is_err());
         assert!(check_exposure("0.0.0.0:7566".parse().unwrap(), &open, true).is_ok());
+    }
+
+    fn tenant_admin(prefix: Option<&str>) -> Caller {
+        Caller {
+            name: "team-a-admin".into(),
+            roles: vec![Role::TenantAdmin],
+            queues: vec!["team-a.*".into()],
+            tenant: Some(Arc::new(Tenant {
+                name: "team-a".into(),
+                patterns: vec!["team-a.*".into()],
+                secrets_env_prefix: prefix.map(Into::into),
+            })),
+        }
+    }
+
+    #[test]
+    fn a_tenant_owns_its_alerts_queues() {
+        let caller = tenant_admin(None);
+        let tenant = caller.administered_tenant().unwrap();
+        assert!(tenant.owns("sluice.alerts.team-a.ops"));
+        assert!(tenant.owns("sluice.alerts.team-a.ops.dlq"));
+        assert!(!tenant.owns("sluice.alerts.team-b.ops"));
+        assert!(!tenant.owns("sluice.alerts.sluice.alerts.team-a.ops"));
+        assert!(tenant.owns_pattern("sluice.alerts.team-a.*"));
+        assert!(!tenant.owns_pattern("sluice.alerts.*"));
+    }
+
+    #[test]
+    fn a_tenant_admin_names_its_own_secrets_and_no_internal_address() {
+        let secret = |env: Option<&str>, file: Option<&str>| SecretRef {
+            env: env.map(Into::into),
+            file: file.map(Into::into),
+        };
+        let with = tenant_admin(Some("TEAM_A_"));
+        let without = tenant_admin(None);
+        assert!(check_secret(Some(&with), "f", &secret(Some("TEAM_A_X"), None)).is_ok());
+        assert!(check_secret(Some(&with), "f", &secret(Some("OTHER"), None)).is_err());
+        assert!(check_secret(Some(&with), "f", &secret(None, Some("/etc/passwd"))).is_err());
+        assert!(check_secret(Some(&without), "f", &secret(Some("TEAM_A_X"), None)).is_err());
+        assert!(check_secret(None, "f", &secret(None, Some("/etc/passwd"))).is_ok());
+        for url in [
+            "http://localhost:9/",
+            "http://api.LOCALHOST./",
+            "http://127.0.0.1:9/x",
+            "http://0x7f.1/",
+            "http://10.0.0.1/",
+            "http://172.16.5.5/",
+            "http://192.168.1.1/",
+            "http://169.254.169.254/",
+            "http://100.64.0.1/",
+            "http://0.0.0.0/",
+            "http://[::1]/",
+            "http://[::]/",
+            "http://[fd00::1]/",
+            "http://[fe80::1]/",
+            "http://[::ffff:127.0.0.1]/",
+        ] {
+            assert!(
+                check_destination_url(Some(&with), "u", url).is_err(),
+                "{url}"
+            );
+            assert!(check_destination_url(None, "u", url).is_ok(), "{url}");
+        }
+        for url in [
+            "https://example.com/x",
+            "http://8.8.8.8/",
+            "http://100.128.0.1/",
+            "http://[2001:db8::1]/",
+        ] {
+            assert!(
+                check_destination_url(Some(&with), "u", url).is_ok(),
+                "{url}"
+            );
+        }
     }
 }

@@ -14,6 +14,7 @@ const A_WORKER: &str = "team-a-worker-0123456789";
 const CONFIG: &str = r#"
 [tenants.team-a]
 queues = ["team-a.*"]
+secrets_env_prefix = "TEAM_A_"
 
 [tenants.team-b]
 queues = ["team-b.*"]
@@ -42,6 +43,7 @@ async fn start() -> TestServer {
         .env("TEST_ADMIN", ADMIN)
         .env("TEST_A_ADMIN", A_ADMIN)
         .env("TEST_A_WORKER", A_WORKER)
+        .env("TEAM_A_X", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
         .start()
         .await
 }
@@ -291,4 +293,110 @@ async fn definitions_cannot_reach_into_another_tenant() {
         listed.contains("team-a.orders") && !listed.contains("team-b"),
         "{listed}"
     );
+}
+
+#[tokio::test]
+async fn a_tenant_admin_names_neither_server_secrets_nor_internal_addresses() {
+    // Proves: a tenant admin's definitions name secrets only from environment variables with
+    // its tenant's `secrets_env_prefix` (no other variable, no file), send to no internal
+    // address, and a queue made without `dead_letter_queue` gets a default within the tenant;
+    // the tenant admin owns its alerts' queues, not another tenant's.
+    let server = start().await;
+    define_fixtures(&server).await;
+    for (path, body, field) in [
+        (
+            "/v1/queues/team-a.push",
+            json!({"push": {"url": "https://example.com/x", "signing_secret": {"env": "OTHER_VAR"}}}),
+            "push.signing_secret",
+        ),
+        (
+            "/v1/queues/team-a.push",
+            json!({"push": {"url": "https://example.com/x", "signing_secret": {"file": "/etc/passwd"}}}),
+            "push.signing_secret",
+        ),
+        (
+            "/v1/queues/team-a.push",
+            json!({"push": {"url": "http://127.0.0.1:9/x"}}),
+            "push.url",
+        ),
+        (
+            "/v1/queues/team-a.push",
+            json!({"push": {"url": "http://10.0.0.1/x"}}),
+            "push.url",
+        ),
+        (
+            "/v1/alerts/team-a.x",
+            json!({"queues": ["team-a.*"], "destination": {"webhook_url": "http://169.254.169.254/"}}),
+            "destination.webhook_url",
+        ),
+        (
+            "/v1/webhooks/team-a.x",
+            json!({"queue": "team-a.orders", "verify": {"scheme": "standard_webhooks", "secrets": [{"env": "NOT_MINE"}]}}),
+            "verify.secrets[0]",
+        ),
+    ] {
+        let (status, text) = call(&server, Method::PUT, path, A_ADMIN, Some(body)).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{path}: {text}");
+        assert!(
+            text.contains("\"forbidden\"") && text.contains(field),
+            "{path}: {text}"
+        );
+    }
+    for path in [
+        "/v1/queues/team-a.push",
+        "/v1/alerts/team-a.x",
+        "/v1/webhooks/team-a.x",
+    ] {
+        let (status, text) = call(&server, Method::GET, path, ADMIN, None).await;
+        assert_eq!(
+            status,
+            StatusCode::NOT_FOUND,
+            "nothing was made: {path}: {text}"
+        );
+    }
+
+    // Its own secret and a public destination are fine (nothing is enqueued, so nothing sent).
+    let (status, text) = call(
+        &server,
+        Method::PUT,
+        "/v1/queues/team-a.push",
+        A_ADMIN,
+        Some(json!({"push": {"url": "https://example.com/x?key=abc", "signing_secret": {"env": "TEAM_A_X"}}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    // Its answer is redacted as a GET is for a token that is not an admin.
+    assert!(!text.contains("abc"), "{text}");
+
+    // A queue made without dead_letter_queue: the default team-a.y.dlq is the tenant's.
+    let (status, text) = call(
+        &server,
+        Method::PUT,
+        "/v1/queues/team-a.y",
+        A_ADMIN,
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert!(text.contains("team-a.y.dlq"), "{text}");
+
+    // Its alerts' queues are its own; another tenant's are not.
+    let (status, text) = call(
+        &server,
+        Method::GET,
+        "/v1/queues/sluice.alerts.team-a.ops",
+        A_ADMIN,
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let (status, text) = call(
+        &server,
+        Method::GET,
+        "/v1/queues/sluice.alerts.team-b.ops",
+        A_ADMIN,
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{text}");
 }

@@ -50,6 +50,20 @@ pub async fn put(
     for (index, pattern) in patterns.iter().enumerate() {
         crate::auth::check_manages_pattern(&caller, &format!("queues[{index}]"), pattern)?;
     }
+    // Nor does it name the server's secrets or make the server call internal addresses.
+    let who = caller.as_deref().map(|caller| &**caller);
+    let destination = &spec.destination;
+    for (field, url) in [
+        ("destination.slack_url", &destination.slack_url),
+        ("destination.webhook_url", &destination.webhook_url),
+    ] {
+        if let Some(url) = url {
+            crate::auth::check_destination_url(who, field, url)?;
+        }
+    }
+    if let Some(secret) = &destination.signing_secret {
+        crate::auth::check_secret(who, "destination.signing_secret", secret)?;
+    }
     let mut put = app
         .ops
         .alert_put(&name, spec, AlertOrigin::Api, crate::push::validate)

@@ -99,10 +99,13 @@ pub async fn put(
     ApiPath(name): ApiPath<String>,
     ApiJson(spec): ApiJson<QueueSpec>,
 ) -> Result<Json<QueuePutOut>, ApiError> {
-    // A tenant's queue dead-letters into a queue of the tenant's, not into another's.
-    if let Some(dead_letter_queue) = spec.dead_letter_queue.as_deref().filter(|q| !q.is_empty()) {
-        crate::auth::check_manages(&caller, "dead_letter_queue", dead_letter_queue)?;
-    }
+    check_tenant_put(
+        &app,
+        caller.as_deref().map(|caller| &**caller),
+        &name,
+        &spec,
+    )
+    .await?;
     let put = app
         .ops
         .queue_put(QueuePutRequest { name, spec }, |push| {
@@ -112,8 +115,61 @@ pub async fn put(
     app.push.refresh();
     Ok(Json(QueuePutOut {
         created: put.created,
-        queue: queue_out(&app, &put.queue),
+        queue: redacted_for(caller.as_deref(), queue_out(&app, &put.queue)),
     }))
+}
+
+/// Refuses (403, naming the field) a queue definition of a tenant admin's that reaches outside
+/// its tenant: its dead-letter queue (the one given, or the default `<name>.dlq` of a queue
+/// made without one) must be the tenant's, and its push destination may name neither another
+/// secret than the tenant's nor an internal address. Checked before anything is resolved.
+/// Every protocol that defines queues asks here.
+pub(crate) async fn check_tenant_put(
+    app: &AppState,
+    caller: Option<&crate::auth::Caller>,
+    name: &str,
+    spec: &QueueSpec,
+) -> Result<(), sluice_ops::OpsError> {
+    let Some(caller) = caller.filter(|caller| !caller.is_admin()) else {
+        return Ok(());
+    };
+    let forbidden = |message: String| {
+        sluice_ops::OpsError::new(sluice_core::wire::ErrorCode::Forbidden, message)
+    };
+    // A tenant's queue dead-letters into a queue of the tenant's, not into another's.
+    match spec.dead_letter_queue.as_deref() {
+        Some("") => {}
+        Some(dead_letter_queue) => {
+            if !caller.may_manage(dead_letter_queue) {
+                return Err(forbidden(format!(
+                    "dead_letter_queue: queue {dead_letter_queue:?} is outside the token's tenant"
+                )));
+            }
+        }
+        None => {
+            let default = format!("{name}{}", sluice_core::queue::DEAD_LETTER_SUFFIX);
+            if !caller.may_manage(&default) {
+                let exists = match app.ops.queue_get(name).await {
+                    Ok(_) => true,
+                    Err(error) if error.code == sluice_core::wire::ErrorCode::QueueNotFound => {
+                        false
+                    }
+                    Err(error) => return Err(error),
+                };
+                if !exists {
+                    return Err(forbidden(format!(
+                        "dead_letter_queue: the default dead-letter queue {default:?} is outside \
+                         the token's tenant; give dead_letter_queue (a queue of the tenant's), \
+                         or \"\" for none"
+                    )));
+                }
+            }
+        }
+    }
+    if let Some(Some(push)) = &spec.push {
+        crate::auth::check_push(Some(caller), push)?;
+    }
+    Ok(())
 }
 
 /// `GET /v1/queues/{queue}`

@@ -83,6 +83,10 @@ pub async fn put(
     if let Some(topic) = &spec.topic {
         crate::auth::check_manages(&caller, "topic", topic)?;
     }
+    let who = caller.as_deref().map(|caller| &**caller);
+    for (index, secret) in spec.verify.secrets.iter().enumerate() {
+        crate::auth::check_secret(who, &format!("verify.secrets[{index}]"), secret)?;
+    }
     let created = define(&app, &name, spec).await?;
     let endpoint = app
         .webhooks

@@ -224,13 +224,10 @@ impl QueuesApi for Queues {
                 ))
             })?
         };
-        // A tenant's queue dead-letters within the tenant (the HTTP API's rule).
-        if let (Some(caller), Some(dead_letter_queue)) = (
-            &who,
-            spec.dead_letter_queue.as_deref().filter(|q| !q.is_empty()),
-        ) {
-            super::permit(&self.app, caller, Need::Admin, Some(dead_letter_queue)).await?;
-        }
+        // A tenant's queue stays within the tenant (the HTTP API's rules).
+        crate::api::queues::check_tenant_put(&self.app, who.as_deref(), &input.name, &spec)
+            .await
+            .map_err(status)?;
         let put = self
             .app
             .ops
