@@ -261,6 +261,24 @@ fn grants_dead_letters(pattern: &str) -> bool {
     pattern.ends_with(sluice_core::queue::DEAD_LETTER_SUFFIX) || !pattern.contains('*')
 }
 
+/// Whether some name could match both patterns. Exact for names and for patterns with one `*`
+/// (the fixed starts must agree, and so must the fixed ends); for more, it may say yes for two
+/// that cannot meet, never no for two that can.
+fn patterns_overlap(a: &str, b: &str) -> bool {
+    match (a.contains('*'), b.contains('*')) {
+        (false, false) => a == b,
+        (false, true) => wildcard(b, a),
+        (true, false) => wildcard(a, b),
+        (true, true) => {
+            let start = |p: &str| p.split('*').next().unwrap_or_default().to_owned();
+            let end = |p: &str| p.rsplit('*').next().unwrap_or_default().to_owned();
+            let (start_a, start_b, end_a, end_b) = (start(a), start(b), end(a), end(b));
+            (start_a.starts_with(&start_b) || start_b.starts_with(&start_a))
+                && (end_a.ends_with(&end_b) || end_b.ends_with(&end_a))
+        }
+    }
+}
+
 /// `*` matches any run of characters; everything else matches itself.
 fn wildcard(pattern: &str, text: &str) -> bool {
     let Some((first, rest)) = pattern.split_once('*') else {
@@ -322,6 +340,20 @@ impl Auth {
                 ))
             })
             .collect::<Result<_, String>>()?;
+        // Two tenants that could own one name would each administer it: refused.
+        let all: Vec<&Arc<Tenant>> = tenants.values().collect();
+        for (index, first) in all.iter().enumerate() {
+            for second in &all[index + 1..] {
+                for a in &first.patterns {
+                    if let Some(b) = second.patterns.iter().find(|b| patterns_overlap(a, b)) {
+                        return Err(format!(
+                            "[tenants.{}] and [tenants.{}]: {a:?} and {b:?} can name the same queue; a name belongs to one tenant",
+                            first.name, second.name
+                        ));
+                    }
+                }
+            }
+        }
         let mut tokens = Vec::new();
         for token in &spec.tokens {
             if token.roles.is_empty() {
@@ -1028,6 +1060,35 @@ pub async fn logout(State(app): State<AppState>, headers: HeaderMap) -> Response
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn tenants_whose_patterns_can_meet_are_told_apart() {
+        assert!(patterns_overlap("team-*", "team-a.*"));
+        assert!(patterns_overlap("payments", "pay*"));
+        assert!(patterns_overlap("ab*", "a*c"));
+        assert!(!patterns_overlap("team-a.*", "team-b.*"));
+        assert!(!patterns_overlap("team-*.orders", "team-*.billing"));
+        assert!(!patterns_overlap("payments", "orders"));
+        let tenants = std::collections::BTreeMap::from([
+            (
+                "a".to_owned(),
+                TenantSpec {
+                    queues: vec!["team-*".into()],
+                    secrets_env_prefix: None,
+                },
+            ),
+            (
+                "b".to_owned(),
+                TenantSpec {
+                    queues: vec!["team-b.*".into()],
+                    secrets_env_prefix: None,
+                },
+            ),
+        ]);
+        let error = Auth::load(&AuthSpec::default(), &tenants).unwrap_err();
+        assert!(error.contains("can name the same queue"), "{error}");
+    }
+
     use super::*;
 
     #[test]
