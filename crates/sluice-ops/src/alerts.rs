@@ -20,7 +20,7 @@ use sluice_core::clock::format_rfc3339;
 use sluice_core::dispatch::DeadLetterFilter;
 use sluice_core::message::BodyKind;
 use sluice_core::queue::validate_queue_name;
-use sluice_core::rules::alert::{ThresholdStep, dead_letters_may_notify, threshold_step};
+use sluice_core::rules::alert::{ThresholdStep, threshold_step, window_allows};
 use sluice_core::store::{DeadLetterQuery, DefinitionKind, QueueInfo};
 use sluice_core::stored::AlertState;
 use sluice_core::stored::alert_state::{PendingDeadLetters, QueueMarks, ThresholdMark};
@@ -392,20 +392,18 @@ impl Ops {
             dashboard,
             now_ms,
         } = pass;
+        // An alert's queue deleted by hand is made again: its notifications need it. (Not for
+        // an alert deleted since this pass listed it.)
+        if !queues.iter().any(|info| info.name == alert.queue())
+            && self.alert_row(&alert.name).await?.is_some()
         {
-            // An alert's queue deleted by hand is made again: its notifications need it. (Not
-            // for an alert deleted since this pass listed it.)
-            if !queues.iter().any(|info| info.name == alert.queue())
-                && self.alert_row(&alert.name).await?.is_some()
-            {
-                tracing::warn!(alert = %alert.name, queue = %alert.queue(), "an alert's queue was missing; made again");
-                let request = QueuePutRequest {
-                    name: alert.queue(),
-                    spec: alert.queue_spec(),
-                };
-                // Its destination was checked when the alert was defined.
-                self.queue_put(request, |_| Ok(())).await?;
-            }
+            tracing::warn!(alert = %alert.name, queue = %alert.queue(), "an alert's queue was missing; made again");
+            let request = QueuePutRequest {
+                name: alert.queue(),
+                spec: alert.queue_spec(),
+            };
+            // Its destination was checked when the alert was defined.
+            self.queue_put(request, |_| Ok(())).await?;
         }
         let read = read_text
             .as_deref()
@@ -521,33 +519,32 @@ impl QueuePass<'_> {
             outcome(result, state);
         }
         let depth = &self.info.depth;
-        if let Some(threshold) = self.alert.spec.depth_above {
-            let value = depth.ready + depth.delayed + depth.in_flight;
-            let result = self
-                .threshold(
-                    Threshold::Depth,
-                    &mut marks.depth,
-                    value as i64,
-                    threshold as i64,
-                )
-                .await;
-            if matches!(result, Ok(true)) {
-                state.sent.depth += 1;
-            }
-            outcome(result, state);
-        }
-        if let Some(threshold) = self.alert.spec.oldest_ready_age_above_ms {
-            let value = depth.oldest_ready_age_ms.unwrap_or(0);
-            let result = self
-                .threshold(
-                    Threshold::OldestReadyAge,
+        let thresholds = [
+            (
+                Threshold::Depth,
+                self.alert.spec.depth_above.map(|limit| limit as i64),
+                (depth.ready + depth.delayed + depth.in_flight) as i64,
+            ),
+            (
+                Threshold::OldestReadyAge,
+                self.alert.spec.oldest_ready_age_above_ms,
+                depth.oldest_ready_age_ms.unwrap_or(0),
+            ),
+        ];
+        for (threshold, limit, value) in thresholds {
+            let Some(limit) = limit else {
+                continue;
+            };
+            let (mark, sent) = match threshold {
+                Threshold::Depth => (&mut marks.depth, &mut state.sent.depth),
+                Threshold::OldestReadyAge => (
                     &mut marks.oldest_ready_age,
-                    value,
-                    threshold,
-                )
-                .await;
+                    &mut state.sent.oldest_ready_age,
+                ),
+            };
+            let result = self.threshold(threshold, mark, value, limit).await;
             if matches!(result, Ok(true)) {
-                state.sent.oldest_ready_age += 1;
+                *sent += 1;
             }
             outcome(result, state);
         }
@@ -574,7 +571,7 @@ impl QueuePass<'_> {
             state.sent.dead_letters_counted += pending.count;
             return Ok(true);
         }
-        if !dead_letters_may_notify(
+        if !window_allows(
             marks.dead_letters_sent_ms,
             self.now_ms,
             self.alert.window_ms,
@@ -605,19 +602,7 @@ impl QueuePass<'_> {
         let queue = &self.info.name;
         let (since, until) = (pending.since_ms, pending.until_ms);
         let page = self
-            .ops
-            .store
-            .dead_letter_list(DeadLetterQuery {
-                queue: queue.clone(),
-                filter: DeadLetterFilter {
-                    source_queue: queue.clone(),
-                    since_ms: Some(since),
-                    until_ms: Some(until),
-                    ..DeadLetterFilter::default()
-                },
-                before: None,
-                limit: self.alert.sample_size.max(1),
-            })
+            .dead_letter_page(since, until, None, self.alert.sample_size.max(1))
             .await?;
         let sample: Vec<AlertSampleOut> = page
             .entries
@@ -658,63 +643,50 @@ impl QueuePass<'_> {
         self.notify(&event, key).await
     }
 
-    /// The dead letters of this queue dead-lettered in `[since, until)`, when there are any.
-    async fn count_dead_letters(&self, since: Millis, until: Millis) -> OpsResult<Option<Counted>> {
+    /// A page of this queue's dead letters dead-lettered in `[since, until)`, newest first.
+    async fn dead_letter_page(
+        &self,
+        since: Millis,
+        until: Millis,
+        before: Option<(Millis, sluice_core::dispatch::Seq)>,
+        limit: usize,
+    ) -> Result<sluice_core::store::DeadLetters, StoreError> {
         let queue = &self.info.name;
-        let filter = DeadLetterFilter {
-            source_queue: queue.clone(),
-            since_ms: Some(since),
-            until_ms: Some(until),
-            ..DeadLetterFilter::default()
-        };
-        // One dead letter since `since` first, so a pass with nothing new reads little: the
-        // listing stops at the first entry older than `since`.
-        let newest = self
-            .ops
+        self.ops
             .store
             .dead_letter_list(DeadLetterQuery {
                 queue: queue.clone(),
                 filter: DeadLetterFilter {
                     source_queue: queue.clone(),
                     since_ms: Some(since),
+                    until_ms: Some(until),
                     ..DeadLetterFilter::default()
                 },
-                before: None,
-                limit: 1,
+                before,
+                limit,
             })
-            .await;
-        let newest = match newest {
-            Ok(page) => page,
-            // Deleted since the pass listed it.
-            Err(StoreError::QueueNotFound(_)) => return Ok(None),
-            Err(error) => return Err(error.into()),
-        };
-        let is_new = newest.entries.first().is_some_and(|entry| {
-            entry
-                .status
-                .dead_letter
-                .as_ref()
-                .is_some_and(|dead| dead.last_seen_at_ms >= since)
-        });
-        if !is_new {
-            return Ok(None);
-        }
+            .await
+    }
+
+    /// The dead letters of this queue dead-lettered in `[since, until)`, when there are any.
+    /// A pass with nothing new reads little: a listing with `since` stops at the first entry
+    /// older than it.
+    async fn count_dead_letters(&self, since: Millis, until: Millis) -> OpsResult<Option<Counted>> {
         let mut counted = Counted {
             count: 0,
             capped: false,
         };
         let mut before = None;
         loop {
-            let page = self
-                .ops
-                .store
-                .dead_letter_list(DeadLetterQuery {
-                    queue: queue.clone(),
-                    filter: filter.clone(),
-                    before,
-                    limit: COUNT_PAGE,
-                })
-                .await?;
+            let page = match self
+                .dead_letter_page(since, until, before, COUNT_PAGE)
+                .await
+            {
+                Ok(page) => page,
+                // Deleted since the pass listed it.
+                Err(StoreError::QueueNotFound(_)) => return Ok(None),
+                Err(error) => return Err(error.into()),
+            };
             counted.count += page.entries.len() as u64;
             // Entries are in the order they were dead-lettered, newest first: a page that
             // starts before `since` has nothing more to count.

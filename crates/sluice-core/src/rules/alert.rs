@@ -5,8 +5,8 @@
 use crate::Millis;
 use crate::stored::alert_state::ThresholdMark;
 
-/// Whether a dead-letter notification may be made now: none was made within the window.
-pub fn dead_letters_may_notify(sent_ms: Option<Millis>, now_ms: Millis, window_ms: Millis) -> bool {
+/// Whether a notification may be made now: none of its kind was made within the window.
+pub fn window_allows(sent_ms: Option<Millis>, now_ms: Millis, window_ms: Millis) -> bool {
     sent_ms.is_none_or(|sent| now_ms.saturating_sub(sent) >= window_ms)
 }
 
@@ -30,7 +30,7 @@ pub fn threshold_step(
 ) -> ThresholdStep {
     // Firing, first or again, waits a window after the last notification of either kind, so
     // a value flapping around the threshold sends at most a firing and a resolve per window.
-    let window_passed = dead_letters_may_notify(mark.sent_ms, now_ms, window_ms);
+    let window_passed = window_allows(mark.sent_ms, now_ms, window_ms);
     match (passed, mark.firing) {
         (true, _) if window_passed => ThresholdStep::Fire,
         (false, true) => ThresholdStep::Resolve,
@@ -46,13 +46,9 @@ mod tests {
 
     #[test]
     fn dead_letters_notify_once_per_window() {
-        assert!(dead_letters_may_notify(None, 1_000, WINDOW));
-        assert!(!dead_letters_may_notify(
-            Some(1_000),
-            1_000 + WINDOW - 1,
-            WINDOW
-        ));
-        assert!(dead_letters_may_notify(Some(1_000), 1_000 + WINDOW, WINDOW));
+        assert!(window_allows(None, 1_000, WINDOW));
+        assert!(!window_allows(Some(1_000), 1_000 + WINDOW - 1, WINDOW));
+        assert!(window_allows(Some(1_000), 1_000 + WINDOW, WINDOW));
     }
 
     #[test]
