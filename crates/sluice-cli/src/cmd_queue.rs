@@ -130,6 +130,11 @@ pub struct CreateArgs {
     /// What retention does with an old message [server default: drop].
     #[arg(long, value_parser = ["drop", "dead_letter"])]
     on_expire: Option<String>,
+    /// Keep acked messages with their body and result this long, to browse and search them
+    /// (`sluice message list --state acked`), e.g. 1h, 7d; 0 = drop them at the ack
+    /// [server default: 0].
+    #[arg(long, value_name = "DURATION", value_parser = output::parse_duration)]
+    keep_acked: Option<Duration>,
     /// Most messages held (ready + delayed + in flight); enqueues beyond it get 503
     /// queue_full; 0 = unbounded [server default: unbounded].
     #[arg(long, value_name = "N")]
@@ -199,6 +204,7 @@ impl CreateArgs {
             dedup: self.dedup.clone(),
             max_age_ms: self.max_age.map(output::millis),
             on_expire: self.on_expire.clone(),
+            keep_acked_ms: self.keep_acked.map(output::millis),
             max_depth: self.max_depth,
             max_in_flight: self.max_in_flight,
             rate_limit: self.rate_limit.map(|per_second| RateLimitSpec {
@@ -446,6 +452,14 @@ fn settings_table(queue: &QueueOut) -> comfy_table::Table {
         ("dedup by", config.dedup.clone()),
         ("max age", output::human_ms(config.max_age_ms)),
         ("on expire", config.on_expire.clone()),
+        (
+            "keep acked",
+            if config.keep_acked_ms > 0 {
+                output::human_ms(config.keep_acked_ms)
+            } else {
+                "-".to_owned()
+            },
+        ),
         ("max depth", limit_text(config.max_depth)),
         ("max in flight", limit_text(config.max_in_flight)),
         (

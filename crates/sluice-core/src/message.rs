@@ -250,6 +250,8 @@ pub struct MessageStatus {
     pub dead_letter: Option<DeadLetterInfo>,
     /// The result JSON its consumer acked it with.
     pub result: Option<String>,
+    /// While an acked message keeps its body (its queue's `keep_acked_ms`): until when.
+    pub kept_until_ms: Option<Millis>,
     /// For a replayed dead letter: the id of the new message.
     pub replayed_as: Option<Uuid>,
     /// Its failed attempts, oldest first (filled in by lookups that read the record).

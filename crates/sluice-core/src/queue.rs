@@ -141,6 +141,10 @@ pub struct QueueConfig {
     pub max_age_ms: Millis,
     /// What happens to a message that reaches `max_age_ms`.
     pub on_expire: OnExpire,
+    /// How long an acked message keeps its body, headers and result for people to browse
+    /// and search (default 0: dropped at the ack). Fixed at the ack: changing it later
+    /// moves only later acks.
+    pub keep_acked_ms: Millis,
     /// Most messages the queue may hold (ready + delayed + in flight); enqueues beyond it are
     /// refused with 503. `None`: unbounded.
     pub max_depth: Option<u64>,
@@ -321,6 +325,7 @@ impl QueueConfig {
             dedup: Dedup::Id,
             max_age_ms: DEFAULT_MAX_AGE_MS,
             on_expire: OnExpire::Drop,
+            keep_acked_ms: 0,
             max_depth: None,
             max_in_flight: None,
             rate_limit: None,
@@ -330,6 +335,12 @@ impl QueueConfig {
             tags: BTreeMap::new(),
             protocol_attributes: BTreeMap::new(),
         }
+    }
+
+    /// Until when a message acked at `acked_at_ms` keeps its body: `None` when the queue
+    /// keeps none.
+    pub fn kept_until(&self, acked_at_ms: Millis) -> Option<Millis> {
+        (self.keep_acked_ms > 0).then(|| acked_at_ms.saturating_add(self.keep_acked_ms))
     }
 
     /// The configuration given to a dead-letter queue created on behalf of another queue: it
@@ -367,6 +378,8 @@ pub mod limits {
     pub const BACKOFF_MS_MAX: Millis = 15 * 24 * 60 * 60 * 1000;
     /// Longest dedup window: 30 days.
     pub const DEDUP_WINDOW_MS_MAX: Millis = 30 * 24 * 60 * 60 * 1000;
+    /// Longest `keep_acked_ms`: 90 days.
+    pub const KEEP_ACKED_MS_MAX: Millis = 90 * 24 * 60 * 60 * 1000;
     /// Most headers of one message.
     pub const HEADERS_MAX: usize = 64;
     /// Most bytes of one message's headers (names and values).

@@ -378,6 +378,9 @@ pub enum BrowseState {
     Delayed,
     /// Leased, by lease deadline.
     InFlight,
+    /// Acked and still keeping its body (the queue's `keep_acked_ms`), newest ack first; the
+    /// only set a [`BrowseQuery::search`] narrows.
+    Acked,
 }
 
 impl BrowseState {
@@ -388,6 +391,7 @@ impl BrowseState {
             BrowseState::Waiting => "waiting",
             BrowseState::Delayed => "delayed",
             BrowseState::InFlight => "in_flight",
+            BrowseState::Acked => "acked",
         }
     }
 
@@ -398,13 +402,30 @@ impl BrowseState {
             "waiting" => BrowseState::Waiting,
             "delayed" => BrowseState::Delayed,
             "in_flight" => BrowseState::InFlight,
+            "acked" => BrowseState::Acked,
             _ => return None,
         })
     }
 }
 
-/// A position in a browsed set: (the set's sort key, seq); a page starts after it.
+/// A position in a browsed set: (the set's sort key, seq); a page starts after it. The
+/// acked set's key is the ack time, and its pages go from newer to older.
 pub type BrowseCursor = (i64, Seq);
+
+/// What a browse of acked messages keeps: each condition given must hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AckedSearch {
+    /// This message.
+    pub message_id: Option<Uuid>,
+    /// Sent with this idempotency key.
+    pub idempotency_key: Option<String>,
+    /// Sent with this ordering key.
+    pub key: Option<String>,
+    /// Acked at or after this time.
+    pub since_ms: Option<Millis>,
+    /// Acked before this time.
+    pub until_ms: Option<Millis>,
+}
 
 /// Page through one state of a queue.
 #[derive(Debug, Clone)]
@@ -417,6 +438,8 @@ pub struct BrowseQuery {
     pub after: Option<BrowseCursor>,
     /// Most messages returned.
     pub limit: usize,
+    /// Narrows [`BrowseState::Acked`]; empty for the other sets.
+    pub search: AckedSearch,
     /// Now.
     pub now_ms: Millis,
 }
@@ -461,7 +484,8 @@ pub struct BrowsePage {
 pub struct MessageBody {
     /// Where it is.
     pub status: MessageStatus,
-    /// Body and headers; `None` once dropped (acked, expired, cancelled, purged, deleted).
+    /// Body and headers; `None` once dropped (acked, unless its queue keeps acked bodies and
+    /// the keep has not ended; expired, cancelled, purged, deleted).
     pub payload: Option<Payload>,
 }
 
@@ -714,7 +738,9 @@ pub trait Store: Send + Sync + 'static {
     /// Flushes and closes; later calls fail with `Unavailable`.
     async fn close(&self) -> StoreResult<()>;
     /// Pages through one state of a queue in dispatch order, from a cursor, in time bounded by
-    /// the page rather than the queue (for the dashboard).
+    /// the page rather than the queue (for the dashboard). The acked set holds the messages
+    /// acked while their queue had `keep_acked_ms`, until their keep ends (exactly: a read
+    /// after `kept_until_ms` no longer finds it, whenever the upkeep removes it).
     async fn message_browse(&self, query: BrowseQuery) -> StoreResult<BrowsePage>;
     /// A message found as [`Store::message_get`] finds it, with its body and headers.
     async fn message_body(&self, params: MessageGetParams) -> StoreResult<Option<MessageBody>>;

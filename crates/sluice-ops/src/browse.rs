@@ -4,8 +4,8 @@
 use sluice_core::Millis;
 use sluice_core::message::BodyKind;
 use sluice_core::store::{
-    BrowseCounts, BrowseCursor, BrowseQuery, BrowseState, BrowsedMessage, MessageGetParams,
-    MessageRef,
+    AckedSearch, BrowseCounts, BrowseCursor, BrowseQuery, BrowseState, BrowsedMessage,
+    MessageGetParams, MessageRef,
 };
 
 use crate::{Ops, OpsError, OpsResult};
@@ -30,6 +30,23 @@ pub struct BrowseRequest {
     pub cursor: Option<String>,
     /// 0..=1024 (default 0: none): bytes of each body's preview.
     pub preview_bytes: Option<usize>,
+    /// What a browse of `acked` keeps; refused with any other state.
+    pub search: AckedSearchRequest,
+}
+
+/// A search among acked messages as a client gives it: each condition given must hold.
+#[derive(Debug, Clone, Default)]
+pub struct AckedSearchRequest {
+    /// The server id.
+    pub message_id: Option<String>,
+    /// The idempotency key.
+    pub id: Option<String>,
+    /// The ordering key.
+    pub key: Option<String>,
+    /// RFC 3339: acked at or after.
+    pub since: Option<String>,
+    /// RFC 3339: acked before.
+    pub until: Option<String>,
 }
 
 /// A page of messages.
@@ -54,9 +71,15 @@ impl Ops {
         let state_text = request.state.as_deref().unwrap_or("ready");
         let state = BrowseState::parse(state_text).ok_or_else(|| {
             OpsError::invalid_field(format!(
-                "state must be ready, waiting, delayed or in_flight, got {state_text:?}"
+                "state must be ready, waiting, delayed, in_flight or acked, got {state_text:?}"
             ))
         })?;
+        let search = acked_search(request.search)?;
+        if state != BrowseState::Acked && search != AckedSearch::default() {
+            return Err(OpsError::invalid_field(format!(
+                "message_id, id, key, since and until search acked messages: give state=acked, not {state_text:?}"
+            )));
+        }
         let limit = request.limit.unwrap_or(LIMIT_DEFAULT);
         if !(1..=LIMIT_MAX).contains(&limit) {
             return Err(OpsError::invalid_field(format!(
@@ -78,6 +101,7 @@ impl Ops {
                 state,
                 after,
                 limit,
+                search,
                 now_ms,
             })
             .await?;
@@ -131,6 +155,27 @@ impl Ops {
         };
         Ok(Some(cut(&text, max)))
     }
+}
+
+/// The store's form of a search: times parsed, a message id that is not a UUID refused (a
+/// search for it would find nothing anyway, but a typo deserves to be told).
+fn acked_search(request: AckedSearchRequest) -> OpsResult<AckedSearch> {
+    // An empty field (a search form's blank box) asks for nothing.
+    let given = |text: Option<String>| text.filter(|text| !text.is_empty());
+    let message_id = given(request.message_id)
+        .map(|text| {
+            uuid::Uuid::try_parse(&text).map_err(|_| {
+                OpsError::invalid_field(format!("message_id: {text:?} is not a message id"))
+            })
+        })
+        .transpose()?;
+    Ok(AckedSearch {
+        message_id,
+        idempotency_key: given(request.id),
+        key: given(request.key),
+        since_ms: crate::dead_letters::parse_time("since", given(request.since).as_deref())?,
+        until_ms: crate::dead_letters::parse_time("until", given(request.until).as_deref())?,
+    })
 }
 
 /// A cursor is the position of the last message of the previous page: `<sort key>.<seq>`.

@@ -244,7 +244,8 @@ impl Ops {
     }
 }
 
-fn parse_time(field: &str, text: Option<&str>) -> OpsResult<Option<Millis>> {
+/// An RFC 3339 time a client gave as `field`.
+pub(crate) fn parse_time(field: &str, text: Option<&str>) -> OpsResult<Option<Millis>> {
     text.map(|text| {
         parse_rfc3339(text).ok_or_else(|| {
             OpsError::invalid_field(format!("{field}: {text:?} is not an RFC 3339 time"))

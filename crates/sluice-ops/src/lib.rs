@@ -27,7 +27,7 @@ use std::sync::Arc;
 use sluice_core::{Clock, Millis, Store};
 use tokio_util::sync::CancellationToken;
 
-pub use browse::{BrowseRequest, Browsed};
+pub use browse::{AckedSearchRequest, BrowseRequest, Browsed};
 pub use caller::{Anyone, Caller};
 pub use dead_letters::{
     DeadLetterListRequest, DeadLetterMatch, DeadLetterPage, REPLAY_LIMIT_MAX, ReplayRequest,

@@ -111,6 +111,7 @@ impl PgStore {
                     next,
                 )
             }
+            BrowseState::Acked => (Vec::new(), None),
         };
         transaction.commit().await.db()?;
         Ok(BrowsePage {

@@ -1693,6 +1693,7 @@ pub(crate) fn status(row: &Row) -> StoreResult<MessageStatus> {
         finished_at_ms,
         dead_letter,
         result: row.get(13),
+        kept_until_ms: None,
         replayed_as: row.get(14),
         failures,
     })

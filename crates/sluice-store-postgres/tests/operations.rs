@@ -359,6 +359,7 @@ async fn a_purge_on_one_node_is_seen_by_the_other() {
             state: BrowseState::Waiting,
             after: None,
             limit: 10,
+            search: Default::default(),
             now_ms: T0,
         })
         .await
@@ -751,6 +752,7 @@ async fn browse_pages_through_many_messages_in_dispatch_order() {
                     state,
                     after,
                     limit: 7,
+                    search: Default::default(),
                     now_ms: T0,
                 })
                 .await

@@ -509,6 +509,7 @@ async fn operator_calls_refuse_unknown_queues_and_queues_without_dead_letters() 
         state: BrowseState::Ready,
         after: None,
         limit: 10,
+        search: Default::default(),
         now_ms: T0,
     };
     let list = |queue: &str| DeadLetterQuery {

@@ -425,9 +425,10 @@ impl SqliteStore {
         index: &mut sluice_core::dispatch::Index,
         params: &mut AckParams,
     ) -> StoreResult<AckedInIndex> {
-        if index.queue_config(&params.queue).is_none() {
+        let Some(config) = index.queue_config(&params.queue) else {
             return Err(StoreError::QueueNotFound(params.queue.clone()));
-        }
+        };
+        let kept_until = config.kept_until(params.now_ms);
         let mut results = Vec::with_capacity(params.receipts.len());
         let mut seqs = Vec::new();
         let mut memos = Vec::new();
@@ -460,6 +461,7 @@ impl SqliteStore {
             seqs,
             memos,
             result: params.result.take(),
+            kept_until,
             now_ms: params.now_ms,
             reply,
         };

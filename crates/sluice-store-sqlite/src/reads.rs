@@ -7,8 +7,8 @@ use sluice_core::Millis;
 use sluice_core::dispatch::Seq;
 use sluice_core::message::{DeadLetterInfo, MessageState, MessageStatus, Payload};
 use sluice_core::store::{
-    BrowsePage, BrowseQuery, BrowsedMessage, MessageBody, MessageGetParams, MessageRef, StoreError,
-    StoreResult,
+    BrowsePage, BrowseQuery, BrowseState, BrowsedMessage, MessageBody, MessageGetParams,
+    MessageRef, StoreError, StoreResult,
 };
 use uuid::Uuid;
 
@@ -72,11 +72,42 @@ impl SharedSqliteStore {
             // The acked record is gone but the key's window is open: it remembers the outcome.
             return Ok(Some(remembered_ack(&params.queue, key, record)));
         }
+        if let Some(status) = &mut status {
+            status.kept_until_ms = status.kept_until_ms.filter(|&until| until > params.now_ms);
+        }
         Ok(status.filter(belongs))
     }
 
-    /// A page of one state's messages in dispatch order, from the index.
+    /// A page of one state's messages in dispatch order, from the index (the acked ones kept
+    /// with their body from disk).
     pub(crate) async fn browse(&self, query: BrowseQuery) -> StoreResult<BrowsePage> {
+        if query.state == BrowseState::Acked {
+            let counts = self
+                .0
+                .index
+                .lock()
+                .browse_counts(&query.queue)
+                .ok_or_else(|| StoreError::QueueNotFound(query.queue.clone()))?;
+            let limit = query.limit;
+            // One more than the page tells whether another page follows.
+            let mut messages = self
+                .0
+                .read(move |conn| read_acked(conn, &query, limit + 1))
+                .await?;
+            let more = messages.len() > limit;
+            messages.truncate(limit);
+            let next = messages.last().filter(|_| more).and_then(|last| {
+                Some((
+                    last.status.acked_at_ms?,
+                    ids::decode(&last.status.message_id)?,
+                ))
+            });
+            return Ok(BrowsePage {
+                messages,
+                next,
+                counts,
+            });
+        }
         let index = self.0.index.lock();
         let (entries, next) = index
             .browse(
@@ -129,8 +160,10 @@ impl SharedSqliteStore {
         let Some(status) = self.get_status(params).await? else {
             return Ok(None);
         };
-        // Final rows keep no body, except a replayed dead letter's.
-        if status.state.is_final() && status.state != MessageState::Replayed {
+        // Final rows keep no body, except a replayed dead letter's and an acked one's while
+        // its queue keeps it.
+        let kept = status.kept_until_ms.is_some();
+        if status.state.is_final() && status.state != MessageState::Replayed && !kept {
             return Ok(Some(MessageBody {
                 status,
                 payload: None,
@@ -184,6 +217,7 @@ fn remembered_ack(queue: &str, key: &str, record: writer::IdempotencyRecord) -> 
         finished_at_ms: Some(acked_at_ms),
         dead_letter: None,
         result: record.result,
+        kept_until_ms: None,
         replayed_as: None,
         failures: Vec::new(),
     }
@@ -262,39 +296,109 @@ pub(crate) fn dead_letter_at(
     }))
 }
 
+/// The columns [`status_at`] reads, in its order.
+const STATUS_COLUMNS: &str = "queue, state, idempotency_key, msg_key, priority, attempts, enqueued_at, first_received_at, visible_at, last_error, acked_at,
+    dead_source_queue, dead_last_error, dead_attempts, dead_first_seen_at, dead_last_seen_at, result, replayed_as, failures, kept_until";
+
 /// Status of a message as stored: for one the index does not hold, in a final state (or gone).
+/// Its `kept_until_ms` is as stored, also once past.
 pub(crate) fn read_status(conn: &Connection, id: Uuid) -> rusqlite::Result<Option<MessageStatus>> {
-    conn.prepare_cached(
-        "SELECT queue, state, idempotency_key, msg_key, priority, attempts, enqueued_at, first_received_at, visible_at, last_error, acked_at,
-                dead_source_queue, dead_last_error, dead_attempts, dead_first_seen_at, dead_last_seen_at, result, replayed_as, failures
-         FROM messages WHERE seq = ?1 AND id = ?2",
-    )?
-    .query_row(params![ids::decode(&id).map_or(-1, |seq| seq as i64), id.as_bytes()], |row| {
-        let state: i64 = row.get(1)?;
-        let dead_letter = dead_letter_at(row, 11)?;
-        let state = schema::message_state(state);
-        let finished_at_ms: Option<Millis> = row.get(10)?;
-        let replayed_as: Option<Vec<u8>> = row.get(17)?;
-        Ok(MessageStatus {
-            message_id: id,
-            queue: row.get(0)?,
-            state,
-            idempotency_key: row.get(2)?,
-            key: row.get(3)?,
-            priority: row.get(4)?,
-            attempts: row.get(5)?,
-            enqueued_at_ms: row.get(6)?,
-            first_received_at_ms: row.get(7)?,
-            visible_at_ms: row.get(8)?,
-            lease_expires_at_ms: None,
-            last_error: row.get(9)?,
-            acked_at_ms: finished_at_ms.filter(|_| state == MessageState::Acked),
-            finished_at_ms: finished_at_ms.filter(|_| state.is_final()),
-            dead_letter,
-            result: row.get(16)?,
-            replayed_as: replayed_as.and_then(|bytes| Uuid::from_slice(&bytes).ok()),
-            failures: parse_failures(row.get(18)?),
-        })
-    })
+    conn.prepare_cached(&format!(
+        "SELECT {STATUS_COLUMNS} FROM messages WHERE seq = ?1 AND id = ?2"
+    ))?
+    .query_row(
+        params![ids::decode(&id).map_or(-1, |seq| seq as i64), id.as_bytes()],
+        |row| status_at(row, id),
+    )
     .optional()
+}
+
+/// The status in the columns [`STATUS_COLUMNS`] of `row`, for message `id`.
+fn status_at(row: &rusqlite::Row<'_>, id: Uuid) -> rusqlite::Result<MessageStatus> {
+    let state: i64 = row.get(1)?;
+    let dead_letter = dead_letter_at(row, 11)?;
+    let state = schema::message_state(state);
+    let finished_at_ms: Option<Millis> = row.get(10)?;
+    let replayed_as: Option<Vec<u8>> = row.get(17)?;
+    Ok(MessageStatus {
+        message_id: id,
+        queue: row.get(0)?,
+        state,
+        idempotency_key: row.get(2)?,
+        key: row.get(3)?,
+        priority: row.get(4)?,
+        attempts: row.get(5)?,
+        enqueued_at_ms: row.get(6)?,
+        first_received_at_ms: row.get(7)?,
+        visible_at_ms: row.get(8)?,
+        lease_expires_at_ms: None,
+        last_error: row.get(9)?,
+        acked_at_ms: finished_at_ms.filter(|_| state == MessageState::Acked),
+        finished_at_ms: finished_at_ms.filter(|_| state.is_final()),
+        dead_letter,
+        result: row.get(16)?,
+        kept_until_ms: row.get(19)?,
+        replayed_as: replayed_as.and_then(|bytes| Uuid::from_slice(&bytes).ok()),
+        failures: parse_failures(row.get(18)?),
+    })
+}
+
+/// Up to `limit` acked messages of `query.queue` still keeping their body at `query.now_ms`,
+/// newest ack first from `query.after`, narrowed by `query.search`.
+fn read_acked(
+    conn: &Connection,
+    query: &BrowseQuery,
+    limit: usize,
+) -> rusqlite::Result<Vec<BrowsedMessage>> {
+    let search = &query.search;
+    let (after_at, after_seq) = query.after.unwrap_or((i64::MAX, u64::MAX));
+    // Each condition is off when its parameter is NULL; the partial indexes on kept rows
+    // (schema version 8) serve the queue with the ordering key, the idempotency key or neither.
+    let mut statement = conn.prepare_cached(&format!(
+        "SELECT {STATUS_COLUMNS}, id, length(body) FROM messages
+         WHERE queue = ?1 AND kept_until IS NOT NULL AND kept_until > ?2
+           AND (?3 IS NULL OR seq = ?3)
+           AND (?4 IS NULL OR idempotency_key = ?4)
+           AND (?5 IS NULL OR msg_key = ?5)
+           AND acked_at >= ?6 AND acked_at < ?7
+           AND (acked_at < ?8 OR (acked_at = ?8 AND seq < ?9))
+         ORDER BY acked_at DESC, seq DESC LIMIT ?10"
+    ))?;
+    let seq = search
+        .message_id
+        .map(|id| ids::decode(&id).map_or(-1, |seq| seq as i64));
+    let rows = statement.query_map(
+        params![
+            &query.queue,
+            query.now_ms,
+            seq,
+            search.idempotency_key,
+            search.key,
+            search.since_ms.unwrap_or(Millis::MIN),
+            search.until_ms.unwrap_or(Millis::MAX),
+            after_at,
+            after_seq.min(i64::MAX as u64) as i64,
+            limit as i64,
+        ],
+        |row| {
+            let id_bytes: Vec<u8> = row.get(20)?;
+            let id = Uuid::from_slice(&id_bytes).unwrap_or_default();
+            let body_bytes: Option<i64> = row.get(21)?;
+            Ok(BrowsedMessage {
+                status: status_at(row, id)?,
+                leased_at_ms: None,
+                body_bytes: body_bytes.map(|bytes| bytes as u64),
+            })
+        },
+    )?;
+    let messages: Vec<BrowsedMessage> = rows.collect::<rusqlite::Result<_>>()?;
+    // A message id names one row: one whose id is not the one asked for is not it.
+    Ok(messages
+        .into_iter()
+        .filter(|message| {
+            search
+                .message_id
+                .is_none_or(|id| id == message.status.message_id)
+        })
+        .collect())
 }

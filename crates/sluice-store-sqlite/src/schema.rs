@@ -1,14 +1,14 @@
 //! The SQLite schema and the connection settings every connection gets.
 //!
 //! `messages` is the durable record of every live message (state 0) and, for a while, of acked
-//! ones (state 1, body dropped). `seq` is the global enqueue order the dispatch index sorts by.
+//! ones (state 1, body dropped unless the queue keeps acked bodies: then until `kept_until`). `seq` is the global enqueue order the dispatch index sorts by.
 
 use rusqlite::Connection;
 
 use crate::Durability;
 
 /// Bumped with every migration below; `PRAGMA user_version` records what a file has.
-pub(crate) const SCHEMA_VERSION: i64 = 7;
+pub(crate) const SCHEMA_VERSION: i64 = 8;
 
 pub(crate) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS queues (
@@ -121,9 +121,22 @@ CREATE TABLE IF NOT EXISTS definitions (
 );
 ";
 
+/// Version 8: acked messages kept with their body (a queue's `keep_acked_ms`) until
+/// `kept_until`, found by queue and ack time, ordering key or idempotency key, and by the end
+/// of their keep; the cleanup of final rows skips them until their keep ends.
+const MIGRATION_8: &str = "
+ALTER TABLE messages ADD COLUMN kept_until INTEGER;
+DROP INDEX IF EXISTS messages_finished;
+CREATE INDEX messages_finished ON messages(acked_at) WHERE state > 0 AND kept_until IS NULL;
+CREATE INDEX messages_kept ON messages(queue, acked_at, seq) WHERE kept_until IS NOT NULL;
+CREATE INDEX messages_kept_until ON messages(kept_until) WHERE kept_until IS NOT NULL;
+CREATE INDEX messages_kept_key ON messages(queue, msg_key, acked_at, seq) WHERE kept_until IS NOT NULL;
+CREATE INDEX messages_kept_idempotency ON messages(queue, idempotency_key, acked_at, seq) WHERE kept_until IS NOT NULL;
+";
+
 /// Message states in the `state` column.
 pub const STATE_LIVE: i64 = 0;
-/// Acked; body and headers dropped.
+/// Acked; body and headers dropped (or kept until `kept_until`).
 pub const STATE_ACKED: i64 = 1;
 /// Removed by retention.
 pub const STATE_EXPIRED: i64 = 2;
@@ -207,7 +220,12 @@ pub fn open_writer(
     }
     if version < 7 {
         conn.execute_batch(&format!(
-            "BEGIN; {MIGRATION_7} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+            "BEGIN; {MIGRATION_7} PRAGMA user_version = 7; COMMIT;"
+        ))?;
+    }
+    if version < 8 {
+        conn.execute_batch(&format!(
+            "BEGIN; {MIGRATION_8} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
         ))?;
     }
     Ok(())

@@ -84,6 +84,9 @@ pub enum WriteOp {
         seqs: Vec<(Seq, u32, Option<Millis>)>,
         memos: Vec<(Arc<str>, Arc<str>, Uuid)>,
         result: Option<String>,
+        /// Until when the rows keep their body and headers (the queue's `keep_acked_ms`);
+        /// `None` drops them now.
+        kept_until: Option<Millis>,
         now_ms: Millis,
         reply: oneshot::Sender<StoreResult<()>>,
     },
@@ -764,10 +767,13 @@ fn apply(
             seqs,
             memos,
             result,
+            kept_until,
             now_ms,
             ..
         } => {
-            let mut statement = tx.prepare_cached("UPDATE messages SET state = ?2, acked_at = ?3, body = NULL, headers = NULL, result = ?4, attempts = ?5, first_received_at = ?6 WHERE seq = ?1")?;
+            // A kept row keeps its body and headers until `kept_until`; the cleanup drops
+            // them then (`maintenance.rs`).
+            let mut statement = tx.prepare_cached("UPDATE messages SET state = ?2, acked_at = ?3, body = CASE WHEN ?7 IS NULL THEN NULL ELSE body END, headers = CASE WHEN ?7 IS NULL THEN NULL ELSE headers END, result = ?4, attempts = ?5, first_received_at = ?6, kept_until = ?7 WHERE seq = ?1")?;
             for &(seq, attempts, first_received_at_ms) in seqs {
                 claims.forget(seq);
                 statement.execute(params![
@@ -776,7 +782,8 @@ fn apply(
                     now_ms,
                     result,
                     attempts,
-                    first_received_at_ms
+                    first_received_at_ms,
+                    kept_until
                 ])?;
             }
             let mut statement = tx.prepare_cached("UPDATE idempotency SET acked_at = ?4, result = ?5 WHERE queue = ?1 AND key = ?2 AND message_id = ?3")?;
@@ -920,8 +927,13 @@ fn apply(
             now_ms,
             acked_before_ms,
         } => {
-            tx.prepare_cached("DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE state > 0 AND acked_at < ?1 LIMIT ?2)")?
+            tx.prepare_cached("DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE state > 0 AND kept_until IS NULL AND acked_at < ?1 LIMIT ?2)")?
                 .execute(params![acked_before_ms, CLEANUP_ROWS_MAX])?;
+            // Kept acked rows whose keep ended become ordinary acked records: the line above
+            // removes them once past the retention of those (reads stop showing the body at
+            // `kept_until` whenever this runs).
+            tx.prepare_cached("UPDATE messages SET kept_until = NULL, body = NULL, headers = NULL WHERE seq IN (SELECT seq FROM messages WHERE kept_until IS NOT NULL AND kept_until <= ?1 LIMIT ?2)")?
+                .execute(params![now_ms, CLEANUP_ROWS_MAX])?;
             tx.prepare_cached("DELETE FROM idempotency WHERE (queue, key) IN (SELECT queue, key FROM idempotency WHERE expires_at < ?1 LIMIT ?2)")?
                 .execute(params![now_ms, CLEANUP_ROWS_MAX])?;
             Applied::Done

@@ -90,6 +90,7 @@ impl Index {
             finished_at_ms: None,
             dead_letter: entry.dead_letter.as_deref().cloned(),
             result: None,
+            kept_until_ms: None,
             replayed_as: None,
             failures: Vec::new(),
         })
@@ -231,6 +232,8 @@ impl Index {
                 let start = after.map_or(Unbounded, Excluded);
                 Box::new(sorted.range((start, Unbounded)).copied())
             }
+            // The index lets a message go at its ack: a store reads kept ones from disk.
+            BrowseState::Acked => return Some((Vec::new(), None)),
         };
         let mut entries = Vec::with_capacity(limit.min(1000));
         let mut last = None;

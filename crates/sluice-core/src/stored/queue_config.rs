@@ -36,6 +36,9 @@ pub struct StoredQueueConfig {
     /// Absent (0) in rows written before queues had a default delay, and when it is 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     delay_ms: Option<i64>,
+    /// Absent when 0 (and in rows written before the option).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    keep_acked_ms: Option<i64>,
     #[serde(default)]
     max_age_ms: Option<i64>,
     #[serde(default)]
@@ -176,6 +179,7 @@ impl StoredQueueConfig {
         if let Some(ms) = self.max_age_ms {
             config.max_age_ms = ms;
         }
+        config.keep_acked_ms = self.keep_acked_ms.unwrap_or(0);
         if let Some(on_expire) = self.on_expire {
             config.on_expire = OnExpire::parse(&on_expire)
                 .ok_or_else(|| format!("on_expire: {on_expire:?} is not known"))?;
@@ -220,6 +224,7 @@ impl From<&QueueConfig> for StoredQueueConfig {
             dedup: (config.dedup != Dedup::Id).then(|| config.dedup.as_str().to_owned()),
             dedup_window_ms: Some(config.dedup_window_ms),
             delay_ms: (config.delay_ms != 0).then_some(config.delay_ms),
+            keep_acked_ms: (config.keep_acked_ms != 0).then_some(config.keep_acked_ms),
             max_age_ms: Some(config.max_age_ms),
             max_attempts: Some(config.max_attempts),
             max_depth: config.max_depth,

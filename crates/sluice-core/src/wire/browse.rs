@@ -46,14 +46,14 @@ pub struct BrowseCountsOut {
 pub struct BrowseOut {
     /// The queue.
     pub queue: String,
-    /// `ready`, `waiting`, `delayed` or `in_flight`.
+    /// `ready`, `waiting`, `delayed`, `in_flight` or `acked`.
     pub state: String,
     /// In order: ready by priority then enqueue order, waiting oldest first, delayed by visible
-    /// time, in flight by lease deadline.
+    /// time, in flight by lease deadline, acked newest ack first.
     pub messages: Vec<BrowsedMessageOut>,
     /// Pass as `cursor` for the next page; absent at the end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
-    /// Sizes of every state now.
+    /// Sizes of every live state now (kept acked messages are not counted).
     pub counts: BrowseCountsOut,
 }

@@ -158,6 +158,10 @@ pub struct MessageStatusOut {
     /// RFC 3339, once in a final state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<String>,
+    /// RFC 3339: until when an acked message keeps its body (its queue's `keep_acked_ms`);
+    /// absent once the body is gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_until: Option<String>,
     /// Set once dead-lettered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dead_letter: Option<DeadLetterOut>,

@@ -50,6 +50,11 @@ pub struct QueueSpec {
     /// `drop` (default) or `dead_letter`: what retention does with an old message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_expire: Option<String>,
+    /// How long an acked message keeps its body, headers and result, browsable with
+    /// `GET /v1/queues/{queue}/browse?state=acked`, in ms (default 0: dropped at the ack;
+    /// at most 7776000000, 90 days).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_acked_ms: Option<i64>,
     /// Most messages held (ready + delayed + in flight); 0 or null = unbounded (default), also
     /// on an update.
     #[serde(
@@ -187,6 +192,10 @@ impl QueueSpec {
             base.on_expire = OnExpire::parse(on_expire).ok_or_else(|| {
                 format!("on_expire: {on_expire:?} is not one of drop, dead_letter")
             })?;
+        }
+        if let Some(ms) = self.keep_acked_ms {
+            check_range("keep_acked_ms", ms, 0, limits::KEEP_ACKED_MS_MAX)?;
+            base.keep_acked_ms = ms;
         }
         if let Some(depth) = self.max_depth {
             base.max_depth = (depth > 0).then_some(depth);
@@ -376,6 +385,8 @@ pub struct QueueConfigOut {
     pub max_age_ms: i64,
     /// `drop` or `dead_letter`.
     pub on_expire: String,
+    /// How long an acked message keeps its body, in ms; 0 = not kept.
+    pub keep_acked_ms: i64,
     /// Most messages held; null = unbounded.
     pub max_depth: Option<u64>,
     /// Most leases out at once; null = unbounded.
@@ -435,6 +446,7 @@ impl From<&QueueConfig> for QueueConfigOut {
             dedup: config.dedup.as_str().to_owned(),
             max_age_ms: config.max_age_ms,
             on_expire: config.on_expire.as_str().to_owned(),
+            keep_acked_ms: config.keep_acked_ms,
             max_depth: config.max_depth,
             max_in_flight: config.max_in_flight,
             rate_limit: config.rate_limit.map(|limit| RateLimitOut {

@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::State;
 use serde::Deserialize;
 use sluice_core::wire::{BrowseCountsOut, BrowseOut, BrowsedMessageOut, MessageBodyOut, time_out};
-use sluice_ops::BrowseRequest;
+use sluice_ops::{AckedSearchRequest, BrowseRequest};
 
 use super::messages::status_out;
 use super::{ApiPath, ApiQuery, AppState};
@@ -16,8 +16,10 @@ use crate::error::ApiError;
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct BrowseParams {
-    /// `ready` (default), `waiting`, `delayed` or `in_flight`.
-    #[param(pattern = "^(ready|waiting|delayed|in_flight)$")]
+    /// `ready` (default), `waiting`, `delayed`, `in_flight`, or `acked`: the acked messages
+    /// a queue with `keep_acked_ms` keeps with their body, newest ack first, which the five
+    /// fields below search.
+    #[param(pattern = "^(ready|waiting|delayed|in_flight|acked)$")]
     pub state: Option<String>,
     /// 1..=1000 (default 50).
     #[param(minimum = 1, maximum = 1000)]
@@ -28,9 +30,20 @@ pub struct BrowseParams {
     /// bytes of its body (JSON text as stored; bytes as base64).
     #[param(minimum = 0, maximum = 1024)]
     pub preview_bytes: Option<usize>,
+    /// With `state=acked`: this message (its server id).
+    pub message_id: Option<String>,
+    /// With `state=acked`: messages sent with this idempotency key.
+    pub id: Option<String>,
+    /// With `state=acked`: messages sent with this ordering key.
+    pub key: Option<String>,
+    /// With `state=acked`, RFC 3339: acked at or after this time.
+    pub since: Option<String>,
+    /// With `state=acked`, RFC 3339: acked before this time.
+    pub until: Option<String>,
 }
 
-/// `GET /v1/queues/{queue}/browse`: one state's messages in the order dispatch takes them.
+/// `GET /v1/queues/{queue}/browse`: one state's messages in the order dispatch takes them, or
+/// the acked messages kept with their body (`state=acked`, newest first, searchable).
 #[utoipa::path(get, operation_id = "queue_browse", path = "/v1/queues/{queue}/browse", params(("queue" = String, Path), BrowseParams),
     responses((status = 200, body = BrowseOut), (status = 404, body = sluice_core::wire::ErrorBody),
         (status = 422, body = sluice_core::wire::ErrorBody)))]
@@ -47,6 +60,13 @@ pub async fn browse(
             limit: params.limit,
             cursor: params.cursor,
             preview_bytes: params.preview_bytes,
+            search: AckedSearchRequest {
+                message_id: params.message_id,
+                id: params.id,
+                key: params.key,
+                since: params.since,
+                until: params.until,
+            },
         })
         .await?;
     let now_ms = page.now_ms;

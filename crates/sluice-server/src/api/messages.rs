@@ -199,6 +199,7 @@ pub fn status_out(status: MessageStatus) -> MessageStatusOut {
         last_error: status.last_error,
         acked_at: status.acked_at_ms.map(time_out),
         finished_at: status.finished_at_ms.map(time_out),
+        kept_until: status.kept_until_ms.map(time_out),
         dead_letter: status.dead_letter.as_ref().map(dead_letter_out),
         result: status
             .result

@@ -160,6 +160,7 @@ pub async fn browse_pages_each_state_in_dispatch_order(h: Harness) {
         state,
         after,
         limit: 1,
+        search: Default::default(),
         now_ms: h.now(),
     };
     let mut pages = 0;
