@@ -44,6 +44,10 @@ mod topics;
 #[path = "browser/alerts.rs"]
 mod alerts;
 
+/// The queue page's acked tab and kept acked messages.
+#[path = "browser/kept.rs"]
+mod kept;
+
 // ---------- the tests ----------
 
 #[tokio::test(flavor = "multi_thread")]

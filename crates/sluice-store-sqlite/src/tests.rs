@@ -720,3 +720,102 @@ async fn an_old_push_paused_file_is_carried_over_once() {
     assert!(error.to_string().contains("push-paused.json"), "{error}");
     assert!(file.exists(), "an unreadable file is left for the operator");
 }
+
+/// A kept acked row outlives the store's retention of acked records while its keep lasts;
+/// when the keep ends the upkeep drops its body first, and the row goes once it is past the
+/// retention of acked records too. The cleanup of other acked rows is not held up by it.
+#[tokio::test]
+async fn the_upkeep_drops_a_kept_body_when_its_keep_ends_and_not_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = SqliteOptions::new(dir.path());
+    options.acked_retention_ms = 1_000;
+    let store = SharedSqliteStore::open(options, T0).unwrap();
+    for (name, keep_acked_ms) in [("q", 60_000), ("plain", 0)] {
+        let mut config = QueueConfig::defaults_for(name);
+        config.keep_acked_ms = keep_acked_ms;
+        store
+            .queue_put(QueuePutParams {
+                name: name.into(),
+                config,
+                now_ms: T0,
+            })
+            .await
+            .unwrap();
+    }
+    for queue in ["q", "plain"] {
+        store
+            .message_enqueue(EnqueueParams {
+                queue: queue.into(),
+                messages: vec![message("{\"a\":1}", None)],
+                now_ms: T0,
+            })
+            .await
+            .unwrap();
+        let receipts = store
+            .message_claim(ClaimParams {
+                queue: queue.into(),
+                max: 1,
+                lease_ms: None,
+                now_ms: T0,
+            })
+            .await
+            .unwrap()
+            .messages
+            .into_iter()
+            .map(|m| m.receipt)
+            .collect();
+        store
+            .message_ack(AckParams {
+                queue: queue.into(),
+                receipts,
+                result: None,
+                delivery: None,
+                now_ms: T0,
+            })
+            .await
+            .unwrap();
+    }
+    // (queue, has a body, kept_until) of every row, as the file holds them.
+    let rows = || {
+        let conn = rusqlite::Connection::open(dir.path().join("sluice.db")).unwrap();
+        let mut statement = conn
+            .prepare("SELECT queue, body IS NOT NULL, kept_until FROM messages ORDER BY seq")
+            .unwrap();
+        statement
+            .query_map([], |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, bool>(1)?,
+                    row.get::<_, Option<i64>>(2)?,
+                ))
+            })
+            .unwrap()
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap()
+    };
+    assert_eq!(
+        rows(),
+        [
+            ("q".to_owned(), true, Some(T0 + 60_000)),
+            ("plain".to_owned(), false, None)
+        ]
+    );
+    store.maintain(T0 + 30_000).await.unwrap();
+    store.0.flush().await.unwrap();
+    assert_eq!(
+        rows(),
+        [("q".to_owned(), true, Some(T0 + 60_000))],
+        "past the acked retention, only the kept row is left, whole"
+    );
+    store.maintain(T0 + 60_000).await.unwrap();
+    store.0.flush().await.unwrap();
+    assert_eq!(
+        rows(),
+        [("q".to_owned(), false, None)],
+        "its keep ended: the body went"
+    );
+    store.maintain(T0 + 60_000).await.unwrap();
+    store.0.flush().await.unwrap();
+    assert_eq!(rows(), [], "then the record, past the acked retention");
+    store.close().await.unwrap();
+}

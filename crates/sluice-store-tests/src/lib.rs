@@ -208,6 +208,8 @@ macro_rules! store_conformance {
             a_definition_swaps_only_from_the_text_it_read,
             an_ack_enqueues_its_next_steps_in_the_same_commit,
             batches_enqueued_together_are_stored_all_or_none,
+            acked_messages_keep_their_body_until_the_keep_ends,
+            a_search_of_kept_acked_messages_matches_every_condition,
         );
     };
     // Bring-up only: a backend that does not yet pass every case runs the cases it lists. The

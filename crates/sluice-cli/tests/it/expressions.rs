@@ -359,6 +359,13 @@ async fn push_pauses_of_an_older_data_dir_are_kept_after_the_upgrade() {
         .execute_batch(
             "ALTER TABLE queues DROP COLUMN push_paused;
              ALTER TABLE messages DROP COLUMN first_visible_at;
+             DROP INDEX messages_kept;
+             DROP INDEX messages_kept_until;
+             DROP INDEX messages_kept_key;
+             DROP INDEX messages_kept_idempotency;
+             DROP INDEX messages_finished;
+             ALTER TABLE messages DROP COLUMN kept_until;
+             CREATE INDEX messages_finished ON messages(acked_at) WHERE state > 0;
              PRAGMA user_version = 3;",
         )
         .unwrap();

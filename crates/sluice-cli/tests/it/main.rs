@@ -27,6 +27,7 @@ mod grpc;
 mod grpc_python;
 mod history;
 mod idempotency;
+mod kept;
 mod kill_lifecycle;
 mod lifecycle_stats;
 mod limits;

@@ -1,10 +1,10 @@
 // sluice dashboard: plain JavaScript, no build step, no dependencies.
 //
-// A hash router (#/, #/queue/NAME, #/dlq/NAME, #/message/QUEUE/ID, #/webhooks, #/schedules,
-// #/topics, #/alerts) renders pages from the HTTP API v1, same origin. A sampler polls GET /v1/queues every few seconds for the
-// tables; the charts show the server's own samples (GET /v1/history: the last 15 minutes on
-// open, then what is new at each poll), so a page opened now shows the past. Any 401 goes to
-// /ui/login.
+// A hash router (#/, #/queue/NAME[?state=…, with the acked tab's search], #/dlq/NAME,
+// #/message/QUEUE/ID, #/webhooks, #/schedules, #/topics, #/alerts) renders pages from the HTTP API
+// v1, same origin. A sampler polls GET /v1/queues every few seconds for the tables; the charts show
+// the server's own samples (GET /v1/history: the last 15 minutes on open, then what is new at each
+// poll), so a page opened now shows the past. Any 401 goes to /ui/login.
 'use strict';
 
 const POLL_MS = 3000;
@@ -454,7 +454,12 @@ const STATES = [
   ['waiting', 'Waiting in lane'],
   ['delayed', 'Delayed'],
   ['in_flight', 'In flight'],
+  // Acked messages the queue keeps with their body (`keep_acked_ms`), searchable.
+  ['acked', 'Acked'],
 ];
+
+/** The search fields of the acked tab, as the hash and /browse both name them. */
+const ACKED_SEARCH = ['message_id', 'id', 'key', 'since', 'until'];
 
 async function queuePage(root, name, params) {
   const token = renderToken;
@@ -465,8 +470,29 @@ async function queuePage(root, name, params) {
 
   const header = h('div', {});
   const tabs = h('div', { class: 'tabs' });
+  // The acked tab's note (kept for how long, or how to keep them) and search form.
+  const above = h('div', {});
   const listing = h('div', {});
-  root.replaceChildren(header, tabs, listing);
+  root.replaceChildren(header, tabs, above, listing);
+  // The acked tab's search, as in the hash: since and until as the datetime inputs give them.
+  const search = {};
+  for (const field of ACKED_SEARCH) search[field] = state === 'acked' ? (params.get(field) || '').trim() : '';
+  const searching = ACKED_SEARCH.some((field) => search[field]);
+  // The acked tab's note: how long the queue keeps acked messages, or how to keep them.
+  const keepNote = h('p', { class: 'muted', 'data-field': 'keep-note' });
+  let keepShown = null;
+  function renderKeepNote() {
+    const ms = queue.config.keep_acked_ms || 0;
+    if (ms === keepShown) return;
+    keepShown = ms;
+    keepNote.className = ms > 0 ? 'muted' : 'panel keep-off';
+    keepNote.replaceChildren(...(ms > 0
+      ? [`Acked messages are kept for ${fmtEvery(ms)} after their ack, with their body, headers and result; newest ack first.`]
+      : [`This queue does not keep acked messages: they are dropped at the ack. To keep them, set `,
+        h('code', {}, 'keep_acked_ms'), ' in the queue definition (', h('code', {}, `PUT /v1/queues/${name}`), '), run ',
+        h('code', {}, `sluice queue create ${name} --keep-acked 1h`), ', or set ', h('code', {}, `[queues.${name}] keep_acked_ms`),
+        ' in the config file. Only messages acked after that are kept.']));
+  }
   // How many messages are in each state: the header and the tabs both show these, and both are
   // drawn whenever a /browse answer brings new ones, so they never disagree.
   let counts = null;
@@ -481,7 +507,8 @@ async function queuePage(root, name, params) {
   tabs.replaceChildren(...tabLinks);
   const renderTabs = () => {
     STATES.forEach(([key, label], i) => {
-      tabLinks[i].textContent = `${label} (${fmtNum(counts[key])})`;
+      // Kept acked messages are not among the counts.
+      tabLinks[i].textContent = counts[key] === undefined ? label : `${label} (${fmtNum(counts[key])})`;
     });
   };
 
@@ -517,13 +544,15 @@ async function queuePage(root, name, params) {
         stat(fmtNum(s.last_1m.enqueued_per_s) + ' / ' + fmtNum(s.last_1m.acked_per_s), 'in/s / acked/s (1m)'),
         stat(s.latency_ms ? fmtDuration(s.latency_ms.p95) : '–', 'p95 enqueue→ack'),
         stat(fmtNum(s.counters.deduplicated || 0), 'duplicates not stored'),
-        stat(`${c.ordering}, ${c.max_attempts || '∞'} attempts, lease ${fmtDuration(c.visibility_timeout_ms)}${c.dedup === 'content' ? ', dedup by content' : ''}`, 'config')),
+        stat(`${c.ordering}, ${c.max_attempts || '∞'} attempts, lease ${fmtDuration(c.visibility_timeout_ms)}${c.dedup === 'content' ? ', dedup by content' : ''}`, 'config'),
+        stat(c.keep_acked_ms > 0 ? fmtEvery(c.keep_acked_ms) : 'off', 'keep acked', 'keep_acked')),
       h('div', { class: 'panel' }, lineChart([
         // History counts messages waiting in their lane as ready, as stats do.
         { label: c.ordering === 'unordered' ? 'ready' : 'ready + waiting', points: series((q) => q.ready, name) },
         { label: 'delayed', points: series((q) => q.delayed, name) },
         { label: 'in flight', points: series((q) => q.in_flight, name) },
       ])));
+    if (state === 'acked') renderKeepNote();
   };
   /** Gets a /browse page; its counts, unless a newer answer's are shown already, go to the
    * header and the tabs at once. */
@@ -550,26 +579,75 @@ async function queuePage(root, name, params) {
   let cursor = null;
   let body = null;
   const columns = messageColumns(name, state);
+  const rowAttrs = (m) => ({ 'data-id': m.message_id });
   const more = h('button', { 'data-action': 'more', onclick: (e) => act(e.target, () => loadList(false)) }, 'Load more');
-  const refresh = h('button', { onclick: (e) => act(e.target, () => loadList(true)) }, 'Refresh');
+  const refresh = h('button', { 'data-action': 'refresh', onclick: (e) => act(e.target, () => loadList(true)) }, 'Refresh');
+
+  // The acked tab's search form.
+  if (state === 'acked') {
+    const input = (field, attrs) => h('input', { name: field, value: search[field], 'data-search': field, ...attrs });
+    const inputs = {
+      message_id: input('message_id', { type: 'search', placeholder: 'message id', class: 'mono', size: 20 }),
+      id: input('id', { type: 'search', placeholder: 'idempotency key' }),
+      key: input('key', { type: 'search', placeholder: 'key' }),
+      since: input('since', { type: 'datetime-local' }),
+      until: input('until', { type: 'datetime-local' }),
+    };
+    const form = h('form', { class: 'row', id: 'acked-search', onsubmit: (e) => {
+      e.preventDefault();
+      const q = new URLSearchParams({ state: 'acked' });
+      for (const field of ACKED_SEARCH) {
+        const value = inputs[field].value.trim();
+        if (value) q.set(field, value);
+      }
+      // The same search again makes no hashchange: then the list is refreshed here.
+      const before = location.hash;
+      location.hash = `#/queue/${enc(name)}?${q}`;
+      if (location.hash === before) act(e.submitter, () => loadList(true));
+    } }, inputs.message_id, inputs.id, inputs.key,
+    h('label', {}, 'acked since', inputs.since), h('label', {}, 'until', inputs.until),
+    h('button', { type: 'submit' }, 'Search'),
+    searching ? h('a', { href: `#/queue/${enc(name)}?state=acked`, 'data-action': 'clear' }, 'clear') : null);
+    renderKeepNote();
+    above.replaceChildren(keepNote, form);
+  }
+
+  /** The acked tab's search, as /browse takes it (times in RFC 3339, UTC). */
+  const searchQuery = () => {
+    let q = '';
+    for (const field of ACKED_SEARCH) {
+      const value = field === 'since' || field === 'until' ? toIso(search[field]) : search[field];
+      if (value) q += `&${field}=${enc(value)}`;
+    }
+    return q;
+  };
 
   async function loadList(reset) {
     if (reset) cursor = null;
-    const url = `${base}/browse?state=${state}&limit=${PAGE}&preview_bytes=${PREVIEW_BYTES}` + (cursor ? '&cursor=' + enc(cursor) : '');
+    const url = `${base}/browse?state=${state}&limit=${PAGE}&preview_bytes=${PREVIEW_BYTES}` + searchQuery() + (cursor ? '&cursor=' + enc(cursor) : '');
     const page = await browsePage(url);
     if (!isCurrent(token)) return;
     if (reset || !body) {
-      const t = table(columns, page.messages, `No ${state.replace('_', ' ')} messages.`);
+      const empty = state !== 'acked' ? `No ${state.replace('_', ' ')} messages.`
+        : searching ? 'No kept acked message matches.' : 'No acked messages kept.';
+      const t = table(columns, page.messages, empty, rowAttrs);
       body = t.querySelector('tbody');
       listing.replaceChildren(t, h('div', { class: 'row' }, more, refresh,
         h('span', { class: 'muted' }, orderNote(state))));
     } else {
-      for (const m of page.messages) appendRow(body, columns, m);
+      for (const m of page.messages) appendRow(body, columns, m, rowAttrs);
     }
     cursor = page.next_cursor || null;
     more.hidden = !cursor;
   }
-  await loadList(true);
+  try {
+    await loadList(true);
+  } catch (error) {
+    // A search the server refuses (a message id that is not one, a bad time): said under the
+    // form, which stays to correct it.
+    if (!(searching && error.status === 422)) throw error;
+    if (isCurrent(token)) listing.replaceChildren(h('div', { class: 'panel error', 'data-field': 'search-error' }, error.message));
+  }
 }
 
 function stat(value, label, field) {
@@ -582,20 +660,41 @@ function orderNote(state) {
     waiting: 'Behind the message at the head of their lane (same key), oldest first.',
     delayed: 'By the time they become visible.',
     in_flight: 'By lease deadline: the first ones run out first.',
+    acked: 'Newest ack first.',
   }[state];
+}
+
+/** A JSON value on one line, cut to `max` characters. */
+function shortJson(value, max) {
+  const text = JSON.stringify(value);
+  return text.length > max ? text.slice(0, max - 1) + '…' : text;
 }
 
 function messageColumns(queue, state) {
   const link = (m) => h('a', { href: `#/message/${enc(queue)}/${m.message_id}`, class: 'mono', title: m.message_id }, shortId(m.message_id));
+  // A text node: the body is shown as text, never as markup.
+  const preview = { label: 'Body', cls: 'preview mono', cell: (m) => m.body_preview === undefined ? ''
+    : h('span', { 'data-field': 'preview', title: m.body_preview }, m.body_preview) };
+  if (state === 'acked') {
+    return [
+      { label: 'Message', cell: link },
+      { label: 'Key', cell: (m) => m.key ? h('span', { 'data-field': 'key' }, m.key) : '' },
+      { label: 'Idempotency key', cell: (m) => m.id ? h('span', { 'data-field': 'id' }, m.id) : '' },
+      { label: 'Acked', cell: (m) => h('span', { 'data-field': 'acked_at' }, timeEl(m.acked_at)) },
+      { label: 'Attempts', num: true, cell: (m) => m.attempts },
+      { label: 'Result', cls: 'preview mono', cell: (m) => m.result === undefined ? ''
+        : h('span', { 'data-field': 'result', title: shortJson(m.result, 1000) }, shortJson(m.result, 60)) },
+      preview,
+      { label: 'Kept until', cell: (m) => timeEl(m.kept_until, until) },
+    ];
+  }
   const cols = [
     { label: 'Message', cell: link },
     { label: 'Key', cell: (m) => m.key || '' },
     { label: 'Priority', num: true, cell: (m) => m.priority },
     { label: 'Attempts', num: true, cell: (m) => m.attempts },
     { label: 'Age', num: true, cell: (m) => fmtDuration(m.age_ms) },
-    // A text node: the body is shown as text, never as markup.
-    { label: 'Body', cls: 'preview mono', cell: (m) => m.body_preview === undefined ? ''
-      : h('span', { 'data-field': 'preview', title: m.body_preview }, m.body_preview) },
+    preview,
   ];
   if (state === 'delayed') cols.push({ label: 'Visible', cell: (m) => timeEl(m.visible_at, until) });
   if (state === 'in_flight') {
@@ -797,6 +896,9 @@ async function messagePage(root, queue, id) {
       else notice('Nothing replayed (it is being consumed, or gone)', true);
     }) }, 'Replay'), h('a', { href: '#/dlq/' + enc(source) }, 'Dead letters of ' + source));
   }
+  if (status.kept_until) {
+    actions.append(h('a', { href: `#/queue/${enc(status.queue)}?state=acked` }, 'Acked messages of ' + status.queue));
+  }
   root.replaceChildren(
     h('h1', {}, 'Message ', h('span', { class: 'mono' }, status.message_id), h('span', { class: 'badge ' + status.state, 'data-field': 'state' }, status.state), actions),
     h('div', { class: 'grid' },
@@ -804,9 +906,14 @@ async function messagePage(root, queue, id) {
         kv('queue', h('a', { href: '#/queue/' + enc(status.queue) }, status.queue)),
         kv('idempotency key', status.id), kv('ordering key', status.key), kv('priority', status.priority),
         kv(dead ? 'attempts in ' + status.queue : 'attempts', status.attempts), kv('last error', status.last_error),
-        status.result !== undefined ? kv('result', h('pre', { class: 'json' }, pretty(status.result))) : null)),
+        status.result !== undefined ? kv('result', h('pre', { class: 'json', 'data-field': 'result' }, pretty(status.result))) : null,
+        // An acked message its queue keeps (`keep_acked_ms`): body and result until then.
+        kv('kept until', status.kept_until ? h('span', { 'data-field': 'kept_until' },
+          h('time', { datetime: status.kept_until, title: status.kept_until }, new Date(status.kept_until).toLocaleString()),
+          ' (' + until(status.kept_until) + ')') : null))),
       h('div', { class: 'panel' }, h('b', {}, 'Timeline'), timeline(status))),
-    log && log.deliveries.length ? deliveriesView(log.deliveries) : null,
+    // replaceChildren writes a null out as the text "null": an empty text instead.
+    log && log.deliveries.length ? deliveriesView(log.deliveries) : '',
     h('div', { class: 'panel' }, payload ? payloadView(payload) : h('p', { class: 'muted' }, 'The body could not be read.')));
 }
 

@@ -7,6 +7,7 @@ mod chaining;
 mod concurrency;
 mod dead_letters;
 mod idempotency;
+mod kept;
 mod leases;
 mod limits;
 mod lookups;
@@ -20,6 +21,7 @@ pub use chaining::*;
 pub use concurrency::*;
 pub use dead_letters::*;
 pub use idempotency::*;
+pub use kept::*;
 pub use leases::*;
 pub use limits::*;
 pub use lookups::*;
@@ -39,6 +41,7 @@ mod tests {
             include_str!("concurrency.rs"),
             include_str!("dead_letters.rs"),
             include_str!("idempotency.rs"),
+            include_str!("kept.rs"),
             include_str!("leases.rs"),
             include_str!("limits.rs"),
             include_str!("lookups.rs"),
