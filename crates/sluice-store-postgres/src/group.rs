@@ -68,8 +68,9 @@ pub(crate) struct Context {
     pub wake_tag: String,
     /// Batches per committed group, both kinds (`StorageMetrics::group_commit_ops`).
     pub group_commit_ops: AtomicHistogram,
-    /// Whether an ack keeps the message's record (`acked_retention_ms` above 0) or deletes it.
-    pub keep_acked: bool,
+    /// Whether an ack keeps the message's record (`acked_retention_ms` above 0) or deletes it
+    /// (unless its queue keeps acked messages with their body, `keep_acked_ms`).
+    pub keep_records: bool,
 }
 
 impl Context {
@@ -265,7 +266,7 @@ async fn together_once(
             let mut done = messages::ack_group(
                 client,
                 &context.wake_channel,
-                context.keep_acked,
+                context.keep_records,
                 &[(queue, params)],
             )
             .await?
@@ -595,7 +596,13 @@ async fn ack_group(
         if is_ordered {
             messages::lock_lanes_for_ack(client, &receipts).await?;
         }
-        messages::ack_group(client, &context.wake_channel, context.keep_acked, &batches).await
+        messages::ack_group(
+            client,
+            &context.wake_channel,
+            context.keep_records,
+            &batches,
+        )
+        .await
     },)?;
     client.batch_execute("COMMIT").await.db()?;
     context.group_commit_ops.record(group.len() as u64);

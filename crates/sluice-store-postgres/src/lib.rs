@@ -197,7 +197,7 @@ impl PgStore {
             wake_channel: wake_channel.clone(),
             wake_tag,
             group_commit_ops: sluice_core::histogram::AtomicHistogram::new(group::GROUP_OPS_BOUNDS),
-            keep_acked: options.acked_retention_ms > 0,
+            keep_records: options.acked_retention_ms > 0,
         });
         let (writers, writer_tasks) =
             group::Writers::spawn(group_context.clone(), options.writer_connections);
@@ -549,5 +549,15 @@ pub mod statements {
     /// A claim's expired leases (U2 of §2.3).
     pub fn leases_expired() -> &'static str {
         crate::messages::LEASES_EXPIRED_SQL
+    }
+
+    /// A page of kept acked messages narrowed by the conditions `search` gives.
+    pub fn acked_page(search: &sluice_core::store::AckedSearch) -> String {
+        crate::lookups::acked_page_sql(search)
+    }
+
+    /// The cleanup's chunk of keeps that ended.
+    pub fn keeps_ended() -> &'static str {
+        crate::cleanup::KEEPS_ENDED_SQL
     }
 }

@@ -7,22 +7,27 @@
 //! not the queue: ready messages by (priority descending, seq) in `messages_ready`, delayed
 //! ones by (visible time, seq) in `messages_delayed`, leased ones by (lease deadline, seq) in
 //! `messages_leased`, and waiting ones by (retention time, seq) in `messages_by_age`, looking
-//! at most [`BROWSE_SCAN_MAX`] live messages per page as the SQLite store's index does. The
-//! page and the four counts are read in one snapshot.
+//! at most [`BROWSE_SCAN_MAX`] live messages per page as the SQLite store's index does. Kept
+//! acked messages (a queue's `keep_acked_ms`, migration 6) go newest ack first, by (ack time,
+//! seq) backwards in `messages_kept`, or in `messages_kept_key` or `messages_kept_idempotency`
+//! when the search names an ordering or idempotency key, or by primary key for a message id;
+//! a keep that ended by the query's time is left out whether or not the cleanup ran. The page
+//! and the four counts are read in one snapshot.
 
 use sluice_core::message::{DeliveryAttempt, MessageStatus};
 use sluice_core::store::{
-    BrowseCounts, BrowseCursor, BrowsePage, BrowseQuery, BrowseState, BrowsedMessage,
+    AckedSearch, BrowseCounts, BrowseCursor, BrowsePage, BrowseQuery, BrowseState, BrowsedMessage,
     MessageGetParams, StoreResult,
 };
 use sluice_core::stored::ids;
 use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
 
 use crate::PgStore;
 use crate::cached::Cached;
 use crate::delivery_log;
 use crate::error::Db;
-use crate::messages::{BODY_BYTES_SQL, STATUS_COLUMNS, STATUS_COLUMNS_COUNT, status};
+use crate::messages::{BODY_BYTES_SQL, STATUS_COLUMNS, STATUS_COLUMNS_COUNT, status, still_kept};
 use crate::queues::LIVE;
 use crate::scan::{AGED_FROM, Walk, rows_in_order, walk};
 
@@ -85,6 +90,7 @@ impl PgStore {
                 let next = walked.next.map(|(key, seq)| (key, seq.max(0) as u64));
                 (messages, next)
             }
+            BrowseState::Acked => acked_page(&transaction, queue.id, &query).await?,
             BrowseState::Ready | BrowseState::Delayed | BrowseState::InFlight => {
                 let set = match query.state {
                     BrowseState::Ready => Ordered::Ready,
@@ -111,7 +117,6 @@ impl PgStore {
                     next,
                 )
             }
-            BrowseState::Acked => (Vec::new(), None),
         };
         transaction.commit().await.db()?;
         Ok(BrowsePage {
@@ -145,6 +150,102 @@ impl PgStore {
             .and_then(|row| row.get(0));
         Ok(Some((status, delivery_log::read(log))))
     }
+}
+
+/// A page of the kept acked messages of queue `queue_id` that match `query.search`, newest ack
+/// first after `query.after`, and the cursor of the next page when more follow.
+async fn acked_page(
+    transaction: &impl Cached,
+    queue_id: i32,
+    query: &BrowseQuery,
+) -> StoreResult<(Vec<BrowsedMessage>, Option<BrowseCursor>)> {
+    let search = &query.search;
+    let (after_at, after_seq) = after(query.after, i64::MAX);
+    let fetch = i64::try_from(query.limit).unwrap_or(i64::MAX - 1) + 1;
+    let since = search.since_ms.unwrap_or(i64::MIN);
+    let until = search.until_ms.unwrap_or(i64::MAX);
+    // An id that names no seq names no message.
+    let seq = search.message_id.map(|id| {
+        ids::decode(&id)
+            .and_then(|seq| i64::try_from(seq).ok())
+            .unwrap_or(-1)
+    });
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+        &queue_id,
+        &query.now_ms,
+        &since,
+        &until,
+        &after_at,
+        &after_seq,
+        &fetch,
+    ];
+    if let (Some(seq), Some(id)) = (&seq, &search.message_id) {
+        params.push(seq);
+        params.push(id);
+    }
+    if let Some(key) = &search.idempotency_key {
+        params.push(key);
+    }
+    if let Some(key) = &search.key {
+        params.push(key);
+    }
+    let rows = transaction
+        .query_cached(&acked_page_sql(search), &params)
+        .await?;
+    let mut messages = Vec::with_capacity(rows.len().min(query.limit));
+    let mut next = None;
+    for row in &rows {
+        if messages.len() == query.limit {
+            next = messages.last().map(|(position, _)| *position);
+            break;
+        }
+        let position = position(row, STATUS_COLUMNS_COUNT + 2)?;
+        let mut message = browsed(row)?;
+        message.status = still_kept(message.status, query.now_ms);
+        messages.push((position, message));
+    }
+    Ok((
+        messages.into_iter().map(|(_, message)| message).collect(),
+        next,
+    ))
+}
+
+/// The statement of a page of kept acked messages for the conditions `search` gives (one
+/// statement per combination, so each generic plan uses the index its conditions fix): `$1`
+/// queue id, `$2` now, `$3`/`$4` the ack times since (inclusive) and until (exclusive), `$5`/`$6`
+/// the cursor (ack time, seq), `$7` rows to fetch; then the seq and id of `message_id`, the
+/// idempotency key and the ordering key, those given, in that order.
+pub(crate) fn acked_page_sql(search: &AckedSearch) -> String {
+    let browsed = &*BROWSED_COLUMNS;
+    let mut rows = "messages m".to_owned();
+    let mut conditions = String::new();
+    let mut next = 8;
+    if search.message_id.is_some() {
+        // The message by primary key, behind a fence (`OFFSET 0`) the planner does not look
+        // through: with the other conditions beside it, a generic plan made before the table's
+        // first statistics walked the queue's kept rows in `messages_kept` for the one seq.
+        rows = format!(
+            "(SELECT * FROM messages WHERE seq = ${next}::bigint AND id = ${}::uuid OFFSET 0) m",
+            next + 1
+        );
+        next += 2;
+    }
+    if search.idempotency_key.is_some() {
+        conditions.push_str(&format!(" AND m.idempotency_key = ${next}::text"));
+        next += 1;
+    }
+    if search.key.is_some() {
+        conditions.push_str(&format!(" AND m.msg_key = ${next}::text"));
+    }
+    format!(
+        "SELECT {STATUS_COLUMNS}, {browsed}, m.finished_at_ms, m.seq \
+         FROM {rows} JOIN queues q ON q.id = m.queue_id \
+         WHERE m.queue_id = $1::int AND m.state = 'acked' \
+           AND m.kept_until_ms IS NOT NULL AND m.kept_until_ms > $2::bigint \
+           AND m.finished_at_ms >= $3::bigint AND m.finished_at_ms < $4::bigint \
+           AND (m.finished_at_ms, m.seq) < ($5::bigint, $6::bigint){conditions} \
+         ORDER BY m.finished_at_ms DESC, m.seq DESC LIMIT $7::bigint"
+    )
 }
 
 /// The sets a page walks by one key.

@@ -736,7 +736,8 @@ impl PgStore {
         let Some(seq) = ids::decode(&id).and_then(|seq| i64::try_from(seq).ok()) else {
             return Ok(None);
         };
-        // The body is read only when asked for: a status lookup never moves it.
+        // The body is read only when asked for: a status lookup never moves it. A kept acked
+        // message's payload is its body until the keep ends; the cleanup deletes it later.
         let body_columns = if with_body {
             "p.body, m.body_kind, p.headers"
         } else {
@@ -748,10 +749,11 @@ impl PgStore {
                     "SELECT {STATUS_COLUMNS}, {body_columns} \
                      FROM messages m JOIN queues q ON q.id = m.queue_id \
                      LEFT JOIN payloads p ON p.seq = m.seq \
+                         AND (m.kept_until_ms IS NULL OR m.kept_until_ms > $5) \
                      WHERE m.seq = $1 AND m.id = $2 \
                        AND (m.queue_id = $3 OR m.dead_source_queue = $4)"
                 ),
-                &[&seq, &id, &queue.id, &params.queue],
+                &[&seq, &id, &queue.id, &params.queue, &params.now_ms],
             )
             .await?;
         let Some(row) = row else {
@@ -766,7 +768,7 @@ impl PgStore {
             )?),
             None => None,
         };
-        Ok(Some((status(&row)?, payload)))
+        Ok(Some((still_kept(status(&row)?, params.now_ms), payload)))
     }
 
     /// `pg_notify('<schema>.wake', queue)` inside `transaction`: sent at its commit to every
@@ -990,6 +992,10 @@ pub(crate) struct AckDone {
 /// has locked the lanes of its receipts' messages already ([`lock_lanes_for_ack`]). One
 /// answer per batch, in order.
 ///
+/// The payload goes with the ack, unless the queue keeps acked messages (`keep_acked_ms`):
+/// then the row stays, with its payload, and `kept_until_ms` is the batch's time plus the
+/// keep, whatever `keep_records` says; the cleanup ends the keep ([`crate::cleanup`]).
+///
 /// A receipt named twice in the group (by one caller or two) is acked once; the others are
 /// stale, as a second ack of one receipt is.
 pub(crate) async fn ack_group(
@@ -1011,11 +1017,13 @@ pub(crate) async fn ack_group(
     let mut origins = Vec::new();
     let (mut seqs, mut message_ids, mut queue_ids) = (Vec::new(), Vec::new(), Vec::new());
     let (mut lease_numbers, mut tokens) = (Vec::new(), Vec::new());
-    let (mut results, mut nows) = (Vec::new(), Vec::new());
+    let (mut results, mut nows, mut kept_until) = (Vec::new(), Vec::new(), Vec::new());
     // A push attempt goes to the log of its batch's first receipt (a push ack has one).
     let (mut deliveries, mut keeps) = (Vec::new(), Vec::new());
     for (batch, (queue, params)) in batches.iter().enumerate() {
         let mut delivery = params.delivery.as_ref().map(delivery_log::columns);
+        // Fixed at the ack from the queue's `keep_acked_ms` then.
+        let batch_kept_until = queue.config.kept_until(params.now_ms);
         for (slot, receipt) in params.receipts.iter().enumerate() {
             let Some(fence) = Fence::of(receipt) else {
                 continue;
@@ -1034,6 +1042,7 @@ pub(crate) async fn ack_group(
             tokens.push(fence.token);
             results.push(params.result.clone());
             nows.push(params.now_ms);
+            kept_until.push(batch_kept_until);
         }
     }
     if origins.is_empty() {
@@ -1042,21 +1051,30 @@ pub(crate) async fn ack_group(
     let fence = "m.seq = r.seq AND m.id = r.id AND m.queue_id = r.queue_id \
                  AND m.lease_number = r.lease_number AND m.lease_token = r.token \
                  AND m.state IN ('leased', 'ready')";
+    let with_delivery = delivery_log::appended("m.deliveries", "r.delivery::jsonb", "r.keep");
+    let record = format!(
+        "UPDATE messages m \
+         SET state = 'acked', finished_at_ms = r.now_ms, result = r.result, \
+             lease_expires_at_ms = NULL, kept_until_ms = r.kept_until_ms, \
+             deliveries = CASE WHEN r.delivery IS NULL THEN m.deliveries \
+                               ELSE {with_delivery} END \
+         FROM r WHERE {fence}"
+    );
+    let returning = "RETURNING r.i, m.seq, m.id, m.queue_id, m.lane_key, m.idempotency_key, \
+                     r.result, r.now_ms, r.kept_until_ms";
     // With `acked_retention_ms = 0` no record is kept, so the ack deletes the row: one small
     // WAL record instead of a new row version with its index entries, which the cleanup would
-    // delete a moment later anyway.
+    // delete a moment later anyway. A message its queue keeps (`keep_acked_ms`) keeps its row
+    // either way.
     let finish = if keep_records {
-        let with_delivery = delivery_log::appended("m.deliveries", "r.delivery::jsonb", "r.keep");
-        format!(
-            "UPDATE messages m \
-             SET state = 'acked', finished_at_ms = r.now_ms, result = r.result, \
-                 lease_expires_at_ms = NULL, \
-                 deliveries = CASE WHEN r.delivery IS NULL THEN m.deliveries \
-                                   ELSE {with_delivery} END \
-             FROM r WHERE {fence}"
-        )
+        format!("acked AS ({record} {returning})")
     } else {
-        format!("DELETE FROM messages m USING r WHERE {fence}")
+        format!(
+            "kept AS ({record} AND r.kept_until_ms IS NOT NULL {returning}), \
+             gone AS (DELETE FROM messages m USING r \
+                      WHERE {fence} AND r.kept_until_ms IS NULL {returning}), \
+             acked AS (SELECT * FROM kept UNION ALL SELECT * FROM gone)"
+        )
     };
     let rows = transaction
         .query_cached(
@@ -1064,20 +1082,18 @@ pub(crate) async fn ack_group(
                 "WITH r AS ( \
                      SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::int[], \
                                           $5::int[], $6::text[], $7::bigint[], $8::text[], \
-                                          $9::int[]) \
+                                          $9::int[], $10::bigint[]) \
                          WITH ORDINALITY AS r(seq, id, queue_id, lease_number, token, result, \
-                                              now_ms, delivery, keep, i)), \
-                 acked AS ( \
-                     {finish} \
-                     RETURNING r.i, m.seq, m.id, m.queue_id, m.lane_key, m.idempotency_key, \
-                               r.result, r.now_ms), \
+                                              now_ms, delivery, keep, kept_until_ms, i)), \
+                 {finish}, \
                  leaving AS ( \
                      UPDATE lanes l SET members = l.members - n.leaving \
                      FROM (SELECT queue_id, lane_key, count(*) AS leaving FROM acked \
                            WHERE lane_key IS NOT NULL GROUP BY queue_id, lane_key) n \
                      WHERE l.queue_id = n.queue_id AND l.lane_key = n.lane_key), \
                  unloaded AS ( \
-                     DELETE FROM payloads p USING acked WHERE p.seq = acked.seq), \
+                     DELETE FROM payloads p USING acked \
+                     WHERE p.seq = acked.seq AND acked.kept_until_ms IS NULL), \
                  memo AS ( \
                      UPDATE idempotency i SET acked_at_ms = acked.now_ms, result = acked.result \
                      FROM acked \
@@ -1095,6 +1111,7 @@ pub(crate) async fn ack_group(
                 &nows,
                 &deliveries,
                 &keeps,
+                &kept_until,
             ],
         )
         .await?;
@@ -1640,12 +1657,14 @@ pub(crate) const STATUS_COLUMNS: &str = "m.id, q.name, m.state::text, m.idempote
      m.msg_key, m.priority, m.attempts, m.enqueued_at_ms, m.first_received_at_ms, \
      m.visible_at_ms, m.lease_expires_at_ms, m.last_error, m.finished_at_ms, m.result, \
      m.replayed_as, m.dead_source_queue, m.dead_last_error, m.dead_attempts, \
-     m.dead_first_seen_at_ms, m.dead_last_seen_at_ms, m.failures";
+     m.dead_first_seen_at_ms, m.dead_last_seen_at_ms, m.failures, m.kept_until_ms";
 
 /// How many columns [`STATUS_COLUMNS`] names.
-pub(crate) const STATUS_COLUMNS_COUNT: usize = 21;
+pub(crate) const STATUS_COLUMNS_COUNT: usize = 22;
 
-/// A row that starts with [`STATUS_COLUMNS`] as a status (§1.4).
+/// A row that starts with [`STATUS_COLUMNS`] as a status (§1.4), its keep as stored
+/// ([`MessageStatus::kept_until_ms`] also once past: a reader that knows its time calls
+/// [`still_kept`]).
 pub(crate) fn status(row: &Row) -> StoreResult<MessageStatus> {
     let state_text: String = row.get(2);
     let dead_letter = dead_letter(row, 15);
@@ -1693,10 +1712,17 @@ pub(crate) fn status(row: &Row) -> StoreResult<MessageStatus> {
         finished_at_ms,
         dead_letter,
         result: row.get(13),
-        kept_until_ms: None,
+        kept_until_ms: row.get(21),
         replayed_as: row.get(14),
         failures,
     })
+}
+
+/// `status` as a read at `now_ms` reports it: a keep that ended is none, whether or not the
+/// cleanup has dropped the body yet.
+pub(crate) fn still_kept(mut status: MessageStatus, now_ms: Millis) -> MessageStatus {
+    status.kept_until_ms = status.kept_until_ms.filter(|&until| until > now_ms);
+    status
 }
 
 /// A row that breaks what this store writes: a bug or damage, never bad input.

@@ -34,6 +34,7 @@ const MIGRATIONS: &[(i32, &[&str])] = &[
     (3, &[include_str!("../migrations/0003_payloads.sql")]),
     (4, &[include_str!("../migrations/0004_first_visible.sql")]),
     (5, &[include_str!("../migrations/0005_schedules.sql")]),
+    (6, &[include_str!("../migrations/0006_kept_acked.sql")]),
 ];
 
 /// The newest version this build knows.

@@ -6,6 +6,10 @@
 //! `toast_tuple_target`, so a 1 KiB body kept in `messages` was copied into a new row version,
 //! and into the WAL, by the claim and again by the ack. These tests pin where bodies are now,
 //! and that a schema migrated from version 2 keeps every live message's body.
+//!
+//! A queue with `keep_acked_ms` keeps an acked message's row and payload (migration 6) until
+//! its keep ends, with or without `acked_retention_ms`; the cleanup then deletes the payload,
+//! and the row once it is past the retention of final records too.
 
 mod support;
 
@@ -48,11 +52,15 @@ async fn open_with_queue(url: &str, schema: &str) -> PgStore {
 }
 
 async fn open_with_queue_as(options: PgOptions) -> PgStore {
+    open_with_config(options, QueueConfig::defaults_for("q")).await
+}
+
+async fn open_with_config(options: PgOptions, config: QueueConfig) -> PgStore {
     let store = PgStore::open(options).await.expect("the store opens");
     store
         .queue_put(QueuePutParams {
             name: "q".into(),
-            config: QueueConfig::defaults_for("q"),
+            config,
             now_ms: T0,
         })
         .await
@@ -266,6 +274,161 @@ async fn migrating_from_version_2_moves_every_body_to_payloads() {
             ("\"two\"".to_owned(), None)
         ]
     );
+    store.close().await.expect("close");
+    support::check_and_drop(url, schema).await;
+}
+
+/// The body of message `id` of "q" as a read at `now_ms` finds it.
+async fn body_at(store: &PgStore, id: uuid::Uuid, now_ms: i64) -> Option<Vec<u8>> {
+    store
+        .message_body(MessageGetParams {
+            queue: "q".into(),
+            by: MessageRef::Id(id),
+            now_ms,
+        })
+        .await
+        .expect("lookup")
+        .and_then(|found| found.payload)
+        .map(|payload| payload.body_bytes)
+}
+
+/// How many `messages` rows and `payloads` rows there are, and the kept rows' `kept_until_ms`.
+async fn kept_rows(sql: &Client, schema: &str) -> (i64, i64, Vec<i64>) {
+    let (sizes, payloads) = row_sizes(sql, schema).await;
+    let kept = sql
+        .query(
+            "SELECT kept_until_ms FROM messages WHERE kept_until_ms IS NOT NULL ORDER BY seq",
+            &[],
+        )
+        .await
+        .expect("the kept rows")
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    (sizes.len() as i64, payloads, kept)
+}
+
+/// An ack in a queue with `keep_acked_ms` keeps the row and its payload, with
+/// `kept_until_ms` = ack time + keep, also where acks otherwise delete rows (no
+/// `acked_retention_ms`). From `kept_until_ms` on no read finds the body, before any cleanup;
+/// the cleanup then deletes the payload and the row once past the records' retention too.
+#[tokio::test]
+async fn a_kept_message_keeps_its_payload_until_the_keep_ends() {
+    const KEEP_MS: i64 = 60_000;
+    /// The cleanup runs at most every 10 s of the given time.
+    const CLEANUP_EVERY_MS: i64 = 10_000;
+    for retention_ms in [0, 3_600_000] {
+        let Some(url) = support::database_url_or_skip().await else {
+            return;
+        };
+        let schema = support::fresh_schema();
+        let mut options = support::options(&url, &schema);
+        options.acked_retention_ms = retention_ms;
+        let mut config = QueueConfig::defaults_for("q");
+        config.keep_acked_ms = KEEP_MS;
+        let store = open_with_config(options, config).await;
+        let sql = support::connect(&url).await.expect("the test database");
+        let enqueued = store
+            .message_enqueue(EnqueueParams {
+                queue: "q".into(),
+                messages: vec![message("\"kept\""), message("\"live\"")],
+                now_ms: T0,
+            })
+            .await
+            .expect("enqueue");
+        let kept = enqueued[0].message_id;
+        let claimed = claim(&store).await;
+        let receipt = claimed
+            .iter()
+            .find(|m| m.message_id == kept)
+            .expect("claimed")
+            .receipt;
+        assert!(ack(&store, receipt).await[0].is_ok());
+        assert_eq!(
+            kept_rows(&sql, &schema).await,
+            (2, 2, vec![T0 + KEEP_MS]),
+            "retention {retention_ms}: the acked row keeps its payload until ack + keep"
+        );
+        assert_eq!(
+            body_at(&store, kept, T0 + KEEP_MS - 1).await.as_deref(),
+            Some(&b"\"kept\""[..])
+        );
+        assert_eq!(
+            body_at(&store, kept, T0 + KEEP_MS).await,
+            None,
+            "retention {retention_ms}: no body from the keep's end, before any cleanup"
+        );
+
+        // A cleanup before the keep's end leaves it.
+        store.upkeep(T0 + KEEP_MS - 1).await.expect("upkeep");
+        assert_eq!(kept_rows(&sql, &schema).await, (2, 2, vec![T0 + KEEP_MS]));
+        // The next one, past the keep, drops the body; the row follows the retention.
+        let now = T0 + KEEP_MS - 1 + CLEANUP_EVERY_MS;
+        store.upkeep(now).await.expect("upkeep");
+        if retention_ms == 0 {
+            assert_eq!(kept_rows(&sql, &schema).await, (1, 1, vec![]), "gone");
+        } else {
+            assert_eq!(
+                kept_rows(&sql, &schema).await,
+                (2, 1, vec![]),
+                "an ordinary acked record now"
+            );
+            let status = store
+                .message_get(MessageGetParams {
+                    queue: "q".into(),
+                    by: MessageRef::Id(kept),
+                    now_ms: now,
+                })
+                .await
+                .expect("lookup")
+                .expect("the record");
+            assert_eq!(status.kept_until_ms, None);
+            assert_eq!(status.acked_at_ms, Some(T0));
+            store
+                .upkeep(T0 + retention_ms + CLEANUP_EVERY_MS)
+                .await
+                .expect("upkeep");
+            assert_eq!(
+                kept_rows(&sql, &schema).await,
+                (1, 1, vec![]),
+                "gone after the retention"
+            );
+        }
+        store.close().await.expect("close");
+        support::check_and_drop(url, schema).await;
+    }
+}
+
+/// Kept messages of a queue deleted beyond `queue_delete`'s first chunk go with the cleanup's
+/// rows of deleted queues, not when their keep ends.
+#[tokio::test]
+async fn kept_messages_of_a_deleted_queue_go_with_the_cleanup() {
+    let Some(url) = support::database_url_or_skip().await else {
+        return;
+    };
+    let schema = support::fresh_schema();
+    let mut config = QueueConfig::defaults_for("q");
+    config.keep_acked_ms = 3_600_000;
+    let store = open_with_config(support::options(&url, &schema), config).await;
+    let sql = support::connect(&url).await.expect("the test database");
+    store
+        .message_enqueue(EnqueueParams {
+            queue: "q".into(),
+            messages: vec![message("\"a\""), message("\"b\"")],
+            now_ms: T0,
+        })
+        .await
+        .expect("enqueue");
+    for claimed in claim(&store).await {
+        assert!(ack(&store, claimed.receipt).await[0].is_ok());
+    }
+    assert_eq!(kept_rows(&sql, &schema).await.1, 2);
+    // As `queue_delete` leaves a queue whose rows outnumber its first chunk.
+    sql.batch_execute("DELETE FROM queues WHERE name = 'q'")
+        .await
+        .expect("the queue goes");
+    store.upkeep(T0 + 1_000).await.expect("upkeep");
+    assert_eq!(kept_rows(&sql, &schema).await, (0, 0, vec![]));
     store.close().await.expect("close");
     support::check_and_drop(url, schema).await;
 }

@@ -6,7 +6,8 @@
 //! repeated `state = 'ready'` made usable but whose leading columns it did not fix: a scan of
 //! the whole index per row, milliseconds per claim under load. These tests pin the two fixes:
 //! the lease changes find their rows by primary key whatever the statistics say, and the
-//! leader's upkeep analyzes a table that grew past what its statistics describe.
+//! leader's upkeep analyzes a table that grew past what its statistics describe. Kept acked
+//! messages (migration 6) are browsed, searched and cleaned up through their partial indexes.
 
 mod support;
 
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use sluice_core::message::{NewMessage, Payload};
 use sluice_core::queue::QueueConfig;
-use sluice_core::store::{EnqueueParams, QueuePutParams, Store};
+use sluice_core::store::{AckedSearch, EnqueueParams, QueuePutParams, Store};
 use sluice_store_postgres::{PgStore, statements};
 use tokio_postgres::Client;
 
@@ -180,6 +181,76 @@ async fn the_leaders_upkeep_analyzes_a_table_that_grew() {
         .expect("the table's statistics")
         .get(0);
     assert_eq!(count, 1, "analyzed again without new changes");
+    store.close().await.expect("close");
+    support::check_and_drop(url, schema).await;
+}
+
+/// Each shape of an acked browse walks the index its conditions fix, newest first, and the
+/// cleanup finds ended keeps by `messages_kept_until`, before any statistics: no scan of the
+/// table, whose final records may far outnumber the kept ones.
+#[tokio::test]
+async fn kept_acked_messages_are_read_and_cleaned_up_through_their_indexes() {
+    let Some(url) = support::database_url_or_skip().await else {
+        return;
+    };
+    let schema = support::fresh_schema();
+    let store = fresh_store(&url, &schema).await;
+    let sql = support::connect(&url).await.expect("the test database");
+    let page_args = "1, 0, -9223372036854775808, 9223372036854775807, \
+                     9223372036854775807, 9223372036854775807, 11";
+    let key = || Some("k".to_owned());
+    let cases = [
+        ("a page", AckedSearch::default(), "", "messages_kept"),
+        (
+            "by ordering key",
+            AckedSearch {
+                key: key(),
+                ..AckedSearch::default()
+            },
+            ", 'k'",
+            "messages_kept_key",
+        ),
+        (
+            "by idempotency key",
+            AckedSearch {
+                idempotency_key: key(),
+                ..AckedSearch::default()
+            },
+            ", 'k'",
+            "messages_kept_idempotency",
+        ),
+        (
+            "by message id",
+            AckedSearch {
+                message_id: Some(uuid::Uuid::nil()),
+                ..AckedSearch::default()
+            },
+            ", 5, '00000000-0000-0000-0000-000000000000'",
+            "messages_pkey",
+        ),
+    ];
+    for (what, search, extra, index) in cases {
+        let statement = statements::acked_page(&search);
+        let plan = generic_plan(&sql, &schema, &statement, &format!("{page_args}{extra}")).await;
+        assert!(
+            plan.contains(&format!("using {index} on messages")),
+            "{what}: not through {index}:\n{plan}"
+        );
+        assert!(
+            !plan.contains("Seq Scan on messages"),
+            "{what}: a scan of the table:\n{plan}"
+        );
+        // A page comes in the index's order; one message by id needs no order.
+        assert!(
+            index == "messages_pkey" || !plan.contains("Sort"),
+            "{what}: a sort:\n{plan}"
+        );
+    }
+    let plan = generic_plan(&sql, &schema, statements::keeps_ended(), "0, 0, 5000").await;
+    assert!(
+        plan.contains("using messages_kept_until on messages"),
+        "ended keeps are not found by their index:\n{plan}"
+    );
     store.close().await.expect("close");
     support::check_and_drop(url, schema).await;
 }

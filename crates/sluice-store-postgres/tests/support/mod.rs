@@ -124,6 +124,8 @@ pub async fn connect(url: &str) -> Result<Client, String> {
 /// - a leased message has a deadline and a token; a live message has no finish time and a final
 ///   one has one;
 /// - a live message has its payload, and every payload its message;
+/// - only an acked message is kept (`kept_until_ms`, migration 6), a kept one has its payload
+///   and an acked one no longer kept has none;
 /// - a dead letter's metadata is whole; counters are never negative.
 pub const CHECK_INVARIANTS: &str = "\
     SELECT 'a lane row does not count its live messages', count(*) FROM lanes l \
@@ -159,6 +161,17 @@ pub const CHECK_INVARIANTS: &str = "\
     UNION ALL \
     SELECT 'a payload has no message', count(*) FROM payloads p \
     WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.seq = p.seq) \
+    UNION ALL \
+    SELECT 'a kept message is not acked', count(*) FROM messages \
+    WHERE kept_until_ms IS NOT NULL AND state <> 'acked' \
+    UNION ALL \
+    SELECT 'a kept message has no payload', count(*) FROM messages m \
+    WHERE m.kept_until_ms IS NOT NULL \
+      AND NOT EXISTS (SELECT 1 FROM payloads p WHERE p.seq = m.seq) \
+    UNION ALL \
+    SELECT 'an acked message no longer kept has a payload', count(*) FROM messages m \
+    WHERE m.state = 'acked' AND m.kept_until_ms IS NULL \
+      AND EXISTS (SELECT 1 FROM payloads p WHERE p.seq = m.seq) \
     UNION ALL \
     SELECT 'a dead letter''s metadata is not whole', count(*) FROM messages \
     WHERE dead_source_queue IS NOT NULL \
