@@ -7,14 +7,16 @@ import asyncio
 import base64
 import dataclasses
 import inspect
+import json
 import time
 import typing
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
 from sluice_client import (
+    UNSET,
     AlertDestinationSpec,
     AlertSpec,
     AsyncClient,
@@ -188,6 +190,58 @@ def test_a_message_goes_through_its_whole_life(client: Client) -> None:
     assert "sluice" in client.metrics()
     assert client.queue_history(queue).queue == queue
     assert client.delete_queue(queue).deleted is True
+
+
+def test_acked_messages_a_queue_keeps_are_browsed_and_searched(
+    client: Client, sluice_server: SluiceServer
+) -> None:
+    queue = unique("kept")
+    put = client.put_queue(queue, QueueSpec(keep_acked_ms=3_600_000))
+    assert put.queue.config.keep_acked_ms == 3_600_000
+    one = client.enqueue(queue, {"n": 1}, id="one", key="k1")
+    two = client.enqueue(queue, {"n": 2}, id="two", key="k2")
+    for expected, result in ((one, {"done": 1}), (two, UNSET)):
+        (message,) = client.receive(queue)
+        assert message.message_id == expected.message_id
+        client.ack(queue, message.receipt, result=result)
+
+    every = client.browse(queue, "acked")
+    assert every.state == "acked"
+    assert [m.message_id for m in every.messages] == [two.message_id, one.message_id]
+    page = client.browse(queue, "acked", key="k1", preview_bytes=100)
+    (found,) = page.messages
+    assert (found.message_id, found.id, found.key) == (one.message_id, "one", "k1")
+    assert (found.state, found.result) == ("acked", {"done": 1})
+    assert found.body_preview is not None and json.loads(found.body_preview) == {"n": 1}
+    assert found.acked_at is not None and found.kept_until is not None
+    assert found.kept_until > found.acked_at
+    status = client.get_message(queue, one.message_id)
+    assert status.kept_until == found.kept_until
+    now = datetime.now(timezone.utc)
+    searched = client.browse(
+        queue,
+        "acked",
+        message_id=two.message_id,
+        id="two",
+        since=now - timedelta(hours=1),
+        until=now + timedelta(minutes=1),
+    )
+    assert [m.message_id for m in searched.messages] == [two.message_id]
+    assert client.browse(queue, "acked", until=now - timedelta(hours=1)).messages == []
+    first = client.browse(queue, "acked", limit=1)
+    assert first.next_cursor is not None
+    rest = client.browse(queue, "acked", limit=1, cursor=first.next_cursor)
+    assert [m.message_id for m in rest.messages] == [one.message_id]
+    with pytest.raises(SluiceError) as refused:
+        client.browse(queue, "ready", key="k1")
+    assert (refused.value.status, refused.value.code) == (422, "invalid_field")
+
+    async def run() -> None:
+        async with AsyncClient(sluice_server.url) as aio:
+            page = await aio.browse(queue, "acked", id="one")
+            assert [m.message_id for m in page.messages] == [one.message_id]
+
+    asyncio.run(run())
 
 
 def test_errors_carry_the_servers_code(client: Client) -> None:

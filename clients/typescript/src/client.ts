@@ -66,13 +66,30 @@ export interface DeadLetterQuery {
   until?: string;
 }
 
-/** What a browse lists. */
+/**
+ * What a browse lists. The search fields (`messageId`, `id`, `key`, `since`, `until`) search the
+ * acked messages a queue with `keep_acked_ms` keeps: they need `state: "acked"` (the server
+ * refuses them with another state, `invalid_field`), and each one given must hold.
+ */
 export interface BrowseQuery {
-  state: "ready" | "waiting" | "delayed" | "in_flight";
+  /** `acked`: the kept acked messages, newest ack first. */
+  state: "ready" | "waiting" | "delayed" | "in_flight" | "acked";
+  /** 1..=1000, default 50. */
   limit?: number;
+  /** `next_cursor` of the previous page. */
   cursor?: string;
   /** 0..=1024: a body preview of this many bytes per message. */
   previewBytes?: number;
+  /** Acked only: this message (its server id). */
+  messageId?: string;
+  /** Acked only: messages sent with this idempotency key. */
+  id?: string;
+  /** Acked only: messages sent with this ordering key. */
+  key?: string;
+  /** Acked only, RFC 3339: acked at or after this time. */
+  since?: string;
+  /** Acked only, RFC 3339: acked before this time. */
+  until?: string;
 }
 
 type Method = "GET" | "PUT" | "POST" | "DELETE";
@@ -360,13 +377,21 @@ export class SluiceClient {
 
   // Browsing and history (the dashboard's reads).
 
-  /** `GET /v1/queues/{queue}/browse`: one page of a state's messages in dispatch order. */
+  /**
+   * `GET /v1/queues/{queue}/browse`: one page of a state's messages in dispatch order, or of the
+   * acked messages the queue keeps (`state: "acked"`, newest ack first, searchable).
+   */
   browse(queue: string, query: BrowseQuery, options?: CallOptions): Promise<wire.BrowseOut> {
     const params = {
       state: query.state,
       limit: query.limit,
       cursor: query.cursor,
       preview_bytes: query.previewBytes,
+      message_id: query.messageId,
+      id: query.id,
+      key: query.key,
+      since: query.since,
+      until: query.until,
     };
     return this.#call("GET", `${q(queue)}/browse${search(params)}`, undefined, options);
   }

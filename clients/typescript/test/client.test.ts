@@ -180,6 +180,52 @@ describe.skipIf(sluiceUrl === "")("acks with next steps", () => {
   });
 });
 
+describe.skipIf(sluiceUrl === "")("kept acked messages", () => {
+  const client = new SluiceClient({ url: sluiceUrl });
+
+  it("keep_acked_ms keeps them to browse, newest ack first, and to search", async () => {
+    const queue = name();
+    const created = await client.putQueue(queue, { keep_acked_ms: 3_600_000 });
+    expect(created.queue.config.keep_acked_ms).toBe(3_600_000);
+    const one = await client.enqueue(queue, { id: "one", key: "k1", body: { n: 1 } });
+    const two = await client.enqueue(queue, { id: "two", key: "k2", body: { n: 2 } });
+    for (const [index, result] of [{ done: 1 }, undefined].entries()) {
+      const { messages } = await client.receive(queue, { max: 1 });
+      expect(messages[0]?.message_id).toBe(index === 0 ? one.message_id : two.message_id);
+      await client.ack(queue, messages[0]?.receipt ?? "", result);
+    }
+
+    const all = await client.browse(queue, { state: "acked" });
+    expect(all.messages.map((message) => message.message_id)).toEqual([
+      two.message_id,
+      one.message_id,
+    ]);
+    const byKey = await client.browse(queue, { state: "acked", key: "k1", previewBytes: 100 });
+    expect(byKey.messages).toHaveLength(1);
+    expect(byKey.messages[0]).toMatchObject({
+      message_id: one.message_id,
+      state: "acked",
+      id: "one",
+      result: { done: 1 },
+      body_preview: '{"n":1}',
+    });
+    expect(typeof byKey.messages[0]?.kept_until).toBe("string");
+    const byIdAndTime = await client.browse(queue, {
+      state: "acked",
+      id: "two",
+      messageId: two.message_id,
+      since: new Date(Date.now() - 3_600_000).toISOString(),
+      until: new Date(Date.now() + 60_000).toISOString(),
+    });
+    expect(byIdAndTime.messages.map((message) => message.message_id)).toEqual([two.message_id]);
+    const none = await client.browse(queue, { state: "acked", until: "2000-01-01T00:00:00Z" });
+    expect(none.messages).toEqual([]);
+
+    const error = await failure(client.browse(queue, { state: "ready", key: "k1" }));
+    expect(error).toMatchObject({ status: 422, code: "invalid_field" });
+  });
+});
+
 describe.skipIf(sluiceUrl === "")("schedules", () => {
   const client = new SluiceClient({ url: sluiceUrl });
 

@@ -131,7 +131,7 @@ pub struct CreateArgs {
     #[arg(long, value_parser = ["drop", "dead_letter"])]
     on_expire: Option<String>,
     /// Keep acked messages with their body and result this long, to browse and search them
-    /// (`sluice message list --state acked`), e.g. 1h, 7d; 0 = drop them at the ack
+    /// (`sluice browse QUEUE --state acked`), e.g. 1h, 7d; 0 = drop them at the ack
     /// [server default: 0].
     #[arg(long, value_name = "DURATION", value_parser = output::parse_duration)]
     keep_acked: Option<Duration>,

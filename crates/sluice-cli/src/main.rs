@@ -11,6 +11,7 @@
 
 mod client_args;
 mod cmd_alert;
+mod cmd_browse;
 mod cmd_cancel;
 mod cmd_dlq;
 mod cmd_message;
@@ -111,6 +112,10 @@ enum Command {
     Extend(cmd_recv::ExtendArgs),
     /// Show where a message is now, by message id or idempotency key (--id).
     Status(cmd_message::StatusArgs),
+    /// List a queue's messages in one state in dispatch order, or search the acked messages it
+    /// keeps (`queue create --keep-acked`) by message id, idempotency key, ordering key and ack
+    /// time.
+    Browse(cmd_browse::BrowseArgs),
     /// Show a message's push delivery log: each attempt's status or error, latency and answer.
     Deliveries(cmd_message::DeliveriesArgs),
     /// Cancel a message that has not been delivered yet, by message id or idempotency key (--id).
@@ -294,6 +299,7 @@ async fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
         Command::Extend(args) => cmd_recv::extend(&client()?, args, json).await,
         Command::Status(args) => cmd_message::status(&client()?, args, json).await,
         Command::Deliveries(args) => cmd_message::deliveries(&client()?, args, json).await,
+        Command::Browse(args) => cmd_browse::run(&client()?, args, json).await,
     }
 }
 

@@ -682,6 +682,129 @@ fn an_ack_result_comes_back_to_a_duplicate_send() {
 }
 
 #[test]
+fn acked_messages_a_queue_keeps_are_browsed_and_searched() {
+    let server = Server::start();
+    server
+        .sluice(&["queue", "create", "kept", "--keep-acked", "1h"])
+        .assert_success();
+    let shown = server.sluice(&["queue", "get", "kept"]);
+    assert!(
+        shown
+            .stdout
+            .lines()
+            .any(|line| line.contains("keep acked") && line.contains("1h00m")),
+        "{shown:?}"
+    );
+    let one = server.sluice_json(&["send", "kept", "{\"n\": 1}", "--key", "k1", "--id", "one"]);
+    let two = server.sluice_json(&["send", "kept", "{\"n\": 2}", "--key", "k2", "--id", "two"]);
+    let (one, two) = (
+        one["message_id"].as_str().unwrap().to_owned(),
+        two["message_id"].as_str().unwrap().to_owned(),
+    );
+
+    // k1's message acked with a result, then k2's by `recv --ack`: two different ack times.
+    let received = server.sluice_json(&["recv", "kept"]);
+    assert_eq!(
+        received["messages"][0]["message_id"],
+        one.as_str(),
+        "{received}"
+    );
+    let receipt = received["messages"][0]["receipt"].as_str().unwrap();
+    server
+        .sluice(&["ack", "kept", receipt, "--result", "{\"done\": 1}"])
+        .assert_success();
+    let acked = server.sluice(&["recv", "kept", "--ack"]);
+    acked.assert_success();
+    assert!(acked.stderr.contains("acked 1"), "{acked:?}");
+
+    // Newest ack first; the page is the API's, with kept_until.
+    let all = server.sluice_json(&["browse", "kept", "--state", "acked"]);
+    assert_eq!(all["state"], "acked", "{all}");
+    let ids: Vec<&str> = all["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| message["message_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [two.as_str(), one.as_str()], "{all}");
+    assert!(all["messages"][0]["kept_until"].is_string(), "{all}");
+
+    let table = server.sluice(&["browse", "kept", "--state", "acked", "--key", "k1"]);
+    table.assert_success();
+    let lines: Vec<&str> = table.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "a header and one row: {table:?}");
+    assert!(
+        lines[0].contains("acked at") && lines[0].contains("result"),
+        "{table:?}"
+    );
+    for cell in [one.as_str(), "k1", "one", "{\"done\":1}"] {
+        assert!(lines[1].contains(cell), "{cell} in {table:?}");
+    }
+    assert!(!table.stdout.contains(&two), "{table:?}");
+    assert!(table.stderr.is_empty(), "no next page: {table:?}");
+
+    let page = server.sluice_json(&["browse", "kept", "--state", "acked", "--key", "k1"]);
+    let api = server.api_get("/v1/queues/kept/browse?state=acked&key=k1");
+    assert_eq!(without_ages(page), without_ages(api));
+
+    // A search alone means acked; the other fields search too, and a page ends with a cursor.
+    let by_id = server.sluice_json(&["browse", "kept", "--message-id", &two]);
+    assert_eq!(by_id["messages"].as_array().unwrap().len(), 1, "{by_id}");
+    assert_eq!(by_id["messages"][0]["id"], "two", "{by_id}");
+    let by_key = server.sluice_json(&["browse", "kept", "--id", "one", "--since", "1h"]);
+    assert_eq!(
+        by_key["messages"][0]["message_id"],
+        one.as_str(),
+        "{by_key}"
+    );
+    let paged = server.sluice(&[
+        "browse",
+        "kept",
+        "--state",
+        "acked",
+        "--limit",
+        "1",
+        "--preview",
+        "16",
+    ]);
+    paged.assert_success();
+    assert!(
+        paged.stdout.contains("{\"n\": 2}"),
+        "the preview, as sent: {paged:?}"
+    );
+    assert!(paged.stderr.contains("more: --cursor "), "{paged:?}");
+    let none = server.sluice(&["browse", "kept", "--until", "1h"]);
+    none.assert_success();
+    assert!(
+        none.stderr
+            .contains("no kept acked message of kept matches"),
+        "{none:?}"
+    );
+
+    let refused = server.sluice(&["browse", "kept", "--state", "ready", "--key", "k1"]);
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert!(refused.stderr.contains("--state acked"), "{refused:?}");
+
+    server
+        .sluice(&["queue", "create", "plain"])
+        .assert_success();
+    let not_kept = server.sluice(&["browse", "plain", "--state", "acked"]);
+    not_kept.assert_success();
+    assert!(
+        not_kept.stderr.contains("does not keep them"),
+        "{not_kept:?}"
+    );
+}
+
+/// A browse page without its messages' ages, which grow between two reads.
+fn without_ages(mut page: Value) -> Value {
+    for message in page["messages"].as_array_mut().expect("messages") {
+        message.as_object_mut().expect("a message").remove("age_ms");
+    }
+    page
+}
+
+#[test]
 fn queue_settings_for_pace_and_retention_are_set_and_enforced() {
     let server = Server::start();
     let schema = server.root.path().join("schema.json");
@@ -1051,6 +1174,24 @@ impl Server {
         assert_eq!(out.status.code(), Some(code), "{out:?}");
         serde_json::from_str(&out.stdout)
             .unwrap_or_else(|error| panic!("stdout is not JSON ({error}): {out:?}"))
+    }
+
+    /// `GET URL PATH` straight to the API, parsed; panics unless it answers 2xx.
+    fn api_get(&self, path: &str) -> Value {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let response = reqwest::Client::new()
+                .get(format!("{}{path}", self.url))
+                .timeout(COMMAND_TIMEOUT)
+                .send()
+                .await
+                .unwrap_or_else(|error| panic!("GET {path}: {error}"));
+            assert!(response.status().is_success(), "GET {path}: {response:?}");
+            response.json().await.expect("a JSON answer")
+        })
     }
 
     fn command(&self, args: &[&str]) -> Command {

@@ -21,9 +21,9 @@ use reqwest::{Method, Url};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sluice_core::wire::{
-    AckIn, AckOut, AlertDeleteOut, AlertListOut, AlertOut, AlertPutOut, AlertSpec, CancelIn,
-    CancelOut, DeadLetterDeleteOut, DeadLetterEntryOut, DeadLetterListOut, DeliveriesOut, DrainIn,
-    DrainOut, EnqueueBatchOut, EnqueueOut, ExtendIn, ExtendOut, HealthOut, MessageBatchIn,
+    AckIn, AckOut, AlertDeleteOut, AlertListOut, AlertOut, AlertPutOut, AlertSpec, BrowseOut,
+    CancelIn, CancelOut, DeadLetterDeleteOut, DeadLetterEntryOut, DeadLetterListOut, DeliveriesOut,
+    DrainIn, DrainOut, EnqueueBatchOut, EnqueueOut, ExtendIn, ExtendOut, HealthOut, MessageBatchIn,
     MessageIn, MessageStatusOut, NackIn, NackOut, NextStepIn, PurgeOut, QueueDeleteOut,
     QueueListOut, QueueOut, QueuePutOut, QueueSpec, QueueStatsOut, ReceiveIn, ReceiveOut, ReplayIn,
     ReplayOneIn, ReplayOut, ScheduleDeleteOut, ScheduleListOut, ScheduleOut, SchedulePutOut,
@@ -70,6 +70,34 @@ pub struct DlqListQuery {
     /// Dead-lettered at or after this RFC 3339 time.
     pub since: Option<String>,
     /// Dead-lettered before this RFC 3339 time.
+    pub until: Option<String>,
+}
+
+/// What [`Client::browse`] lists: one state's messages, a page at a time; every field is
+/// optional.
+///
+/// The five search fields (`message_id`, `id`, `key`, `since`, `until`) search the acked
+/// messages a queue with `keep_acked_ms` keeps: they need `state` `acked` (the server refuses
+/// them with another state, `invalid_field`), and each one given must hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BrowseQuery {
+    /// `ready` (server default), `waiting`, `delayed`, `in_flight` or `acked`.
+    pub state: Option<String>,
+    /// Messages per page, 1..=1000 (server default 50).
+    pub limit: Option<usize>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+    /// 0..=1024 (server default 0): a preview of this many bytes of each body.
+    pub preview_bytes: Option<usize>,
+    /// Acked only: this message (its server id).
+    pub message_id: Option<String>,
+    /// Acked only: messages sent with this idempotency key.
+    pub id: Option<String>,
+    /// Acked only: messages sent with this ordering key.
+    pub key: Option<String>,
+    /// Acked only: acked at or after this RFC 3339 time.
+    pub since: Option<String>,
+    /// Acked only: acked before this RFC 3339 time.
     pub until: Option<String>,
 }
 
@@ -389,6 +417,41 @@ impl Client {
             &id,
             "deliveries",
         ])?;
+        self.send(Method::GET, url, None::<&()>, REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// `GET /v1/queues/{queue}/browse`: one page of a state's messages in dispatch order, or
+    /// of the acked messages the queue keeps (`state` `acked`: newest ack first, searched by
+    /// [`BrowseQuery`]'s search fields). Follow `next_cursor` (as [`BrowseQuery::cursor`])
+    /// until it is absent.
+    pub async fn browse(&self, queue: &str, query: &BrowseQuery) -> Result<BrowseOut> {
+        let mut url = self.url(&["v1", "queues", queue_segment(queue)?, "browse"])?;
+        {
+            let mut pairs = url.query_pairs_mut();
+            if let Some(limit) = query.limit {
+                pairs.append_pair("limit", &limit.to_string());
+            }
+            if let Some(bytes) = query.preview_bytes {
+                pairs.append_pair("preview_bytes", &bytes.to_string());
+            }
+            for (name, value) in [
+                ("state", &query.state),
+                ("cursor", &query.cursor),
+                ("message_id", &query.message_id),
+                ("id", &query.id),
+                ("key", &query.key),
+                ("since", &query.since),
+                ("until", &query.until),
+            ] {
+                if let Some(value) = value {
+                    pairs.append_pair(name, value);
+                }
+            }
+        }
+        if url.query() == Some("") {
+            url.set_query(None);
+        }
         self.send(Method::GET, url, None::<&()>, REQUEST_TIMEOUT)
             .await
     }

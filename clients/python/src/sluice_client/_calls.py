@@ -133,9 +133,28 @@ def drain(name: str, timeout_ms: int | None) -> Call[m.DrainOut]:
 
 
 def browse(
-    name: str, state: str | None, limit: int | None, cursor: str | None, preview_bytes: int | None
+    name: str,
+    state: str | None,
+    limit: int | None,
+    cursor: str | None,
+    preview_bytes: int | None,
+    message_id: str | None,
+    id: str | None,
+    key: str | None,
+    since: datetime | None,
+    until: datetime | None,
 ) -> Call[m.BrowseOut]:
-    params = _params(state=state, limit=limit, cursor=cursor, preview_bytes=preview_bytes)
+    params = _params(
+        state=state,
+        limit=limit,
+        cursor=cursor,
+        preview_bytes=preview_bytes,
+        message_id=message_id,
+        id=id,
+        key=key,
+        since=since,
+        until=until,
+    )
     return Call("GET", _queue(name, "browse"), _reader(m.BrowseOut), params=params)
 
 

@@ -155,10 +155,23 @@ class AsyncClient:
         limit: int | None = None,
         cursor: str | None = None,
         preview_bytes: int | None = None,
+        message_id: str | None = None,
+        id: str | None = None,
+        key: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> m.BrowseOut:
         """One page of a state's messages (`ready`, `waiting`, `delayed`, `in_flight`) in
-        dispatch order."""
-        return await self._call(calls.browse(name, state, limit, cursor, preview_bytes))
+        dispatch order, or of the acked messages the queue keeps (`acked`, with its
+        `keep_acked_ms`), newest ack first. With `acked` only (the server refuses them with
+        another state), these search, each one given must hold: `message_id` (the server id),
+        `id` (the idempotency key), `key` (the ordering key), acked at or after `since`, acked
+        before `until`. Follow `next_cursor` until it is None."""
+        return await self._call(
+            calls.browse(
+                name, state, limit, cursor, preview_bytes, message_id, id, key, since, until
+            )
+        )
 
     async def history(self, since_ms: int | None = None) -> m.HistoryOut:
         """The server's samples of every queue (and, for admins, webhook)."""

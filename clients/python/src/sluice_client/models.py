@@ -200,15 +200,15 @@ class BrowseOut:
     """`GET /v1/queues/{queue}/browse`: a page of one state's messages in dispatch order."""
 
     counts: BrowseCountsOut
-    """Sizes of every state now."""
+    """Sizes of every live state now (kept acked messages are not counted)."""
     messages: list[BrowsedMessageOut]
     """In order: ready by priority then enqueue order, waiting oldest first, delayed by visible
-    time, in flight by lease deadline.
+    time, in flight by lease deadline, acked newest ack first.
     """
     queue: str
     """The queue."""
     state: str
-    """`ready`, `waiting`, `delayed` or `in_flight`."""
+    """`ready`, `waiting`, `delayed`, `in_flight` or `acked`."""
     next_cursor: str | None = None
     """Pass as `cursor` for the next page; absent at the end."""
 
@@ -246,6 +246,10 @@ class BrowsedMessageOut:
     """RFC 3339."""
     id: str | None = None
     """Idempotency key."""
+    kept_until: datetime | None = None
+    """RFC 3339: until when an acked message keeps its body (its queue's `keep_acked_ms`);
+    absent once the body is gone.
+    """
     key: str | None = None
     """Ordering key."""
     last_error: str | None = None
@@ -605,6 +609,10 @@ class MessageStatusOut:
     """RFC 3339."""
     id: str | None = None
     """Idempotency key."""
+    kept_until: datetime | None = None
+    """RFC 3339: until when an acked message keeps its body (its queue's `keep_acked_ms`);
+    absent once the body is gone.
+    """
     key: str | None = None
     """Ordering key."""
     last_error: str | None = None
@@ -706,6 +714,8 @@ class QueueConfigOut:
     """Lease length in ms."""
     dead_letter_queue: str | None = None
     """Dead-letter queue, if any."""
+    keep_acked_ms: int = 0
+    """How long an acked message keeps its body, in ms; 0 = not kept."""
     max_depth: int | None = None
     """Most messages held; null = unbounded."""
     max_in_flight: int | None = None

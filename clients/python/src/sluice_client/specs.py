@@ -72,6 +72,9 @@ class QueueSpec:
     """Retention in ms (default 4 days; 14 days for a dead-letter queue)."""
     on_expire: str | Unset = UNSET
     """`drop` (default) or `dead_letter`: what retention does with an old message."""
+    keep_acked_ms: int | Unset = UNSET
+    """How long an acked message keeps its body, headers and result, in ms, browsable with
+    `browse(queue, "acked", ...)` (default 0: dropped at the ack; at most 7776000000, 90 days)."""
     max_depth: int | Unset | None = UNSET
     """Most messages held (ready + delayed + in flight); 0 = unbounded."""
     max_in_flight: int | Unset | None = UNSET

@@ -194,7 +194,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** `GET /v1/queues/{queue}/browse`: one state's messages in the order dispatch takes them. */
+        /**
+         * `GET /v1/queues/{queue}/browse`: one state's messages in the order dispatch takes them, or
+         *     the acked messages kept with their body (`state=acked`, newest first, searchable).
+         */
         get: operations["queue_browse"];
         put?: never;
         post?: never;
@@ -948,18 +951,18 @@ export interface components {
         };
         /** @description `GET /v1/queues/{queue}/browse`: a page of one state's messages in dispatch order. */
         BrowseOut: {
-            /** @description Sizes of every state now. */
+            /** @description Sizes of every live state now (kept acked messages are not counted). */
             counts: components["schemas"]["BrowseCountsOut"];
             /**
              * @description In order: ready by priority then enqueue order, waiting oldest first, delayed by visible
-             *     time, in flight by lease deadline.
+             *     time, in flight by lease deadline, acked newest ack first.
              */
             messages: components["schemas"]["BrowsedMessageOut"][];
             /** @description Pass as `cursor` for the next page; absent at the end. */
             next_cursor?: string | null;
             /** @description The queue. */
             queue: string;
-            /** @description `ready`, `waiting`, `delayed` or `in_flight`. */
+            /** @description `ready`, `waiting`, `delayed`, `in_flight` or `acked`. */
             state: string;
         };
         /** @description One message of `GET /v1/queues/{queue}/browse`. */
@@ -1447,6 +1450,11 @@ export interface components {
             first_received_at?: string | null;
             /** @description Idempotency key. */
             id?: string | null;
+            /**
+             * @description RFC 3339: until when an acked message keeps its body (its queue's `keep_acked_ms`);
+             *     absent once the body is gone.
+             */
+            kept_until?: string | null;
             /** @description Ordering key. */
             key?: string | null;
             /** @description Error of the last failed attempt. */
@@ -1655,6 +1663,11 @@ export interface components {
             delay_ms: number;
             /**
              * Format: int64
+             * @description How long an acked message keeps its body, in ms; 0 = not kept.
+             */
+            keep_acked_ms: number;
+            /**
+             * Format: int64
              * @description Retention in ms.
              */
             max_age_ms: number;
@@ -1822,6 +1835,13 @@ export interface components {
              * @description Delay in ms given to a message enqueued without one (default 0).
              */
             delay_ms?: number | null;
+            /**
+             * Format: int64
+             * @description How long an acked message keeps its body, headers and result, browsable with
+             *     `GET /v1/queues/{queue}/browse?state=acked`, in ms (default 0: dropped at the ack;
+             *     at most 7776000000, 90 days).
+             */
+            keep_acked_ms?: number | null;
             /**
              * Format: int64
              * @description Retention in ms: older messages are removed (default 345600000, 4 days; 14 days for a
@@ -3084,7 +3104,11 @@ export interface operations {
     queue_browse: {
         parameters: {
             query?: {
-                /** @description `ready` (default), `waiting`, `delayed` or `in_flight`. */
+                /**
+                 * @description `ready` (default), `waiting`, `delayed`, `in_flight`, or `acked`: the acked messages
+                 *     a queue with `keep_acked_ms` keeps with their body, newest ack first, which the five
+                 *     fields below search.
+                 */
                 state?: string;
                 /** @description 1..=1000 (default 50). */
                 limit?: number;
@@ -3095,6 +3119,16 @@ export interface operations {
                  *     bytes of its body (JSON text as stored; bytes as base64).
                  */
                 preview_bytes?: number;
+                /** @description With `state=acked`: this message (its server id). */
+                message_id?: string;
+                /** @description With `state=acked`: messages sent with this idempotency key. */
+                id?: string;
+                /** @description With `state=acked`: messages sent with this ordering key. */
+                key?: string;
+                /** @description With `state=acked`, RFC 3339: acked at or after this time. */
+                since?: string;
+                /** @description With `state=acked`, RFC 3339: acked before this time. */
+                until?: string;
             };
             header?: never;
             path: {
