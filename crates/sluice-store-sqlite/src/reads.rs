@@ -7,8 +7,8 @@ use sluice_core::Millis;
 use sluice_core::dispatch::Seq;
 use sluice_core::message::{DeadLetterInfo, MessageState, MessageStatus, Payload};
 use sluice_core::store::{
-    BrowsePage, BrowseQuery, BrowseState, BrowsedMessage, MessageBody, MessageGetParams,
-    MessageRef, StoreError, StoreResult,
+    AckedSearch, BrowsePage, BrowseQuery, BrowseState, BrowsedMessage, MessageBody,
+    MessageGetParams, MessageRef, StoreError, StoreResult,
 };
 use uuid::Uuid;
 
@@ -157,6 +157,7 @@ impl SharedSqliteStore {
 
     /// A message with its body and headers, while it still has them.
     pub(crate) async fn body(&self, params: MessageGetParams) -> StoreResult<Option<MessageBody>> {
+        let params_now_ms = params.now_ms;
         let Some(status) = self.get_status(params).await? else {
             return Ok(None);
         };
@@ -175,6 +176,15 @@ impl SharedSqliteStore {
                 payload: None,
             }));
         };
+        if kept {
+            // Read with its keep: the cleanup may have dropped the body since the status read.
+            let now_ms = params_now_ms;
+            let payload = self
+                .0
+                .read(move |conn| read_kept_payload(conn, seq, now_ms))
+                .await?;
+            return Ok(Some(MessageBody { status, payload }));
+        }
         let cached = self.0.index.lock().payload_of(seq);
         let payload = match cached {
             Some(payload) => Some((*payload).clone()),
@@ -263,6 +273,20 @@ pub(crate) fn read_payloads(
     Ok(payloads)
 }
 
+/// The body and headers of kept acked row `seq` while its keep lasts at `now_ms`.
+fn read_kept_payload(
+    conn: &Connection,
+    seq: Seq,
+    now_ms: Millis,
+) -> rusqlite::Result<Option<Payload>> {
+    conn.prepare_cached(
+        "SELECT body, body_kind, headers FROM messages
+         WHERE seq = ?1 AND kept_until > ?2 AND body IS NOT NULL",
+    )?
+    .query_row(params![seq as i64, now_ms], |row| payload_at(row, 0))
+    .optional()
+}
+
 /// The payload in the columns `body, body_kind, headers` of `row`, from column `first` on.
 pub(crate) fn payload_at(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Payload> {
     let body: Option<Vec<u8>> = row.get(first)?;
@@ -343,6 +367,45 @@ fn status_at(row: &rusqlite::Row<'_>, id: Uuid) -> rusqlite::Result<MessageStatu
     })
 }
 
+/// The statement of a page of kept acked messages for the search conditions given: only those
+/// conditions, on the index that serves them (schema version 8), so each search reads the
+/// index range it names, not every kept row of the queue: a message id by primary key, an
+/// idempotency key or an ordering key by its partial index, else the queue's kept rows by ack
+/// time. Each index holds (.., acked_at, seq) last, so pages come in order from the cursor.
+/// Named parameters: `:queue`, `:now`, `:limit`, and `:seq`, `:idempotency_key`, `:key`,
+/// `:since`, `:until`, `:after_at`, `:after_seq` when used.
+pub(crate) fn acked_page_sql(search: &AckedSearch, after: bool) -> String {
+    let (index, mut conditions) = if search.message_id.is_some() {
+        ("", vec!["seq = :seq"])
+    } else if search.idempotency_key.is_some() {
+        ("INDEXED BY messages_kept_idempotency", Vec::new())
+    } else if search.key.is_some() {
+        ("INDEXED BY messages_kept_key", Vec::new())
+    } else {
+        ("INDEXED BY messages_kept", Vec::new())
+    };
+    conditions.push("queue = :queue AND kept_until IS NOT NULL AND kept_until > :now");
+    for (given, condition) in [
+        (
+            search.idempotency_key.is_some(),
+            "idempotency_key = :idempotency_key",
+        ),
+        (search.key.is_some(), "msg_key = :key"),
+        (search.since_ms.is_some(), "acked_at >= :since"),
+        (search.until_ms.is_some(), "acked_at < :until"),
+        (after, "(acked_at, seq) < (:after_at, :after_seq)"),
+    ] {
+        if given {
+            conditions.push(condition);
+        }
+    }
+    format!(
+        "SELECT {STATUS_COLUMNS}, id, length(body) FROM messages {index}
+         WHERE {} ORDER BY acked_at DESC, seq DESC LIMIT :limit",
+        conditions.join(" AND ")
+    )
+}
+
 /// Up to `limit` acked messages of `query.queue` still keeping their body at `query.now_ms`,
 /// newest ack first from `query.after`, narrowed by `query.search`.
 fn read_acked(
@@ -351,46 +414,46 @@ fn read_acked(
     limit: usize,
 ) -> rusqlite::Result<Vec<BrowsedMessage>> {
     let search = &query.search;
-    let (after_at, after_seq) = query.after.unwrap_or((i64::MAX, u64::MAX));
-    // Each condition is off when its parameter is NULL; the partial indexes on kept rows
-    // (schema version 8) serve the queue with the ordering key, the idempotency key or neither.
-    let mut statement = conn.prepare_cached(&format!(
-        "SELECT {STATUS_COLUMNS}, id, length(body) FROM messages
-         WHERE queue = ?1 AND kept_until IS NOT NULL AND kept_until > ?2
-           AND (?3 IS NULL OR seq = ?3)
-           AND (?4 IS NULL OR idempotency_key = ?4)
-           AND (?5 IS NULL OR msg_key = ?5)
-           AND acked_at >= ?6 AND acked_at < ?7
-           AND (acked_at < ?8 OR (acked_at = ?8 AND seq < ?9))
-         ORDER BY acked_at DESC, seq DESC LIMIT ?10"
-    ))?;
+    let mut statement = conn.prepare_cached(&acked_page_sql(search, query.after.is_some()))?;
     let seq = search
         .message_id
         .map(|id| ids::decode(&id).map_or(-1, |seq| seq as i64));
-    let rows = statement.query_map(
-        params![
-            &query.queue,
-            query.now_ms,
-            seq,
-            search.idempotency_key,
-            search.key,
-            search.since_ms.unwrap_or(Millis::MIN),
-            search.until_ms.unwrap_or(Millis::MAX),
-            after_at,
-            after_seq.min(i64::MAX as u64) as i64,
-            limit as i64,
-        ],
-        |row| {
-            let id_bytes: Vec<u8> = row.get(20)?;
-            let id = Uuid::from_slice(&id_bytes).unwrap_or_default();
-            let body_bytes: Option<i64> = row.get(21)?;
-            Ok(BrowsedMessage {
-                status: status_at(row, id)?,
-                leased_at_ms: None,
-                body_bytes: body_bytes.map(|bytes| bytes as u64),
-            })
-        },
-    )?;
+    let after = query
+        .after
+        .map(|(at, seq)| (at, seq.min(i64::MAX as u64) as i64));
+    let limit = limit as i64;
+    let mut named: Vec<(&str, &dyn rusqlite::ToSql)> = vec![
+        (":queue", &query.queue),
+        (":now", &query.now_ms),
+        (":limit", &limit),
+    ];
+    let optional: [(&str, Option<&dyn rusqlite::ToSql>); 7] = [
+        (":seq", seq.as_ref().map(|v| v as _)),
+        (
+            ":idempotency_key",
+            search.idempotency_key.as_ref().map(|v| v as _),
+        ),
+        (":key", search.key.as_ref().map(|v| v as _)),
+        (":since", search.since_ms.as_ref().map(|v| v as _)),
+        (":until", search.until_ms.as_ref().map(|v| v as _)),
+        (":after_at", after.as_ref().map(|(at, _)| at as _)),
+        (":after_seq", after.as_ref().map(|(_, seq)| seq as _)),
+    ];
+    named.extend(
+        optional
+            .into_iter()
+            .filter_map(|(name, value)| Some((name, value?))),
+    );
+    let rows = statement.query_map(named.as_slice(), |row| {
+        let id_bytes: Vec<u8> = row.get(20)?;
+        let id = Uuid::from_slice(&id_bytes).unwrap_or_default();
+        let body_bytes: Option<i64> = row.get(21)?;
+        Ok(BrowsedMessage {
+            status: status_at(row, id)?,
+            leased_at_ms: None,
+            body_bytes: body_bytes.map(|bytes| bytes as u64),
+        })
+    })?;
     let messages: Vec<BrowsedMessage> = rows.collect::<rusqlite::Result<_>>()?;
     // A message id names one row: one whose id is not the one asked for is not it.
     Ok(messages

@@ -819,3 +819,76 @@ async fn the_upkeep_drops_a_kept_body_when_its_keep_ends_and_not_before() {
     assert_eq!(rows(), [], "then the record, past the acked retention");
     store.close().await.unwrap();
 }
+
+/// Every search of kept acked messages reads the index range it names, in the page's order: a
+/// message id by primary key, an idempotency key or an ordering key by its partial index, else
+/// the queue's kept rows by ack time; never a scan of the table nor a sort (the store runs no
+/// ANALYZE, so the plan must not depend on statistics).
+#[tokio::test]
+async fn each_search_of_kept_messages_reads_its_own_index() {
+    let dir = tempfile::tempdir().unwrap();
+    open(dir.path(), 0).close().await.unwrap();
+    let conn = rusqlite::Connection::open(dir.path().join("sluice.db")).unwrap();
+    let id = uuid::Uuid::now_v7();
+    let cases: [(AckedSearch, &str); 6] = [
+        (AckedSearch::default(), "messages_kept "),
+        (
+            AckedSearch {
+                since_ms: Some(1),
+                until_ms: Some(2),
+                ..AckedSearch::default()
+            },
+            "messages_kept ",
+        ),
+        (
+            AckedSearch {
+                key: Some("k".into()),
+                since_ms: Some(1),
+                ..AckedSearch::default()
+            },
+            "messages_kept_key",
+        ),
+        (
+            AckedSearch {
+                idempotency_key: Some("i".into()),
+                key: Some("k".into()),
+                ..AckedSearch::default()
+            },
+            "messages_kept_idempotency",
+        ),
+        (
+            AckedSearch {
+                message_id: Some(id),
+                key: Some("k".into()),
+                ..AckedSearch::default()
+            },
+            "INTEGER PRIMARY KEY",
+        ),
+        (
+            AckedSearch {
+                message_id: Some(id),
+                ..AckedSearch::default()
+            },
+            "INTEGER PRIMARY KEY",
+        ),
+    ];
+    for (search, index) in cases {
+        for after in [false, true] {
+            let sql = crate::reads::acked_page_sql(&search, after);
+            let mut statement = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let count = statement.parameter_count();
+            let nulls = vec![rusqlite::types::Null; count];
+            let plan: Vec<String> = statement
+                .query_map(rusqlite::params_from_iter(nulls), |row| row.get(3))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            let plan = plan.join(" | ");
+            assert!(
+                plan.contains("SEARCH") && plan.contains(index),
+                "{search:?} (after: {after}): {plan}"
+            );
+            assert!(!plan.contains("TEMP B-TREE"), "{search:?}: {plan}");
+        }
+    }
+}

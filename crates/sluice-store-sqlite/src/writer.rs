@@ -917,6 +917,12 @@ fn apply(
             tx.execute("DELETE FROM idempotency WHERE queue = ?1", params![name])?;
             tx.execute("DELETE FROM queues WHERE name = ?1", params![name])?;
             delete_rows(tx, seqs)?;
+            // Its kept acked messages go with it, or a queue made again under the name would
+            // list them (through `messages_kept`: the time grows with the queue's keeps).
+            tx.execute(
+                "DELETE FROM messages WHERE queue = ?1 AND kept_until IS NOT NULL",
+                params![name],
+            )?;
             Applied::Done
         }
         WriteOp::Purge { seqs, .. } => {

@@ -709,7 +709,11 @@ function messageColumns(queue, state) {
 // ---------- page: dead letters ----------
 
 function toIso(local) {
-  return local ? new Date(local).toISOString() : null;
+  if (!local) return null;
+  // A time the page cannot read (typed into the address) goes to the server as it is: its 422
+  // says what is wrong, where a thrown RangeError would break the page.
+  const at = new Date(local);
+  return isNaN(at.getTime()) ? local : at.toISOString();
 }
 
 async function dlqPage(root, name, params) {

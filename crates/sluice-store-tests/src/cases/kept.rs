@@ -272,3 +272,29 @@ pub async fn a_search_of_kept_acked_messages_matches_every_condition(h: Harness)
             .is_empty()
     );
 }
+
+/// Deleting a queue deletes the acked messages it keeps: a queue made again under the same
+/// name lists none of them, and the old message's body is not found through it.
+pub async fn a_deleted_queue_takes_its_kept_messages_with_it(h: Harness) {
+    h.queue("kept", |c| c.keep_acked_ms = 3_600_000).await;
+    let id = h.send("kept", &["{\"secret\":1}"]).await[0];
+    let receipt = h.claim("kept", 1).await.messages.remove(0).receipt;
+    h.ack("kept", receipt).await.unwrap();
+    assert_eq!(acked_ids(&h, "kept", AckedSearch::default()).await, [id]);
+
+    h.store.queue_delete("kept").await.unwrap();
+    h.store.queue_delete("kept.dlq").await.unwrap();
+    h.queue("kept", |c| c.keep_acked_ms = 3_600_000).await;
+    assert!(
+        acked_ids(&h, "kept", AckedSearch::default())
+            .await
+            .is_empty()
+    );
+    assert_eq!(body_of(&*h.store, "kept", id, h.now()).await, None);
+    h.maintain().await;
+    assert!(
+        acked_ids(&h, "kept", AckedSearch::default())
+            .await
+            .is_empty()
+    );
+}
