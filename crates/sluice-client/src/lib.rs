@@ -426,32 +426,21 @@ impl Client {
     /// [`BrowseQuery`]'s search fields). Follow `next_cursor` (as [`BrowseQuery::cursor`])
     /// until it is absent.
     pub async fn browse(&self, queue: &str, query: &BrowseQuery) -> Result<BrowseOut> {
-        let mut url = self.url(&["v1", "queues", queue_segment(queue)?, "browse"])?;
-        {
-            let mut pairs = url.query_pairs_mut();
-            if let Some(limit) = query.limit {
-                pairs.append_pair("limit", &limit.to_string());
-            }
-            if let Some(bytes) = query.preview_bytes {
-                pairs.append_pair("preview_bytes", &bytes.to_string());
-            }
-            for (name, value) in [
-                ("state", &query.state),
-                ("cursor", &query.cursor),
-                ("message_id", &query.message_id),
-                ("id", &query.id),
-                ("key", &query.key),
-                ("since", &query.since),
-                ("until", &query.until),
-            ] {
-                if let Some(value) = value {
-                    pairs.append_pair(name, value);
-                }
-            }
-        }
-        if url.query() == Some("") {
-            url.set_query(None);
-        }
+        let url = self.url(&["v1", "queues", queue_segment(queue)?, "browse"])?;
+        let url = with_query(
+            url,
+            [
+                ("state", query.state.clone()),
+                ("limit", query.limit.map(|limit| limit.to_string())),
+                ("cursor", query.cursor.clone()),
+                ("preview_bytes", query.preview_bytes.map(|b| b.to_string())),
+                ("message_id", query.message_id.clone()),
+                ("id", query.id.clone()),
+                ("key", query.key.clone()),
+                ("since", query.since.clone()),
+                ("until", query.until.clone()),
+            ],
+        );
         self.send(Method::GET, url, None::<&()>, REQUEST_TIMEOUT)
             .await
     }
@@ -569,26 +558,17 @@ impl Client {
     /// newest first. Follow `next_cursor` (as [`DlqListQuery::cursor`]) until it is absent; a
     /// page may stop early, even empty, on a rare filter.
     pub async fn dlq_list(&self, queue: &str, query: &DlqListQuery) -> Result<DeadLetterListOut> {
-        let mut url = self.url(&["v1", "queues", queue_segment(queue)?, "dlq"])?;
-        {
-            let mut pairs = url.query_pairs_mut();
-            if let Some(limit) = query.limit {
-                pairs.append_pair("limit", &limit.to_string());
-            }
-            for (name, value) in [
-                ("cursor", &query.cursor),
-                ("error", &query.error),
-                ("since", &query.since),
-                ("until", &query.until),
-            ] {
-                if let Some(value) = value {
-                    pairs.append_pair(name, value);
-                }
-            }
-        }
-        if url.query() == Some("") {
-            url.set_query(None);
-        }
+        let url = self.url(&["v1", "queues", queue_segment(queue)?, "dlq"])?;
+        let url = with_query(
+            url,
+            [
+                ("limit", query.limit.map(|limit| limit.to_string())),
+                ("cursor", query.cursor.clone()),
+                ("error", query.error.clone()),
+                ("since", query.since.clone()),
+                ("until", query.until.clone()),
+            ],
+        );
         self.send(Method::GET, url, None::<&()>, REQUEST_TIMEOUT)
             .await
     }
@@ -832,6 +812,22 @@ impl Client {
 /// `{}`: the body of POST routes that take no parameters, so a server reading JSON gets JSON.
 #[derive(Serialize)]
 struct EmptyBody {}
+
+/// `url` with each given `(name, value)` as a query pair, in order; without `?` when none is.
+fn with_query<const N: usize>(mut url: Url, pairs: [(&str, Option<String>); N]) -> Url {
+    {
+        let mut query = url.query_pairs_mut();
+        for (name, value) in pairs {
+            if let Some(value) = value {
+                query.append_pair(name, &value);
+            }
+        }
+    }
+    if url.query() == Some("") {
+        url.set_query(None);
+    }
+    url
+}
 
 /// Checks that a queue name survives as one URL path segment.
 ///

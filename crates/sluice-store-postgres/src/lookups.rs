@@ -102,20 +102,7 @@ impl PgStore {
                 let rows = transaction
                     .query_cached(&sql, &[&queue.id, &key, &seq, &fetch])
                     .await?;
-                let mut messages = Vec::with_capacity(rows.len().min(query.limit));
-                let mut next = None;
-                for row in &rows {
-                    if messages.len() == query.limit {
-                        next = messages.last().map(|(position, _)| *position);
-                        break;
-                    }
-                    let position = position(row, STATUS_COLUMNS_COUNT + 2)?;
-                    messages.push((position, browsed(row)?));
-                }
-                (
-                    messages.into_iter().map(|(_, message)| message).collect(),
-                    next,
-                )
+                page_of(&rows, query.limit, browsed)?
             }
         };
         transaction.commit().await.db()?;
@@ -192,22 +179,31 @@ async fn acked_page(
     let rows = transaction
         .query_cached(&acked_page_sql(search), &params)
         .await?;
-    let mut messages = Vec::with_capacity(rows.len().min(query.limit));
-    let mut next = None;
-    for row in &rows {
-        if messages.len() == query.limit {
-            next = messages.last().map(|(position, _)| *position);
-            break;
-        }
-        let position = position(row, STATUS_COLUMNS_COUNT + 2)?;
+    page_of(&rows, query.limit, |row| {
         let mut message = browsed(row)?;
         message.status = still_kept(message.status, query.now_ms);
-        messages.push((position, message));
+        Ok(message)
+    })
+}
+
+/// A page of at most `limit` messages read by `read` from `rows`, fetched one more than the
+/// page (each row ends with its position after [`BROWSED_COLUMNS`]): the next page starts
+/// after the last message when that one more came.
+fn page_of(
+    rows: &[Row],
+    limit: usize,
+    read: impl Fn(&Row) -> StoreResult<BrowsedMessage>,
+) -> StoreResult<(Vec<BrowsedMessage>, Option<BrowseCursor>)> {
+    let mut messages = Vec::with_capacity(rows.len().min(limit));
+    let mut last = None;
+    for row in rows {
+        if messages.len() == limit {
+            return Ok((messages, last));
+        }
+        last = Some(position(row, STATUS_COLUMNS_COUNT + 2)?);
+        messages.push(read(row)?);
     }
-    Ok((
-        messages.into_iter().map(|(_, message)| message).collect(),
-        next,
-    ))
+    Ok((messages, None))
 }
 
 /// The statement of a page of kept acked messages for the conditions `search` gives (one
