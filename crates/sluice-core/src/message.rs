@@ -258,6 +258,15 @@ pub struct MessageStatus {
     pub failures: Vec<Failure>,
 }
 
+impl MessageStatus {
+    /// The status as a read at `now_ms` reports it, from a record read as stored: a keep that
+    /// ended is none, whether or not the store's cleanup has dropped the body yet.
+    pub fn kept_as_of(mut self, now_ms: Millis) -> Self {
+        self.kept_until_ms = self.kept_until_ms.filter(|&until| until > now_ms);
+        self
+    }
+}
+
 /// One failed attempt, as the record keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 pub struct Failure {

@@ -173,8 +173,8 @@ fn acked_search(request: AckedSearchRequest) -> OpsResult<AckedSearch> {
         message_id,
         idempotency_key: given(request.id),
         key: given(request.key),
-        since_ms: crate::dead_letters::parse_time("since", given(request.since).as_deref())?,
-        until_ms: crate::dead_letters::parse_time("until", given(request.until).as_deref())?,
+        since_ms: crate::parse_time("since", given(request.since).as_deref())?,
+        until_ms: crate::parse_time("until", given(request.until).as_deref())?,
     })
 }
 

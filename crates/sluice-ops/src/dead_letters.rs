@@ -1,7 +1,6 @@
 //! A source queue's dead letters: list (page by page, filtered), show, replay, delete, purge.
 
 use sluice_core::Millis;
-use sluice_core::clock::parse_rfc3339;
 use sluice_core::dispatch::{DeadLetterFilter, Seq};
 use sluice_core::store::{DeadLetter, DeadLetterQuery, DeadLetterSelection, ReplayParams};
 use sluice_core::wire::{ReplayOut, ReplayedOut};
@@ -244,22 +243,12 @@ impl Ops {
     }
 }
 
-/// An RFC 3339 time a client gave as `field`.
-pub(crate) fn parse_time(field: &str, text: Option<&str>) -> OpsResult<Option<Millis>> {
-    text.map(|text| {
-        parse_rfc3339(text).ok_or_else(|| {
-            OpsError::invalid_field(format!("{field}: {text:?} is not an RFC 3339 time"))
-        })
-    })
-    .transpose()
-}
-
 fn filter(queue: &str, matching: DeadLetterMatch) -> OpsResult<DeadLetterFilter> {
     Ok(DeadLetterFilter {
         source_queue: queue.to_owned(),
         error_contains: matching.error.filter(|e| !e.is_empty()),
-        since_ms: parse_time("since", matching.since.as_deref())?,
-        until_ms: parse_time("until", matching.until.as_deref())?,
+        since_ms: crate::parse_time("since", matching.since.as_deref())?,
+        until_ms: crate::parse_time("until", matching.until.as_deref())?,
     })
 }
 

@@ -86,3 +86,13 @@ impl Ops {
         self.clock.now_ms()
     }
 }
+
+/// An RFC 3339 time a client gave as `field`.
+pub(crate) fn parse_time(field: &str, text: Option<&str>) -> OpsResult<Option<Millis>> {
+    text.map(|text| {
+        sluice_core::clock::parse_rfc3339(text).ok_or_else(|| {
+            OpsError::invalid_field(format!("{field}: {text:?} is not an RFC 3339 time"))
+        })
+    })
+    .transpose()
+}

@@ -27,7 +27,7 @@ use crate::PgStore;
 use crate::cached::Cached;
 use crate::delivery_log;
 use crate::error::Db;
-use crate::messages::{BODY_BYTES_SQL, STATUS_COLUMNS, STATUS_COLUMNS_COUNT, status, still_kept};
+use crate::messages::{BODY_BYTES_SQL, STATUS_COLUMNS, STATUS_COLUMNS_COUNT, status};
 use crate::queues::LIVE;
 use crate::scan::{AGED_FROM, Walk, rows_in_order, walk};
 
@@ -179,11 +179,8 @@ async fn acked_page(
     let rows = transaction
         .query_cached(&acked_page_sql(search), &params)
         .await?;
-    page_of(&rows, query.limit, |row| {
-        let mut message = browsed(row)?;
-        message.status = still_kept(message.status, query.now_ms);
-        Ok(message)
-    })
+    // The statement keeps only keeps that last past the query's time.
+    page_of(&rows, query.limit, browsed)
 }
 
 /// A page of at most `limit` messages read by `read` from `rows`, fetched one more than the

@@ -768,7 +768,7 @@ impl PgStore {
             )?),
             None => None,
         };
-        Ok(Some((still_kept(status(&row)?, params.now_ms), payload)))
+        Ok(Some((status(&row)?.kept_as_of(params.now_ms), payload)))
     }
 
     /// `pg_notify('<schema>.wake', queue)` inside `transaction`: sent at its commit to every
@@ -1664,7 +1664,7 @@ pub(crate) const STATUS_COLUMNS_COUNT: usize = 22;
 
 /// A row that starts with [`STATUS_COLUMNS`] as a status (§1.4), its keep as stored
 /// ([`MessageStatus::kept_until_ms`] also once past: a reader that knows its time calls
-/// [`still_kept`]).
+/// [`MessageStatus::kept_as_of`]).
 pub(crate) fn status(row: &Row) -> StoreResult<MessageStatus> {
     let state_text: String = row.get(2);
     let dead_letter = dead_letter(row, 15);
@@ -1716,13 +1716,6 @@ pub(crate) fn status(row: &Row) -> StoreResult<MessageStatus> {
         replayed_as: row.get(14),
         failures,
     })
-}
-
-/// `status` as a read at `now_ms` reports it: a keep that ended is none, whether or not the
-/// cleanup has dropped the body yet.
-pub(crate) fn still_kept(mut status: MessageStatus, now_ms: Millis) -> MessageStatus {
-    status.kept_until_ms = status.kept_until_ms.filter(|&until| until > now_ms);
-    status
 }
 
 /// A row that breaks what this store writes: a bug or damage, never bad input.

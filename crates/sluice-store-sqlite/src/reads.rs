@@ -72,10 +72,9 @@ impl SharedSqliteStore {
             // The acked record is gone but the key's window is open: it remembers the outcome.
             return Ok(Some(remembered_ack(&params.queue, key, record)));
         }
-        if let Some(status) = &mut status {
-            status.kept_until_ms = status.kept_until_ms.filter(|&until| until > params.now_ms);
-        }
-        Ok(status.filter(belongs))
+        Ok(status
+            .map(|status| status.kept_as_of(params.now_ms))
+            .filter(belongs))
     }
 
     /// A page of one state's messages in dispatch order, from the index (the acked ones kept
@@ -157,7 +156,7 @@ impl SharedSqliteStore {
 
     /// A message with its body and headers, while it still has them.
     pub(crate) async fn body(&self, params: MessageGetParams) -> StoreResult<Option<MessageBody>> {
-        let params_now_ms = params.now_ms;
+        let now_ms = params.now_ms;
         let Some(status) = self.get_status(params).await? else {
             return Ok(None);
         };
@@ -178,7 +177,6 @@ impl SharedSqliteStore {
         };
         if kept {
             // Read with its keep: the cleanup may have dropped the body since the status read.
-            let now_ms = params_now_ms;
             let payload = self
                 .0
                 .read(move |conn| read_kept_payload(conn, seq, now_ms))
