@@ -208,6 +208,14 @@ async fn check(
     }
 }
 
+/// The refusal of a change another site's page asked a browser to make.
+pub fn cross_site_refusal() -> ApiError {
+    ApiError::new(
+        ErrorCode::CrossSiteRequest,
+        "a request from another site's page was refused (Origin / Sec-Fetch-Site)",
+    )
+}
+
 /// The checks on one request, for the layer and for the SQS API (which takes its requests
 /// before the routes): `Err` is the refusal to answer with; `Ok` carries the request's
 /// provenance, `None` for a webhook (whose sender is no browser).
@@ -237,10 +245,7 @@ pub fn judge(guard: &BrowserGuard, request: &Request) -> Result<Option<Provenanc
     let provenance = guard.provenance(headers);
     let changes = !matches!(*request.method(), Method::GET | Method::HEAD);
     if changes && provenance == Provenance::CrossSite {
-        return Err(ApiError::new(
-            ErrorCode::CrossSiteRequest,
-            "a request from another site's page was refused (Origin / Sec-Fetch-Site)",
-        ));
+        return Err(cross_site_refusal());
     }
     let is_form_route = matches!(path, "/ui/login" | "/ui/logout");
     if changes && !is_form_route && from_browser(headers) && has_body(request) {

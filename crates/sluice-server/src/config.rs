@@ -111,8 +111,13 @@ pub struct RawLimits {
     /// Time to send a request's headers, from the connection's start or its previous
     /// response, in ms (default 30 s).
     pub header_read_timeout_ms: Option<u64>,
-    /// Longest pause while a request body arrives, in ms (default 30 s).
+    /// Longest pause while a request body arrives, in ms (default 30 s); also the grace
+    /// before `body_min_bytes_per_s` applies.
     pub body_read_timeout_ms: Option<u64>,
+    /// Slowest average a request body may arrive at after the grace, in bytes/s (default 16 KiB/s).
+    pub body_min_bytes_per_s: Option<u64>,
+    /// Bytes of request bodies one client address may hold at once (default 64 MiB).
+    pub body_bytes_in_flight_per_peer: Option<usize>,
     /// Connections served at once (default 10,000).
     pub max_connections: Option<usize>,
     /// Dashboard sessions per token (default 16).
@@ -135,6 +140,10 @@ pub struct Limits {
     pub header_read_timeout: std::time::Duration,
     /// Longest pause while a request body arrives.
     pub body_read_timeout: std::time::Duration,
+    /// Slowest average a request body may arrive at, after `body_read_timeout`.
+    pub body_min_bytes_per_s: u64,
+    /// Bytes of request bodies one client address may hold at once.
+    pub body_bytes_in_flight_per_peer: usize,
     /// Connections served at once; more wait in the listen backlog.
     pub max_connections: usize,
     /// Dashboard sessions per token; a login beyond it ends that token's oldest session.
@@ -154,6 +163,8 @@ impl Limits {
         body_bytes_in_flight: 128 << 20,
         header_read_timeout: std::time::Duration::from_secs(30),
         body_read_timeout: std::time::Duration::from_secs(30),
+        body_min_bytes_per_s: 16 * 1024,
+        body_bytes_in_flight_per_peer: 64 << 20,
         max_connections: 10_000,
         sessions_per_token: 16,
         sessions_max: 10_000,
@@ -171,6 +182,11 @@ impl Limits {
             body_read_timeout: raw
                 .body_read_timeout_ms
                 .map_or(d.body_read_timeout, std::time::Duration::from_millis),
+            body_min_bytes_per_s: raw.body_min_bytes_per_s.unwrap_or(d.body_min_bytes_per_s),
+            body_bytes_in_flight_per_peer: raw
+                .body_bytes_in_flight_per_peer
+                .unwrap_or(d.body_bytes_in_flight_per_peer)
+                .min(raw.body_bytes_in_flight.unwrap_or(d.body_bytes_in_flight)),
             max_connections: raw.max_connections.unwrap_or(d.max_connections),
             sessions_per_token: raw.sessions_per_token.unwrap_or(d.sessions_per_token),
             sessions_max: raw.sessions_max.unwrap_or(d.sessions_max),
@@ -188,6 +204,16 @@ impl Limits {
                 crate::api::REQUEST_BYTES_MAX,
                 limits.body_bytes_in_flight
             ));
+        }
+        if limits.body_bytes_in_flight_per_peer < crate::api::REQUEST_BYTES_MAX {
+            return Err(format!(
+                "[limits] body_bytes_in_flight_per_peer must be at least {} (the largest request), got {}",
+                crate::api::REQUEST_BYTES_MAX,
+                limits.body_bytes_in_flight_per_peer
+            ));
+        }
+        if limits.body_min_bytes_per_s == 0 {
+            return Err("[limits] body_min_bytes_per_s must be at least 1".into());
         }
         for (key, value) in [
             ("header_read_timeout_ms", limits.header_read_timeout),

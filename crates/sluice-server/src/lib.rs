@@ -173,10 +173,7 @@ pub async fn run(
             config.limits.sessions_max,
         )),
         tls: config.tls.is_some(),
-        body_budget: Arc::new(body_budget::BodyBudget::new(
-            config.limits.body_bytes_in_flight,
-            config.limits.body_read_timeout,
-        )),
+        body_budget: Arc::new(body_budget::BodyBudget::new(&config.limits)),
         history: history::History::new(config.history.clone()),
         sqs: Arc::new(sqs::SqsState::new(config.sqs.clone())),
         stream_messages_in_flight: config.limits.stream_messages_in_flight,

@@ -52,7 +52,7 @@ const HTTP2_PING: Duration = Duration::from_secs(20);
 const HTTP2_HEADER_BYTES_MAX: u32 = 64 * 1024;
 
 /// The gRPC service, as the listener calls it.
-pub type Grpc = sluice_grpc::v1::queues_server::QueuesServer<crate::grpc::Queues>;
+pub type Grpc = crate::grpc::Entry;
 
 /// Serves `app` on `listener` until `shutdown` is cancelled, then lets requests in progress
 /// finish (for at most [`SHUTDOWN_GRACE`]).
@@ -161,8 +161,7 @@ impl Connection {
             let grpc = grpc.clone();
             async move {
                 let response = if is_grpc(&request) {
-                    let Ok(response) = tower::ServiceExt::oneshot(grpc, request).await;
-                    response.map(axum::body::Body::new)
+                    grpc.call(request).await
                 } else {
                     let Ok(response) = tower::ServiceExt::oneshot(app, request).await;
                     response

@@ -63,16 +63,11 @@ pub fn detect(
     if method != Method::GET && method != Method::POST {
         return Protocol::NotSqs;
     }
-    let mut params: Vec<(String, String)> = query
-        .map(|query| {
-            form_urlencoded::parse(query.as_bytes())
-                .into_owned()
-                .collect()
-        })
-        .unwrap_or_default();
-    if method == Method::POST && is_form(headers) {
-        params.extend(form_urlencoded::parse(body).into_owned());
-    }
+    let form = (method == Method::POST && is_form(headers)).then_some(body);
+    let params = match query_parameters(query, form) {
+        Ok(params) => params,
+        Err(error) => return refused(Wire::Query, error),
+    };
     let action = params
         .iter()
         .find(|(name, _)| name == "Action")
@@ -85,6 +80,55 @@ pub fn detect(
         }
         None => Protocol::NotSqs,
     }
+}
+
+/// Most parameters one query-protocol request may carry (query string and form body
+/// together). The largest request AWS defines, a `SendMessageBatch` of 10 entries with 10
+/// message attributes each, has about 400; the cap is counted before any parameter is decoded
+/// or copied, so a body of millions of `&` costs nothing but its bytes.
+pub const QUERY_PARAMETERS_MAX: usize = 1_000;
+/// Most `.`-separated parts in a query parameter's name. The deepest AWS defines,
+/// `SendMessageBatchRequestEntry.N.MessageAttribute.M.Value.StringListValue.K`, has 7; the
+/// parameters are folded into a tree one level per part, so the cap bounds its depth.
+pub const PARAMETER_NAME_PARTS_MAX: usize = 8;
+
+/// The query string's and the form body's parameters, in that order, within
+/// [`QUERY_PARAMETERS_MAX`] and [`PARAMETER_NAME_PARTS_MAX`].
+fn query_parameters(
+    query: Option<&str>,
+    form: Option<&[u8]>,
+) -> Result<Vec<(String, String)>, SqsError> {
+    let sources = [query.map(str::as_bytes), form];
+    // Counted on the raw bytes first: nothing is decoded or allocated for a request refused.
+    let count: usize = sources
+        .iter()
+        .flatten()
+        .map(|bytes| bytes.split(|&b| b == b'&').filter(|piece| !piece.is_empty()).count())
+        .sum();
+    if count > QUERY_PARAMETERS_MAX {
+        return Err(SqsError::new(
+            ErrorKind::InvalidParameterValue,
+            format!(
+                "The request has {count} parameters; at most {QUERY_PARAMETERS_MAX} are accepted."
+            ),
+        ));
+    }
+    let mut params = Vec::with_capacity(count);
+    for bytes in sources.into_iter().flatten() {
+        for (name, value) in form_urlencoded::parse(bytes) {
+            if name.split('.').count() > PARAMETER_NAME_PARTS_MAX {
+                let shown: String = name.chars().take(64).collect();
+                return Err(SqsError::new(
+                    ErrorKind::InvalidParameterValue,
+                    format!(
+                        "The parameter name '{shown}…' has more than {PARAMETER_NAME_PARTS_MAX} '.'-separated parts."
+                    ),
+                ));
+            }
+            params.push((name.into_owned(), value.into_owned()));
+        }
+    }
+    Ok(params)
 }
 
 /// Whether [`detect`] could claim a request, judged without its body: lets the server leave
@@ -491,5 +535,63 @@ mod tests {
             ),
             Protocol::NotSqs
         );
+    }
+
+    /// Issue 30, finding 1: a name of thousands of `.` built a tree as deep, whose recursive
+    /// drop overflowed a worker's stack and aborted the server, before any signature check.
+    #[test]
+    fn deep_names_and_too_many_parameters_are_refused_before_any_tree_is_built() {
+        let deep = format!("Action=ListQueues&{}=x", ".".repeat(30_000));
+        let refused = |protocol: Protocol| match protocol {
+            Protocol::Refused { wire, error } => {
+                assert_eq!(wire, Wire::Query);
+                assert_eq!(error.kind, ErrorKind::InvalidParameterValue);
+                error.message
+            }
+            other => panic!("not refused: {other:?}"),
+        };
+        let message = refused(detect(&Method::GET, "/", Some(&deep), &HeaderMap::new(), b""));
+        assert!(message.contains("more than 8"), "{message}");
+        let message = refused(detect(
+            &Method::POST,
+            "/",
+            None,
+            &HeaderMap::new(),
+            deep.as_bytes(),
+        ));
+        assert!(message.contains("more than 8"), "{message}");
+
+        let deepest_defined = "SendMessageBatchRequestEntry.1.MessageAttribute.1.Value.StringListValue.1";
+        let ok = format!("Action=ListQueues&{deepest_defined}=x");
+        assert!(matches!(
+            detect(&Method::GET, "/", Some(&ok), &HeaderMap::new(), b""),
+            Protocol::Query { .. }
+        ));
+
+        let many = |n: usize| {
+            let mut text = "Action=ListQueues".to_owned();
+            for i in 1..n {
+                text.push_str(&format!("&P{i}=x"));
+            }
+            text
+        };
+        assert!(matches!(
+            detect(&Method::POST, "/", None, &HeaderMap::new(), many(QUERY_PARAMETERS_MAX).as_bytes()),
+            Protocol::Query { .. }
+        ));
+        let message = refused(detect(
+            &Method::POST,
+            "/",
+            Some("Version=2012-11-05"),
+            &HeaderMap::new(),
+            many(QUERY_PARAMETERS_MAX).as_bytes(),
+        ));
+        assert!(message.contains("at most 1000"), "{message}");
+        // Empty pieces are not parameters: `&&&&` costs nothing and counts nothing.
+        let empties = format!("Action=ListQueues{}", "&".repeat(100_000));
+        assert!(matches!(
+            detect(&Method::POST, "/", None, &HeaderMap::new(), empties.as_bytes()),
+            Protocol::Query { .. }
+        ));
     }
 }

@@ -7,6 +7,7 @@
 //! is `application/grpc` to [`service`], and the rest to the HTTP router.
 
 mod convert;
+mod gate;
 mod publish;
 mod pull;
 mod unary;
@@ -21,10 +22,36 @@ use crate::api::AppState;
 use crate::auth::{Caller, Need};
 
 /// The gRPC service, ready to serve requests (`listen` routes `application/grpc` to it).
-pub fn service(app: AppState) -> QueuesServer<Queues> {
-    QueuesServer::new(Queues { app })
+pub fn service(app: AppState) -> Entry {
+    let service = QueuesServer::new(Queues { app: app.clone() })
         .max_decoding_message_size(crate::api::REQUEST_BYTES_MAX)
-        .max_encoding_message_size(usize::MAX)
+        .max_encoding_message_size(usize::MAX);
+    Entry { service, app }
+}
+
+/// The way in for gRPC calls: [`gate`] (the token, then a body held to the budget and the
+/// pace), then the service.
+#[derive(Clone)]
+pub struct Entry {
+    service: QueuesServer<Queues>,
+    app: AppState,
+}
+
+impl Entry {
+    /// Serves one call.
+    pub async fn call(
+        self,
+        request: hyper::Request<hyper::body::Incoming>,
+    ) -> axum::http::Response<axum::body::Body> {
+        if let Some(status) = gate::unauthenticated(&self.app, request.headers()) {
+            return status.into_http();
+        }
+        let peer = crate::body_budget::peer_of(request.extensions());
+        let budget = self.app.body_budget.clone();
+        let request = request.map(|body| gate::Gated::new(body, budget, peer));
+        let Ok(response) = tower::ServiceExt::oneshot(self.service, request).await;
+        response.map(axum::body::Body::new)
+    }
 }
 
 /// The implementation of `sluice.v1.Queues`.

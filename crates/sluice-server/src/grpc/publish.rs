@@ -99,7 +99,7 @@ async fn read(
             Ok(Some(request)) => {
                 // Charged as it is read, as an HTTP body is: the messages a stream holds are
                 // bounded in bytes by `[limits] body_bytes_in_flight`, not only in number.
-                let Some(charge) = app.body_budget.try_charge(body_len(&request)) else {
+                let Some(charge) = app.body_budget.try_charge(None, body_len(&request)) else {
                     let refusal = v1::PublishResponse {
                         seq: request.seq,
                         outcome: Some(v1::publish_response::Outcome::Error(stream_error(

@@ -22,6 +22,9 @@ pub struct RawSqs {
     pub batch_entries_max: Option<usize>,
     /// Largest SQS request body read (default 4 MiB: a full batch, encoded).
     pub request_bytes_max: Option<usize>,
+    /// Bytes of FIFO receives kept for retries with the same `ReceiveRequestAttemptId`
+    /// (default 64 MiB); the oldest are forgotten first beyond it.
+    pub receive_attempts_bytes_max: Option<usize>,
 }
 
 /// `[sqs]`, validated.
@@ -41,6 +44,8 @@ pub struct SqsConfig {
     pub batch_entries_max: usize,
     /// Largest request body.
     pub request_bytes_max: usize,
+    /// Bytes of receives kept for `ReceiveRequestAttemptId` retries.
+    pub receive_attempts_bytes_max: usize,
 }
 
 impl Default for SqsConfig {
@@ -53,6 +58,7 @@ impl Default for SqsConfig {
             max_message_bytes: 1024 * 1024,
             batch_entries_max: 10,
             request_bytes_max: 4 * 1024 * 1024,
+            receive_attempts_bytes_max: 64 * 1024 * 1024,
         }
     }
 }
@@ -71,6 +77,9 @@ impl SqsConfig {
             max_message_bytes: raw.max_message_bytes.unwrap_or(d.max_message_bytes),
             batch_entries_max: raw.batch_entries_max.unwrap_or(d.batch_entries_max),
             request_bytes_max: raw.request_bytes_max.unwrap_or(d.request_bytes_max),
+            receive_attempts_bytes_max: raw
+                .receive_attempts_bytes_max
+                .unwrap_or(d.receive_attempts_bytes_max),
         };
         if config.account_id.is_empty() || !config.account_id.bytes().all(|b| b.is_ascii_digit()) {
             return Err(format!(

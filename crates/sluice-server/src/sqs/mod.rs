@@ -59,6 +59,7 @@ impl SqsState {
     /// The API's state for `config`.
     pub fn new(config: SqsConfig) -> Self {
         Self {
+            receive_attempts: attempts::ReceiveAttempts::new(config.receive_attempts_bytes_max),
             config,
             ..Self::default()
         }
@@ -146,8 +147,15 @@ pub async fn intercept(State(layer): State<Arc<Layer>>, request: Request, next: 
     }
     // What the browser guard refuses on the native routes it refuses here too: a cross-site
     // form posting `Action=PurgeQueue` is a browser acting for another site.
-    if let Err(refused) = crate::browser_guard::judge(&layer.guard, &request) {
-        return refused.into_response();
+    // Unlike the native API, SQS's query protocol changes state over GET too (`GET
+    // /?Action=DeleteQueue`, an `<img>` on any page), so a cross-site request is refused
+    // whatever its method: no SQS client is another site's page.
+    match crate::browser_guard::judge(&layer.guard, &request) {
+        Err(refused) => return refused.into_response(),
+        Ok(Some(crate::browser_guard::Provenance::CrossSite)) => {
+            return crate::browser_guard::cross_site_refusal().into_response();
+        }
+        Ok(_) => {}
     }
     let sqs = app.sqs.clone();
     let (method, path, query) = (
@@ -166,7 +174,12 @@ pub async fn intercept(State(layer): State<Arc<Layer>>, request: Request, next: 
     // requests must not hold memory (or a slow upload's connection) outside it.
     let (bytes, charge) = match app
         .body_budget
-        .read(&parts.headers, body, sqs.config.request_bytes_max)
+        .read(
+            &parts.headers,
+            crate::body_budget::peer_of(&parts.extensions),
+            body,
+            sqs.config.request_bytes_max,
+        )
         .await
     {
         Ok(read) => read,
@@ -196,7 +209,7 @@ pub async fn intercept(State(layer): State<Arc<Layer>>, request: Request, next: 
         Protocol::Json { action } | Protocol::Query { action, .. } => format!("sqs:{action}"),
         _ => "sqs".to_owned(),
     };
-    let (wire, parsed) = match protocol {
+    let wire = match &protocol {
         Protocol::NotSqs => {
             // The native routes charge the body again themselves.
             drop(charge);
@@ -204,14 +217,13 @@ pub async fn intercept(State(layer): State<Arc<Layer>>, request: Request, next: 
                 .run(Request::from_parts(parts, Body::from(bytes)))
                 .await;
         }
-        Protocol::Refused { wire, error } => (wire, Err(error)),
-        Protocol::Json { action } => (Wire::Json, sluice_sqs::Request::from_json(action, &bytes)),
-        Protocol::Query { action, params } => (
-            Wire::Query,
-            sluice_sqs::Request::from_query(action, &params),
-        ),
+        Protocol::Refused { wire, .. } => *wire,
+        Protocol::Json { .. } => Wire::Json,
+        Protocol::Query { .. } => Wire::Query,
     };
     let answer = async {
+        // The signature first: a caller who is not one is refused before its members are
+        // decoded into anything (a request's tree and strings can be many times its bytes).
         let caller = authenticate(
             app,
             &method,
@@ -220,13 +232,21 @@ pub async fn intercept(State(layer): State<Arc<Layer>>, request: Request, next: 
             &parts.headers,
             &bytes,
         )?;
+        let request = match protocol {
+            Protocol::NotSqs => unreachable!("answered by the native routes above"),
+            Protocol::Refused { error, .. } => Err(error),
+            Protocol::Json { action } => sluice_sqs::Request::from_json(action, &bytes),
+            Protocol::Query { action, params } => {
+                sluice_sqs::Request::from_query(action, &params)
+            }
+        }?;
         let ctx = Ctx {
             app,
             sqs: &sqs,
             base: names::base_url(&sqs.config, &parts.headers, app.tls),
             caller,
         };
-        serve(&ctx, parsed?).await
+        serve(&ctx, request).await
     }
     .await;
     let answer = match answer {
@@ -272,7 +292,7 @@ fn authenticate(
         headers,
         body,
     };
-    sigv4::verify(
+    let verified = sigv4::verify(
         &signed,
         |access_key_id| {
             let (secret, found) = app.auth.by_access_key(access_key_id)?;
@@ -282,6 +302,15 @@ fn authenticate(
         time::OffsetDateTime::from_unix_timestamp(app.now_ms().div_euclid(1000))
             .unwrap_or_else(|_| time::OffsetDateTime::now_utc()),
     )?;
+    // Both protocols carry the operation and its members in the body (the query protocol's
+    // `Action` too), so a signature that does not cover the body would let anyone who saw one
+    // request send any other for the signature's 15 minutes.
+    if !verified.is_payload_signed && !body.is_empty() {
+        return Err(SqsError::new(
+            ErrorKind::IncompleteSignature,
+            "x-amz-content-sha256: UNSIGNED-PAYLOAD is accepted only for a request without a body: the body of an SQS request carries its operation, so the signature must cover it.",
+        ));
+    }
     Ok(caller)
 }
 

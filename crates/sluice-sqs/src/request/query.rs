@@ -97,6 +97,10 @@ impl Node {
 pub(super) fn to_json(action: Action, params: &[(String, String)]) -> Value {
     let mut root = Node::default();
     for (name, value) in params {
+        // `detect` refuses such names; the tree's depth is bounded here too, whoever calls.
+        if name.split('.').count() > crate::protocol::PARAMETER_NAME_PARTS_MAX {
+            continue;
+        }
         let mut node = &mut root;
         for part in name.split('.') {
             node = node.children.entry(part.to_owned()).or_default();
