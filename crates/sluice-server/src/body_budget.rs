@@ -212,7 +212,11 @@ pub(crate) fn next_deadline(
     let pause = last_arrival + read_timeout;
     let earned = Duration::from_secs_f64(received as f64 / min_bytes_per_s.max(1) as f64);
     let rate = started + read_timeout + earned;
-    if rate <= pause { (rate, true) } else { (pause, false) }
+    if rate <= pause {
+        (rate, true)
+    } else {
+        (pause, false)
+    }
 }
 
 /// The 408 of a body that came slower than the minimum rate on average.
@@ -274,7 +278,9 @@ impl BodyBudget {
                 self.min_bytes_per_s,
             );
             let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
-                Err(_) if by_rate => return Err(Refusal::Unreadable(too_slow(self.min_bytes_per_s))),
+                Err(_) if by_rate => {
+                    return Err(Refusal::Unreadable(too_slow(self.min_bytes_per_s)));
+                }
                 Err(_) => return Err(Refusal::Unreadable(body_timeout(self.read_timeout))),
                 Ok(None) => break,
                 Ok(Some(Err(error))) => {
@@ -403,10 +409,16 @@ mod tests {
         assert!(budget.charge(&mut first, Some(a), 30));
         let mut second = Held::default();
         assert!(!budget.charge(&mut second, Some(a), 20), "over a's share");
-        assert!(budget.charge(&mut second, Some(b), 40), "b has its own share");
+        assert!(
+            budget.charge(&mut second, Some(b), 40),
+            "b has its own share"
+        );
         assert_eq!(budget.held(), 70);
         drop(first);
-        assert!(budget.peers.lock().get(&a).is_none(), "a's share is given back");
+        assert!(
+            budget.peers.lock().get(&a).is_none(),
+            "a's share is given back"
+        );
         let mut third = Held::default();
         assert!(budget.charge(&mut third, Some(a), 40));
         // A charge the budget refuses is not left on the peer's share.

@@ -103,7 +103,12 @@ fn query_parameters(
     let count: usize = sources
         .iter()
         .flatten()
-        .map(|bytes| bytes.split(|&b| b == b'&').filter(|piece| !piece.is_empty()).count())
+        .map(|bytes| {
+            bytes
+                .split(|&b| b == b'&')
+                .filter(|piece| !piece.is_empty())
+                .count()
+        })
         .sum();
     if count > QUERY_PARAMETERS_MAX {
         return Err(SqsError::new(
@@ -550,7 +555,13 @@ mod tests {
             }
             other => panic!("not refused: {other:?}"),
         };
-        let message = refused(detect(&Method::GET, "/", Some(&deep), &HeaderMap::new(), b""));
+        let message = refused(detect(
+            &Method::GET,
+            "/",
+            Some(&deep),
+            &HeaderMap::new(),
+            b"",
+        ));
         assert!(message.contains("more than 8"), "{message}");
         let message = refused(detect(
             &Method::POST,
@@ -561,7 +572,8 @@ mod tests {
         ));
         assert!(message.contains("more than 8"), "{message}");
 
-        let deepest_defined = "SendMessageBatchRequestEntry.1.MessageAttribute.1.Value.StringListValue.1";
+        let deepest_defined =
+            "SendMessageBatchRequestEntry.1.MessageAttribute.1.Value.StringListValue.1";
         let ok = format!("Action=ListQueues&{deepest_defined}=x");
         assert!(matches!(
             detect(&Method::GET, "/", Some(&ok), &HeaderMap::new(), b""),
@@ -576,7 +588,13 @@ mod tests {
             text
         };
         assert!(matches!(
-            detect(&Method::POST, "/", None, &HeaderMap::new(), many(QUERY_PARAMETERS_MAX).as_bytes()),
+            detect(
+                &Method::POST,
+                "/",
+                None,
+                &HeaderMap::new(),
+                many(QUERY_PARAMETERS_MAX).as_bytes()
+            ),
             Protocol::Query { .. }
         ));
         let message = refused(detect(
@@ -590,7 +608,13 @@ mod tests {
         // Empty pieces are not parameters: `&&&&` costs nothing and counts nothing.
         let empties = format!("Action=ListQueues{}", "&".repeat(100_000));
         assert!(matches!(
-            detect(&Method::POST, "/", None, &HeaderMap::new(), empties.as_bytes()),
+            detect(
+                &Method::POST,
+                "/",
+                None,
+                &HeaderMap::new(),
+                empties.as_bytes()
+            ),
             Protocol::Query { .. }
         ));
     }

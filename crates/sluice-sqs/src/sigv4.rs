@@ -11,8 +11,8 @@
 //!   all covered;
 //! - the body, through its SHA-256: computed by us, or taken from `x-amz-content-sha256` and
 //!   then checked against the body, since a declared hash that is not the body's would sign
-//!   something else. A declared `UNSIGNED-PAYLOAD` is accepted (a client talking over TLS may
-//!   choose it); [`Verified::is_payload_signed`] then says the body was not covered, for a
+//!   something else. A declared `UNSIGNED-PAYLOAD` is accepted only for an empty body (an SQS
+//!   body carries the operation, issue 30 finding 15); [`Verified::is_payload_signed`] then says the body was not covered, for a
 //!   caller that wants to refuse that;
 //! - that `host` is a signed header, so a request signed for one server cannot be replayed
 //!   against another (every SDK signs it);
@@ -499,6 +499,12 @@ fn payload_hash(request: &SignedRequest<'_>) -> Result<(String, bool), SqsError>
     let body_hash = hex::encode(Sha256::digest(request.body));
     match header_str(request.headers, "x-amz-content-sha256") {
         None => Ok((body_hash, true)),
+        // Both SQS protocols carry the operation and its members in the body (the query
+        // protocol's `Action` too), so a signature that does not cover a body would let
+        // anyone who saw one request send any other for the signature's 15 minutes.
+        Some(UNSIGNED_PAYLOAD) if !request.body.is_empty() => Err(incomplete(format!(
+            "x-amz-content-sha256: {UNSIGNED_PAYLOAD} is accepted only for a request without a body: the body of an SQS request carries its operation, so the signature must cover it."
+        ))),
         Some(UNSIGNED_PAYLOAD) => Ok((UNSIGNED_PAYLOAD.to_owned(), false)),
         Some(declared) => {
             if !hex::decode(declared).is_ok_and(|digest| digest.len() == 32) {

@@ -214,8 +214,14 @@ async fn bodies_beyond_the_in_flight_budget_get_503_overloaded() {
         )
         .await
         .unwrap();
-    // The upload's headers are read (and its length charged) before the next request comes.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Bodies are charged as they arrive: the upload sends all but its last bytes, and holds
+    // them in the budget until it ends.
+    upload.write_all(&vec![b' '; 15_999_000]).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while server.body_bytes_held().await < 15_900_000 {
+        assert!(Instant::now() < deadline, "the upload was never charged");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 
     let nine_mb = empty_messages(3_000_000);
     let response = server

@@ -6,6 +6,7 @@
 mod support;
 
 mod alerts;
+mod attacks;
 mod auth;
 mod backpressure;
 mod bad_input;

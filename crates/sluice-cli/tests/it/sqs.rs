@@ -377,7 +377,8 @@ async fn sqs_bodies_are_read_within_the_in_flight_budget() {
         .to_owned();
     let address = server.url().trim_start_matches("http://").to_owned();
     let mut upload = tokio::net::TcpStream::connect(&address).await.unwrap();
-    // Declares the largest request there is, so its charge is the whole budget.
+    // The largest request there is, all sent but its last bytes: its charge is the whole
+    // budget (bodies are charged as they arrive, not as declared).
     upload
         .write_all(
             format!(
@@ -387,16 +388,12 @@ async fn sqs_bodies_are_read_within_the_in_flight_budget() {
         )
         .await
         .unwrap();
+    upload.write_all(&vec![b' '; 16_777_000]).await.unwrap();
     upload.flush().await.unwrap();
-    eprintln!(
-        "DEBUG written {:?} {:?}",
-        Instant::now(),
-        upload.local_addr()
-    );
     // Wait until the server holds the upload's charge (a request without a body is never
     // charged, so the scrape cannot take the upload's place in the budget).
     let deadline = Instant::now() + Duration::from_secs(20);
-    while body_bytes_held(&server).await < 16_000_000 {
+    while server.body_bytes_held().await < 16_000_000 {
         assert!(
             Instant::now() < deadline,
             "the upload's charge never showed in sluice_http_request_body_held_bytes"
@@ -426,29 +423,10 @@ async fn sqs_bodies_are_read_within_the_in_flight_budget() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // Every charge, the SQS requests' too, is given back.
-    while body_bytes_held(&server).await != 0 {
+    while server.body_bytes_held().await != 0 {
         assert!(Instant::now() < deadline, "charges were never given back");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-/// The `sluice_http_request_body_held_bytes` gauge, scraped.
-async fn body_bytes_held(server: &TestServer) -> u64 {
-    let text = server
-        .client()
-        .get(format!("{}/metrics", server.url()))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|line| line.strip_prefix("sluice_http_request_body_held_bytes "))
-        .expect("the gauge is exposed")
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 /// Proves an SQS request whose body stops arriving is answered after

@@ -194,7 +194,10 @@ impl HttpBody for Gated {
                 };
                 Poll::Ready(Some(Err(super::status(OpsError::new(
                     error.code,
-                    format!("a message {}", error.message.trim_start_matches("the request body ")),
+                    format!(
+                        "a message {}",
+                        error.message.trim_start_matches("the request body ")
+                    ),
                 )))))
             }
         }

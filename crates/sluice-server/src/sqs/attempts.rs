@@ -64,7 +64,10 @@ fn cost(key: &AttemptKey, messages: &[Message]) -> usize {
                         + v.string_value.as_ref().map_or(0, String::len)
                         + v.binary_value.as_ref().map_or(0, |b| b.0.len())
                         + v.string_list_values.iter().map(String::len).sum::<usize>()
-                        + v.binary_list_values.iter().map(|b| b.0.len()).sum::<usize>()
+                        + v.binary_list_values
+                            .iter()
+                            .map(|b| b.0.len())
+                            .sum::<usize>()
                 })
                 .sum();
             m.message_id.len()
@@ -201,7 +204,11 @@ mod tests {
             ..Message::default()
         };
         for i in 0..400 {
-            attempts.put("q.fifo", &format!("attempt-{i}"), (0..10).map(|j| big(i * 10 + j)).collect());
+            attempts.put(
+                "q.fifo",
+                &format!("attempt-{i}"),
+                (0..10).map(|j| big(i * 10 + j)).collect(),
+            );
             assert!(attempts.held() <= budget, "{} > {budget}", attempts.held());
         }
         assert!(attempts.held() > 0, "the newest receive that fits is kept");

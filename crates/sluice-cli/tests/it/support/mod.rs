@@ -301,6 +301,25 @@ impl TestServer {
     }
 
     /// `GET /v1/queues/{queue}/stats`.
+    /// The `sluice_http_request_body_held_bytes` gauge, scraped.
+    pub async fn body_bytes_held(&self) -> u64 {
+        let text = self
+            .client()
+            .get(format!("{}/metrics", self.url()))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find_map(|line| line.strip_prefix("sluice_http_request_body_held_bytes "))
+            .expect("the gauge is exposed")
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
     pub async fn stats(&self, queue: &str) -> Value {
         let reply = self.get(&format!("/v1/queues/{queue}/stats")).await;
         let stats = reply.ok();
@@ -359,7 +378,11 @@ impl TestServer {
             )
             .expect("write server log");
 
-            let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
+            // `SLUICE_TEST_BINARY` runs the tests against another build, such as the code
+            // before a fix, to see a regression test fail there.
+            let binary = std::env::var_os("SLUICE_TEST_BINARY")
+                .unwrap_or_else(|| env!("CARGO_BIN_EXE_sluice").into());
+            let mut command = Command::new(binary);
             command
                 .arg("serve")
                 .arg("--listen")
