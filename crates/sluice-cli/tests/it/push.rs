@@ -291,6 +291,47 @@ async fn server_errors_are_retried_with_the_queue_backoff_until_success() {
     assert_eq!(destination.count(), 3);
 }
 
+/// Issue 30, finding 11: with `max_attempts: 2` and no dead-letter queue (documented as retry
+/// for ever), the server stopped calling the destination after 2 failures, even once it was
+/// back, and recorded attempts it never made ("out of attempts: the server stopped…").
+#[tokio::test]
+async fn a_queue_without_a_dead_letter_queue_keeps_calling_past_max_attempts() {
+    let destination = Destination::start().await;
+    destination.on_path(
+        "/flaky",
+        Script::fail(3, Answer::status(503).body("upstream down")),
+    );
+    let server = TestServer::builder().test_clock(true).start().await;
+    server
+        .put_queue(
+            "q",
+            json!({
+                "max_attempts": 2,
+                "dead_letter_queue": "",
+                "backoff": {"initial_ms": 1000, "factor": 1, "jitter": false},
+                "push": {"url": destination.url("/flaky")},
+            }),
+        )
+        .await;
+    let id = message_id(&server.send("q", json!({"body": {"job": 1}})).await);
+    for attempt in 1..=3 {
+        let requests = destination.wait_for(attempt, WAIT).await;
+        assert_eq!(requests.len(), attempt, "attempt {attempt} was never sent");
+        let status = status_until(&server, "q", &id, |s| {
+            s["state"] == "delayed" && s["attempts"] == attempt
+        })
+        .await;
+        assert_eq!(status["last_error"], "HTTP 503: upstream down", "{status}");
+        server.advance_clock(1000).await;
+    }
+    let status = status_until(&server, "q", &id, |s| s["state"] == "acked").await;
+    assert_eq!(status["state"], "acked", "{status}");
+    assert_eq!(destination.count(), 4, "every attempt was a real request");
+    let stats = server.stats("q").await;
+    assert_eq!(stats["counters"]["dead_lettered"], 0, "{stats}");
+    assert_eq!(stats["push"]["retried"], 3, "{stats}");
+}
+
 #[tokio::test]
 async fn a_longer_retry_after_wins_over_the_backoff() {
     // Proves 429 with Retry-After: 3 on a queue with a 100 ms backoff schedules the retry 3000 ms

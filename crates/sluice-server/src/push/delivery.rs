@@ -25,7 +25,14 @@ impl Dispatcher {
         let started_ms = self.clock.now_ms();
         let started = std::time::Instant::now();
         let max_attempts = destination.config.max_attempts;
-        let (mut outcome, recording) = if max_attempts > 0 && message.attempts > max_attempts {
+        // Past its attempts (the server stopped during earlier deliveries) a message goes to
+        // its dead-letter queue without another call. A queue without one retries for ever
+        // (docs/semantics.md), so its messages are always called: answering them "out of
+        // attempts" without a request left them stuck once the destination was back.
+        let out_of_attempts = destination.config.dead_letter_queue.is_some()
+            && max_attempts > 0
+            && message.attempts > max_attempts;
+        let (mut outcome, recording) = if out_of_attempts {
             let outcome = Outcome::Failed {
                 status: None,
                 error: format!(
