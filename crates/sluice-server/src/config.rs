@@ -129,6 +129,9 @@ pub struct RawLimits {
     /// Messages one gRPC stream may have in flight: published and not yet answered, or
     /// granted as pull credit and not yet sent (default 10,000).
     pub stream_messages_in_flight: Option<usize>,
+    /// Bytes of leased messages one gRPC pull stream holds before its client reads them
+    /// (default 16 MiB).
+    pub stream_unsent_bytes: Option<usize>,
 }
 
 /// What requests, connections and sessions may hold: `[limits]`, validated.
@@ -155,6 +158,8 @@ pub struct Limits {
     /// Messages one gRPC stream may have in flight: published and not yet answered, or granted
     /// as pull credit and not yet sent.
     pub stream_messages_in_flight: usize,
+    /// Bytes of leased messages one pull stream holds before its client reads them.
+    pub stream_unsent_bytes: usize,
 }
 
 impl Limits {
@@ -170,6 +175,7 @@ impl Limits {
         sessions_max: 10_000,
         streams_per_connection: 256,
         stream_messages_in_flight: 10_000,
+        stream_unsent_bytes: 16 << 20,
     };
 
     fn from_raw(raw: RawLimits) -> Result<Self, String> {
@@ -196,6 +202,7 @@ impl Limits {
             stream_messages_in_flight: raw
                 .stream_messages_in_flight
                 .unwrap_or(d.stream_messages_in_flight),
+            stream_unsent_bytes: raw.stream_unsent_bytes.unwrap_or(d.stream_unsent_bytes),
         };
         // A body budget below the largest request would refuse such requests forever.
         if limits.body_bytes_in_flight < crate::api::REQUEST_BYTES_MAX {
@@ -235,6 +242,7 @@ impl Limits {
                 "stream_messages_in_flight",
                 limits.stream_messages_in_flight,
             ),
+            ("stream_unsent_bytes", limits.stream_unsent_bytes),
         ] {
             if value == 0 {
                 return Err(format!("[limits] {key} must be at least 1"));

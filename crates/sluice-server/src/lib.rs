@@ -177,6 +177,7 @@ pub async fn run(
         history: history::History::new(config.history.clone()),
         sqs: Arc::new(sqs::SqsState::new(config.sqs.clone())),
         stream_messages_in_flight: config.limits.stream_messages_in_flight,
+        stream_unsent_bytes: config.limits.stream_unsent_bytes,
         dashboard_url: alerts::dashboard_url(
             &config.public_urls,
             listener.local_addr()?,

@@ -377,3 +377,55 @@ async fn finding_03_a_half_sent_grpc_message_is_answered_and_its_bytes_given_bac
     drop(tx);
     assert_alive(&server).await;
 }
+
+/// Finding 7: a pull stream that never reads made the server lease and hold bodies: with
+/// credit 10,000 and 1 MiB messages, 1,504 were leased and held (216 MB → 1.83 GB), because
+/// the outgoing buffer was bounded in answers, not bytes. It is bounded by
+/// `[limits] stream_unsent_bytes` now.
+#[tokio::test]
+async fn finding_07_a_pull_stream_that_never_reads_holds_at_most_its_unsent_bytes() {
+    use sluice_grpc::v1::{self, pull_request, queues_client::QueuesClient};
+
+    let server = TestServer::builder()
+        .config("[limits]\nstream_unsent_bytes = 1048576\n")
+        .start()
+        .await;
+    server.put_queue("q", json!({})).await;
+    let body = "x".repeat(16 * 1024);
+    for _ in 0..6 {
+        let messages: Vec<_> = (0..100).map(|_| json!({"body": body})).collect();
+        let reply = server
+            .post("/v1/queues/q/messages", json!({"messages": messages}))
+            .await;
+        reply.ok();
+    }
+    let mut client = QueuesClient::connect(server.url().to_owned())
+        .await
+        .expect("gRPC connection");
+    let (requests, outbound) = mpsc::channel(4);
+    requests
+        .send(v1::PullRequest {
+            request: Some(pull_request::Request::Start(v1::PullStart {
+                queue: "q".to_owned(),
+                credit: 10_000,
+                visibility_timeout_ms: None,
+            })),
+        })
+        .await
+        .unwrap();
+    // The answers are never read.
+    let _answers = client.pull(ReceiverStream::new(outbound)).await.unwrap();
+    // Let the server lease what it will, then see how much that is.
+    let mut leased = 0;
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        leased = server.stats("q").await["in_flight"].as_u64().unwrap();
+    }
+    assert!(leased > 0, "the stream leased nothing");
+    // One batch (at most 100) with the connection, and a buffer of 1 MiB (64 of 16 KiB).
+    assert!(
+        leased <= 200,
+        "{leased} of 600 messages were leased for a client that reads nothing"
+    );
+    drop(requests);
+}

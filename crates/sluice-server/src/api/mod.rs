@@ -96,6 +96,8 @@ pub struct Shared {
     pub sqs: Arc<crate::sqs::SqsState>,
     /// Messages one gRPC stream may have in flight (`[limits] stream_messages_in_flight`).
     pub stream_messages_in_flight: usize,
+    /// Bytes of leased messages a pull stream holds unread (`[limits] stream_unsent_bytes`).
+    pub stream_unsent_bytes: usize,
     /// The dashboard's address for links in alerts (`https://host/ui/`), when known.
     pub dashboard_url: Option<String>,
 }

@@ -7,9 +7,17 @@
 //! concurrently. A stream that breaks leaves its leases as they are: a message not acked is
 //! delivered again when its lease runs out, as after any consumer's crash. Messages leased for
 //! a client that has already gone are given back at once.
+//!
+//! Credit bounds the messages a client is sent, not what the server holds for a client that
+//! does not read: leased messages wait in the stream's outgoing buffer until the connection
+//! takes them. That buffer is bounded in bytes (`[limits] stream_unsent_bytes`, issue 30
+//! finding 7): a receive starts only while there is room, asks for as many messages as the room
+//! fits at the last batch's average size, and its messages are charged until the connection
+//! takes them.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -18,7 +26,7 @@ use sluice_core::queue::limits;
 use sluice_grpc::v1;
 use sluice_grpc::v1::pull_request::Request as Incoming;
 use sluice_ops::{AckRequest, NackRequest, OpsError, OpsResult, ReceiveRequest};
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
 
@@ -33,7 +41,12 @@ const ANSWER_BUFFER: usize = 64;
 const SETTLING_MAX: usize = 1024;
 
 type Claim = Pin<Box<dyn Future<Output = OpsResult<Vec<ClaimedMessage>>> + Send>>;
-type Outbound = mpsc::Sender<Result<v1::PullResponse, Status>>;
+/// An answer on its way out, with the bytes of the stream's buffer it holds until sent.
+type Unsent = (
+    Result<v1::PullResponse, Status>,
+    Option<OwnedSemaphorePermit>,
+);
+type Outbound = mpsc::Sender<Unsent>;
 
 /// Reads the stream's `PullStart`, authorizes it, and starts serving the stream.
 pub async fn start(
@@ -54,16 +67,23 @@ pub async fn start(
     app.ops.queue_get(&start.queue).await.map_err(status)?;
     let (outbound, answers) = mpsc::channel(ANSWER_BUFFER);
     let cap = app.stream_messages_in_flight as u64;
+    let unsent_max = app.stream_unsent_bytes.min(Semaphore::MAX_PERMITS);
     let puller = Puller {
-        app,
-        caller,
         credit: u64::from(start.credit).min(cap),
         cap,
         queue: start.queue,
         visibility_timeout_ms: start.visibility_timeout_ms,
+        unsent: Arc::new(Semaphore::new(unsent_max)),
+        unsent_max,
+        average_bytes: 0,
+        app,
+        caller,
     };
     tokio::spawn(puller.run(inbound, outbound));
-    Ok(Box::pin(ReceiverStream::new(answers)))
+    Ok(Box::pin(Charged {
+        answers: ReceiverStream::new(answers),
+        in_transit: None,
+    }))
 }
 
 /// What the client asks the stream to settle.
@@ -83,6 +103,49 @@ struct Puller {
     credit: u64,
     /// The most credit a client may hold ([`crate::config::Limits::stream_messages_in_flight`]).
     cap: u64,
+    /// Bytes of the outgoing buffer free ([`crate::config::Limits::stream_unsent_bytes`]).
+    unsent: Arc<Semaphore>,
+    unsent_max: usize,
+    /// The average size of the last batch's messages, to size the next receive by.
+    average_bytes: usize,
+}
+
+/// The answers as the connection takes them. An answer's charge is kept until the connection
+/// asks for the next one: by then it has handed the answer on to the socket's buffer, which
+/// asks for more only when it has room (HTTP/2 flow control).
+struct Charged {
+    answers: ReceiverStream<Unsent>,
+    in_transit: Option<OwnedSemaphorePermit>,
+}
+
+impl futures::Stream for Charged {
+    type Item = Result<v1::PullResponse, Status>;
+
+    fn poll_next(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.in_transit = None;
+        match self.answers.poll_next_unpin(cx) {
+            std::task::Poll::Ready(Some((answer, charge))) => {
+                self.in_transit = charge;
+                std::task::Poll::Ready(Some(answer))
+            }
+            std::task::Poll::Ready(None) => std::task::Poll::Ready(None),
+            std::task::Poll::Pending => std::task::Poll::Pending,
+        }
+    }
+}
+
+/// What a leased message holds in memory until it is sent: its body, headers and receipt.
+fn unsent_bytes(message: &ClaimedMessage) -> usize {
+    let headers: usize = message
+        .payload
+        .headers
+        .iter()
+        .map(|(name, value)| name.len() + value.len())
+        .sum();
+    message.payload.body_bytes.len() + headers + 256
 }
 
 impl Puller {
@@ -106,12 +169,12 @@ impl Puller {
                         let answer = v1::PullResponse {
                             response: Some(v1::pull_response::Response::Settled(settled)),
                         };
-                        if outbound.send(Ok(answer)).await.is_err() {
+                        if outbound.send((Ok(answer), None)).await.is_err() {
                             return;
                         }
                     }
                     let _ = outbound
-                        .send(Err(status(OpsError::unavailable("the server is shutting down"))))
+                        .send((Err(status(OpsError::unavailable("the server is shutting down"))), None))
                         .await;
                     return;
                 }
@@ -123,9 +186,9 @@ impl Puller {
                             }
                             Some(Incoming::Start(_)) => {
                                 let _ = outbound
-                                    .send(Err(status(OpsError::invalid_field(
+                                    .send((Err(status(OpsError::invalid_field(
                                         "start: a pull stream is started once",
-                                    ))))
+                                    ))), None))
                                     .await;
                                 return;
                             }
@@ -159,7 +222,7 @@ impl Puller {
                             }
                         }
                         Err(error) => {
-                            let _ = outbound.send(Err(status(error))).await;
+                            let _ = outbound.send((Err(status(error)), None)).await;
                             return;
                         }
                     }
@@ -168,7 +231,7 @@ impl Puller {
                     let answer = v1::PullResponse {
                         response: Some(v1::pull_response::Response::Settled(settled)),
                     };
-                    if outbound.send(Ok(answer)).await.is_err() {
+                    if outbound.send((Ok(answer), None)).await.is_err() {
                         return;
                     }
                 }
@@ -180,28 +243,53 @@ impl Puller {
     /// as long as a long poll may.
     fn claim(&self) -> Claim {
         let ops = self.app.ops.clone();
-        let request = ReceiveRequest {
-            queue: self.queue.clone(),
-            max: Some(self.credit.min(limits::RECEIVE_MAX as u64) as i64),
-            wait_ms: Some(limits::WAIT_MS_MAX),
-            visibility_timeout_ms: self.visibility_timeout_ms,
+        let unsent = self.unsent.clone();
+        let average_bytes = self.average_bytes;
+        // Until a batch has shown how big the messages are, one at a time.
+        let credit = if average_bytes == 0 {
+            self.credit.min(1)
+        } else {
+            self.credit.min(limits::RECEIVE_MAX as u64)
         };
-        Box::pin(async move { ops.receive(request).await })
+        let (queue, visibility_timeout_ms) = (self.queue.clone(), self.visibility_timeout_ms);
+        Box::pin(async move {
+            // Nothing is leased while the buffer is full: wait for the client to read.
+            let room = unsent.acquire().await.expect("never closed");
+            let fits = (unsent.available_permits() + 1) / average_bytes.max(1);
+            drop(room);
+            let request = ReceiveRequest {
+                queue,
+                max: Some(credit.min(fits.max(1) as u64) as i64),
+                wait_ms: Some(limits::WAIT_MS_MAX),
+                visibility_timeout_ms,
+            };
+            ops.receive(request).await
+        })
     }
 
     /// Sends leased messages; gives them back when the client has gone.
     async fn send(
-        &self,
+        &mut self,
         outbound: &Outbound,
         messages: Vec<ClaimedMessage>,
     ) -> Result<(), Vec<String>> {
         let receipts: Vec<String> = messages.iter().map(|m| m.receipt.to_string()).collect();
+        let bytes: usize = messages.iter().map(unsent_bytes).sum();
+        self.average_bytes = bytes / messages.len().max(1);
+        // A batch larger than the whole buffer takes all of it (it was leased on room).
+        let charge = u32::try_from(bytes.min(self.unsent_max)).unwrap_or(u32::MAX);
+        let Ok(permit) = self.unsent.clone().acquire_many_owned(charge).await else {
+            return Err(receipts);
+        };
         let answer = v1::PullResponse {
             response: Some(v1::pull_response::Response::Messages(v1::Deliveries {
                 messages: messages.into_iter().map(convert::delivery).collect(),
             })),
         };
-        outbound.send(Ok(answer)).await.map_err(|_| receipts)
+        outbound
+            .send((Ok(answer), Some(permit)))
+            .await
+            .map_err(|_| receipts)
     }
 
     /// Gives leases back without counting a failure: nobody will work on them.
