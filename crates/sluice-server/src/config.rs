@@ -132,6 +132,9 @@ pub struct RawLimits {
     /// Bytes of leased messages one gRPC pull stream holds before its client reads them
     /// (default 16 MiB).
     pub stream_unsent_bytes: Option<usize>,
+    /// Bytes one topic publish may store across its copies: the message's size times the
+    /// subscriptions that take it (default 64 MiB).
+    pub topic_publish_bytes_max: Option<usize>,
 }
 
 /// What requests, connections and sessions may hold: `[limits]`, validated.
@@ -160,6 +163,8 @@ pub struct Limits {
     pub stream_messages_in_flight: usize,
     /// Bytes of leased messages one pull stream holds before its client reads them.
     pub stream_unsent_bytes: usize,
+    /// Bytes one topic publish may store across its copies.
+    pub topic_publish_bytes_max: usize,
 }
 
 impl Limits {
@@ -176,6 +181,7 @@ impl Limits {
         streams_per_connection: 256,
         stream_messages_in_flight: 10_000,
         stream_unsent_bytes: 16 << 20,
+        topic_publish_bytes_max: 64 << 20,
     };
 
     fn from_raw(raw: RawLimits) -> Result<Self, String> {
@@ -203,6 +209,9 @@ impl Limits {
                 .stream_messages_in_flight
                 .unwrap_or(d.stream_messages_in_flight),
             stream_unsent_bytes: raw.stream_unsent_bytes.unwrap_or(d.stream_unsent_bytes),
+            topic_publish_bytes_max: raw
+                .topic_publish_bytes_max
+                .unwrap_or(d.topic_publish_bytes_max),
         };
         // A body budget below the largest request would refuse such requests forever.
         if limits.body_bytes_in_flight < crate::api::REQUEST_BYTES_MAX {
@@ -243,6 +252,7 @@ impl Limits {
                 limits.stream_messages_in_flight,
             ),
             ("stream_unsent_bytes", limits.stream_unsent_bytes),
+            ("topic_publish_bytes_max", limits.topic_publish_bytes_max),
         ] {
             if value == 0 {
                 return Err(format!("[limits] {key} must be at least 1"));

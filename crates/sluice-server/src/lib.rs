@@ -178,6 +178,7 @@ pub async fn run(
         sqs: Arc::new(sqs::SqsState::new(config.sqs.clone())),
         stream_messages_in_flight: config.limits.stream_messages_in_flight,
         stream_unsent_bytes: config.limits.stream_unsent_bytes,
+        limits: config.limits.clone(),
         dashboard_url: alerts::dashboard_url(
             &config.public_urls,
             listener.local_addr()?,

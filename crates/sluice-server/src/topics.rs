@@ -218,6 +218,23 @@ pub async fn publish(
         .stats
         .filtered
         .fetch_add(filtered as u64, Ordering::Relaxed);
+    // Checked before a copy is made: each subscription stores the whole message, so a big
+    // message to many subscriptions must be refused while it is still one message.
+    let one: usize = message.body.0.len()
+        + message
+            .headers
+            .iter()
+            .flatten()
+            .map(|(name, value)| name.len() + value.len())
+            .sum::<usize>();
+    let total = one.saturating_mul(taken.len());
+    if total > app.limits.topic_publish_bytes_max {
+        return Err(ApiError::too_large(format!(
+            "this message ({one} bytes) would be stored {} times, {total} bytes in all; one publish may store at most {} ([limits] topic_publish_bytes_max)",
+            taken.len(),
+            app.limits.topic_publish_bytes_max
+        )));
+    }
     let mut enqueues = Vec::with_capacity(taken.len());
     for &index in &taken {
         let queue = topic.spec.subscriptions[index].queue.clone();

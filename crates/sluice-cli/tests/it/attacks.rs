@@ -429,3 +429,55 @@ async fn finding_07_a_pull_stream_that_never_reads_holds_at_most_its_unsent_byte
     );
     drop(requests);
 }
+
+// ---- topics --------------------------------------------------------------------------------
+
+/// Finding 8: a topic publish copied the body once per subscription before checking the
+/// copies could be stored: 10 MiB to 100 subscriptions peaked at 1.15 GB before a 503, and
+/// could never succeed. The copies' total is checked first now (413, naming the limit).
+#[tokio::test]
+async fn finding_08_a_publish_too_big_for_its_copies_is_refused_before_any_copy() {
+    let server = TestServer::builder().start().await;
+    let mut subscriptions = Vec::new();
+    for i in 0..100 {
+        let queue = format!("s{i}");
+        server
+            .put_queue(&queue, json!({"max_message_bytes": 10 << 20}))
+            .await;
+        subscriptions.push(json!({"queue": queue}));
+    }
+    server
+        .put("/v1/topics/wide", json!({"subscriptions": subscriptions}))
+        .await
+        .ok();
+    assert_alive(&server).await;
+    let before = peak_rss(&server);
+    let big = "x".repeat(9 << 20);
+    let reply = server
+        .post("/v1/topics/wide/messages", json!({"body": big}))
+        .await;
+    let error = reply.error(413, "too_large");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("topic_publish_bytes_max"),
+        "{error}"
+    );
+    let grown = peak_rss(&server).saturating_sub(before);
+    assert!(
+        grown < 200 << 20,
+        "the refused publish grew the server's peak memory by {grown} bytes"
+    );
+    assert_eq!(server.stats("s0").await["ready"], 0);
+    // A message whose copies fit is published to every subscription.
+    let reply = server
+        .post("/v1/topics/wide/messages", json!({"body": "small"}))
+        .await
+        .ok();
+    assert_eq!(
+        reply["copies"].as_array().map(Vec::len),
+        Some(100),
+        "{reply}"
+    );
+}

@@ -100,6 +100,8 @@ pub struct Shared {
     pub stream_unsent_bytes: usize,
     /// The dashboard's address for links in alerts (`https://host/ui/`), when known.
     pub dashboard_url: Option<String>,
+    /// `[limits]`, for the rules that read them per request.
+    pub limits: crate::config::Limits,
 }
 
 impl Shared {
