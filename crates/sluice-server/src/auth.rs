@@ -309,6 +309,8 @@ fn digest(token: &str) -> [u8; 32] {
 pub struct Auth {
     tokens: Vec<Token>,
     metrics_public: bool,
+    /// `[tenants]`: who owns which names.
+    tenants: Vec<Arc<Tenant>>,
 }
 
 impl Auth {
@@ -434,7 +436,13 @@ impl Auth {
         Ok(Self {
             tokens,
             metrics_public: spec.metrics_public,
+            tenants: tenants.into_values().collect(),
         })
+    }
+
+    /// True when a tenant owns `name` (its destinations are then called as a tenant's).
+    pub fn is_tenant_owned(&self, name: &str) -> bool {
+        self.tenants.iter().any(|tenant| tenant.owns(name))
     }
 
     /// True when tokens are configured (access control is on).
@@ -890,10 +898,10 @@ pub fn check_secret(
 }
 
 /// Refuses (403, naming `field`) a destination URL of a tenant admin's that names an internal
-/// host: `localhost` (and `*.localhost`), or an IP address that is loopback, private, link-local,
-/// unspecified or shared (CGNAT, 100.64.0.0/10). DNS names are not resolved: one that resolves
-/// to an internal address is not caught (firewall the server's egress for that). A URL that
-/// does not parse is left to the definition's own validation.
+/// host: `localhost` (and `*.localhost`), or an IP address [`crate::egress::is_internal`] calls
+/// internal, in any spelling. A DNS name is judged when it is called: the tenants' client
+/// resolves only to public addresses (crate::egress). A URL that does not parse is left to the
+/// definition's own validation.
 pub fn check_destination_url(
     caller: Option<&Caller>,
     field: &str,
@@ -905,20 +913,7 @@ pub fn check_destination_url(
     let Ok(parsed) = reqwest::Url::parse(url) else {
         return Ok(());
     };
-    // The parser has put IPv4 addresses in dotted decimal (`0x7f.1` is `127.0.0.1`) and
-    // IPv6 ones in brackets.
-    let host = parsed.host_str().unwrap_or_default();
-    let bare = host
-        .strip_prefix('[')
-        .and_then(|host| host.strip_suffix(']'))
-        .unwrap_or(host);
-    let internal = match bare.parse::<std::net::IpAddr>() {
-        Ok(ip) => is_internal(ip),
-        Err(_) => {
-            let domain = host.trim_end_matches('.').to_ascii_lowercase();
-            domain == "localhost" || domain.ends_with(".localhost")
-        }
-    };
+    let internal = crate::egress::names_internal_host(&parsed);
     if internal {
         return Err(refused(format!(
             "{field}: a tenant admin's destinations may not be internal addresses (localhost, \
@@ -926,32 +921,6 @@ pub fn check_destination_url(
         )));
     }
     Ok(())
-}
-
-/// Loopback, private (10/8, 172.16/12, 192.168/16, fc00::/7), link-local (169.254/16,
-/// fe80::/10), unspecified, or shared (100.64/10); an IPv4-mapped IPv6 address as its IPv4.
-fn is_internal(ip: std::net::IpAddr) -> bool {
-    match ip {
-        std::net::IpAddr::V4(ip) => {
-            let [first, second, ..] = ip.octets();
-            ip.is_loopback()
-                || ip.is_private()
-                || ip.is_link_local()
-                || ip.is_unspecified()
-                || ip.is_broadcast()
-                || (first == 100 && (second & 0xc0) == 64)
-        }
-        std::net::IpAddr::V6(ip) => {
-            if let Some(v4) = ip.to_ipv4_mapped() {
-                return is_internal(std::net::IpAddr::V4(v4));
-            }
-            let first = ip.segments()[0];
-            ip.is_loopback()
-                || ip.is_unspecified()
-                || (first & 0xfe00) == 0xfc00
-                || (first & 0xffc0) == 0xfe80
-        }
-    }
 }
 
 /// A tenant admin's push destination: its URL and its signing secret.
@@ -1154,6 +1123,7 @@ mod tests {
                 tenant: None,
             }],
             metrics_public: false,
+            tenants: Vec::new(),
         };
         assert!(auth.identify("a-long-enough-token").is_some());
         assert!(auth.identify("a-long-enough-tokeN").is_none());

@@ -17,6 +17,7 @@ mod body_budget;
 mod browser_guard;
 pub mod config;
 mod dashboard;
+mod egress;
 pub mod error;
 pub mod expr;
 mod grpc;
@@ -148,6 +149,7 @@ pub async fn run(
         expr.clone(),
         config.push_enabled,
         config.push_delivery_log,
+        config.auth.clone(),
     )?;
     let http_metrics = Arc::new(http_metrics::HttpMetrics::default());
     let shutdown_shared = Arc::new(shutdown_token.clone());

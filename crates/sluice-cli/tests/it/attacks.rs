@@ -481,3 +481,145 @@ async fn finding_08_a_publish_too_big_for_its_copies_is_refused_before_any_copy(
         "{reply}"
     );
 }
+
+// ---- tenants -------------------------------------------------------------------------------
+
+const TENANTS: &str = r#"
+[tenants.team-a]
+queues = ["team-a.*"]
+
+[[auth.tokens]]
+name = "ops"
+token = { env = "TEST_ADMIN" }
+roles = ["admin"]
+
+[[auth.tokens]]
+name = "team-a-admin"
+token = { env = "TEST_A_ADMIN" }
+roles = ["tenant_admin"]
+tenant = "team-a"
+"#;
+const OPS: &str = "admin-token-0123456789";
+const A_ADMIN: &str = "team-a-admin-0123456789";
+
+async fn with_tenants() -> TestServer {
+    TestServer::builder()
+        .config(TENANTS)
+        .env("TEST_ADMIN", OPS)
+        .env("TEST_A_ADMIN", A_ADMIN)
+        .start()
+        .await
+}
+
+/// Finding 9: a tenant admin's push URL could name the server's own machine in spellings the
+/// check missed (`[::127.0.0.1]`, NAT64, 6to4, 198.18/15, 224/4, 240/4) or by a name that
+/// resolves to it (a hosts-file entry); the server called the loopback service, and the
+/// tenant admin read its answer in the delivery log.
+#[tokio::test]
+async fn finding_09_a_tenants_destination_cannot_reach_the_servers_own_network() {
+    use crate::support::destination::{Answer, Destination, Script};
+
+    let destination = Destination::start().await;
+    destination.on_other(Script::always(Answer::ok().body("internal secret")));
+    let port = destination
+        .url("/")
+        .trim_start_matches("http://")
+        .split(['/', ':'])
+        .nth(1)
+        .unwrap()
+        .to_owned();
+    let server = with_tenants().await;
+    for host in [
+        "[::127.0.0.1]",
+        "[64:ff9b::7f00:1]",
+        "[2002:7f00:1::]",
+        "198.18.0.1",
+        "224.0.0.1",
+        "240.0.0.1",
+    ] {
+        let (status, text) = tokens::call(
+            &server,
+            reqwest::Method::PUT,
+            "/v1/queues/team-a.jobs",
+            Some(A_ADMIN),
+            Some(json!({"push": {"url": format!("http://{host}:{port}/hook")}})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{host}: {text}");
+        assert!(text.contains("internal"), "{text}");
+    }
+
+    // This machine's own name: it resolves to one of its addresses, which are internal here
+    // (a hosts-file entry, or a private address). Accepted when defined (names are judged
+    // when called), never called.
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_owned();
+    let resolves_inside = tokio::net::lookup_host((hostname.as_str(), 0))
+        .await
+        .map(|mut found| found.all(|a| a.ip().is_loopback() || is_private(a.ip())))
+        .unwrap_or(false);
+    if !resolves_inside {
+        eprintln!("{hostname} does not resolve to internal addresses here: that part is skipped");
+        return;
+    }
+    let url = format!("http://{hostname}:{port}/hook");
+    for (queue, token) in [("team-a.jobs", A_ADMIN), ("ops-jobs", OPS)] {
+        let (status, text) = tokens::call(
+            &server,
+            reqwest::Method::PUT,
+            &format!("/v1/queues/{queue}"),
+            Some(token),
+            Some(json!({"push": {"url": url}, "dead_letter_queue": ""})),
+        )
+        .await;
+        assert!(status.is_success(), "{queue}: {status} {text}");
+        let (status, text) = tokens::call(
+            &server,
+            reqwest::Method::POST,
+            &format!("/v1/queues/{queue}/messages"),
+            Some(OPS),
+            Some(json!({"body": {"to": queue}})),
+        )
+        .await;
+        assert!(status.is_success(), "{status} {text}");
+    }
+    // The admin's own queue is delivered (the destination is up and reachable)…
+    let requests = destination.wait_for(1, Duration::from_secs(10)).await;
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].json()["to"], "ops-jobs");
+    // …and the tenant's never is: its attempts fail before connecting.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, text) = tokens::call(
+            &server,
+            reqwest::Method::GET,
+            "/v1/queues/team-a.jobs",
+            Some(A_ADMIN),
+            None,
+        )
+        .await;
+        let queue: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let error = queue["stats"]["push"]["last_error"]
+            .as_str()
+            .unwrap_or_default();
+        if error.contains("internal addresses") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no refusal recorded: {queue}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        destination.count(),
+        1,
+        "the tenant's message reached the internal service"
+    );
+}
+
+fn is_private(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(ip) => ip.is_private() || ip.is_link_local(),
+        std::net::IpAddr::V6(ip) => (ip.segments()[0] & 0xfe00) == 0xfc00,
+    }
+}

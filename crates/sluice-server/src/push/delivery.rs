@@ -152,8 +152,27 @@ impl Dispatcher {
                 return (outcome, None);
             }
         };
-        let mut request = self
-            .http
+        let tenant = self.auth.is_tenant_owned(&destination.queue);
+        let client = if tenant {
+            &self.tenant_http
+        } else {
+            &self.http
+        };
+        if tenant
+            && reqwest::Url::parse(&spec.url)
+                .is_ok_and(|url| crate::egress::names_internal_host(&url))
+        {
+            let outcome = Outcome::Failed {
+                status: None,
+                error:
+                    "the destination is an internal address, which a tenant's queue may not call"
+                        .to_owned(),
+                permanent: true,
+                retry_after_ms: None,
+            };
+            return (outcome, None);
+        }
+        let mut request = client
             .request(destination.method.clone(), request_url(spec))
             .timeout(destination.timeout)
             .header(reqwest::header::CONTENT_TYPE, content_type)
@@ -188,7 +207,7 @@ impl Dispatcher {
                         self.clock.now_ms(),
                     )
                 });
-                (self.http.execute(request).await, recording)
+                (client.execute(request).await, recording)
             }
             Err(error) => (Err(error), None),
         };

@@ -94,6 +94,11 @@ pub struct Dispatcher {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     http: reqwest::Client,
+    /// For the destinations of tenants' queues: connects only to public addresses
+    /// (crate::egress).
+    tenant_http: reqwest::Client,
+    /// Whether a queue is a tenant's.
+    auth: Arc<crate::auth::Auth>,
     workers: Mutex<HashMap<String, Worker>>,
     /// Stats outlive worker restarts, so counters do not reset on a config change.
     stats: Mutex<HashMap<String, Arc<PushStats>>>,
@@ -172,18 +177,30 @@ impl Dispatcher {
         expr: Arc<ExprPool>,
         enabled: bool,
         delivery_log: DeliveryLogLimits,
+        auth: Arc<crate::auth::Auth>,
     ) -> Result<Arc<Self>, String> {
-        let http = reqwest::Client::builder()
-            // A redirect is a failure (Standard Webhooks' advice): the destination moved.
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("sluice/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(Duration::from_secs(5))
+        let builder = || {
+            reqwest::Client::builder()
+                // A redirect is a failure (Standard Webhooks' advice): the destination moved.
+                .redirect(reqwest::redirect::Policy::none())
+                .user_agent(concat!("sluice/", env!("CARGO_PKG_VERSION")))
+                .connect_timeout(Duration::from_secs(5))
+        };
+        let http = builder()
+            .build()
+            .map_err(|e| format!("cannot build the push HTTP client: {e}"))?;
+        let tenant_http = builder()
+            .dns_resolver(Arc::new(crate::egress::PublicOnly))
+            // A proxy would connect for us, to wherever it is told.
+            .no_proxy()
             .build()
             .map_err(|e| format!("cannot build the push HTTP client: {e}"))?;
         Ok(Arc::new(Self {
             store,
             clock,
             http,
+            tenant_http,
+            auth,
             workers: Mutex::new(HashMap::new()),
             stats: Mutex::new(HashMap::new()),
             changed: Notify::new(),
