@@ -84,7 +84,7 @@ impl Tenant {
     }
 
     fn matches(&self, name: &str) -> bool {
-        self.patterns.iter().any(|pattern| wildcard(pattern, name))
+        self.patterns.iter().any(|pattern| grants(pattern, name))
     }
 
     /// Whether every name `pattern` matches is the tenant's: an exact name it owns, or a
@@ -208,7 +208,7 @@ impl Caller {
     }
 
     fn covers(&self, queue: &str) -> bool {
-        self.queues.iter().any(|pattern| wildcard(pattern, queue))
+        self.queues.iter().any(|pattern| grants(pattern, queue))
     }
 
     /// May this caller see `queue` (its stats, messages, dead letters)?
@@ -233,7 +233,7 @@ impl Caller {
             return self
                 .queues
                 .iter()
-                .any(|pattern| grants_dead_letters(pattern) && wildcard(pattern, queue));
+                .any(|pattern| grants_dead_letters(pattern) && grants(pattern, queue));
         }
         self.covers(queue)
     }
@@ -277,6 +277,18 @@ fn patterns_overlap(a: &str, b: &str) -> bool {
                 && (end_a.ends_with(&end_b) || end_b.ends_with(&end_a))
         }
     }
+}
+
+/// Whether `pattern` grants `name`. An alert's queue (`sluice.alerts.<alert>`) belongs to the
+/// alert's owner, so only a pattern that names such queues (it starts with `sluice.alerts.`)
+/// grants one: a tenant's `s*` does not take another tenant's alert queue, and a producer's
+/// `*` cannot forge notifications (issue 30, findings 14 and 19).
+fn grants(pattern: &str, name: &str) -> bool {
+    let prefix = sluice_ops::alerts::ALERT_QUEUE_PREFIX;
+    if name.starts_with(prefix) && !pattern.starts_with(prefix) {
+        return false;
+    }
+    wildcard(pattern, name)
 }
 
 /// `*` matches any run of characters; everything else matches itself.
@@ -1219,6 +1231,34 @@ mod tests {
         assert!(!tenant.owns("sluice.alerts.sluice.alerts.team-a.ops"));
         assert!(tenant.owns_pattern("sluice.alerts.team-a.*"));
         assert!(!tenant.owns_pattern("sluice.alerts.*"));
+    }
+
+    /// Issue 30, findings 14 and 19: a tenant with pattern `s*` beside `team-a.*` read,
+    /// purged and deleted team-a's alert queue, and any producer whose pattern matched an
+    /// alert queue could forge notifications. An alert's queue is its owner's alone now.
+    #[test]
+    fn alert_queues_are_granted_only_by_their_alert_or_by_name() {
+        let wide = Tenant {
+            name: "s-team".into(),
+            patterns: vec!["s*".into()],
+            secrets_env_prefix: None,
+        };
+        assert!(!wide.owns("sluice.alerts.team-a.oncall"));
+        assert!(!wide.owns("sluice.alerts.team-a.oncall.dlq"));
+        assert!(
+            wide.owns("sluice.alerts.s-alert"),
+            "its own alert, by the alert's name"
+        );
+        assert!(wide.owns("shipping"));
+        let producer = |pattern: &str| Caller {
+            name: "p".into(),
+            roles: vec![Role::Producer],
+            queues: vec![pattern.into()],
+            tenant: None,
+        };
+        assert!(!producer("*").may(Role::Producer, "sluice.alerts.oncall", false));
+        assert!(producer("*").may(Role::Producer, "orders", false));
+        assert!(producer("sluice.alerts.*").may(Role::Producer, "sluice.alerts.oncall", false));
     }
 
     #[test]
