@@ -1301,7 +1301,7 @@ mod tests {
             "https://example.com/x",
             "http://8.8.8.8/",
             "http://100.128.0.1/",
-            "http://[2001:db8::1]/",
+            "http://[2606:4700::1111]/",
         ] {
             assert!(
                 check_destination_url(Some(&with), "u", url).is_ok(),
