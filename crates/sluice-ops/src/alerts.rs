@@ -807,10 +807,23 @@ fn sample_of(entry: &sluice_core::store::DeadLetter) -> AlertSampleOut {
         message_id: status.message_id.to_string(),
         error: dead
             .and_then(|dead| dead.last_error.as_deref())
-            .map(|error| error.chars().take(ERROR_QUOTE_MAX).collect()),
+            .map(quote_error),
         attempts: dead.map_or(status.attempts, |dead| dead.attempts),
         dead_lettered_at: format_rfc3339(dead.map_or(status.enqueued_at_ms, |d| d.last_seen_at_ms)),
     }
+}
+
+/// A consumer's error as a notification quotes it: at most [`ERROR_QUOTE_MAX`] characters,
+/// control characters (newlines, terminal escapes) as spaces. The text is the consumer's, and
+/// a notification goes to Slack, a webhook or a command's standard input: one line of plain
+/// text cannot pass for more lines of the notification or drive a terminal (issue 30,
+/// finding 19).
+fn quote_error(error: &str) -> String {
+    error
+        .chars()
+        .take(ERROR_QUOTE_MAX)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
 }
 
 /// A Slack message (mrkdwn): the summary, the sample's errors, the dashboard link.
@@ -892,6 +905,14 @@ fn alert_out(name: &str, spec: AlertSpec, state: Option<&AlertState>) -> AlertOu
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_quoted_error_is_one_line_of_plain_text() {
+        let quoted = super::quote_error("boom\n{\"fake\": true}\u{1b}[2J\r\tend");
+        assert_eq!(quoted, "boom {\"fake\": true} [2J  end");
+        let long = "x".repeat(super::ERROR_QUOTE_MAX + 10);
+        assert_eq!(super::quote_error(&long).len(), super::ERROR_QUOTE_MAX);
+    }
+
     use super::*;
     use sluice_core::wire::AlertDestinationSpec;
 
