@@ -744,6 +744,21 @@ pub trait Store: Send + Sync + 'static {
     async fn message_browse(&self, query: BrowseQuery) -> StoreResult<BrowsePage>;
     /// A message found as [`Store::message_get`] finds it, with its body and headers.
     async fn message_body(&self, params: MessageGetParams) -> StoreResult<Option<MessageBody>>;
+    /// As [`Store::message_body`], with at most the first `max_bytes` of the body and no
+    /// headers, read without the rest of the body: a page of previews of big bodies must not
+    /// read them whole (issue 30, finding 12). The default reads the whole body and cuts it.
+    async fn message_body_prefix(
+        &self,
+        params: MessageGetParams,
+        max_bytes: usize,
+    ) -> StoreResult<Option<MessageBody>> {
+        let mut found = self.message_body(params).await?;
+        if let Some(payload) = found.as_mut().and_then(|found| found.payload.as_mut()) {
+            payload.body_bytes.truncate(max_bytes);
+            payload.headers.clear();
+        }
+        Ok(found)
+    }
     /// A message found as [`Store::message_get`] finds it, with its push delivery log (the
     /// attempts recorded with acks and nacks, oldest first; kept with the message's record).
     /// A backend without a log answers with none.

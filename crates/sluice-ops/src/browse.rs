@@ -133,13 +133,19 @@ impl Ops {
         message: &BrowsedMessage,
         max: usize,
     ) -> OpsResult<Option<String>> {
+        // Enough bytes for `max` characters of text, or of base64 (4 characters per 3 bytes),
+        // plus the cut's look-ahead.
+        let prefix = max + 4;
         let found = self
             .store
-            .message_body(MessageGetParams {
-                queue: queue.to_owned(),
-                by: MessageRef::Id(message.status.message_id),
-                now_ms: self.now_ms(),
-            })
+            .message_body_prefix(
+                MessageGetParams {
+                    queue: queue.to_owned(),
+                    by: MessageRef::Id(message.status.message_id),
+                    now_ms: self.now_ms(),
+                },
+                prefix,
+            )
             .await?;
         let Some(payload) = found.and_then(|found| found.payload) else {
             return Ok(None);

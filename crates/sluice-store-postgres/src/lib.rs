@@ -522,7 +522,15 @@ impl Store for PgStore {
     }
 
     async fn message_body(&self, params: MessageGetParams) -> StoreResult<Option<MessageBody>> {
-        self.message_with_body(params).await
+        self.message_with_body(params, None).await
+    }
+
+    async fn message_body_prefix(
+        &self,
+        params: MessageGetParams,
+        max_bytes: usize,
+    ) -> StoreResult<Option<MessageBody>> {
+        self.message_with_body(params, Some(max_bytes)).await
     }
 
     async fn message_deliveries(

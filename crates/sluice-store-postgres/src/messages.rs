@@ -693,7 +693,7 @@ impl PgStore {
         params: MessageGetParams,
     ) -> StoreResult<Option<MessageStatus>> {
         Ok(self
-            .find_message(params, false)
+            .find_message(params, Body::None)
             .await?
             .map(|(status, _)| status))
     }
@@ -703,9 +703,14 @@ impl PgStore {
     pub(crate) async fn message_with_body(
         &self,
         params: MessageGetParams,
+        prefix: Option<usize>,
     ) -> StoreResult<Option<MessageBody>> {
+        let body = match prefix {
+            None => Body::Whole,
+            Some(max) => Body::Prefix(i32::try_from(max).unwrap_or(i32::MAX)),
+        };
         Ok(self
-            .find_message(params, true)
+            .find_message(params, body)
             .await?
             .map(|(status, payload)| MessageBody { status, payload }))
     }
@@ -713,7 +718,7 @@ impl PgStore {
     async fn find_message(
         &self,
         params: MessageGetParams,
-        with_body: bool,
+        body: Body,
     ) -> StoreResult<Option<(MessageStatus, Option<Payload>)>> {
         let queue = self.resolve(&params.queue).await?;
         let client = self.client().await?;
@@ -738,24 +743,36 @@ impl PgStore {
         };
         // The body is read only when asked for: a status lookup never moves it. A kept acked
         // message's payload is its body until the keep ends; the cleanup deletes it later.
-        let body_columns = if with_body {
-            "p.body, m.body_kind, p.headers"
-        } else {
-            "NULL::bytea, m.body_kind, NULL::jsonb"
+        // A prefix is cut by the database (`substring` of a TOASTed bytea fetches only the
+        // chunks that hold it): a page of previews does not read whole bodies.
+        let body_columns = match body {
+            Body::Whole => "p.body, m.body_kind, p.headers",
+            Body::Prefix(_) => "substring(p.body from 1 for $6), m.body_kind, NULL::jsonb",
+            Body::None => "NULL::bytea, m.body_kind, NULL::jsonb",
         };
-        let row = client
-            .query_opt_cached(
-                &format!(
-                    "SELECT {STATUS_COLUMNS}, {body_columns} \
-                     FROM messages m JOIN queues q ON q.id = m.queue_id \
-                     LEFT JOIN payloads p ON p.seq = m.seq \
-                         AND (m.kept_until_ms IS NULL OR m.kept_until_ms > $5) \
-                     WHERE m.seq = $1 AND m.id = $2 \
-                       AND (m.queue_id = $3 OR m.dead_source_queue = $4)"
-                ),
-                &[&seq, &id, &queue.id, &params.queue, &params.now_ms],
-            )
-            .await?;
+        let sql = format!(
+            "SELECT {STATUS_COLUMNS}, {body_columns} \
+             FROM messages m JOIN queues q ON q.id = m.queue_id \
+             LEFT JOIN payloads p ON p.seq = m.seq \
+                 AND (m.kept_until_ms IS NULL OR m.kept_until_ms > $5) \
+             WHERE m.seq = $1 AND m.id = $2 \
+               AND (m.queue_id = $3 OR m.dead_source_queue = $4)"
+        );
+        let row = match body {
+            Body::Prefix(max) => {
+                client
+                    .query_opt_cached(
+                        &sql,
+                        &[&seq, &id, &queue.id, &params.queue, &params.now_ms, &max],
+                    )
+                    .await?
+            }
+            Body::Whole | Body::None => {
+                client
+                    .query_opt_cached(&sql, &[&seq, &id, &queue.id, &params.queue, &params.now_ms])
+                    .await?
+            }
+        };
         let Some(row) = row else {
             return Ok(None);
         };
@@ -1721,4 +1738,15 @@ pub(crate) fn status(row: &Row) -> StoreResult<MessageStatus> {
 /// A row that breaks what this store writes: a bug or damage, never bad input.
 pub(crate) fn broken(what: &str) -> StoreError {
     StoreError::Other(format!("a stored message does not read back: {what}").into())
+}
+
+/// How much of a message's body a lookup reads.
+#[derive(Debug, Clone, Copy)]
+enum Body {
+    /// None: a status lookup never moves the body.
+    None,
+    /// Its first bytes (previews).
+    Prefix(i32),
+    /// All of it, with the headers.
+    Whole,
 }

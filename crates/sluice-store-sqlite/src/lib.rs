@@ -645,7 +645,15 @@ impl Store for SharedSqliteStore {
     }
 
     async fn message_body(&self, params: MessageGetParams) -> StoreResult<Option<MessageBody>> {
-        self.body(params).await
+        self.body(params, None).await
+    }
+
+    async fn message_body_prefix(
+        &self,
+        params: MessageGetParams,
+        max_bytes: usize,
+    ) -> StoreResult<Option<MessageBody>> {
+        self.body(params, Some(max_bytes)).await
     }
 }
 

@@ -154,8 +154,13 @@ impl SharedSqliteStore {
         Ok(Some((status, deliveries)))
     }
 
-    /// A message with its body and headers, while it still has them.
-    pub(crate) async fn body(&self, params: MessageGetParams) -> StoreResult<Option<MessageBody>> {
+    /// A message with its body and headers, while it still has them; with `prefix`, only that
+    /// many bytes of the body are read (and no headers).
+    pub(crate) async fn body(
+        &self,
+        params: MessageGetParams,
+        prefix: Option<usize>,
+    ) -> StoreResult<Option<MessageBody>> {
         let now_ms = params.now_ms;
         let Some(status) = self.get_status(params).await? else {
             return Ok(None);
@@ -179,19 +184,29 @@ impl SharedSqliteStore {
             // Read with its keep: the cleanup may have dropped the body since the status read.
             let payload = self
                 .0
-                .read(move |conn| read_kept_payload(conn, seq, now_ms))
+                .read(move |conn| read_kept_payload(conn, seq, now_ms, prefix))
                 .await?;
             return Ok(Some(MessageBody { status, payload }));
         }
         let cached = self.0.index.lock().payload_of(seq);
-        let payload = match cached {
-            Some(payload) => Some((*payload).clone()),
-            None => self
+        let payload = match (cached, prefix) {
+            (Some(payload), None) => Some((*payload).clone()),
+            (Some(payload), Some(max)) => Some(Payload {
+                body_bytes: payload.body_bytes[..payload.body_bytes.len().min(max)].to_vec(),
+                body_kind: payload.body_kind,
+                headers: Default::default(),
+            }),
+            (None, None) => self
                 .0
                 .read(move |conn| read_payloads(conn, &[seq]))
                 .await?
                 .pop()
                 .map(|(_, payload)| payload),
+            (None, Some(max)) => {
+                self.0
+                    .read(move |conn| read_payload_prefix(conn, seq, max))
+                    .await?
+            }
         };
         Ok(Some(MessageBody { status, payload }))
     }
@@ -271,18 +286,70 @@ pub(crate) fn read_payloads(
     Ok(payloads)
 }
 
-/// The body and headers of kept acked row `seq` while its keep lasts at `now_ms`.
+/// The first `max` bytes of row `seq`'s body, and its kind, while `condition` holds (`?2` is
+/// `now_ms`). The body is read through SQLite's incremental blob I/O, which follows its chain
+/// of overflow pages only as far as the bytes read (a query of the column, `substr` too, loads
+/// the whole value first), and `length` reads the length from the row's header alone.
+fn read_prefix(
+    conn: &Connection,
+    seq: Seq,
+    max: usize,
+    condition: &str,
+    now_ms: Millis,
+) -> rusqlite::Result<Option<Payload>> {
+    let found = conn
+        .prepare_cached(&format!(
+            "SELECT body_kind, length(body) FROM messages WHERE seq = ?1 AND {condition}"
+        ))?
+        .query_row(params![seq as i64, now_ms], |row| {
+            Ok((
+                row.get::<_, body_kind::BodyKindColumn>(0)?,
+                row.get::<_, Option<i64>>(1)?,
+            ))
+        })
+        .optional()?;
+    let Some((kind, Some(length))) = found else {
+        return Ok(None);
+    };
+    let mut body = vec![0u8; max.min(usize::try_from(length).unwrap_or(0))];
+    if !body.is_empty() {
+        let blob = conn.blob_open(rusqlite::MAIN_DB, c"messages", c"body", seq as i64, true)?;
+        blob.read_at_exact(&mut body, 0)?;
+    }
+    Ok(Some(Payload {
+        body_bytes: body,
+        body_kind: kind.0,
+        headers: Default::default(),
+    }))
+}
+
+/// The first `max` bytes of row `seq`'s body (see [`read_prefix`]).
+fn read_payload_prefix(
+    conn: &Connection,
+    seq: Seq,
+    max: usize,
+) -> rusqlite::Result<Option<Payload>> {
+    read_prefix(conn, seq, max, "?2 = ?2", 0)
+}
+
+/// The body and headers of kept acked row `seq` while its keep lasts at `now_ms` (with
+/// `prefix`, only that many bytes of the body and no headers).
 fn read_kept_payload(
     conn: &Connection,
     seq: Seq,
     now_ms: Millis,
+    prefix: Option<usize>,
 ) -> rusqlite::Result<Option<Payload>> {
-    conn.prepare_cached(
-        "SELECT body, body_kind, headers FROM messages
-         WHERE seq = ?1 AND kept_until > ?2 AND body IS NOT NULL",
-    )?
-    .query_row(params![seq as i64, now_ms], |row| payload_at(row, 0))
-    .optional()
+    match prefix {
+        None => conn
+            .prepare_cached(
+                "SELECT body, body_kind, headers FROM messages
+                 WHERE seq = ?1 AND kept_until > ?2 AND body IS NOT NULL",
+            )?
+            .query_row(params![seq as i64, now_ms], |row| payload_at(row, 0))
+            .optional(),
+        Some(max) => read_prefix(conn, seq, max, "kept_until > ?2", now_ms),
+    }
 }
 
 /// The payload in the columns `body, body_kind, headers` of `row`, from column `first` on.

@@ -8,7 +8,7 @@ use rusqlite::Connection;
 use crate::Durability;
 
 /// Bumped with every migration below; `PRAGMA user_version` records what a file has.
-pub(crate) const SCHEMA_VERSION: i64 = 8;
+pub(crate) const SCHEMA_VERSION: i64 = 9;
 
 pub(crate) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS queues (
@@ -134,6 +134,63 @@ CREATE INDEX messages_kept_key ON messages(queue, msg_key, acked_at, seq) WHERE 
 CREATE INDEX messages_kept_idempotency ON messages(queue, idempotency_key, acked_at, seq) WHERE kept_until IS NOT NULL;
 ";
 
+/// Version 9: `messages` rebuilt with its big columns last (`deliveries`, `headers`, `body`).
+/// SQLite stores a row's columns in order and a body past a page in a chain of overflow pages,
+/// so reading any column after the body (`body_kind`, `acked_at`, `result`, `kept_until`…)
+/// read the whole chain: a status lookup or a page of kept acked messages read every body in
+/// full (issue 30, finding 12: a page of 1,000 previews of 1 MB bodies read 1 GB). With the
+/// body last, a status reads none of it, and a preview reads its first pages only
+/// (`substr` over the start of a chain). The copy runs once, in one transaction, at the first
+/// start of this version: its time and its temporary disk space grow with the file.
+const MIGRATION_9: &str = "
+CREATE TABLE messages_v9 (
+    seq                 INTEGER PRIMARY KEY,
+    id                  BLOB NOT NULL,
+    queue               TEXT NOT NULL,
+    state               INTEGER NOT NULL,
+    priority            INTEGER NOT NULL,
+    msg_key             TEXT,
+    idempotency_key     TEXT,
+    visible_at          INTEGER NOT NULL,
+    enqueued_at         INTEGER NOT NULL,
+    attempts            INTEGER NOT NULL,
+    first_received_at   INTEGER,
+    first_visible_at    INTEGER,
+    body_kind           INTEGER NOT NULL,
+    acked_at            INTEGER,
+    kept_until          INTEGER,
+    dead_source_queue   TEXT,
+    dead_attempts       INTEGER,
+    dead_first_seen_at  INTEGER,
+    dead_last_seen_at   INTEGER,
+    replayed_as         BLOB,
+    last_error          TEXT,
+    dead_last_error     TEXT,
+    result              TEXT,
+    failures            TEXT,
+    deliveries          TEXT,
+    headers             TEXT,
+    body                BLOB
+);
+INSERT INTO messages_v9 (seq, id, queue, state, priority, msg_key, idempotency_key, visible_at,
+    enqueued_at, attempts, first_received_at, first_visible_at, body_kind, acked_at, kept_until,
+    dead_source_queue, dead_attempts, dead_first_seen_at, dead_last_seen_at, replayed_as,
+    last_error, dead_last_error, result, failures, deliveries, headers, body)
+SELECT seq, id, queue, state, priority, msg_key, idempotency_key, visible_at,
+    enqueued_at, attempts, first_received_at, first_visible_at, body_kind, acked_at, kept_until,
+    dead_source_queue, dead_attempts, dead_first_seen_at, dead_last_seen_at, replayed_as,
+    last_error, dead_last_error, result, failures, deliveries, headers, body
+FROM messages;
+DROP TABLE messages;
+ALTER TABLE messages_v9 RENAME TO messages;
+CREATE INDEX messages_finished ON messages(acked_at) WHERE state > 0 AND kept_until IS NULL;
+CREATE INDEX messages_live ON messages(queue, priority, seq) WHERE state = 0;
+CREATE INDEX messages_kept ON messages(queue, acked_at, seq) WHERE kept_until IS NOT NULL;
+CREATE INDEX messages_kept_until ON messages(kept_until) WHERE kept_until IS NOT NULL;
+CREATE INDEX messages_kept_key ON messages(queue, msg_key, acked_at, seq) WHERE kept_until IS NOT NULL;
+CREATE INDEX messages_kept_idempotency ON messages(queue, idempotency_key, acked_at, seq) WHERE kept_until IS NOT NULL;
+";
+
 /// Message states in the `state` column.
 pub const STATE_LIVE: i64 = 0;
 /// Acked; body and headers dropped (or kept until `kept_until`).
@@ -225,7 +282,12 @@ pub fn open_writer(
     }
     if version < 8 {
         conn.execute_batch(&format!(
-            "BEGIN; {MIGRATION_8} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+            "BEGIN; {MIGRATION_8} PRAGMA user_version = 8; COMMIT;"
+        ))?;
+    }
+    if version < 9 {
+        conn.execute_batch(&format!(
+            "BEGIN; {MIGRATION_9} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
         ))?;
     }
     Ok(())
@@ -279,5 +341,80 @@ mod tests {
             .collect::<Result<_, _>>()
             .unwrap();
         assert_eq!(first_visible, [Some(9_000), None, None, None]);
+    }
+
+    /// Version 9 rebuilds `messages` with the big columns last: every column of every row
+    /// comes through the copy as it was, and the indexes are there again.
+    #[test]
+    fn version_9_moves_the_body_last_and_keeps_every_value() {
+        use super::{MIGRATION_6, MIGRATION_7, MIGRATION_8};
+        let dir = tempfile::tempdir().unwrap();
+        let conn = Connection::open(dir.path().join("sluice.db")).unwrap();
+        conn.execute_batch(&format!(
+            "{}; {MIGRATION_2}; {MIGRATION_3}; {MIGRATION_4}; {MIGRATION_5}; {MIGRATION_6}; {MIGRATION_7}; {MIGRATION_8}; PRAGMA user_version = 8;",
+            super::SCHEMA
+        ))
+        .unwrap();
+        let columns = "seq, id, queue, state, priority, msg_key, idempotency_key, visible_at, \
+            enqueued_at, attempts, first_received_at, first_visible_at, body_kind, acked_at, \
+            kept_until, dead_source_queue, dead_attempts, dead_first_seen_at, dead_last_seen_at, \
+            replayed_as, last_error, dead_last_error, result, failures, deliveries, headers, body";
+        conn.execute(
+            &format!(
+                "INSERT INTO messages ({columns}) VALUES (7, x'0102', 'q', 1, 3, 'k', 'i', 10, \
+                 9, 2, 11, 12, 1, 13, 14, 'src', 4, 15, 16, x'03', 'e1', 'e2', 'r', '[1]', \
+                 '[2]', '{{\"h\":\"v\"}}', zeroblob(100000))"
+            ),
+            [],
+        )
+        .unwrap();
+        let read = |conn: &Connection| -> Vec<String> {
+            conn.query_row(
+                &format!(
+                    "SELECT {} FROM messages WHERE seq = 7",
+                    columns
+                        .split(',')
+                        .map(|c| format!("quote({})", c.trim()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                [],
+                |row| (0..27).map(|i| row.get::<_, String>(i)).collect(),
+            )
+            .unwrap()
+        };
+        let before = read(&conn);
+        super::open_writer(&conn, crate::Durability::Fsync, 1 << 20).unwrap();
+        assert_eq!(read(&conn), before);
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .unwrap();
+        assert_eq!(version, super::SCHEMA_VERSION);
+        let last: String = conn
+            .query_row(
+                "SELECT name FROM pragma_table_info('messages') ORDER BY cid DESC LIMIT 1",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(last, "body");
+        let indexes: Vec<String> = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'messages' AND sql IS NOT NULL ORDER BY name")
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            indexes,
+            [
+                "messages_finished",
+                "messages_kept",
+                "messages_kept_idempotency",
+                "messages_kept_key",
+                "messages_kept_until",
+                "messages_live"
+            ]
+        );
     }
 }

@@ -203,3 +203,72 @@ pub async fn browse_pages_each_state_in_dispatch_order(h: Harness) {
     assert_eq!(in_flight.messages[0].leased_at_ms, Some(h.now()));
     assert_eq!(in_flight.messages[0].status.state, MessageState::InFlight);
 }
+
+/// The first bytes of a body are read alone (previews of big bodies, issue 30 finding 12):
+/// the prefix is the body's start, of the body's kind, with no headers; a body shorter than
+/// the prefix comes whole; a kept acked message has its prefix until its keep ends. Fresh
+/// from the writer and after a reopen (read from disk) alike.
+pub async fn a_body_prefix_is_the_bodys_first_bytes(h: Harness) {
+    h.queue("q", |_| {}).await;
+    h.queue("kept", |c| c.keep_acked_ms = 60_000).await;
+    let long = format!("\"{}\"", "x".repeat(100_000));
+    let ids = h.send("q", &[long.as_str(), "{\"a\":1}"]).await;
+    let kept = h.send("kept", &[long.as_str()]).await[0];
+    let receipt = h.claim("kept", 1).await.messages.remove(0).receipt;
+    let results = h
+        .store
+        .message_ack(AckParams {
+            queue: "kept".into(),
+            receipts: vec![receipt],
+            result: None,
+            delivery: None,
+            now_ms: h.now(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(results, [Ok(())]);
+    let prefix_of = |store: std::sync::Arc<dyn sluice_core::store::Store>,
+                     queue: &'static str,
+                     id: Uuid,
+                     max: usize,
+                     now_ms: i64| async move {
+        store
+            .message_body_prefix(
+                MessageGetParams {
+                    queue: queue.into(),
+                    by: MessageRef::Id(id),
+                    now_ms,
+                },
+                max,
+            )
+            .await
+            .unwrap()
+            .expect("the message")
+            .payload
+    };
+    let (ids, prefix_of) = (&ids, &prefix_of);
+    let check = |store: std::sync::Arc<dyn sluice_core::store::Store>, now_ms: i64| async move {
+        let payload = prefix_of(store.clone(), "q", ids[0], 10, now_ms)
+            .await
+            .expect("a body");
+        assert_eq!(payload.body_bytes, b"\"xxxxxxxxx");
+        assert_eq!(payload.body_kind, sluice_core::message::BodyKind::Json);
+        assert!(payload.headers.is_empty());
+        let payload = prefix_of(store.clone(), "q", ids[1], 10, now_ms)
+            .await
+            .expect("a body");
+        assert_eq!(payload.body_bytes, b"{\"a\":1}");
+        let payload = prefix_of(store, "kept", kept, 4, now_ms)
+            .await
+            .expect("kept");
+        assert_eq!(payload.body_bytes, b"\"xxx");
+    };
+    check(h.store.clone(), h.now()).await;
+    let store = h.reopen().await;
+    check(store.clone(), h.now()).await;
+    h.advance(60_000);
+    assert!(
+        prefix_of(store, "kept", kept, 4, h.now()).await.is_none(),
+        "the keep ended"
+    );
+}
