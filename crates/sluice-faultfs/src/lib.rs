@@ -41,7 +41,7 @@ mod model;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-pub use model::CutReport;
+pub use model::{CutReport, DroppedFile};
 
 use crate::fuse::FaultFs as Served;
 use crate::model::Model;

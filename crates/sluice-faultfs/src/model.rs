@@ -17,7 +17,7 @@ use std::ffi::{OsStr, OsString};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 use fuser::Errno;
 use rand::Rng;
@@ -65,6 +65,8 @@ pub struct FileData {
     pub size: u64,
     /// Pages written since the last sync, by page number; reads see them.
     dirty: BTreeMap<u64, Box<[u8]>>,
+    /// When the latest write or size change since the last sync came (`None`: none since).
+    last_unsynced_change: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -82,12 +84,26 @@ pub struct DirData {
 pub struct CutReport {
     /// Files that had unsynced writes.
     pub files_with_unsynced_data: usize,
+    /// Each of those files, so a test can tell what was dropped (a database's log written while
+    /// it answered) from what may always be (start-up files, a shared-memory index).
+    pub dropped_files: Vec<DroppedFile>,
     /// Unsynced bytes dropped (whole pages).
     pub unsynced_bytes: u64,
     /// Directories whose live entries differed from their durable ones.
     pub dirs_with_unsynced_entries: usize,
     /// With torn writes: unsynced sectors that reached the disk anyway.
     pub torn_sectors_written: u64,
+}
+
+/// One file whose unsynced writes a power cut dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DroppedFile {
+    /// Its live path, relative to the mount point; `None` for a file that had no name left.
+    pub path: Option<PathBuf>,
+    /// Unsynced bytes dropped (whole pages; 0 for a size change alone).
+    pub unsynced_bytes: u64,
+    /// When its latest unsynced write or size change came.
+    pub last_change: Option<Instant>,
 }
 
 impl CutReport {
@@ -201,6 +217,7 @@ impl Model {
                             visible_len: u64::MAX,
                             size: meta.len(),
                             dirty: BTreeMap::new(),
+                            last_unsynced_change: None,
                         }),
                         &meta,
                     );
@@ -345,6 +362,7 @@ impl Model {
                     visible_len: u64::MAX,
                     size: 0,
                     dirty: BTreeMap::new(),
+                    last_unsynced_change: None,
                 }),
                 perm,
                 uid,
@@ -519,6 +537,7 @@ impl Model {
             at += take as u64;
         }
         file.size = file.size.max(offset + data.len() as u64);
+        file.last_unsynced_change = Some(Instant::now());
         self.node_mut(ino)?.mtime = SystemTime::now();
         Ok(())
     }
@@ -537,6 +556,7 @@ impl Model {
             file.visible_len = file.visible_len.min(size);
         }
         file.size = size;
+        file.last_unsynced_change = Some(Instant::now());
         self.node_mut(ino)?.mtime = SystemTime::now();
         Ok(())
     }
@@ -677,7 +697,8 @@ impl Model {
     pub fn power_cut(&mut self, torn: Option<&mut dyn rand::RngCore>) -> CutReport {
         let mut report = CutReport::default();
         let mut torn = torn;
-        for node in self.nodes.values_mut() {
+        let paths = self.live_paths();
+        for (ino, node) in self.nodes.iter_mut() {
             match &mut node.kind {
                 Kind::File(file) => {
                     if file.dirty.is_empty()
@@ -688,6 +709,11 @@ impl Model {
                     }
                     report.files_with_unsynced_data += 1;
                     report.unsynced_bytes += file.dirty.len() as u64 * PAGE;
+                    report.dropped_files.push(DroppedFile {
+                        path: paths.get(ino).cloned(),
+                        unsynced_bytes: file.dirty.len() as u64 * PAGE,
+                        last_change: file.last_unsynced_change,
+                    });
                     if let Some(rng) = torn.as_deref_mut() {
                         report.torn_sectors_written += file.write_torn(rng);
                     }
@@ -702,6 +728,27 @@ impl Model {
         }
         self.powered_off = true;
         report
+    }
+
+    /// A live path (relative to the root) of every node that has one; the first name found for
+    /// a file with several.
+    fn live_paths(&self) -> HashMap<u64, PathBuf> {
+        let mut paths = HashMap::new();
+        let mut dirs = vec![(ROOT, PathBuf::new())];
+        while let Some((dir, path)) = dirs.pop() {
+            let Ok(data) = self.dir(dir) else { continue };
+            for (name, &child) in &data.live {
+                let child_path = path.join(name);
+                if matches!(
+                    self.nodes.get(&child).map(|node| &node.kind),
+                    Some(Kind::Dir(_))
+                ) {
+                    dirs.push((child, child_path.clone()));
+                }
+                paths.entry(child).or_insert(child_path);
+            }
+        }
+        paths
     }
 
     /// Removes the objects directory: after a power cut it holds only data without a durable
@@ -758,6 +805,7 @@ impl FileData {
         self.durable_len = self.size;
         self.visible_len = u64::MAX;
         self.dirty.clear();
+        self.last_unsynced_change = None;
         Ok(())
     }
 

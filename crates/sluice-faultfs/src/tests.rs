@@ -40,8 +40,27 @@ fn unsynced_data_and_names_are_lost_synced_ones_stay() {
     model.write(orphan, 0, b"synced").unwrap();
     model.sync_file(orphan).unwrap();
 
+    let before_cut = std::time::Instant::now();
     let report = model.power_cut(None);
     assert!(report.dropped_anything(), "{report:?}");
+    // Each file with dropped writes is named, with when its last unsynced write came; the
+    // orphan, synced, is not among them.
+    let mut dropped: Vec<_> = report
+        .dropped_files
+        .iter()
+        .map(|file| {
+            assert!(
+                file.last_change.is_some_and(|at| at <= before_cut),
+                "{file:?}"
+            );
+            file.path.clone().unwrap()
+        })
+        .collect();
+    dropped.sort();
+    assert_eq!(
+        dropped,
+        [std::path::Path::new("empty"), std::path::Path::new("kept")]
+    );
     assert_eq!(backing_files(backing.path()), ["empty", "kept"]);
     assert_eq!(
         std::fs::read(backing.path().join("kept")).unwrap(),
