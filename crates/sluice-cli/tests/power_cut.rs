@@ -2,11 +2,15 @@
 //!
 //! The real `sluice serve` runs with its data directory on `sluice-faultfs`, a FUSE layer that
 //! keeps unsynced writes and unsynced directory changes in memory. Producers enqueue without
-//! pause and record every message answered 2xx; at a random moment the server is SIGKILLed and
+//! pause and record every message answered 2xx (any other answer, a malformed 2xx, or a request
+//! that fails before the cut fails the test); at a random moment the server is SIGKILLed and
 //! the layer drops everything unsynced (a power cut, sometimes with torn writes: a random half
 //! of the unsynced sectors reaches the disk). Then the data directory is checked as the disk
 //! holds it: SQLite opens it and passes `integrity_check`, every acknowledged message and the
-//! queue whose creation was answered are there, and `sluice serve` starts on it.
+//! queue whose creation was answered are there, and `sluice serve` starts on it. Each cut must
+//! come after messages were acknowledged (a server that acknowledges nothing loses nothing), and
+//! in each case some cut must drop store writes made after the run's first acknowledgement (a cut
+//! that only drops start-up writes does not test what was acknowledged).
 //!
 //! Cases: cuts in a steady state, within the first second after a fresh start (a data directory
 //! that does not exist yet, or exists empty), and within the first second after a clean restart.
@@ -35,7 +39,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use sluice_faultfs::{CutReport, FaultFs, Mounted, TornWrites};
+use sluice_faultfs::{CutReport, DroppedFile, FaultFs, Mounted, TornWrites};
 use tempfile::TempDir;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -45,6 +49,10 @@ const QUEUE: &str = "power";
 const PRODUCERS: usize = 4;
 /// Cuts per case in every run.
 const CUTS_PER_CASE: usize = 3;
+/// A case cuts up to this many more times when none of its cuts so far dropped store writes made
+/// after an acknowledgement (about one cut in four finds every write already synced, more right
+/// after a start), so that check holds on almost every run without making every run longer.
+const EXTRA_CUTS: usize = 3;
 /// Set, the `fsync` cases cut this often each (a longer soak) and the time bound is lifted.
 const CUTS_VAR: &str = "SLUICE_POWER_CUTS";
 /// The `os` test cuts until one loses acknowledged messages, at most this often.
@@ -58,6 +66,17 @@ const EARLY_CUT_WINDOWS_MS: [(u64, u64); 3] = [(0, 150), (150, 400), (400, 1000)
 const STEADY_CUT_MS: (u64, u64) = (1000, 1800);
 /// Each producer stops after this many messages in one run between cuts (a bound, not a goal).
 const MESSAGES_PER_PRODUCER: usize = 50_000;
+/// Messages a run must have acknowledged before a steady-state cut (a second or more after the
+/// start). Thousands are usual; the floor is far below that so a slow, busy machine passes,
+/// and far above what a server that refuses or drops sends would reach.
+const STEADY_MIN_ACKS: usize = 50;
+/// The same before a cut in the first second after a start, except in the first window
+/// (0-150 ms), where the cut may come before the first answer.
+const EARLY_MIN_ACKS: usize = 1;
+/// The store's files: a write to one of them after the first acknowledgement is the server's
+/// work on acknowledged traffic, unlike the start-up's writes or the shared-memory index
+/// (`-shm`), which SQLite never syncs.
+const STORE_FILES: [&str; 2] = ["sluice.db", "sluice.db-wal"];
 /// A start may take this long until its ready line.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
 /// One test, all cuts.
@@ -69,8 +88,13 @@ const READY_PREFIX: &str = "sluice listening on ";
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn power_cuts_in_a_steady_state_lose_no_acknowledged_message() {
     let Some(rig) = Rig::new() else { return };
-    let cuts = bounded(steady_cuts(rig, "fsync", cuts_per_case(), |_| false)).await;
+    let count = cuts_per_case();
+    let cuts = bounded(steady_cuts(rig, "fsync", count + EXTRA_CUTS, |cuts| {
+        enough_cuts(cuts, count)
+    }))
+    .await;
     for cut in &cuts {
+        cut.assert_acknowledged_at_least(STEADY_MIN_ACKS);
         cut.assert_nothing_lost();
     }
     assert_some_cut_dropped_state(&cuts);
@@ -83,20 +107,29 @@ async fn power_cuts_right_after_a_fresh_start_lose_no_acknowledged_message() {
         // Whether the data directory exists (empty) before the start, and when the cut comes.
         let plan = [(false, 0), (true, 0), (false, 1), (true, 2)];
         let count = cuts_per_case().max(plan.len());
-        for (i, (dir_exists, window)) in plan.into_iter().cycle().take(count).enumerate() {
+        for (i, (dir_exists, window)) in plan
+            .into_iter()
+            .cycle()
+            .take(count + EXTRA_CUTS)
+            .enumerate()
+        {
+            if enough_cuts(&cuts, count) {
+                break;
+            }
             let Some(mut rig) = Rig::new() else { return };
             if dir_exists {
                 std::fs::create_dir(rig.backing_data()).expect("data dir");
                 rig.remount();
             }
             let mut server = Server::start(&rig.layer_data(), "fsync", &rig.log()).await;
-            let run = Run::start(&server, true);
+            let run = Run::start(&server, Earlier::default());
             let cut_at = server.ready_at + early_cut_delay(window);
             tokio::time::sleep_until(cut_at.into()).await;
-            cuts.push(
-                rig.cut(&mut server, run, torn(i), format!("fresh start #{i}"))
-                    .await,
-            );
+            let cut = rig
+                .cut(&mut server, run, torn(i), format!("fresh start #{i}"))
+                .await;
+            cut.assert_acknowledged_at_least(early_min_acks(window));
+            cuts.push(cut);
             rig.check_restart("fsync").await;
         }
         for cut in &cuts {
@@ -111,24 +144,44 @@ async fn power_cuts_right_after_a_fresh_start_lose_no_acknowledged_message() {
 async fn power_cuts_right_after_a_clean_restart_lose_no_acknowledged_message() {
     bounded(async {
         let mut cuts = Vec::new();
-        for i in 0..cuts_per_case() {
+        let count = cuts_per_case();
+        for i in 0..count + EXTRA_CUTS {
+            if enough_cuts(&cuts, count) {
+                break;
+            }
             let Some(mut rig) = Rig::new() else { return };
             let mut server = Server::start(&rig.layer_data(), "fsync", &rig.log()).await;
-            let first = Run::start(&server, true);
+            let first = Run::start(&server, Earlier::default());
             tokio::time::sleep(Duration::from_millis(300)).await;
-            let first_acks = first.stop().await;
+            let first = first.stop().await;
+            // The server was up all along: no request may have failed.
+            first.assert_no_failure_before(
+                Instant::now(),
+                "the producers were stopped",
+                &format!("clean restart #{i}, first run"),
+            );
+            assert!(
+                first.own_acks >= EARLY_MIN_ACKS && first.queue_created,
+                "clean restart #{i}: the first run (300 ms) got {} messages acknowledged, queue created {}",
+                first.own_acks,
+                first.queue_created
+            );
             server.terminate().await;
             let mut server = Server::start(&rig.layer_data(), "fsync", &rig.log()).await;
-            let run = Run::start(&server, false);
-            run.acks.lock().unwrap().extend(first_acks.acks);
-            run.queue_created
-                .store(first_acks.queue_created, Ordering::SeqCst);
+            let run = Run::start(
+                &server,
+                Earlier {
+                    acks: first.acks,
+                    queue_created: first.queue_created,
+                },
+            );
             let cut_at = server.ready_at + early_cut_delay(i);
             tokio::time::sleep_until(cut_at.into()).await;
-            cuts.push(
-                rig.cut(&mut server, run, torn(i), format!("clean restart #{i}"))
-                    .await,
-            );
+            let cut = rig
+                .cut(&mut server, run, torn(i), format!("clean restart #{i}"))
+                .await;
+            cut.assert_acknowledged_at_least(early_min_acks(i));
+            cuts.push(cut);
             rig.check_restart("fsync").await;
         }
         for cut in &cuts {
@@ -210,11 +263,13 @@ async fn steady_cuts(
     let mut server = Server::start(&rig.layer_data(), durability, &rig.log()).await;
     let mut queue_created = false;
     for i in 0..count {
-        let run = Run::start(&server, !queue_created);
-        run.acks.lock().unwrap().extend(known.iter().cloned());
-        if queue_created {
-            run.queue_created.store(true, Ordering::SeqCst);
-        }
+        let run = Run::start(
+            &server,
+            Earlier {
+                acks: std::mem::take(&mut known),
+                queue_created,
+            },
+        );
         let delay = rand::random_range(STEADY_CUT_MS.0..STEADY_CUT_MS.1);
         tokio::time::sleep_until((server.ready_at + Duration::from_millis(delay)).into()).await;
         let cut = rig
@@ -259,6 +314,15 @@ fn early_cut_delay(i: usize) -> Duration {
     Duration::from_millis(rand::random_range(low..high))
 }
 
+/// The acknowledgements a cut in early window `i` must come after.
+fn early_min_acks(i: usize) -> usize {
+    if i.is_multiple_of(EARLY_CUT_WINDOWS_MS.len()) {
+        0
+    } else {
+        EARLY_MIN_ACKS
+    }
+}
+
 fn cuts_per_case() -> usize {
     std::env::var(CUTS_VAR)
         .ok()
@@ -276,11 +340,21 @@ async fn bounded<T>(test: impl Future<Output = T>) -> T {
         .expect("the power-cut test ran over its time bound")
 }
 
+/// `count` cuts were made, and one of them dropped store writes made after an acknowledgement.
+fn enough_cuts(cuts: &[Cut], count: usize) -> bool {
+    cuts.len() >= count && cuts.iter().any(Cut::dropped_store_writes_after_first_ack)
+}
+
+/// Some cut dropped writes the server made to its store after it had acknowledged messages in
+/// that run: the cuts came while acknowledged traffic was being written, not only in start-up
+/// writes (any unsynced write, even the start-up's or the never-synced `-shm` index's, would
+/// satisfy `dropped_anything`). With `fsync` those writes are of requests not yet answered;
+/// what was answered must be on disk, which `assert_nothing_lost` checks.
 fn assert_some_cut_dropped_state(cuts: &[Cut]) {
     assert!(
-        cuts.iter().any(|cut| cut.report.dropped_anything()),
-        "no cut found unsynced state to drop: {:?}",
-        cuts.iter().map(|cut| &cut.report).collect::<Vec<_>>()
+        cuts.iter().any(Cut::dropped_store_writes_after_first_ack),
+        "no cut dropped a store write made after its run's first acknowledgement:\n{}",
+        cuts.iter().map(Cut::summary).collect::<Vec<_>>().join("\n")
     );
 }
 
@@ -355,6 +429,7 @@ impl Rig {
             .power_cut(torn)
             .unwrap_or_else(|error| panic!("{name}: unmount at the power cut: {error}"));
         let produced = run.stop().await;
+        produced.assert_no_failure_before(cut_at, "the cut", &name);
         let on_disk = read_store(&self.backing_data());
         let lost = produced
             .acks
@@ -367,6 +442,8 @@ impl Rig {
             cut_at,
             report,
             queue_created: produced.queue_created,
+            own_acks: produced.own_acks,
+            first_own_ack: produced.first_own_ack,
             acks: produced.acks,
             lost,
             on_disk,
@@ -401,6 +478,10 @@ struct Cut {
     cut_at: Instant,
     report: CutReport,
     queue_created: bool,
+    /// Messages acknowledged by the run this cut ended (not counting earlier runs').
+    own_acks: usize,
+    /// When that run's first acknowledgement came.
+    first_own_ack: Option<Instant>,
     /// Every message acknowledged so far (that was not lost at an earlier cut), with the time
     /// of its answer.
     acks: Vec<(Uuid, Instant)>,
@@ -419,20 +500,79 @@ impl Cut {
             .unwrap_or(0)
     }
 
+    /// Whether the cut dropped writes to the store's files that came after the run's first
+    /// acknowledgement.
+    fn dropped_store_writes_after_first_ack(&self) -> bool {
+        let Some(first_ack) = self.first_own_ack else {
+            return false;
+        };
+        self.report.dropped_files.iter().any(|file: &DroppedFile| {
+            let is_store = file.path.as_ref().is_some_and(|path| {
+                path.parent() == Some(Path::new("data"))
+                    && path
+                        .file_name()
+                        .is_some_and(|name| STORE_FILES.iter().any(|store| name == *store))
+            });
+            is_store && file.last_change.is_some_and(|at| at > first_ack)
+        })
+    }
+
+    fn dropped_files(&self) -> String {
+        let files: Vec<String> = self
+            .report
+            .dropped_files
+            .iter()
+            .map(|file| {
+                let before = file.last_change.map_or("-".to_owned(), |at| {
+                    format!("{}", self.cut_at.saturating_duration_since(at).as_millis())
+                });
+                let after_first_ack = match (file.last_change, self.first_own_ack) {
+                    (Some(at), Some(first)) if at > first => " (after the first ack)",
+                    _ => "",
+                };
+                format!(
+                    "{} {} B, last written {before} ms before the cut{after_first_ack}",
+                    file.path
+                        .as_ref()
+                        .map_or("(unnamed)".to_owned(), |path| path.display().to_string()),
+                    file.unsynced_bytes
+                )
+            })
+            .collect();
+        files.join("; ")
+    }
+
     fn summary(&self) -> String {
         format!(
-            "{}: {} acknowledged, {} on disk, {} lost ({} ms of acknowledgements); queue created {} / on disk {}; \
-             integrity {:?}; dropped {:?}",
+            "{}: {} acknowledged ({} in this run), {} on disk, {} lost ({} ms of acknowledgements); queue created {} / on disk {}; \
+             integrity {:?}; dropped {} files ({} unsynced directories, {} torn sectors written): {}",
             self.name,
             self.acks.len(),
+            self.own_acks,
             self.on_disk.ids.len(),
             self.lost.len(),
             self.loss_window_ms(),
             self.queue_created,
             self.on_disk.queue_exists,
             self.on_disk.integrity,
-            self.report,
+            self.report.files_with_unsynced_data,
+            self.report.dirs_with_unsynced_entries,
+            self.report.torn_sectors_written,
+            self.dropped_files(),
         )
+    }
+
+    /// A cut before anything was acknowledged cannot lose an acknowledged message: the case
+    /// would pass on a server that refuses or never answers every send.
+    fn assert_acknowledged_at_least(&self, min: usize) {
+        assert!(
+            self.own_acks >= min,
+            "{}: only {} messages acknowledged before the cut, at least {min} expected\n{}\nserver log:\n{}",
+            self.name,
+            self.own_acks,
+            self.summary(),
+            self.log
+        );
     }
 
     fn assert_store_intact(&self) {
@@ -616,45 +756,111 @@ fn log_tail(log: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
+/// What earlier runs on the same data directory had acknowledged, carried into the next run so
+/// its cut checks it too.
+#[derive(Default)]
+struct Earlier {
+    acks: Vec<(Uuid, Instant)>,
+    /// The queue exists (its creation was answered); the run creates it otherwise.
+    queue_created: bool,
+}
+
 /// Producers sending to one server until it is gone.
 struct Run {
+    earlier: Earlier,
+    /// This run's acknowledgements.
     acks: Arc<Mutex<Vec<(Uuid, Instant)>>>,
     queue_created: Arc<AtomicBool>,
+    failed: Failed,
     stop: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
 
+/// The first request of a run that failed without an answer, and when that was seen. A killed
+/// server fails requests, so this is only an error when it was seen before the cut.
+type Failed = Arc<Mutex<Option<(Instant, String)>>>;
+
 /// What a run's producers saw.
 struct Produced {
+    /// The earlier runs' acknowledgements and this run's.
     acks: Vec<(Uuid, Instant)>,
+    own_acks: usize,
+    first_own_ack: Option<Instant>,
     queue_created: bool,
+    failed: Option<(Instant, String)>,
+}
+
+impl Produced {
+    /// A request that failed before `at` (the kill, or now while the server is still up) failed
+    /// for another reason than the power cut: the producers stopped early, and whatever the
+    /// test then finds would not be what it claims to check. `at_is` names the moment.
+    fn assert_no_failure_before(&self, at: Instant, at_is: &str, name: &str) {
+        if let Some((seen, what)) = &self.failed {
+            assert!(
+                *seen >= at,
+                "{name}: a request failed {} ms before {at_is}: {what}",
+                at.saturating_duration_since(*seen).as_millis()
+            );
+        }
+    }
+}
+
+/// Awaits a task and fails the test with its panic, if it panicked.
+async fn join(task: tokio::task::JoinHandle<()>) {
+    match task.await {
+        Ok(()) => {}
+        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+        Err(error) => panic!("a producer task did not finish: {error}"),
+    }
+}
+
+fn record_failure(failed: &Failed, what: String) {
+    failed
+        .lock()
+        .unwrap()
+        .get_or_insert_with(|| (Instant::now(), what));
 }
 
 impl Run {
-    /// Creates the queue first if `create_queue`, then starts the producers.
-    fn start(server: &Server, create_queue: bool) -> Run {
+    /// Creates the queue first unless `earlier` says it exists, then starts the producers.
+    fn start(server: &Server, earlier: Earlier) -> Run {
         let acks = Arc::new(Mutex::new(Vec::new()));
-        let queue_created = Arc::new(AtomicBool::new(false));
+        let queue_created = Arc::new(AtomicBool::new(earlier.queue_created));
+        let failed: Failed = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let url = server.url.clone();
+        let create_queue = !earlier.queue_created;
         let task = tokio::spawn({
-            let (acks, queue_created, stop) = (acks.clone(), queue_created.clone(), stop.clone());
+            let (acks, queue_created, failed, stop) = (
+                acks.clone(),
+                queue_created.clone(),
+                failed.clone(),
+                stop.clone(),
+            );
             async move {
                 let client = reqwest::Client::builder()
                     .timeout(Duration::from_secs(10))
                     .build()
                     .expect("client");
                 if create_queue {
-                    let answer = client
+                    match client
                         .put(format!("{url}/v1/queues/{QUEUE}"))
                         .json(&json!({}))
                         .send()
-                        .await;
-                    match answer {
+                        .await
+                    {
                         Ok(response) if response.status().is_success() => {
                             queue_created.store(true, Ordering::SeqCst)
                         }
-                        _ => return,
+                        Ok(response) => {
+                            let status = response.status();
+                            let body = response.text().await.unwrap_or_default();
+                            panic!("PUT /v1/queues/{QUEUE} answered {status}: {body}");
+                        }
+                        Err(error) => {
+                            record_failure(&failed, format!("PUT /v1/queues/{QUEUE}: {error}"));
+                            return;
+                        }
                     }
                 }
                 let producers: Vec<_> = (0..PRODUCERS)
@@ -663,40 +869,53 @@ impl Run {
                             client.clone(),
                             url.clone(),
                             acks.clone(),
+                            failed.clone(),
                             stop.clone(),
                         ))
                     })
                     .collect();
                 for producer in producers {
-                    let _ = producer.await;
+                    join(producer).await;
                 }
             }
         });
         Run {
+            earlier,
             acks,
             queue_created,
+            failed,
             stop,
             task,
         }
     }
 
+    /// Stops the producers and waits for them; a producer's panic fails the test here.
     async fn stop(self) -> Produced {
         self.stop.store(true, Ordering::SeqCst);
-        let _ = self.task.await;
-        let acks = std::mem::take(&mut *self.acks.lock().unwrap());
+        join(self.task).await;
+        let own = std::mem::take(&mut *self.acks.lock().unwrap());
+        let first_own_ack = own.iter().map(|(_, at)| *at).min();
+        let own_acks = own.len();
+        let mut acks = self.earlier.acks;
+        acks.extend(own);
         Produced {
             acks,
+            own_acks,
+            first_own_ack,
             queue_created: self.queue_created.load(Ordering::SeqCst),
+            failed: self.failed.lock().unwrap().take(),
         }
     }
 }
 
-/// Sends single messages and batches of up to 20 until stopped or the server is gone; records
-/// the id of every message answered 2xx.
+/// Sends single messages and batches of up to 20 until stopped, the bound is reached or a
+/// request fails without an answer (the server is gone); records the id of every message
+/// answered 2xx. Any other answer, or a 2xx without the ids, panics: the server is wrong.
 async fn produce(
     client: reqwest::Client,
     url: String,
     acks: Arc<Mutex<Vec<(Uuid, Instant)>>>,
+    failed: Failed,
     stop: Arc<AtomicBool>,
 ) {
     let endpoint = format!("{url}/v1/queues/{QUEUE}/messages");
@@ -708,23 +927,40 @@ async fn produce(
         } else {
             json!({"messages": (0..size).map(|i| json!({"body": {"n": sent + i}})).collect::<Vec<_>>()})
         };
-        let Ok(response) = client.post(&endpoint).json(&request).send().await else {
-            return;
+        let response = match client.post(&endpoint).json(&request).send().await {
+            Ok(response) => response,
+            Err(error) => return record_failure(&failed, format!("a send: {error}")),
         };
-        if !response.status().is_success() {
-            return;
-        }
-        // A 2xx status means stored, even if the body is cut off by the kill.
-        let Ok(answer) = response.json::<Value>().await else {
-            return;
+        let status = response.status();
+        // A body cut off by the kill is a failed request, not a wrong answer; its messages may
+        // be stored but are not counted as acknowledged (their ids are unknown).
+        let body = match response.bytes().await {
+            Ok(body) => body,
+            Err(error) => {
+                return record_failure(
+                    &failed,
+                    format!("the answer ({status}) to a send: {error}"),
+                );
+            }
         };
+        assert!(
+            status.is_success(),
+            "a send of {size} was answered {status}: {}",
+            String::from_utf8_lossy(&body)
+        );
+        let answer: Value = serde_json::from_slice(&body).unwrap_or_else(|error| {
+            panic!(
+                "a {status} answer to a send of {size} is not JSON ({error}): {}",
+                String::from_utf8_lossy(&body)
+            )
+        });
         let answered_at = Instant::now();
         let ids: Vec<Uuid> = if size == 1 {
             vec![message_id(&answer)]
         } else {
             answer["results"]
                 .as_array()
-                .expect("results")
+                .unwrap_or_else(|| panic!("no results in a {status} answer: {answer}"))
                 .iter()
                 .map(message_id)
                 .collect()
