@@ -333,8 +333,8 @@ async fn a_definition_changed_on_one_node_reaches_the_other() {
     fixture.drop().await;
 }
 
-/// A webhook endpoint defined on one node moves the other node's `definitions_changed`, so
-/// its server serves the endpoint too.
+/// A webhook endpoint defined on one node moves the other node's `definitions_changed`, and
+/// the other node then finds the endpoint as defined, so its server serves it too.
 #[tokio::test]
 async fn a_webhook_defined_on_one_node_moves_the_others_definitions() {
     let Some(fixture) = Fixture::new().await else {
@@ -357,6 +357,12 @@ async fn a_webhook_defined_on_one_node_moves_the_others_definitions() {
         .await
         .expect("moved within 5 s")
         .unwrap();
+    // What a's server reloads when the counter moves.
+    assert_eq!(
+        a.webhook_list().await.unwrap(),
+        [("github".to_owned(), r#"{"queue":"pushes"}"#.to_owned())],
+        "a sees b's endpoint"
+    );
     a.close().await.unwrap();
     b.close().await.unwrap();
     fixture.drop().await;
