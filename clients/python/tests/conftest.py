@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -32,7 +33,7 @@ def repo_root() -> Path:
     raise FileNotFoundError("conformance/scenarios.json not found above the tests")
 
 
-def missing(reason: str) -> None:
+def missing(reason: str) -> NoReturn:
     """A missing service fails under CI and skips elsewhere."""
     if os.environ.get("CI"):
         pytest.fail(f"{reason} (CI is set, so this fails instead of skipping)")
