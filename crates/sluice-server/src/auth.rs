@@ -813,10 +813,16 @@ pub async fn check_produce_to(
     };
     for queue in queues {
         if !allows(app, caller, Need::Produce, Some(queue)).await? {
+            // A queue the caller may not even see (another tenant's) is not named.
+            let which = if caller.may_read(queue) {
+                format!("queue {queue:?}")
+            } else {
+                "a queue it may not see".to_owned()
+            };
             return Err(sluice_ops::OpsError::new(
                 sluice_core::wire::ErrorCode::Forbidden,
                 format!(
-                    "token {:?} may not produce to queue {queue:?}, which the {what} reaches",
+                    "token {:?} may not produce to {which}, which the {what} reaches",
                     caller.name
                 ),
             ));

@@ -198,9 +198,12 @@ pub async fn delete(app: &AppState, name: &str) -> Result<bool, ApiError> {
 
 /// The topic of that name, or 404 `topic_not_found`.
 pub fn find(app: &AppState, name: &str) -> Result<Arc<Topic>, ApiError> {
-    app.topics
-        .get(name)
-        .ok_or_else(|| ApiError::new(ErrorCode::TopicNotFound, format!("no topic {name:?}")))
+    app.topics.get(name).ok_or_else(|| not_found(name))
+}
+
+/// The 404 of a topic that does not exist, or that the caller may not know of.
+pub fn not_found(name: &str) -> ApiError {
+    ApiError::new(ErrorCode::TopicNotFound, format!("no topic {name:?}"))
 }
 
 /// Publishes one message: a copy to each subscription whose filter takes it, in one commit.

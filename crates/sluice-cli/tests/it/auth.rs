@@ -226,6 +226,15 @@ async fn every_route_gives_each_role_exactly_its_access() {
                     "{who} on {method} {path}: {text}"
                 );
                 assert!(text.contains("\"unauthorized\""), "{text}");
+            } else if path == "/v1/topics/{name}/messages" && token == Some(BOTH_B) {
+                // A topic none of whose queues the token may see is answered as missing
+                // (issue 30, finding 17: a 403 told another team's topic names apart).
+                assert_eq!(
+                    status,
+                    StatusCode::NOT_FOUND,
+                    "{who} on {method} {path}: {text}"
+                );
+                assert!(text.contains("\"topic_not_found\""), "{text}");
             } else {
                 assert_eq!(
                     status,

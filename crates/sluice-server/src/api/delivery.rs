@@ -79,10 +79,19 @@ pub async fn ack(
     {
         return Err(too_many_receipts(count).into());
     }
-    if let Some(count) = super::json_shape::array_len(&body, "then")?
-        && count > NEXT_STEPS_MAX
+    // A next step is a message: its headers are counted before parsing too.
+    if let Some((count, too_many_headers)) =
+        super::json_shape::message_list(&body, "then", sluice_core::queue::limits::HEADERS_MAX)?
     {
-        return Err(too_many_next_steps(count).into());
+        if count > NEXT_STEPS_MAX {
+            return Err(too_many_next_steps(count).into());
+        }
+        if let Some((position, headers)) = too_many_headers {
+            return Err(super::messages::too_many_headers(
+                &format!("then[{position}]."),
+                headers,
+            ));
+        }
     }
     let input: AckIn = super::parse_json(&body)?;
     let receipts = input

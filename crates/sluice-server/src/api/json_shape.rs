@@ -41,6 +41,76 @@ pub fn array_len(body: &[u8], field: &'static str) -> Result<Option<usize>, ApiE
     walk(body, FieldLenVisitor { field })
 }
 
+/// The array of messages at `field` of a top-level object (an ack's `then`): its length and
+/// the first of them with more than `headers_max` headers (`None` when the field is absent or
+/// `null`, or the body is empty).
+pub fn message_list(
+    body: &[u8],
+    field: &'static str,
+    headers_max: usize,
+) -> Result<Option<MessageList>, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    walk(body, MessageListVisitor { field, headers_max })
+}
+
+/// An array of messages, counted: its length, and the first message (position, headers) with
+/// too many headers.
+pub type MessageList = (usize, Option<(usize, usize)>);
+
+struct MessageListVisitor {
+    field: &'static str,
+    headers_max: usize,
+}
+
+impl<'de> Visitor<'de> for MessageListVisitor {
+    type Value = Option<MessageList>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let names = [self.field];
+        let mut list = None;
+        while let Some(found) = map.next_key_seed(KeyIs(&names))? {
+            match found {
+                Some(_) => {
+                    list = map.next_value_seed(OptionalMessages(Messages {
+                        headers_max: self.headers_max,
+                    }))?;
+                }
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(list)
+    }
+}
+
+/// [`Messages`], or `null`.
+struct OptionalMessages(Messages);
+
+impl<'de> DeserializeSeed<'de> for OptionalMessages {
+    type Value = Option<MessageList>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for OptionalMessages {
+    type Value = Option<MessageList>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array of messages")
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        self.0.visit_seq(seq).map(Some)
+    }
+}
+
 fn walk<'de, V: Visitor<'de>>(body: &'de [u8], visitor: V) -> Result<V::Value, ApiError> {
     let mut deserializer = serde_json::Deserializer::from_slice(body);
     let value = deserializer
@@ -197,7 +267,7 @@ impl<'de> Visitor<'de> for Messages {
         f.write_str("an array of messages")
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut len = 0;
+        let mut len: usize = 0;
         let mut too_many = None;
         while let Some(headers) = seq.next_element_seed(MessageHeaders)? {
             if too_many.is_none() && headers > self.headers_max {

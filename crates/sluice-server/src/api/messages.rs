@@ -105,6 +105,22 @@ pub(crate) fn cancel_out(outcome: CancelOutcome) -> CancelOut {
 /// headers, is refused before anything is built for it.
 fn parse_enqueue(body: &[u8]) -> Result<(Vec<MessageIn>, bool), ApiError> {
     let shape = json_shape::enqueue(body, limits::HEADERS_MAX)?;
+    check_shape(shape)?;
+    if shape.batch_len.is_some() {
+        let batch: MessageBatchIn = parse_json(body)?;
+        return Ok((batch.messages, true));
+    }
+    Ok((vec![parse_json(body)?], false))
+}
+
+/// Parses one message (a topic's publish), its headers counted first as an enqueue's are.
+pub(crate) fn parse_one(body: &[u8]) -> Result<MessageIn, ApiError> {
+    check_shape(json_shape::enqueue(body, limits::HEADERS_MAX)?)?;
+    parse_json(body)
+}
+
+/// An enqueue body's counted shape within the batch and header caps.
+fn check_shape(shape: json_shape::EnqueueShape) -> Result<(), ApiError> {
     if let Some(count) = shape.batch_len {
         if count == 0 {
             return Err(ApiError::invalid_field(
@@ -123,17 +139,18 @@ fn parse_enqueue(body: &[u8]) -> Result<(Vec<MessageIn>, bool), ApiError> {
             Some(_) => format!("messages[{position}]."),
             None => String::new(),
         };
-        return Err(ApiError::invalid_field(format!(
-            "{prefix}headers: {count} headers; at most {} headers and {} bytes in all",
-            limits::HEADERS_MAX,
-            limits::HEADER_BYTES_MAX
-        )));
+        return Err(too_many_headers(&prefix, count));
     }
-    if shape.batch_len.is_some() {
-        let batch: MessageBatchIn = parse_json(body)?;
-        return Ok((batch.messages, true));
-    }
-    Ok((vec![parse_json(body)?], false))
+    Ok(())
+}
+
+/// The refusal of a message with `count` headers, its field named with `prefix`.
+pub(crate) fn too_many_headers(prefix: &str, count: usize) -> ApiError {
+    ApiError::invalid_field(format!(
+        "{prefix}headers: {count} headers; at most {} headers and {} bytes in all",
+        limits::HEADERS_MAX,
+        limits::HEADER_BYTES_MAX
+    ))
 }
 
 /// One message's body as the API takes it (JSON as `body`, bytes as `body_base64`), decoded;
