@@ -84,6 +84,8 @@ pub struct RawExpressions {
     pub output_bytes: Option<usize>,
     /// Worker processes.
     pub workers: Option<usize>,
+    /// Of those, the most webhook requests may hold at once (default half, at least 1).
+    pub webhook_workers: Option<usize>,
     /// The sluice binary that runs workers (default: this one).
     pub worker_executable: Option<PathBuf>,
 }
@@ -727,8 +729,17 @@ fn expressions(raw: RawExpressions) -> Result<crate::expr::ExprLimits, String> {
         memory_bytes: raw.memory_bytes.unwrap_or(MEMORY_BYTES_DEFAULT),
         output_bytes: raw.output_bytes.unwrap_or(OUTPUT_BYTES_DEFAULT),
         workers: raw.workers.unwrap_or(WORKERS_DEFAULT),
+        webhook_workers: raw
+            .webhook_workers
+            .unwrap_or_else(|| webhook_workers_default(raw.workers.unwrap_or(WORKERS_DEFAULT))),
         worker_executable: raw.worker_executable,
     };
+    if limits.webhook_workers == 0 || limits.webhook_workers > limits.workers {
+        return Err(format!(
+            "[expressions] webhook_workers must be between 1 and workers ({}), got {}",
+            limits.workers, limits.webhook_workers
+        ));
+    }
     if limits.timeout.is_zero()
         || limits.memory_bytes == 0
         || limits.output_bytes == 0

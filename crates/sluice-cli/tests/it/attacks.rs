@@ -821,3 +821,66 @@ async fn finding_17_another_tenants_topic_is_answered_as_missing_and_its_queues_
         "another tenant's queue is named: {text}"
     );
 }
+
+// ---- expression workers ----------------------------------------------------------------------
+
+/// Finding 18: the shared expression workers could all be kept busy by anonymous requests to
+/// a webhook with no signature check and a slow transform, while push transforms and topic
+/// filters waited. Webhooks hold at most `[expressions] webhook_workers` of them now.
+#[tokio::test]
+async fn finding_18_slow_webhooks_leave_workers_for_topic_filters() {
+    let server = TestServer::builder()
+        .config("[expressions]\nworkers = 2\ntimeout_ms = 4000\n")
+        .start()
+        .await;
+    server.put_queue("in", json!({})).await;
+    server.put_queue("q", json!({})).await;
+    server
+        .put(
+            "/v1/webhooks/slow",
+            json!({
+                "queue": "in",
+                "verify": {"scheme": "none"},
+                "transform": "reduce range(0; 100000000000) as $i (0; . + 1)",
+            }),
+        )
+        .await
+        .ok();
+    server
+        .put(
+            "/v1/topics/t",
+            json!({"subscriptions": [{"queue": "q", "filter": "select(.body.n == 1)"}]}),
+        )
+        .await
+        .ok();
+    let mut slow = Vec::new();
+    for _ in 0..6 {
+        let client = server.client().clone();
+        let url = format!("{}/hooks/slow", server.url());
+        slow.push(tokio::spawn(async move {
+            client
+                .post(url)
+                .header("content-type", "application/json")
+                .body("{}")
+                .send()
+                .await
+                .map(|response| response.status())
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = Instant::now();
+    let reply = server
+        .post("/v1/topics/t/messages", json!({"body": {"n": 1}}))
+        .await
+        .ok();
+    let took = started.elapsed();
+    assert_eq!(reply["copies"].as_array().map(Vec::len), Some(1), "{reply}");
+    assert!(
+        took < Duration::from_millis(2500),
+        "a topic filter waited {took:?} behind slow webhook transforms (their timeout is 4 s)"
+    );
+    for request in slow {
+        let _ = request.await;
+    }
+    assert_alive(&server).await;
+}

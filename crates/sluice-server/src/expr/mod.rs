@@ -51,6 +51,11 @@ pub const OUTPUT_BYTES_DEFAULT: usize = 10 << 20;
 /// Default of `[expressions] workers`.
 pub const WORKERS_DEFAULT: usize = 4;
 
+/// Default of `[expressions] webhook_workers`: half the workers (at least one).
+pub fn webhook_workers_default(workers: usize) -> usize {
+    (workers / 2).max(1)
+}
+
 /// `[expressions]`: the limits every evaluation runs under.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExprLimits {
@@ -62,6 +67,9 @@ pub struct ExprLimits {
     pub output_bytes: usize,
     /// Worker processes (evaluations at once).
     pub workers: usize,
+    /// Of those, the most webhook requests may hold at once: the rest stay free for push
+    /// transforms and topic filters, whoever sends webhooks (issue 30, finding 18).
+    pub webhook_workers: usize,
     /// The `sluice` binary to start workers from; `None`: this process's own executable.
     pub worker_executable: Option<PathBuf>,
 }
@@ -73,6 +81,7 @@ impl Default for ExprLimits {
             memory_bytes: MEMORY_BYTES_DEFAULT,
             output_bytes: OUTPUT_BYTES_DEFAULT,
             workers: WORKERS_DEFAULT,
+            webhook_workers: webhook_workers_default(WORKERS_DEFAULT),
             worker_executable: None,
         }
     }

@@ -59,6 +59,8 @@ pub struct ExprPool {
     limits: ExprLimits,
     idle: Mutex<Vec<Worker>>,
     slots: Semaphore,
+    /// The share of `slots` webhook requests may hold (`[expressions] webhook_workers`).
+    webhook_slots: Semaphore,
     metrics: ExprMetrics,
 }
 
@@ -75,6 +77,7 @@ impl ExprPool {
     pub fn new(limits: ExprLimits) -> Arc<Self> {
         Arc::new(Self {
             slots: Semaphore::new(limits.workers.max(1)),
+            webhook_slots: Semaphore::new(limits.webhook_workers.max(1)),
             limits,
             idle: Mutex::new(Vec::new()),
             metrics: ExprMetrics::default(),
@@ -89,6 +92,27 @@ impl ExprPool {
     /// What the pool did since start (for metrics).
     pub fn metrics(&self) -> &ExprMetrics {
         &self.metrics
+    }
+
+    /// [`ExprPool::eval`] for a webhook request: within the webhook share of the workers, so
+    /// requests anyone can send (an endpoint without a signature check) cannot keep push
+    /// transforms and topic filters waiting.
+    pub async fn eval_for_webhook(
+        &self,
+        programs: &[ProgramSpec],
+        input: &Value,
+    ) -> Result<Vec<ProgramResult>, EvalError> {
+        let _share = tokio::time::timeout(WAIT_FOR_WORKER_MAX, self.webhook_slots.acquire())
+            .await
+            .map_err(|_| {
+                EvalError::Unavailable(format!(
+                    "the webhook share of the expression workers ([expressions] webhook_workers = {}) stayed busy for {} s",
+                    self.limits.webhook_workers,
+                    WAIT_FOR_WORKER_MAX.as_secs()
+                ))
+            })?
+            .map_err(|_| EvalError::Unavailable("the expression workers are closed".into()))?;
+        self.eval(programs, input).await
     }
 
     /// Runs `programs` in order on `input` in a worker process. The outcomes are fewer than the

@@ -534,7 +534,7 @@ async fn shape(
     }
     let input = event.value.as_ref().unwrap_or(&Value::Null);
     let programs = Programs::of(endpoint);
-    let results = app.expr.eval(&programs.specs, input).await?;
+    let results = app.expr.eval_for_webhook(&programs.specs, input).await?;
     let mut shaped = programs.interpret(results).map_err(EvalError::Stopped)?;
     if shaped.idempotency_key.is_none() {
         shaped.idempotency_key = default_key;
