@@ -6,7 +6,8 @@
 //! `disk_reserve_bytes`; when a write hits a full disk it deletes that file, which gives the
 //! writes that free space room to commit. The writer then probes every [`PROBE_INTERVAL`]: once
 //! the filesystem has room for the reserve twice over, the reserve is allocated again and new
-//! messages are taken again.
+//! messages are taken again. The reserve is at most an eighth of the volume, so on a small
+//! volume it can be allocated and the store can resume.
 
 use std::io;
 use std::path::PathBuf;
@@ -31,14 +32,39 @@ pub struct Reserve {
     next_probe: Option<Instant>,
 }
 
+/// The most of a volume the reserve takes: an eighth. A reserve sized for a big disk (64 MiB by
+/// default) on a small volume could never be allocated, and a store that waits for twice the
+/// reserve free before it takes new data would wait for ever (issue 30, finding 13).
+const VOLUME_SHARE_MAX: u64 = 8;
+
 impl Reserve {
-    /// The reserve of `bytes` (0: none) in `dir`.
+    /// The reserve of `bytes` (0: none) in `dir`, at most an eighth of the volume's size.
     pub fn new(dir: &std::path::Path, bytes: u64) -> Self {
+        let path = dir.join(files::RESERVE_FILE);
+        let bytes = match volume_bytes(&path) {
+            Ok(volume) if bytes > volume / VOLUME_SHARE_MAX => {
+                let sized = volume / VOLUME_SHARE_MAX;
+                tracing::info!(
+                    configured = bytes,
+                    volume,
+                    reserve = sized,
+                    "the disk reserve is sized to the volume (an eighth of it)"
+                );
+                sized
+            }
+            _ => bytes,
+        };
         Self {
-            path: dir.join(files::RESERVE_FILE),
+            path,
             bytes,
             next_probe: None,
         }
+    }
+
+    /// The reserve's size, as sized to the volume.
+    #[cfg(test)]
+    fn bytes(&self) -> u64 {
+        self.bytes
     }
 
     /// Allocates the reserve in full. `Ok(false)`: no room for it (the disk is full); nothing of
@@ -181,6 +207,13 @@ fn allocate(file: &std::fs::File, bytes: u64) -> io::Result<()> {
     }
 }
 
+/// The size of the filesystem holding `path`'s directory.
+fn volume_bytes(path: &std::path::Path) -> io::Result<u64> {
+    let dir = path.parent().unwrap_or(path);
+    let stats = rustix::fs::statvfs(dir)?;
+    Ok(stats.f_blocks.saturating_mul(stats.f_frsize))
+}
+
 /// Bytes an unprivileged user may still write in the filesystem holding `path`'s directory.
 pub fn free_bytes(path: &std::path::Path) -> io::Result<u64> {
     let dir = path.parent().unwrap_or(path);
@@ -191,4 +224,21 @@ pub fn free_bytes(path: &std::path::Path) -> io::Result<u64> {
 fn is_no_space(error: &io::Error) -> bool {
     error.raw_os_error() == Some(rustix::io::Errno::NOSPC.raw_os_error())
         || error.kind() == io::ErrorKind::StorageFull
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reserve_is_at_most_an_eighth_of_the_volume() {
+        let dir = tempfile::tempdir().unwrap();
+        let volume = volume_bytes(&dir.path().join("x")).unwrap();
+        assert_eq!(
+            Reserve::new(dir.path(), 1 << 20).bytes(),
+            (1 << 20).min(volume / 8)
+        );
+        assert_eq!(Reserve::new(dir.path(), u64::MAX).bytes(), volume / 8);
+        assert_eq!(Reserve::new(dir.path(), 0).bytes(), 0);
+    }
 }

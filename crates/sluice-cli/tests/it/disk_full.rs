@@ -246,3 +246,75 @@ fn fs_free(dir: &Path) -> u64 {
         .and_then(|line| line.trim().parse().ok())
         .expect("df's answer")
 }
+
+/// Issue 30, finding 13: on a volume smaller than twice the default reserve (64 MiB), the
+/// server started without a reserve, acks hung for 10-30 s when the disk filled, and after
+/// space was freed enqueues stayed 507 (and `/readyz` 503) until a restart, because the store
+/// waited for 128 MiB free on a smaller volume. The reserve is sized to the volume now.
+#[tokio::test]
+async fn a_volume_smaller_than_the_default_reserve_fills_and_recovers() {
+    let mut server = TestServer::builder()
+        .config("[store]\nwal_max_bytes = 1048576\n")
+        .start()
+        .await;
+    server.terminate().await;
+    let data = server.data_dir();
+    let _tmpfs = match Tmpfs::mount(&data, TMPFS_BYTES) {
+        Ok(tmpfs) => tmpfs,
+        Err(why) if std::env::var_os("CI").is_none() => {
+            eprintln!("skipped: cannot mount a tmpfs ({why}); run as root to test a full disk");
+            return;
+        }
+        Err(why) => panic!("cannot mount a tmpfs in CI: {why}"),
+    };
+    server.restart().await;
+    assert!(
+        data.join("sluice.reserve").exists(),
+        "the reserve, sized to the volume, is allocated at start"
+    );
+    server.put_queue("q", json!({})).await;
+    let filler = data.join("filler");
+    let free = fs_free(&data);
+    fill_file(&filler, free.saturating_sub(ROOM_FOR_MESSAGES));
+    let mut refused = None;
+    for i in 0..FILL_BATCHES_MAX {
+        let reply = server.post("/v1/queues/q/messages", batch(i * BATCH)).await;
+        if !reply.status.is_success() {
+            refused = Some(reply);
+            break;
+        }
+    }
+    refused
+        .expect("the disk never filled up")
+        .error(507, "disk_full");
+    // Acks are answered at once: the reserve given back lets them commit.
+    let received = server.receive("q", json!({ "max": 10 })).await;
+    assert_eq!(received.len(), 10);
+    for message in &received {
+        let started = std::time::Instant::now();
+        server.ack("q", receipt(message)).await;
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "an ack on a full disk took {:?}",
+            started.elapsed()
+        );
+    }
+    std::fs::remove_file(&filler).unwrap();
+    let deadline = tokio::time::Instant::now() + RESUME_WITHIN;
+    loop {
+        let reply = server
+            .post("/v1/queues/q/messages", json!({ "body": "after" }))
+            .await;
+        if reply.status.is_success() {
+            break;
+        }
+        reply.error(507, "disk_full");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "enqueues still refused {RESUME_WITHIN:?} after space was freed"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(readyz_status(&server).await, 200);
+    server.kill().await;
+}
