@@ -380,6 +380,9 @@ pub mod limits {
     pub const DEDUP_WINDOW_MS_MAX: Millis = 30 * 24 * 60 * 60 * 1000;
     /// Longest `keep_acked_ms`: 90 days.
     pub const KEEP_ACKED_MS_MAX: Millis = 90 * 24 * 60 * 60 * 1000;
+    /// Most definitions of one kind (schedules, webhook endpoints, topics, alerts): each is
+    /// kept in memory and looked at by every pass, so their number is bounded like the rest.
+    pub const DEFINITIONS_PER_KIND_MAX: usize = 1_000;
     /// Most headers of one message.
     pub const HEADERS_MAX: usize = 64;
     /// Most bytes of one message's headers (names and values).

@@ -27,6 +27,9 @@ pub mod schedule_limits {
     pub const MISSED_MAX_DEFAULT: u32 = 100;
     /// Largest `missed_max`: a pass makes at most this many runs of one schedule.
     pub const MISSED_MAX_MAX: u32 = 10_000;
+    /// Most bytes one catch-up (`missed = "run_all"`) may enqueue: `missed_max` runs of the
+    /// message. 10,000 runs of a 100 KB body wrote 1 GB in 38 s after a clock jump.
+    pub const CATCH_UP_BYTES_MAX: u64 = 64 << 20;
     /// Default `grace_ms`: a run up to a minute late is still made under `skip`.
     pub const GRACE_MS_DEFAULT: Millis = 60_000;
     /// Longest cron pattern, in bytes.
@@ -193,6 +196,15 @@ impl Schedule {
         if spec.missed_max.is_some() && spec.missed != Some(MissedRuns::RunAll) {
             return Err("missed_max: only with missed = \"run_all\"".into());
         }
+        if spec.missed == Some(MissedRuns::RunAll) {
+            let bytes = message_bytes(&spec.message);
+            let total = u64::from(missed_max).saturating_mul(bytes);
+            if total > CATCH_UP_BYTES_MAX {
+                return Err(format!(
+                    "missed_max: {missed_max} runs of this {bytes}-byte message would enqueue {total} bytes at once after missed runs; at most {CATCH_UP_BYTES_MAX}: lower missed_max or the message"
+                ));
+            }
+        }
         let jitter_ms = span("jitter_ms", spec.jitter_ms.unwrap_or(0))?;
         let grace_ms = span("grace_ms", spec.grace_ms.unwrap_or(GRACE_MS_DEFAULT as u64))?;
         let message = &spec.message;
@@ -242,6 +254,23 @@ impl Schedule {
             && self.spec.every_ms == other.every_ms
             && self.spec.timezone == other.timezone
     }
+}
+
+/// The stored size of a run's message: its body (JSON text, or the bytes base64 stands for) and
+/// headers.
+fn message_bytes(message: &crate::wire::ScheduleMessage) -> u64 {
+    let body = match (&message.body, &message.body_base64) {
+        (Some(body), _) => body.to_string().len(),
+        (None, Some(text)) => text.len() / 4 * 3,
+        (None, None) => 0,
+    };
+    let headers: usize = message
+        .headers
+        .iter()
+        .flatten()
+        .map(|(name, value)| name.len() + value.len())
+        .sum();
+    (body + headers) as u64
 }
 
 fn span(field: &str, value: u64) -> Result<Millis, String> {

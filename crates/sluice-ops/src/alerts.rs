@@ -254,6 +254,14 @@ impl Ops {
     ) -> OpsResult<AlertPutOut> {
         let alert = Alert::compile(name, spec, origin).map_err(OpsError::invalid_field)?;
         let created = self.alert_row(name).await?.is_none();
+        if created {
+            let defined = self
+                .store
+                .definition_list(DefinitionKind::Alert)
+                .await?
+                .len();
+            crate::room_for_definition("alerts", defined)?;
+        }
         self.queue_put(
             QueuePutRequest {
                 name: alert.queue(),

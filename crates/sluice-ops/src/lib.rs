@@ -96,3 +96,17 @@ pub(crate) fn parse_time(field: &str, text: Option<&str>) -> OpsResult<Option<Mi
     })
     .transpose()
 }
+
+/// Refuses a new definition of `kind` when `defined` of them exist already
+/// ([`sluice_core::queue::limits::DEFINITIONS_PER_KIND_MAX`]): 409 `conflict`, saying to delete
+/// one first.
+pub fn room_for_definition(kind: &str, defined: usize) -> OpsResult<()> {
+    let max = sluice_core::queue::limits::DEFINITIONS_PER_KIND_MAX;
+    if defined >= max {
+        return Err(OpsError::new(
+            sluice_core::wire::ErrorCode::Conflict,
+            format!("{defined} {kind} are defined; at most {max} are allowed: delete one first"),
+        ));
+    }
+    Ok(())
+}

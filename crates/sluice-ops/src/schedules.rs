@@ -46,6 +46,9 @@ impl Ops {
         check.checked().await?;
 
         let existing = self.schedule_row(name).await?;
+        if existing.is_none() {
+            crate::room_for_definition("schedules", self.store.schedule_list().await?.len())?;
+        }
         let state = existing.as_ref().and_then(|row| {
             let same = compile_row(row).is_some_and(|old| old.same_timing(&schedule.spec));
             (!same).then(|| ScheduleState {

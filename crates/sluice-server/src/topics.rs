@@ -178,6 +178,10 @@ pub async fn define(app: &AppState, name: &str, spec: TopicSpec) -> Result<bool,
             .queue_get(&subscription.queue, app.now_ms())
             .await?;
     }
+    let defined = app.store.definition_list(DefinitionKind::Topic).await?;
+    if !defined.iter().any(|(existing, _)| existing == name) {
+        sluice_ops::room_for_definition("topics", defined.len())?;
+    }
     let stored = serde_json::to_string(&topic.spec)
         .map_err(|e| ApiError::invalid_field(format!("cannot store the topic: {e}")))?;
     app.store

@@ -884,3 +884,53 @@ async fn finding_18_slow_webhooks_leave_workers_for_topic_filters() {
     }
     assert_alive(&server).await;
 }
+
+// ---- definitions -------------------------------------------------------------------------------
+
+/// Finding 10 (definitions): nothing bounded the number of definitions (8,000 schedules kept
+/// an idle server at 60 % of a core). Each kind holds at most 1,000; a replacement still
+/// works at the cap.
+#[tokio::test]
+async fn finding_10_definitions_of_one_kind_are_bounded() {
+    let server = TestServer::builder().start().await;
+    server.put_queue("q", json!({})).await;
+    let mut tasks = Vec::new();
+    for worker in 0..8 {
+        let client = server.client().clone();
+        let url = server.url().to_owned();
+        tasks.push(tokio::spawn(async move {
+            for i in (worker..1000).step_by(8) {
+                let response = client
+                    .put(format!("{url}/v1/schedules/s{i}"))
+                    .json(&json!({"queue": "q", "every_ms": 3_600_000, "message": {"body": i}}))
+                    .send()
+                    .await
+                    .unwrap();
+                assert!(
+                    response.status().is_success(),
+                    "s{i}: {}",
+                    response.status()
+                );
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let spec = json!({"queue": "q", "every_ms": 3_600_000, "message": {"body": 1}});
+    let reply = server.put("/v1/schedules/one-too-many", spec.clone()).await;
+    let error = reply.error(409, "conflict");
+    assert!(
+        error["message"].as_str().unwrap().contains("at most 1000"),
+        "{error}"
+    );
+    server.put("/v1/schedules/s7", spec).await.ok();
+    server.delete("/v1/schedules/s8").await;
+    server
+        .put(
+            "/v1/schedules/one-too-many",
+            json!({"queue": "q", "every_ms": 3_600_000, "message": {"body": 2}}),
+        )
+        .await
+        .ok();
+}

@@ -217,3 +217,25 @@ fn a_search_from_within_a_second_stays_on_its_side_of_a_dst_change() {
         Some("2026-10-25T01:00:00.000Z")
     );
 }
+
+/// Issue 30, finding 10: one `run_all` schedule with `missed_max` 10,000 and a 100 KB body
+/// wrote 1 GB in 38 s after a clock jump. A catch-up may enqueue at most
+/// `CATCH_UP_BYTES_MAX`.
+#[test]
+fn a_catch_up_is_bounded_in_bytes() {
+    let with = |missed_max: u32, body_bytes: usize| {
+        let mut spec = spec(None, Some(60_000), None);
+        spec.missed = Some(MissedRuns::RunAll);
+        spec.missed_max = Some(missed_max);
+        spec.message.body = Some(serde_json::Value::String("x".repeat(body_bytes)));
+        Schedule::compile("s", spec)
+    };
+    let refused = with(10_000, 100_000).unwrap_err();
+    assert!(refused.starts_with("missed_max:"), "{refused}");
+    assert!(
+        refused.contains(&CATCH_UP_BYTES_MAX.to_string()),
+        "{refused}"
+    );
+    with(600, 100_000).unwrap();
+    with(10_000, 100).unwrap();
+}

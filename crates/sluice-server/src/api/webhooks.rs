@@ -45,6 +45,10 @@ pub async fn define(app: &AppState, name: &str, spec: WebhookSpec) -> Result<boo
     if let Some(topic) = &endpoint.spec.topic {
         crate::topics::find(app, topic)?;
     }
+    let defined = app.store.webhook_list().await?;
+    if !defined.iter().any(|(existing, _)| existing == name) {
+        sluice_ops::room_for_definition("webhook endpoints", defined.len())?;
+    }
     let stored = serde_json::to_string(&endpoint.spec)
         .map_err(|e| ApiError::invalid_field(format!("cannot store the definition: {e}")))?;
     app.store.webhook_put(name, stored, app.now_ms()).await?;
