@@ -329,7 +329,40 @@ async fn finding_02_an_unauthenticated_grpc_call_is_refused_before_its_message_i
         "the refused call grew the server's peak memory by {grown} bytes"
     );
 
-    // With a token the same framing is served as before (the gate lets known callers in).
+    // With a token, the same message is refused as it arrives: no list of the API takes 8M
+    // elements, and each would decode to hundreds of bytes.
+    let before = peak_rss(&server);
+    let mut message = Vec::with_capacity(5 + entries * 2);
+    message.extend(prefix(entries * 2));
+    for _ in 0..entries {
+        message.extend_from_slice(&[0x12, 0x00]);
+    }
+    let (tx, answer) = grpc_call(&server, "Enqueue", Some(tokens::ADMIN)).await;
+    let feeder = tokio::spawn(async move {
+        for chunk in message.chunks(1 << 20) {
+            if tx
+                .send(Ok(Frame::data(Bytes::copy_from_slice(chunk))))
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    let (status, code) = tokio::time::timeout(Duration::from_secs(30), answer)
+        .await
+        .expect("an answer")
+        .unwrap();
+    feeder.abort();
+    assert_eq!(status, "8", "RESOURCE_EXHAUSTED");
+    assert_eq!(code.as_deref(), Some("too_large"));
+    let grown = peak_rss(&server).saturating_sub(before);
+    assert!(
+        grown < 100 << 20,
+        "the refused call grew the server's peak memory by {grown} bytes"
+    );
+
+    // With a token the framing is served as before (the gate lets known callers in).
     let (tx, answer) = grpc_call(&server, "ListQueues", Some(tokens::ADMIN)).await;
     tx.send(Ok(Frame::data(Bytes::from(prefix(0)))))
         .await
