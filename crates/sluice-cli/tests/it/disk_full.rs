@@ -110,6 +110,24 @@ async fn readyz_status(server: &TestServer) -> u16 {
     server.get("/readyz").await.status.as_u16()
 }
 
+/// Stops `server`, mounts a tmpfs of [`TMPFS_BYTES`] on its data directory and starts it
+/// there: the directory and the mount (unmounted when dropped). `None` where mounting is refused
+/// (the test is skipped, except in CI).
+async fn on_a_small_tmpfs(server: &mut TestServer) -> Option<(PathBuf, Tmpfs)> {
+    server.terminate().await;
+    let data = server.data_dir();
+    let tmpfs = match Tmpfs::mount(&data, TMPFS_BYTES) {
+        Ok(tmpfs) => tmpfs,
+        Err(why) if std::env::var_os("CI").is_none() => {
+            eprintln!("skipped: cannot mount a tmpfs ({why}); run as root to test a full disk");
+            return None;
+        }
+        Err(why) => panic!("cannot mount a tmpfs in CI: {why}"),
+    };
+    server.restart().await;
+    Some((data, tmpfs))
+}
+
 #[tokio::test]
 async fn a_full_disk_refuses_new_messages_keeps_acks_working_and_recovers_without_a_restart() {
     let mut server = TestServer::builder()
@@ -118,17 +136,9 @@ async fn a_full_disk_refuses_new_messages_keeps_acks_working_and_recovers_withou
         ))
         .start()
         .await;
-    server.terminate().await;
-    let data = server.data_dir();
-    let _tmpfs = match Tmpfs::mount(&data, TMPFS_BYTES) {
-        Ok(tmpfs) => tmpfs,
-        Err(why) if std::env::var_os("CI").is_none() => {
-            eprintln!("skipped: cannot mount a tmpfs ({why}); run as root to test a full disk");
-            return;
-        }
-        Err(why) => panic!("cannot mount a tmpfs in CI: {why}"),
+    let Some((data, _tmpfs)) = on_a_small_tmpfs(&mut server).await else {
+        return;
     };
-    server.restart().await;
     server.put_queue("q", json!({})).await;
 
     // Most of the room goes to a filler file; messages fill the rest.
@@ -257,17 +267,9 @@ async fn a_volume_smaller_than_the_default_reserve_fills_and_recovers() {
         .config("[store]\nwal_max_bytes = 1048576\n")
         .start()
         .await;
-    server.terminate().await;
-    let data = server.data_dir();
-    let _tmpfs = match Tmpfs::mount(&data, TMPFS_BYTES) {
-        Ok(tmpfs) => tmpfs,
-        Err(why) if std::env::var_os("CI").is_none() => {
-            eprintln!("skipped: cannot mount a tmpfs ({why}); run as root to test a full disk");
-            return;
-        }
-        Err(why) => panic!("cannot mount a tmpfs in CI: {why}"),
+    let Some((data, _tmpfs)) = on_a_small_tmpfs(&mut server).await else {
+        return;
     };
-    server.restart().await;
     assert!(
         data.join("sluice.reserve").exists(),
         "the reserve, sized to the volume, is allocated at start"
