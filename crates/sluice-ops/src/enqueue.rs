@@ -74,6 +74,7 @@ pub struct Enqueue {
     pub(crate) now_ms: Millis,
     messages: Vec<NewMessage>,
     batch_bytes: usize,
+    admission: Option<Arc<dyn crate::Admission>>,
 }
 
 impl Ops {
@@ -87,6 +88,7 @@ impl Ops {
             now_ms,
             messages: Vec::new(),
             batch_bytes: 0,
+            admission: self.admission.clone(),
         })
     }
 
@@ -199,12 +201,16 @@ impl Enqueue {
             now_ms,
             mut messages,
             batch_bytes,
+            admission,
         } = self;
         if batch_bytes > limits::BATCH_BYTES_MAX {
             return Err(OpsError::too_large(format!(
                 "messages: the batch holds {batch_bytes} body bytes; at most {} are allowed",
                 limits::BATCH_BYTES_MAX
             )));
+        }
+        if let Some(admission) = &admission {
+            admission.admit(&queue, messages.len())?;
         }
         if let Some(schema) = &config.schema {
             // Off the async threads: a batch can hold 10 MiB of strings for the patterns.

@@ -114,6 +114,11 @@ impl Ops {
             visible_at_ms: to.now_ms,
             dead_letter: None,
         };
+        // The quota the other doors pass (a refused event is answered 503 to its sender, who
+        // retries; it is not dead-lettered, since nothing is wrong with it).
+        if let Some(admission) = &self.admission {
+            admission.admit(&to.queue, 1)?;
+        }
         let key = message.idempotency_key.clone();
         let (message_id, created) = self.store_one(to.queue.clone(), message, to.now_ms).await?;
         if created {

@@ -51,6 +51,8 @@ pub type OpsResult<T> = Result<T, OpsError>;
 pub struct Ops {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
+    /// Limits beyond a queue's own that an enqueue must pass (the server's tenant quotas).
+    admission: Option<Arc<dyn Admission>>,
     /// Cancelled once shutdown begins: long polls and drains answer at once with what there
     /// is. Behind an `Arc` like the server's, since cloning a token locks its tree node.
     shutdown: Arc<CancellationToken>,
@@ -72,8 +74,18 @@ impl Ops {
         Self {
             store,
             clock,
+            admission: None,
             shutdown,
         }
+    }
+
+    /// These operations with `admission` deciding every enqueue made through
+    /// [`Ops::enqueue_to`] (HTTP, gRPC, SQS, topics, next steps, schedules) after the queue's
+    /// own limits.
+    #[must_use]
+    pub fn with_admission(mut self, admission: Arc<dyn Admission>) -> Self {
+        self.admission = Some(admission);
+        self
     }
 
     /// The store underneath.
@@ -109,4 +121,11 @@ pub fn room_for_definition(kind: &str, defined: usize) -> OpsResult<()> {
         ));
     }
     Ok(())
+}
+
+/// Decides whether a queue may take more messages beyond its own limits (`max_depth`,
+/// message size): a quota over several queues, such as a tenant's `max_messages`.
+pub trait Admission: Send + Sync + std::fmt::Debug {
+    /// `Ok` when `queue` may take `count` more messages now; the refusal to answer otherwise.
+    fn admit(&self, queue: &str, count: usize) -> OpsResult<()>;
 }

@@ -59,6 +59,10 @@ pub struct TenantSpec {
     /// secrets (`"TEAM_A_"`); without it they may name none.
     #[serde(default)]
     pub secrets_env_prefix: Option<String>,
+    /// The most messages all its queues may hold at once (ready, delayed and in flight,
+    /// dead-letter queues included); none by default. Beyond it enqueues get 503 `queue_full`.
+    #[serde(default)]
+    pub max_messages: Option<u64>,
 }
 
 /// A tenant, as tokens scoped to it carry it.
@@ -68,6 +72,8 @@ pub struct Tenant {
     pub name: String,
     patterns: Vec<String>,
     secrets_env_prefix: Option<String>,
+    /// `max_messages` (crate::quotas).
+    pub max_messages: Option<u64>,
 }
 
 impl Tenant {
@@ -350,6 +356,7 @@ impl Auth {
                         name: name.clone(),
                         patterns: spec.queues.clone(),
                         secrets_env_prefix: spec.secrets_env_prefix.clone(),
+                        max_messages: spec.max_messages,
                     }),
                 ))
             })
@@ -450,6 +457,11 @@ impl Auth {
             metrics_public: spec.metrics_public,
             tenants: tenants.into_values().collect(),
         })
+    }
+
+    /// The tenants of `[tenants]`.
+    pub fn tenants(&self) -> &[Arc<Tenant>] {
+        &self.tenants
     }
 
     /// True when a tenant owns `name` (its destinations are then called as a tenant's).
@@ -1223,6 +1235,7 @@ mod tests {
                 name: "team-a".into(),
                 patterns: vec!["team-a.*".into()],
                 secrets_env_prefix: prefix.map(Into::into),
+                max_messages: None,
             })),
         }
     }
@@ -1248,6 +1261,7 @@ mod tests {
             name: "s-team".into(),
             patterns: vec!["s*".into()],
             secrets_env_prefix: None,
+            max_messages: None,
         };
         assert!(!wide.owns("sluice.alerts.team-a.oncall"));
         assert!(!wide.owns("sluice.alerts.team-a.oncall.dlq"));

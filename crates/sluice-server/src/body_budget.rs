@@ -248,16 +248,51 @@ impl BodyBudget {
             return Err(Refusal::TooLarge);
         }
         let mut held = Held::default();
-        let bytes = self
-            .read_charging(body, peer, declared, limit, &mut held)
-            .await?;
-        Ok((bytes, Charge { _held: held }))
+        let mut body = body;
+        match self
+            .read_charging(&mut body, peer, declared, limit, &mut held)
+            .await
+        {
+            Ok(bytes) => Ok((bytes, Charge { _held: held })),
+            Err(Refusal::Spent) => {
+                // What arrived is given back first; the rest is read and dropped, so the
+                // client can read the answer rather than see its upload cut off.
+                drop(held);
+                self.discard(body, limit).await;
+                Err(Refusal::Spent)
+            }
+            Err(refusal) => Err(refusal),
+        }
+    }
+
+    /// Reads the rest of a refused body and keeps none of it: at most `limit` bytes, at the
+    /// pace a body must keep (a trickle is cut as when it is read).
+    async fn discard(&self, mut body: Body, limit: usize) {
+        let started = Instant::now();
+        let mut last_arrival = started;
+        let mut discarded = 0usize;
+        while discarded <= limit {
+            let (deadline, _) = next_deadline(
+                started,
+                last_arrival,
+                discarded,
+                self.read_timeout,
+                self.min_bytes_per_s,
+            );
+            match tokio::time::timeout_at(deadline, body.frame()).await {
+                Ok(Some(Ok(frame))) => {
+                    discarded += frame.data_ref().map_or(0, Bytes::len);
+                    last_arrival = Instant::now();
+                }
+                _ => break,
+            }
+        }
     }
 
     /// Reads a body into one buffer, charging it as it comes.
     async fn read_charging(
         &self,
-        mut body: Body,
+        body: &mut Body,
         peer: Option<IpAddr>,
         declared: Option<usize>,
         limit: usize,

@@ -29,6 +29,7 @@ mod metrics;
 mod process_metrics;
 pub mod push;
 pub mod push_log;
+mod quotas;
 mod redact;
 mod secrets;
 pub mod sqs;
@@ -153,15 +154,17 @@ pub async fn run(
     )?;
     let http_metrics = Arc::new(http_metrics::HttpMetrics::default());
     let shutdown_shared = Arc::new(shutdown_token.clone());
+    let quotas = quotas::TenantQuotas::new(config.auth.tenants());
+    let mut ops = sluice_ops::Ops::new(store.clone(), clock.clone(), shutdown_shared.clone());
+    if let Some(quotas) = &quotas {
+        quotas.recount(&*store, clock.now_ms()).await;
+        ops = ops.with_admission(quotas.clone());
+    }
     let state = api::AppState::new(api::Shared {
         http_metrics: http_metrics.clone(),
         expr,
         store: store.clone(),
-        ops: Arc::new(sluice_ops::Ops::new(
-            store.clone(),
-            clock.clone(),
-            shutdown_shared.clone(),
-        )),
+        ops: Arc::new(ops),
         clock: clock.clone(),
         manual_clock,
         shutdown: shutdown_shared,
@@ -242,6 +245,9 @@ pub async fn run(
     ));
     let push_task = tokio::spawn(push.clone().run());
     let history_task = tokio::spawn(history::run(state.clone()));
+    let quotas_task = quotas.map(|quotas| {
+        tokio::spawn(quotas.run(store.clone(), clock.clone(), shutdown_token.clone()))
+    });
     let maintenance = tokio::spawn(maintenance::run(
         state.ops.clone(),
         state.dashboard_url.clone(),
@@ -315,6 +321,9 @@ pub async fn run(
     end_task("maintenance", maintenance).await;
     end_task("alert commands", alert_commands).await;
     end_task("history sampler", history_task).await;
+    if let Some(task) = quotas_task {
+        end_task("tenant quotas", task).await;
+    }
     end_task("definitions watcher", definitions_task).await;
     store.close().await?;
     tracing::info!("stopped");

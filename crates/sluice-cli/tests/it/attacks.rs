@@ -360,8 +360,9 @@ async fn finding_02_an_unauthenticated_grpc_call_is_refused_before_its_message_i
 /// like an HTTP body, and charged to the budget while it arrives.
 #[tokio::test]
 async fn finding_03_a_half_sent_grpc_message_is_answered_and_its_bytes_given_back() {
+    // The pause allowed is long enough for the charge to be seen under a loaded machine.
     let server = TestServer::builder()
-        .config("[limits]\nbody_read_timeout_ms = 1000\n")
+        .config("[limits]\nbody_read_timeout_ms = 4000\n")
         .start()
         .await;
     server.put_queue("q", json!({})).await;
@@ -370,9 +371,19 @@ async fn finding_03_a_half_sent_grpc_message_is_answered_and_its_bytes_given_bac
     tx.send(Ok(Frame::data(Bytes::from(prefix(announced)))))
         .await
         .unwrap();
-    tx.send(Ok(Frame::data(Bytes::from(vec![0u8; 1 << 20]))))
-        .await
-        .unwrap();
+    // One field (the queue's name, field 1) that fills the message: valid protobuf as far as
+    // it goes, so only its pace can refuse it.
+    let field_length: u64 = announced as u64 - 5;
+    let mut start = vec![0x0a];
+    let mut length = field_length;
+    while length >= 0x80 {
+        start.push((length as u8 & 0x7f) | 0x80);
+        length >>= 7;
+    }
+    start.push(length as u8);
+    assert_eq!(start.len(), 5);
+    start.resize(1 << 20, b'q');
+    tx.send(Ok(Frame::data(Bytes::from(start)))).await.unwrap();
     // The part that arrived is charged while the rest is awaited.
     let deadline = Instant::now() + Duration::from_secs(5);
     while server.body_bytes_held().await < 1 << 20 {
@@ -383,7 +394,7 @@ async fn finding_03_a_half_sent_grpc_message_is_answered_and_its_bytes_given_bac
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // The sender stays open and sends nothing more.
-    let (status, code) = tokio::time::timeout(Duration::from_secs(15), answer)
+    let (status, code) = tokio::time::timeout(Duration::from_secs(30), answer)
         .await
         .expect("a half-sent message was held without an answer")
         .unwrap();
@@ -682,23 +693,32 @@ async fn finding_12_a_page_of_previews_reads_only_the_previews() {
         }
         acked += messages.len();
     }
-    let before = bytes_read(&server);
-    server
-        .get("/v1/queues/kept/browse?state=acked&limit=50")
-        .await
-        .ok();
-    let listing = bytes_read(&server) - before;
+    // The least of three tries: the server's own background reads (a checkpoint copying the
+    // bodies just written) count in `rchar` too, and come once.
+    let mut listing = u64::MAX;
+    for _ in 0..3 {
+        let before = bytes_read(&server);
+        server
+            .get("/v1/queues/kept/browse?state=acked&limit=50")
+            .await
+            .ok();
+        listing = listing.min(bytes_read(&server) - before);
+    }
     // A status is read without its body (the body is the row's last column, schema 9).
     assert!(
         listing < 4 << 20,
         "a page of 50 kept messages without previews read {listing} bytes (the bodies are 50 MiB)"
     );
-    let before = bytes_read(&server);
-    let page = server
-        .get("/v1/queues/kept/browse?state=acked&limit=50&preview_bytes=1024")
-        .await
-        .ok();
-    let read = bytes_read(&server) - before;
+    let mut read = u64::MAX;
+    let mut page = serde_json::Value::Null;
+    for _ in 0..3 {
+        let before = bytes_read(&server);
+        page = server
+            .get("/v1/queues/kept/browse?state=acked&limit=50&preview_bytes=1024")
+            .await
+            .ok();
+        read = read.min(bytes_read(&server) - before);
+    }
     let messages = page["messages"].as_array().unwrap();
     assert_eq!(messages.len(), 50);
     let preview = messages[0]["body_preview"].as_str().unwrap();
@@ -949,4 +969,119 @@ async fn finding_10_definitions_of_one_kind_are_bounded() {
         )
         .await
         .ok();
+}
+
+/// Finding 10 (quotas): nothing bounded what one tenant stores, so one tenant could drive every
+/// tenant into `507 disk_full`. `[tenants.<name>] max_messages` bounds the messages all its
+/// queues hold; other tenants and the admin's queues are not counted against it.
+#[tokio::test]
+async fn finding_10_a_tenant_holds_at_most_its_max_messages() {
+    let config = TENANTS.replace(
+        "[tenants.team-a]\nqueues = [\"team-a.*\"]\n",
+        "[tenants.team-a]\nqueues = [\"team-a.*\"]\nmax_messages = 10\n",
+    );
+    assert_ne!(config, TENANTS);
+    let server = TestServer::builder()
+        .config(&config)
+        .env("TEST_ADMIN", OPS)
+        .env("TEST_A_ADMIN", A_ADMIN)
+        .start()
+        .await;
+    let call = |method: reqwest::Method, path: String, body: serde_json::Value| {
+        let server = &server;
+        async move { tokens::call(server, method, &path, Some(OPS), Some(body)).await }
+    };
+    for queue in ["team-a.one", "team-a.two", "ops"] {
+        let (status, _) = call(
+            reqwest::Method::PUT,
+            format!("/v1/queues/{queue}"),
+            json!({}),
+        )
+        .await;
+        assert!(status.is_success());
+    }
+    let batch =
+        |n: usize| json!({"messages": (0..n).map(|i| json!({"body": i})).collect::<Vec<_>>()});
+    let (status, text) = call(
+        reqwest::Method::POST,
+        "/v1/queues/team-a.one/messages".into(),
+        batch(6),
+    )
+    .await;
+    assert!(status.is_success(), "{text}");
+    let (status, text) = call(
+        reqwest::Method::POST,
+        "/v1/queues/team-a.two/messages".into(),
+        batch(4),
+    )
+    .await;
+    assert!(status.is_success(), "{text}");
+    // The eleventh, in either queue, by any door: refused, nothing stored.
+    let (status, text) = call(
+        reqwest::Method::POST,
+        "/v1/queues/team-a.two/messages".into(),
+        json!({"body": 11}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{text}");
+    assert!(
+        text.contains("queue_full") && text.contains("max_messages"),
+        "{text}"
+    );
+    // Others are not held back by team-a's quota.
+    let (status, text) = call(
+        reqwest::Method::POST,
+        "/v1/queues/ops/messages".into(),
+        batch(20),
+    )
+    .await;
+    assert!(status.is_success(), "{text}");
+    // Once its consumers take messages away, the tenant may enqueue again.
+    let (status, text) = call(
+        reqwest::Method::POST,
+        "/v1/queues/team-a.one/receive".into(),
+        json!({"max": 5}),
+    )
+    .await;
+    assert!(status.is_success(), "{text}");
+    let received: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let receipts: Vec<_> = received["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["receipt"].clone())
+        .collect();
+    assert_eq!(receipts.len(), 5);
+    let (status, text) = call(
+        reqwest::Method::POST,
+        "/v1/queues/team-a.one/ack".into(),
+        json!({"receipts": receipts}),
+    )
+    .await;
+    assert!(status.is_success(), "{text}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, text) = call(
+            reqwest::Method::POST,
+            "/v1/queues/team-a.two/messages".into(),
+            batch(5),
+        )
+        .await;
+        if status.is_success() {
+            break;
+        }
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{text}");
+        assert!(
+            Instant::now() < deadline,
+            "the quota never counted the acks: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (status, _) = call(
+        reqwest::Method::POST,
+        "/v1/queues/team-a.two/messages".into(),
+        json!({"body": 1}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "back at 10");
 }
