@@ -1074,6 +1074,7 @@ mod tests {
                 TenantSpec {
                     queues: vec!["team-*".into()],
                     secrets_env_prefix: None,
+                    max_messages: None,
                 },
             ),
             (
@@ -1081,6 +1082,7 @@ mod tests {
                 TenantSpec {
                     queues: vec!["team-b.*".into()],
                     secrets_env_prefix: None,
+                    max_messages: None,
                 },
             ),
         ]);
