@@ -66,6 +66,9 @@ pub fn detect(
     let form = (method == Method::POST && is_form(headers)).then_some(body);
     let params = match query_parameters(query, form) {
         Ok(params) => params,
+        // An unsigned `GET /` naming no action is the dashboard's however many parameters it
+        // has (rule 3), as `may_be_sqs` judges it (found by the fuzzer, issue 30).
+        Err(_) if !may_be_sqs(method, path, query, headers) => return Protocol::NotSqs,
         Err(error) => return refused(Wire::Query, error),
     };
     let action = params
@@ -605,6 +608,12 @@ mod tests {
             many(QUERY_PARAMETERS_MAX).as_bytes(),
         ));
         assert!(message.contains("at most 1000"), "{message}");
+        // The dashboard's `GET /` with no action stays the dashboard's whatever its query.
+        let dashboard = many(QUERY_PARAMETERS_MAX + 1).replacen("Action=ListQueues", "a=b", 1);
+        assert_eq!(
+            detect(&Method::GET, "/", Some(&dashboard), &HeaderMap::new(), b""),
+            Protocol::NotSqs
+        );
         // Empty pieces are not parameters: `&&&&` costs nothing and counts nothing.
         let empties = format!("Action=ListQueues{}", "&".repeat(100_000));
         assert!(matches!(
