@@ -155,6 +155,18 @@ pub struct QueueInfo {
     pub is_push_paused: bool,
 }
 
+/// The body bytes one queue stores ([`Store::queue_bytes`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueBytes {
+    /// Queue name.
+    pub queue: String,
+    /// Bodies of its messages not yet final: ready, delayed, leased (dead letters are held by
+    /// their dead-letter queue).
+    pub held: u64,
+    /// Bodies of its acked messages kept for browsing (the queue's `keep_acked_ms`), while kept.
+    pub kept: u64,
+}
+
 /// Enqueue a batch of validated messages into one queue.
 #[derive(Debug, Clone)]
 pub struct EnqueueParams {
@@ -551,6 +563,9 @@ pub trait Store: Send + Sync + 'static {
     async fn queue_config(&self, name: &str) -> StoreResult<Arc<QueueConfig>>;
     /// All queues with their depth, by name.
     async fn queue_list(&self, now_ms: Millis) -> StoreResult<Vec<QueueInfo>>;
+    /// The body bytes of every queue that stores any, by name (tenants' byte quotas). It reads
+    /// every stored message's size (not its body), so it is for a periodic count, not a hot path.
+    async fn queue_bytes(&self, now_ms: Millis) -> StoreResult<Vec<QueueBytes>>;
     /// True when some queue names `name` as its dead-letter queue (whatever `name` is called).
     /// Access control asks on every producer or consumer request, so backends with a cheaper
     /// way than listing every queue should say it.

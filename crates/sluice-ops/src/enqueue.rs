@@ -52,7 +52,15 @@ impl MessageRequest {
         let invalid =
             |field: &str, why: &str| OpsError::invalid_field(format!("{prefix}{field}: {why}"));
         match (json, base64) {
-            (Some(text), None) => Ok((text, BodyKind::Json)),
+            (Some(text), None) => match crate::check_json_body(&text) {
+                Ok(()) => Ok((text, BodyKind::Json)),
+                Err(error) => Err(invalid(
+                    "body",
+                    &format!(
+                        "not JSON every reader can read: {error} (lone surrogate escapes and nesting deeper than 128 levels are refused; send such bytes as body_base64)"
+                    ),
+                )),
+            },
             (None, Some(text)) => base64::engine::general_purpose::STANDARD
                 .decode(text.as_bytes())
                 .map(|bytes| (bytes, BodyKind::Bytes))
@@ -210,7 +218,7 @@ impl Enqueue {
             )));
         }
         if let Some(admission) = &admission {
-            admission.admit(&queue, messages.len())?;
+            admission.admit(&queue, &config, messages.len(), batch_bytes as u64)?;
         }
         if let Some(schema) = &config.schema {
             // Off the async threads: a batch can hold 10 MiB of strings for the patterns.

@@ -117,7 +117,8 @@ impl Ops {
         // The quota the other doors pass (a refused event is answered 503 to its sender, who
         // retries; it is not dead-lettered, since nothing is wrong with it).
         if let Some(admission) = &self.admission {
-            admission.admit(&to.queue, 1)?;
+            let bytes = message.payload.body_bytes.len() as u64;
+            admission.admit(&to.queue, &to.config, 1, bytes)?;
         }
         let key = message.idempotency_key.clone();
         let (message_id, created) = self.store_one(to.queue.clone(), message, to.now_ms).await?;
@@ -156,8 +157,8 @@ impl Ops {
             )));
         };
         let reason = cut_utf8(&reason, limits::ERROR_BYTES_MAX).to_owned();
-        let body_kind = match serde_json::from_slice::<Value>(&received) {
-            Ok(_) => BodyKind::Json,
+        let body_kind = match crate::check_json_body(&received) {
+            Ok(()) => BodyKind::Json,
             Err(_) => BodyKind::Bytes,
         };
         let message = NewMessage {

@@ -17,10 +17,13 @@ mod delivery;
 mod enqueue;
 pub mod error;
 mod events;
+mod json_body;
 mod lookups;
 mod queues;
 mod schedules;
 pub mod wait;
+
+pub use json_body::check_json_body;
 
 use std::sync::Arc;
 
@@ -124,8 +127,16 @@ pub fn room_for_definition(kind: &str, defined: usize) -> OpsResult<()> {
 }
 
 /// Decides whether a queue may take more messages beyond its own limits (`max_depth`,
-/// message size): a quota over several queues, such as a tenant's `max_messages`.
+/// message size): a quota over several queues, such as a tenant's `max_messages`,
+/// `max_bytes` and `max_kept_bytes`.
 pub trait Admission: Send + Sync + std::fmt::Debug {
-    /// `Ok` when `queue` may take `count` more messages now; the refusal to answer otherwise.
-    fn admit(&self, queue: &str, count: usize) -> OpsResult<()>;
+    /// `Ok` when `queue` (configured as `config`) may take `count` more messages of `bytes`
+    /// body bytes in all now; the refusal to answer otherwise.
+    fn admit(
+        &self,
+        queue: &str,
+        config: &sluice_core::queue::QueueConfig,
+        count: usize,
+        bytes: u64,
+    ) -> OpsResult<()>;
 }

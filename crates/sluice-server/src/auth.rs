@@ -63,6 +63,33 @@ pub struct TenantSpec {
     /// dead-letter queues included); none by default. Beyond it enqueues get 503 `queue_full`.
     #[serde(default)]
     pub max_messages: Option<u64>,
+    /// The most body bytes all its queues may hold at once (the same messages as
+    /// `max_messages`); none by default. Beyond it enqueues get 503 `queue_full`.
+    #[serde(default)]
+    pub max_bytes: Option<u64>,
+    /// The most body bytes of acked messages its queues may keep (their `keep_acked_ms`); none
+    /// by default. Beyond it enqueues into its queues that keep acked messages get 503
+    /// `queue_full`.
+    #[serde(default)]
+    pub max_kept_bytes: Option<u64>,
+}
+
+/// A tenant's quotas (crate::quotas): `None` is no bound.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Quota {
+    /// `max_messages`.
+    pub messages: Option<u64>,
+    /// `max_bytes`.
+    pub bytes: Option<u64>,
+    /// `max_kept_bytes`.
+    pub kept_bytes: Option<u64>,
+}
+
+impl Quota {
+    /// True when it bounds anything.
+    pub fn is_set(&self) -> bool {
+        self.messages.is_some() || self.bytes.is_some() || self.kept_bytes.is_some()
+    }
 }
 
 /// A tenant, as tokens scoped to it carry it.
@@ -72,8 +99,8 @@ pub struct Tenant {
     pub name: String,
     patterns: Vec<String>,
     secrets_env_prefix: Option<String>,
-    /// `max_messages` (crate::quotas).
-    pub max_messages: Option<u64>,
+    /// Its quotas (crate::quotas).
+    pub quota: Quota,
 }
 
 impl Tenant {
@@ -356,7 +383,11 @@ impl Auth {
                         name: name.clone(),
                         patterns: spec.queues.clone(),
                         secrets_env_prefix: spec.secrets_env_prefix.clone(),
-                        max_messages: spec.max_messages,
+                        quota: Quota {
+                            messages: spec.max_messages,
+                            bytes: spec.max_bytes,
+                            kept_bytes: spec.max_kept_bytes,
+                        },
                     }),
                 ))
             })
@@ -1073,16 +1104,14 @@ mod tests {
                 "a".to_owned(),
                 TenantSpec {
                     queues: vec!["team-*".into()],
-                    secrets_env_prefix: None,
-                    max_messages: None,
+                    ..TenantSpec::default()
                 },
             ),
             (
                 "b".to_owned(),
                 TenantSpec {
                     queues: vec!["team-b.*".into()],
-                    secrets_env_prefix: None,
-                    max_messages: None,
+                    ..TenantSpec::default()
                 },
             ),
         ]);
@@ -1237,7 +1266,7 @@ mod tests {
                 name: "team-a".into(),
                 patterns: vec!["team-a.*".into()],
                 secrets_env_prefix: prefix.map(Into::into),
-                max_messages: None,
+                quota: Quota::default(),
             })),
         }
     }
@@ -1263,7 +1292,7 @@ mod tests {
             name: "s-team".into(),
             patterns: vec!["s*".into()],
             secrets_env_prefix: None,
-            max_messages: None,
+            quota: Quota::default(),
         };
         assert!(!wide.owns("sluice.alerts.team-a.oncall"));
         assert!(!wide.owns("sluice.alerts.team-a.oncall.dlq"));

@@ -157,7 +157,7 @@ pub async fn run(
     let quotas = quotas::TenantQuotas::new(config.auth.tenants());
     let mut ops = sluice_ops::Ops::new(store.clone(), clock.clone(), shutdown_shared.clone());
     if let Some(quotas) = &quotas {
-        quotas.recount(&*store, clock.now_ms()).await;
+        quotas.recount(&*store, clock.now_ms(), true).await;
         ops = ops.with_admission(quotas.clone());
     }
     let state = api::AppState::new(api::Shared {

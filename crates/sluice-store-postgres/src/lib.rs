@@ -92,8 +92,8 @@ use sluice_core::queue::QueueConfig;
 use sluice_core::store::{
     AckParams, BrowsePage, BrowseQuery, CancelOutcome, Claim, ClaimParams, DeadLetter,
     DeadLetterQuery, DeadLetterSelection, DeadLetters, DefinitionKind, EnqueueParams, Enqueued,
-    ExtendParams, GiveBackParams, MessageBody, MessageGetParams, NackParams, QueueInfo, QueuePut,
-    QueuePutParams, Replay, ReplayParams, ScheduleRow, ScheduleState, Store, StoreError,
+    ExtendParams, GiveBackParams, MessageBody, MessageGetParams, NackParams, QueueBytes, QueueInfo,
+    QueuePut, QueuePutParams, Replay, ReplayParams, ScheduleRow, ScheduleState, Store, StoreError,
     StoreResult,
 };
 use tokio::task::JoinHandle;
@@ -285,6 +285,10 @@ impl Store for PgStore {
 
     async fn queue_list(&self, now_ms: Millis) -> StoreResult<Vec<QueueInfo>> {
         self.list_queues(now_ms).await
+    }
+
+    async fn queue_bytes(&self, now_ms: Millis) -> StoreResult<Vec<QueueBytes>> {
+        self.count_queue_bytes(now_ms).await
     }
 
     async fn queue_is_dead_letter_queue(&self, name: &str) -> StoreResult<bool> {

@@ -11,7 +11,9 @@
 use sluice_core::Millis;
 use sluice_core::dispatch::QueueDepth;
 use sluice_core::queue::QueueConfig;
-use sluice_core::store::{QueueInfo, QueuePut, QueuePutParams, StoreError, StoreResult};
+use sluice_core::store::{
+    QueueBytes, QueueInfo, QueuePut, QueuePutParams, StoreError, StoreResult,
+};
 use sluice_core::stored::StoredQueueConfig;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
@@ -27,6 +29,30 @@ use crate::stats::COUNTS_OF_Q;
 pub(crate) const LIVE: &str = "('waiting', 'ready', 'delayed', 'leased')";
 
 impl PgStore {
+    /// The body bytes of every queue that stores any. `octet_length` of a stored `bytea` reads
+    /// its size from the TOAST pointer, not the value.
+    pub(crate) async fn count_queue_bytes(&self, now_ms: Millis) -> StoreResult<Vec<QueueBytes>> {
+        let client = self.client().await?;
+        let sql = format!(
+            "SELECT q.name,
+                COALESCE(SUM(octet_length(p.body)) FILTER (WHERE m.state IN {LIVE}), 0)::bigint,
+                COALESCE(SUM(octet_length(p.body)) FILTER (WHERE m.state = 'acked'
+                    AND m.kept_until_ms > $1::bigint), 0)::bigint
+             FROM messages m JOIN payloads p ON p.seq = m.seq JOIN queues q ON q.id = m.queue_id
+             WHERE m.state IN {LIVE} OR (m.state = 'acked' AND m.kept_until_ms > $1::bigint)
+             GROUP BY q.name ORDER BY q.name COLLATE \"C\""
+        );
+        let rows = client.query(&sql, &[&now_ms]).await.db()?;
+        Ok(rows
+            .iter()
+            .map(|row| QueueBytes {
+                queue: row.get(0),
+                held: row.get::<_, i64>(1).max(0) as u64,
+                kept: row.get::<_, i64>(2).max(0) as u64,
+            })
+            .collect())
+    }
+
     /// Defines or updates a queue, creating the dead-letter queue it names when missing
     /// (`Store::queue_put`).
     pub(crate) async fn put_queue(&self, params: QueuePutParams) -> StoreResult<QueuePut> {

@@ -389,6 +389,10 @@ impl Store for SharedSqliteStore {
         self.list_queues(now_ms).await
     }
 
+    async fn queue_bytes(&self, now_ms: Millis) -> StoreResult<Vec<QueueBytes>> {
+        self.count_queue_bytes(now_ms).await
+    }
+
     async fn queue_delete(&self, name: &str) -> StoreResult<u64> {
         self.delete_queue(name).await
     }

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use sluice_core::Millis;
 use sluice_core::dispatch::Index;
 use sluice_core::queue::QueueConfig;
-use sluice_core::store::{QueueInfo, QueuePut, QueuePutParams, StoreError, StoreResult};
+use sluice_core::store::{
+    QueueBytes, QueueInfo, QueuePut, QueuePutParams, StoreError, StoreResult,
+};
 use tokio::sync::oneshot;
 
 use crate::writer::WriteOp;
@@ -121,6 +123,33 @@ impl SharedSqliteStore {
             .iter()
             .map(|name| self.0.queue_info(&index, name, now_ms))
             .collect()
+    }
+
+    /// The body bytes of every queue that stores any. `length` of a blob reads its size from the
+    /// record header, not its pages (the body is the row's last column since schema 9).
+    pub(crate) async fn count_queue_bytes(&self, now_ms: Millis) -> StoreResult<Vec<QueueBytes>> {
+        self.0
+            .read(move |conn| {
+                let mut statement = conn.prepare_cached(
+                    "SELECT queue,
+                        COALESCE(SUM(CASE WHEN state = ?1 THEN length(body) END), 0),
+                        COALESCE(SUM(CASE WHEN state = ?2 AND kept_until > ?3 THEN length(body) END), 0)
+                     FROM messages WHERE state = ?1 OR (state = ?2 AND kept_until > ?3)
+                     GROUP BY queue ORDER BY queue",
+                )?;
+                let rows = statement.query_map(
+                    rusqlite::params![crate::schema::STATE_LIVE, crate::schema::STATE_ACKED, now_ms],
+                    |row| {
+                        Ok(QueueBytes {
+                            queue: row.get(0)?,
+                            held: row.get::<_, i64>(1)?.max(0) as u64,
+                            kept: row.get::<_, i64>(2)?.max(0) as u64,
+                        })
+                    },
+                )?;
+                rows.collect()
+            })
+            .await
     }
 
     /// Deletes a queue and its messages; refused while another queue dead-letters into it.

@@ -212,6 +212,7 @@ macro_rules! store_conformance {
             a_search_of_kept_acked_messages_matches_every_condition,
             a_deleted_queue_takes_its_kept_messages_with_it,
             a_body_prefix_is_the_bodys_first_bytes,
+            queue_bytes_count_held_and_kept_bodies,
         );
     };
     // Bring-up only: a backend that does not yet pass every case runs the cases it lists. The

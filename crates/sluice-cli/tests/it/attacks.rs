@@ -1085,3 +1085,93 @@ async fn finding_10_a_tenant_holds_at_most_its_max_messages() {
     .await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "back at 10");
 }
+
+/// Finding 10 (quotas), in bytes: `max_bytes` bounds the body bytes all of a tenant's queues
+/// hold, and `max_kept_bytes` the bodies of acked messages they keep; the second refuses only
+/// enqueues into queues that keep acked messages.
+#[tokio::test]
+async fn finding_10_a_tenant_holds_at_most_its_max_bytes_and_keeps_at_most_its_max_kept_bytes() {
+    let config = TENANTS.replace(
+        "[tenants.team-a]\nqueues = [\"team-a.*\"]\n",
+        "[tenants.team-a]\nqueues = [\"team-a.*\"]\nmax_bytes = 1000\nmax_kept_bytes = 300\n",
+    );
+    assert_ne!(config, TENANTS);
+    let server = TestServer::builder()
+        .config(&config)
+        .env("TEST_ADMIN", OPS)
+        .env("TEST_A_ADMIN", A_ADMIN)
+        .start()
+        .await;
+    let call = |method: reqwest::Method, path: &str, body: serde_json::Value| {
+        let (server, path) = (&server, path.to_owned());
+        async move { tokens::call(server, method, &path, Some(OPS), Some(body)).await }
+    };
+    let post = reqwest::Method::POST;
+    for (queue, spec) in [
+        ("team-a.plain", json!({})),
+        ("team-a.kept", json!({"keep_acked_ms": 600_000})),
+    ] {
+        let (status, text) = call(reqwest::Method::PUT, &format!("/v1/queues/{queue}"), spec).await;
+        assert!(status.is_success(), "{text}");
+    }
+    // A JSON string of n characters is a body of n + 2 bytes.
+    let body = |n: usize| json!({"body": "x".repeat(n - 2)});
+    for _ in 0..2 {
+        let (status, text) =
+            call(post.clone(), "/v1/queues/team-a.plain/messages", body(400)).await;
+        assert!(status.is_success(), "{text}");
+    }
+    let (status, text) = call(post.clone(), "/v1/queues/team-a.plain/messages", body(400)).await;
+    assert_eq!(
+        status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "1200 > 1000: {text}"
+    );
+    assert!(
+        text.contains("queue_full") && text.contains("max_bytes"),
+        "{text}"
+    );
+
+    // 150 bytes into the keeping queue, acked: kept.
+    let (status, text) = call(post.clone(), "/v1/queues/team-a.kept/messages", body(150)).await;
+    assert!(status.is_success(), "{text}");
+    let (status, text) = call(
+        post.clone(),
+        "/v1/queues/team-a.kept/receive",
+        json!({"max": 1}),
+    )
+    .await;
+    assert!(status.is_success(), "{text}");
+    let received: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let receipt = received["messages"][0]["receipt"].clone();
+    let (status, text) = call(
+        post.clone(),
+        "/v1/queues/team-a.kept/ack",
+        json!({"receipts": [receipt]}),
+    )
+    .await;
+    assert!(status.is_success(), "{text}");
+    // The counts are taken every second; a few later the ack is counted as kept.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (status, text) = call(post.clone(), "/v1/queues/team-a.kept/messages", body(160)).await;
+    assert_eq!(
+        status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "150 kept + 160 > 300: {text}"
+    );
+    assert!(text.contains("max_kept_bytes"), "{text}");
+    // A queue that keeps nothing is not held back by the keep quota, only by max_bytes.
+    let (status, text) = call(post.clone(), "/v1/queues/team-a.plain/messages", body(160)).await;
+    assert!(status.is_success(), "800 + 160 <= 1000: {text}");
+    let (status, text) = call(post.clone(), "/v1/queues/team-a.plain/messages", body(100)).await;
+    assert_eq!(
+        status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "1060 > 1000: {text}"
+    );
+    // The admin's own queues are not counted.
+    let (status, _) = call(reqwest::Method::PUT, "/v1/queues/ops", json!({})).await;
+    assert!(status.is_success());
+    let (status, text) = call(post, "/v1/queues/ops/messages", body(5000)).await;
+    assert!(status.is_success(), "{text}");
+}

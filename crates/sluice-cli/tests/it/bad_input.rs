@@ -413,3 +413,36 @@ async fn assert_still_working(server: &TestServer) {
     assert_eq!(messages[0]["body"], "still here");
     server.ack("after", receipt(&messages[0])).await;
 }
+
+/// Issue 30's JSON fuzzer: a `body` of a lone surrogate escape or nested past 128 levels was
+/// stored as JSON, which no typed reader (a schema, the SDKs, Python's `json`) could read back.
+/// It is a 422 `invalid_field` naming the body now; `body_base64` still takes any bytes.
+#[tokio::test]
+async fn json_bodies_no_reader_can_read_are_422() {
+    let server = TestServer::builder().start().await;
+    server.put_queue("q", json!({})).await;
+    let deep = format!("{{\"body\": {}1{}}}", "[".repeat(200), "]".repeat(200));
+    for document in [r#"{"body": "\ud800"}"#, r#"{"body": {"\udfff": 1}}"#, &deep] {
+        let reply = server
+            .post_raw("/v1/queues/q/messages", document.to_owned())
+            .await;
+        assert_eq!(reply.status, 422, "{}", reply.text);
+        assert!(
+            reply.text.contains("invalid_field") && reply.text.contains("body"),
+            "{}",
+            reply.text
+        );
+    }
+    let batch = r#"{"messages": [{"body": 1}, {"body": "\ud800"}]}"#;
+    let reply = server.post_raw("/v1/queues/q/messages", batch).await;
+    assert_eq!(reply.status, 422, "{}", reply.text);
+    assert!(reply.text.contains("messages[1].body"), "{}", reply.text);
+    let fine = r#"{"body": "\ud83d\ude00"}"#;
+    let reply = server.post_raw("/v1/queues/q/messages", fine).await;
+    assert!(reply.status.is_success(), "{}", reply.text);
+    let stats = server.get("/v1/queues/q").await.ok();
+    assert_eq!(
+        stats["stats"]["ready"], 1,
+        "nothing of the refused requests stored: {stats}"
+    );
+}

@@ -19,7 +19,7 @@ pub fn message_request(
 ) -> Result<MessageRequest, OpsError> {
     let body = match message.body {
         Some(v1::outgoing_message::Body::Json(text)) => {
-            if let Err(error) = serde_json::from_str::<&serde_json::value::RawValue>(&text) {
+            if let Err(error) = sluice_ops::check_json_body(text.as_bytes()) {
                 return Err(OpsError::invalid_field(format!(
                     "{prefix}body: json is not JSON: {error}"
                 )));

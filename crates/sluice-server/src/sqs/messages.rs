@@ -256,7 +256,7 @@ fn prepare(
     if let Some(id) = &deduplication_id {
         headers.insert(DEDUPLICATION_HEADER.to_owned(), id.clone());
     }
-    let kind = if serde_json::from_str::<serde::de::IgnoredAny>(body).is_ok() {
+    let kind = if sluice_ops::check_json_body(body.as_bytes()).is_ok() {
         BodyKind::Json
     } else {
         BodyKind::Bytes
