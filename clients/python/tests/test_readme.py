@@ -24,16 +24,17 @@ def first_python_block() -> str:
     return match.group(1)
 
 
-def test_the_readme_worker_handles_the_event_and_stops_on_sigterm(
-    sluice_server: SluiceServer, tmp_path: Path
-) -> None:
+def run_readme_worker(python: str, url: str, tmp_path: Path) -> None:
+    """Runs the README's block with `python` against `url` until it has handled the event, then
+    stops it with SIGTERM; fails unless it handled the event and exited 0."""
     script = tmp_path / "readme_worker.py"
     # A fresh queue name per run, so an earlier run's event cannot satisfy this one.
     queue = f"orders-{os.getpid()}-{time.monotonic_ns()}"
     script.write_text(first_python_block().replace('"orders"', f'"{queue}"'))
     child = subprocess.Popen(
-        [sys.executable, str(script)],
-        env={**os.environ, "SLUICE_URL": sluice_server.url},
+        [python, str(script)],
+        env={**os.environ, "SLUICE_URL": url},
+        cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -57,3 +58,9 @@ def test_the_readme_worker_handles_the_event_and_stops_on_sigterm(
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def test_the_readme_worker_handles_the_event_and_stops_on_sigterm(
+    sluice_server: SluiceServer, tmp_path: Path
+) -> None:
+    run_readme_worker(sys.executable, sluice_server.url, tmp_path)

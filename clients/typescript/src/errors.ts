@@ -50,7 +50,9 @@ export type ErrorCode =
   // What the SDK itself reports when no answer came (the server was unreachable, the request
   // was aborted or timed out): status 0.
   | "network"
-  | "timeout";
+  | "timeout"
+  // A backend that cannot start as configured (SQS without a region or credentials): status 0.
+  | "configuration";
 
 /** What {@link SluiceError} is built from. */
 export interface SluiceErrorInit {

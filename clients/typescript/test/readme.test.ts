@@ -45,6 +45,28 @@ describe.skipIf(sluiceUrl === "")("the README, followed by a new user", () => {
         .split("\n")
         .pop();
       if (!packed) throw new Error("npm pack printed no file name");
+      // Only what a user needs: the licence, the README, types and ESM; no sources or tests.
+      const files = execFileSync("tar", ["-tzf", join(app, packed)], { encoding: "utf8" })
+        .trim()
+        .split("\n");
+      for (const needed of [
+        "LICENSE",
+        "README.md",
+        "package.json",
+        "dist/index.js",
+        "dist/index.d.ts",
+      ]) {
+        expect(files).toContain(`package/${needed}`);
+      }
+      expect(
+        files.filter(
+          (file) => !/^package\/(dist\/|LICENSE$|README\.md$|package\.json$)/.test(file),
+        ),
+      ).toEqual([]);
+      const manifest = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
+        license: string;
+      };
+      expect(manifest.license).toBe("Apache-2.0");
       writeFileSync(join(app, "package.json"), JSON.stringify({ type: "module", private: true }));
       execFileSync(
         "npm",

@@ -36,11 +36,19 @@ use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `sluice --version`: the release and the commit it was built from (build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("SLUICE_COMMIT"),
+    ")"
+);
+
 /// A durable message queue server and its command-line client.
 #[derive(Debug, Parser)]
 #[command(
     name = "sluice",
-    version,
+    version = VERSION,
     propagate_version = true,
     after_help = failure::EXIT_CODES
 )]

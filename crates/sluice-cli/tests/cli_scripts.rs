@@ -452,6 +452,41 @@ async fn durations_take_a_unit_and_ids_are_idempotency_keys_everywhere() {
     assert_eq!(nacked.json()["state"], "delayed", "{nacked:?}");
 }
 
+/// `sluice --version` names the release (the one version of every crate and both SDKs) and the
+/// commit it was built from, so a bug report says exactly what ran (issue 31).
+#[tokio::test]
+async fn the_version_names_the_release_and_the_commit() {
+    let version = sluice_env(&["--version"], &[]).await;
+    version.assert_success();
+    let line = version.stdout.trim();
+    let expected = format!("sluice {} (commit ", env!("CARGO_PKG_VERSION"));
+    assert!(line.starts_with(&expected), "{line}");
+    let commit = line[expected.len()..].trim_end_matches(')');
+    let hex = commit.trim_end_matches("-dirty");
+    assert!(
+        hex.len() == 12 && hex.chars().all(|c| c.is_ascii_hexdigit()),
+        "a checkout's build names its commit: {line}"
+    );
+    // The SDKs carry the same version.
+    let package: Value =
+        serde_json::from_str(include_str!("../../../clients/typescript/package.json")).unwrap();
+    assert_eq!(package["version"], env!("CARGO_PKG_VERSION"));
+    let pyproject = include_str!("../../../clients/python/pyproject.toml");
+    let python = format!("\nversion = \"{}\"\n", env!("CARGO_PKG_VERSION"));
+    assert!(
+        pyproject.contains(&python),
+        "clients/python/pyproject.toml: {python}"
+    );
+    // One licence: the file at the root, the copy each SDK package ships, and every manifest.
+    let licence = include_str!("../../../LICENSE");
+    assert!(licence.contains("Apache License\n                           Version 2.0"));
+    assert_eq!(include_str!("../../../clients/typescript/LICENSE"), licence);
+    assert_eq!(include_str!("../../../clients/python/LICENSE"), licence);
+    assert_eq!(package["license"], "Apache-2.0");
+    assert!(pyproject.contains("\nlicense = \"Apache-2.0\"\n"));
+    assert!(include_str!("../../../Cargo.toml").contains("\nlicense = \"Apache-2.0\"\n"));
+}
+
 #[tokio::test]
 async fn serve_help_shows_defaults_and_no_client_flags() {
     let help = sluice_env(&["serve", "--help"], &[]).await;

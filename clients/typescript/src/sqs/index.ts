@@ -22,6 +22,7 @@
  *
  * @module
  */
+import { existsSync } from "node:fs";
 import {
   ChangeMessageVisibilityBatchCommand,
   ChangeMessageVisibilityCommand,
@@ -133,7 +134,7 @@ export class SqsBackend implements Backend {
 
   constructor(options: SqsBackendOptions = {}) {
     const { client, backoff, ...config } = options;
-    this.client = client ?? new SQSClient(config);
+    this.client = client ?? new SQSClient(withSluiceDefaults(config));
     this.#backoff = backoff ?? DEFAULT_BACKOFF;
   }
 
@@ -634,9 +635,50 @@ function headersOf(message: Message): Record<string, string> {
   }
 }
 
+/** The access key and secret used against an endpoint when no AWS credentials are set. */
+export const SLUICE_OPEN_CREDENTIALS = {
+  accessKeyId: "sluice",
+  secretAccessKey: "sluice",
+} as const;
+
+/**
+ * With an `endpoint` (sluice's SQS API, or another SQS-compatible server), what the AWS SDK
+ * would otherwise refuse to start without: a region (`us-east-1` unless the options or
+ * `AWS_REGION`/`AWS_DEFAULT_REGION` give one; sluice does not check it) and, when neither the
+ * options nor the environment (`AWS_ACCESS_KEY_ID`, `AWS_PROFILE`, a shared credentials file)
+ * give credentials, {@link SLUICE_OPEN_CREDENTIALS}, which sluice accepts while its access
+ * control is off. With tokens, pass `credentials: { accessKeyId: <token name>,
+ * secretAccessKey: <token> }` (docs/sqs.md). Without an endpoint (AWS itself) nothing changes.
+ */
+function withSluiceDefaults(config: SQSClientConfig): SQSClientConfig {
+  if (config.endpoint === undefined) return config;
+  const env = process.env;
+  const region = config.region ?? env.AWS_REGION ?? env.AWS_DEFAULT_REGION ?? "us-east-1";
+  const home = env.HOME ?? "";
+  const sharedFile = env.AWS_SHARED_CREDENTIALS_FILE ?? (home ? `${home}/.aws/credentials` : "");
+  const environmentHasCredentials =
+    env.AWS_ACCESS_KEY_ID !== undefined ||
+    env.AWS_PROFILE !== undefined ||
+    env.AWS_CONTAINER_CREDENTIALS_FULL_URI !== undefined ||
+    env.AWS_WEB_IDENTITY_TOKEN_FILE !== undefined ||
+    (sharedFile !== "" && existsSync(sharedFile));
+  const credentials =
+    config.credentials ?? (environmentHasCredentials ? undefined : SLUICE_OPEN_CREDENTIALS);
+  return { ...config, region, ...(credentials === undefined ? {} : { credentials }) };
+}
+
 /** An SQS error, by meaning. */
 function sqsError(error: unknown): unknown {
   if (!(error instanceof Error)) return error;
+  // The AWS SDK's own refusals to start: what is missing is the caller's to set, not the network.
+  if (error.name === "CredentialsProviderError" || /^Region is missing/.test(error.message)) {
+    return new SluiceError({
+      status: 0,
+      code: "configuration",
+      message: `${error.message}: pass region and credentials to SqsBackend, or set AWS_REGION and AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (docs/sqs.md)`,
+      cause: error,
+    });
+  }
   const meta = (error as { $metadata?: { httpStatusCode?: number } }).$metadata;
   const status = meta?.httpStatusCode ?? 0;
   const name = error.name;

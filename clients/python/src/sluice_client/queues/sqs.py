@@ -443,13 +443,29 @@ class _lease_errors:
                 raise LeaseLost(f"task {self.task.task_id}: {error}") from error
 
 
+SLUICE_OPEN_CREDENTIALS = ("sluice", "sluice")
+"""The access key and secret used against an endpoint when no AWS credentials are found: sluice
+accepts any while its access control is off."""
+
+
 def _make_client(endpoint_url: str | None, region: str | None) -> SQSClient:
+    """A boto3 SQS client. The region defaults to `us-east-1` (sluice does not check it). With an
+    `endpoint_url` (sluice's SQS API) and no credentials anywhere boto3 looks (arguments,
+    environment, shared files, instance roles), it signs with `SLUICE_OPEN_CREDENTIALS`; with
+    access control on, set AWS_ACCESS_KEY_ID to a token's name and AWS_SECRET_ACCESS_KEY to the
+    token, or pass a client (docs/sqs.md)."""
     import os
 
     import boto3
 
     region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    return boto3.client("sqs", endpoint_url=endpoint_url, region_name=region or "us-east-1")
+    session = boto3.Session(region_name=region or "us-east-1")
+    if endpoint_url is not None and session.get_credentials() is None:
+        key, secret = SLUICE_OPEN_CREDENTIALS
+        return session.client(
+            "sqs", endpoint_url=endpoint_url, aws_access_key_id=key, aws_secret_access_key=secret
+        )
+    return session.client("sqs", endpoint_url=endpoint_url)
 
 
 def max_wait(wait: float) -> float:
