@@ -573,3 +573,19 @@ def test_times_read_with_any_precision() -> None:
     assert parse_datetime("2024-05-06T07:08:09+02:00").utcoffset() is not None
     with pytest.raises(ValueError, match="RFC 3339"):
         parse_datetime("yesterday")
+
+
+def test_deleting_a_queue_takes_its_dead_letter_queue_unless_kept(client: Client) -> None:
+    name = f"del-{time.monotonic_ns()}"
+    client.put_queue(name)
+    kept = client.delete_queue(name, dead_letters="keep")
+    assert kept.dead_letter_queue is None
+    client.get_queue(f"{name}.dlq")
+    client.delete_queue(f"{name}.dlq")
+
+    client.put_queue(name)
+    deleted = client.delete_queue(name)
+    assert deleted.dead_letter_queue == f"{name}.dlq"
+    with pytest.raises(SluiceError) as missing:
+        client.get_queue(f"{name}.dlq")
+    assert missing.value.code == "queue_not_found"

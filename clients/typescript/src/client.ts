@@ -159,9 +159,16 @@ export class SluiceClient {
     return this.#call<wire.QueuePutOut>("PUT", q(queue), spec, options);
   }
 
-  /** `DELETE /v1/queues/{queue}`; its dead-letter queue stays. */
-  deleteQueue(queue: string, options?: CallOptions): Promise<wire.QueueDeleteOut> {
-    return this.#call("DELETE", q(queue), undefined, options);
+  /**
+   * `DELETE /v1/queues/{queue}`: the queue, and its dead-letter queue with its dead letters
+   * unless `deadLetters` is `"keep"` or another queue dead-letters into it.
+   */
+  deleteQueue(
+    queue: string,
+    options?: CallOptions & { deadLetters?: "delete" | "keep" },
+  ): Promise<wire.QueueDeleteOut> {
+    const query = search({ dead_letters: options?.deadLetters });
+    return this.#call("DELETE", `${q(queue)}${query}`, undefined, options);
   }
 
   /** `GET /v1/queues/{queue}/stats`. */

@@ -240,11 +240,10 @@ export class SluiceBackend implements Backend {
   }
 
   async deleteQueue(queue: string): Promise<void> {
-    for (const name of [queue, `${queue}.dlq`]) {
-      await this.client.deleteQueue(name).catch((error: unknown) => {
-        if (!(error instanceof SluiceError && error.code === "queue_not_found")) throw error;
-      });
-    }
+    // The server deletes the dead-letter queue with it (one rule for every client).
+    await this.client.deleteQueue(queue).catch((error: unknown) => {
+      if (!(error instanceof SluiceError && error.code === "queue_not_found")) throw error;
+    });
   }
 
   async close(): Promise<void> {}

@@ -472,3 +472,21 @@ describe.skipIf(binary === undefined)("client with access control", () => {
     }
   });
 });
+
+describe.skipIf(sluiceUrl === "")("deleting a queue", () => {
+  const client = new SluiceClient({ url: sluiceUrl });
+
+  it("takes its dead-letter queue along unless asked to keep it", async () => {
+    const name = `del_${Math.random().toString(36).slice(2, 10)}`;
+    await client.putQueue(name);
+    const kept = await client.deleteQueue(name, { deadLetters: "keep" });
+    expect(kept.dead_letter_queue ?? null).toBeNull();
+    await client.getQueue(`${name}.dlq`);
+    await client.deleteQueue(`${name}.dlq`);
+
+    await client.putQueue(name);
+    const deleted = await client.deleteQueue(name);
+    expect(deleted.dead_letter_queue).toBe(`${name}.dlq`);
+    await expect(client.getQueue(`${name}.dlq`)).rejects.toMatchObject({ code: "queue_not_found" });
+  });
+});

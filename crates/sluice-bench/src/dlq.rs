@@ -201,14 +201,12 @@ pub async fn run(
     report
 }
 
-/// Deletes the queue, then its dead-letter queue (which cannot go while the queue names it).
+/// Deletes the queue, and with it its dead-letter queue.
 async fn delete_queues(client: &Client) {
-    for name in [QUEUE.to_owned(), format!("{QUEUE}.dlq")] {
-        match client.queue_delete(&name).await {
-            Ok(_) => {}
-            Err(error) if error.has_code(sluice_client::ErrorCode::QueueNotFound) => {}
-            Err(error) => progress(&format!("cannot delete queue {name}: {error}")),
-        }
+    match client.queue_delete(QUEUE).await {
+        Ok(_) => {}
+        Err(error) if error.has_code(sluice_client::ErrorCode::QueueNotFound) => {}
+        Err(error) => progress(&format!("cannot delete queue {QUEUE}: {error}")),
     }
 }
 

@@ -804,10 +804,9 @@ async fn scenario<T>(
             .map(|after| after.since(&before)),
         _ => None,
     };
-    for name in [queue.clone(), format!("{queue}.dlq")] {
-        if let Err(error) = client.queue_delete(&name).await {
-            progress(&format!("cannot delete queue {name}: {error}"));
-        }
+    // Its dead-letter queue goes with it.
+    if let Err(error) = client.queue_delete(&queue).await {
+        progress(&format!("cannot delete queue {queue}: {error}"));
     }
     Ok(Measured {
         result,

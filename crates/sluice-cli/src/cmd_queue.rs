@@ -78,10 +78,14 @@ pub enum QueueCommand {
         #[arg(long, value_name = "DURATION", value_parser = output::parse_duration, default_value = "30s")]
         timeout: Duration,
     },
-    /// Delete a queue and its messages; its dead-letter queue stays.
+    /// Delete a queue and its messages, and its dead-letter queue with its dead letters
+    /// (unless another queue uses it, or --keep-dead-letters).
     Delete {
         /// Queue name.
         name: String,
+        /// Keep its dead-letter queue and dead letters.
+        #[arg(long)]
+        keep_dead_letters: bool,
     },
 }
 
@@ -377,15 +381,29 @@ pub async fn run(client: &Client, command: QueueCommand, json: bool) -> anyhow::
                 Err(crate::Exit(NOT_DRAINED).into())
             }
         }
-        QueueCommand::Delete { name } => {
-            let out = client.queue_delete(&name).await?;
+        QueueCommand::Delete {
+            name,
+            keep_dead_letters,
+        } => {
+            let dead_letters = if keep_dead_letters {
+                sluice_core::wire::DeadLettersOnDelete::Keep
+            } else {
+                sluice_core::wire::DeadLettersOnDelete::Delete
+            };
+            let out = client.queue_delete_with(&name, dead_letters).await?;
             if json {
                 return output::json(&out);
             }
-            output::line(format_args!(
-                "deleted queue {name} ({} messages removed)",
-                out.messages_removed
-            ))
+            match &out.dead_letter_queue {
+                Some(dlq) => output::line(format_args!(
+                    "deleted queue {name} ({} messages removed) and its dead-letter queue {dlq} ({} dead letters removed)",
+                    out.messages_removed, out.dead_letters_removed
+                )),
+                None => output::line(format_args!(
+                    "deleted queue {name} ({} messages removed)",
+                    out.messages_removed
+                )),
+            }
         }
     }
 }

@@ -171,6 +171,32 @@ fn an_unknown_queue_is_an_error_with_its_code() {
     }
 }
 
+/// `sluice queue delete` takes the dead-letter queue along (issue 31), or keeps it when told.
+#[test]
+fn queue_delete_takes_the_dead_letter_queue_unless_kept() {
+    let server = Server::start();
+    server.sluice(&["queue", "create", "gone"]).assert_success();
+    let deleted = server.sluice(&["queue", "delete", "gone"]);
+    deleted.assert_success();
+    assert_eq!(
+        deleted.stdout.trim(),
+        "deleted queue gone (0 messages removed) and its dead-letter queue gone.dlq (0 dead letters removed)"
+    );
+    let missing = server.sluice(&["queue", "stats", "gone.dlq"]);
+    assert!(missing.stderr.contains("queue_not_found"), "{missing:?}");
+
+    server.sluice(&["queue", "create", "kept"]).assert_success();
+    let deleted = server.sluice_json(&["queue", "delete", "kept", "--keep-dead-letters"]);
+    assert_eq!(
+        deleted["dead_letter_queue"],
+        serde_json::Value::Null,
+        "{deleted}"
+    );
+    server
+        .sluice(&["queue", "stats", "kept.dlq"])
+        .assert_success();
+}
+
 #[test]
 fn ack_and_nack_settle_received_messages() {
     let server = Server::start();

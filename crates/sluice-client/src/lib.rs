@@ -22,12 +22,13 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sluice_core::wire::{
     AckIn, AckOut, AlertDeleteOut, AlertListOut, AlertOut, AlertPutOut, AlertSpec, BrowseOut,
-    CancelIn, CancelOut, DeadLetterDeleteOut, DeadLetterEntryOut, DeadLetterListOut, DeliveriesOut,
-    DrainIn, DrainOut, EnqueueBatchOut, EnqueueOut, ExtendIn, ExtendOut, HealthOut, MessageBatchIn,
-    MessageIn, MessageStatusOut, NackIn, NackOut, NextStepIn, PurgeOut, QueueDeleteOut,
-    QueueListOut, QueueOut, QueuePutOut, QueueSpec, QueueStatsOut, ReceiveIn, ReceiveOut, ReplayIn,
-    ReplayOneIn, ReplayOut, ScheduleDeleteOut, ScheduleListOut, ScheduleOut, SchedulePutOut,
-    ScheduleSpec, TopicDeleteOut, TopicListOut, TopicOut, TopicPublishOut, TopicPutOut, TopicSpec,
+    CancelIn, CancelOut, DeadLetterDeleteOut, DeadLetterEntryOut, DeadLetterListOut,
+    DeadLettersOnDelete, DeliveriesOut, DrainIn, DrainOut, EnqueueBatchOut, EnqueueOut, ExtendIn,
+    ExtendOut, HealthOut, MessageBatchIn, MessageIn, MessageStatusOut, NackIn, NackOut, NextStepIn,
+    PurgeOut, QueueDeleteOut, QueueListOut, QueueOut, QueuePutOut, QueueSpec, QueueStatsOut,
+    ReceiveIn, ReceiveOut, ReplayIn, ReplayOneIn, ReplayOut, ScheduleDeleteOut, ScheduleListOut,
+    ScheduleOut, SchedulePutOut, ScheduleSpec, TopicDeleteOut, TopicListOut, TopicOut,
+    TopicPublishOut, TopicPutOut, TopicSpec,
 };
 
 pub use error::{Code, Error, Result};
@@ -275,10 +276,27 @@ impl Client {
             .await
     }
 
-    /// `DELETE /v1/queues/{name}`: deletes the queue and its messages; its dead-letter queue
-    /// stays. Errors with `conflict` when another queue uses it as its dead-letter queue.
+    /// `DELETE /v1/queues/{name}`: deletes the queue and its messages, and its dead-letter
+    /// queue with its dead letters unless another queue uses that too. Errors with `conflict`
+    /// when another queue uses this one as its dead-letter queue.
     pub async fn queue_delete(&self, name: &str) -> Result<QueueDeleteOut> {
-        let url = self.url(&["v1", "queues", queue_segment(name)?])?;
+        self.queue_delete_with(name, DeadLettersOnDelete::Delete)
+            .await
+    }
+
+    /// As [`Client::queue_delete`], saying what happens to the dead-letter queue
+    /// (`?dead_letters=delete|keep`).
+    pub async fn queue_delete_with(
+        &self,
+        name: &str,
+        dead_letters: DeadLettersOnDelete,
+    ) -> Result<QueueDeleteOut> {
+        let mut url = self.url(&["v1", "queues", queue_segment(name)?])?;
+        let value = match dead_letters {
+            DeadLettersOnDelete::Delete => "delete",
+            DeadLettersOnDelete::Keep => "keep",
+        };
+        url.query_pairs_mut().append_pair("dead_letters", value);
         self.send(Method::DELETE, url, None::<&()>, REQUEST_TIMEOUT)
             .await
     }

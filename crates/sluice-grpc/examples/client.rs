@@ -184,7 +184,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_default();
     assert_eq!((left.ready, left.in_flight), (0, 0), "the queue is empty");
     client
-        .delete_queue(v1::DeleteQueueRequest { name: queue })
+        .delete_queue(v1::DeleteQueueRequest {
+            name: queue,
+            ..Default::default()
+        })
         .await?;
     println!("ok");
     Ok(())

@@ -344,7 +344,11 @@ impl Ops {
         self.store
             .definition_delete(DefinitionKind::AlertState, name)
             .await?;
-        match self.queue_delete(&queue_name(name)).await {
+        let queue = queue_name(name);
+        match self
+            .queue_delete(&crate::Anyone, &queue, crate::OnDelete::DeleteDeadLetters)
+            .await
+        {
             Ok(_) => Ok(()),
             Err(error) if error.code == ErrorCode::QueueNotFound => Ok(()),
             Err(error) => Err(error),

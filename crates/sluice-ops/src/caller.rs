@@ -14,6 +14,8 @@ pub trait Caller: Send + Sync {
     fn is_admin(&self) -> bool;
     /// May the caller see `queue` (its settings, stats, messages, dead letters)?
     fn may_read(&self, queue: &str) -> bool;
+    /// May the caller define, change and delete `queue`?
+    fn may_manage(&self, queue: &str) -> bool;
 }
 
 /// The caller when access control is off: anyone may see everything.
@@ -30,6 +32,10 @@ impl Caller for Anyone {
     }
 
     fn may_read(&self, _queue: &str) -> bool {
+        true
+    }
+
+    fn may_manage(&self, _queue: &str) -> bool {
         true
     }
 }

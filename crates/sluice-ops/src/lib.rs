@@ -43,7 +43,7 @@ pub use enqueue::{Enqueue, MessageRequest};
 pub use error::OpsError;
 pub use events::{DeadLettered, EventOutcome, EventRequest};
 pub use lookups::CancelRequest;
-pub use queues::{Drained, Purged, QueuePutDone, QueuePutRequest};
+pub use queues::{Drained, OnDelete, Purged, QueueDeleted, QueuePutDone, QueuePutRequest};
 pub use schedules::{SCHEDULE_HEADER, SCHEDULED_AT_HEADER, SchedulesPassed};
 
 /// What every operation returns.

@@ -147,10 +147,45 @@ impl Ops {
         Ok(queues)
     }
 
-    /// Deletes a queue and its messages; its dead-letter queue stays. Returns how many
-    /// messages were removed.
-    pub async fn queue_delete(&self, name: &str) -> OpsResult<u64> {
-        Ok(self.store.queue_delete(name).await?)
+    /// Deletes a queue and its messages and, unless `dead_letters` says keep, its dead-letter
+    /// queue with its dead letters: one rule for every door that deletes a queue (HTTP, gRPC,
+    /// the CLI and SDKs through them, alerts). The dead-letter queue stays when another queue
+    /// still dead-letters into it, or when `caller` may not delete it.
+    pub async fn queue_delete(
+        &self,
+        caller: &dyn Caller,
+        name: &str,
+        dead_letters: OnDelete,
+    ) -> OpsResult<QueueDeleted> {
+        let config = self.store.queue_config(name).await?;
+        let messages_removed = self.store.queue_delete(name).await?;
+        let mut deleted = QueueDeleted {
+            messages_removed,
+            ..QueueDeleted::default()
+        };
+        let Some(dlq) = config.dead_letter_queue.as_deref() else {
+            return Ok(deleted);
+        };
+        if dead_letters == OnDelete::KeepDeadLetters
+            || dlq == name
+            || !caller.may_manage(dlq)
+            || self.store.queue_is_dead_letter_queue(dlq).await?
+        {
+            return Ok(deleted);
+        }
+        // The queue is gone already: a failure here leaves the dead-letter queue as it was
+        // (another queue may have come to use it in between, which the store refuses), and the
+        // answer says it stayed.
+        match self.store.queue_delete(dlq).await {
+            Ok(removed) => {
+                deleted.dead_letter_queue = Some(dlq.to_owned());
+                deleted.dead_letters_removed = removed;
+            }
+            Err(error) => {
+                tracing::info!(queue = name, dead_letter_queue = dlq, %error, "the dead-letter queue stays");
+            }
+        }
+        Ok(deleted)
     }
 
     /// Pauses (or resumes) a queue's deliveries; enqueues are still stored. Returns the queue.
@@ -203,4 +238,25 @@ impl Ops {
             depth,
         })
     }
+}
+
+/// What deleting a queue does with its dead-letter queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnDelete {
+    /// Delete it and its dead letters too (the default), unless another queue uses it.
+    #[default]
+    DeleteDeadLetters,
+    /// Leave it, with its dead letters.
+    KeepDeadLetters,
+}
+
+/// What a queue's deletion removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueDeleted {
+    /// Messages of the queue.
+    pub messages_removed: u64,
+    /// Its dead-letter queue, when it was deleted with it.
+    pub dead_letter_queue: Option<String>,
+    /// Messages of that dead-letter queue.
+    pub dead_letters_removed: u64,
 }

@@ -447,17 +447,87 @@ async fn queue_definitions_are_checked_created_updated_and_deleted() {
         fn may_read(&self, queue: &str) -> bool {
             queue == "jobs"
         }
+        fn may_manage(&self, queue: &str) -> bool {
+            queue == "jobs"
+        }
     }
     assert_eq!(names(ops.queue_list(&OnlyJobs).await.unwrap()), ["jobs"]);
-    assert_eq!(ops.queue_delete("jobs").await.unwrap(), 0);
+    let deleted = ops
+        .queue_delete(&OnlyJobs, "jobs", sluice_ops::OnDelete::DeleteDeadLetters)
+        .await
+        .unwrap();
+    assert_eq!(deleted, sluice_ops::QueueDeleted::default());
     assert_eq!(
         ops.queue_get("jobs").await.unwrap_err().code,
         ErrorCode::QueueNotFound
     );
     assert!(
         ops.queue_get(&dlq).await.is_ok(),
-        "the dead-letter queue stays"
+        "a caller who may not delete the dead-letter queue leaves it"
     );
+}
+
+/// Deleting a queue deletes its dead-letter queue and its dead letters too, unless asked to
+/// keep them or another queue still dead-letters into it (issue 31: orphan `.dlq` queues piled
+/// up).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_queue_deletes_its_own_dead_letter_queue() {
+    use sluice_ops::{Anyone, OnDelete, QueueDeleted};
+    let fixture = fixture().await;
+    let ops = &fixture.ops;
+    let any_push = |_: &PushSpec| Ok(());
+    let put = |name: &str, spec: QueueSpec| QueuePutRequest {
+        name: name.into(),
+        spec,
+    };
+    let shared = |dlq: &str| QueueSpec {
+        dead_letter_queue: Some(dlq.into()),
+        ..QueueSpec::default()
+    };
+    for (name, spec) in [
+        ("plain", QueueSpec::default()),
+        ("kept", QueueSpec::default()),
+        ("a", shared("shared")),
+        ("b", shared("shared")),
+    ] {
+        ops.queue_put(put(name, spec), any_push).await.unwrap();
+    }
+    let exists = |name: &'static str| async move { ops.queue_get(name).await.is_ok() };
+
+    let deleted = ops
+        .queue_delete(&Anyone, "plain", OnDelete::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        deleted,
+        QueueDeleted {
+            messages_removed: 0,
+            dead_letter_queue: Some("plain.dlq".into()),
+            dead_letters_removed: 0,
+        }
+    );
+    assert!(!exists("plain.dlq").await);
+
+    let deleted = ops
+        .queue_delete(&Anyone, "kept", OnDelete::KeepDeadLetters)
+        .await
+        .unwrap();
+    assert_eq!(deleted.dead_letter_queue, None);
+    assert!(exists("kept.dlq").await);
+
+    // Shared: it stays while another queue uses it, and goes with the last.
+    let deleted = ops
+        .queue_delete(&Anyone, "a", OnDelete::default())
+        .await
+        .unwrap();
+    assert_eq!(deleted.dead_letter_queue, None);
+    assert!(exists("shared").await);
+    let deleted = ops
+        .queue_delete(&Anyone, "b", OnDelete::default())
+        .await
+        .unwrap();
+    assert_eq!(deleted.dead_letter_queue.as_deref(), Some("shared"));
+    assert!(!exists("shared").await);
 }
 
 /// A push destination is checked by the caller's check, and its refusal is the answer.

@@ -285,6 +285,10 @@ impl sluice_ops::Caller for Caller {
     fn may_read(&self, queue: &str) -> bool {
         Caller::may_read(self, queue)
     }
+
+    fn may_manage(&self, queue: &str) -> bool {
+        Caller::may_manage(self, queue)
+    }
 }
 
 /// A pattern that grants dead-letter queues: one that ends in `.dlq` (`team-a.*.dlq`), or a

@@ -98,8 +98,13 @@ def get_queue(name: str) -> Call[m.QueueOut]:
     return Call("GET", _queue(name), _reader(m.QueueOut))
 
 
-def delete_queue(name: str) -> Call[m.QueueDeleteOut]:
-    return Call("DELETE", _queue(name), _reader(m.QueueDeleteOut))
+def delete_queue(name: str, dead_letters: str | None = None) -> Call[m.QueueDeleteOut]:
+    return Call(
+        "DELETE",
+        _queue(name),
+        _reader(m.QueueDeleteOut),
+        params=_params(dead_letters=dead_letters),
+    )
 
 
 def queue_stats(name: str) -> Call[m.QueueStatsOut]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import httpx
 
@@ -114,9 +114,12 @@ class Client:
         """`GET /v1/queues/{name}`: settings and stats."""
         return self._call(calls.get_queue(name))
 
-    def delete_queue(self, name: str) -> m.QueueDeleteOut:
-        """`DELETE /v1/queues/{name}`: the queue and its messages (its DLQ stays)."""
-        return self._call(calls.delete_queue(name))
+    def delete_queue(
+        self, name: str, *, dead_letters: Literal["delete", "keep"] = "delete"
+    ) -> m.QueueDeleteOut:
+        """`DELETE /v1/queues/{name}`: the queue and its messages, and its dead-letter queue
+        with its dead letters unless `dead_letters="keep"` or another queue uses it too."""
+        return self._call(calls.delete_queue(name, dead_letters))
 
     def queue_stats(self, name: str) -> m.QueueStatsOut:
         """`GET /v1/queues/{name}/stats`: depth, counters, rates, latency."""

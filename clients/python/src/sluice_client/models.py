@@ -734,6 +734,10 @@ class QueueDeleteOut:
     """Always true."""
     messages_removed: int
     """Messages removed with it."""
+    dead_letter_queue: str | None = None
+    """Its dead-letter queue, when it was deleted with it (None: kept, or none)."""
+    dead_letters_removed: int = 0
+    """Dead letters removed with that queue."""
 
 
 @dataclass(frozen=True)

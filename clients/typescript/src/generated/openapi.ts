@@ -163,7 +163,10 @@ export interface paths {
         /** `PUT /v1/queues/{queue}`: create, or update the fields given. */
         put: operations["queue_put"];
         post?: never;
-        /** `DELETE /v1/queues/{queue}`: the queue and its messages; its dead-letter queue stays. */
+        /**
+         * `DELETE /v1/queues/{queue}`: the queue and its messages, and its dead-letter queue unless
+         *     `?dead_letters=keep` (one rule, `Ops::queue_delete`).
+         */
         delete: operations["queue_delete"];
         options?: never;
         head?: never;
@@ -1712,6 +1715,13 @@ export interface components {
         };
         /** @description `DELETE /v1/queues/{queue}`. */
         QueueDeleteOut: {
+            /** @description Its dead-letter queue, when it was deleted with it (`null`: kept, or none). */
+            dead_letter_queue?: string | null;
+            /**
+             * Format: int64
+             * @description Dead letters removed with that queue.
+             */
+            dead_letters_removed?: number;
             /** @description Always true. */
             deleted: boolean;
             /**
@@ -2989,7 +2999,13 @@ export interface operations {
     };
     queue_delete: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description `delete` (default): its dead-letter queue and dead letters go too, unless another queue
+                 *     dead-letters into it; `keep`: they stay.
+                 */
+                dead_letters?: "delete" | "keep";
+            };
             header?: never;
             path: {
                 queue: string;
@@ -3006,7 +3022,14 @@ export interface operations {
                     "application/json": components["schemas"]["QueueDeleteOut"];
                 };
             };
-            400: components["responses"]["Unreadable"];
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: {

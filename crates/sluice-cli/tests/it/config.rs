@@ -82,8 +82,11 @@ async fn updating_a_queue_applies_only_the_given_fields() {
         "unordered"
     );
 
-    let deleted = server.delete("/v1/queues/q").await.ok();
-    assert_eq!(deleted, json!({"deleted": true, "messages_removed": 1}));
+    let deleted = server.delete("/v1/queues/q?dead_letters=keep").await.ok();
+    assert_eq!(
+        deleted,
+        json!({"deleted": true, "messages_removed": 1, "dead_letter_queue": null, "dead_letters_removed": 0})
+    );
     server
         .get("/v1/queues/q")
         .await

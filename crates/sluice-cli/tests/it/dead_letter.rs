@@ -1,6 +1,6 @@
 //! Dead-lettering after max_attempts, and the metadata that goes with it. On the test clock.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::support::{TestServer, parse_time, receipt};
 
@@ -115,4 +115,47 @@ async fn a_queue_can_name_its_own_dead_letter_queue() {
         .delete("/v1/queues/graveyard")
         .await
         .error(409, "conflict");
+}
+
+/// Issue 31: deleting a queue left its dead-letter queue behind over HTTP and the CLI, so
+/// orphan `.dlq` queues piled up. It goes with the queue now, dead letters and all, unless
+/// `?dead_letters=keep` or another queue still dead-letters into it.
+#[tokio::test]
+async fn deleting_a_queue_deletes_its_dead_letter_queue_unless_kept_or_shared() {
+    let server = TestServer::builder().start().await;
+    server.put_queue("q", json!({})).await;
+    server.send("q", json!({"body": "x"})).await;
+    let message = server.receive("q", json!({})).await.remove(0);
+    server
+        .nack(
+            "q",
+            json!({"receipt": receipt(&message), "error": "no", "permanent": true}),
+        )
+        .await;
+    let deleted = server.delete("/v1/queues/q").await.ok();
+    assert_eq!(
+        deleted,
+        json!({"deleted": true, "messages_removed": 0, "dead_letter_queue": "q.dlq", "dead_letters_removed": 1})
+    );
+    server
+        .get("/v1/queues/q.dlq")
+        .await
+        .error(404, "queue_not_found");
+
+    // Shared: it stays until the last queue that uses it goes.
+    for name in ["a", "b"] {
+        server
+            .put_queue(name, json!({"dead_letter_queue": "shared"}))
+            .await;
+    }
+    let deleted = server.delete("/v1/queues/a").await.ok();
+    assert_eq!(deleted["dead_letter_queue"], Value::Null, "{deleted}");
+    server.get("/v1/queues/shared").await.ok();
+    let deleted = server.delete("/v1/queues/b").await.ok();
+    assert_eq!(deleted["dead_letter_queue"], "shared", "{deleted}");
+
+    server
+        .delete("/v1/queues/nope?dead_letters=maybe")
+        .await
+        .error(400, "malformed_query");
 }

@@ -650,6 +650,7 @@ async fn call(client: &mut Client, method: &str) -> Result<(), Status> {
         "DeleteQueue" => client
             .delete_queue(v1::DeleteQueueRequest {
                 name: "team-a.scratch".into(),
+                ..Default::default()
             })
             .await
             .map(drop),

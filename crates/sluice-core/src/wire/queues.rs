@@ -496,6 +496,23 @@ pub struct QueueDeleteOut {
     pub deleted: bool,
     /// Messages removed with it.
     pub messages_removed: u64,
+    /// Its dead-letter queue, when it was deleted with it (`null`: kept, or none).
+    #[serde(default)]
+    pub dead_letter_queue: Option<String>,
+    /// Dead letters removed with that queue.
+    #[serde(default)]
+    pub dead_letters_removed: u64,
+}
+
+/// What `DELETE /v1/queues/{queue}?dead_letters=` does with the queue's dead-letter queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DeadLettersOnDelete {
+    /// Delete it and its dead letters (the default), unless another queue dead-letters into it.
+    #[default]
+    Delete,
+    /// Keep it with its dead letters.
+    Keep,
 }
 
 /// Answer to purge.

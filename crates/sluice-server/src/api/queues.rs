@@ -5,12 +5,12 @@ use axum::extract::State;
 use sluice_core::meter::Throughput;
 use sluice_core::store::QueueInfo;
 use sluice_core::wire::{
-    CountersOut, DrainIn, DrainOut, LatencyOut, PurgeOut, QueueConfigOut, QueueDeleteOut,
-    QueueListOut, QueueOut, QueuePutOut, QueueSpec, QueueStatsOut, ThroughputOut,
+    CountersOut, DeadLettersOnDelete, DrainIn, DrainOut, LatencyOut, PurgeOut, QueueConfigOut,
+    QueueDeleteOut, QueueListOut, QueueOut, QueuePutOut, QueueSpec, QueueStatsOut, ThroughputOut,
 };
 use sluice_ops::{Drained, Purged, QueuePutRequest};
 
-use super::{ApiJson, ApiPath, AppState};
+use super::{ApiJson, ApiPath, ApiQuery, AppState};
 use crate::error::{ApiError, ErrorCode};
 
 /// The wire form of a queue.
@@ -220,20 +220,47 @@ fn redacted_for(
     out
 }
 
-/// `DELETE /v1/queues/{queue}`: the queue and its messages; its dead-letter queue stays.
-#[utoipa::path(delete, operation_id = "queue_delete", path = "/v1/queues/{queue}", params(("queue" = String, Path)),
-    responses((status = 200, body = QueueDeleteOut), (status = 404, body = sluice_core::wire::ErrorBody), (status = 409, body = sluice_core::wire::ErrorBody)))]
+/// Query of `DELETE /v1/queues/{queue}`.
+#[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteQuery {
+    /// `delete` (default): its dead-letter queue and dead letters go too, unless another queue
+    /// dead-letters into it; `keep`: they stay.
+    #[param(inline)]
+    pub dead_letters: Option<DeadLettersOnDelete>,
+}
+
+/// `DELETE /v1/queues/{queue}`: the queue and its messages, and its dead-letter queue unless
+/// `?dead_letters=keep` (one rule, `Ops::queue_delete`).
+#[utoipa::path(delete, operation_id = "queue_delete", path = "/v1/queues/{queue}", params(("queue" = String, Path), DeleteQuery),
+    responses((status = 200, body = QueueDeleteOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 404, body = sluice_core::wire::ErrorBody), (status = 409, body = sluice_core::wire::ErrorBody)))]
 pub async fn delete(
     State(app): State<AppState>,
+    caller: crate::auth::CallerExt,
     ApiPath(name): ApiPath<String>,
+    ApiQuery(query): ApiQuery<DeleteQuery>,
 ) -> Result<Json<QueueDeleteOut>, ApiError> {
-    let messages_removed = app.ops.queue_delete(&name).await?;
+    let who: &dyn sluice_ops::Caller = match caller.as_deref() {
+        Some(caller) => caller.as_ref(),
+        None => &sluice_ops::Anyone,
+    };
+    let on_delete = match query.dead_letters.unwrap_or_default() {
+        DeadLettersOnDelete::Delete => sluice_ops::OnDelete::DeleteDeadLetters,
+        DeadLettersOnDelete::Keep => sluice_ops::OnDelete::KeepDeadLetters,
+    };
+    let deleted = app.ops.queue_delete(who, &name, on_delete).await?;
     app.history.forget_queue(&name);
+    if let Some(dlq) = &deleted.dead_letter_queue {
+        app.history.forget_queue(dlq);
+    }
     // Its push pause went with it: a queue made again under the name starts with push running.
     app.push.refresh();
     Ok(Json(QueueDeleteOut {
         deleted: true,
-        messages_removed,
+        messages_removed: deleted.messages_removed,
+        dead_letter_queue: deleted.dead_letter_queue,
+        dead_letters_removed: deleted.dead_letters_removed,
     }))
 }
 

@@ -282,13 +282,35 @@ impl QueuesApi for Queues {
         &self,
         request: Request<v1::DeleteQueueRequest>,
     ) -> Answer<v1::DeleteQueueResponse> {
-        self.authorize(&request, Need::Admin, Some(&request.get_ref().name))
+        let caller = self
+            .authorize(&request, Need::Admin, Some(&request.get_ref().name))
             .await?;
-        let name = request.into_inner().name;
-        let deleted_messages = self.app.ops.queue_delete(&name).await.map_err(status)?;
-        self.app.history.forget_queue(&name);
+        let input = request.into_inner();
+        let on_delete = if input.keep_dead_letters {
+            sluice_ops::OnDelete::KeepDeadLetters
+        } else {
+            sluice_ops::OnDelete::DeleteDeadLetters
+        };
+        let who: &dyn sluice_ops::Caller = match &caller {
+            Some(caller) => caller.as_ref(),
+            None => &sluice_ops::Anyone,
+        };
+        let deleted = self
+            .app
+            .ops
+            .queue_delete(who, &input.name, on_delete)
+            .await
+            .map_err(status)?;
+        self.app.history.forget_queue(&input.name);
+        if let Some(dlq) = &deleted.dead_letter_queue {
+            self.app.history.forget_queue(dlq);
+        }
         self.app.push.refresh();
-        Ok(Response::new(v1::DeleteQueueResponse { deleted_messages }))
+        Ok(Response::new(v1::DeleteQueueResponse {
+            deleted_messages: deleted.messages_removed,
+            dead_letter_queue: deleted.dead_letter_queue.unwrap_or_default(),
+            deleted_dead_letters: deleted.dead_letters_removed,
+        }))
     }
 
     async fn set_paused(&self, request: Request<v1::SetPausedRequest>) -> Answer<v1::Queue> {

@@ -114,7 +114,16 @@ pub async fn list(ctx: &Ctx<'_>, request: ListQueues) -> Answer {
 pub async fn delete(ctx: &Ctx<'_>, request: QueueOnly) -> Answer {
     let name = ctx.queue_of(&request.queue_url)?;
     ctx.allow(Need::Admin, Some(&name)).await?;
-    ctx.app.ops.queue_delete(&name).await.map_err(from_ops)?;
+    // As AWS: a queue's dead-letter queue is a queue of its own that DeleteQueue leaves.
+    let who: &dyn sluice_ops::Caller = match &ctx.caller {
+        Some(caller) => caller,
+        None => &sluice_ops::Anyone,
+    };
+    ctx.app
+        .ops
+        .queue_delete(who, &name, sluice_ops::OnDelete::KeepDeadLetters)
+        .await
+        .map_err(from_ops)?;
     Ok(Response::Empty(Action::DeleteQueue))
 }
 
