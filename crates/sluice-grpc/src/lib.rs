@@ -8,6 +8,11 @@ pub mod v1 {
     tonic::include_proto!("sluice.v1");
 }
 
+/// The encoded `FileDescriptorSet` of `sluice.v1`, served by the reflection service
+/// (`grpcurl` without `-proto`).
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/sluice_descriptor.bin"));
+
 /// The trailer that carries the sluice error code of a refused call (`queue_full`, ...).
 pub const ERROR_CODE_TRAILER: &str = "sluice-error-code";
 /// The domain of the `google.rpc.ErrorInfo` in a refused call's status details.

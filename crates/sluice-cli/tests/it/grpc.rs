@@ -1009,3 +1009,85 @@ async fn acks_carry_next_steps_on_both_calls_and_refusals_change_nothing() {
     let bodies: Vec<&Value> = next.iter().map(|m| &m["body"]).collect();
     assert_eq!(bodies, [&json!({"next": 0}), &json!({"next": 1})]);
 }
+
+/// Issue 31: Kubernetes' gRPC probes and `grpcurl` without `-proto` need `grpc.health.v1` and
+/// server reflection. Health answers without a token (probes carry none) and says `SERVING`
+/// for the server and `sluice.v1.Queues`; reflection lists the services and serves their
+/// descriptors to a token holder, and is refused without a token like every other call.
+#[tokio::test]
+async fn health_answers_probes_without_a_token_and_reflection_describes_the_api() {
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+
+    let server = tokens::team_a(TestServer::builder(), "").start().await;
+    let channel = Channel::from_shared(server.url().to_owned())
+        .expect("url")
+        .connect()
+        .await
+        .expect("gRPC connection");
+    let mut health = HealthClient::new(channel.clone());
+    for service in ["", "sluice.v1.Queues"] {
+        let answer = health
+            .check(HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap_or_else(|status| panic!("health of {service:?}: {status:?}"))
+            .into_inner();
+        assert_eq!(answer.status, ServingStatus::Serving as i32, "{service:?}");
+    }
+    let unknown = health
+        .check(HealthCheckRequest {
+            service: "nope.v1.Nothing".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), Code::NotFound);
+
+    let list = |token: Option<&str>| {
+        let mut reflection =
+            ServerReflectionClient::with_interceptor(channel.clone(), Token(token.map(Into::into)));
+        async move {
+            let requests = tokio_stream::iter([
+                ServerReflectionRequest {
+                    message_request: Some(MessageRequest::ListServices(String::new())),
+                    ..Default::default()
+                },
+                ServerReflectionRequest {
+                    message_request: Some(MessageRequest::FileContainingSymbol(
+                        "sluice.v1.Queues".into(),
+                    )),
+                    ..Default::default()
+                },
+            ]);
+            let mut answers = reflection
+                .server_reflection_info(requests)
+                .await?
+                .into_inner();
+            let mut out = Vec::new();
+            while let Some(answer) = answers.message().await? {
+                out.push(answer.message_response);
+            }
+            Ok::<_, Status>(out)
+        }
+    };
+    let refused = list(None).await.unwrap_err();
+    assert_eq!(refused.code(), Code::Unauthenticated);
+    let answers = list(Some(ADMIN)).await.expect("reflection with a token");
+    let Some(Some(MessageResponse::ListServicesResponse(services))) = answers.first() else {
+        panic!("{answers:?}");
+    };
+    let names: Vec<&str> = services.service.iter().map(|s| s.name.as_str()).collect();
+    for name in ["sluice.v1.Queues", "grpc.health.v1.Health"] {
+        assert!(names.contains(&name), "{names:?}");
+    }
+    let Some(Some(MessageResponse::FileDescriptorResponse(files))) = answers.get(1) else {
+        panic!("{answers:?}");
+    };
+    assert!(!files.file_descriptor_proto.is_empty());
+}

@@ -20,32 +20,30 @@ pub async fn healthz() -> Json<HealthOut> {
 /// stopped) and the server is not shutting down.
 #[utoipa::path(get, operation_id = "readyz", path = "/readyz", responses((status = 200, body = HealthOut), (status = 503, body = HealthOut)))]
 pub async fn readyz(State(app): State<AppState>) -> (StatusCode, Json<HealthOut>) {
-    if app.is_shutting_down() {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(HealthOut {
-                status: "shutting down".into(),
-            }),
-        );
-    }
-    // A node that refuses new messages is not ready, so a load balancer sends producers
-    // elsewhere; it still serves receives and acks.
-    if let Some(status) = not_ready(&app.store.write_state()) {
-        return (StatusCode::SERVICE_UNAVAILABLE, Json(HealthOut { status }));
-    }
-    match app.store.queue_list(app.now_ms()).await {
-        Ok(_) => (
+    match readiness(&app).await {
+        Ok(()) => (
             StatusCode::OK,
             Json(HealthOut {
                 status: "ok".into(),
             }),
         ),
-        Err(error) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(HealthOut {
-                status: error.to_string(),
-            }),
-        ),
+        Err(status) => (StatusCode::SERVICE_UNAVAILABLE, Json(HealthOut { status })),
+    }
+}
+
+/// Whether this node is ready (`/readyz`, and gRPC's `grpc.health.v1`): `Err` says why not.
+pub async fn readiness(app: &AppState) -> Result<(), String> {
+    if app.is_shutting_down() {
+        return Err("shutting down".into());
+    }
+    // A node that refuses new messages is not ready, so a load balancer sends producers
+    // elsewhere; it still serves receives and acks.
+    if let Some(status) = not_ready(&app.store.write_state()) {
+        return Err(status);
+    }
+    match app.store.queue_list(app.now_ms()).await {
+        Ok(_) => Ok(()),
+        Err(error) => Err(error.to_string()),
     }
 }
 

@@ -6,7 +6,7 @@ mod browse;
 mod dead_letters;
 mod deliveries;
 mod delivery;
-mod health;
+pub(crate) mod health;
 mod history;
 mod json_shape;
 pub(crate) mod messages;

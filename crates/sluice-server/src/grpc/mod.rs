@@ -21,19 +21,70 @@ use tonic::{Code, Request, Status};
 use crate::api::AppState;
 use crate::auth::{Caller, Need};
 
-/// The gRPC service, ready to serve requests (`listen` routes `application/grpc` to it).
+/// The gRPC services, ready to serve requests (`listen` routes `application/grpc` to them):
+/// `sluice.v1.Queues`, `grpc.health.v1.Health` (what Kubernetes' gRPC probes call) and server
+/// reflection (`grpcurl` without `-proto`). Must be called within the runtime: it starts the
+/// task that keeps the health status as `/readyz` says.
 pub fn service(app: AppState) -> Entry {
-    let service = QueuesServer::new(Queues { app: app.clone() })
+    let queues = QueuesServer::new(Queues { app: app.clone() })
         .max_decoding_message_size(crate::api::REQUEST_BYTES_MAX)
         .max_encoding_message_size(usize::MAX);
-    Entry { service, app }
+    let (reporter, health) = tonic_health::server::health_reporter();
+    tokio::spawn(report_health(app.clone(), reporter));
+    let mut routes = tonic::service::Routes::new(queues).add_service(health);
+    match tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(sluice_grpc::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+    {
+        Ok(reflection) => routes = routes.add_service(reflection),
+        Err(error) => {
+            tracing::error!(%error, "gRPC reflection is off: its descriptors do not load")
+        }
+    }
+    Entry {
+        service: routes.prepare(),
+        app,
+    }
 }
 
+/// Keeps `grpc.health.v1`'s status (for the server, `""`, and for `sluice.v1.Queues`) what
+/// `/readyz` says, checked every [`HEALTH_EVERY`], until shutdown (then `NOT_SERVING`).
+async fn report_health(app: AppState, reporter: tonic_health::server::HealthReporter) {
+    use tonic_health::ServingStatus;
+    let queues = <QueuesServer<Queues> as tonic::server::NamedService>::NAME;
+    let mut last = None;
+    loop {
+        let status = match crate::api::health::readiness(&app).await {
+            Ok(()) => ServingStatus::Serving,
+            Err(_) => ServingStatus::NotServing,
+        };
+        if last != Some(status) {
+            reporter.set_service_status("", status).await;
+            reporter.set_service_status(queues, status).await;
+            last = Some(status);
+        }
+        if app.is_shutting_down() {
+            return;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(HEALTH_EVERY) => {}
+            () = app.shutdown.cancelled() => {}
+        }
+    }
+}
+
+/// How often the gRPC health status is checked.
+const HEALTH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The service every caller may call without a token: probes carry none.
+const HEALTH_PATH: &str = "/grpc.health.v1.Health/";
+
 /// The way in for gRPC calls: [`gate`] (the token, then a body held to the budget and the
-/// pace), then the service.
+/// pace), then the services.
 #[derive(Clone)]
 pub struct Entry {
-    service: QueuesServer<Queues>,
+    service: tonic::service::Routes,
     app: AppState,
 }
 
@@ -43,7 +94,8 @@ impl Entry {
         self,
         request: hyper::Request<hyper::body::Incoming>,
     ) -> axum::http::Response<axum::body::Body> {
-        if let Some(status) = gate::unauthenticated(&self.app, request.headers()) {
+        let probe = request.uri().path().starts_with(HEALTH_PATH);
+        if !probe && let Some(status) = gate::unauthenticated(&self.app, request.headers()) {
             return status.into_http();
         }
         let peer = crate::body_budget::peer_of(request.extensions());
