@@ -120,7 +120,7 @@ pub async fn run(client: &Client, command: ScheduleCommand, json: bool) -> anyho
                     schedule.spec.queue.clone(),
                     when(schedule),
                     output::or_dash(schedule.next_run_at.as_deref()),
-                    schedule.last_run_at.clone(),
+                    output::or_dash(schedule.last_run_at.as_deref()),
                     schedule.runs.to_string(),
                     schedule.skipped_runs.to_string(),
                     state(schedule),
@@ -196,7 +196,7 @@ fn show(out: &ScheduleOut) -> anyhow::Result<()> {
         ("when", when(out)),
         ("state", state(out)),
         ("next run", output::or_dash(out.next_run_at.as_deref())),
-        ("last run", out.last_run_at.clone()),
+        ("last run", output::or_dash(out.last_run_at.as_deref())),
         (
             "last enqueued",
             output::or_dash(out.last_enqueued_at.as_deref()),

@@ -158,3 +158,33 @@ fn position(lines: &[&str], text: &str) -> usize {
         .position(|line| line.starts_with(text))
         .unwrap_or_else(|| panic!("no line {text:?} in {lines:#?}"))
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_time_still_to_come_reads_in_not_a_negative_age() {
+    // Issue 31: a delayed message's timeline showed its visibility as "-29s ago".
+    let Some(tools) = Tools::find() else { return };
+    let server = TestServer::builder().start().await;
+    server.put_queue("later", json!({})).await;
+    let id = message_id(
+        &server
+            .send("later", json!({"body": "x", "delay_ms": 600_000}))
+            .await,
+    );
+    let browser = Browser::start(&tools).await;
+    browser
+        .goto(&format!("{}/ui/#/message/later/{id}", server.url()))
+        .await;
+    let timeline = browser
+        .wait_text_containing("ol.timeline", "Delayed: visible in")
+        .await;
+    // Each entry: its time (absolute · relative), then what happened.
+    let lines: Vec<&str> = timeline.lines().collect();
+    let delayed = position(&lines, "Delayed: visible in");
+    let time = lines[delayed.checked_sub(1).expect("a time before it")];
+    assert!(
+        time.contains(" · in 9m") || time.contains(" · in 10m"),
+        "{timeline}"
+    );
+    assert!(!time.contains(" · -"), "{timeline}");
+    browser.close().await;
+}

@@ -254,7 +254,9 @@ fn schedule_out(row: &ScheduleRow) -> ScheduleOut {
             .filter(|s| !s.paused)
             .and_then(|s| s.timing.after(state.last_run_ms))
             .map(wire::time_out),
-        last_run_at: wire::time_out(state.last_run_ms),
+        // Before the first run the cursor is the definition's time, which is no run.
+        last_run_at: (state.runs + state.skipped_runs > 0)
+            .then(|| wire::time_out(state.last_run_ms)),
         last_enqueued_at: state.last_enqueued_at_ms.map(wire::time_out),
         last_message_id: state.last_message_id,
         runs: state.runs,

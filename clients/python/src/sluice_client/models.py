@@ -946,8 +946,9 @@ class ScheduleListOut:
 class ScheduleOut:
     """A schedule, its definition and where it stands."""
 
-    last_run_at: datetime
-    """The time of the last run made or passed: runs up to it are done."""
+    last_run_at: datetime | None
+    """The time of the last run made or passed (skipped by the `missed` policy): runs up to it
+    are done. None before the first."""
     name: str
     """Its name."""
     paused: bool

@@ -2115,8 +2115,11 @@ export interface components {
             last_error?: string | null;
             /** @description The last run's message. */
             last_message_id?: string | null;
-            /** @description The time of the last run made or passed: runs up to it are done. */
-            last_run_at: string;
+            /**
+             * @description The time of the last run made or passed (skipped by the `missed` policy): runs up to it
+             *     are done. `null` before the first.
+             */
+            last_run_at?: string | null;
             /** @description Its name. */
             name: string;
             /**

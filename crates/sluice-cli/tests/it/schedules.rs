@@ -75,6 +75,12 @@ async fn each_run_is_enqueued_once_across_sigkill_restarts_and_clock_jumps() {
         at(START_MS + 60_000),
         "{put}"
     );
+    // Issue 31: it showed its creation time as its last run.
+    assert_eq!(
+        put["schedule"]["last_run_at"],
+        Value::Null,
+        "no run yet: {put}"
+    );
     assert!(
         take_runs(&server, "q").await.is_empty(),
         "nothing before its time"

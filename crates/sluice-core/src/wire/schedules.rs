@@ -110,8 +110,9 @@ pub struct ScheduleOut {
     /// further time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_run_at: Option<String>,
-    /// The time of the last run made or passed: runs up to it are done.
-    pub last_run_at: String,
+    /// The time of the last run made or passed (skipped by the `missed` policy): runs up to it
+    /// are done. `null` before the first.
+    pub last_run_at: Option<String>,
     /// When the last run's message was enqueued.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_enqueued_at: Option<String>,

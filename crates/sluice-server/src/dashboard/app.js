@@ -103,9 +103,12 @@ function fmtDuration(ms) {
   return sign + parts.join(' ');
 }
 
+/** A time relative to now: "5s ago", or "in 29s" for a time still to come (a delayed
+ *  message's visibility, a retry's backoff), never a negative age. */
 function ago(iso) {
   if (!iso) return '–';
-  return fmtDuration(Date.now() - Date.parse(iso)) + ' ago';
+  const ms = Date.now() - Date.parse(iso);
+  return ms < 0 ? 'in ' + fmtDuration(-ms) : fmtDuration(ms) + ' ago';
 }
 
 function until(iso) {
