@@ -687,6 +687,27 @@ fn same_origin(request: &Request) -> bool {
     request.extensions().get::<Provenance>() == Some(&Provenance::SameOrigin)
 }
 
+/// How an HTTP request carries its token.
+pub const HTTP_TOKEN: &str = "Authorization: Bearer <token>";
+/// How a gRPC call carries its token.
+pub const GRPC_TOKEN: &str = "metadata authorization: Bearer <token>";
+
+/// Why a request without a usable token is refused, told apart: none was sent (`sent` false),
+/// or the one sent is no token of this server (a typo, an old or another server's token).
+/// `how` is how the door carries a token ([`HTTP_TOKEN`], [`GRPC_TOKEN`]). Either way it names
+/// `SLUICE_TOKEN`, which the CLI and the SDKs send.
+pub fn token_refused(sent: bool, how: &str) -> String {
+    if sent {
+        format!(
+            "the token sent is not one of this server's tokens: check it (the CLI and the SDKs send SLUICE_TOKEN) and send {how}"
+        )
+    } else {
+        format!(
+            "no token was sent, and this server needs one: send {how} (the CLI and the SDKs send SLUICE_TOKEN, or the CLI's --token)"
+        )
+    }
+}
+
 fn unauthorized(message: &str) -> Response {
     let mut response = ApiError::new(ErrorCode::Unauthorized, message).into_response();
     response.headers_mut().insert(
@@ -733,7 +754,7 @@ pub async fn authorize(State(guard): State<Guard>, request: Request, next: Next)
         return next.run(request).await;
     }
     let Some((credential, carrier)) = presented(request.headers()) else {
-        return unauthorized("a valid token is required: Authorization: Bearer <token>");
+        return unauthorized(&token_refused(false, HTTP_TOKEN));
     };
     let caller = match carrier {
         Carrier::Bearer => auth.identify(&credential),
@@ -746,10 +767,10 @@ pub async fn authorize(State(guard): State<Guard>, request: Request, next: Next)
         },
     };
     let Some(caller) = caller else {
-        return unauthorized(match carrier {
-            Carrier::Bearer => "a valid token is required: Authorization: Bearer <token>",
+        return unauthorized(&match carrier {
+            Carrier::Bearer => token_refused(true, HTTP_TOKEN),
             Carrier::Cookie => {
-                "the dashboard session has ended: sign in again at /ui/login, or send Authorization: Bearer <token>"
+                "the dashboard session has ended: sign in again at /ui/login, or send Authorization: Bearer <token>".to_owned()
             }
         });
     };

@@ -601,3 +601,60 @@ async fn without_tokens_the_dashboard_has_no_sign_out() {
         .unwrap();
     assert!(page.contains(r#"action="/ui/logout" hidden>"#), "{page}");
 }
+
+/// Issue 31: a missing and a wrong token got the same 401 text, and nothing pointed at
+/// `SLUICE_TOKEN`. Over HTTP and gRPC each now says which, and names the variable.
+#[tokio::test]
+async fn a_missing_and_a_wrong_token_are_told_apart_and_point_at_sluice_token() {
+    let server = start().await;
+    let (status, missing) = call(&server, Method::GET, "/v1/queues", None, None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(missing.contains("no token was sent"), "{missing}");
+    let (status, wrong) = call(
+        &server,
+        Method::GET,
+        "/v1/queues",
+        Some("not-a-token-1234567890"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(wrong.contains("not one of this server's tokens"), "{wrong}");
+    for text in [&missing, &wrong] {
+        assert!(
+            text.contains("SLUICE_TOKEN") && text.contains("unauthorized"),
+            "{text}"
+        );
+    }
+    assert_ne!(missing, wrong);
+
+    // gRPC: the same two texts, in the status.
+    let channel = tonic::transport::Channel::from_shared(server.url().to_owned())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut anonymous = sluice_grpc::v1::queues_client::QueuesClient::new(channel.clone());
+    let refused = anonymous
+        .list_queues(sluice_grpc::v1::ListQueuesRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated);
+    assert!(
+        refused.message().contains("no token was sent"),
+        "{refused:?}"
+    );
+    let mut request = tonic::Request::new(sluice_grpc::v1::ListQueuesRequest {});
+    request.metadata_mut().insert(
+        "authorization",
+        "Bearer not-a-token-1234567890".parse().unwrap(),
+    );
+    let refused = anonymous.list_queues(request).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated);
+    assert!(
+        refused
+            .message()
+            .contains("not one of this server's tokens"),
+        "{refused:?}"
+    );
+}

@@ -53,9 +53,10 @@ pub fn unauthenticated(app: &AppState, headers: &axum::http::HeaderMap) -> Optio
         .and_then(|value| auth.identify_bearer(value))
         .is_some();
     (!known).then(|| {
+        let sent = headers.contains_key("authorization");
         super::status(OpsError::new(
             ErrorCode::Unauthorized,
-            "a valid token is required: metadata authorization: Bearer <token>",
+            crate::auth::token_refused(sent, crate::auth::GRPC_TOKEN),
         ))
     })
 }

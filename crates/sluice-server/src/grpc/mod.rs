@@ -137,16 +137,14 @@ impl Queues {
         if !auth.enabled() {
             return Ok(None);
         }
-        request
-            .metadata()
-            .get("authorization")
-            .and_then(|value| value.to_str().ok())
+        let sent = request.metadata().get("authorization");
+        sent.and_then(|value| value.to_str().ok())
             .and_then(|value| auth.identify_bearer(value))
             .map(|caller| Some(Arc::new(caller)))
             .ok_or_else(|| {
                 status(OpsError::new(
                     sluice_core::wire::ErrorCode::Unauthorized,
-                    "a valid token is required: metadata authorization: Bearer <token>",
+                    crate::auth::token_refused(sent.is_some(), crate::auth::GRPC_TOKEN),
                 ))
             })
     }
