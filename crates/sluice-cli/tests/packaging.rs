@@ -1,0 +1,166 @@
+//! The release archive as a user gets it (issue 31): `scripts/release-archive` packs this
+//! build's binary (`SLUICE_RELEASE_BINARY`, so the test needs no release build), the archive
+//! unpacks to the binary, LICENSE, README, CHANGELOG, the reference config and the systemd unit,
+//! is the same bytes when packed twice, and the unpacked binary starts a server with the
+//! shipped config. The unit passes `systemd-analyze verify` (with `CI` set it must be there).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Packs `binary` into `dist`; the archive's path.
+fn pack(binary: &Path, dist: &Path) -> PathBuf {
+    let out = Command::new(root().join("scripts/release-archive"))
+        .env("SLUICE_RELEASE_BINARY", binary)
+        .env("SLUICE_DIST", dist)
+        .output()
+        .expect("run scripts/release-archive");
+    assert!(out.status.success(), "{out:?}");
+    let printed = String::from_utf8(out.stdout).unwrap();
+    PathBuf::from(printed.trim())
+}
+
+fn run(command: &mut Command) -> String {
+    let out = command
+        .output()
+        .unwrap_or_else(|e| panic!("{command:?}: {e}"));
+    assert!(out.status.success(), "{command:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn the_release_archive_unpacks_to_a_server_that_starts() {
+    let work = tempfile::tempdir().unwrap();
+    let archive = pack(
+        Path::new(env!("CARGO_BIN_EXE_sluice")),
+        &work.path().join("one"),
+    );
+    let name = archive
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .strip_suffix(".tar.gz")
+        .unwrap()
+        .to_owned();
+    let version = env!("CARGO_PKG_VERSION");
+    assert!(name.starts_with(&format!("sluice-{version}-")), "{name}");
+    // Reproducible: the same files give the same bytes (a small stand-in binary, twice, so
+    // the test does not compress this build's 170 MiB debug binary again).
+    let small = work.path().join("small-binary");
+    std::fs::write(&small, b"#!/bin/sh\n").unwrap();
+    let first = pack(&small, &work.path().join("two"));
+    let first = std::fs::read(first).unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    let second = pack(&small, &work.path().join("three"));
+    assert_eq!(
+        first,
+        std::fs::read(second).unwrap(),
+        "packing the same files twice gives the same archive"
+    );
+    let sums = std::fs::read_to_string(archive.with_extension("gz.sha256")).unwrap();
+    assert!(sums.ends_with(&format!("  {name}.tar.gz\n")), "{sums}");
+
+    let listed = run(Command::new("tar").arg("-tzf").arg(&archive));
+    let mut files: Vec<&str> = listed.lines().collect();
+    files.sort_unstable();
+    let expected: Vec<String> = [
+        "",
+        "CHANGELOG.md",
+        "LICENSE",
+        "README.md",
+        "config.default.toml",
+        "sluice",
+        "sluice.service",
+    ]
+    .iter()
+    .map(|file| format!("{name}/{file}"))
+    .collect();
+    assert_eq!(files, expected);
+
+    let unpacked = work.path().join("unpacked");
+    std::fs::create_dir(&unpacked).unwrap();
+    run(Command::new("tar")
+        .arg("-xzf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(&unpacked));
+    let dir = unpacked.join(&name);
+    let binary = dir.join("sluice");
+    let shown = run(Command::new(&binary).arg("--version"));
+    assert!(
+        shown.starts_with(&format!("sluice {version} (commit ")),
+        "{shown}"
+    );
+
+    // It starts with the shipped config and answers /readyz.
+    let data = work.path().join("data");
+    let mut server = Command::new(&binary)
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(dir.join("config.default.toml"))
+        .arg("--data")
+        .arg(&data)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the unpacked server");
+    let mut line = String::new();
+    let stdout = server.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut line = String::new();
+        std::io::BufReader::new(stdout).read_line(&mut line).ok();
+        line
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !reader.is_finished() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if reader.is_finished() {
+        line = reader.join().unwrap();
+    }
+    server.kill().ok();
+    server.wait().ok();
+    assert!(line.contains("sluice listening on"), "ready line: {line:?}");
+
+    verify_unit(&dir.join("sluice.service"), &binary, work.path());
+}
+
+/// `systemd-analyze verify` of the unit, its `ExecStart` pointed at `binary`.
+fn verify_unit(unit: &Path, binary: &Path, work: &Path) {
+    if Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "systemd-analyze (package systemd) checks the unit"
+        );
+        eprintln!("skipped: no systemd-analyze to verify the unit");
+        return;
+    }
+    let text = std::fs::read_to_string(unit).unwrap();
+    for setting in [
+        "DynamicUser=yes",
+        "StateDirectory=sluice",
+        "ProtectSystem=strict",
+        "NoNewPrivileges=yes",
+    ] {
+        assert!(text.lines().any(|line| line == setting), "{setting}");
+    }
+    let local = text.replace("/usr/local/bin/sluice", binary.to_str().unwrap());
+    let copy = work.join("sluice.service");
+    std::fs::write(&copy, local).unwrap();
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&copy)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && said.trim().is_empty(), "{said}");
+}
