@@ -129,6 +129,10 @@ enum Command {
     /// Cancel a message that has not been delivered yet, by message id or idempotency key (--id).
     #[command(after_help = cmd_cancel::EXIT_CODES)]
     Cancel(cmd_cancel::CancelArgs),
+    /// Ask the server whether it takes new messages (GET /readyz): exit 0 when it does, 1 when
+    /// not (disk full, writes stopped, shutting down) or unreachable, whatever the cause. For
+    /// health checks, such as the container image's, which has no curl.
+    Ready,
 }
 
 /// `sluice bench`'s flags (the `sluice-bench` crate's), and the token flags under their own ids,
@@ -308,6 +312,20 @@ async fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
         Command::Status(args) => cmd_message::status(&client()?, args, json).await,
         Command::Deliveries(args) => cmd_message::deliveries(&client()?, args, json).await,
         Command::Browse(args) => cmd_browse::run(&client()?, args, json).await,
+        Command::Ready => {
+            // Any failure is 1, the one code a container health check reads as unhealthy.
+            let answer = match client()?.readyz().await {
+                Ok(answer) => answer,
+                Err(error) => {
+                    eprintln!("error: not ready: {error}");
+                    return Err(Exit(1).into());
+                }
+            };
+            if json {
+                return output::json(&answer);
+            }
+            output::line(format_args!("ready: {}", answer.status))
+        }
     }
 }
 

@@ -273,6 +273,19 @@ fn an_unreachable_server_is_an_error_naming_the_cause() {
     assert!(out.stderr.contains("127.0.0.1:1"), "{out:?}");
 }
 
+/// `sluice ready`: the health check of the container image (which has no curl).
+#[test]
+fn ready_exits_0_when_the_server_is_ready_and_1_when_unreachable() {
+    let server = Server::start();
+    let ready = server.sluice(&["ready"]);
+    ready.assert_success();
+    assert_eq!(ready.stdout.trim(), "ready: ok");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    command.args(["--url", "http://127.0.0.1:1", "ready"]);
+    let out = run(command, None);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+}
+
 #[test]
 fn a_paused_queue_delivers_nothing_until_resumed() {
     let server = Server::start();

@@ -3,6 +3,13 @@
 //! unpacks to the binary, LICENSE, README, CHANGELOG, the reference config and the systemd unit,
 //! is the same bytes when packed twice, and the unpacked binary starts a server with the
 //! shipped config. The unit passes `systemd-analyze verify` (with `CI` set it must be there).
+//! The container image cannot be built here (no Docker daemon, no image registry): its
+//! Dockerfile is checked by hadolint and the Kubernetes manifests by kubernetes-validate against
+//! the API's schemas, and the health check the image runs (`sluice ready`) by `tests/cli.rs`.
+
+#[allow(dead_code)]
+#[path = "it/support/python.rs"]
+mod python;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -163,4 +170,51 @@ fn verify_unit(unit: &Path, binary: &Path, work: &Path) {
         .unwrap();
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success() && said.trim().is_empty(), "{said}");
+}
+
+#[test]
+fn the_dockerfile_and_the_kubernetes_manifests_validate() {
+    let venv = python::venv_python("packaging-checks", "requirements-packaging.txt");
+    let Some(python) = python::or_skip(venv, "hadolint and kubernetes-validate") else {
+        return;
+    };
+    let bin = python.parent().unwrap();
+    let dockerfile = root().join("packaging/Dockerfile");
+    let out = Command::new(bin.join("hadolint"))
+        .arg(&dockerfile)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "hadolint: {out:?}");
+    let text = std::fs::read_to_string(&dockerfile).unwrap();
+    let last_stage = text.rsplit("\nFROM ").next().unwrap();
+    for line in [
+        "gcr.io/distroless/cc-debian12:nonroot",
+        "USER 65532:65532",
+        "VOLUME [\"/var/lib/sluice\"]",
+        "CMD [\"/usr/local/bin/sluice\", \"--url\", \"http://127.0.0.1:7566\", \"ready\"]",
+    ] {
+        assert!(last_stage.contains(line), "the image's stage has {line}");
+    }
+
+    let manifests = ["single-node.yaml", "postgres.yaml"]
+        .map(|name| root().join("packaging/kubernetes").join(name));
+    let out = Command::new(bin.join("kubernetes-validate"))
+        .arg("--strict")
+        .args(&manifests)
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !said.contains("ERROR"), "{said}");
+    for manifest in &manifests {
+        let text = std::fs::read_to_string(manifest).unwrap();
+        for setting in [
+            "runAsNonRoot: true",
+            "readOnlyRootFilesystem: true",
+            "path: /readyz",
+            "secretKeyRef",
+        ] {
+            assert!(text.contains(setting), "{}: {setting}", manifest.display());
+        }
+    }
 }
