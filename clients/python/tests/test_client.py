@@ -325,6 +325,19 @@ def test_an_unreachable_server_is_status_0() -> None:
     assert (error.value.status, error.value.code) == (0, "unreachable")
 
 
+def test_a_server_that_does_not_answer_in_time_is_status_0_code_timeout() -> None:
+    # A listening socket that never accepts: the connection is made, no answer comes.
+    import socket
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(1)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        with Client(url, timeout=0.3) as client, pytest.raises(SluiceError) as error:
+            client.health()
+    assert (error.value.status, error.value.code) == (0, "timeout")
+
+
 def test_the_url_and_token_come_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, sluice_server: SluiceServer
 ) -> None:

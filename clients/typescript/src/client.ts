@@ -575,7 +575,7 @@ export class SluiceClient {
       if (!(cause instanceof NoAnswer)) throw cause;
       throw new SluiceError({
         status: 0,
-        code: cause.timedOut ? "timeout" : "network",
+        code: cause.timedOut ? "timeout" : "unreachable",
         message: cause.timedOut
           ? `${method} ${path}: no answer within ${this.#timeoutMs + longPollMs} ms`
           : `${method} ${path}: ${cause.message}`,

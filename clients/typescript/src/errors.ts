@@ -47,9 +47,10 @@ export type ErrorCode =
   | "queue_full"
   | "storage_failed"
   | "disk_full"
-  // What the SDK itself reports when no answer came (the server was unreachable, the request
-  // was aborted or timed out): status 0.
-  | "network"
+  // What the SDK itself reports when no answer came, with status 0 (the same codes as the
+  // Python SDK; docs/http-api.md, "Errors the clients add"): no connection, or it broke
+  // (`unreachable`), or no answer within the timeout (`timeout`).
+  | "unreachable"
   | "timeout"
   // A backend that cannot start as configured (SQS without a region or credentials): status 0.
   | "configuration";
@@ -88,8 +89,12 @@ export class SluiceError extends Error {
     this.retryAfter = init.retryAfter;
   }
 
-  /** True for a failure that may pass when tried again: 5xx, 408, 429 and no answer at all. */
+  /**
+   * True for a failure that may pass when tried again: 5xx, 408, 429 and no answer at all (but
+   * not a backend that cannot start as configured: trying again changes nothing).
+   */
   get isTransient(): boolean {
+    if (this.code === "configuration") return false;
     return this.status === 0 || this.status === 408 || this.status === 429 || this.status >= 500;
   }
 }

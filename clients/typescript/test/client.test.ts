@@ -407,9 +407,9 @@ describe.skipIf(sluiceUrl === "")("alerts", () => {
 });
 
 describe("client without an answer", () => {
-  it("an unreachable server is status 0, code network", async () => {
+  it("an unreachable server is status 0, code unreachable (as in Python)", async () => {
     const error = await failure(new SluiceClient({ url: "http://127.0.0.1:9" }).health());
-    expect(error).toMatchObject({ status: 0, code: "network" });
+    expect(error).toMatchObject({ status: 0, code: "unreachable" });
     expect(error.isTransient).toBe(true);
   });
 

@@ -95,7 +95,7 @@ describe("effect", () => {
     expect(Either.isLeft(unreachable) && unreachable.left).toMatchObject({
       _tag: "SluiceFailure",
       status: 0,
-      code: "network",
+      code: "unreachable",
     });
   });
 

@@ -71,6 +71,7 @@ describe("SqsBackend with only an endpoint", () => {
       expect(error).toBeInstanceOf(SluiceError);
       expect((error as SluiceError).code).toBe("configuration");
       expect((error as SluiceError).message).toMatch(/AWS_REGION/);
+      expect((error as SluiceError).isTransient).toBe(false);
     } finally {
       await backend.close();
     }

@@ -92,8 +92,10 @@ def error_of(response: httpx.Response) -> SluiceError:
 
 
 def unreachable(error: httpx.HTTPError) -> SluiceError:
-    """A request that got no answer."""
-    return SluiceError(0, "unreachable", f"{type(error).__name__}: {error}")
+    """A request that got no answer: `timeout` when none came in time, else `unreachable` (no
+    connection, or it broke); the same codes as the TypeScript SDK."""
+    code = "timeout" if isinstance(error, httpx.TimeoutException) else "unreachable"
+    return SluiceError(0, code, f"{type(error).__name__}: {error}")
 
 
 def _retry_after(value: str | None) -> float | None:

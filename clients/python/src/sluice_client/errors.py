@@ -11,8 +11,8 @@ class SluiceError(Exception):
 
     `code` is the server's stable code (docs/http-api.md, "Errors"): `queue_not_found`,
     `stale_receipt`, `queue_full`, ... A code this version does not know is kept as sent; sort it
-    by `status`. A request that got no answer (connection refused, timed out) has `status` 0 and
-    `code` `"unreachable"`.
+    by `status`. A request that got no answer has `status` 0 and `code` `"unreachable"` (no
+    connection, or it broke) or `"timeout"` (none within the client's timeout).
     """
 
     def __init__(

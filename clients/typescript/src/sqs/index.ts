@@ -703,7 +703,7 @@ function sqsError(error: unknown): unknown {
   } else if (status >= 500) {
     code = "unavailable";
   } else if (status === 0) {
-    code = "network";
+    code = "unreachable";
   } else {
     code = "invalid_field";
     mapped = status === 400 ? 422 : status;
