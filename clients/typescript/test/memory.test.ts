@@ -2,7 +2,9 @@
  * Rules of the memory backend beyond the shared scenarios, on its manual clock: each one is a
  * rule sluice keeps (docs/semantics.md), so a test written against memory holds on sluice.
  */
+import { getEventListeners } from "node:events";
 import { describe, expect, it } from "vitest";
+import { SystemClock } from "../src/clock.js";
 import { SluiceError } from "../src/index.js";
 import { ManualClock, MemoryBackend } from "../src/memory/index.js";
 
@@ -13,6 +15,20 @@ async function fresh(options = {}) {
 }
 
 describe("memory backend", () => {
+  it("leaves no listener on the caller's signal after each wait (issue 31)", async () => {
+    const backend = new MemoryBackend({ clock: new SystemClock() });
+    await backend.ensureQueue("q");
+    const controller = new AbortController();
+    for (let i = 0; i < 20; i++) {
+      expect(await backend.receive("q", { waitMs: 1, signal: controller.signal })).toEqual([]);
+    }
+    expect(getEventListeners(controller.signal, "abort")).toHaveLength(0);
+    // An abort still ends a wait at once.
+    const waiting = backend.receive("q", { waitMs: 60_000, signal: controller.signal });
+    controller.abort(new Error("stopped"));
+    await expect(waiting).rejects.toThrow("stopped");
+  });
+
   it("delivers higher priority first, then in enqueue order", async () => {
     const backend = await fresh();
     await backend.enqueue("q", [

@@ -452,6 +452,10 @@ export class MemoryBackend implements Backend {
       if (message.state === "delayed") next = Math.min(next, message.visibleAt);
       if (message.state === "in_flight") next = Math.min(next, message.leaseExpiresAt);
     }
+    // One listener on the caller's signal, removed when the wait ends: a worker's signal lives
+    // as long as the worker and sees one wait after another (a listener per wait left behind
+    // grew without bound). The wait itself listens on `stop`, which is its own.
+    if (signal?.aborted) throw signal.reason;
     const stop = new AbortController();
     const abort = () => stop.abort(signal?.reason);
     signal?.addEventListener("abort", abort, { once: true });
@@ -459,10 +463,15 @@ export class MemoryBackend implements Backend {
       await new Promise<void>((resolve, reject) => {
         const waiter: Waiter = () => resolve();
         state.waiters.add(waiter);
-        stop.signal.addEventListener("abort", () => state.waiters.delete(waiter), { once: true });
+        stop.signal.addEventListener(
+          "abort",
+          () => {
+            state.waiters.delete(waiter);
+            reject(stop.signal.reason);
+          },
+          { once: true },
+        );
         this.clock.sleep(Math.max(0, next - now), stop.signal).then(resolve, () => {});
-        if (signal?.aborted) reject(signal.reason);
-        signal?.addEventListener("abort", () => reject(signal.reason), { once: true });
       });
     } finally {
       signal?.removeEventListener("abort", abort);
