@@ -23,6 +23,7 @@ let handled = 0;
 const queue = new Queue<{ n: number; pad: string }>({
   name,
   backend,
+  create: true,
   concurrency,
   execute: () => {
     handled++;

@@ -37,6 +37,7 @@ async function charge(orderId: number): Promise<void> {
 const orders = new Queue({
   name: `orders-${process.pid}`,
   backend: new SluiceBackend(),
+  create: true,
   schema: Order,
   concurrency: 4,
   retry: {

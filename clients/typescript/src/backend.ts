@@ -208,6 +208,8 @@ export interface Backend {
   readonly clock: Clock;
   /** Creates the queue (and its dead-letter queue) if it does not exist. */
   ensureQueue(queue: string, options?: QueueOptions): Promise<void>;
+  /** Whether the queue exists; creates nothing. */
+  queueExists(queue: string): Promise<boolean>;
   /** Stores messages durably; one result per message, in order. */
   enqueue(queue: string, messages: OutgoingMessage[]): Promise<Enqueued[]>;
   /** Leases up to `max` messages, waiting up to `waitMs` for the first. */

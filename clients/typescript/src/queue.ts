@@ -15,6 +15,7 @@ import type {
   QueueOptions,
   QueueStats,
 } from "./backend.js";
+import { SluiceError } from "./errors.js";
 import { type RetryOptions, checkRetry } from "./retry.js";
 import { SluiceBackend } from "./sluice-backend.js";
 import { type StandardSchemaV1, validate } from "./standard-schema.js";
@@ -137,7 +138,13 @@ export interface QueueConfig<Input, Output> {
   /** Runs when the queue has emptied after this worker processed events. */
   onEmpty?: (ctx: EmptyContext) => unknown;
   /**
-   * How the queue is created if missing (or updated, on sluice). `maxAttempts` defaults to the
+   * Create the queue, with the `queue` settings, when it does not exist. Default false: a
+   * missing queue is a `queue_not_found` error, so a typo in a name makes no queue. Either way
+   * an existing queue's settings are changed only by an explicit {@link Queue.ensure}.
+   */
+  create?: boolean;
+  /**
+   * The settings `create` and {@link Queue.ensure} give the queue. `maxAttempts` defaults to the
    * retry policy's when that is given, so the broker gives up no sooner than the policy.
    */
   queue?: QueueOptions;
@@ -177,15 +184,47 @@ export class Queue<Input = unknown, Output = Input> {
     this.config = config;
   }
 
-  /** Creates the queue on its backend if missing (once; every operation calls it first). */
+  /**
+   * Creates the queue on its backend with the `queue` settings, or updates an existing one's
+   * (on sluice): the explicit call that changes a queue. Operations call {@link Queue.open}.
+   */
   ensure(): Promise<void> {
     // The policy's attempts are set on the queue only when given, so that opening an existing
     // queue with the defaults does not change its settings.
     const maxAttempts = this.config.retry?.maxAttempts;
-    this.#ready ??= this.backend
+    this.#ready = this.backend
       .ensureQueue(this.name, {
         ...(maxAttempts === undefined ? {} : { maxAttempts }),
         ...this.config.queue,
+      })
+      .catch((error: unknown) => {
+        this.#ready = undefined;
+        throw error;
+      });
+    return this.#ready;
+  }
+
+  /**
+   * What every operation does first, once: checks that the queue exists, or with `create`
+   * creates it when missing. Rejects with `queue_not_found` for a queue that does not exist.
+   */
+  open(): Promise<void> {
+    this.#ready ??= this.backend
+      .queueExists(this.name)
+      .then(async (exists) => {
+        if (exists) return;
+        if (!this.config.create) {
+          throw new SluiceError({
+            status: 404,
+            code: "queue_not_found",
+            message: `queue ${JSON.stringify(this.name)} does not exist: create it (sluice queue create ${this.name}, or queue.ensure()), or pass create: true`,
+          });
+        }
+        const maxAttempts = this.config.retry?.maxAttempts;
+        await this.backend.ensureQueue(this.name, {
+          ...(maxAttempts === undefined ? {} : { maxAttempts }),
+          ...this.config.queue,
+        });
       })
       .catch((error: unknown) => {
         this.#ready = undefined;
@@ -217,7 +256,7 @@ export class Queue<Input = unknown, Output = Input> {
         ),
       );
     }
-    await this.ensure();
+    await this.open();
     const results = await this.backend.enqueue(
       this.name,
       envelopes.map((item) => ({ body: item.event, ...item.options })),
@@ -250,19 +289,19 @@ export class Queue<Input = unknown, Output = Input> {
 
   /** The queue's numbers. */
   async stats(): Promise<QueueStats> {
-    await this.ensure();
+    await this.open();
     return this.backend.stats(this.name);
   }
 
   /** Stops deliveries of the queue for every consumer; enqueues are still stored. */
   async pause(): Promise<void> {
-    await this.ensure();
+    await this.open();
     await this.backend.setPaused(this.name, true);
   }
 
   /** Starts deliveries of the queue again. */
   async resume(): Promise<void> {
-    await this.ensure();
+    await this.open();
     await this.backend.setPaused(this.name, false);
   }
 
@@ -274,7 +313,7 @@ export class Queue<Input = unknown, Output = Input> {
     event: string | MessageRef,
     options: { reason?: string } = {},
   ): Promise<CancelResult & { reason: string | undefined }> {
-    await this.ensure();
+    await this.open();
     const ref = typeof event === "string" ? { messageId: event } : event;
     const result = await this.backend.cancel(this.name, ref, options.reason);
     return { ...result, reason: options.reason };
@@ -282,13 +321,13 @@ export class Queue<Input = unknown, Output = Input> {
 
   /** Waits until nothing is ready, delayed or in flight, or `timeoutMs` (default 30 s). */
   async drain(options: { timeoutMs?: number } = {}): Promise<{ drained: boolean }> {
-    await this.ensure();
+    await this.open();
     return { drained: await this.backend.drain(this.name, options.timeoutMs ?? 30_000) };
   }
 
   /** Where an event is now; undefined when unknown. */
   async get(event: string | MessageRef): Promise<MessageInfo | undefined> {
-    await this.ensure();
+    await this.open();
     return this.backend.get(this.name, typeof event === "string" ? { messageId: event } : event);
   }
 
@@ -300,7 +339,7 @@ export class Queue<Input = unknown, Output = Input> {
 
   /** The queue's dead letters, newest first. */
   async deadLetters(limit?: number): Promise<DeadLetter[]> {
-    await this.ensure();
+    await this.open();
     return this.backend.deadLetters(this.name, limit);
   }
 }

@@ -79,6 +79,16 @@ export class SluiceBackend implements Backend {
     await this.client.putQueue(queue, spec);
   }
 
+  async queueExists(queue: string): Promise<boolean> {
+    try {
+      await this.client.getQueue(queue);
+      return true;
+    } catch (error) {
+      if (error instanceof SluiceError && error.code === "queue_not_found") return false;
+      throw error;
+    }
+  }
+
   async enqueue(queue: string, messages: OutgoingMessage[]): Promise<Enqueued[]> {
     if (messages.length === 1 && messages[0] !== undefined) {
       return [enqueuedOf(await this.client.enqueue(queue, toWire(messages[0])))];

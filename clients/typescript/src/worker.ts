@@ -295,7 +295,7 @@ export class Worker<Input, Output> {
   async #fetch(): Promise<void> {
     const signal = this.#stopping.signal;
     try {
-      await this.#queue.ensure();
+      await this.#queue.open();
     } catch (error) {
       this.#options.logger.warn(`sluice worker: cannot open ${this.#queue.name}: ${error}`);
     }

@@ -28,6 +28,7 @@ describe("effect", () => {
     const ledger = { charged: [] as number[] };
     const OrdersLive = SluiceEffect.layer(Orders, {
       name: "orders",
+      create: true,
       backend,
       concurrency: 2,
       worker: { handleSignals: false, logger: quiet, pollWaitMs: 100 },
@@ -63,6 +64,7 @@ describe("effect", () => {
       Effect.gen(function* () {
         const orders = yield* SluiceEffect.make({
           name: "strict",
+          create: true,
           backend,
           schema: Strict,
           concurrency: 1,
@@ -75,8 +77,11 @@ describe("effect", () => {
     const missing = await Effect.runPromise(
       Effect.either(
         SluiceEffect.fromQueue(
-          (await Effect.runPromise(SluiceEffect.make({ name: "there", backend, concurrency: 1 })))
-            .queue,
+          (
+            await Effect.runPromise(
+              SluiceEffect.make({ name: "there", backend, create: true, concurrency: 1 }),
+            )
+          ).queue,
         ).cancel("no-such-id"),
       ),
     );
@@ -87,6 +92,7 @@ describe("effect", () => {
       Effect.either(
         SluiceEffect.make({
           name: "nowhere",
+          create: true,
           backend: new SluiceBackend({ url: "http://127.0.0.1:9", timeoutMs: 2000 }),
           concurrency: 1,
         }),
@@ -106,6 +112,7 @@ describe("effect", () => {
       Effect.gen(function* () {
         const orders = yield* SluiceEffect.make<Order, Order>({
           name: "fiber",
+          create: true,
           backend,
           concurrency: 1,
           worker: { handleSignals: false, logger: quiet, pollWaitMs: 100 },
@@ -131,6 +138,7 @@ describe("effect", () => {
       Effect.gen(function* () {
         const orders = yield* SluiceEffect.make<Order, Order, CardDeclined>({
           name: "declines",
+          create: true,
           backend,
           concurrency: 1,
           retry: {
@@ -171,6 +179,7 @@ describe("effect", () => {
         Effect.gen(function* () {
           const queue = yield* SluiceEffect.make({
             name: `tse_${Math.random().toString(36).slice(2, 10)}`,
+            create: true,
             backend: sqs,
             concurrency: 1,
           });

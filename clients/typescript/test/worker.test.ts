@@ -9,6 +9,7 @@ import {
   type Backend,
   Queue,
   type QueueConfig,
+  SluiceBackend,
   UnsupportedError,
   ValidationError,
   type WorkerReport,
@@ -47,6 +48,7 @@ function queueOn<I, O>(
   const queue = new Queue<I, O>({
     name: config.name ?? name("q"),
     backend,
+    create: true,
     ...config,
     worker: { pollWaitMs: 200, handleSignals: false, logger: quiet, ...config.worker },
   });
@@ -67,6 +69,38 @@ for (const backendCase of backendCases()) {
       cleanups.unshift(() => opened.close());
       return backend;
     }
+
+    it("a missing queue is queue_not_found and nothing creates it unless asked (issue 31)", async () => {
+      await open();
+      const typo = name("ordres");
+      const queue = new Queue({ name: typo, backend, concurrency: 1 });
+      await expect(queue.enqueue({ n: 1 })).rejects.toMatchObject({ code: "queue_not_found" });
+      await expect(queue.stats()).rejects.toMatchObject({ code: "queue_not_found" });
+      expect(await backend.queueExists(typo)).toBe(false);
+      // Asked: created on first use, and once it exists opening it changes nothing.
+      const made = new Queue({
+        name: typo,
+        backend,
+        create: true,
+        concurrency: 1,
+        queue: { maxAttempts: 3 },
+      });
+      cleanups.push(() => made.delete().catch(() => {}));
+      await made.enqueue({ n: 1 });
+      expect(await backend.queueExists(typo)).toBe(true);
+      if (backend instanceof SluiceBackend) {
+        const other = new Queue({
+          name: typo,
+          backend,
+          create: true,
+          concurrency: 1,
+          queue: { maxAttempts: 9 },
+        });
+        await other.enqueue({ n: 2 });
+        const shown = await backend.client.getQueue(typo);
+        expect(shown.config.max_attempts).toBe(3);
+      }
+    });
 
     it("enqueue answers eventId, position and created; a repeated id stores nothing", async () => {
       await open();

@@ -162,7 +162,7 @@ export function make<Input, Output, E = never, R = never>(
       ...(onDeadLetter === undefined ? {} : { onDeadLetter: (ctx) => run(onDeadLetter(ctx)) }),
       ...(onEmpty === undefined ? {} : { onEmpty: (ctx) => run(onEmpty(ctx)) }),
     });
-    yield* attempt(() => queue.ensure());
+    yield* attempt(() => queue.open());
     return fromQueue(queue);
   });
 }

@@ -101,6 +101,10 @@ export class MemoryBackend implements Backend {
     this.#queues.set(queue, newQueue(queue, options, dlq));
   }
 
+  async queueExists(queue: string): Promise<boolean> {
+    return this.#queues.has(queue);
+  }
+
   async enqueue(queue: string, messages: OutgoingMessage[]): Promise<Enqueued[]> {
     const state = this.#queue(queue);
     const now = this.clock.now();

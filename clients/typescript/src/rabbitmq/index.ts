@@ -141,6 +141,20 @@ export class RabbitMqBackend implements Backend {
     this.#maxAttempts.set(queue, options.maxAttempts ?? 5);
   }
 
+  async queueExists(queue: string): Promise<boolean> {
+    // A passive declare of a missing queue closes its channel (404): a channel of its own.
+    const channel = await this.#guard(this.#connection.createChannel());
+    channel.on("error", () => {});
+    try {
+      await this.#guard(channel.checkQueue(queue));
+      await channel.close();
+      return true;
+    } catch (error) {
+      if (error instanceof SluiceError && error.code === "queue_not_found") return false;
+      throw error;
+    }
+  }
+
   async enqueue(queue: string, messages: OutgoingMessage[]): Promise<Enqueued[]> {
     for (const message of messages) {
       if ((message.priority ?? 0) !== 0) {

@@ -491,6 +491,16 @@ export class SqsBackend implements Backend {
     this.client.destroy();
   }
 
+  async queueExists(queue: string): Promise<boolean> {
+    try {
+      await this.#meta(queue);
+      return true;
+    } catch (error) {
+      if (error instanceof SluiceError && error.code === "queue_not_found") return false;
+      throw error;
+    }
+  }
+
   /** The queue's URLs and settings: from `ensureQueue`, else looked up once. */
   async #meta(queue: string): Promise<QueueMeta> {
     const known = this.#queues.get(queue);
