@@ -81,7 +81,7 @@ def batches(count: int) -> list[list[PushItem]]:
 
 
 def run_sync(name: str, count: int, concurrency: int, timeout: float) -> tuple[int, float]:
-    queue = SluiceQueue(name)
+    queue = SluiceQueue(name, create=True)
     work = batches(count)
     handled = 0
     lock = threading.Lock()
@@ -116,7 +116,7 @@ def run_sync(name: str, count: int, concurrency: int, timeout: float) -> tuple[i
 
 
 async def run_async(name: str, count: int, concurrency: int, timeout: float) -> tuple[int, float]:
-    queue = AsyncSluiceQueue(name)
+    queue = AsyncSluiceQueue(name, create=True)
     work = batches(count)
     handled = 0
     all_handled = asyncio.Event()

@@ -33,7 +33,9 @@ class PaymentTimeout(Exception):
 
 
 def main() -> int:
-    queue = SluiceQueue(f"orders-{os.urandom(3).hex()}", options=QueueOptions(max_attempts=3))
+    queue = SluiceQueue(
+        f"orders-{os.urandom(3).hex()}", options=QueueOptions(max_attempts=3), create=True
+    )
     orders = [
         {"order": 1, "card": "ok"},
         {"order": 2, "card": "flaky"},

@@ -68,9 +68,13 @@ class Harness:
             server: SluiceServer = request.getfixturevalue("sluice_server")
             self.memory = None
             if flavor == "async":
-                self.async_queue = AsyncSluiceQueue(name, url=server.url, options=self.options)
+                self.async_queue = AsyncSluiceQueue(
+                    name, url=server.url, options=self.options, create=True
+                )
             else:
-                self.sync_queue = SluiceQueue(name, url=server.url, options=self.options)
+                self.sync_queue = SluiceQueue(
+                    name, url=server.url, options=self.options, create=True
+                )
         self.worker: Any = None
         self._lock = threading.Lock()
         self.running = 0

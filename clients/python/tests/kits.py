@@ -81,13 +81,15 @@ def make_kit(name: str, request: pytest.FixtureRequest) -> Kit:
                 name,
                 "sluice",
                 lambda queue, options: _threaded(
-                    SluiceQueue(queue, url=server.url, options=options)
+                    SluiceQueue(queue, url=server.url, options=options, create=True)
                 ),
             )
         return Kit(
             name,
             "sluice",
-            lambda queue, options: AsyncSluiceQueue(queue, url=server.url, options=options),
+            lambda queue, options: AsyncSluiceQueue(
+                queue, url=server.url, options=options, create=True
+            ),
         )
     if name == "sqs":
         server = request.getfixturevalue("sluice_server")
@@ -97,7 +99,9 @@ def make_kit(name: str, request: pytest.FixtureRequest) -> Kit:
         return Kit(
             name,
             "sqs",
-            lambda queue, options: _threaded(SQSQueue(queue, client=client, options=options)),
+            lambda queue, options: _threaded(
+                SQSQueue(queue, client=client, options=options, create=True)
+            ),
         )
     if name in ("rabbitmq", "rabbitmq-async"):
         url: str = request.getfixturevalue("rabbitmq")
@@ -107,12 +111,14 @@ def make_kit(name: str, request: pytest.FixtureRequest) -> Kit:
             return Kit(
                 name,
                 "rabbitmq",
-                lambda queue, options: _threaded(RabbitMQQueue(queue, url=url, options=options)),
+                lambda queue, options: _threaded(
+                    RabbitMQQueue(queue, url=url, options=options, create=True)
+                ),
             )
         return Kit(
             name,
             "rabbitmq",
-            lambda queue, options: AsyncRabbitMQQueue(queue, url=url, options=options),
+            lambda queue, options: AsyncRabbitMQQueue(queue, url=url, options=options, create=True),
         )
     raise ValueError(f"no kit {name}")
 

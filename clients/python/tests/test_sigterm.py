@@ -31,7 +31,7 @@ CHILD = textwrap.dedent(
 
 def test_sigterm_lets_the_running_handler_finish(sluice_server: SluiceServer) -> None:
     name = unique("sigterm")
-    queue = SluiceQueue(name, url=sluice_server.url)
+    queue = SluiceQueue(name, url=sluice_server.url, create=True)
     for n in range(4):
         queue.push({"n": n})
     child = subprocess.Popen(

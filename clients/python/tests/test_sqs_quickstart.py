@@ -37,7 +37,7 @@ def test_an_endpoint_is_all_the_sqs_queue_needs(
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     name = f"sqs-quick-{time.monotonic_ns()}"
-    queue = SQSQueue(name, endpoint_url=sluice_server.url)
+    queue = SQSQueue(name, endpoint_url=sluice_server.url, create=True)
     try:
         queue.push({"order_id": 7})
         task = queue.pop(wait=2.0)

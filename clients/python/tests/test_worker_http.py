@@ -65,7 +65,7 @@ def test_the_worker_batches_receives_and_coalesces_acks_on_the_wire(
 
 def run_sync(name: str, wire: Wire, url: str) -> int:
     http = httpx.Client(base_url=url, event_hooks={"request": [wire.see]})
-    queue = SluiceQueue(name, client=Client(url, http=http))
+    queue = SluiceQueue(name, client=Client(url, http=http), create=True)
     queue.push_many([PushItem({"n": n}) for n in range(EVENTS)])
 
     def handler(ctx: Context[Any]) -> None:
@@ -86,7 +86,7 @@ async def run_async(name: str, wire: Wire, url: str) -> int:
         wire.see(request)
 
     http = httpx.AsyncClient(base_url=url, event_hooks={"request": [see]})
-    queue = AsyncSluiceQueue(name, client=AsyncClient(url, http=http))
+    queue = AsyncSluiceQueue(name, client=AsyncClient(url, http=http), create=True)
     await queue.push_many([PushItem({"n": n}) for n in range(EVENTS)])
 
     async def handler(ctx: Context[Any]) -> None:

@@ -65,6 +65,9 @@ class ThreadedAsyncQueue:
     async def ensure(self) -> None:
         await self._run(self.sync.ensure)
 
+    async def open(self) -> None:
+        await self._run(self.sync.open)
+
     async def push(
         self,
         payload: Any,

@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 import aio_pika
+import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobustConnection
 
 from ..errors import LeaseLost
@@ -32,6 +33,7 @@ from .base import (
     QueueStats,
     Task,
     ack_each_async,
+    missing_queue,
     refuse_next_steps,
 )
 
@@ -46,8 +48,11 @@ class AsyncRabbitMQQueue:
         url: str | None = None,
         options: QueueOptions | None = None,
         consumer_timeout: float = plan.CONSUMER_TIMEOUT_S,
+        create: bool = False,
     ) -> None:
         self.options = options or QueueOptions()
+        self.create = create
+        """Declare the queue and its dead-letter queue when missing (else `queue_not_found`)."""
         plan.check_options(self.options, consumer_timeout)
         self._name = name
         self.url = url or os.environ.get("RABBITMQ_URL") or plan.DEFAULT_URL
@@ -87,15 +92,30 @@ class AsyncRabbitMQQueue:
         self._declared = False
         return self._channel
 
-    async def _ready(self) -> AbstractChannel:
+    async def _ready(self, declare: bool = False) -> AbstractChannel:
         channel = await self._open()
-        if not self._declared:
+        if self._declared:
+            return channel
+        if declare or self.create:
             await channel.declare_queue(self._name, durable=True)
             await channel.declare_queue(plan.dead_letter_queue(self._name), durable=True)
-            self._declared = True
+        else:
+            # A passive declare of a missing queue closes the channel with 404.
+            try:
+                await channel.declare_queue(self._name, passive=True)
+                await channel.declare_queue(plan.dead_letter_queue(self._name), passive=True)
+            except aiormq.exceptions.ChannelNotFoundEntity as error:
+                self._channel = None
+                raise missing_queue(self._name) from error
+        self._declared = True
         return channel
 
     async def ensure(self) -> None:
+        async with self._lock:
+            self._declared = False
+            await self._ready(declare=True)
+
+    async def open(self) -> None:
         async with self._lock:
             await self._ready()
 

@@ -28,6 +28,7 @@ from .base import (
     QueueStats,
     Task,
     check_exactly_one,
+    missing_queue,
 )
 from .sluice import max_wait
 
@@ -36,8 +37,9 @@ class AsyncSluiceQueue:
     """One queue of a sluice server, for one event loop.
 
     `client` defaults to an `AsyncClient(url, token=token)` (so `SLUICE_URL` and `SLUICE_TOKEN`
-    apply); `options`, when given, are applied to the queue by `ensure` (creating it if needed;
-    without them a missing queue is created with the server's defaults).
+    apply). The queue must exist, unless `create=True`, which creates it when missing with
+    `options` (the server's defaults without them); an existing queue's settings change only by
+    `ensure()`.
     """
 
     def __init__(
@@ -48,8 +50,11 @@ class AsyncSluiceQueue:
         url: str | None = None,
         token: str | None = None,
         options: QueueOptions | None = None,
+        create: bool = False,
     ) -> None:
         self._name = name
+        self.create = create
+        """Create the queue when it does not exist (else a missing queue is `queue_not_found`)."""
         self._owns_client = client is None
         self.client = client or AsyncClient(url, token=token)
         """The HTTP client underneath, for everything the interface does not cover."""
@@ -79,9 +84,25 @@ class AsyncSluiceQueue:
         self._lease_s = answer.queue.config.visibility_timeout_ms / 1000
         self._ensured = True
 
+    async def open(self) -> None:
+        if self._ensured:
+            return
+        try:
+            queue = await self.client.get_queue(self._name)
+        except SluiceError as error:
+            if error.code != "queue_not_found":
+                raise
+            if not self.create:
+                raise missing_queue(self._name) from error
+            await self.ensure()
+            return
+        self._max_attempts = queue.config.max_attempts
+        self._lease_s = queue.config.visibility_timeout_ms / 1000
+        self._ensured = True
+
     async def _ready(self) -> None:
         if not self._ensured:
-            await self.ensure()
+            await self.open()
 
     async def close(self) -> None:
         if self._owns_client:

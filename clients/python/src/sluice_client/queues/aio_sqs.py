@@ -24,9 +24,15 @@ class AsyncSQSQueue(ThreadedAsyncQueue):
         endpoint_url: str | None = None,
         region: str | None = None,
         options: QueueOptions | None = None,
+        create: bool = False,
     ) -> None:
         self.sqs = SQSQueue(
-            name, client=client, endpoint_url=endpoint_url, region=region, options=options
+            name,
+            client=client,
+            endpoint_url=endpoint_url,
+            region=region,
+            options=options,
+            create=create,
         )
         """The blocking queue underneath."""
         super().__init__(self.sqs)

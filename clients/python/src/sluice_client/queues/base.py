@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..envelope import TaskEnvelope
-from ..errors import LeaseLost, Unsupported
+from ..errors import LeaseLost, SluiceError, Unsupported
 from ..retry import Backoff
 
 NackOutcome = Literal["retried", "dead_lettered"]
@@ -212,8 +212,14 @@ class TaskQueue(Protocol):
         ...
 
     def ensure(self) -> None:
-        """Creates the queue and its dead-letter queue if they do not exist (every other
-        operation does it first, once)."""
+        """Creates the queue and its dead-letter queue, or (sluice) updates the existing queue's
+        settings to the options: the explicit call that changes a queue."""
+        ...
+
+    def open(self) -> None:
+        """What every operation does first, once: checks that the queue exists, or with
+        `create=True` creates it when missing (an existing queue's settings are left alone).
+        Raises `SluiceError` `queue_not_found` for a missing queue without `create`."""
         ...
 
     def push(
@@ -323,6 +329,8 @@ class AsyncTaskQueue(Protocol):
 
     async def ensure(self) -> None: ...
 
+    async def open(self) -> None: ...
+
     async def push(
         self,
         payload: Any,
@@ -426,3 +434,14 @@ def check_exactly_one(message_id: str | None, id: str | None) -> None:
     """`cancel` names a message by exactly one of its ids."""
     if (message_id is None) == (id is None):
         raise ValueError("name the message by exactly one of message_id and id")
+
+
+def missing_queue(name: str) -> SluiceError:
+    """The error of an operation on a queue that does not exist, opened without `create`: no
+    queue appears by accident (a typo in a name is an error, not a new empty queue)."""
+    return SluiceError(
+        404,
+        "queue_not_found",
+        f"queue {name!r} does not exist: create it (sluice queue create {name}, or "
+        "queue.ensure()), or pass create=True",
+    )

@@ -127,6 +127,9 @@ class InMemoryQueue:
     def ensure(self) -> None:
         """Nothing to create: the queue exists from its construction."""
 
+    def open(self) -> None:
+        """Nothing to check: the queue is this object."""
+
     def close(self) -> None:
         """Nothing to release."""
 

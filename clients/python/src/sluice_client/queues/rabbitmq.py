@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pika
+import pika.exceptions
 
 from ..errors import LeaseLost
 from . import _rabbit_plan as plan
@@ -34,6 +35,7 @@ from .base import (
     QueueStats,
     Task,
     ack_each,
+    missing_queue,
     refuse_next_steps,
 )
 
@@ -55,10 +57,13 @@ class RabbitMQQueue:
         url: str | None = None,
         options: QueueOptions | None = None,
         consumer_timeout: float = plan.CONSUMER_TIMEOUT_S,
+        create: bool = False,
     ) -> None:
         import os
 
         self.options = options or QueueOptions()
+        self.create = create
+        """Declare the queue and its dead-letter queue when missing (else `queue_not_found`)."""
         plan.check_options(self.options, consumer_timeout)
         self._name = name
         self.url = url or os.environ.get("RABBITMQ_URL") or plan.DEFAULT_URL
@@ -115,10 +120,29 @@ class RabbitMQQueue:
         self._declared = False
         return channel
 
+    def open(self) -> None:
+        with self._lock:
+            channel = self._open()
+            if self._declared:
+                return
+            if self.create:
+                self.ensure()
+                return
+            # A passive declare of a missing queue closes the channel with 404.
+            try:
+                channel.queue_declare(queue=self._name, passive=True)
+                channel.queue_declare(queue=plan.dead_letter_queue(self._name), passive=True)
+            except pika.exceptions.ChannelClosedByBroker as error:
+                self._channel = None
+                if error.reply_code == 404:
+                    raise missing_queue(self._name) from error
+                raise
+            self._declared = True
+
     def _ready(self) -> Any:
         channel = self._open()
         if not self._declared:
-            self.ensure()
+            self.open()
             channel = self._channel
         return channel
 

@@ -27,6 +27,7 @@ from .base import (
     QueueStats,
     Task,
     check_exactly_one,
+    missing_queue,
 )
 
 
@@ -34,8 +35,9 @@ class SluiceQueue:
     """One queue of a sluice server, blocking and thread-safe.
 
     `client` defaults to a `Client(url, token=token)` (so `SLUICE_URL` and `SLUICE_TOKEN`
-    apply); `options`, when given, are applied to the queue by `ensure` (creating it if needed;
-    without them a missing queue is created with the server's defaults).
+    apply). The queue must exist, unless `create=True`, which creates it when missing with
+    `options` (the server's defaults without them); an existing queue's settings change only by
+    `ensure()`.
     """
 
     def __init__(
@@ -46,8 +48,11 @@ class SluiceQueue:
         url: str | None = None,
         token: str | None = None,
         options: QueueOptions | None = None,
+        create: bool = False,
     ) -> None:
         self._name = name
+        self.create = create
+        """Create the queue when it does not exist (else a missing queue is `queue_not_found`)."""
         self._owns_client = client is None
         self.client = client or Client(url, token=token)
         """The HTTP client underneath, for everything the interface does not cover."""
@@ -77,9 +82,25 @@ class SluiceQueue:
         self._lease_s = answer.queue.config.visibility_timeout_ms / 1000
         self._ensured = True
 
+    def open(self) -> None:
+        if self._ensured:
+            return
+        try:
+            queue = self.client.get_queue(self._name)
+        except SluiceError as error:
+            if error.code != "queue_not_found":
+                raise
+            if not self.create:
+                raise missing_queue(self._name) from error
+            self.ensure()
+            return
+        self._max_attempts = queue.config.max_attempts
+        self._lease_s = queue.config.visibility_timeout_ms / 1000
+        self._ensured = True
+
     def _ready(self) -> None:
         if not self._ensured:
-            self.ensure()
+            self.open()
 
     def close(self) -> None:
         if self._owns_client:

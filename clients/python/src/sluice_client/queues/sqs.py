@@ -41,6 +41,7 @@ from .base import (
     QueueOptions,
     QueueStats,
     Task,
+    missing_queue,
     refuse_next_steps,
     should_dead_letter,
 )
@@ -79,8 +80,11 @@ class SQSQueue:
         endpoint_url: str | None = None,
         region: str | None = None,
         options: QueueOptions | None = None,
+        create: bool = False,
     ) -> None:
         self.options = options or QueueOptions()
+        self.create = create
+        """Create the queue and its dead-letter queue when missing (else `queue_not_found`)."""
         if self.options.ordered:
             raise Unsupported(
                 "sqs",
@@ -148,9 +152,27 @@ class SQSQueue:
         url = self.client.create_queue(QueueName=self._name, Attributes=attributes)["QueueUrl"]
         self._dlq_url, self._url = dlq_url, url
 
+    def open(self) -> None:
+        if self._url is not None and self._dlq_url is not None:
+            return
+        from botocore.exceptions import ClientError
+
+        try:
+            url = self.client.get_queue_url(QueueName=self._name)["QueueUrl"]
+            dlq_url = self.client.get_queue_url(QueueName=self.dead_letter_queue)["QueueUrl"]
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code", "")
+            if not code.endswith(("NonExistentQueue", "QueueDoesNotExist")):
+                raise
+            if not self.create:
+                raise missing_queue(self._name) from error
+            self.ensure()
+            return
+        self._url, self._dlq_url = url, dlq_url
+
     def _urls(self) -> tuple[str, str]:
         if self._url is None or self._dlq_url is None:
-            self.ensure()
+            self.open()
         if self._url is None or self._dlq_url is None:
             raise BrokerError("SQS gave no queue URL")
         return self._url, self._dlq_url

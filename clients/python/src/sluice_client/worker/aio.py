@@ -188,7 +188,7 @@ class AsyncWorker(Generic[T]):
         """Starts the fetcher, the slots and the acker and returns; `stop()` ends them."""
         if self._slots:
             raise RuntimeError("the worker is running already")
-        await self.queue.ensure()
+        await self.queue.open()
         self._acker.start()
         self._fetcher = asyncio.create_task(self._fetch(), name="sluice-fetcher")
         self._slots = [

@@ -203,7 +203,7 @@ class Worker(Generic[T]):
         """Starts the fetcher, the slots and the acker and returns; `stop()` ends them."""
         if self._threads:
             raise RuntimeError("the worker is running already")
-        self.queue.ensure()
+        self.queue.open()
         self._acker.start()
         targets: list[tuple[str, Callable[[], None]]] = [("sluice-fetcher", self._fetch)]
         targets.extend(
