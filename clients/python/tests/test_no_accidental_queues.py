@@ -14,6 +14,7 @@ from sluice_client import (
     AsyncRabbitMQQueue,
     AsyncSluiceQueue,
     Client,
+    InMemoryQueue,
     QueueOptions,
     RabbitMQQueue,
     SluiceError,
@@ -106,3 +107,28 @@ def test_a_missing_rabbitmq_queue_is_not_found_and_not_declared(rabbitmq: str) -
             await aio.close()
 
     asyncio.run(on_asyncio())
+
+
+def test_delete_takes_the_dead_letter_queue_on_every_backend(sluice_server: SluiceServer) -> None:
+    """Issue 31: Python queues had no delete, and deleting a queue elsewhere left its
+    dead-letter queue behind."""
+    name = unique("gone")
+    queue = SluiceQueue(name, url=sluice_server.url, create=True)
+    queue.push({"n": 1})
+    queue.delete()
+    queue.delete()  # already gone: no error
+    with Client(sluice_server.url) as client:
+        names = [q.name for q in client.list_queues()]
+    assert name not in names and f"{name}.dlq" not in names
+
+    sqs = SQSQueue(unique("gone"), client=sqs_client(sluice_server.url), create=True)
+    sqs.push({"n": 1})
+    sqs.delete()
+    with Client(sluice_server.url) as client:
+        names = [q.name for q in client.list_queues()]
+    assert sqs.name not in names and sqs.dead_letter_queue not in names
+
+    memory = InMemoryQueue("gone")
+    memory.push({"n": 1})
+    memory.delete()
+    assert memory.stats().ready == 0

@@ -68,6 +68,9 @@ class ThreadedAsyncQueue:
     async def open(self) -> None:
         await self._run(self.sync.open)
 
+    async def delete(self) -> None:
+        await self._run(self.sync.delete)
+
     async def push(
         self,
         payload: Any,

@@ -100,6 +100,15 @@ class AsyncSluiceQueue:
         self._lease_s = queue.config.visibility_timeout_ms / 1000
         self._ensured = True
 
+    async def delete(self) -> None:
+        """Deletes the queue and, as the server does by default, its dead-letter queue."""
+        try:
+            await self.client.delete_queue(self._name)
+        except SluiceError as error:
+            if error.code != "queue_not_found":
+                raise
+        self._ensured = False
+
     async def _ready(self) -> None:
         if not self._ensured:
             await self.open()

@@ -222,6 +222,11 @@ class TaskQueue(Protocol):
         Raises `SluiceError` `queue_not_found` for a missing queue without `create`."""
         ...
 
+    def delete(self) -> None:
+        """Deletes the queue and its dead-letter queue with their messages (a queue already
+        gone is no error): the same rule on every backend and in the TypeScript SDK."""
+        ...
+
     def push(
         self,
         payload: Any,
@@ -330,6 +335,8 @@ class AsyncTaskQueue(Protocol):
     async def ensure(self) -> None: ...
 
     async def open(self) -> None: ...
+
+    async def delete(self) -> None: ...
 
     async def push(
         self,

@@ -130,6 +130,14 @@ class InMemoryQueue:
     def open(self) -> None:
         """Nothing to check: the queue is this object."""
 
+    def delete(self) -> None:
+        """Drops every task and dead letter: the object is an empty queue again."""
+        with self._lock:
+            self._live.clear()
+            self._finished.clear()
+            self._ids.clear()
+            self._dead.clear()
+
     def close(self) -> None:
         """Nothing to release."""
 

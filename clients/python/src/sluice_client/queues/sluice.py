@@ -98,6 +98,15 @@ class SluiceQueue:
         self._lease_s = queue.config.visibility_timeout_ms / 1000
         self._ensured = True
 
+    def delete(self) -> None:
+        """Deletes the queue and, as the server does by default, its dead-letter queue."""
+        try:
+            self.client.delete_queue(self._name)
+        except SluiceError as error:
+            if error.code != "queue_not_found":
+                raise
+        self._ensured = False
+
     def _ready(self) -> None:
         if not self._ensured:
             self.open()

@@ -170,6 +170,20 @@ class SQSQueue:
             return
         self._url, self._dlq_url = url, dlq_url
 
+    def delete(self) -> None:
+        """Deletes the queue and its dead-letter queue with their messages."""
+        from botocore.exceptions import ClientError
+
+        for name in (self._name, self.dead_letter_queue):
+            try:
+                url = self.client.get_queue_url(QueueName=name)["QueueUrl"]
+                self.client.delete_queue(QueueUrl=url)
+            except ClientError as error:
+                code = error.response.get("Error", {}).get("Code", "")
+                if not code.endswith(("NonExistentQueue", "QueueDoesNotExist")):
+                    raise
+        self._url = self._dlq_url = None
+
     def _urls(self) -> tuple[str, str]:
         if self._url is None or self._dlq_url is None:
             self.open()
