@@ -103,6 +103,8 @@ def enqueued(answer: m.EnqueueOut) -> Enqueued:
         message_id=answer.message_id,
         created=answer.created,
         position=answer.position if answer.created else None,
+        state=answer.state,
+        result=answer.result,
     )
 
 

@@ -114,6 +114,11 @@ class Enqueued:
     """False when the idempotency id was seen within the dedup window: nothing was stored."""
     position: int | None
     """Messages the queue held when this one was stored (None where the broker cannot say)."""
+    state: str | None = None
+    """For a duplicate: where the first message is now (`ready`, `in_flight`, `acked`, ...),
+    where the backend can say (sluice); the TypeScript SDK's `state`."""
+    result: Any = None
+    """For a duplicate whose first message was acked with a result: that result (sluice)."""
 
     @property
     def event_id(self) -> str:

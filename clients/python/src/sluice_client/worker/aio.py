@@ -19,6 +19,7 @@ import logging
 import signal
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any, Generic, TypeVar, cast
 
 from ..errors import LeaseLost, SluiceError
@@ -129,9 +130,16 @@ class AsyncWorker(Generic[T]):
             self.encode(event), id=id, key=key, delay=delay, priority=priority
         )
 
-    async def enqueue_many(self, events: Sequence[T]) -> list[Enqueued]:
-        """Enqueues many events in order; one answer each."""
-        return await self.queue.push_many([PushItem(self.encode(event)) for event in events])
+    async def enqueue_many(self, events: Sequence[T | PushItem]) -> list[Enqueued]:
+        """Enqueues many events in order; one answer each. An event given as a `PushItem`
+        carries its options (`id`, `key`, `delay`, `priority`), as TypeScript's `envelope`."""
+        items = [
+            replace(event, payload=self.encode(event.payload))
+            if isinstance(event, PushItem)
+            else PushItem(self.encode(event))
+            for event in events
+        ]
+        return await self.queue.push_many(items)
 
     async def cancel(self, event_id: str, reason: str | None = None) -> CancelResult:
         """Cancels an event not yet delivered (see `Worker.cancel`)."""

@@ -24,6 +24,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from queue import Empty, SimpleQueue
 from types import FrameType
 from typing import Any, Generic, TypeVar
@@ -135,9 +136,16 @@ class Worker(Generic[T]):
         """Enqueues one event; `event_id`, `position`, `created` in the answer."""
         return self.queue.push(self.encode(event), id=id, key=key, delay=delay, priority=priority)
 
-    def enqueue_many(self, events: Sequence[T]) -> list[Enqueued]:
-        """Enqueues many events in order; one answer each."""
-        return self.queue.push_many([PushItem(self.encode(event)) for event in events])
+    def enqueue_many(self, events: Sequence[T | PushItem]) -> list[Enqueued]:
+        """Enqueues many events in order; one answer each. An event given as a `PushItem`
+        carries its options (`id`, `key`, `delay`, `priority`), as TypeScript's `envelope`."""
+        items = [
+            replace(event, payload=self.encode(event.payload))
+            if isinstance(event, PushItem)
+            else PushItem(self.encode(event))
+            for event in events
+        ]
+        return self.queue.push_many(items)
 
     def cancel(self, event_id: str, reason: str | None = None) -> CancelResult:
         """Cancels an event not yet delivered; `reason` is kept as its last error where the
