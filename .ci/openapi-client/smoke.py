@@ -27,6 +27,7 @@ from sluice_api.models import (
     MessageBatchIn,
     MessageIn,
     NackIn,
+    QueueDeleteOut,
     QueueSpec,
     ReceiveIn,
 )
@@ -118,10 +119,13 @@ def main():
     assert isinstance(refused, ErrorBody) and refused.error.code == "unauthorized", refused
     print("ok  errors: queue_not_found, unauthorized")
 
-    for name in (queue, f"{queue}.dlq"):
-        deleted = queue_delete.sync(name, client=client)
-        assert deleted.deleted, deleted
-    print("ok  queue_delete")
+    # Deleting the queue takes its dead-letter queue (and the dead letter in it) along.
+    deleted = queue_delete.sync(queue, client=client)
+    assert isinstance(deleted, QueueDeleteOut) and deleted.deleted, deleted
+    assert deleted.dead_letter_queue == f"{queue}.dlq" and deleted.dead_letters_removed == 1, deleted
+    gone = queue_stats.sync(f"{queue}.dlq", client=client)
+    assert isinstance(gone, ErrorBody) and gone.error.code == "queue_not_found", gone
+    print("ok  queue_delete (with its dead-letter queue)")
     print("generated client: ok")
 
 
