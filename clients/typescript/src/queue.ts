@@ -189,19 +189,7 @@ export class Queue<Input = unknown, Output = Input> {
    * (on sluice): the explicit call that changes a queue. Operations call {@link Queue.open}.
    */
   ensure(): Promise<void> {
-    // The policy's attempts are set on the queue only when given, so that opening an existing
-    // queue with the defaults does not change its settings.
-    const maxAttempts = this.config.retry?.maxAttempts;
-    this.#ready = this.backend
-      .ensureQueue(this.name, {
-        ...(maxAttempts === undefined ? {} : { maxAttempts }),
-        ...this.config.queue,
-      })
-      .catch((error: unknown) => {
-        this.#ready = undefined;
-        throw error;
-      });
-    return this.#ready;
+    return this.#settle(this.#create());
   }
 
   /**
@@ -209,9 +197,9 @@ export class Queue<Input = unknown, Output = Input> {
    * creates it when missing. Rejects with `queue_not_found` for a queue that does not exist.
    */
   open(): Promise<void> {
-    this.#ready ??= this.backend
-      .queueExists(this.name)
-      .then(async (exists) => {
+    if (this.#ready !== undefined) return this.#ready;
+    return this.#settle(
+      this.backend.queueExists(this.name).then(async (exists) => {
         if (exists) return;
         if (!this.config.create) {
           throw new SluiceError({
@@ -220,16 +208,28 @@ export class Queue<Input = unknown, Output = Input> {
             message: `queue ${JSON.stringify(this.name)} does not exist: create it (sluice queue create ${this.name}, or queue.ensure()), or pass create: true`,
           });
         }
-        const maxAttempts = this.config.retry?.maxAttempts;
-        await this.backend.ensureQueue(this.name, {
-          ...(maxAttempts === undefined ? {} : { maxAttempts }),
-          ...this.config.queue,
-        });
-      })
-      .catch((error: unknown) => {
-        this.#ready = undefined;
-        throw error;
-      });
+        await this.#create();
+      }),
+    );
+  }
+
+  /** Creates the queue, or updates it (sluice), with the `queue` settings. */
+  #create(): Promise<void> {
+    // The policy's attempts are set on the queue only when given, so that a queue created
+    // with the defaults takes the backend's.
+    const maxAttempts = this.config.retry?.maxAttempts;
+    return this.backend.ensureQueue(this.name, {
+      ...(maxAttempts === undefined ? {} : { maxAttempts }),
+      ...this.config.queue,
+    });
+  }
+
+  /** Remembers `opening` as the queue's readiness; a failure is forgotten, to be tried again. */
+  #settle(opening: Promise<void>): Promise<void> {
+    this.#ready = opening.catch((error: unknown) => {
+      this.#ready = undefined;
+      throw error;
+    });
     return this.#ready;
   }
 

@@ -687,6 +687,14 @@ fn same_origin(request: &Request) -> bool {
     request.extensions().get::<Provenance>() == Some(&Provenance::SameOrigin)
 }
 
+/// `caller` as the operations layer sees it: with access control off, [`sluice_ops::Anyone`].
+pub fn ops_caller(caller: Option<&Caller>) -> &dyn sluice_ops::Caller {
+    match caller {
+        Some(caller) => caller,
+        None => &sluice_ops::Anyone,
+    }
+}
+
 /// How an HTTP request carries its token.
 pub const HTTP_TOKEN: &str = "Authorization: Bearer <token>";
 /// How a gRPC call carries its token.

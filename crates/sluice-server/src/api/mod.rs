@@ -114,6 +114,25 @@ impl Shared {
     pub fn is_shutting_down(&self) -> bool {
         self.shutdown.is_cancelled()
     }
+
+    /// Deletes a queue by `Ops::queue_delete`'s rule, then forgets what the server keeps of it
+    /// and of a dead-letter queue deleted with it (the charts' history, a push pause: a queue
+    /// made again under the name starts afresh). Every door that deletes a queue comes here.
+    pub async fn delete_queue(
+        &self,
+        caller: Option<&crate::auth::Caller>,
+        name: &str,
+        dead_letters: sluice_ops::OnDelete,
+    ) -> sluice_ops::OpsResult<sluice_ops::QueueDeleted> {
+        let who = crate::auth::ops_caller(caller);
+        let deleted = self.ops.queue_delete(who, name, dead_letters).await?;
+        self.history.forget_queue(name);
+        if let Some(dlq) = &deleted.dead_letter_queue {
+            self.history.forget_queue(dlq);
+        }
+        self.push.refresh();
+        Ok(deleted)
+    }
 }
 
 /// A stored body as the API shows it: JSON text as `body`, bytes as `body_base64`.

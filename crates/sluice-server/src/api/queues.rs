@@ -76,10 +76,7 @@ pub async fn list(
     caller: Option<axum::Extension<std::sync::Arc<crate::auth::Caller>>>,
 ) -> Result<Json<QueueListOut>, ApiError> {
     // With access control on, a token sees only the queues it may read.
-    let who: &dyn sluice_ops::Caller = match caller.as_deref() {
-        Some(caller) => caller.as_ref(),
-        None => &sluice_ops::Anyone,
-    };
+    let who = crate::auth::ops_caller(caller.as_deref().map(|caller| &**caller));
     let queues = app.ops.queue_list(who).await?;
     Ok(Json(QueueListOut {
         queues: queues
@@ -241,21 +238,12 @@ pub async fn delete(
     ApiPath(name): ApiPath<String>,
     ApiQuery(query): ApiQuery<DeleteQuery>,
 ) -> Result<Json<QueueDeleteOut>, ApiError> {
-    let who: &dyn sluice_ops::Caller = match caller.as_deref() {
-        Some(caller) => caller.as_ref(),
-        None => &sluice_ops::Anyone,
-    };
     let on_delete = match query.dead_letters.unwrap_or_default() {
         DeadLettersOnDelete::Delete => sluice_ops::OnDelete::DeleteDeadLetters,
         DeadLettersOnDelete::Keep => sluice_ops::OnDelete::KeepDeadLetters,
     };
-    let deleted = app.ops.queue_delete(who, &name, on_delete).await?;
-    app.history.forget_queue(&name);
-    if let Some(dlq) = &deleted.dead_letter_queue {
-        app.history.forget_queue(dlq);
-    }
-    // Its push pause went with it: a queue made again under the name starts with push running.
-    app.push.refresh();
+    let caller = caller.as_deref().map(|caller| &**caller);
+    let deleted = app.delete_queue(caller, &name, on_delete).await?;
     Ok(Json(QueueDeleteOut {
         deleted: true,
         messages_removed: deleted.messages_removed,

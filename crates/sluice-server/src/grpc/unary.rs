@@ -265,10 +265,7 @@ impl QueuesApi for Queues {
         request: Request<v1::ListQueuesRequest>,
     ) -> Answer<v1::ListQueuesResponse> {
         let who = self.authorize(&request, Need::AnyToken, None).await?;
-        let caller: &dyn sluice_ops::Caller = match &who {
-            Some(caller) => caller.as_ref(),
-            None => &sluice_ops::Anyone,
-        };
+        let caller = crate::auth::ops_caller(who.as_deref());
         let queues = self.app.ops.queue_list(caller).await.map_err(status)?;
         Ok(Response::new(v1::ListQueuesResponse {
             queues: queues
@@ -291,21 +288,11 @@ impl QueuesApi for Queues {
         } else {
             sluice_ops::OnDelete::DeleteDeadLetters
         };
-        let who: &dyn sluice_ops::Caller = match &caller {
-            Some(caller) => caller.as_ref(),
-            None => &sluice_ops::Anyone,
-        };
         let deleted = self
             .app
-            .ops
-            .queue_delete(who, &input.name, on_delete)
+            .delete_queue(caller.as_deref(), &input.name, on_delete)
             .await
             .map_err(status)?;
-        self.app.history.forget_queue(&input.name);
-        if let Some(dlq) = &deleted.dead_letter_queue {
-            self.app.history.forget_queue(dlq);
-        }
-        self.app.push.refresh();
         Ok(Response::new(v1::DeleteQueueResponse {
             deleted_messages: deleted.messages_removed,
             dead_letter_queue: deleted.dead_letter_queue.unwrap_or_default(),

@@ -115,13 +115,12 @@ pub async fn delete(ctx: &Ctx<'_>, request: QueueOnly) -> Answer {
     let name = ctx.queue_of(&request.queue_url)?;
     ctx.allow(Need::Admin, Some(&name)).await?;
     // As AWS: a queue's dead-letter queue is a queue of its own that DeleteQueue leaves.
-    let who: &dyn sluice_ops::Caller = match &ctx.caller {
-        Some(caller) => caller,
-        None => &sluice_ops::Anyone,
-    };
     ctx.app
-        .ops
-        .queue_delete(who, &name, sluice_ops::OnDelete::KeepDeadLetters)
+        .delete_queue(
+            ctx.caller.as_ref(),
+            &name,
+            sluice_ops::OnDelete::KeepDeadLetters,
+        )
         .await
         .map_err(from_ops)?;
     Ok(Response::Empty(Action::DeleteQueue))
@@ -442,11 +441,8 @@ async fn put(ctx: &Ctx<'_>, name: &str, config: QueueConfig) -> Result<(), SqsEr
 
 /// Every queue the caller may read, by name.
 async fn all_queues(ctx: &Ctx<'_>) -> Result<Vec<QueueInfo>, SqsError> {
-    let listed = match &ctx.caller {
-        Some(caller) => ctx.app.ops.queue_list(caller).await,
-        None => ctx.app.ops.queue_list(&sluice_ops::Anyone).await,
-    };
-    listed.map_err(from_ops)
+    let who = crate::auth::ops_caller(ctx.caller.as_ref());
+    ctx.app.ops.queue_list(who).await.map_err(from_ops)
 }
 
 /// One page of names sorted by name. Without `MaxResults`, up to 1000 and no `NextToken`, as

@@ -19,7 +19,6 @@ import logging
 import signal
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
 from typing import Any, Generic, TypeVar, cast
 
 from ..errors import LeaseLost, SluiceError
@@ -50,6 +49,7 @@ from .state import (
     error_text,
     identity,
     pending_of,
+    push_items,
     queue_is_empty,
     record_acks,
 )
@@ -133,13 +133,7 @@ class AsyncWorker(Generic[T]):
     async def enqueue_many(self, events: Sequence[T | PushItem]) -> list[Enqueued]:
         """Enqueues many events in order; one answer each. An event given as a `PushItem`
         carries its options (`id`, `key`, `delay`, `priority`), as TypeScript's `envelope`."""
-        items = [
-            replace(event, payload=self.encode(event.payload))
-            if isinstance(event, PushItem)
-            else PushItem(self.encode(event))
-            for event in events
-        ]
-        return await self.queue.push_many(items)
+        return await self.queue.push_many(push_items(events, self.encode))
 
     async def cancel(self, event_id: str, reason: str | None = None) -> CancelResult:
         """Cancels an event not yet delivered (see `Worker.cancel`)."""

@@ -5,11 +5,19 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Generic, TypeVar
 
-from ..queues.base import BackendName, NextStep, QueueStats, Task, chaining_unsupported
+from ..queues.base import (
+    BackendName,
+    NextStep,
+    PushItem,
+    QueueStats,
+    Task,
+    chaining_unsupported,
+)
 
 T = TypeVar("T")
 
@@ -36,6 +44,17 @@ HEARTBEAT_TICK_S = 0.05
 def as_datetime(seconds: float | None) -> datetime:
     """Seconds since the epoch as an aware UTC datetime (the epoch itself when unknown)."""
     return datetime.fromtimestamp(seconds or 0.0, tz=timezone.utc)
+
+
+def push_items(events: Sequence[Any], encode: Callable[[Any], Any]) -> list[PushItem]:
+    """`enqueue_many`'s events as `push_many` takes them: each encoded, an event given as a
+    `PushItem` keeping its options (as TypeScript's `envelope`)."""
+    return [
+        replace(event, payload=encode(event.payload))
+        if isinstance(event, PushItem)
+        else PushItem(encode(event))
+        for event in events
+    ]
 
 
 def error_text(error: BaseException) -> str:

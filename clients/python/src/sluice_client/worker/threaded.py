@@ -24,7 +24,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from queue import Empty, SimpleQueue
 from types import FrameType
 from typing import Any, Generic, TypeVar
@@ -49,6 +48,7 @@ from .state import (
     error_text,
     identity,
     pending_of,
+    push_items,
     queue_is_empty,
     record_acks,
 )
@@ -139,13 +139,7 @@ class Worker(Generic[T]):
     def enqueue_many(self, events: Sequence[T | PushItem]) -> list[Enqueued]:
         """Enqueues many events in order; one answer each. An event given as a `PushItem`
         carries its options (`id`, `key`, `delay`, `priority`), as TypeScript's `envelope`."""
-        items = [
-            replace(event, payload=self.encode(event.payload))
-            if isinstance(event, PushItem)
-            else PushItem(self.encode(event))
-            for event in events
-        ]
-        return self.queue.push_many(items)
+        return self.queue.push_many(push_items(events, self.encode))
 
     def cancel(self, event_id: str, reason: str | None = None) -> CancelResult:
         """Cancels an event not yet delivered; `reason` is kept as its last error where the
