@@ -225,13 +225,28 @@ impl Browser {
         panic!("{css} never contained {needle:?}; last saw {last:?}");
     }
 
-    /// An attribute of every element matching `css`, in document order.
+    /// An attribute of every element matching `css`, in document order. A page that renders
+    /// again between the find and the reads makes the elements stale: then they are found again
+    /// (a few times at most), rather than failing on a page that is still settling.
     pub async fn attribute_values(&self, css: &str, name: &str) -> Vec<String> {
-        let mut values = Vec::new();
-        for element in self.client.find_all(Locator::Css(css)).await.unwrap() {
-            values.extend(element.attr(name).await.unwrap());
+        let mut tries = 0;
+        'find: loop {
+            tries += 1;
+            let mut values = Vec::new();
+            for element in self.client.find_all(Locator::Css(css)).await.unwrap() {
+                match element.attr(name).await {
+                    Ok(value) => values.extend(value),
+                    Err(error)
+                        if tries < 10 && format!("{error:?}").contains("StaleElementReference") =>
+                    {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue 'find;
+                    }
+                    Err(error) => panic!("{css} [{name}]: {error:?}"),
+                }
+            }
+            return values;
         }
-        values
     }
 
     pub async fn close(mut self) {
