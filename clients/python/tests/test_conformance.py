@@ -239,6 +239,9 @@ class Runner:
     async def op_extend(self, step: dict[str, Any], expect: Any) -> None:
         await self.queue.extend_visibility(self.deliveries[step["ref"]], step["lease_ms"] / 1000)
 
+    async def op_release(self, step: dict[str, Any], expect: Any) -> None:
+        await self.queue.release(self.deliveries[step["ref"]])
+
     async def op_advance(self, step: dict[str, Any], expect: Any) -> None:
         await self.kit.advance(self.queue, step["ms"] / 1000)
 

@@ -205,6 +205,27 @@ def test_shutdown_gives_back_what_outlives_the_grace(
     assert (stats.ready, stats.in_flight) == (1, 0)
 
 
+def test_a_release_at_the_end_of_the_grace_is_not_a_failure(
+    combo: tuple[str, str], request: pytest.FixtureRequest, cleanup: list[Harness]
+) -> None:
+    """Issue 31: an event still running when the grace ends is given back without a failure:
+    on its last attempt it is not dead-lettered, and it comes back with no error. (It was a
+    nack before: the last attempt went to the dead-letter queue.)"""
+    h = harness(combo, request, max_attempts=1)
+    cleanup.append(h)
+    h.push({"n": 1})
+    h.start(lambda ctx: 3.0, concurrency=1, poll_wait=0.2)
+    wait_until(lambda: h.status().in_flight == 1, what="the handler running")
+    report = h.stop(0.2)
+    assert (report.released, report.dead_lettered, report.retried) == (1, 0, 0)
+    stats = h.stats()
+    assert (stats.ready, stats.in_flight, stats.dead_lettered) == (1, 0, 0)
+    assert h.dead_letters() == []
+    again = h._q("pop", wait=2.0)
+    assert again is not None
+    assert again.envelope.last_error is None
+
+
 def test_on_empty_runs_once_the_queue_emptied(
     combo: tuple[str, str], request: pytest.FixtureRequest, cleanup: list[Harness]
 ) -> None:

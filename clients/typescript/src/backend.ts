@@ -233,6 +233,13 @@ export interface Backend {
   nack(queue: string, receipt: string, nack: Nack): Promise<NackOutcome>;
   /** Keeps the lease for `leaseMs` from now. */
   extend(queue: string, receipt: string, leaseMs: number): Promise<void>;
+  /**
+   * Gives the message back without a failure (the worker does this with what still runs when
+   * its shutdown grace ends): ready again at once, with no error and no backoff, and never
+   * dead-lettered by the release. The delivery still counts in its attempts (sluice: an extend
+   * to 0; SQS: `ChangeMessageVisibility` to 0; RabbitMQ: a requeue).
+   */
+  release(queue: string, receipt: string): Promise<void>;
   /** The queue's numbers. */
   stats(queue: string): Promise<QueueStats>;
   /** Pauses or resumes deliveries. */

@@ -173,6 +173,11 @@ export class SluiceBackend implements Backend {
     return answer.state === "dead" ? "dead_lettered" : "retried";
   }
 
+  /** An extend to 0 is the server's release: no failure counted, never dead-lettered. */
+  async release(queue: string, receipt: string): Promise<void> {
+    await this.client.extend(queue, receipt, 0);
+  }
+
   async extend(queue: string, receipt: string, leaseMs: number): Promise<void> {
     await this.client.extend(queue, receipt, Math.max(1, Math.round(leaseMs)));
   }

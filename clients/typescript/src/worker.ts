@@ -12,7 +12,7 @@
  * retryable or the attempts are used up, and then `onDeadLetter` runs. A body that fails the
  * schema is dead-lettered at once with the issues. On stop (SIGTERM, SIGINT or
  * {@link Worker.stop}) the fetcher stops receiving, running handlers get the grace period, and
- * what still runs after it is released back to the queue (nacked with no delay), its handler's
+ * what still runs after it is released back to the queue (without a failure: {@link Backend.release}), its handler's
  * `signal` aborted. The same semantics as the Rust SDK's `Worker`.
  *
  * @module
@@ -282,10 +282,7 @@ export class Worker<Input, Output> {
     slot.abort?.abort(new Error("released: the worker shut down before the handler finished"));
     this.#released++;
     try {
-      await this.#backend.nack(this.#queue.name, receipt, {
-        error: "released: the worker shut down before the handler finished",
-        delayMs: 0,
-      });
+      await this.#backend.release(this.#queue.name, receipt);
     } catch (error) {
       this.#options.logger.warn(`sluice worker: release failed; the lease will run out: ${error}`);
     }

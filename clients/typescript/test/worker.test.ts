@@ -365,11 +365,14 @@ for (const backendCase of backendCases()) {
       if (stats.inFlight !== null) expect(stats.inFlight).toBe(0);
     });
 
-    it("releases a handler still running at the end of the grace period", async () => {
+    it("releases a handler still running at the end of the grace period, without a failure", async () => {
       await open();
       let aborted = false;
+      // One attempt: a release that counted as a failure (a nack, before issue 31) would
+      // dead-letter the message.
       const queue = queueOn(backend, {
         concurrency: 1,
+        queue: { maxAttempts: 1 },
         worker: { shutdownGraceMs: 100 },
         execute: (ctx) =>
           new Promise<void>((resolve) => {
@@ -388,11 +391,12 @@ for (const backendCase of backendCases()) {
       );
       expect(worker.status().slots[0]?.attempt).toBe(1);
       const report = await worker.stop();
-      expect(report).toMatchObject({ processed: 0, released: 1 });
+      expect(report).toMatchObject({ processed: 0, released: 1, deadLettered: 0, retried: 0 });
       expect(aborted).toBe(true);
       const stats = await queue.stats();
       expect(stats.ready).toBe(1);
       if (stats.inFlight !== null) expect(stats.inFlight).toBe(0);
+      expect(await queue.deadLetters()).toEqual([]);
     });
 
     it("validates on enqueue and dead-letters a body that fails the schema on receive", async () => {

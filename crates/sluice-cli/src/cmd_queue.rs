@@ -238,6 +238,18 @@ impl CreateArgs {
     }
 }
 
+/// Why a queue is stuck, as `queue list` shows it: `dead_letters, age`, or `-`.
+fn stuck_text(reasons: &[sluice_core::stuck::StuckReason]) -> String {
+    if reasons.is_empty() {
+        return "-".into();
+    }
+    reasons
+        .iter()
+        .map(|reason| reason.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Runs one `queue` subcommand.
 pub async fn run(client: &Client, command: QueueCommand, json: bool) -> anyhow::Result<()> {
     match command {
@@ -260,6 +272,7 @@ pub async fn run(client: &Client, command: QueueCommand, json: bool) -> anyhow::
                 "dlq",
                 "oldest ready age",
                 "ordering",
+                "stuck",
             ]);
             for queue in &out.queues {
                 let stats = &queue.stats;
@@ -271,6 +284,7 @@ pub async fn run(client: &Client, command: QueueCommand, json: bool) -> anyhow::
                     output::or_dash(stats.dead_lettered),
                     output::or_dash(stats.oldest_ready_age_ms.map(output::human_ms)),
                     queue.config.ordering.clone(),
+                    stuck_text(&stats.stuck),
                 ]);
             }
             if out.queues.is_empty() {

@@ -48,6 +48,10 @@ mod alerts;
 #[path = "browser/kept.rs"]
 mod kept;
 
+/// The overview's stuck queues, first.
+#[path = "browser/stuck.rs"]
+mod stuck;
+
 // ---------- the tests ----------
 
 #[tokio::test(flavor = "multi_thread")]

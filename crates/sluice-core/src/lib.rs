@@ -18,6 +18,7 @@ pub mod schedule;
 pub mod sessions;
 pub mod store;
 pub mod stored;
+pub mod stuck;
 pub mod wire;
 
 pub use clock::{Clock, ManualClock, Millis, SystemClock};

@@ -289,7 +289,7 @@ impl Ops {
         })
     }
 
-    /// Extends (or, with 0, ends) a lease; returns when it now expires.
+    /// Extends a lease, or with 0 releases it ([`Ops::give_back`]); returns when it now expires.
     pub async fn extend(
         &self,
         queue: String,
@@ -302,6 +302,13 @@ impl Ops {
                 "visibility_timeout_ms must be between 0 and {}",
                 limits::VISIBILITY_TIMEOUT_MS_MAX
             )));
+        }
+        if visibility_timeout_ms == 0 {
+            // Ending the lease now is a release, by every door (HTTP and gRPC extend, SQS's
+            // ChangeMessageVisibility): the message is ready at once and no failure is counted,
+            // where a lease left to run out would count one.
+            self.give_back(queue, receipt).await?;
+            return Ok(self.now_ms());
         }
         Ok(self
             .store
@@ -316,9 +323,10 @@ impl Ops {
 }
 
 impl Ops {
-    /// Gives a lease back without counting a failure: the message is ready again at once.
-    pub async fn give_back(&self, queue: String, receipt: &str) -> OpsResult<()> {
-        let receipt = parse_receipt(receipt)?;
+    /// Gives a lease back without counting a failure: the message is ready again at once, with
+    /// no error and no backoff, and a release never dead-letters it. The delivery still counts
+    /// in its attempts ([`sluice_core::dispatch::Index::give_back`]).
+    async fn give_back(&self, queue: String, receipt: Receipt) -> OpsResult<()> {
         Ok(self
             .store
             .message_give_back(GiveBackParams {

@@ -1,7 +1,7 @@
 //! Finding one message: its status (by id or by idempotency key), its body, its push
 //! delivery log; and cancelling one.
 
-use sluice_core::message::{DeliveryAttempt, MessageStatus, cut_utf8};
+use sluice_core::message::{DeliveryAttempt, MessageState, MessageStatus, cut_utf8};
 use sluice_core::queue::limits::ERROR_BYTES_MAX;
 use sluice_core::store::{CancelOutcome, MessageBody, MessageGetParams, MessageRef};
 use uuid::Uuid;
@@ -42,17 +42,26 @@ impl Ops {
     }
 
     async fn lookup(&self, queue: String, by: MessageRef, shown: &str) -> OpsResult<MessageStatus> {
-        let status = self
+        let mut status = self
             .store
             .message_get(MessageGetParams {
                 queue: queue.clone(),
                 by,
                 now_ms: self.now_ms(),
             })
-            .await?;
-        status.ok_or_else(|| {
-            OpsError::message_not_found(format!("no message {shown} in queue {queue:?}"))
-        })
+            .await?
+            .ok_or_else(|| {
+                OpsError::message_not_found(format!("no message {shown} in queue {queue:?}"))
+            })?;
+        // A dead letter waiting in its dead-letter queue has had no delivery there: its
+        // attempts are the ones it failed in its source queue, the same count `dead_letter`
+        // and the dead-letter list show (0 beside them read as a second answer).
+        if status.state == MessageState::Dead
+            && let Some(dead_letter) = &status.dead_letter
+        {
+            status.attempts = dead_letter.attempts;
+        }
+        Ok(status)
     }
 
     /// A message with its body and headers (found as [`Ops::message_by_id`] finds it, so also

@@ -35,7 +35,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use lapin::options::{
-    BasicAckOptions, BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions,
+    BasicAckOptions, BasicGetOptions, BasicNackOptions, BasicPublishOptions, ConfirmSelectOptions,
     QueueDeclareOptions, QueueDeleteOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
@@ -597,6 +597,32 @@ impl Backend for Amqp {
         } else {
             NackOutcome::Retried
         })
+    }
+
+    /// A requeue: the broker delivers it again with its headers, so its attempt count as they
+    /// were.
+    async fn release(&self, queue: &str, receipt: &str) -> Result<()> {
+        let (epoch, _) = parse_receipt(receipt)?;
+        let (tag, held) = self.take(receipt)?;
+        if held.queue != queue {
+            self.put_back(receipt, held);
+            return Err(stale());
+        }
+        let channels = self.channels().await?;
+        if channels.epoch != epoch {
+            return Err(stale());
+        }
+        call(
+            "basic.nack",
+            channels.get.basic_nack(
+                tag,
+                BasicNackOptions {
+                    multiple: false,
+                    requeue: true,
+                },
+            ),
+        )
+        .await
     }
 
     async fn extend(&self, _queue: &str, _receipt: &str, _lease: Duration) -> Result<()> {

@@ -281,6 +281,11 @@ pub trait Backend: Send + Sync + 'static {
     async fn nack(&self, queue: &str, receipt: &str, nack: Nack) -> Result<NackOutcome>;
     /// Keeps the lease for `lease` from now.
     async fn extend(&self, queue: &str, receipt: &str, lease: Duration) -> Result<()>;
+    /// Gives the message back without a failure (the worker does this with what still runs
+    /// when its shutdown grace ends): ready again at once, with no error and no backoff, and
+    /// never dead-lettered by the release. The delivery still counts in its attempts (sluice:
+    /// an extend to 0; SQS: `ChangeMessageVisibility` to 0; RabbitMQ: a requeue).
+    async fn release(&self, queue: &str, receipt: &str) -> Result<()>;
     /// The queue's numbers.
     async fn stats(&self, queue: &str) -> Result<QueueStats>;
     /// Pauses or resumes deliveries.

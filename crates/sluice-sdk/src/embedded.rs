@@ -12,8 +12,8 @@ use async_trait::async_trait;
 use sluice_core::message::{BodyKind, NewMessage, Payload, Receipt};
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::{
-    AckParams, CancelOutcome as StoreCancel, EnqueueParams, ExtendParams, MessageGetParams,
-    MessageRef as StoreRef, NackParams, QueuePutParams,
+    AckParams, CancelOutcome as StoreCancel, EnqueueParams, ExtendParams, GiveBackParams,
+    MessageGetParams, MessageRef as StoreRef, NackParams, QueuePutParams,
 };
 use sluice_core::{Clock, ManualClock, Millis, Store, StoreError, SystemClock};
 use sluice_ops::wait::{self, Wait};
@@ -368,6 +368,18 @@ impl Backend for Embedded {
             sluice_core::dispatch::NackOutcome::Retry { .. } => NackOutcome::Retried,
             sluice_core::dispatch::NackOutcome::DeadLettered { .. } => NackOutcome::DeadLettered,
         })
+    }
+
+    async fn release(&self, queue: &str, receipt: &str) -> Result<()> {
+        let receipt = parse_receipt(receipt)?;
+        self.store
+            .message_give_back(GiveBackParams {
+                queue: queue.to_owned(),
+                receipt,
+                now_ms: self.clock.now_ms(),
+            })
+            .await?;
+        Ok(())
     }
 
     async fn extend(&self, queue: &str, receipt: &str, lease: Duration) -> Result<()> {

@@ -443,6 +443,11 @@ impl Backend for Grpc {
         })
     }
 
+    async fn release(&self, queue: &str, receipt: &str) -> Result<()> {
+        // An extend to 0 is the server's release.
+        self.extend(queue, receipt, Duration::ZERO).await
+    }
+
     async fn extend(&self, queue: &str, receipt: &str, lease: Duration) -> Result<()> {
         let request = self.request(v1::ExtendRequest {
             queue: queue.to_owned(),

@@ -202,6 +202,11 @@ impl Backend for Http {
         })
     }
 
+    async fn release(&self, queue: &str, receipt: &str) -> Result<()> {
+        // An extend to 0 is the server's release.
+        self.extend(queue, receipt, Duration::ZERO).await
+    }
+
     async fn extend(&self, queue: &str, receipt: &str, lease: Duration) -> Result<()> {
         self.client
             .extend(

@@ -529,6 +529,20 @@ impl Backend for Sqs {
         Ok(NackOutcome::Retried)
     }
 
+    async fn release(&self, queue: &str, receipt: &str) -> Result<()> {
+        let source = self.queue(queue).await?;
+        self.client
+            .change_message_visibility()
+            .queue_url(&source.url)
+            .receipt_handle(receipt)
+            .visibility_timeout(0)
+            .send()
+            .await
+            .map_err(|e| sdk_error("ChangeMessageVisibility", e))?;
+        self.held.lock().expect("held").remove(receipt);
+        Ok(())
+    }
+
     async fn extend(&self, queue: &str, receipt: &str, lease: Duration) -> Result<()> {
         let source = self.queue(queue).await?;
         self.client

@@ -686,15 +686,11 @@ impl Drop for Release {
         self.shared.release_hold(&self.message_id);
         let backend = self.backend.clone();
         let queue = std::mem::take(&mut self.queue);
-        // Visible again at once; the attempt counts, as for any interrupted delivery.
+        // Visible again at once, and not a failure: the handler did not fail, the worker
+        // stopped. The delivery still counts in the message's attempts.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                let nack = Nack {
-                    error: "released: the worker shut down before the handler finished".into(),
-                    delay: Some(Duration::ZERO),
-                    permanent: false,
-                };
-                if let Err(error) = backend.nack(&queue, &receipt, nack).await {
+                if let Err(error) = backend.release(&queue, &receipt).await {
                     tracing::warn!(%queue, %error, "release failed; the lease will run out instead");
                 }
             });

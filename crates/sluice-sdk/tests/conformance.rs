@@ -364,6 +364,7 @@ impl Runner<'_> {
             }
             "receive" => self.receive(step, checked).await?,
             "ack" => backend.ack(queue, &self.receipt(step)).await?,
+            "release" => backend.release(queue, &self.receipt(step)).await?,
             "nack" => {
                 let nack = Nack {
                     error: step["error"].as_str().unwrap_or_default().to_owned(),

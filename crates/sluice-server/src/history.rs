@@ -20,6 +20,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use sluice_core::Millis;
+use sluice_core::stuck::StuckThresholds;
 use utoipa::ToSchema;
 
 /// Most points a series may hold (`history_window_ms / history_interval_ms`).
@@ -39,6 +40,10 @@ pub struct RawDashboard {
     pub history_queues_max: Option<usize>,
     /// Webhook endpoints with a history, the first by name (default 1000).
     pub history_webhooks_max: Option<usize>,
+    /// Messages held from which a queue is stuck (default 10000).
+    pub stuck_depth: Option<u64>,
+    /// Age of the oldest ready message from which a queue is stuck, in ms (default 5 minutes).
+    pub stuck_age_ms: Option<u64>,
 }
 
 /// `[dashboard]`, validated.
@@ -52,6 +57,8 @@ pub struct HistoryConfig {
     pub queues_max: usize,
     /// Webhook endpoints with a history.
     pub webhooks_max: usize,
+    /// When the overview and `stats.stuck` call a queue stuck.
+    pub stuck: StuckThresholds,
 }
 
 impl HistoryConfig {
@@ -61,6 +68,7 @@ impl HistoryConfig {
         window: Duration::from_secs(15 * 60),
         queues_max: 1000,
         webhooks_max: 1000,
+        stuck: StuckThresholds::DEFAULT,
     };
 
     /// Checks `[dashboard]`.
@@ -75,6 +83,14 @@ impl HistoryConfig {
                 .map_or(d.window, Duration::from_millis),
             queues_max: raw.history_queues_max.unwrap_or(d.queues_max),
             webhooks_max: raw.history_webhooks_max.unwrap_or(d.webhooks_max),
+            stuck: StuckThresholds {
+                depth: raw.stuck_depth.unwrap_or(d.stuck.depth),
+                age_ms: match raw.stuck_age_ms {
+                    Some(ms) => Millis::try_from(ms)
+                        .map_err(|_| format!("[dashboard] stuck_age_ms is too large: {ms}"))?,
+                    None => d.stuck.age_ms,
+                },
+            },
         };
         let interval_ms = config.interval.as_millis() as u64;
         let window_ms = config.window.as_millis() as u64;
@@ -421,6 +437,7 @@ mod tests {
             window: Duration::from_millis(window_ms),
             queues_max: 2,
             webhooks_max: 2,
+            stuck: StuckThresholds::DEFAULT,
         }
     }
 

@@ -845,6 +845,9 @@ class QueueStatsOut:
     oldest_ready_age_ms: int | None = None
     """Age of the oldest ready message in ms."""
     push: PushStatsOut | None = None
+    stuck: list[str] = field(default_factory=list)
+    """Why the queue is stuck, in this order: `dead_letters`, `paused`, `depth`, `age` (over
+    the server's `[dashboard] stuck_depth` or `stuck_age_ms`); empty when it is not."""
 
 
 @dataclass(frozen=True)

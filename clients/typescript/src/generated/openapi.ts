@@ -1931,6 +1931,12 @@ export interface components {
              * @description Visible, waiting for a consumer.
              */
             ready: number;
+            /**
+             * @description Why the queue is stuck (dead letters, paused, over the server's depth or age
+             *     threshold), in that order; empty when it is not. The dashboard's overview lists stuck
+             *     queues first.
+             */
+            stuck?: components["schemas"]["StuckReason"][];
         };
         /** @description Rate limit as the API shows it. */
         RateLimitOut: {
@@ -2208,6 +2214,11 @@ export interface components {
             /** @description Path of a file readable by the server. */
             file?: string | null;
         };
+        /**
+         * @description Why a queue is stuck, in the order [`stuck_reasons`] lists them.
+         * @enum {string}
+         */
+        StuckReason: "dead_letters" | "paused" | "depth" | "age";
         /** @description One subscription of a topic: a queue, and which messages it takes. */
         SubscriptionSpec: {
             /**

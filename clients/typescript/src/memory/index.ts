@@ -209,6 +209,18 @@ export class MemoryBackend implements Backend {
     return "retried";
   }
 
+  async release(queue: string, receipt: string): Promise<void> {
+    const state = this.#queue(queue);
+    const now = this.clock.now();
+    this.#sweep(state, now);
+    const message = this.#leased(state, receipt, false);
+    // As sluice's release: ready at once, no error, no failure; the receipt still settles it
+    // until it is delivered again.
+    message.state = "ready";
+    message.visibleAt = now;
+    wake(state);
+  }
+
   async extend(queue: string, receipt: string, leaseMs: number): Promise<void> {
     const state = this.#queue(queue);
     const now = this.clock.now();

@@ -284,6 +284,12 @@ export class RabbitMqBackend implements Backend {
     return deadLetter ? "dead_lettered" : "retried";
   }
 
+  /** A requeue: the broker delivers it again, its attempts header unchanged. */
+  async release(queue: string, receipt: string): Promise<void> {
+    const held = this.#take(queue, receipt);
+    this.#channel?.nack(held.message, false, true);
+  }
+
   async extend(): Promise<void> {
     throw new UnsupportedError(
       this.kind,

@@ -363,6 +363,20 @@ export class SqsBackend implements Backend {
     return "retried";
   }
 
+  async release(queue: string, receipt: string): Promise<void> {
+    const meta = await this.#meta(queue);
+    await this.#guard(
+      this.client.send(
+        new ChangeMessageVisibilityCommand({
+          QueueUrl: meta.url,
+          ReceiptHandle: receipt,
+          VisibilityTimeout: 0,
+        }),
+      ),
+    );
+    this.#leases.delete(receipt);
+  }
+
   async extend(queue: string, receipt: string, leaseMs: number): Promise<void> {
     const meta = await this.#meta(queue);
     await this.#guard(

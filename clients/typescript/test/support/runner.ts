@@ -135,7 +135,7 @@ async function runSteps(backend: Backend, scenario: Scenario, queue: string): Pr
         if (
           "last_errors" in expect &&
           !isDeepStrictEqual(
-            got.map((d) => d.lastError),
+            got.map((d) => d.lastError ?? null),
             expect.last_errors,
           )
         ) {
@@ -173,6 +173,9 @@ async function runSteps(backend: Backend, scenario: Scenario, queue: string): Pr
         if (checked && "outcome" in expect && outcome !== expect.outcome) fail("outcome", outcome);
         break;
       }
+      case "release":
+        await backend.release(queue, delivery(deliveries, step, fail).receipt);
+        break;
       case "extend":
         await backend.extend(
           queue,

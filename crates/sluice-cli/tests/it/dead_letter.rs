@@ -57,6 +57,8 @@ async fn a_message_is_dead_lettered_after_max_attempts() {
     assert_eq!(status["queue"], "q.dlq", "{status}");
     assert_eq!(status["dead_letter"]["source_queue"], "q", "{status}");
     assert_eq!(status["dead_letter"]["attempts"], 3, "{status}");
+    // One count: a dead letter's attempts are those it had (issue 31 saw 0 beside 3).
+    assert_eq!(status["attempts"], 3, "{status}");
     assert_eq!(status["dead_letter"]["last_error"], "failure 3", "{status}");
 
     let stats = server.stats("q").await;

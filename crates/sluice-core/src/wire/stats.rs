@@ -20,6 +20,11 @@ pub struct QueueStatsOut {
     pub oldest_ready_age_ms: Option<i64>,
     /// True while deliveries are paused.
     pub paused: bool,
+    /// Why the queue is stuck (dead letters, paused, over the server's depth or age
+    /// threshold), in that order; empty when it is not. The dashboard's overview lists stuck
+    /// queues first.
+    #[serde(default)]
+    pub stuck: Vec<crate::stuck::StuckReason>,
     /// Since the server started.
     pub counters: CountersOut,
     /// Over the last 60 seconds.

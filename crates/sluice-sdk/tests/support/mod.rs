@@ -503,6 +503,10 @@ impl Backend for SlowAcks {
         self.inner.extend(queue, receipt, lease).await
     }
 
+    async fn release(&self, queue: &str, receipt: &str) -> sluice_sdk::Result<()> {
+        self.inner.release(queue, receipt).await
+    }
+
     async fn stats(&self, queue: &str) -> sluice_sdk::Result<QueueStats> {
         self.inner.stats(queue).await
     }

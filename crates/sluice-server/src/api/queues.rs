@@ -32,6 +32,7 @@ pub(crate) fn stats_out(app: &AppState, info: &QueueInfo) -> QueueStatsOut {
         dead_lettered: info.dead_letter_depth,
         oldest_ready_age_ms: depth.oldest_ready_age_ms,
         paused: depth.paused,
+        stuck: sluice_core::stuck::stuck_reasons(info, &app.history.config().stuck),
         counters: CountersOut {
             enqueued: counters.enqueued,
             delivered: counters.delivered,

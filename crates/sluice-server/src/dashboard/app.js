@@ -424,8 +424,34 @@ async function overviewPage(root) {
           { label: 'acked/s', points: series((s) => s.ack_s) },
           { label: 'failed/s', points: series((s) => s.fail_s) },
         ])));
-    list.replaceChildren(queueTable(queues, sources));
+    list.replaceChildren(stuckSummary(queues), queueTable(stuckFirst(queues), sources));
   });
+}
+
+/** What makes a queue stuck (the server decides: `stats.stuck`), as the overview says it. */
+const STUCK_TEXT = {
+  dead_letters: 'dead letters',
+  paused: 'paused',
+  depth: 'too deep',
+  age: 'waiting too long',
+};
+
+const stuckOf = (q) => q.stats.stuck || [];
+
+/** The queues, stuck ones first (most reasons first), each group in the server's name order. */
+function stuckFirst(queues) {
+  return queues.slice().sort((a, b) => stuckOf(b).length - stuckOf(a).length);
+}
+
+/** One line over the table: how many queues are stuck, or that none is. */
+function stuckSummary(queues) {
+  const stuck = queues.filter((q) => stuckOf(q).length);
+  if (!queues.length) return h('span', {});
+  return stuck.length
+    ? h('p', { class: 'stuck-summary', 'data-stuck-count': String(stuck.length) },
+      h('span', { class: 'badge bad' }, stuck.length === 1 ? '1 queue stuck' : stuck.length + ' queues stuck'),
+      h('span', { class: 'muted' }, ' listed first: dead letters, paused, or over the depth or age threshold'))
+    : h('p', { class: 'stuck-summary muted', 'data-stuck-count': '0' }, 'Nothing stuck.');
 }
 
 const depthOf = (q) => q.stats.ready + q.stats.delayed + q.stats.in_flight;
@@ -439,15 +465,18 @@ function queueTable(queues, sources) {
     { label: 'Delayed', num: true, cell: (q) => h('span', { 'data-field': 'delayed' }, fmtNum(q.stats.delayed)) },
     { label: 'In flight', num: true, cell: (q) => h('span', { 'data-field': 'in_flight' }, fmtNum(q.stats.in_flight)) },
     { label: 'DLQ', num: true, cell: (q) => q.config.dead_letter_queue
-      ? h('a', { href: '#/dlq/' + enc(q.name), 'data-field': 'dlq' }, fmtNum(q.stats.dead_lettered || 0)) : '–' },
+      ? h('a', { href: '#/dlq/' + enc(q.name), 'data-field': 'dlq', class: q.stats.dead_lettered ? 'bad' : null },
+        fmtNum(q.stats.dead_lettered || 0)) : '–' },
     { label: 'Oldest ready', num: true, cell: (q) => fmtDuration(q.stats.oldest_ready_age_ms) },
     { label: 'In/s', num: true, cell: (q) => fmtNum(q.stats.last_1m.enqueued_per_s) },
     { label: 'Acked/s', num: true, cell: (q) => fmtNum(q.stats.last_1m.acked_per_s) },
     { label: 'Failed/s', num: true, cell: (q) => fmtNum(q.stats.last_1m.failed_per_s) },
-    { label: 'State', cell: (q) => q.stats.paused ? h('span', { class: 'badge paused' }, 'paused') : h('span', { class: 'badge ok' }, 'active') },
+    { label: 'State', cell: (q) => stuckOf(q).length
+      ? stuckOf(q).map((why) => h('span', { class: 'badge ' + (why === 'paused' ? 'paused' : 'bad'), 'data-stuck': why }, STUCK_TEXT[why] || why))
+      : h('span', { class: 'badge ok' }, 'active') },
     { label: 'Depth, ' + windowLabel(), cell: (q) => spark(series((s) => s.depth, q.name)) },
   ], queues, 'No queues yet. Create one with PUT /v1/queues/{name} or `sluice queue create`.',
-  (q) => ({ 'data-row': q.name }));
+  (q) => ({ 'data-row': q.name, class: stuckOf(q).length ? 'stuck' : null }));
 }
 
 // ---------- page: queue ----------

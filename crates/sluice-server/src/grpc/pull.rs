@@ -298,7 +298,7 @@ impl Puller {
         let queue = self.queue.clone();
         tokio::spawn(async move {
             for receipt in receipts {
-                let _ = ops.give_back(queue.clone(), &receipt).await;
+                let _ = ops.extend(queue.clone(), &receipt, 0).await;
             }
         });
     }

@@ -699,13 +699,11 @@ async fn set_visibility(
         )));
     }
     let ops = &ctx.app.ops;
-    let outcome = if seconds == 0 {
-        ops.give_back(queue.to_owned(), &receipt).await
-    } else {
-        ops.extend(queue.to_owned(), &receipt, seconds * 1000)
-            .await
-            .map(|_| ())
-    };
+    // 0 releases the message (`Ops::extend`): ready at once, no failure counted.
+    let outcome = ops
+        .extend(queue.to_owned(), &receipt, seconds * 1000)
+        .await
+        .map(|_| ());
     outcome.map_err(|error| match error.code {
         ErrorCode::StaleReceipt | ErrorCode::MessageNotFound => invalid(format!(
             "Value {handle} for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change."

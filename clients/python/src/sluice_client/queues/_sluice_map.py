@@ -82,6 +82,11 @@ def message_in(item: PushItem) -> MessageIn:
     )
 
 
+def result_in(result: Any) -> Any:
+    """An ack's result as the ack sends it: None is no result."""
+    return UNSET if result is None else result
+
+
 def next_step_in(step: NextStep) -> NextStepIn:
     """A next step as the ack sends it: the message of a push, and its queue."""
     message = message_in(

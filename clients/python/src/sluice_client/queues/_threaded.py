@@ -106,14 +106,16 @@ class ThreadedAsyncQueue:
             self.sync.receive, max, visibility_timeout=visibility_timeout, wait=wait
         )
 
-    async def ack(self, task: Task) -> None:
-        await self._run(self.sync.ack, task)
+    async def ack(self, task: Task, result: Any = None) -> None:
+        await self._run(self.sync.ack, task, result)
 
     async def ack_many(self, tasks: Sequence[Task]) -> list[bool]:
         return await self._run(self.sync.ack_many, tasks)
 
-    async def ack_then(self, task: Task, then: Sequence[NextStep]) -> list[Enqueued]:
-        return await self._run(self.sync.ack_then, task, then)
+    async def ack_then(
+        self, task: Task, then: Sequence[NextStep], result: Any = None
+    ) -> list[Enqueued]:
+        return await self._run(self.sync.ack_then, task, then, result)
 
     async def nack(
         self, task: Task, error: str = "", *, delay: float | None = None, permanent: bool = False
@@ -122,6 +124,9 @@ class ThreadedAsyncQueue:
 
     async def extend_visibility(self, task: Task, visibility_timeout: float) -> None:
         await self._run(self.sync.extend_visibility, task, visibility_timeout)
+
+    async def release(self, task: Task) -> None:
+        await self._run(self.sync.release, task)
 
     async def stats(self) -> QueueStats:
         return await self._run(self.sync.stats)

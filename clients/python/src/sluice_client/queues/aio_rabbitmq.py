@@ -208,15 +208,17 @@ class AsyncRabbitMQQueue:
             )
         return held[1]
 
-    async def ack(self, task: Task) -> None:
+    async def ack(self, task: Task, result: Any = None) -> None:
         async with self._lock:
             message = self._message(task)
             await message.ack()
             del self._held[task.receipt]
 
-    async def ack_then(self, task: Task, then: Sequence[NextStep]) -> list[Enqueued]:
+    async def ack_then(
+        self, task: Task, then: Sequence[NextStep], result: Any = None
+    ) -> list[Enqueued]:
         refuse_next_steps("rabbitmq", then)
-        await self.ack(task)
+        await self.ack(task, result)
         return []
 
     async def ack_many(self, tasks: Sequence[Task]) -> list[bool]:
@@ -244,6 +246,12 @@ class AsyncRabbitMQQueue:
         await message.ack()
         del self._held[task.receipt]
         return "dead_lettered" if step.dead else "retried"
+
+    async def release(self, task: Task) -> None:
+        async with self._lock:
+            message = self._message(task)
+            await message.nack(requeue=True)
+            del self._held[task.receipt]
 
     async def extend_visibility(self, task: Task, visibility_timeout: float) -> None:
         raise plan.unsupported(

@@ -166,17 +166,21 @@ class AsyncSluiceQueue:
                 lease_s = visibility_timeout if visibility_timeout is not None else self._lease_s
                 return [mapping.task(m, self._max_attempts, lease_s) for m in messages]
 
-    async def ack(self, task: Task) -> None:
+    async def ack(self, task: Task, result: Any = None) -> None:
         with mapping.lease_errors(task):
-            await self.client.ack(self._name, task.receipt)
+            await self.client.ack(self._name, task.receipt, result=mapping.result_in(result))
 
-    async def ack_then(self, task: Task, then: Sequence[NextStep]) -> list[Enqueued]:
+    async def ack_then(
+        self, task: Task, then: Sequence[NextStep], result: Any = None
+    ) -> list[Enqueued]:
         if not then:
-            await self.ack(task)
+            await self.ack(task, result)
             return []
         steps = [mapping.next_step_in(step) for step in then]
         with mapping.lease_errors(task):
-            answer = await self.client.ack(self._name, task.receipt, then=steps)
+            answer = await self.client.ack(
+                self._name, task.receipt, result=mapping.result_in(result), then=steps
+            )
         return [mapping.enqueued(step) for step in answer.then or []]
 
     async def ack_many(self, tasks: Sequence[Task]) -> list[bool]:
@@ -208,6 +212,11 @@ class AsyncSluiceQueue:
     async def extend_visibility(self, task: Task, visibility_timeout: float) -> None:
         with mapping.lease_errors(task):
             await self.client.extend(self._name, task.receipt, mapping.ms(visibility_timeout))
+
+    async def release(self, task: Task) -> None:
+        with mapping.lease_errors(task):
+            # An extend to 0 is the server's release: no failure counted, never dead-lettered.
+            await self.client.extend(self._name, task.receipt, 0)
 
     async def stats(self) -> QueueStats:
         await self._ready()

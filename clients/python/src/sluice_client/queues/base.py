@@ -261,8 +261,11 @@ class TaskQueue(Protocol):
         """Leases up to `max` tasks, waiting up to `wait` seconds for the first."""
         ...
 
-    def ack(self, task: Task) -> None:
-        """The task is done."""
+    def ack(self, task: Task, result: Any = None) -> None:
+        """The task is done. `result` (any JSON; None: no result) is kept with it where the
+        backend can (sluice, memory) and answered to a later push with the same id; SQS and
+        RabbitMQ have nowhere to keep it and drop it. The worker passes the handler's return
+        value."""
         ...
 
     def ack_many(self, tasks: Sequence[Task]) -> list[bool]:
@@ -271,10 +274,11 @@ class TaskQueue(Protocol):
         Any other failure raises; some may have been acked before it, as with `ack` calls."""
         ...
 
-    def ack_then(self, task: Task, then: Sequence[NextStep]) -> list[Enqueued]:
-        """The task is done, and `then` is enqueued in the same commit as the ack: both happen
-        or neither. One result per next step, in order. Without `capabilities.chaining` any
-        next step raises `Unsupported` before anything is done (with none, it acks)."""
+    def ack_then(self, task: Task, then: Sequence[NextStep], result: Any = None) -> list[Enqueued]:
+        """The task is done (with `result`, as `ack`), and `then` is enqueued in the same
+        commit as the ack: both happen or neither. One result per next step, in order. Without
+        `capabilities.chaining` any next step raises `Unsupported` before anything is done
+        (with none, it acks)."""
         ...
 
     def nack(
@@ -286,6 +290,13 @@ class TaskQueue(Protocol):
 
     def extend_visibility(self, task: Task, visibility_timeout: float) -> None:
         """The lease now ends `visibility_timeout` seconds from now (sluice's extend)."""
+        ...
+
+    def release(self, task: Task) -> None:
+        """Gives the task back without a failure (the worker does this with what still runs
+        when its shutdown grace ends): ready again at once, with no error and no backoff, and
+        never dead-lettered by the release. The delivery still counts in its attempts (sluice:
+        an extend to 0; SQS: `ChangeMessageVisibility` to 0; RabbitMQ: a requeue)."""
         ...
 
     def stats(self) -> QueueStats:
@@ -364,17 +375,21 @@ class AsyncTaskQueue(Protocol):
         self, max: int = 1, *, visibility_timeout: float | None = None, wait: float = 0.0
     ) -> list[Task]: ...
 
-    async def ack(self, task: Task) -> None: ...
+    async def ack(self, task: Task, result: Any = None) -> None: ...
 
     async def ack_many(self, tasks: Sequence[Task]) -> list[bool]: ...
 
-    async def ack_then(self, task: Task, then: Sequence[NextStep]) -> list[Enqueued]: ...
+    async def ack_then(
+        self, task: Task, then: Sequence[NextStep], result: Any = None
+    ) -> list[Enqueued]: ...
 
     async def nack(
         self, task: Task, error: str = "", *, delay: float | None = None, permanent: bool = False
     ) -> NackOutcome: ...
 
     async def extend_visibility(self, task: Task, visibility_timeout: float) -> None: ...
+
+    async def release(self, task: Task) -> None: ...
 
     async def stats(self) -> QueueStats: ...
 

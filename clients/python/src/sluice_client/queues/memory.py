@@ -97,7 +97,8 @@ class InMemoryQueue:
         self._seq = itertools.count(1)
         self._receipts = itertools.count(1)
         self._live: dict[str, _Message] = {}
-        self._finished: OrderedDict[str, str] = OrderedDict()
+        # Finished tasks' state and ack result, the newest FINISHED_KEPT.
+        self._finished: OrderedDict[str, tuple[str, Any]] = OrderedDict()
         self._ids: dict[str, tuple[str, float]] = {}
         self._dead: list[DeadLetter] = []
         self._paused = False
@@ -167,7 +168,10 @@ class InMemoryQueue:
         if item.id is not None:
             seen = self._ids.get(item.id)
             if seen is not None and now - seen[1] < DEDUP_WINDOW_S:
-                return Enqueued(message_id=seen[0], created=False, position=None)
+                state, result = self._state_of(seen[0])
+                return Enqueued(
+                    message_id=seen[0], created=False, position=None, state=state, result=result
+                )
         position = len(self._live)
         task_id = str(uuid.UUID(int=next(self._seq)))
         envelope = TaskEnvelope(
@@ -278,16 +282,16 @@ class InMemoryQueue:
                 return min(remaining, real + 0.001)
         return remaining
 
-    def ack(self, task: Task) -> None:
+    def ack(self, task: Task, result: Any = None) -> None:
         with self._lock:
             message = self._holder(task)
-            self._finish(message, "acked")
+            self._finish(message, "acked", result)
             self._processed += 1
             self._lock.notify_all()
 
-    def ack_then(self, task: Task, then: Sequence[NextStep]) -> list[Enqueued]:
+    def ack_then(self, task: Task, then: Sequence[NextStep], result: Any = None) -> list[Enqueued]:
         refuse_next_steps("memory", then)
-        self.ack(task)
+        self.ack(task, result)
         return []
 
     def ack_many(self, tasks: Sequence[Task]) -> list[bool]:
@@ -310,11 +314,25 @@ class InMemoryQueue:
     def extend_visibility(self, task: Task, visibility_timeout: float) -> None:
         with self._lock:
             now = self.clock.now()
-            self._expire_leases(now)
-            message = self._live.get(task.task_id)
-            if message is None or message.receipt != task.receipt or message.state != "in_flight":
-                raise LeaseLost(f"task {task.task_id} is no longer leased with this receipt")
-            message.lease_expires_at = now + visibility_timeout
+            self._leased(task, now).lease_expires_at = now + visibility_timeout
+
+    def release(self, task: Task) -> None:
+        with self._lock:
+            now = self.clock.now()
+            message = self._leased(task, now)
+            # As sluice's release: ready at once, no error, no failure; the receipt still
+            # settles it until it is delivered again.
+            message.state = "ready"
+            message.visible_at = now
+            self._lock.notify_all()
+
+    def _leased(self, task: Task, now: float) -> _Message:
+        """The message `task` holds under a lease still running (else `LeaseLost`)."""
+        self._expire_leases(now)
+        message = self._live.get(task.task_id)
+        if message is None or message.receipt != task.receipt or message.state != "in_flight":
+            raise LeaseLost(f"task {task.task_id} is no longer leased with this receipt")
+        return message
 
     def _holder(self, task: Task) -> _Message:
         """The message `task`'s receipt still holds. As on sluice, a lease that ran out still
@@ -351,11 +369,21 @@ class InMemoryQueue:
         )
         return "retried"
 
-    def _finish(self, message: _Message, state: str) -> None:
+    def _finish(self, message: _Message, state: str, result: Any = None) -> None:
         del self._live[message.envelope.task_id]
-        self._finished[message.envelope.task_id] = state
+        self._finished[message.envelope.task_id] = (state, result)
         while len(self._finished) > FINISHED_KEPT:
             self._finished.popitem(last=False)
+
+    def _state_of(self, message_id: str) -> tuple[str | None, Any]:
+        """Where a task is now (`ready`, `delayed`, `in_flight`, or how it finished) and its
+        ack result; (None, None) once forgotten."""
+        message = self._live.get(message_id)
+        if message is not None:
+            if message.state == "ready" and message.visible_at > self.clock.now():
+                return "delayed", None
+            return message.state, None
+        return self._finished.get(message_id, (None, None))
 
     def _max_attempts(self, envelope: TaskEnvelope) -> int:
         if envelope.max_attempts is not None:
@@ -400,10 +428,10 @@ class InMemoryQueue:
                 return CancelResult("not_found")
             message = self._live.get(message_id)
             if message is None:
-                state = self._finished.get(message_id)
-                if state is None:
+                finished = self._finished.get(message_id)
+                if finished is None:
                     return CancelResult("not_found")
-                return CancelResult("already_completed", state)
+                return CancelResult("already_completed", finished[0])
             if message.state == "in_flight":
                 return CancelResult("already_processing", "in_flight")
             message.envelope = replace(message.envelope, last_error=reason)

@@ -234,15 +234,15 @@ class RabbitMQQueue:
             )
         return int(task.receipt.split(".", 1)[1])
 
-    def ack(self, task: Task) -> None:
+    def ack(self, task: Task, result: Any = None) -> None:
         with self._lock:
             tag = self._settle(task)
             self._channel.basic_ack(delivery_tag=tag)
             del self._held[task.receipt]
 
-    def ack_then(self, task: Task, then: Sequence[NextStep]) -> list[Enqueued]:
+    def ack_then(self, task: Task, then: Sequence[NextStep], result: Any = None) -> list[Enqueued]:
         refuse_next_steps("rabbitmq", then)
-        self.ack(task)
+        self.ack(task, result)
         return []
 
     def ack_many(self, tasks: Sequence[Task]) -> list[bool]:
@@ -267,6 +267,12 @@ class RabbitMQQueue:
         self._channel.basic_ack(delivery_tag=tag)
         del self._held[task.receipt]
         return "dead_lettered" if step.dead else "retried"
+
+    def release(self, task: Task) -> None:
+        with self._lock:
+            tag = self._settle(task)
+            self._channel.basic_nack(delivery_tag=tag, requeue=True)
+            del self._held[task.receipt]
 
     def extend_visibility(self, task: Task, visibility_timeout: float) -> None:
         raise plan.unsupported(

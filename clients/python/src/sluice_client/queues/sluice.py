@@ -162,17 +162,19 @@ class SluiceQueue:
                 lease_s = visibility_timeout if visibility_timeout is not None else self._lease_s
                 return [mapping.task(m, self._max_attempts, lease_s) for m in messages]
 
-    def ack(self, task: Task) -> None:
+    def ack(self, task: Task, result: Any = None) -> None:
         with mapping.lease_errors(task):
-            self.client.ack(self._name, task.receipt)
+            self.client.ack(self._name, task.receipt, result=mapping.result_in(result))
 
-    def ack_then(self, task: Task, then: Sequence[NextStep]) -> list[Enqueued]:
+    def ack_then(self, task: Task, then: Sequence[NextStep], result: Any = None) -> list[Enqueued]:
         if not then:
-            self.ack(task)
+            self.ack(task, result)
             return []
         steps = [mapping.next_step_in(step) for step in then]
         with mapping.lease_errors(task):
-            answer = self.client.ack(self._name, task.receipt, then=steps)
+            answer = self.client.ack(
+                self._name, task.receipt, result=mapping.result_in(result), then=steps
+            )
         return [mapping.enqueued(step) for step in answer.then or []]
 
     def ack_many(self, tasks: Sequence[Task]) -> list[bool]:
@@ -204,6 +206,11 @@ class SluiceQueue:
     def extend_visibility(self, task: Task, visibility_timeout: float) -> None:
         with mapping.lease_errors(task):
             self.client.extend(self._name, task.receipt, mapping.ms(visibility_timeout))
+
+    def release(self, task: Task) -> None:
+        with mapping.lease_errors(task):
+            # An extend to 0 is the server's release: no failure counted, never dead-lettered.
+            self.client.extend(self._name, task.receipt, 0)
 
     def stats(self) -> QueueStats:
         self._ready()

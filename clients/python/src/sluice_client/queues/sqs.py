@@ -299,14 +299,14 @@ class SQSQueue:
             envelope=envelope, receipt=message["ReceiptHandle"], lease_expires_at=now + lease
         )
 
-    def ack(self, task: Task) -> None:
+    def ack(self, task: Task, result: Any = None) -> None:
         url, _ = self._urls()
         with _lease_errors(task):
             self.client.delete_message(QueueUrl=url, ReceiptHandle=task.receipt)
 
-    def ack_then(self, task: Task, then: Sequence[NextStep]) -> list[Enqueued]:
+    def ack_then(self, task: Task, then: Sequence[NextStep], result: Any = None) -> list[Enqueued]:
         refuse_next_steps("sqs", then)
-        self.ack(task)
+        self.ack(task, result)
         return []
 
     def ack_many(self, tasks: Sequence[Task]) -> list[bool]:
@@ -359,6 +359,13 @@ class SQSQueue:
                 QueueUrl=url,
                 ReceiptHandle=task.receipt,
                 VisibilityTimeout=self._lease_s(visibility_timeout),
+            )
+
+    def release(self, task: Task) -> None:
+        url, _ = self._urls()
+        with _lease_errors(task):
+            self.client.change_message_visibility(
+                QueueUrl=url, ReceiptHandle=task.receipt, VisibilityTimeout=0
             )
 
     # Operating.

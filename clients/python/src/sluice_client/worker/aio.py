@@ -36,7 +36,6 @@ from .state import (
     ACK_BATCH_MAX,
     HEARTBEAT_TICK_S,
     RECEIVE_MAX,
-    RELEASED_ERROR,
     SETTLE_WAIT_S,
     WAITING_ACKS_PER_SLOT,
     Context,
@@ -45,6 +44,7 @@ from .state import (
     EmptyContext,
     WorkerReport,
     WorkerStatus,
+    ack_result,
     as_datetime,
     error_text,
     identity,
@@ -238,7 +238,7 @@ class AsyncWorker(Generic[T]):
     async def _release(self, index: int | None, task: Task) -> None:
         self._counters.finished(index, "released")
         try:
-            await self.queue.nack(task, RELEASED_ERROR, delay=0.0)
+            await self.queue.release(task)
         except Exception as error:
             log.warning("release of %s failed: %s", task.task_id, error)
 
@@ -318,8 +318,9 @@ class AsyncWorker(Generic[T]):
         self._holding[task.receipt] = (index, task)
         self._watch_lease(task)
         failure: BaseException | None = None
+        result: Any = None
         try:
-            await self.handler(ctx)
+            result = ack_result(await self.handler(ctx))
         except Exception as error:
             failure = error
         finally:
@@ -328,21 +329,22 @@ class AsyncWorker(Generic[T]):
             self._counters.slot_free(index)
         if task.receipt in self._released:
             return
-        if failure is None and ctx.next_steps:
+        if failure is None and (ctx.next_steps or result is not None):
             # Shielded: the ack and its next steps land even if the slot is cancelled.
-            await asyncio.shield(self._ack_then(index, task, ctx.next_steps))
+            await asyncio.shield(self._ack_then(index, task, ctx.next_steps, result))
         elif failure is None:
             await self._acker.submit(index, task)
         else:
             # Shielded: a nack under way lands even if the slot is cancelled.
             await asyncio.shield(self._settle_failure(index, task, event, failure))
 
-    async def _ack_then(self, index: int, task: Task, then: list[NextStep]) -> None:
-        """Acks with next steps, alone (the acker's batches carry receipts only), so the steps
-        are stored in the ack's own commit. A failure is counted as the acker counts one."""
+    async def _ack_then(self, index: int, task: Task, then: list[NextStep], result: Any) -> None:
+        """Acks with next steps or a result, alone (the acker's batches carry receipts only),
+        so the steps are stored in the ack's own commit. A failure is counted as the acker
+        counts one."""
         acked: list[bool] | BaseException
         try:
-            await self.queue.ack_then(task, then)
+            await self.queue.ack_then(task, then, result)
         except LeaseLost:
             acked = [False]
         except Exception as error:

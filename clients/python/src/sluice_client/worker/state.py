@@ -3,6 +3,7 @@ both workers (threads and asyncio) share, and the counters behind `status()`."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -21,7 +22,6 @@ from ..queues.base import (
 
 T = TypeVar("T")
 
-RELEASED_ERROR = "released: the worker shut down before the handler finished"
 
 RECEIVE_MAX = 100
 """Events one receive of the fetcher asks for at most (sluice's limit per request)."""
@@ -305,6 +305,23 @@ def pending_of(stats: QueueStats) -> int:
 
 
 def identity(value: Any) -> Any:
+    return value
+
+
+def ack_result(value: Any) -> Any:
+    """The handler's return value as its ack's result (the TypeScript worker's too): kept with
+    the message where the backend can, and answered to a duplicate push. None is no result. A
+    value JSON cannot carry is dropped with a warning rather than failing the ack, which would
+    run the finished work again."""
+    if value is None:
+        return None
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as error:
+        logging.getLogger("sluice_client.worker").warning(
+            "the handler's return value is not JSON, so it is not kept: %s", error
+        )
+        return None
     return value
 
 

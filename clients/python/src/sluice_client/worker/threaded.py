@@ -35,7 +35,6 @@ from .state import (
     ACK_BATCH_MAX,
     HEARTBEAT_TICK_S,
     RECEIVE_MAX,
-    RELEASED_ERROR,
     SETTLE_WAIT_S,
     WAITING_ACKS_PER_SLOT,
     Context,
@@ -44,6 +43,7 @@ from .state import (
     EmptyContext,
     WorkerReport,
     WorkerStatus,
+    ack_result,
     as_datetime,
     error_text,
     identity,
@@ -264,7 +264,7 @@ class Worker(Generic[T]):
 
     def _give_back(self, task: Task) -> None:
         try:
-            self.queue.nack(task, RELEASED_ERROR, delay=0.0)
+            self.queue.release(task)
         except Exception as error:
             log.warning("release of %s failed (its lease will run out): %s", task.task_id, error)
 
@@ -361,8 +361,9 @@ class Worker(Generic[T]):
             self._holding[task.receipt] = (index, task)
         self._watch_lease(task)
         failure: BaseException | None = None
+        result: Any = None
         try:
-            self.handler(ctx)
+            result = ack_result(self.handler(ctx))
         except Exception as error:
             failure = error
         finally:
@@ -374,20 +375,20 @@ class Worker(Generic[T]):
         if released:
             # Given back at the end of the shutdown grace; this late result has no lease.
             return
-        if failure is None and ctx.next_steps:
-            self._ack_then(index, task, ctx.next_steps)
+        if failure is None and (ctx.next_steps or result is not None):
+            self._ack_then(index, task, ctx.next_steps, result)
         elif failure is None:
             self._acker.submit(index, task)
         else:
             self._fail(index, task, event, failure)
 
-    def _ack_then(self, index: int, task: Task, then: list[NextStep]) -> None:
-        """Acks with next steps, alone and from the slot (the acker's batches carry receipts
-        only), so the steps are stored in the ack's own commit. A failure is counted as the
-        acker counts one."""
+    def _ack_then(self, index: int, task: Task, then: list[NextStep], result: Any) -> None:
+        """Acks with next steps or a result, alone and from the slot (the acker's batches carry
+        receipts only), so the steps are stored in the ack's own commit. A failure is counted as
+        the acker counts one."""
         acked: list[bool] | BaseException
         try:
-            self.queue.ack_then(task, then)
+            self.queue.ack_then(task, then, result)
         except LeaseLost:
             acked = [False]
         except Exception as error:
