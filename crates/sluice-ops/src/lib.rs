@@ -39,7 +39,7 @@ pub use delivery::{
     ACK_RECEIPTS_MAX, AckRequest, NEXT_STEPS_MAX, NackRequest, NextStep, ReceiveRequest,
     too_many_next_steps, too_many_receipts,
 };
-pub use enqueue::{Enqueue, MessageRequest};
+pub use enqueue::{Enqueue, MessageRequest, content_key};
 pub use error::OpsError;
 pub use events::{DeadLettered, EventOutcome, EventRequest};
 pub use lookups::CancelRequest;

@@ -461,3 +461,71 @@ async fn a_stalled_sqs_body_is_answered_after_the_read_timeout() {
     assert!(answer.contains("RequestThrottled"), "{answer}");
     assert!(answer.contains("body_read_timeout_ms"), "{answer}");
 }
+
+#[tokio::test]
+async fn content_dedup_is_one_rule_for_native_and_sqs_senders() {
+    // Proves a body sent natively and through SQS to a content-deduplicated queue is stored
+    // once: one content key for every door (issue 32; SQS hashed the body alone, the native
+    // API its ordering key and body, so the same message was stored twice). With SQS's default
+    // deduplication scope (the queue) the group is left out, as AWS does; with scope
+    // `messageGroup` the group is the native ordering key. A standard queue with
+    // `dedup = "content"` deduplicates SQS sends as native ones.
+    let server = TestServer::builder().start().await;
+    sqs_ok(
+        &server,
+        "CreateQueue",
+        json!({"QueueName": "orders.fifo", "Attributes": {"FifoQueue": "true", "ContentBasedDeduplication": "true"}}),
+    )
+    .await;
+    let native = server
+        .send("orders.fifo", json!({"body": {"order": 1}}))
+        .await;
+    for group in ["g1", "g2"] {
+        let via_sqs = sqs_ok(
+            &server,
+            "SendMessage",
+            json!({"QueueUrl": "orders.fifo", "MessageBody": r#"{"order":1}"#, "MessageGroupId": group}),
+        )
+        .await;
+        assert_eq!(via_sqs["MessageId"], native["message_id"], "{via_sqs}");
+    }
+    assert_eq!(server.stats("orders.fifo").await["ready"], 1);
+
+    sqs_ok(
+        &server,
+        "CreateQueue",
+        json!({"QueueName": "by-group.fifo", "Attributes": {"FifoQueue": "true", "ContentBasedDeduplication": "true", "DeduplicationScope": "messageGroup"}}),
+    )
+    .await;
+    let native = server
+        .send("by-group.fifo", json!({"body": {"order": 2}, "key": "g1"}))
+        .await;
+    let same_group = sqs_ok(
+        &server,
+        "SendMessage",
+        json!({"QueueUrl": "by-group.fifo", "MessageBody": r#"{"order":2}"#, "MessageGroupId": "g1"}),
+    )
+    .await;
+    assert_eq!(same_group["MessageId"], native["message_id"]);
+    let other_group = sqs_ok(
+        &server,
+        "SendMessage",
+        json!({"QueueUrl": "by-group.fifo", "MessageBody": r#"{"order":2}"#, "MessageGroupId": "g2"}),
+    )
+    .await;
+    assert_ne!(other_group["MessageId"], native["message_id"]);
+    assert_eq!(server.stats("by-group.fifo").await["ready"], 2);
+
+    server
+        .put_queue("events", json!({"dedup": "content"}))
+        .await;
+    let native = server.send("events", json!({"body": {"alert": 7}})).await;
+    let via_sqs = sqs_ok(
+        &server,
+        "SendMessage",
+        json!({"QueueUrl": "events", "MessageBody": r#"{"alert":7}"#}),
+    )
+    .await;
+    assert_eq!(via_sqs["MessageId"], native["message_id"]);
+    assert_eq!(server.stats("events").await["ready"], 1);
+}

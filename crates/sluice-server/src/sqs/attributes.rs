@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use sluice_core::queue::{Backoff, Ordering, QueueConfig};
+use sluice_core::queue::{Backoff, Dedup, Ordering, QueueConfig};
 use sluice_core::store::QueueInfo;
 use sluice_sqs::{ErrorKind, SqsError};
 
@@ -195,7 +195,18 @@ pub fn apply(
                     "Modifying queue type is not supported.",
                 ));
             }
-            "ContentBasedDeduplication" | "SqsManagedSseEnabled" => {
+            // The queue's own rule, the same for every door: `dedup = "content"`.
+            "ContentBasedDeduplication" => {
+                config.dedup = if boolean(name, value)? {
+                    Dedup::Content
+                } else {
+                    Dedup::Id
+                };
+                config
+                    .protocol_attributes
+                    .remove(&format!("{PREFIX}{name}"));
+            }
+            "SqsManagedSseEnabled" => {
                 keep(config, name, boolean(name, value)?.to_string());
             }
             "DeduplicationScope" => {
@@ -313,8 +324,11 @@ pub fn all(info: &QueueInfo, sqs: &SqsConfig) -> BTreeMap<String, String> {
     }
     if is_fifo(&info.name, config) {
         put("FifoQueue", "true".into());
+        put(
+            "ContentBasedDeduplication",
+            content_based(config).to_string(),
+        );
         for (name, default) in [
-            ("ContentBasedDeduplication", "false"),
             ("DeduplicationScope", "queue"),
             ("FifoThroughputLimit", "perQueue"),
         ] {
@@ -322,6 +336,12 @@ pub fn all(info: &QueueInfo, sqs: &SqsConfig) -> BTreeMap<String, String> {
         }
     }
     out
+}
+
+/// Whether a send without a deduplication id is deduplicated by its body: the queue's
+/// `dedup = "content"`, or the attribute as a queue made before it set that kept it.
+pub fn content_based(config: &QueueConfig) -> bool {
+    config.dedup == Dedup::Content || kept(config, "ContentBasedDeduplication") == Some("true")
 }
 
 /// The attributes `names` ask for (`All` for every one); an unknown name is refused.

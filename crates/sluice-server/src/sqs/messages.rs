@@ -2,8 +2,9 @@
 //! §3.7-3.11, §4), each mapped onto one `ops` call.
 //!
 //! - A FIFO queue is a `per_key` queue keyed by `MessageGroupId`; its deduplication id (given,
-//!   or the body's SHA-256 with `ContentBasedDeduplication`) is the idempotency key, so a
-//!   duplicate within the 5-minute window answers with the first message's id.
+//!   or with `ContentBasedDeduplication`, which is the queue's `dedup = "content"`, the content
+//!   key every door makes: `sluice_ops::content_key`) is the idempotency key, so a duplicate
+//!   within the window answers with the first message's id, whichever door it came through.
 //! - A receipt handle wraps the sluice receipt: deleting is an ack, a visibility change an
 //!   extend, and a visibility of 0 gives the lease back without counting a failure.
 
@@ -11,7 +12,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use sha2::{Digest, Sha256};
 use sluice_core::message::{BodyKind, ClaimedMessage, Headers, MessageState};
-use sluice_core::queue::{Dedup, QueueConfig};
+use sluice_core::queue::QueueConfig;
 use sluice_core::wire::{AckOut, ErrorCode};
 use sluice_ops::{AckRequest, MessageRequest, OpsError, ReceiveRequest};
 use sluice_sqs::md5;
@@ -219,12 +220,9 @@ fn prepare(
             check_token("MessageDeduplicationId", id)?;
             Some(id.clone())
         }
-        // The queue's own `dedup: "content"` is SQS's ContentBasedDeduplication here: the
-        // body's digest, as AWS makes it, so an SQS client sees SQS's semantics.
-        (None, true)
-            if attributes::kept(config, "ContentBasedDeduplication") == Some("true")
-                || config.dedup == Dedup::Content =>
-        {
+        // The queue's own `dedup: "content"` is SQS's ContentBasedDeduplication here. A client
+        // is shown the body's digest as its deduplication id, as AWS shows it.
+        (None, true) if attributes::content_based(config) => {
             Some(hex(&Sha256::digest(body.as_bytes())))
         }
         (None, true) => {
@@ -234,13 +232,23 @@ fn prepare(
         }
         (None, false) => None,
     };
-    // Scope `messageGroup` makes the same id in two groups two messages.
-    let idempotency_key = deduplication_id.as_ref().map(|id| {
-        match (attributes::kept(config, "DeduplicationScope"), &group) {
-            (Some("messageGroup"), Some(group)) => format!("{}:{group}{id}", group.len()),
+    let group_scope = attributes::kept(config, "DeduplicationScope") == Some("messageGroup");
+    let idempotency_key = match (&message.message_deduplication_id, &deduplication_id) {
+        // Content-based: the one content key of every door (`sluice_ops::content_key`), so a
+        // body sent here and natively is one message. Scope `messageGroup` keys it by the
+        // group, as a native message is keyed by its ordering key; the default scope (the
+        // queue) leaves the group out, as AWS does.
+        (None, Some(_)) => Some(sluice_ops::content_key(
+            group.as_deref().filter(|_| group_scope),
+            body.as_bytes(),
+        )),
+        // Scope `messageGroup` makes the same id in two groups two messages.
+        (Some(id), _) => Some(match &group {
+            Some(group) if group_scope => format!("{}:{group}{id}", group.len()),
             _ => id.clone(),
-        }
-    });
+        }),
+        (None, None) => None,
+    };
     let mut headers = Headers::new();
     content::store(&mut headers, ATTRIBUTES_HEADER, &message.message_attributes);
     content::store(
