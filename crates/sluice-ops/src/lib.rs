@@ -43,7 +43,10 @@ pub use enqueue::{Enqueue, MessageRequest, content_key};
 pub use error::OpsError;
 pub use events::{DeadLettered, EventOutcome, EventRequest};
 pub use lookups::CancelRequest;
-pub use queues::{Drained, OnDelete, Purged, QueueDeleted, QueuePutDone, QueuePutRequest};
+pub use queues::{
+    Drained, OnDelete, Purged, QueueDeleted, QueuePutDone, QueuePutRequest,
+    is_own_dead_letter_queue,
+};
 pub use schedules::{SCHEDULE_HEADER, SCHEDULED_AT_HEADER, SchedulesPassed};
 
 /// What every operation returns.

@@ -63,6 +63,12 @@ pub struct QueuePutDone {
     pub queue: QueueInfo,
 }
 
+/// Whether `dead_letter_queue` names the queue `name` itself: refused by every door that
+/// configures a queue (the SQS API words it as AWS does), and never deleted with it.
+pub fn is_own_dead_letter_queue(name: &str, dead_letter_queue: Option<&str>) -> bool {
+    dead_letter_queue == Some(name)
+}
+
 impl Ops {
     /// Creates a queue, or updates the fields `request.spec` gives; its dead-letter queue is
     /// created with it. Refusals name the field. `check_push` checks a push destination the
@@ -85,36 +91,20 @@ impl Ops {
         if let Some(push) = &config.push {
             check_push(push).map_err(OpsError::invalid_field)?;
         }
-        if config.dead_letter_queue.as_deref() == Some(name.as_str()) {
-            return Err(OpsError::invalid_field(
-                "dead_letter_queue: a queue cannot be its own dead-letter queue",
-            ));
-        }
-        let put = self
-            .store
-            .queue_put(QueuePutParams {
-                name: name.clone(),
-                config,
-                now_ms,
-            })
-            .await?;
-        let queue = self.store.queue_get(&name, now_ms).await?;
-        Ok(QueuePutDone {
-            created: put.created,
-            queue,
-        })
+        self.queue_put_config(&name, config).await
     }
 
     /// Creates a queue, or replaces its whole configuration: for a protocol whose settings
-    /// map onto the configuration as a whole (the SQS API's attributes). The checks of
-    /// [`Ops::queue_put`] apply; a push destination is kept as it is.
+    /// map onto the configuration as a whole (the SQS API's attributes) and for the queues of
+    /// the config file. The checks of [`Ops::queue_put`] apply; a push destination is kept as
+    /// it is.
     pub async fn queue_put_config(
         &self,
         name: &str,
         config: QueueConfig,
     ) -> OpsResult<QueuePutDone> {
         validate_queue_name(name).map_err(OpsError::invalid_field)?;
-        if config.dead_letter_queue.as_deref() == Some(name) {
+        if is_own_dead_letter_queue(name, config.dead_letter_queue.as_deref()) {
             return Err(OpsError::invalid_field(
                 "dead_letter_queue: a queue cannot be its own dead-letter queue",
             ));
@@ -167,7 +157,7 @@ impl Ops {
             return Ok(deleted);
         };
         if dead_letters == OnDelete::KeepDeadLetters
-            || dlq == name
+            || is_own_dead_letter_queue(name, Some(dlq))
             || !caller.may_manage(dlq)
             || self.store.queue_is_dead_letter_queue(dlq).await?
         {

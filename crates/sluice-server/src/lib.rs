@@ -43,7 +43,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_core::store::QueuePutParams;
 use sluice_core::{Clock, ManualClock, SystemClock};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -128,15 +127,6 @@ pub async fn run(
     let mut config = config;
     config.listen = listener.local_addr()?;
     let store = open_store(&config, clock.now_ms()).await?;
-    for (name, queue_config) in &config.queues {
-        store
-            .queue_put(QueuePutParams {
-                name: name.clone(),
-                config: queue_config.clone(),
-                now_ms: clock.now_ms(),
-            })
-            .await?;
-    }
     tracing::info!(store = config.store.kind(), data_dir = %config.data_dir.display(), durability = ?config.durability, elapsed_ms = started.elapsed().as_millis() as u64, "store open");
 
     let shutdown_token = CancellationToken::new();
@@ -156,6 +146,12 @@ pub async fn run(
     let shutdown_shared = Arc::new(shutdown_token.clone());
     let quotas = quotas::TenantQuotas::new(config.auth.tenants());
     let mut ops = sluice_ops::Ops::new(store.clone(), clock.clone(), shutdown_shared.clone());
+    // The config file's queues, with the checks every door's queues get.
+    for (name, queue_config) in &config.queues {
+        ops.queue_put_config(name, queue_config.clone())
+            .await
+            .map_err(|error| format!("[queues.{name}]: {}", error.message))?;
+    }
     if let Some(quotas) = &quotas {
         quotas.recount(&*store, clock.now_ms(), true).await;
         ops = ops.with_admission(quotas.clone());

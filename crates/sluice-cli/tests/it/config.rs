@@ -93,3 +93,34 @@ async fn updating_a_queue_applies_only_the_given_fields() {
         .error(404, "queue_not_found");
     server.get("/v1/queues/q.dlq").await.ok();
 }
+
+#[tokio::test]
+async fn a_config_file_queue_gets_the_checks_of_every_door() {
+    // Proves the config file's queues go through the operations layer like the API's: a
+    // queue that is its own dead-letter queue is refused at start, naming the table (it was
+    // stored as written, before issue 32).
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sluice.toml");
+    std::fs::write(&config, "[queues.orders]\ndead_letter_queue = \"orders\"\n").unwrap();
+    let binary = std::env::var_os("SLUICE_TEST_BINARY")
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_sluice").into());
+    let run = tokio::process::Command::new(binary)
+        .arg("serve")
+        .args(["--listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .arg("--data")
+        .arg(dir.path().join("data"))
+        .env_remove("SLUICE_TEST_CLOCK")
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(30), run)
+        .await
+        .expect("the server neither refused the config nor stopped")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "started: {stderr}");
+    assert!(
+        stderr.contains("[queues.orders]") && stderr.contains("its own dead-letter queue"),
+        "{stderr}"
+    );
+}

@@ -379,7 +379,7 @@ async fn redrive_of(
                 "Value {text} for parameter RedrivePolicy is invalid. Reason: {why}"
             ))
         };
-        if redrive.dead_letter_queue == name {
+        if sluice_ops::is_own_dead_letter_queue(name, Some(&redrive.dead_letter_queue)) {
             return Err(refuse("A queue cannot be its own dead-letter queue."));
         }
         // A tenant admin's queue dead-letters within the tenant (the native API's rule).
