@@ -234,7 +234,8 @@ pub struct NackParams {
     pub queue: String,
     /// Receipt from receive.
     pub receipt: Receipt,
-    /// Why it failed.
+    /// Why it failed, already cut to [`crate::queue::limits::ERROR_BYTES_MAX`] by the caller
+    /// (`sluice_ops::error_text`): the store keeps it as given.
     pub error: Option<String>,
     /// Explicit retry delay instead of the backoff.
     pub delay_ms: Option<Millis>,

@@ -264,7 +264,7 @@ impl Ops {
         let params = NackParams {
             queue: request.queue,
             receipt,
-            error: request.error,
+            error: request.error.map(error_text),
             delay_ms: request.delay_ms,
             permanent: request.permanent,
             delivery: None,
@@ -336,6 +336,15 @@ impl Ops {
             })
             .await?)
     }
+}
+
+/// A failed attempt's error as it is kept (`last_error`, the failure log): cut to
+/// [`limits::ERROR_BYTES_MAX`] bytes at a character boundary. One rule for every way a failure
+/// is recorded (a nack by any door, a push, the embedded SDK), so no store decides it.
+pub fn error_text(mut text: String) -> String {
+    let kept = sluice_core::message::cut_utf8(&text, limits::ERROR_BYTES_MAX).len();
+    text.truncate(kept);
+    text
 }
 
 /// The refusal of an ack with more than [`ACK_RECEIPTS_MAX`] receipts (also given by a

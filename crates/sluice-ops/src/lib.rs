@@ -19,6 +19,7 @@ pub mod error;
 mod events;
 mod json_body;
 mod lookups;
+mod push;
 mod queues;
 mod schedules;
 pub mod wait;
@@ -37,12 +38,13 @@ pub use dead_letters::{
 };
 pub use delivery::{
     ACK_RECEIPTS_MAX, AckRequest, NEXT_STEPS_MAX, NackRequest, NextStep, ReceiveRequest,
-    too_many_next_steps, too_many_receipts,
+    error_text, too_many_next_steps, too_many_receipts,
 };
 pub use enqueue::{Enqueue, MessageRequest, content_key};
 pub use error::OpsError;
 pub use events::{DeadLettered, EventOutcome, EventRequest};
 pub use lookups::CancelRequest;
+pub use push::{PushAnswer, PushSettled, push_out_of_attempts, push_retry_delay_ms};
 pub use queues::{
     Drained, OnDelete, Purged, QueueDeleted, QueuePutDone, QueuePutRequest,
     is_own_dead_letter_queue,

@@ -10,7 +10,8 @@ use sluice_core::store::QueuePutParams;
 use sluice_core::wire::{ErrorCode, PushSpec, QueueSpec};
 use sluice_core::{Clock, ManualClock, Store};
 use sluice_ops::{
-    AckRequest, EventOutcome, EventRequest, MessageRequest, Ops, QueuePutRequest, ReceiveRequest,
+    AckRequest, EventOutcome, EventRequest, MessageRequest, Ops, PushAnswer, PushSettled,
+    QueuePutRequest, ReceiveRequest, push_out_of_attempts, push_retry_delay_ms,
 };
 use sluice_store_sqlite::{Durability, SharedSqliteStore, SqliteOptions};
 use tokio_util::sync::CancellationToken;
@@ -559,4 +560,177 @@ async fn a_queue_put_refuses_a_push_destination_its_check_refuses() {
             .unwrap()
             .created
     );
+}
+
+// ---------- push delivery's rules (issue 32: decided in ops, not in the push worker) ----------
+
+/// Enqueues one message on "q" and receives it.
+async fn one_claimed(ops: &Ops) -> sluice_core::message::ClaimedMessage {
+    enqueue(ops, "1").await;
+    ops.receive(receive(1, 0))
+        .await
+        .expect("received")
+        .pop()
+        .expect("one message")
+}
+
+fn failed(error: &str, permanent: bool, retry_after_ms: Option<i64>) -> PushAnswer {
+    PushAnswer::Failed {
+        error: error.into(),
+        permanent,
+        retry_after_ms,
+    }
+}
+
+#[tokio::test]
+async fn a_failed_push_waits_for_the_longer_of_retry_after_and_the_backoff() {
+    let fixture = fixture().await;
+    let mut config = QueueConfig::defaults_for("q");
+    config.backoff.jitter = false;
+    let backoff_ms = config.backoff.delay_ms(1);
+    for (retry_after_ms, expected_ms) in [
+        (None, backoff_ms),
+        (Some(backoff_ms / 2), backoff_ms),
+        (Some(backoff_ms * 10), backoff_ms * 10),
+    ] {
+        assert_eq!(push_retry_delay_ms(&config, 1, retry_after_ms), expected_ms);
+        let message = one_claimed(&fixture.ops).await;
+        let now_ms = fixture.ops.now_ms();
+        let settled = fixture
+            .ops
+            .push_settle(
+                &config,
+                "q".into(),
+                &message,
+                failed("503", false, retry_after_ms),
+                None,
+            )
+            .await
+            .expect("settled");
+        assert_eq!(settled, PushSettled::Retried);
+        let status = fixture
+            .ops
+            .message_by_id("q".into(), &message.message_id.to_string())
+            .await
+            .expect("found");
+        assert_eq!(
+            status.visible_at_ms,
+            now_ms + expected_ms,
+            "{retry_after_ms:?}"
+        );
+        fixture.ops.queue_purge("q").await.expect("purged");
+    }
+}
+
+#[tokio::test]
+async fn a_permanent_push_failure_dead_letters_only_where_there_is_a_dead_letter_queue() {
+    let fixture = fixture().await;
+    let with_dlq = QueueConfig::defaults_for("q");
+    let message = one_claimed(&fixture.ops).await;
+    let settled = fixture
+        .ops
+        .push_settle(
+            &with_dlq,
+            "q".into(),
+            &message,
+            failed("400", true, None),
+            None,
+        )
+        .await
+        .expect("settled");
+    assert_eq!(settled, PushSettled::DeadLettered);
+
+    // A queue without a dead-letter queue retries even a permanent failure.
+    let mut without = with_dlq.clone();
+    without.dead_letter_queue = None;
+    let message = one_claimed(&fixture.ops).await;
+    let settled = fixture
+        .ops
+        .push_settle(
+            &without,
+            "q".into(),
+            &message,
+            failed("400", true, None),
+            None,
+        )
+        .await
+        .expect("settled");
+    assert_eq!(settled, PushSettled::Retried);
+
+    let delivered = one_claimed(&fixture.ops).await;
+    let settled = fixture
+        .ops
+        .push_settle(
+            &with_dlq,
+            "q".into(),
+            &delivered,
+            PushAnswer::Delivered,
+            None,
+        )
+        .await
+        .expect("settled");
+    assert_eq!(settled, PushSettled::Acked);
+}
+
+#[test]
+fn a_push_past_its_attempts_is_out_of_them_only_with_a_dead_letter_queue() {
+    let mut config = QueueConfig::defaults_for("q");
+    config.max_attempts = 3;
+    assert!(!push_out_of_attempts(&config, 3));
+    assert!(push_out_of_attempts(&config, 4));
+    config.dead_letter_queue = None;
+    assert!(!push_out_of_attempts(&config, 4), "retried for ever");
+    config.dead_letter_queue = Some("q.dlq".into());
+    config.max_attempts = 0;
+    assert!(!push_out_of_attempts(&config, 40), "0: no limit");
+}
+
+#[tokio::test]
+async fn a_failures_error_is_cut_to_its_limit_by_ops_for_every_store() {
+    // The store keeps the error as given; ops cuts it, for a nack and a push alike (the
+    // SQLite store cut it and PostgreSQL did not, before issue 32).
+    let fixture = fixture().await;
+    let long = "é".repeat(sluice_core::queue::limits::ERROR_BYTES_MAX);
+    let message = one_claimed(&fixture.ops).await;
+    fixture
+        .ops
+        .nack(sluice_ops::NackRequest {
+            queue: "q".into(),
+            receipt: message.receipt.to_string(),
+            error: Some(long.clone()),
+            delay_ms: Some(0),
+            permanent: false,
+        })
+        .await
+        .expect("nacked");
+    let message = fixture
+        .ops
+        .receive(receive(1, 0))
+        .await
+        .expect("received")
+        .pop()
+        .expect("again");
+    let kept = message.last_error.clone().expect("an error");
+    assert_eq!(kept.len(), sluice_core::queue::limits::ERROR_BYTES_MAX);
+    assert!(long.starts_with(&kept));
+
+    fixture
+        .ops
+        .push_settle(
+            &QueueConfig::defaults_for("q"),
+            "q".into(),
+            &message,
+            failed(&format!("x{long}"), false, Some(0)),
+            None,
+        )
+        .await
+        .expect("settled");
+    let status = fixture
+        .ops
+        .message_by_id("q".into(), &message.message_id.to_string())
+        .await
+        .expect("found");
+    let kept = status.last_error.expect("an error");
+    assert!(kept.len() <= sluice_core::queue::limits::ERROR_BYTES_MAX);
+    assert!(kept.len() > sluice_core::queue::limits::ERROR_BYTES_MAX - 2);
 }

@@ -357,7 +357,7 @@ impl Backend for Embedded {
             .message_nack(NackParams {
                 queue: queue.to_owned(),
                 receipt,
-                error: Some(nack.error),
+                error: Some(sluice_ops::error_text(nack.error)),
                 delay_ms: nack.delay.map(|d| d.as_millis() as Millis),
                 permanent: nack.permanent,
                 delivery: None,

@@ -133,15 +133,6 @@ pub async fn run(
     // However `run` ends (an error below, a panic), every task it started sees the token.
     let _cancel_on_return = shutdown_token.clone().drop_guard();
     let expr = expr::ExprPool::new(config.expressions.clone());
-    let push = push::Dispatcher::new(
-        store.clone(),
-        clock.clone(),
-        shutdown_token.child_token(),
-        expr.clone(),
-        config.push_enabled,
-        config.push_delivery_log,
-        config.auth.clone(),
-    )?;
     let http_metrics = Arc::new(http_metrics::HttpMetrics::default());
     let shutdown_shared = Arc::new(shutdown_token.clone());
     let quotas = quotas::TenantQuotas::new(config.auth.tenants());
@@ -156,11 +147,21 @@ pub async fn run(
         quotas.recount(&*store, clock.now_ms(), true).await;
         ops = ops.with_admission(quotas.clone());
     }
+    let ops = Arc::new(ops);
+    let push = push::Dispatcher::new(
+        ops.clone(),
+        clock.clone(),
+        shutdown_token.child_token(),
+        expr.clone(),
+        config.push_enabled,
+        config.push_delivery_log,
+        config.auth.clone(),
+    )?;
     let state = api::AppState::new(api::Shared {
         http_metrics: http_metrics.clone(),
         expr,
         store: store.clone(),
-        ops: Arc::new(ops),
+        ops,
         clock: clock.clone(),
         manual_clock,
         shutdown: shutdown_shared,

@@ -331,7 +331,8 @@ impl SharedSqliteStore {
     /// Fails an attempt: the index decides between a retry and the dead-letter queue.
     pub(crate) async fn nack(&self, params: NackParams) -> StoreResult<NackOutcome> {
         let store = &self.0;
-        let error = params.error.map(|e| Arc::from(truncate(e)));
+        // Cut by the caller (`sluice_ops::error_text`), like every store's.
+        let error = params.error.map(Arc::from);
         let (outcome, wait) = {
             let mut index = store.index.lock();
             if index.queue_config(&params.queue).is_none() {
@@ -401,13 +402,6 @@ fn retry_after_s(count: u64, acks_per_s: f64) -> u64 {
         return 10;
     }
     ((count as f64 / acks_per_s).ceil() as u64).clamp(1, 60)
-}
-
-fn truncate(mut text: String) -> String {
-    let kept =
-        sluice_core::message::cut_utf8(&text, sluice_core::queue::limits::ERROR_BYTES_MAX).len();
-    text.truncate(kept);
-    text
 }
 
 /// The write an ack sends once the index has let the messages go, and its answer.

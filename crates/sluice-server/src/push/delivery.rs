@@ -4,10 +4,9 @@
 use std::sync::atomic::Ordering;
 
 use serde_json::Value;
-use sluice_core::dispatch::NackOutcome;
 use sluice_core::message::{BodyKind, ClaimedMessage};
-use sluice_core::store::{AckParams, NackParams};
 use sluice_core::wire::{PushSpec, time_out};
+use sluice_ops::{PushAnswer, PushSettled};
 
 use super::{Destination, Dispatcher};
 use crate::expr::EvalError;
@@ -24,15 +23,10 @@ impl Dispatcher {
         stats.in_flight.fetch_add(1, Ordering::Relaxed);
         let started_ms = self.clock.now_ms();
         let started = std::time::Instant::now();
-        let max_attempts = destination.config.max_attempts;
-        // Past its attempts (the server stopped during earlier deliveries) a message goes to
-        // its dead-letter queue without another call. A queue without one retries for ever
-        // (docs/semantics.md), so its messages are always called: answering them "out of
-        // attempts" without a request left them stuck once the destination was back.
-        let out_of_attempts = destination.config.dead_letter_queue.is_some()
-            && max_attempts > 0
-            && message.attempts > max_attempts;
-        let (mut outcome, recording) = if out_of_attempts {
+        let (mut outcome, recording) = if sluice_ops::push_out_of_attempts(
+            &destination.config,
+            message.attempts,
+        ) {
             let outcome = Outcome::Failed {
                 status: None,
                 error: format!(
@@ -83,51 +77,48 @@ impl Dispatcher {
                 last.1 = error;
             }
         }
-        let result = match outcome {
+        let answer = match outcome {
             Outcome::Delivered { .. } => {
                 stats.delivered.fetch_add(1, Ordering::Relaxed);
-                self.store
-                    .message_ack(AckParams {
-                        queue: destination.queue.clone(),
-                        receipts: vec![message.receipt],
-                        result: None,
-                        delivery,
-                        now_ms,
-                    })
-                    .await
-                    .map(|_| ())
+                PushAnswer::Delivered
             }
             Outcome::Failed {
                 error,
                 permanent,
                 retry_after_ms,
                 ..
-            } => {
-                let backoff_ms = destination.config.backoff.delay_ms(message.attempts);
-                let nacked = self
-                    .store
-                    .message_nack(NackParams {
-                        queue: destination.queue.clone(),
-                        receipt: message.receipt,
-                        error: Some(error),
-                        delay_ms: Some(retry_after_ms.map_or(backoff_ms, |ms| ms.max(backoff_ms))),
-                        // A queue without a DLQ retries even "permanent" failures.
-                        permanent: permanent && destination.config.dead_letter_queue.is_some(),
-                        delivery,
-                        now_ms,
-                    })
-                    .await;
-                // Out of attempts counts as a permanent failure, not a retry.
-                match &nacked {
-                    Ok(NackOutcome::DeadLettered { .. }) => {
-                        stats.failed_permanently.fetch_add(1, Ordering::Relaxed)
-                    }
-                    _ => stats.retried.fetch_add(1, Ordering::Relaxed),
-                };
-                nacked.map(|_| ())
-            }
+            } => PushAnswer::Failed {
+                error,
+                permanent,
+                retry_after_ms,
+            },
         };
-        if let Err(error) = result {
+        let failed = answer != PushAnswer::Delivered;
+        let settled = self
+            .ops
+            .push_settle(
+                &destination.config,
+                destination.queue.clone(),
+                &message,
+                answer,
+                delivery,
+            )
+            .await;
+        // Out of attempts counts as a permanent failure, not a retry.
+        match &settled {
+            Ok(PushSettled::Acked) => {}
+            Ok(PushSettled::DeadLettered) => {
+                stats.failed_permanently.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(PushSettled::Retried) => {
+                stats.retried.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) if failed => {
+                stats.retried.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => {}
+        }
+        if let Err(error) = settled {
             tracing::warn!(queue = %destination.queue, message_id = %message.message_id, %error, "push result not recorded; the lease will run out and the message goes out again");
         }
     }

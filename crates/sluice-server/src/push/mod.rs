@@ -1,20 +1,21 @@
 //! Push delivery: for every queue with a `push` destination, a worker leases messages and calls
 //! the destination, so a team needs no consumer code.
 //!
-//! A worker claims through the store like any consumer, so `max_in_flight`, `rate_limit`,
-//! per-key order and pause hold for pushes too; it waits on the queue's wake-ups like a long
-//! poll. 2xx acks. 408, 429, 5xx, redirects, timeouts and connection errors are retried with the
+//! A worker claims and settles through the operations layer like any consumer
+//! (`Ops::push_claim`, `Ops::push_settle`, where the retry rules below are decided), so
+//! `max_in_flight`, `rate_limit`, per-key order and pause hold for pushes too; it waits on the
+//! queue's wake-ups like a long poll. 2xx acks. 408, 429, 5xx, redirects, timeouts and connection errors are retried with the
 //! queue's backoff (a longer `Retry-After` wins); other 4xx dead-letter at once unless the
 //! destination sets `retry_client_errors`. The status and the first bytes of the answer become
 //! the message's `last_error`. A supervisor starts, restarts (on a configuration change) and
 //! stops workers as queues change.
 //!
-//! A worker claims with [`Store::message_claim_recorded`]: the attempt is on disk before the
+//! A worker's claim is recorded (`Store::message_claim_recorded`): the attempt is on disk before the
 //! transform runs or the destination is called, so a message during whose delivery the server
 //! dies counts that attempt, and once a claim finds it past `max_attempts` (every earlier
 //! attempt ended without a result) it goes to the dead-letter queue instead of being tried
 //! again. Push can be off for the whole server (`--no-push`, `[push] enabled = false`) or
-//! paused per queue ([`Store::queue_push_pause`]: the pause is kept by the store, so every node
+//! paused per queue (`Ops::queue_push_pause`: the pause is kept by the store, so every node
 //! of a shared store sees it; the supervisor reads it with the queues it lists, and looks again
 //! when the store reports a change made on another node).
 //!
@@ -30,12 +31,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use sluice_core::Clock;
 use sluice_core::histogram::{AtomicHistogram, Histogram};
 use sluice_core::meter::Meter;
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::QueueInfo;
 use sluice_core::wire::{LatencyOut, PushMethod, PushSpec, PushStatsOut};
-use sluice_core::{Clock, Store, StoreError};
 use sluice_webhooks::expr::Expr;
 use sluice_webhooks::sign::StandardSigner;
 use tokio::sync::Notify;
@@ -91,7 +92,7 @@ struct Worker {
 
 /// All push workers of the server.
 pub struct Dispatcher {
-    store: Arc<dyn Store>,
+    ops: Arc<sluice_ops::Ops>,
     clock: Arc<dyn Clock>,
     http: reqwest::Client,
     /// For the destinations of tenants' queues: connects only to public addresses
@@ -171,7 +172,7 @@ fn compile(spec: &PushSpec) -> Result<Compiled, String> {
 impl Dispatcher {
     /// A dispatcher with no workers yet; [`Dispatcher::run`] supervises them.
     pub fn new(
-        store: Arc<dyn Store>,
+        ops: Arc<sluice_ops::Ops>,
         clock: Arc<dyn Clock>,
         shutdown: CancellationToken,
         expr: Arc<ExprPool>,
@@ -196,7 +197,7 @@ impl Dispatcher {
             .build()
             .map_err(|e| format!("cannot build the push HTTP client: {e}"))?;
         Ok(Arc::new(Self {
-            store,
+            ops,
             clock,
             http,
             tenant_http,
@@ -231,8 +232,8 @@ impl Dispatcher {
     /// Pauses or resumes a queue's push delivery (kept by the store, across restarts and for
     /// every node); this node's worker stops or starts at once, other nodes' when their store
     /// reports the change. Requests already sent finish.
-    pub async fn set_paused(&self, queue: &str, paused: bool) -> Result<(), StoreError> {
-        self.store.queue_push_pause(queue, paused).await?;
+    pub async fn set_paused(&self, queue: &str, paused: bool) -> sluice_ops::OpsResult<()> {
+        self.ops.queue_push_pause(queue, paused).await?;
         self.refresh();
         Ok(())
     }

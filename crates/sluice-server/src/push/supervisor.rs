@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use sluice_core::message::ClaimedMessage;
 use sluice_core::queue::QueueConfig;
-use sluice_core::store::ClaimParams;
-use sluice_ops::wait::{self, Look, Wait};
+use sluice_ops::wait::Wait;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -48,7 +47,7 @@ impl Dispatcher {
     }
 
     async fn supervise(self: &Arc<Self>) {
-        let queues = match self.store.queue_list(self.clock.now_ms()).await {
+        let queues = match self.ops.queue_list(&sluice_ops::Anyone).await {
             Ok(queues) => queues,
             Err(error) => {
                 tracing::warn!(%error, "push supervisor cannot list queues");
@@ -131,7 +130,6 @@ impl Dispatcher {
             .config
             .visibility_timeout_ms
             .max(destination.timeout.as_millis() as i64 + 5_000);
-        let notifier = self.store.notifier();
         let policy = Wait::push(&stop);
         while !stop.is_cancelled() {
             let first = tokio::select! {
@@ -142,38 +140,12 @@ impl Dispatcher {
             };
             // Holds the slot while it waits: only this loop takes slots, so holding one
             // leaves the others free for the claim's count.
-            let claim = |now_ms| {
-                let (store, slots, destination) = (&self.store, &slots, &destination);
-                async move {
-                    let claim = store
-                        .message_claim_recorded(ClaimParams {
-                            queue: destination.queue.clone(),
-                            max: (1 + slots.available_permits()).min(100),
-                            lease_ms: Some(lease_ms),
-                            now_ms,
-                        })
-                        .await
-                        .inspect_err(|error| {
-                            tracing::warn!(queue = %destination.queue, %error, "push worker cannot claim");
-                        })?;
-                    Ok::<_, sluice_core::StoreError>(if claim.messages.is_empty() {
-                        Look::Pending {
-                            current: claim.messages,
-                            next_change_at_ms: claim.next_change_at_ms,
-                        }
-                    } else {
-                        Look::Ready(claim.messages)
-                    })
-                }
-            };
-            let messages = match wait::until(
-                &notifier,
-                &destination.queue,
-                self.clock.as_ref(),
-                &policy,
-                claim,
-            )
-            .await
+            let messages = match self
+                .ops
+                .push_claim(&destination.queue, lease_ms, &policy, || {
+                    1 + slots.available_permits()
+                })
+                .await
             {
                 Ok(messages) if !messages.is_empty() => messages,
                 // Stopped while waiting (with nothing, or after a failed claim).
