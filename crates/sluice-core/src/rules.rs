@@ -9,6 +9,7 @@
 
 pub mod alert;
 pub mod backoff;
+pub mod backpressure;
 pub mod failure;
 pub mod lanes;
 pub mod retention;

@@ -27,6 +27,7 @@ use sluice_core::message::{
 };
 use sluice_core::queue::{Ordering, QueueConfig};
 use sluice_core::rules::backoff::random_draw;
+use sluice_core::rules::backpressure::queue_full_retry_after_s;
 use sluice_core::rules::failure::{self, FailureDecision, LEASE_EXPIRED_ERROR};
 use sluice_core::rules::lanes::lane_key;
 use sluice_core::rules::token_bucket::TokenBucket;
@@ -864,8 +865,9 @@ pub(crate) async fn enqueue_in(
                 depth: held,
                 max_depth,
                 refused: count as u64,
-                // No drain rate is measured yet (the node's meter comes with step 4).
-                retry_after_s: 1,
+                // The rule every store answers with; no ack rate is measured here yet (the
+                // node's meter comes with step 4), which the rule reads as nothing acked.
+                retry_after_s: queue_full_retry_after_s(count as u64, 0.0),
             }));
         }
     }

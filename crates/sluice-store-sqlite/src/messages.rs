@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use sluice_core::Millis;
 use sluice_core::dispatch::{LeaseError, NackOutcome, Seq};
+use sluice_core::rules::backpressure::queue_full_retry_after_s;
 use sluice_core::store::{
     AckParams, Claim, ClaimParams, EnqueueParams, Enqueued, ExtendParams, GiveBackParams,
     NackParams, StoreError, StoreResult,
@@ -45,7 +46,7 @@ impl SharedSqliteStore {
                         depth,
                         max_depth,
                         refused: count,
-                        retry_after_s: retry_after_s(count, drain_rate),
+                        retry_after_s: queue_full_retry_after_s(count, drain_rate),
                     }
                 })?;
             }
@@ -395,15 +396,6 @@ impl SharedSqliteStore {
     }
 }
 
-/// Seconds a refused producer should wait: the time the queue takes to drain the batch at its
-/// recent ack rate, between 1 and 60 (10 when nothing is being acked).
-fn retry_after_s(count: u64, acks_per_s: f64) -> u64 {
-    if acks_per_s <= 0.0 {
-        return 10;
-    }
-    ((count as f64 / acks_per_s).ceil() as u64).clamp(1, 60)
-}
-
 /// The write an ack sends once the index has let the messages go, and its answer.
 type AckWrite = (WriteOp, oneshot::Receiver<StoreResult<()>>);
 
@@ -485,7 +477,7 @@ fn reserve_batches(
                     depth,
                     max_depth,
                     refused: count,
-                    retry_after_s: retry_after_s(count, drain_rate),
+                    retry_after_s: queue_full_retry_after_s(count, drain_rate),
                 });
             }
             let name = index.queue_name(&batch.queue).expect("config found");

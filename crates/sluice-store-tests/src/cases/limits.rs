@@ -6,7 +6,8 @@ use sluice_core::store::StoreError;
 use crate::Harness;
 
 /// A queue at `max_depth` refuses a whole batch that would overshoot it (storing none of it)
-/// with the depth, the limit and the size of the refused batch; every message held counts,
+/// with the depth, the limit, the size of the refused batch and the one rule's `Retry-After`
+/// (`rules::backpressure`); every message held counts,
 /// leased ones too; acks make room again.
 pub async fn max_depth_refuses_whole_batches(h: Harness) {
     h.queue("q", |c| c.max_depth = Some(3)).await;
@@ -22,8 +23,15 @@ pub async fn max_depth_refuses_whole_batches(h: Harness) {
             depth,
             max_depth,
             refused,
-            ..
-        } => assert_eq!((queue.as_str(), depth, max_depth, refused), ("q", 2, 3, 2)),
+            retry_after_s,
+        } => {
+            assert_eq!((queue.as_str(), depth, max_depth, refused), ("q", 2, 3, 2));
+            // Nothing acked yet: every store answers with the one rule's 10 s.
+            assert_eq!(
+                retry_after_s,
+                sluice_core::rules::backpressure::queue_full_retry_after_s(2, 0.0)
+            );
+        }
         other => panic!("refused with {other:?}"),
     }
     let depth = h.store.queue_get("q", h.now()).await.unwrap().depth;
