@@ -85,6 +85,25 @@ pub struct Enqueue {
     admission: Option<Arc<dyn crate::Admission>>,
 }
 
+/// How many messages one enqueue may carry: at least one, at most
+/// [`limits::BATCH_MESSAGES_MAX`]. Checked for every enqueue; a protocol that can count a
+/// request's messages before decoding them (the HTTP body's shape, a gRPC request) asks this
+/// first too, so an oversized batch is refused before it is read.
+pub fn check_batch_len(count: usize) -> OpsResult<()> {
+    if count == 0 {
+        return Err(OpsError::invalid_field(
+            "messages: a batch needs at least one message",
+        ));
+    }
+    if count > limits::BATCH_MESSAGES_MAX {
+        return Err(OpsError::too_large(format!(
+            "messages: {count} messages in one batch; at most {} are allowed",
+            limits::BATCH_MESSAGES_MAX
+        )));
+    }
+    Ok(())
+}
+
 impl Ops {
     /// Starts an enqueue to `queue`: refuses a queue that does not exist.
     pub async fn enqueue_to(&self, queue: String) -> OpsResult<Enqueue> {
@@ -211,6 +230,7 @@ impl Enqueue {
             batch_bytes,
             admission,
         } = self;
+        check_batch_len(messages.len())?;
         if batch_bytes > limits::BATCH_BYTES_MAX {
             return Err(OpsError::too_large(format!(
                 "messages: the batch holds {batch_bytes} body bytes; at most {} are allowed",

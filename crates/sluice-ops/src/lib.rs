@@ -40,7 +40,7 @@ pub use delivery::{
     ACK_RECEIPTS_MAX, AckRequest, NEXT_STEPS_MAX, NackRequest, NextStep, ReceiveRequest,
     error_text, too_many_next_steps, too_many_receipts,
 };
-pub use enqueue::{Enqueue, MessageRequest, content_key};
+pub use enqueue::{Enqueue, MessageRequest, check_batch_len, content_key};
 pub use error::OpsError;
 pub use events::{DeadLettered, EventOutcome, EventRequest};
 pub use lookups::CancelRequest;

@@ -734,3 +734,54 @@ async fn a_failures_error_is_cut_to_its_limit_by_ops_for_every_store() {
     assert!(kept.len() <= sluice_core::queue::limits::ERROR_BYTES_MAX);
     assert!(kept.len() > sluice_core::queue::limits::ERROR_BYTES_MAX - 2);
 }
+
+#[tokio::test]
+async fn every_enqueue_holds_between_one_and_the_batch_cap_of_messages() {
+    // The cap is decided in ops for every door (issue 32: HTTP and gRPC checked it themselves,
+    // and an enqueue made by other code had none).
+    let fixture = fixture().await;
+    let empty = fixture.ops.enqueue_to("q".into()).await.expect("the queue");
+    let refused = fixture
+        .ops
+        .enqueue(empty)
+        .await
+        .expect_err("an empty batch");
+    assert_eq!(refused.code, ErrorCode::InvalidField, "{refused:?}");
+
+    let max = sluice_core::queue::limits::BATCH_MESSAGES_MAX;
+    let mut enqueue = fixture.ops.enqueue_to("q".into()).await.expect("the queue");
+    for _ in 0..=max {
+        enqueue
+            .add(
+                MessageRequest {
+                    body: (b"1".to_vec(), BodyKind::Json),
+                    id: None,
+                    key: None,
+                    headers: None,
+                    priority: None,
+                    delay_ms: None,
+                    not_before: None,
+                },
+                "",
+            )
+            .expect("a valid message");
+    }
+    let refused = fixture
+        .ops
+        .enqueue(enqueue)
+        .await
+        .expect_err("over the cap");
+    assert_eq!(refused.code, ErrorCode::TooLarge, "{refused:?}");
+    assert!(
+        refused.message.contains(&max.to_string()),
+        "{}",
+        refused.message
+    );
+    let depth = fixture
+        .store
+        .queue_get("q", fixture.ops.now_ms())
+        .await
+        .unwrap()
+        .depth;
+    assert_eq!(depth.ready, 0, "nothing of a refused batch is stored");
+}

@@ -122,17 +122,7 @@ pub(crate) fn parse_one(body: &[u8]) -> Result<MessageIn, ApiError> {
 /// An enqueue body's counted shape within the batch and header caps.
 fn check_shape(shape: json_shape::EnqueueShape) -> Result<(), ApiError> {
     if let Some(count) = shape.batch_len {
-        if count == 0 {
-            return Err(ApiError::invalid_field(
-                "messages: a batch needs at least one message",
-            ));
-        }
-        if count > limits::BATCH_MESSAGES_MAX {
-            return Err(ApiError::too_large(format!(
-                "messages: {count} messages in one batch; at most {} are allowed",
-                limits::BATCH_MESSAGES_MAX
-            )));
-        }
+        sluice_ops::check_batch_len(count)?;
     }
     if let Some((position, count)) = shape.too_many_headers {
         let prefix = match shape.batch_len {

@@ -48,18 +48,7 @@ impl QueuesApi for Queues {
         let v1::EnqueueRequest { queue, messages } = request.into_inner();
         let ops = &self.app.ops;
         let mut enqueue = ops.enqueue_to(queue).await.map_err(status)?;
-        if messages.is_empty() {
-            return Err(status(OpsError::invalid_field(
-                "messages: give at least one message",
-            )));
-        }
-        if messages.len() > sluice_core::queue::limits::BATCH_MESSAGES_MAX {
-            return Err(status(OpsError::too_large(format!(
-                "messages: {} messages in one call; at most {} are allowed",
-                messages.len(),
-                sluice_core::queue::limits::BATCH_MESSAGES_MAX
-            ))));
-        }
+        sluice_ops::check_batch_len(messages.len()).map_err(status)?;
         for (position, message) in messages.into_iter().enumerate() {
             let prefix = format!("messages[{position}].");
             let message = convert::message_request(message, &prefix).map_err(status)?;
