@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use sluice_core::message::{BodyKind, NewMessage, Payload, Receipt};
+use sluice_core::message::{BodyKind, Receipt};
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::{
-    AckParams, CancelOutcome as StoreCancel, EnqueueParams, ExtendParams, GiveBackParams,
-    MessageGetParams, MessageRef as StoreRef, NackParams, QueuePutParams,
+    AckParams, CancelOutcome as StoreCancel, ExtendParams, GiveBackParams, MessageGetParams,
+    MessageRef as StoreRef, NackParams,
 };
 use sluice_core::{Clock, ManualClock, Millis, Store, StoreError, SystemClock};
 use sluice_ops::wait::{self, Wait};
@@ -32,6 +32,9 @@ const MAINTENANCE_INTERVAL: Duration = Duration::from_millis(200);
 /// A store inside the process.
 pub struct Embedded {
     store: Arc<SharedSqliteStore>,
+    /// The operations every server door goes through: an enqueue here gets the queue's rules
+    /// (limits, schema, content dedup, its default delay) as over HTTP.
+    ops: sluice_ops::Ops,
     clock: Arc<dyn Clock>,
     manual: Option<ManualClock>,
     maintenance: tokio::task::JoinHandle<()>,
@@ -112,8 +115,14 @@ impl EmbeddedBuilder {
                 }
             }
         });
+        let ops = sluice_ops::Ops::new(
+            store.clone(),
+            clock.clone(),
+            Arc::new(tokio_util::sync::CancellationToken::new()),
+        );
         Ok(Embedded {
             store,
+            ops,
             clock,
             manual,
             maintenance,
@@ -181,17 +190,8 @@ impl Embedded {
 
     /// Creates or updates a queue with a full configuration.
     pub async fn put_queue(&self, name: &str, config: QueueConfig) -> Result<()> {
-        sluice_core::queue::validate_queue_name(name).map_err(|message| Error::Invalid {
-            code: ErrorCode::InvalidField.into(),
-            message,
-        })?;
-        self.store
-            .queue_put(QueuePutParams {
-                name: name.to_owned(),
-                config,
-                now_ms: self.clock.now_ms(),
-            })
-            .await?;
+        // The checks of every door's queues (its name, its dead-letter queue).
+        self.ops.queue_put_config(name, config).await?;
         Ok(())
     }
 
@@ -252,25 +252,17 @@ impl Backend for Embedded {
     }
 
     async fn enqueue(&self, queue: &str, messages: Vec<Outgoing>) -> Result<Vec<Enqueued>> {
-        let now_ms = self.clock.now_ms();
-        let messages = messages
-            .into_iter()
-            .map(|message| new_message(message, now_ms))
-            .collect();
-        let results = self
-            .store
-            .message_enqueue(EnqueueParams {
-                queue: queue.to_owned(),
-                messages,
-                now_ms,
-            })
-            .await?;
+        let mut enqueue = self.ops.enqueue_to(queue.to_owned()).await?;
+        for (position, message) in messages.into_iter().enumerate() {
+            enqueue.add(message_request(message), &format!("messages[{position}]."))?;
+        }
+        let results = self.ops.enqueue(enqueue).await?;
         Ok(results
             .into_iter()
             .map(|result| Enqueued {
                 message_id: result.message_id,
                 created: result.created,
-                position: result.position,
+                position: result.position.unwrap_or(0),
             })
             .collect())
     }
@@ -327,27 +319,23 @@ impl Backend for Embedded {
     }
 
     async fn ack_then(&self, queue: &str, receipt: &str, then: Vec<NextStep>) -> Result<()> {
-        let receipt = parse_receipt(receipt)?;
-        let now_ms = self.clock.now_ms();
+        // Through ops, so each next step gets its queue's rules as an enqueue does.
         let then = then
             .into_iter()
-            .map(|step| EnqueueParams {
+            .map(|step| sluice_ops::NextStep {
                 queue: step.queue,
-                messages: vec![new_message(step.message, now_ms)],
-                now_ms,
+                message: message_request(step.message),
             })
             .collect();
-        let params = AckParams {
-            queue: queue.to_owned(),
-            receipts: vec![receipt],
-            result: None,
-            delivery: None,
-            now_ms,
-        };
-        match self.store.message_ack_then(params, then).await? {
-            Ok(_) => Ok(()),
-            Err(error) => Err(Error::StaleLease(error.to_string())),
-        }
+        self.ops
+            .ack(sluice_ops::AckRequest {
+                queue: queue.to_owned(),
+                receipts: vec![receipt.to_owned()],
+                result: None,
+                then,
+            })
+            .await?;
+        Ok(())
     }
 
     async fn nack(&self, queue: &str, receipt: &str, nack: Nack) -> Result<NackOutcome> {
@@ -499,18 +487,18 @@ fn dead_letter(entry: sluice_core::store::DeadLetter) -> DeadLetter {
     }
 }
 
-/// A message as the store takes it, enqueued at `now_ms`.
-fn new_message(message: Outgoing, now_ms: Millis) -> NewMessage {
-    NewMessage {
-        idempotency_key: message.id,
-        payload: Arc::new(Payload {
-            body_bytes: message.body,
-            body_kind: BodyKind::Json,
-            headers: Default::default(),
-        }),
+/// A message as ops takes it from any door: without a delay, the queue's own `delay_ms`
+/// applies.
+fn message_request(message: Outgoing) -> sluice_ops::MessageRequest {
+    sluice_ops::MessageRequest {
+        body: (message.body, BodyKind::Json),
+        id: message.id,
         key: message.key,
-        priority: message.priority,
-        visible_at_ms: now_ms + message.delay.map_or(0, |d| d.as_millis() as Millis),
-        dead_letter: None,
+        headers: None,
+        priority: Some(message.priority),
+        delay_ms: message
+            .delay
+            .map(|delay| i64::try_from(delay.as_millis()).unwrap_or(i64::MAX)),
+        not_before: None,
     }
 }

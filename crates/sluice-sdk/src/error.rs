@@ -82,6 +82,29 @@ impl From<sluice_client::Error> for Error {
     }
 }
 
+impl From<sluice_ops::OpsError> for Error {
+    fn from(error: sluice_ops::OpsError) -> Self {
+        let status = error.code.status();
+        match error.code {
+            ErrorCode::QueueNotFound => Error::QueueNotFound(error.message),
+            ErrorCode::QueueFull => Error::QueueFull {
+                retry_after: std::time::Duration::from_secs(error.retry_after_s.unwrap_or(1)),
+            },
+            ErrorCode::StaleReceipt => Error::StaleLease(error.message),
+            code if matches!(status, 400 | 413 | 422) => Error::Invalid {
+                code: code.into(),
+                message: error.message,
+            },
+            _ if status == 503 => Error::Unavailable(error.message),
+            code => Error::Other {
+                status,
+                code: code.into(),
+                message: error.message,
+            },
+        }
+    }
+}
+
 impl From<sluice_core::StoreError> for Error {
     fn from(error: sluice_core::StoreError) -> Self {
         use sluice_core::StoreError;

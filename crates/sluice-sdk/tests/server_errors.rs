@@ -96,3 +96,51 @@ async fn grpc_refusals_are_the_errors_http_gives() {
     assert_eq!(http[6], "ok None");
     assert_eq!(http[7], "ok 0");
 }
+
+#[tokio::test]
+async fn the_embedded_backend_applies_the_queues_rules_as_the_server_does() {
+    // Issue 32: the embedded backend enqueues through the operations layer, so a queue's
+    // content dedup, JSON Schema, default delay and batch cap hold there as over HTTP (it
+    // stored messages itself and applied none of them).
+    let embedded = sluice_sdk::Embedded::temporary().await.unwrap();
+    let mut config = sluice_core::queue::QueueConfig::defaults_for("orders");
+    config.dedup = sluice_core::queue::Dedup::Content;
+    config.delay_ms = 60_000;
+    config.schema = Some(std::sync::Arc::new(
+        sluice_core::queue::MessageSchema::compile(serde_json::json!({
+            "type": "object", "required": ["order"]
+        }))
+        .unwrap(),
+    ));
+    embedded.put_queue("orders", config).await.unwrap();
+    let backend: &dyn sluice_sdk::Backend = &embedded;
+
+    let first = backend
+        .enqueue("orders", vec![json(r#"{"order":1}"#)])
+        .await
+        .unwrap();
+    let again = backend
+        .enqueue("orders", vec![json(r#"{"order":1}"#)])
+        .await
+        .unwrap();
+    assert!(first[0].created && !again[0].created, "content dedup");
+    assert_eq!(again[0].message_id, first[0].message_id);
+
+    let stats = backend.stats("orders").await.unwrap();
+    assert_eq!(
+        (stats.ready, stats.delayed),
+        (0, 1),
+        "the queue's default delay"
+    );
+
+    assert_eq!(
+        shape(backend.enqueue("orders", vec![json(r#"{"item":1}"#)]).await),
+        "invalid schema_violation"
+    );
+    let too_many = vec![json(r#"{"order":2}"#); sluice_core::queue::limits::BATCH_MESSAGES_MAX + 1];
+    assert_eq!(
+        shape(backend.enqueue("orders", too_many).await),
+        "invalid too_large"
+    );
+    embedded.close().await.unwrap();
+}
