@@ -320,6 +320,18 @@ impl Amqp {
         }
     }
 
+    /// The held delivery of `queue` named by `receipt`, taken out of the table, with the
+    /// receipt's channel epoch; a receipt of another queue is left where it is.
+    fn take_of(&self, queue: &str, receipt: &str) -> Result<(u64, u64, HeldDelivery)> {
+        let (epoch, _) = parse_receipt(receipt)?;
+        let (tag, held) = self.take(receipt)?;
+        if held.queue != queue {
+            self.put_back(receipt, held);
+            return Err(stale());
+        }
+        Ok((epoch, tag, held))
+    }
+
     /// The held delivery named by `receipt`, taken out of the table.
     fn take(&self, receipt: &str) -> Result<(u64, HeldDelivery)> {
         let (epoch, tag) = parse_receipt(receipt)?;
@@ -542,12 +554,7 @@ impl Backend for Amqp {
     }
 
     async fn nack(&self, queue: &str, receipt: &str, nack: Nack) -> Result<NackOutcome> {
-        let (epoch, _) = parse_receipt(receipt)?;
-        let (tag, held) = self.take(receipt)?;
-        if held.queue != queue {
-            self.put_back(receipt, held);
-            return Err(stale());
-        }
+        let (epoch, tag, held) = self.take_of(queue, receipt)?;
         let channels = self.channels().await?;
         let attempt = held.delivery.attempt;
         let dead = nack.permanent || attempt >= held.max_attempts;
@@ -602,12 +609,7 @@ impl Backend for Amqp {
     /// A requeue: the broker delivers it again with its headers, so its attempt count as they
     /// were.
     async fn release(&self, queue: &str, receipt: &str) -> Result<()> {
-        let (epoch, _) = parse_receipt(receipt)?;
-        let (tag, held) = self.take(receipt)?;
-        if held.queue != queue {
-            self.put_back(receipt, held);
-            return Err(stale());
-        }
+        let (epoch, tag, _) = self.take_of(queue, receipt)?;
         let channels = self.channels().await?;
         if channels.epoch != epoch {
             return Err(stale());

@@ -364,30 +364,26 @@ export class SqsBackend implements Backend {
   }
 
   async release(queue: string, receipt: string): Promise<void> {
-    const meta = await this.#meta(queue);
-    await this.#guard(
-      this.client.send(
-        new ChangeMessageVisibilityCommand({
-          QueueUrl: meta.url,
-          ReceiptHandle: receipt,
-          VisibilityTimeout: 0,
-        }),
-      ),
-    );
+    await this.#setVisibility(queue, receipt, 0);
     this.#leases.delete(receipt);
   }
 
-  async extend(queue: string, receipt: string, leaseMs: number): Promise<void> {
+  /** `ChangeMessageVisibility`: the lease ends `visibilityS` seconds from now (0: now). */
+  async #setVisibility(queue: string, receipt: string, visibilityS: number): Promise<void> {
     const meta = await this.#meta(queue);
     await this.#guard(
       this.client.send(
         new ChangeMessageVisibilityCommand({
           QueueUrl: meta.url,
           ReceiptHandle: receipt,
-          VisibilityTimeout: Math.max(1, seconds(leaseMs, VISIBILITY_MAX_S)),
+          VisibilityTimeout: visibilityS,
         }),
       ),
     );
+  }
+
+  async extend(queue: string, receipt: string, leaseMs: number): Promise<void> {
+    await this.#setVisibility(queue, receipt, Math.max(1, seconds(leaseMs, VISIBILITY_MAX_S)));
     const lease = this.#leases.get(receipt);
     if (lease !== undefined) lease.expiresAt = Date.now() + leaseMs + 300_000;
   }
