@@ -10,8 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::Value;
-use sluice_core::message::{BodyKind, DeadLetterInfo, NewMessage, Payload, cut_utf8};
-use sluice_core::queue::limits;
+use sluice_core::message::{BodyKind, DeadLetterInfo, NewMessage, Payload};
 use sluice_core::store::EnqueueParams;
 use uuid::Uuid;
 
@@ -156,7 +155,7 @@ impl Ops {
                 to.queue
             )));
         };
-        let reason = cut_utf8(&reason, limits::ERROR_BYTES_MAX).to_owned();
+        let reason = crate::error_text(reason);
         let body_kind = match crate::check_json_body(&received) {
             Ok(()) => BodyKind::Json,
             Err(_) => BodyKind::Bytes,

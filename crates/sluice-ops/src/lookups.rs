@@ -1,8 +1,7 @@
 //! Finding one message: its status (by id or by idempotency key), its body, its push
 //! delivery log; and cancelling one.
 
-use sluice_core::message::{DeliveryAttempt, MessageState, MessageStatus, cut_utf8};
-use sluice_core::queue::limits::ERROR_BYTES_MAX;
+use sluice_core::message::{DeliveryAttempt, MessageState, MessageStatus};
 use sluice_core::store::{CancelOutcome, MessageBody, MessageGetParams, MessageRef};
 use uuid::Uuid;
 
@@ -127,9 +126,7 @@ impl Ops {
                     by,
                     now_ms: self.now_ms(),
                 },
-                request
-                    .reason
-                    .map(|reason| cut_utf8(&reason, ERROR_BYTES_MAX).to_owned()),
+                request.reason.map(crate::error_text),
             )
             .await?)
     }
