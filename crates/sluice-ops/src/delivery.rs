@@ -100,7 +100,10 @@ impl Ops {
             )));
         }
         let deadline = Instant::now() + Duration::from_millis(wait_ms as u64);
-        let policy = Wait::long_poll(deadline, &self.shutdown);
+        let mut policy = Wait::long_poll(deadline, &self.shutdown);
+        if self.manual_clock {
+            policy = policy.on_manual_clock();
+        }
         let queue = &request.queue;
         let messages = wait::claim(
             self.store.as_ref(),

@@ -5,6 +5,17 @@
 //! today: [`Ops::enqueue_to`] looks up the queue (a missing queue is refused before the body
 //! is even read), then the protocol adds its messages one by one ([`Enqueue::add`]), each
 //! checked as it comes, and [`Ops::enqueue`] checks the batch and stores it.
+//!
+//! What a refused message does to the others is one rule with two shapes, each door taking
+//! the one that matches what its client sent:
+//! - a batch sent as one request (HTTP `messages`, gRPC `EnqueueBatch`) is one decision,
+//!   [`Ops::enqueue`]: a message refused for any reason (its size, a field, the queue's
+//!   schema) refuses the batch, nothing is stored, and every schema violation is listed by
+//!   the message's index;
+//! - messages each answered on their own (a gRPC `Publish` stream, which the server
+//!   coalesces into one commit; SQS `SendMessageBatch`, whose entries succeed or fail one by
+//!   one as AWS documents) are decided one by one, [`Ops::enqueue_each`]: a refused message
+//!   gets its own error and the others are stored.
 
 use std::collections::BTreeMap;
 
@@ -83,6 +94,8 @@ pub struct Enqueue {
     messages: Vec<NewMessage>,
     batch_bytes: usize,
     admission: Option<Arc<dyn crate::Admission>>,
+    /// The schema was checked already ([`Ops::enqueue_each`] checks each message alone).
+    schema_checked: bool,
 }
 
 /// How many messages one enqueue may carry: at least one, at most
@@ -116,6 +129,7 @@ impl Ops {
             messages: Vec::new(),
             batch_bytes: 0,
             admission: self.admission.clone(),
+            schema_checked: false,
         })
     }
 
@@ -133,6 +147,56 @@ impl Ops {
             .collect();
         let results = self.store.message_enqueue(params).await?;
         self.enqueue_outs(&queue, results, keys).await
+    }
+
+    /// Stores messages that are each answered on their own, in one commit: a message the
+    /// queue's schema refuses gets its violations as its answer (indexed 0, the message
+    /// itself) and the others are stored. Refusals of the whole enqueue (a full queue, a full
+    /// disk, a quota) still answer for all. One answer per message, in order.
+    pub async fn enqueue_each(
+        &self,
+        mut enqueue: Enqueue,
+    ) -> OpsResult<Vec<OpsResult<EnqueueOut>>> {
+        let refusals = match enqueue.config.schema.clone() {
+            Some(schema) => {
+                let messages = std::mem::take(&mut enqueue.messages);
+                let (messages, refusals) = schema_check(move || {
+                    let refusals: Vec<Option<OpsError>> = messages
+                        .iter()
+                        .map(|message| refusal(violations(&schema, 0, message)))
+                        .collect();
+                    (messages, refusals)
+                })
+                .await?;
+                let mut kept = Vec::with_capacity(messages.len());
+                for (message, refused) in messages.into_iter().zip(&refusals) {
+                    if refused.is_some() {
+                        enqueue.batch_bytes -= message.payload.body_bytes.len();
+                    } else {
+                        kept.push(message);
+                    }
+                }
+                enqueue.messages = kept;
+                enqueue.schema_checked = true;
+                refusals
+            }
+            None => vec![None; enqueue.messages.len()],
+        };
+        let mut stored = if enqueue.is_empty() {
+            Vec::new()
+        } else {
+            self.enqueue(enqueue).await?
+        }
+        .into_iter();
+        Ok(refusals
+            .into_iter()
+            .map(|refused| match refused {
+                Some(error) => Err(error),
+                None => stored.next().ok_or_else(|| {
+                    OpsError::unavailable("the store answered fewer messages than it was given")
+                }),
+            })
+            .collect())
     }
 
     /// Stores several enqueues, to one queue or several, in one commit: every message or none
@@ -229,6 +293,7 @@ impl Enqueue {
             mut messages,
             batch_bytes,
             admission,
+            schema_checked,
         } = self;
         check_batch_len(messages.len())?;
         if batch_bytes > limits::BATCH_BYTES_MAX {
@@ -240,7 +305,7 @@ impl Enqueue {
         if let Some(admission) = &admission {
             admission.admit(&queue, &config, messages.len(), batch_bytes as u64)?;
         }
-        if let Some(schema) = &config.schema {
+        if let Some(schema) = config.schema.as_ref().filter(|_| !schema_checked) {
             // Off the async threads: a batch can hold 10 MiB of strings for the patterns.
             let schema = schema.clone();
             let (checked, result) = schema_check(move || {
@@ -396,52 +461,70 @@ pub fn content_key(key: Option<&str>, body: &[u8]) -> String {
 
 /// Every violation of every message of a batch, or nothing stored.
 fn check_schema(schema: &MessageSchema, messages: &[NewMessage]) -> OpsResult<()> {
-    let mut violations = Vec::new();
-    for (index, message) in messages.iter().enumerate() {
-        if message.payload.body_kind != BodyKind::Json {
-            violations.push(SchemaViolationOut {
+    let found = messages
+        .iter()
+        .enumerate()
+        .flat_map(|(index, message)| violations(schema, index, message))
+        .collect();
+    refusal(found).map_or(Ok(()), Err)
+}
+
+/// What the schema finds wrong with one message, which is `index` in its batch.
+fn violations(
+    schema: &MessageSchema,
+    index: usize,
+    message: &NewMessage,
+) -> Vec<SchemaViolationOut> {
+    if message.payload.body_kind != BodyKind::Json {
+        return vec![SchemaViolationOut {
+            index,
+            path: String::new(),
+            reason: "this queue has a schema: give a JSON body, not body_base64".into(),
+        }];
+    }
+    let body: serde_json::Value = match serde_json::from_slice(&message.payload.body_bytes) {
+        Ok(body) => body,
+        Err(error) => {
+            return vec![SchemaViolationOut {
                 index,
                 path: String::new(),
-                reason: "this queue has a schema: give a JSON body, not body_base64".into(),
-            });
-            continue;
+                reason: format!("not JSON: {error}"),
+            }];
         }
-        let body: serde_json::Value = match serde_json::from_slice(&message.payload.body_bytes) {
-            Ok(body) => body,
-            Err(error) => {
-                violations.push(SchemaViolationOut {
-                    index,
-                    path: String::new(),
-                    reason: format!("not JSON: {error}"),
-                });
-                continue;
-            }
-        };
-        violations.extend(schema.violations(&body).into_iter().map(|violation| {
-            SchemaViolationOut {
-                index,
-                path: violation.path,
-                reason: violation.reason,
-            }
-        }));
-    }
+    };
+    schema
+        .violations(&body)
+        .into_iter()
+        .map(|violation| SchemaViolationOut {
+            index,
+            path: violation.path,
+            reason: violation.reason,
+        })
+        .collect()
+}
+
+/// The refusal of `violations` (every one in its details, the first five in its message);
+/// `None` when there are none.
+fn refusal(violations: Vec<SchemaViolationOut>) -> Option<OpsError> {
     if violations.is_empty() {
-        return Ok(());
+        return None;
     }
     let summary: Vec<String> = violations
         .iter()
         .take(5)
         .map(|v| format!("message {} at {:?}: {}", v.index, v.path, v.reason))
         .collect();
-    Err(OpsError::new(
-        sluice_core::wire::ErrorCode::SchemaViolation,
-        format!(
-            "{} schema violation(s); nothing was stored: {}",
-            violations.len(),
-            summary.join("; ")
-        ),
+    Some(
+        OpsError::new(
+            sluice_core::wire::ErrorCode::SchemaViolation,
+            format!(
+                "{} schema violation(s); nothing was stored: {}",
+                violations.len(),
+                summary.join("; ")
+            ),
+        )
+        .with_details(serde_json::json!({ "violations": violations })),
     )
-    .with_details(serde_json::json!({ "violations": violations })))
 }
 
 /// Runs a schema check on a blocking thread: a schema's patterns may run over megabytes of

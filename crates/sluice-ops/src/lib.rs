@@ -8,17 +8,23 @@
 //!
 //! [`wait`] is the one "claim or wait" every waiting caller shares (receive, push, drain,
 //! the embedded SDK), each with its own [`wait::Wait`] policy.
+//!
+//! `Ops` is the only way to the store above this crate: the server and the SDK's embedded
+//! backend hand their store to [`Ops::new`] and keep no handle to it, so a protocol cannot
+//! reach the store except through an operation here.
 
 pub mod alerts;
 mod browse;
 pub mod caller;
 mod dead_letters;
+mod definitions;
 mod delivery;
 mod enqueue;
 pub mod error;
 mod events;
 mod json_body;
 mod lookups;
+mod node;
 mod push;
 mod queues;
 mod schedules;
@@ -36,6 +42,7 @@ pub use caller::{Anyone, Caller};
 pub use dead_letters::{
     DeadLetterListRequest, DeadLetterMatch, DeadLetterPage, REPLAY_LIMIT_MAX, ReplayRequest,
 };
+pub use definitions::{Definable, DefinitionPut};
 pub use delivery::{
     ACK_RECEIPTS_MAX, AckRequest, NEXT_STEPS_MAX, NackRequest, NextStep, ReceiveRequest,
     error_text, too_many_next_steps, too_many_receipts,
@@ -64,6 +71,8 @@ pub struct Ops {
     /// Cancelled once shutdown begins: long polls and drains answer at once with what there
     /// is. Behind an `Arc` like the server's, since cloning a token locks its tree node.
     shutdown: Arc<CancellationToken>,
+    /// The clock moves only when told (test-clock mode): waits do not follow the next change.
+    manual_clock: bool,
 }
 
 impl std::fmt::Debug for Ops {
@@ -84,7 +93,17 @@ impl Ops {
             clock,
             admission: None,
             shutdown,
+            manual_clock: false,
         }
+    }
+
+    /// These operations on a clock that moves only when told ([`sluice_core::ManualClock`]):
+    /// a long poll then sleeps until a wake-up or its deadline, since nothing becomes due by
+    /// itself.
+    #[must_use]
+    pub fn on_manual_clock(mut self) -> Self {
+        self.manual_clock = true;
+        self
     }
 
     /// These operations with `admission` deciding every enqueue made through
@@ -94,11 +113,6 @@ impl Ops {
     pub fn with_admission(mut self, admission: Arc<dyn Admission>) -> Self {
         self.admission = Some(admission);
         self
-    }
-
-    /// The store underneath.
-    pub fn store(&self) -> &Arc<dyn Store> {
-        &self.store
     }
 
     /// Now, by the operations' clock.
@@ -120,7 +134,7 @@ pub(crate) fn parse_time(field: &str, text: Option<&str>) -> OpsResult<Option<Mi
 /// Refuses a new definition of `kind` when `defined` of them exist already
 /// ([`sluice_core::queue::limits::DEFINITIONS_PER_KIND_MAX`]): 409 `conflict`, saying to delete
 /// one first.
-pub fn room_for_definition(kind: &str, defined: usize) -> OpsResult<()> {
+pub(crate) fn room_for_definition(kind: &str, defined: usize) -> OpsResult<()> {
     let max = sluice_core::queue::limits::DEFINITIONS_PER_KIND_MAX;
     if defined >= max {
         return Err(OpsError::new(

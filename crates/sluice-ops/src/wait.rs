@@ -1,8 +1,9 @@
 //! One "claim or wait": look, and if there is nothing yet, sleep until something may have
 //! changed, then look again.
 //!
-//! A receive's long poll, a push worker's claim, a drain and the embedded SDK's lease all wait
-//! this way; they differ only in their [`Wait`] policy. Each wait registers for its queue's
+//! A receive's long poll (every door's, the embedded SDK's lease too), a push worker's claim
+//! and a drain all wait this way; they differ only in their [`Wait`] policy, and on a manual
+//! clock in whether they follow the next change ([`Wait::on_manual_clock`]). Each wait registers for its queue's
 //! wake-up ([`Notifier`]) before it looks, so a wake-up between an empty look and going to
 //! sleep is never lost. It never polls on a timer unless its policy asks to (a drain, whose
 //! condition also changes by retention and lease expiry, which wake nobody).
@@ -126,24 +127,13 @@ impl<'a> Wait<'a> {
         }
     }
 
-    /// The embedded SDK's lease: on a manual clock only wake-ups (enqueues, acks,
-    /// `advance`) end the sleep; on the system clock the next delay or lease end does too.
-    pub fn embedded(deadline: Instant, manual_clock: bool) -> Self {
-        Self {
-            deadline: Some(deadline),
-            next_change: if manual_clock {
-                NextChange::Ignore
-            } else {
-                NextChange::Follow {
-                    min: Duration::from_millis(1),
-                    max: Duration::MAX,
-                }
-            },
-            recheck: None,
-            error_backoff: None,
-            first_look: FirstLook::Registered,
-            cancel: None,
-        }
+    /// This wait on a manual clock (the server's test-clock mode, the embedded SDK's test
+    /// clock): nothing becomes due by itself there, so only a wake-up (an enqueue, an ack,
+    /// moving the clock) or the deadline ends a sleep.
+    #[must_use]
+    pub fn on_manual_clock(mut self) -> Self {
+        self.next_change = NextChange::Ignore;
+        self
     }
 
     fn is_over(&self) -> bool {
@@ -243,7 +233,7 @@ where
 
 /// Claims up to `max` messages of `queue` under a lease of `lease_ms` (the queue's own when
 /// `None`), waiting as `wait` says while there are none: the claim-or-wait of a consumer
-/// (a receive, the SDK's embedded lease). Push workers claim with the attempt recorded and
+/// (a receive by any door, the embedded SDK's lease among them). Push workers claim with the attempt recorded and
 /// hold delivery slots, so they call [`until`] with their own look.
 pub async fn claim(
     store: &dyn Store,
@@ -410,7 +400,8 @@ mod tests {
         let clock = ManualClock::new(1_000);
         let probe = Probe::new(Some(1_250));
         let deadline = Instant::now() + Duration::from_secs(5);
-        let wait = Wait::embedded(deadline, true);
+        let never = CancellationToken::new();
+        let wait = Wait::long_poll(deadline, &never).on_manual_clock();
         let answer = until(&notifier, "q", &clock, &wait, |now| probe.look(now)).await;
         assert_eq!(answer, Ok("pending"));
         assert_eq!(Instant::now(), deadline, "slept to the deadline in one go");

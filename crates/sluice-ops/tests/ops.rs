@@ -785,3 +785,130 @@ async fn every_enqueue_holds_between_one_and_the_batch_cap_of_messages() {
         .depth;
     assert_eq!(depth.ready, 0, "nothing of a refused batch is stored");
 }
+
+fn json_message(body: &str) -> MessageRequest {
+    MessageRequest {
+        body: (body.as_bytes().to_vec(), BodyKind::Json),
+        id: None,
+        key: None,
+        headers: None,
+        priority: None,
+        delay_ms: None,
+        not_before: None,
+    }
+}
+
+/// The batch rule's two shapes: a batch sent as one request is refused whole by one message's
+/// schema violation (each listed by index), while messages answered one by one
+/// (`enqueue_each`: a Publish stream, SQS SendMessageBatch) are decided alone, the others
+/// stored in one commit.
+#[tokio::test]
+async fn a_schema_violation_refuses_its_batch_or_only_its_message() {
+    let f = fixture().await;
+    let schema = serde_json::json!({
+        "type": "object",
+        "required": ["n"],
+        "properties": {"n": {"type": "integer"}},
+    });
+    define(
+        &f.store,
+        "s",
+        serde_json::from_value(serde_json::json!({ "schema": schema })).expect("a spec"),
+    )
+    .await;
+    let bodies = [r#"{"n":1}"#, r#"{"n":"two"}"#, r#"{"n":3}"#, r#"{}"#];
+    let batch = async || {
+        let mut enqueue = f
+            .ops
+            .enqueue_to("s".into())
+            .await
+            .expect("the queue exists");
+        for body in bodies {
+            enqueue.add(json_message(body), "").expect("within limits");
+        }
+        enqueue
+    };
+
+    let whole = f.ops.enqueue(batch().await).await.expect_err("refused");
+    assert_eq!(whole.code, ErrorCode::SchemaViolation);
+    let indexes: Vec<u64> = whole.details.as_ref().expect("details")["violations"]
+        .as_array()
+        .expect("violations")
+        .iter()
+        .map(|violation| violation["index"].as_u64().expect("an index"))
+        .collect();
+    assert_eq!(indexes, [1, 3], "every violation, by the message's index");
+    assert_eq!(f.ops.queue_get("s").await.expect("s").depth.ready, 0);
+
+    let each = f.ops.enqueue_each(batch().await).await.expect("answered");
+    let shape: Vec<Result<bool, ErrorCode>> = each
+        .iter()
+        .map(|answer| answer.as_ref().map(|out| out.created).map_err(|e| e.code))
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            Ok(true),
+            Err(ErrorCode::SchemaViolation),
+            Ok(true),
+            Err(ErrorCode::SchemaViolation)
+        ]
+    );
+    assert_eq!(f.ops.queue_get("s").await.expect("s").depth.ready, 2);
+}
+
+/// A definition the server compiles (a webhook endpoint, a topic) is stored only when what it
+/// names exists; replacing one is always room, a new one past the cap is refused.
+#[tokio::test]
+async fn definitions_need_their_queues_and_topics() {
+    use sluice_ops::{Definable, DefinitionPut};
+    let f = fixture().await;
+    let put = |kind, name: &'static str, queues: Vec<&'static str>, topics: Vec<&'static str>| {
+        DefinitionPut {
+            kind,
+            name,
+            spec: "{}".into(),
+            queues,
+            topics,
+        }
+    };
+    let missing_queue = f
+        .ops
+        .definition_put(put(Definable::Topic, "t", vec!["q", "nope"], vec![]))
+        .await
+        .expect_err("a missing queue");
+    assert_eq!(missing_queue.code, ErrorCode::QueueNotFound);
+    let missing_topic = f
+        .ops
+        .definition_put(put(Definable::WebhookEndpoint, "w", vec!["q"], vec!["t"]))
+        .await
+        .expect_err("a missing topic");
+    assert_eq!(missing_topic.code, ErrorCode::TopicNotFound);
+
+    f.ops
+        .definition_put(put(Definable::Topic, "t", vec!["q"], vec![]))
+        .await
+        .expect("the topic is stored");
+    f.ops
+        .definition_put(put(Definable::WebhookEndpoint, "w", vec!["q"], vec!["t"]))
+        .await
+        .expect("the endpoint is stored once its topic exists");
+    let endpoints = f
+        .ops
+        .definition_list(Definable::WebhookEndpoint)
+        .await
+        .expect("listed");
+    assert_eq!(endpoints, [("w".to_owned(), "{}".to_owned())]);
+    assert!(
+        f.ops
+            .definition_delete(Definable::Topic, "t")
+            .await
+            .expect("deleted")
+    );
+    assert!(
+        !f.ops
+            .definition_delete(Definable::Topic, "t")
+            .await
+            .expect("gone")
+    );
+}

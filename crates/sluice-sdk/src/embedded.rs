@@ -1,40 +1,37 @@
 //! [`Embedded`]: the queue core and the SQLite store inside the process, no server.
 //!
-//! The same store the server uses, so delivery rules (leases, retries, dead letters, per-key
-//! order, idempotency) are the server's. What the server adds on top of the store is not here:
-//! JSON Schema checks, webhooks and push delivery.
+//! The same store and the same operations layer (`sluice-ops`) the server uses, so every
+//! rule of a queue is the server's: limits, JSON Schema, content dedup, default delays,
+//! leases, retries, dead letters, per-key order, idempotency. This backend holds no handle to
+//! the store: every call is an operation. What the server adds beside its queues is not here:
+//! webhooks, topics and push delivery.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use sluice_core::message::{BodyKind, Receipt};
+use sluice_core::message::BodyKind;
 use sluice_core::queue::QueueConfig;
-use sluice_core::store::{
-    AckParams, CancelOutcome as StoreCancel, ExtendParams, GiveBackParams, MessageGetParams,
-    MessageRef as StoreRef, NackParams,
-};
-use sluice_core::{Clock, ManualClock, Millis, Store, StoreError, SystemClock};
-use sluice_ops::wait::{self, Wait};
+use sluice_core::store::CancelOutcome as StoreCancel;
+use sluice_core::wire::ErrorCode as WireCode;
+use sluice_core::{Clock, ManualClock, Millis, SystemClock};
+use sluice_ops::{Ops, OpsError};
 use sluice_store_sqlite::{Durability, SharedSqliteStore, SqliteOptions};
-use tokio::time::Instant;
 
 use crate::backend::{
     Backend, CancelOutcome, Capabilities, DeadLetter, Delivery, Enqueued, MessageInfo, MessageRef,
     Nack, NackOutcome, NextStep, Outgoing, QueueOptions, QueueStats, system_time,
 };
-use crate::{Error, ErrorCode, Result};
+use crate::{Error, Result};
 
 /// How often leases, retries and retention are looked after in the background.
 const MAINTENANCE_INTERVAL: Duration = Duration::from_millis(200);
 
 /// A store inside the process.
 pub struct Embedded {
-    store: Arc<SharedSqliteStore>,
-    /// The operations every server door goes through: an enqueue here gets the queue's rules
-    /// (limits, schema, content dedup, its default delay) as over HTTP.
-    ops: sluice_ops::Ops,
+    /// The operations every server door goes through, and the only way to the store.
+    ops: Ops,
     clock: Arc<dyn Clock>,
     manual: Option<ManualClock>,
     maintenance: tokio::task::JoinHandle<()>,
@@ -101,27 +98,27 @@ impl EmbeddedBuilder {
         let store = tokio::task::spawn_blocking(move || SharedSqliteStore::open(options, now_ms))
             .await
             .map_err(|e| Error::Unavailable(e.to_string()))??;
-        let store = Arc::new(store);
+        let mut ops = Ops::new(
+            Arc::new(store),
+            clock.clone(),
+            Arc::new(tokio_util::sync::CancellationToken::new()),
+        );
+        if manual.is_some() {
+            ops = ops.on_manual_clock();
+        }
         let maintenance = tokio::spawn({
-            let store = store.clone();
-            let clock = clock.clone();
+            let ops = ops.clone();
             async move {
                 let mut interval = tokio::time::interval(MAINTENANCE_INTERVAL);
                 loop {
                     interval.tick().await;
-                    if store.maintain(clock.now_ms()).await.is_err() {
+                    if ops.maintain().await.is_err() {
                         return;
                     }
                 }
             }
         });
-        let ops = sluice_ops::Ops::new(
-            store.clone(),
-            clock.clone(),
-            Arc::new(tokio_util::sync::CancellationToken::new()),
-        );
         Ok(Embedded {
-            store,
             ops,
             clock,
             manual,
@@ -174,18 +171,13 @@ impl Embedded {
             .as_ref()
             .expect("Embedded::advance needs a store opened with a test clock");
         manual.advance(by.as_millis() as Millis);
-        let _ = self.store.maintain(self.clock.now_ms()).await;
-        self.store.notifier().wake_all();
+        let _ = self.ops.maintain().await;
+        self.ops.wake_all();
     }
 
     /// Now, by the store's clock.
     pub fn now(&self) -> SystemTime {
         UNIX_EPOCH + Duration::from_millis(self.clock.now_ms().max(0) as u64)
-    }
-
-    /// The store underneath, for what the [`Backend`] trait does not cover.
-    pub fn store(&self) -> Arc<dyn Store> {
-        self.store.clone()
     }
 
     /// Creates or updates a queue with a full configuration.
@@ -198,7 +190,7 @@ impl Embedded {
     /// Flushes and closes the store; later calls fail with [`Error::Unavailable`].
     pub async fn close(&self) -> Result<()> {
         self.maintenance.abort();
-        self.store.close().await?;
+        self.ops.close().await?;
         Ok(())
     }
 }
@@ -209,17 +201,19 @@ impl Drop for Embedded {
     }
 }
 
-fn parse_receipt(receipt: &str) -> Result<Receipt> {
-    Receipt::parse(receipt).ok_or_else(|| Error::Invalid {
-        code: ErrorCode::MalformedReceipt.into(),
-        message: format!("{receipt:?} is not a receipt"),
-    })
+/// The wait of one lease: the server's longest long poll, as the HTTP and gRPC backends cap it.
+const WAIT_MAX: Duration = Duration::from_millis(sluice_core::queue::limits::WAIT_MS_MAX as u64);
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
-fn store_ref(message: MessageRef) -> StoreRef {
-    match message {
-        MessageRef::Id(id) => StoreRef::Id(id),
-        MessageRef::IdempotencyId(key) => StoreRef::IdempotencyKey(key),
+/// `None` for a message that is not there, the error otherwise.
+fn found<T>(result: std::result::Result<T, OpsError>) -> Result<Option<T>> {
+    match result {
+        Ok(found) => Ok(Some(found)),
+        Err(error) if error.code == WireCode::MessageNotFound => Ok(None),
+        Err(error) => Err(error.into()),
     }
 }
 
@@ -234,9 +228,9 @@ impl Backend for Embedded {
     }
 
     async fn ensure_queue_with(&self, queue: &str, options: &QueueOptions) -> Result<()> {
-        match self.store.queue_get(queue, self.clock.now_ms()).await {
+        match self.ops.queue_get(queue).await {
             Ok(_) => Ok(()),
-            Err(StoreError::QueueNotFound(_)) => {
+            Err(error) if error.code == WireCode::QueueNotFound => {
                 let mut config = QueueConfig::defaults_for(queue);
                 if let Some(max_attempts) = options.max_attempts {
                     config.max_attempts = max_attempts;
@@ -274,16 +268,15 @@ impl Backend for Embedded {
         lease: Duration,
         wait: Duration,
     ) -> Result<Vec<Delivery>> {
-        let policy = Wait::embedded(Instant::now() + wait, self.manual.is_some());
-        let messages = wait::claim(
-            self.store.as_ref(),
-            self.clock.as_ref(),
-            &policy,
-            queue,
-            max.clamp(1, 100),
-            Some((lease.as_millis() as Millis).max(1)),
-        )
-        .await?;
+        let messages = self
+            .ops
+            .receive(sluice_ops::ReceiveRequest {
+                queue: queue.to_owned(),
+                max: Some(max.clamp(1, sluice_core::queue::limits::RECEIVE_MAX) as i64),
+                wait_ms: Some(millis(wait.min(WAIT_MAX))),
+                visibility_timeout_ms: Some(millis(lease)),
+            })
+            .await?;
         Ok(messages
             .into_iter()
             .map(|message| Delivery {
@@ -300,26 +293,11 @@ impl Backend for Embedded {
     }
 
     async fn ack(&self, queue: &str, receipt: &str) -> Result<()> {
-        let receipt = parse_receipt(receipt)?;
-        let results = self
-            .store
-            .message_ack(AckParams {
-                queue: queue.to_owned(),
-                receipts: vec![receipt],
-                result: None,
-                delivery: None,
-                now_ms: self.clock.now_ms(),
-            })
-            .await?;
-        match results.into_iter().next() {
-            Some(Ok(())) => Ok(()),
-            Some(Err(error)) => Err(Error::StaleLease(error.to_string())),
-            None => Err(Error::Unavailable("the store returned no result".into())),
-        }
+        self.ack_then(queue, receipt, Vec::new()).await
     }
 
     async fn ack_then(&self, queue: &str, receipt: &str, then: Vec<NextStep>) -> Result<()> {
-        // Through ops, so each next step gets its queue's rules as an enqueue does.
+        // Each next step gets its queue's rules as an enqueue does.
         let then = then
             .into_iter()
             .map(|step| sluice_ops::NextStep {
@@ -339,52 +317,38 @@ impl Backend for Embedded {
     }
 
     async fn nack(&self, queue: &str, receipt: &str, nack: Nack) -> Result<NackOutcome> {
-        let receipt = parse_receipt(receipt)?;
-        let outcome = self
-            .store
-            .message_nack(NackParams {
+        let out = self
+            .ops
+            .nack(sluice_ops::NackRequest {
                 queue: queue.to_owned(),
-                receipt,
-                error: Some(sluice_ops::error_text(nack.error)),
-                delay_ms: nack.delay.map(|d| d.as_millis() as Millis),
+                receipt: receipt.to_owned(),
+                error: Some(nack.error),
+                delay_ms: nack.delay.map(millis),
                 permanent: nack.permanent,
-                delivery: None,
-                now_ms: self.clock.now_ms(),
             })
             .await?;
-        Ok(match outcome {
-            sluice_core::dispatch::NackOutcome::Retry { .. } => NackOutcome::Retried,
-            sluice_core::dispatch::NackOutcome::DeadLettered { .. } => NackOutcome::DeadLettered,
+        Ok(if out.dead_letter_queue.is_some() {
+            NackOutcome::DeadLettered
+        } else {
+            NackOutcome::Retried
         })
     }
 
     async fn release(&self, queue: &str, receipt: &str) -> Result<()> {
-        let receipt = parse_receipt(receipt)?;
-        self.store
-            .message_give_back(GiveBackParams {
-                queue: queue.to_owned(),
-                receipt,
-                now_ms: self.clock.now_ms(),
-            })
-            .await?;
+        self.ops.extend(queue.to_owned(), receipt, 0).await?;
         Ok(())
     }
 
     async fn extend(&self, queue: &str, receipt: &str, lease: Duration) -> Result<()> {
-        let receipt = parse_receipt(receipt)?;
-        self.store
-            .message_extend(ExtendParams {
-                queue: queue.to_owned(),
-                receipt,
-                timeout_ms: lease.as_millis() as Millis,
-                now_ms: self.clock.now_ms(),
-            })
+        // As by every door: 0 releases the lease.
+        self.ops
+            .extend(queue.to_owned(), receipt, millis(lease))
             .await?;
         Ok(())
     }
 
     async fn stats(&self, queue: &str) -> Result<QueueStats> {
-        let info = self.store.queue_get(queue, self.clock.now_ms()).await?;
+        let info = self.ops.queue_get(queue).await?;
         Ok(QueueStats {
             ready: info.depth.ready,
             delayed: info.depth.delayed,
@@ -396,21 +360,23 @@ impl Backend for Embedded {
     }
 
     async fn set_paused(&self, queue: &str, paused: bool) -> Result<()> {
-        self.store.queue_pause(queue, paused).await?;
+        self.ops.queue_set_paused(queue, paused).await?;
         Ok(())
     }
 
     async fn cancel(&self, queue: &str, message: MessageRef) -> Result<CancelOutcome> {
+        let (message_id, id) = match message {
+            MessageRef::Id(message_id) => (Some(message_id.to_string()), None),
+            MessageRef::IdempotencyId(id) => (None, Some(id)),
+        };
         let outcome = self
-            .store
-            .message_cancel(
-                MessageGetParams {
-                    queue: queue.to_owned(),
-                    by: store_ref(message),
-                    now_ms: self.clock.now_ms(),
-                },
-                None,
-            )
+            .ops
+            .cancel(sluice_ops::CancelRequest {
+                queue: queue.to_owned(),
+                message_id,
+                id,
+                reason: None,
+            })
             .await?;
         Ok(match outcome {
             StoreCancel::Cancelled { .. } => CancelOutcome::Cancelled,
@@ -423,15 +389,17 @@ impl Backend for Embedded {
     }
 
     async fn get(&self, queue: &str, message: MessageRef) -> Result<Option<MessageInfo>> {
-        let status = self
-            .store
-            .message_get(MessageGetParams {
-                queue: queue.to_owned(),
-                by: store_ref(message),
-                now_ms: self.clock.now_ms(),
-            })
-            .await?;
-        Ok(status.map(|status| MessageInfo {
+        let status = match message {
+            MessageRef::Id(message_id) => {
+                self.ops
+                    .message_by_id(queue.to_owned(), &message_id.to_string())
+                    .await
+            }
+            MessageRef::IdempotencyId(id) => {
+                self.ops.message_by_key(queue.to_owned(), Some(id)).await
+            }
+        };
+        Ok(found(status)?.map(|status| MessageInfo {
             message_id: status.message_id,
             state: status.state.as_str().to_owned(),
             attempts: status.attempts,
@@ -441,27 +409,19 @@ impl Backend for Embedded {
 
     async fn dead_letters(&self, queue: &str, max: usize) -> Result<Vec<DeadLetter>> {
         let page = self
-            .store
-            .dead_letter_list(sluice_core::store::DeadLetterQuery {
+            .ops
+            .dead_letter_list(sluice_ops::DeadLetterListRequest {
                 queue: queue.to_owned(),
-                filter: sluice_core::dispatch::DeadLetterFilter {
-                    source_queue: queue.to_owned(),
-                    error_contains: None,
-                    since_ms: None,
-                    until_ms: None,
-                },
-                before: None,
-                limit: max.clamp(1, 1000),
+                limit: Some(max.clamp(1, 1000)),
+                cursor: None,
+                matching: sluice_ops::DeadLetterMatch::default(),
             })
             .await?;
         let mut letters = Vec::with_capacity(page.entries.len());
         // The list is newest first and carries no bodies: each entry is read in full.
         for entry in page.entries.into_iter().rev() {
-            let Some(full) = self
-                .store
-                .dead_letter_get(queue, entry.status.message_id)
-                .await?
-            else {
+            let id = entry.status.message_id.to_string();
+            let Some(full) = found(self.ops.dead_letter_get(queue, &id).await)? else {
                 continue;
             };
             letters.push(dead_letter(full));

@@ -827,13 +827,13 @@ pub async fn allows(
     caller: &Caller,
     need: Need,
     queue: Option<&str>,
-) -> Result<bool, sluice_core::store::StoreError> {
+) -> sluice_ops::OpsResult<bool> {
     // Looked up now, so a queue named as a dead-letter queue a moment ago is one.
     let is_dead_letter_queue = match (need, queue) {
         (Need::Produce | Need::Consume, Some(queue))
             if !caller.is_admin() && !queue.ends_with(sluice_core::queue::DEAD_LETTER_SUFFIX) =>
         {
-            app.store.queue_is_dead_letter_queue(queue).await?
+            app.ops.queue_is_dead_letter_queue(queue).await?
         }
         _ => false,
     };

@@ -382,9 +382,9 @@ pub async fn run(app: crate::api::AppState) {
 }
 
 /// Takes one sample of every queue and webhook endpoint.
-async fn sample(app: &crate::api::AppState) -> Result<(), sluice_core::StoreError> {
+async fn sample(app: &crate::api::AppState) -> sluice_ops::OpsResult<()> {
     let at_ms = app.now_ms();
-    let infos = app.store.queue_list(at_ms).await?;
+    let infos = app.ops.queue_list(&sluice_ops::Anyone).await?;
     let mut queues: Vec<(String, QueueCounts)> = infos
         .iter()
         .map(|info| {

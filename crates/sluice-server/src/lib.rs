@@ -136,15 +136,21 @@ pub async fn run(
     let http_metrics = Arc::new(http_metrics::HttpMetrics::default());
     let shutdown_shared = Arc::new(shutdown_token.clone());
     let quotas = quotas::TenantQuotas::new(config.auth.tenants());
-    let mut ops = sluice_ops::Ops::new(store.clone(), clock.clone(), shutdown_shared.clone());
+    // From here on the store is reached only through the operations.
+    let mut ops = sluice_ops::Ops::new(store, clock.clone(), shutdown_shared.clone());
+    if manual_clock.is_some() {
+        ops = ops.on_manual_clock();
+    }
     // The config file's queues, with the checks every door's queues get.
     for (name, queue_config) in &config.queues {
         ops.queue_put_config(name, queue_config.clone())
             .await
             .map_err(|error| format!("[queues.{name}]: {}", error.message))?;
     }
+    // The quotas count through operations without admission (a count enqueues nothing).
+    let counting = Arc::new(ops.clone());
     if let Some(quotas) = &quotas {
-        quotas.recount(&*store, clock.now_ms(), true).await;
+        quotas.recount(&counting, true).await;
         ops = ops.with_admission(quotas.clone());
     }
     let ops = Arc::new(ops);
@@ -160,7 +166,6 @@ pub async fn run(
     let state = api::AppState::new(api::Shared {
         http_metrics: http_metrics.clone(),
         expr,
-        store: store.clone(),
         ops,
         clock: clock.clone(),
         manual_clock,
@@ -170,7 +175,7 @@ pub async fn run(
         push: push.clone(),
         auth: config.auth.clone(),
         sessions: Arc::new(auth::Sessions::new(
-            store.session_store(),
+            counting.session_store(),
             config.limits.sessions_per_token,
             config.limits.sessions_max,
         )),
@@ -206,8 +211,9 @@ pub async fn run(
         None => None,
     };
     state.topics.reconcile(
-        store
-            .definition_list(sluice_core::store::DefinitionKind::Topic)
+        state
+            .ops
+            .definition_list(sluice_ops::Definable::Topic)
             .await?,
     );
     for (name, spec) in &config.topics {
@@ -238,13 +244,12 @@ pub async fn run(
     }
     let definitions_task = tokio::spawn(watch_definitions(
         state.clone(),
-        store.definitions_changed(),
+        state.ops.definitions_changed(),
     ));
     let push_task = tokio::spawn(push.clone().run());
     let history_task = tokio::spawn(history::run(state.clone()));
-    let quotas_task = quotas.map(|quotas| {
-        tokio::spawn(quotas.run(store.clone(), clock.clone(), shutdown_token.clone()))
-    });
+    let quotas_task =
+        quotas.map(|quotas| tokio::spawn(quotas.run(counting.clone(), shutdown_token.clone())));
     let maintenance = tokio::spawn(maintenance::run(
         state.ops.clone(),
         state.dashboard_url.clone(),
@@ -276,6 +281,8 @@ pub async fn run(
     // guard's checks of its own (a cross-site form must not reach it either). It counts its
     // requests into the same metrics, by operation.
     let grpc = grpc::service(state.clone());
+    // Kept to close the store at the end, once every task that uses it has stopped.
+    let ops = state.ops.clone();
     let sqs_layer = Arc::new(sqs::Layer { app: state, guard });
     let app =
         axum::Router::new()
@@ -322,7 +329,7 @@ pub async fn run(
         end_task("tenant quotas", task).await;
     }
     end_task("definitions watcher", definitions_task).await;
-    store.close().await?;
+    ops.close().await?;
     tracing::info!("stopped");
     Ok(())
 }
@@ -369,7 +376,12 @@ fn with_request_ids(app: axum::Router) -> axum::Router {
 /// A stored endpoint that no longer compiles (a secret's variable is gone) is skipped with an
 /// error in the log; a config file endpoint that does not compile stops the start.
 async fn load_webhooks(state: &api::AppState, config: &Config) -> Result<(), BoxError> {
-    state.webhooks.reconcile(state.store.webhook_list().await?);
+    state.webhooks.reconcile(
+        state
+            .ops
+            .definition_list(sluice_ops::Definable::WebhookEndpoint)
+            .await?,
+    );
     for (name, spec) in &config.webhooks {
         api::webhooks::define(state, name, spec.clone())
             .await
@@ -391,14 +403,18 @@ async fn watch_definitions(state: api::AppState, mut changed: tokio::sync::watch
             }
             () = state.shutdown.cancelled() => return,
         }
-        match state.store.webhook_list().await {
+        match state
+            .ops
+            .definition_list(sluice_ops::Definable::WebhookEndpoint)
+            .await
+        {
             Ok(stored) => state.webhooks.reconcile(stored),
             // The next change, or the next start, loads them; what is served stays.
             Err(error) => tracing::warn!(%error, "webhook endpoints not reloaded"),
         }
         match state
-            .store
-            .definition_list(sluice_core::store::DefinitionKind::Topic)
+            .ops
+            .definition_list(sluice_ops::Definable::Topic)
             .await
         {
             Ok(stored) => state.topics.reconcile(stored),

@@ -27,7 +27,7 @@ pub async fn run(ops: Arc<Ops>, dashboard_url: Option<String>, shutdown: Cancell
             () = shutdown.cancelled() => return,
             _ = interval.tick() => {}
         }
-        if let Err(error) = ops.store().maintain(ops.now_ms()).await {
+        if let Err(error) = ops.maintain().await {
             tracing::warn!(%error, "maintenance failed");
         }
         if let Err(error) = ops.schedules_pass().await {

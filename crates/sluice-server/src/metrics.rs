@@ -50,7 +50,7 @@ pub fn routes() -> Routes {
 /// `GET /metrics`. A tenant admin gets its tenant's series only: those of its queues, webhook
 /// endpoints and topics, none of the server's own.
 async fn metrics(State(state): State<AppState>, caller: crate::auth::CallerExt) -> Response {
-    let queues = match state.store.queue_list(state.now_ms()).await {
+    let queues = match state.ops.queue_list(&sluice_ops::Anyone).await {
         Ok(queues) => queues,
         Err(error) => return ApiError::from(error).into_response(),
     };
@@ -69,7 +69,7 @@ async fn metrics(State(state): State<AppState>, caller: crate::auth::CallerExt) 
             .map(|topic| (topic.name.clone(), topic.stats.out()))
             .collect(),
         push: state.push.metrics(),
-        storage: state.store.storage_metrics(),
+        storage: state.ops.storage_metrics(),
         expressions: ExprCounts::of(state.expr.metrics()),
         http: state.http_metrics.snapshot(),
         body_bytes_held: state.body_budget.held() as u64,

@@ -9,7 +9,7 @@
 //! ([`TenantQuotas::run`]) and what is admitted in between is added to it: a burst cannot pass
 //! the quota by more than what ends (acks, expiries) within that second would have allowed.
 //!
-//! Bytes are counted by the store from every stored message's size ([`Store::queue_bytes`]),
+//! Bytes are counted by the store from every stored message's size ([`sluice_ops::Ops::queue_bytes`]),
 //! a scan of the messages table, so only while some tenant has a byte quota, and at most as
 //! often as keeps that scan under a tenth of the time ([`next_byte_count`]).
 
@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use sluice_core::queue::QueueConfig;
-use sluice_core::store::Store;
 use sluice_core::wire::ErrorCode;
 use sluice_ops::{Admission, OpsError, OpsResult};
 use tokio_util::sync::CancellationToken;
@@ -71,8 +70,8 @@ impl TenantQuotas {
 
     /// Counts every tenant's messages now, and their bytes when `with_bytes` (the bytes of the
     /// last count stand otherwise).
-    pub async fn recount(&self, store: &dyn Store, now_ms: sluice_core::Millis, with_bytes: bool) {
-        let queues = match store.queue_list(now_ms).await {
+    pub async fn recount(&self, ops: &sluice_ops::Ops, with_bytes: bool) {
+        let queues = match ops.queue_list(&sluice_ops::Anyone).await {
             Ok(queues) => queues,
             Err(error) => {
                 tracing::warn!(%error, "cannot count the tenants' messages; the last count stands");
@@ -88,7 +87,7 @@ impl TenantQuotas {
             }
         }
         let bytes = if with_bytes && self.counts_bytes {
-            match store.queue_bytes(now_ms).await {
+            match ops.queue_bytes().await {
                 Ok(counted) => {
                     let mut bytes: HashMap<String, (u64, u64)> = HashMap::new();
                     for queue in counted {
@@ -120,17 +119,12 @@ impl TenantQuotas {
     }
 
     /// Recounts every [`RECOUNT_EVERY`] until `shutdown`.
-    pub async fn run(
-        self: Arc<Self>,
-        store: Arc<dyn Store>,
-        clock: Arc<dyn sluice_core::clock::Clock>,
-        shutdown: CancellationToken,
-    ) {
+    pub async fn run(self: Arc<Self>, ops: Arc<sluice_ops::Ops>, shutdown: CancellationToken) {
         let mut bytes_due = Instant::now();
         loop {
             let with_bytes = self.counts_bytes && Instant::now() >= bytes_due;
             let started = Instant::now();
-            self.recount(&*store, clock.now_ms(), with_bytes).await;
+            self.recount(&ops, with_bytes).await;
             if with_bytes {
                 bytes_due = next_byte_count(started, started.elapsed());
             }

@@ -13,9 +13,8 @@ use parking_lot::RwLock;
 use serde_json::{Value, json};
 use sluice_core::message::BodyKind;
 use sluice_core::queue::validate_queue_name;
-use sluice_core::store::DefinitionKind;
 use sluice_core::wire::{ErrorCode, TopicCopyOut, TopicOut, TopicSpec, TopicStatsOut};
-use sluice_ops::{MessageRequest, OpsError};
+use sluice_ops::{Definable, MessageRequest, OpsError};
 use sluice_webhooks::expr::Expr;
 
 use crate::api::AppState;
@@ -173,29 +172,28 @@ impl Registry {
 /// the config file.
 pub async fn define(app: &AppState, name: &str, spec: TopicSpec) -> Result<bool, ApiError> {
     let topic = Topic::compile(name, spec).map_err(ApiError::invalid_field)?;
-    for subscription in &topic.spec.subscriptions {
-        app.store
-            .queue_get(&subscription.queue, app.now_ms())
-            .await?;
-    }
-    let defined = app.store.definition_list(DefinitionKind::Topic).await?;
-    if !defined.iter().any(|(existing, _)| existing == name) {
-        sluice_ops::room_for_definition("topics", defined.len())?;
-    }
     let stored = serde_json::to_string(&topic.spec)
         .map_err(|e| ApiError::invalid_field(format!("cannot store the topic: {e}")))?;
-    app.store
-        .definition_put(DefinitionKind::Topic, name, stored, app.now_ms())
+    app.ops
+        .definition_put(sluice_ops::DefinitionPut {
+            kind: Definable::Topic,
+            name,
+            spec: stored,
+            queues: topic
+                .spec
+                .subscriptions
+                .iter()
+                .map(|subscription| subscription.queue.as_str())
+                .collect(),
+            topics: Vec::new(),
+        })
         .await?;
     Ok(app.topics.insert(topic))
 }
 
 /// Deletes a topic; false when there was none.
 pub async fn delete(app: &AppState, name: &str) -> Result<bool, ApiError> {
-    let stored = app
-        .store
-        .definition_delete(DefinitionKind::Topic, name)
-        .await?;
+    let stored = app.ops.definition_delete(Definable::Topic, name).await?;
     let served = app.topics.remove(name);
     Ok(stored || served)
 }

@@ -40,6 +40,7 @@ mod nack;
 mod ordering;
 mod pace;
 mod paging;
+mod parity;
 mod pause;
 mod purge_drain;
 mod push;

@@ -38,10 +38,10 @@ pub async fn readiness(app: &AppState) -> Result<(), String> {
     }
     // A node that refuses new messages is not ready, so a load balancer sends producers
     // elsewhere; it still serves receives and acks.
-    if let Some(status) = not_ready(&app.store.write_state()) {
+    if let Some(status) = not_ready(&app.ops.write_state()) {
         return Err(status);
     }
-    match app.store.queue_list(app.now_ms()).await {
+    match app.ops.queue_list(&sluice_ops::Anyone).await {
         Ok(_) => Ok(()),
         Err(error) => Err(error.to_string()),
     }

@@ -121,7 +121,7 @@ pub async fn queue(
 ) -> Result<Json<QueueHistoryOnlyOut>, ApiError> {
     let now_ms = app.now_ms();
     // A queue that does not exist is a 404, even if its series has not been dropped yet.
-    app.store.queue_get(&name, now_ms).await?;
+    app.ops.queue_get(&name).await?;
     let config = app.history.config();
     let points = app
         .history

@@ -24,7 +24,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Request};
 use serde::de::DeserializeOwned;
-use sluice_core::{Clock, ManualClock, Millis, Store};
+use sluice_core::{Clock, ManualClock, Millis};
 use tower_http::catch_panic::CatchPanicLayer;
 use utoipa::{Modify, OpenApi};
 
@@ -60,9 +60,7 @@ impl std::ops::Deref for AppState {
 
 /// The server's state, behind [`AppState`].
 pub struct Shared {
-    /// The store.
-    pub store: Arc<dyn Store>,
-    /// The queue operations over the store: what every handler calls.
+    /// The queue operations over the store: the only way to it (no handler holds the store).
     pub ops: Arc<sluice_ops::Ops>,
     /// The clock every time-dependent rule reads.
     pub clock: Arc<dyn Clock>,

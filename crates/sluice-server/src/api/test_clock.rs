@@ -39,7 +39,7 @@ pub async fn advance(
         return Err(ApiError::invalid_field("ms must be at least 0"));
     }
     let now_ms = clock.advance(input.ms);
-    app.store.maintain(now_ms).await?;
+    app.ops.maintain().await?;
     // Schedules make the runs the move made due before the answer, so a test sees them.
     app.ops.schedules_pass().await?;
     // Alerts too: a test sees the notifications the move made due (a pass decides a
@@ -47,7 +47,7 @@ pub async fn advance(
     for _ in 0..2 {
         app.ops.alerts_pass(app.dashboard_url.as_deref()).await?;
     }
-    app.store.notifier().wake_all();
+    app.ops.wake_all();
     Ok(Json(AdvanceOut {
         now: sluice_core::wire::time_out(now_ms),
     }))

@@ -5,6 +5,7 @@ use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
 use sluice_core::wire::{WebhookListOut, WebhookOut, WebhookSpec};
+use sluice_ops::{Definable, DefinitionPut};
 
 use super::{ApiJson, ApiPath, AppState};
 use crate::error::{ApiError, ErrorCode};
@@ -39,19 +40,17 @@ pub fn webhook_out(endpoint: &Endpoint) -> WebhookOut {
 /// Compiles, stores and serves a definition. Shared by the API and the config file.
 pub async fn define(app: &AppState, name: &str, spec: WebhookSpec) -> Result<bool, ApiError> {
     let endpoint = Endpoint::compile(name, spec).map_err(ApiError::invalid_field)?;
-    app.store
-        .queue_get(&endpoint.spec.queue, app.now_ms())
-        .await?;
-    if let Some(topic) = &endpoint.spec.topic {
-        crate::topics::find(app, topic)?;
-    }
-    let defined = app.store.webhook_list().await?;
-    if !defined.iter().any(|(existing, _)| existing == name) {
-        sluice_ops::room_for_definition("webhook endpoints", defined.len())?;
-    }
     let stored = serde_json::to_string(&endpoint.spec)
         .map_err(|e| ApiError::invalid_field(format!("cannot store the definition: {e}")))?;
-    app.store.webhook_put(name, stored, app.now_ms()).await?;
+    app.ops
+        .definition_put(DefinitionPut {
+            kind: Definable::WebhookEndpoint,
+            name,
+            spec: stored,
+            queues: vec![&endpoint.spec.queue],
+            topics: endpoint.spec.topic.iter().map(String::as_str).collect(),
+        })
+        .await?;
     Ok(app.webhooks.insert(endpoint))
 }
 
@@ -120,7 +119,10 @@ pub async fn delete(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<WebhookDeleteOut>, ApiError> {
-    let stored = app.store.webhook_delete(&name).await?;
+    let stored = app
+        .ops
+        .definition_delete(Definable::WebhookEndpoint, &name)
+        .await?;
     let served = app.webhooks.remove(&name);
     if !stored && !served {
         return Err(not_found(&name));

@@ -169,7 +169,7 @@ async fn permit(
                 ),
             )))
         }
-        Err(error) => Err(status(error.into())),
+        Err(error) => Err(status(error)),
     }
 }
 

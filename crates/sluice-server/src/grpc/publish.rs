@@ -274,38 +274,18 @@ impl Storer {
     }
 }
 
-/// Stores one queue's messages of a batch: one enqueue, so one commit. On a queue with a JSON
-/// Schema each message is stored alone, so one body's violation refuses only that message.
+/// Stores one queue's messages of a batch in one enqueue, so one commit. Each message was sent
+/// on its own, so each is decided on its own (`Ops::enqueue_each`): one message's refusal
+/// (its size, a field, the queue's schema) is its answer alone.
 async fn store_group(
     app: &AppState,
     queue: String,
     messages: Vec<(u64, v1::OutgoingMessage)>,
 ) -> Vec<Answer> {
-    let enqueue = match app.ops.enqueue_to(queue.clone()).await {
+    let mut enqueue = match app.ops.enqueue_to(queue).await {
         Ok(enqueue) => enqueue,
         Err(error) => return refuse_all(messages, &error),
     };
-    if enqueue.config().schema.is_none() || messages.len() == 1 {
-        return store_together(app, enqueue, messages).await;
-    }
-    let alone = messages.into_iter().map(|message| {
-        let queue = queue.clone();
-        async move {
-            match app.ops.enqueue_to(queue).await {
-                Ok(enqueue) => store_together(app, enqueue, vec![message]).await,
-                Err(error) => refuse_all(vec![message], &error),
-            }
-        }
-    });
-    join_all(alone).await.into_iter().flatten().collect()
-}
-
-/// Adds each message (answering those refused), then stores the rest in one enqueue.
-async fn store_together(
-    app: &AppState,
-    mut enqueue: sluice_ops::Enqueue,
-    messages: Vec<(u64, v1::OutgoingMessage)>,
-) -> Vec<Answer> {
     let mut answers = Vec::new();
     let mut added = Vec::with_capacity(messages.len());
     for (seq, message) in messages {
@@ -317,12 +297,12 @@ async fn store_together(
     if added.is_empty() {
         return answers;
     }
-    match app.ops.enqueue(enqueue).await {
+    match app.ops.enqueue_each(enqueue).await {
         Ok(results) => answers.extend(
             added
                 .into_iter()
                 .zip(results)
-                .map(|(seq, out)| (seq, Ok(convert::enqueued(out)))),
+                .map(|(seq, out)| (seq, out.map(convert::enqueued))),
         ),
         Err(error) => answers.extend(added.into_iter().map(|seq| (seq, Err(error.clone())))),
     }

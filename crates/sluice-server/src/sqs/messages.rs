@@ -134,23 +134,27 @@ pub async fn send_batch(ctx: &Ctx<'_>, request: SendMessageBatch) -> Answer {
             Err(error) => failed.push(entry_error(&entry.id, &from_ops(error))),
         }
     }
+    // Entries succeed or fail one by one, as AWS documents: one refused by the queue's
+    // schema fails alone, like one refused for its size (`Ops::enqueue_each`).
     let outs = if enqueue.is_empty() {
         Vec::new()
     } else {
-        ctx.app.ops.enqueue(enqueue).await.map_err(from_ops)?
+        ctx.app.ops.enqueue_each(enqueue).await.map_err(from_ops)?
     };
-    let successful = accepted
-        .into_iter()
-        .zip(outs)
-        .map(|((id, digests), out)| SendMessageBatchResultEntry {
-            id,
-            message_id: out.message_id.to_string(),
-            md5_of_message_body: digests.body,
-            md5_of_message_attributes: digests.attributes,
-            md5_of_message_system_attributes: digests.system_attributes,
-            sequence_number: fifo.then(|| sequence_number(&out.message_id)),
-        })
-        .collect();
+    let mut successful = Vec::with_capacity(outs.len());
+    for ((id, digests), out) in accepted.into_iter().zip(outs) {
+        match out {
+            Ok(out) => successful.push(SendMessageBatchResultEntry {
+                id,
+                message_id: out.message_id.to_string(),
+                md5_of_message_body: digests.body,
+                md5_of_message_attributes: digests.attributes,
+                md5_of_message_system_attributes: digests.system_attributes,
+                sequence_number: fifo.then(|| sequence_number(&out.message_id)),
+            }),
+            Err(error) => failed.push(entry_error(&id, &from_ops(error))),
+        }
+    }
     Ok(Response::SendMessageBatch(SendMessageBatchResult {
         successful,
         failed,

@@ -100,7 +100,7 @@ impl Ctx<'_> {
                     )
                 ),
             )),
-            Err(error) => Err(from_ops(error.into())),
+            Err(error) => Err(from_ops(error)),
         }
     }
 
