@@ -61,21 +61,7 @@ fn receive(max: i64, wait_ms: i64) -> ReceiveRequest {
 async fn enqueue(ops: &Ops, body: &str) {
     let mut enqueue = ops.enqueue_to("q".into()).await.expect("the queue exists");
     enqueue
-        .add(
-            MessageRequest {
-                body: (
-                    body.as_bytes().to_vec(),
-                    sluice_core::message::BodyKind::Json,
-                ),
-                id: None,
-                key: None,
-                headers: None,
-                priority: None,
-                delay_ms: None,
-                not_before: None,
-            },
-            "",
-        )
+        .add(json_message(body), "")
         .expect("a valid message");
     ops.enqueue(enqueue).await.expect("stored");
 }
@@ -219,13 +205,8 @@ async fn define(store: &Arc<dyn Store>, name: &str, spec: QueueSpec) {
 fn event(body: &str, id: Option<&str>) -> EventRequest {
     EventRequest {
         message: MessageRequest {
-            body: (body.as_bytes().to_vec(), BodyKind::Json),
             id: id.map(str::to_owned),
-            key: None,
-            headers: None,
-            priority: None,
-            delay_ms: None,
-            not_before: None,
+            ..json_message(body)
         },
         schema_body: serde_json::from_str(body).ok(),
         received: body.as_bytes().to_vec(),
@@ -751,20 +732,7 @@ async fn every_enqueue_holds_between_one_and_the_batch_cap_of_messages() {
     let max = sluice_core::queue::limits::BATCH_MESSAGES_MAX;
     let mut enqueue = fixture.ops.enqueue_to("q".into()).await.expect("the queue");
     for _ in 0..=max {
-        enqueue
-            .add(
-                MessageRequest {
-                    body: (b"1".to_vec(), BodyKind::Json),
-                    id: None,
-                    key: None,
-                    headers: None,
-                    priority: None,
-                    delay_ms: None,
-                    not_before: None,
-                },
-                "",
-            )
-            .expect("a valid message");
+        enqueue.add(json_message("1"), "").expect("a valid message");
     }
     let refused = fixture
         .ops

@@ -25,10 +25,10 @@ use sha2::{Digest, Sha256};
 use sluice_core::wire::SecretRef;
 use subtle::ConstantTimeEq;
 
-use crate::api::AppState;
 use crate::browser_guard::Provenance;
 use crate::error::{ApiError, ErrorCode};
 use crate::secrets;
+use crate::state::AppState;
 
 /// The session cookie the login form sets.
 pub const COOKIE: &str = "sluice_session";
@@ -871,6 +871,59 @@ pub async fn check_next_steps(
                 ),
             ));
         }
+    }
+    Ok(())
+}
+
+/// Refuses (403, naming the field) a queue definition of a tenant admin's that reaches outside
+/// its tenant: its dead-letter queue (the one given, or the default `<name>.dlq` of a queue
+/// made without one) must be the tenant's, and its push destination may name neither another
+/// secret than the tenant's nor an internal address. Checked before anything is resolved.
+/// Every protocol that defines queues asks here.
+pub(crate) async fn check_tenant_put(
+    app: &AppState,
+    caller: Option<&Caller>,
+    name: &str,
+    spec: &sluice_core::wire::QueueSpec,
+) -> Result<(), sluice_ops::OpsError> {
+    let Some(caller) = caller.filter(|caller| !caller.is_admin()) else {
+        return Ok(());
+    };
+    let forbidden = |message: String| {
+        sluice_ops::OpsError::new(sluice_core::wire::ErrorCode::Forbidden, message)
+    };
+    // A tenant's queue dead-letters into a queue of the tenant's, not into another's.
+    match spec.dead_letter_queue.as_deref() {
+        Some("") => {}
+        Some(dead_letter_queue) => {
+            if !caller.may_manage(dead_letter_queue) {
+                return Err(forbidden(format!(
+                    "dead_letter_queue: queue {dead_letter_queue:?} is outside the token's tenant"
+                )));
+            }
+        }
+        None => {
+            let default = format!("{name}{}", sluice_core::queue::DEAD_LETTER_SUFFIX);
+            if !caller.may_manage(&default) {
+                let exists = match app.ops.queue_get(name).await {
+                    Ok(_) => true,
+                    Err(error) if error.code == sluice_core::wire::ErrorCode::QueueNotFound => {
+                        false
+                    }
+                    Err(error) => return Err(error),
+                };
+                if !exists {
+                    return Err(forbidden(format!(
+                        "dead_letter_queue: the default dead-letter queue {default:?} is outside \
+                         the token's tenant; give dead_letter_queue (a queue of the tenant's), \
+                         or \"\" for none"
+                    )));
+                }
+            }
+        }
+    }
+    if let Some(Some(push)) = &spec.push {
+        check_push(Some(caller), push)?;
     }
     Ok(())
 }

@@ -33,9 +33,11 @@ use parking_lot::Mutex;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use crate::api::REQUEST_BYTES_MAX;
 use crate::config::Limits;
 use crate::error::{ApiError, ErrorCode};
+
+/// Largest request body: a 10 MiB batch plus base64 and JSON overhead.
+pub const REQUEST_BYTES_MAX: usize = 16 * 1024 * 1024;
 
 /// Charged in steps of at least this much while a body arrives, so a body sent in small pieces
 /// does not take the semaphore for each.

@@ -216,17 +216,17 @@ impl Limits {
                 .unwrap_or(d.topic_publish_bytes_max),
         };
         // A body budget below the largest request would refuse such requests forever.
-        if limits.body_bytes_in_flight < crate::api::REQUEST_BYTES_MAX {
+        if limits.body_bytes_in_flight < crate::body_budget::REQUEST_BYTES_MAX {
             return Err(format!(
                 "[limits] body_bytes_in_flight must be at least {} (the largest request), got {}",
-                crate::api::REQUEST_BYTES_MAX,
+                crate::body_budget::REQUEST_BYTES_MAX,
                 limits.body_bytes_in_flight
             ));
         }
-        if limits.body_bytes_in_flight_per_peer < crate::api::REQUEST_BYTES_MAX {
+        if limits.body_bytes_in_flight_per_peer < crate::body_budget::REQUEST_BYTES_MAX {
             return Err(format!(
                 "[limits] body_bytes_in_flight_per_peer must be at least {} (the largest request), got {}",
-                crate::api::REQUEST_BYTES_MAX,
+                crate::body_budget::REQUEST_BYTES_MAX,
                 limits.body_bytes_in_flight_per_peer
             ));
         }

@@ -23,9 +23,9 @@ use axum::extract::State;
 use axum::http::{HeaderValue, Method, header};
 use axum::response::{IntoResponse, Redirect, Response};
 
-use crate::api::AppState;
 use crate::api::route::Routes;
 use crate::auth::Need;
+use crate::state::AppState;
 
 const INDEX_HTML: &str = include_str!("dashboard/index.html");
 const APP_JS: &str = include_str!("dashboard/app.js");

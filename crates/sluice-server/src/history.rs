@@ -367,7 +367,7 @@ fn after<P: Copy>(points: &VecDeque<P>, since_ms: Millis, at: impl Fn(&P) -> Mil
 }
 
 /// Samples every `interval` until the server stops.
-pub async fn run(app: crate::api::AppState) {
+pub async fn run(app: crate::state::AppState) {
     let mut ticks = tokio::time::interval(app.history.config.interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -382,7 +382,7 @@ pub async fn run(app: crate::api::AppState) {
 }
 
 /// Takes one sample of every queue and webhook endpoint.
-async fn sample(app: &crate::api::AppState) -> sluice_ops::OpsResult<()> {
+async fn sample(app: &crate::state::AppState) -> sluice_ops::OpsResult<()> {
     let at_ms = app.now_ms();
     let infos = app.ops.queue_list(&sluice_ops::Anyone).await?;
     let mut queues: Vec<(String, QueueCounts)> = infos

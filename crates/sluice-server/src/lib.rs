@@ -33,9 +33,11 @@ mod quotas;
 mod redact;
 mod secrets;
 pub mod sqs;
+pub mod state;
 pub mod store_open;
 pub mod telemetry;
 pub mod topics;
+mod views;
 pub mod webhooks;
 
 use std::future::Future;

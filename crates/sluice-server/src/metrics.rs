@@ -34,13 +34,13 @@ use sluice_core::histogram::Histogram;
 use sluice_core::store::{QueueInfo, StorageMetrics, WriteState};
 use sluice_core::wire::WebhookStatsOut;
 
-use crate::api::AppState;
 use crate::api::route::Routes;
 use crate::auth::Need;
 use crate::error::ApiError;
 use crate::http_metrics::RouteMetrics;
 use crate::process_metrics::ProcessMetrics;
 use crate::push::PushMetrics;
+use crate::state::AppState;
 
 /// The metrics route: an admin's, unless `[auth] metrics_public` opens it.
 pub fn routes() -> Routes {

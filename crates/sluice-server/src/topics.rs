@@ -17,9 +17,9 @@ use sluice_core::wire::{ErrorCode, TopicCopyOut, TopicOut, TopicSpec, TopicStats
 use sluice_ops::{Definable, MessageRequest, OpsError};
 use sluice_webhooks::expr::Expr;
 
-use crate::api::AppState;
 use crate::error::ApiError;
 use crate::expr::{self, EvalError};
+use crate::state::AppState;
 
 /// Most subscriptions of one topic.
 pub const SUBSCRIPTIONS_MAX: usize = 100;

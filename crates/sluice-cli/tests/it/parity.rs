@@ -157,6 +157,19 @@ impl Opened {
         self.grpc.clone().expect("a gRPC door")
     }
 
+    /// One HTTP API call: its answer, or its refusal's code.
+    async fn http(&self, path: &str, body: Value) -> Result<Value, String> {
+        let reply = self.server().post(path, body).await;
+        if reply.status.is_success() {
+            Ok(reply.json())
+        } else {
+            Err(reply.json()["error"]["code"]
+                .as_str()
+                .unwrap_or("?")
+                .to_owned())
+        }
+    }
+
     /// Defines a queue (not a door's concern here: every door defines it the same way).
     async fn define(&self, queue: &str, spec: Value) {
         match self.door {
@@ -182,17 +195,13 @@ impl Opened {
         match self.door {
             Door::Http => {
                 let messages: Vec<Value> = messages.iter().map(http_message).collect();
-                let reply = self
-                    .server()
-                    .post(
+                let answer = self
+                    .http(
                         &format!("/v1/queues/{queue}/messages"),
                         json!({ "messages": messages }),
                     )
-                    .await;
-                if !reply.status.is_success() {
-                    return Err(http_code(&reply));
-                }
-                Ok(reply.json()["results"]
+                    .await?;
+                Ok(answer["results"]
                     .as_array()
                     .expect("results")
                     .iter()
@@ -398,20 +407,13 @@ impl Opened {
 
     async fn ack(&self, queue: &str, receipt: &str) -> Result<(), String> {
         match self.door {
-            Door::Http => {
-                let reply = self
-                    .server()
-                    .post(
-                        &format!("/v1/queues/{queue}/ack"),
-                        json!({ "receipt": receipt }),
-                    )
-                    .await;
-                if reply.status.is_success() {
-                    Ok(())
-                } else {
-                    Err(http_code(&reply))
-                }
-            }
+            Door::Http => self
+                .http(
+                    &format!("/v1/queues/{queue}/ack"),
+                    json!({ "receipt": receipt }),
+                )
+                .await
+                .map(drop),
             Door::Grpc | Door::GrpcStream => self
                 .grpc()
                 .ack(v1::AckRequest {
@@ -440,20 +442,13 @@ impl Opened {
     /// Nacks with `error`; `None` where the door has no nack.
     async fn nack(&self, queue: &str, receipt: &str, error: &str) -> Option<Result<(), String>> {
         Some(match self.door {
-            Door::Http => {
-                let reply = self
-                    .server()
-                    .post(
-                        &format!("/v1/queues/{queue}/nack"),
-                        json!({ "receipt": receipt, "error": error }),
-                    )
-                    .await;
-                if reply.status.is_success() {
-                    Ok(())
-                } else {
-                    Err(http_code(&reply))
-                }
-            }
+            Door::Http => self
+                .http(
+                    &format!("/v1/queues/{queue}/nack"),
+                    json!({ "receipt": receipt, "error": error }),
+                )
+                .await
+                .map(drop),
             Door::Grpc | Door::GrpcStream => self
                 .grpc()
                 .nack(v1::NackRequest {
@@ -579,13 +574,6 @@ fn grpc_message(message: &Msg) -> v1::OutgoingMessage {
     }
 }
 
-fn http_code(reply: &crate::support::Reply) -> String {
-    reply.json()["error"]["code"]
-        .as_str()
-        .unwrap_or("?")
-        .to_owned()
-}
-
 fn grpc_code(status: &tonic::Status) -> String {
     status
         .metadata()
@@ -608,28 +596,15 @@ fn sdk_code(error: &sluice_sdk::Error) -> String {
 
 /// One SQS JSON request: the answer, or `sqs:<code>` of its refusal.
 async fn sqs(server: &TestServer, action: &str, body: Value) -> Result<Value, String> {
-    let response = server
-        .client()
-        .post(format!("{}/", server.url()))
-        .header("content-type", "application/x-amz-json-1.0")
-        .header("x-amz-target", format!("AmazonSQS.{action}"))
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("{action}: {e}"));
-    let status = response.status();
-    let code = response
-        .headers()
-        .get("x-amzn-query-error")
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.split(';').next())
-        .map(str::to_owned);
-    let text = response.text().await.unwrap();
-    if status.is_success() {
-        Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
-    } else {
-        Err(format!("sqs:{}", code.unwrap_or_else(|| text.clone())))
+    let reply = crate::sqs::sqs(server, action, body).await;
+    if reply.status.is_success() {
+        return Ok(serde_json::from_str(&reply.text).unwrap_or(Value::Null));
     }
+    let code = reply
+        .header("x-amzn-query-error")
+        .and_then(|value| value.split(';').next())
+        .unwrap_or(&reply.text);
+    Err(format!("sqs:{code}"))
 }
 
 /// The stored/refused shape of a send: per entry when the door answered per entry.

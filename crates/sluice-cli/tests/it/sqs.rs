@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::support::{Reply, TestServer};
 
 /// One AWS JSON 1.0 request.
-async fn sqs(server: &TestServer, action: &str, body: Value) -> Reply {
+pub(crate) async fn sqs(server: &TestServer, action: &str, body: Value) -> Reply {
     let response = server
         .client()
         .post(format!("{}/", server.url()))

@@ -13,7 +13,7 @@ use crate::error::ApiError;
 /// The delivery queue's stats beside the alert.
 async fn with_delivery(app: &AppState, mut alert: AlertOut) -> AlertOut {
     if let Ok(info) = app.ops.queue_get(&alert.queue).await {
-        alert.delivery = Some(super::queues::stats_out(app, &info));
+        alert.delivery = Some(crate::views::stats_out(app, &info));
     }
     alert
 }

@@ -8,9 +8,9 @@ use serde::Deserialize;
 use sluice_core::wire::{BrowseCountsOut, BrowseOut, BrowsedMessageOut, MessageBodyOut, time_out};
 use sluice_ops::{AckedSearchRequest, BrowseRequest};
 
-use super::messages::status_out;
 use super::{ApiPath, ApiQuery, AppState};
 use crate::error::ApiError;
+use crate::views::status_out;
 
 /// Query of `GET /v1/queues/{queue}/browse`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]

@@ -15,9 +15,9 @@ use sluice_ops::{
     too_many_next_steps, too_many_receipts,
 };
 
-use super::messages::dead_letter_out;
 use super::{ApiJson, ApiPath, AppState};
 use crate::error::ApiError;
+use crate::views::dead_letter_out;
 
 /// `POST /v1/queues/{queue}/receive`
 #[utoipa::path(post, operation_id = "message_receive", path = "/v1/queues/{queue}/receive", params(("queue" = String, Path)), request_body = ReceiveIn,

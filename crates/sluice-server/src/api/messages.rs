@@ -6,18 +6,16 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use sluice_core::message::MessageStatus;
 use sluice_core::queue::limits;
-use sluice_core::store::CancelOutcome;
 use sluice_core::wire::{
-    CancelIn, CancelOut, DeadLetterOut, EnqueueBatchOut, MessageBatchIn, MessageIn,
-    MessageStatusOut, time_out,
+    CancelIn, CancelOut, EnqueueBatchOut, MessageBatchIn, MessageIn, MessageStatusOut,
 };
 use sluice_ops::{CancelRequest, MessageRequest};
 use tracing::Instrument;
 
 use super::{ApiPath, ApiQuery, AppState, json_shape, parse_json};
 use crate::error::ApiError;
+use crate::views::{cancel_out, status_out};
 
 /// `POST /v1/queues/{queue}/messages`: one message, or `{"messages": [...]}`.
 #[utoipa::path(post, operation_id = "message_enqueue", path = "/v1/queues/{queue}/messages", params(("queue" = String, Path)),
@@ -77,27 +75,6 @@ pub async fn cancel(
         })
         .await?;
     Ok(Json(cancel_out(outcome)))
-}
-
-/// The wire form of a cancel's outcome.
-pub(crate) fn cancel_out(outcome: CancelOutcome) -> CancelOut {
-    let (outcome, message_id, state) = match outcome {
-        CancelOutcome::Cancelled { message_id } => {
-            ("cancelled", Some(message_id), Some("cancelled"))
-        }
-        CancelOutcome::NotFound => ("not_found", None, None),
-        CancelOutcome::AlreadyProcessing { message_id } => {
-            ("already_processing", Some(message_id), Some("in_flight"))
-        }
-        CancelOutcome::AlreadyCompleted { message_id, state } => {
-            ("already_completed", Some(message_id), Some(state.as_str()))
-        }
-    };
-    CancelOut {
-        outcome: outcome.into(),
-        message_id,
-        state: state.map(str::to_owned),
-    }
 }
 
 /// Parses one message or a batch (`{"messages": [...]}`). The body is counted first
@@ -187,53 +164,6 @@ pub async fn get_by_idempotency_key(
 ) -> Result<Json<MessageStatusOut>, ApiError> {
     let status = app.ops.message_by_key(queue, query.id).await?;
     Ok(Json(status_out(status)))
-}
-
-/// The wire form of a message's status.
-pub fn status_out(status: MessageStatus) -> MessageStatusOut {
-    MessageStatusOut {
-        message_id: status.message_id,
-        queue: status.queue,
-        state: status.state.as_str().to_owned(),
-        id: status.idempotency_key,
-        key: status.key,
-        priority: status.priority,
-        attempts: status.attempts,
-        enqueued_at: time_out(status.enqueued_at_ms),
-        first_received_at: status.first_received_at_ms.map(time_out),
-        visible_at: time_out(status.visible_at_ms),
-        lease_expires_at: status.lease_expires_at_ms.map(time_out),
-        last_error: status.last_error,
-        acked_at: status.acked_at_ms.map(time_out),
-        finished_at: status.finished_at_ms.map(time_out),
-        kept_until: status.kept_until_ms.map(time_out),
-        dead_letter: status.dead_letter.as_ref().map(dead_letter_out),
-        result: status
-            .result
-            .and_then(|text| serde_json::from_str(&text).ok()),
-        replayed_as: status.replayed_as,
-        failures: status
-            .failures
-            .into_iter()
-            .map(|failure| sluice_core::wire::FailureOut {
-                attempt: failure.attempt,
-                at: time_out(failure.at),
-                error: failure.error,
-                dead_lettered: failure.dead_lettered,
-            })
-            .collect(),
-    }
-}
-
-/// The wire form of dead-letter metadata.
-pub fn dead_letter_out(info: &sluice_core::message::DeadLetterInfo) -> DeadLetterOut {
-    DeadLetterOut {
-        source_queue: info.source_queue.clone(),
-        last_error: info.last_error.clone(),
-        attempts: info.attempts,
-        first_seen_at: time_out(info.first_seen_at_ms),
-        last_seen_at: time_out(info.last_seen_at_ms),
-    }
 }
 
 /// The message routes and who may call each.

@@ -2,73 +2,15 @@
 
 use axum::Json;
 use axum::extract::State;
-use sluice_core::meter::Throughput;
-use sluice_core::store::QueueInfo;
 use sluice_core::wire::{
-    CountersOut, DeadLettersOnDelete, DrainIn, DrainOut, LatencyOut, PurgeOut, QueueConfigOut,
-    QueueDeleteOut, QueueListOut, QueueOut, QueuePutOut, QueueSpec, QueueStatsOut, ThroughputOut,
+    DeadLettersOnDelete, DrainIn, DrainOut, PurgeOut, QueueDeleteOut, QueueListOut, QueueOut,
+    QueuePutOut, QueueSpec, QueueStatsOut,
 };
 use sluice_ops::{Drained, Purged, QueuePutRequest};
 
 use super::{ApiJson, ApiPath, ApiQuery, AppState};
 use crate::error::{ApiError, ErrorCode};
-
-/// The wire form of a queue.
-pub fn queue_out(app: &AppState, info: &QueueInfo) -> QueueOut {
-    QueueOut {
-        name: info.name.clone(),
-        config: QueueConfigOut::from(&info.config),
-        stats: stats_out(app, info),
-    }
-}
-
-pub(crate) fn stats_out(app: &AppState, info: &QueueInfo) -> QueueStatsOut {
-    let depth = &info.depth;
-    let counters = depth.counters;
-    QueueStatsOut {
-        ready: depth.ready,
-        delayed: depth.delayed,
-        in_flight: depth.in_flight,
-        dead_lettered: info.dead_letter_depth,
-        oldest_ready_age_ms: depth.oldest_ready_age_ms,
-        paused: depth.paused,
-        stuck: sluice_core::stuck::stuck_reasons(info, &app.history.config().stuck),
-        counters: CountersOut {
-            enqueued: counters.enqueued,
-            delivered: counters.delivered,
-            acked: counters.acked,
-            nacked: counters.nacked,
-            dead_lettered: counters.dead_lettered,
-            lease_expired: counters.lease_expired,
-            expired: counters.expired,
-            rejected: counters.rejected,
-            cancelled: counters.cancelled,
-            purged: counters.purged,
-            deduplicated: counters.deduplicated,
-        },
-        last_1m: throughput_out(depth.recent.last_1m, 60.0),
-        last_5m: throughput_out(depth.recent.last_5m, 300.0),
-        latency_ms: (depth.recent.latency.samples > 0).then_some(LatencyOut {
-            samples: depth.recent.latency.samples,
-            p50: depth.recent.latency.p50_ms,
-            p95: depth.recent.latency.p95_ms,
-            p99: depth.recent.latency.p99_ms,
-        }),
-        push: info.config.push.as_ref().map(|_| app.push.stats(info)),
-    }
-}
-
-fn throughput_out(counts: Throughput, seconds: f64) -> ThroughputOut {
-    let rate = |count: u64| (count as f64 / seconds * 1000.0).round() / 1000.0;
-    ThroughputOut {
-        enqueued: counts.enqueued,
-        acked: counts.acked,
-        failed: counts.failed,
-        enqueued_per_s: rate(counts.enqueued),
-        acked_per_s: rate(counts.acked),
-        failed_per_s: rate(counts.failed),
-    }
-}
+use crate::views::{queue_out, redacted_for, stats_out};
 
 /// `GET /v1/queues`
 #[utoipa::path(get, operation_id = "queue_list", path = "/v1/queues", responses((status = 200, body = QueueListOut)))]
@@ -97,7 +39,7 @@ pub async fn put(
     ApiPath(name): ApiPath<String>,
     ApiJson(spec): ApiJson<QueueSpec>,
 ) -> Result<Json<QueuePutOut>, ApiError> {
-    check_tenant_put(
+    crate::auth::check_tenant_put(
         &app,
         caller.as_deref().map(|caller| &**caller),
         &name,
@@ -117,59 +59,6 @@ pub async fn put(
     }))
 }
 
-/// Refuses (403, naming the field) a queue definition of a tenant admin's that reaches outside
-/// its tenant: its dead-letter queue (the one given, or the default `<name>.dlq` of a queue
-/// made without one) must be the tenant's, and its push destination may name neither another
-/// secret than the tenant's nor an internal address. Checked before anything is resolved.
-/// Every protocol that defines queues asks here.
-pub(crate) async fn check_tenant_put(
-    app: &AppState,
-    caller: Option<&crate::auth::Caller>,
-    name: &str,
-    spec: &QueueSpec,
-) -> Result<(), sluice_ops::OpsError> {
-    let Some(caller) = caller.filter(|caller| !caller.is_admin()) else {
-        return Ok(());
-    };
-    let forbidden = |message: String| {
-        sluice_ops::OpsError::new(sluice_core::wire::ErrorCode::Forbidden, message)
-    };
-    // A tenant's queue dead-letters into a queue of the tenant's, not into another's.
-    match spec.dead_letter_queue.as_deref() {
-        Some("") => {}
-        Some(dead_letter_queue) => {
-            if !caller.may_manage(dead_letter_queue) {
-                return Err(forbidden(format!(
-                    "dead_letter_queue: queue {dead_letter_queue:?} is outside the token's tenant"
-                )));
-            }
-        }
-        None => {
-            let default = format!("{name}{}", sluice_core::queue::DEAD_LETTER_SUFFIX);
-            if !caller.may_manage(&default) {
-                let exists = match app.ops.queue_get(name).await {
-                    Ok(_) => true,
-                    Err(error) if error.code == sluice_core::wire::ErrorCode::QueueNotFound => {
-                        false
-                    }
-                    Err(error) => return Err(error),
-                };
-                if !exists {
-                    return Err(forbidden(format!(
-                        "dead_letter_queue: the default dead-letter queue {default:?} is outside \
-                         the token's tenant; give dead_letter_queue (a queue of the tenant's), \
-                         or \"\" for none"
-                    )));
-                }
-            }
-        }
-    }
-    if let Some(Some(push)) = &spec.push {
-        crate::auth::check_push(Some(caller), push)?;
-    }
-    Ok(())
-}
-
 /// `GET /v1/queues/{queue}`
 #[utoipa::path(get, operation_id = "queue_get", path = "/v1/queues/{queue}", params(("queue" = String, Path)),
     responses((status = 200, body = QueueOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
@@ -183,39 +72,6 @@ pub async fn get_one(
         caller.as_deref(),
         queue_out(&app, &info),
     )))
-}
-
-/// A queue as `caller` may see it (for protocols other than this router: gRPC).
-pub(crate) fn queue_view(
-    app: &AppState,
-    caller: Option<&std::sync::Arc<crate::auth::Caller>>,
-    info: &QueueInfo,
-) -> QueueOut {
-    redacted_for(caller, queue_out(app, info))
-}
-
-/// What a push destination's credentials look like to a token that is not an admin: header
-/// values, the URL's user info and query, and its path when declared secret, hidden
-/// (producers and consumers read a queue's settings, but the destination's secrets are not
-/// theirs).
-fn redacted_for(
-    caller: Option<&std::sync::Arc<crate::auth::Caller>>,
-    mut out: QueueOut,
-) -> QueueOut {
-    if caller.is_none_or(|caller| caller.is_admin()) {
-        return out;
-    }
-    if let Some(push) = &mut out.config.push {
-        for value in push
-            .headers
-            .iter_mut()
-            .flat_map(|headers| headers.values_mut())
-        {
-            *value = crate::redact::HIDDEN.into();
-        }
-        push.url = crate::redact::url_for_non_admins(&push.url, push.secret_path.unwrap_or(false));
-    }
-    out
 }
 
 /// Query of `DELETE /v1/queues/{queue}`.

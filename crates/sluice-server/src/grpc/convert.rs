@@ -10,7 +10,7 @@ use sluice_grpc::v1;
 use sluice_ops::{MessageRequest, NextStep, OpsError};
 
 use super::Who;
-use crate::api::AppState;
+use crate::state::AppState;
 
 /// A message to store, its body checked: JSON text must be JSON, as the HTTP API's `body`.
 pub fn message_request(
@@ -148,7 +148,7 @@ pub fn nack_response(out: NackOut) -> v1::NackResponse {
 
 /// A queue: its numbers, and its settings as the HTTP API shows them to this caller.
 pub fn queue(app: &AppState, who: &Who, info: &QueueInfo) -> v1::Queue {
-    let out = crate::api::queues::queue_view(app, who.as_ref(), info);
+    let out = crate::views::queue_view(app, who.as_ref(), info);
     let depth = &info.depth;
     v1::Queue {
         name: info.name.clone(),

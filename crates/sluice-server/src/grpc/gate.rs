@@ -29,8 +29,8 @@ use sluice_ops::OpsError;
 use tokio::time::{Instant, Sleep};
 use tonic::Status;
 
-use crate::api::AppState;
 use crate::body_budget::{BodyBudget, Charge, next_deadline};
+use crate::state::AppState;
 
 /// The length prefix of every gRPC message: a compression flag and a big-endian length.
 const PREFIX_BYTES: usize = 5;

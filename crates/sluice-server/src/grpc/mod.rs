@@ -18,8 +18,8 @@ use sluice_grpc::v1::queues_server::QueuesServer;
 use sluice_ops::OpsError;
 use tonic::{Code, Request, Status};
 
-use crate::api::AppState;
 use crate::auth::{Caller, Need};
+use crate::state::AppState;
 
 /// The gRPC services, ready to serve requests (`listen` routes `application/grpc` to them):
 /// `sluice.v1.Queues`, `grpc.health.v1.Health` (what Kubernetes' gRPC probes call) and server
@@ -27,7 +27,7 @@ use crate::auth::{Caller, Need};
 /// task that keeps the health status as `/readyz` says.
 pub fn service(app: AppState) -> Entry {
     let queues = QueuesServer::new(Queues { app: app.clone() })
-        .max_decoding_message_size(crate::api::REQUEST_BYTES_MAX)
+        .max_decoding_message_size(crate::body_budget::REQUEST_BYTES_MAX)
         .max_encoding_message_size(usize::MAX);
     let (reporter, health) = tonic_health::server::health_reporter();
     tokio::spawn(report_health(app.clone(), reporter));
@@ -55,7 +55,7 @@ async fn report_health(app: AppState, reporter: tonic_health::server::HealthRepo
     let queues = <QueuesServer<Queues> as tonic::server::NamedService>::NAME;
     let mut last = None;
     loop {
-        let status = match crate::api::health::readiness(&app).await {
+        let status = match app.readiness().await {
             Ok(()) => ServingStatus::Serving,
             Err(_) => ServingStatus::NotServing,
         };

@@ -23,8 +23,8 @@ use tonic::{Status, Streaming};
 
 use super::unary::Answers;
 use super::{Who, convert, permit, stream_error};
-use crate::api::AppState;
 use crate::auth::Need;
+use crate::state::AppState;
 
 /// Answers waiting to be sent before the storer waits for the client to read them.
 const ANSWER_BUFFER: usize = 1024;

@@ -155,7 +155,7 @@ impl QueuesApi for Queues {
             None => Err(OpsError::invalid_field("give message_id or id")),
         }
         .map_err(status)?;
-        let out = crate::api::messages::status_out(found);
+        let out = crate::views::status_out(found);
         Ok(Response::new(v1::MessageStatus {
             message_id: out.message_id.to_string(),
             queue: out.queue.clone(),
@@ -187,7 +187,7 @@ impl QueuesApi for Queues {
             })
             .await
             .map_err(status)?;
-        let out = crate::api::messages::cancel_out(outcome);
+        let out = crate::views::cancel_out(outcome);
         Ok(Response::new(v1::CancelResponse {
             outcome: out.outcome,
             message_id: out.message_id.map(|id| id.to_string()),
@@ -214,7 +214,7 @@ impl QueuesApi for Queues {
             })?
         };
         // A tenant's queue stays within the tenant (the HTTP API's rules).
-        crate::api::queues::check_tenant_put(&self.app, who.as_deref(), &input.name, &spec)
+        crate::auth::check_tenant_put(&self.app, who.as_deref(), &input.name, &spec)
             .await
             .map_err(status)?;
         let put = self

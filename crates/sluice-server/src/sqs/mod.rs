@@ -33,9 +33,9 @@ use parking_lot::Mutex;
 use sluice_sqs::sigv4::{self, SignedRequest};
 use sluice_sqs::{Answer, ErrorKind, Protocol, SqsError, Wire};
 
-use crate::api::AppState;
 use crate::auth::{Caller, Need};
 use crate::body_budget::Refusal;
+use crate::state::AppState;
 use sluice_core::wire::ErrorCode;
 use sluice_ops::OpsError;
 

@@ -23,9 +23,9 @@ use sluice_ops::{DeadLettered, Enqueue, EventOutcome, EventRequest, MessageReque
 use sluice_webhooks::verify::{Request, slack_challenge};
 
 use super::{Endpoint, IdSource, Outcome};
-use crate::api::AppState;
 use crate::error::{ApiError, ErrorCode};
 use crate::expr::{self, EvalError, ProgramResult};
+use crate::state::AppState;
 /// The senders' signature headers and the timestamps they sign: dropped unless the endpoint has
 /// `keep_signature_headers`, since they would let anyone who can read the queue post the same
 /// delivery again (schemes without a timestamp never go stale). A generic `hmac` endpoint's own

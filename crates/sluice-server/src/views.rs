@@ -1,0 +1,171 @@
+//! What every protocol shows of a queue or a message: the wire forms of the operations'
+//! answers (`sluice_core::wire`), made once for the HTTP API, gRPC (which sends them as they
+//! are or converts them field by field) and the dashboard.
+
+use sluice_core::message::MessageStatus;
+use sluice_core::meter::Throughput;
+use sluice_core::store::{CancelOutcome, QueueInfo};
+use sluice_core::wire::{
+    CancelOut, CountersOut, DeadLetterOut, LatencyOut, MessageStatusOut, QueueConfigOut, QueueOut,
+    QueueStatsOut, ThroughputOut, time_out,
+};
+
+use crate::state::AppState;
+
+/// The wire form of a queue.
+pub(crate) fn queue_out(app: &AppState, info: &QueueInfo) -> QueueOut {
+    QueueOut {
+        name: info.name.clone(),
+        config: QueueConfigOut::from(&info.config),
+        stats: stats_out(app, info),
+    }
+}
+
+pub(crate) fn stats_out(app: &AppState, info: &QueueInfo) -> QueueStatsOut {
+    let depth = &info.depth;
+    let counters = depth.counters;
+    QueueStatsOut {
+        ready: depth.ready,
+        delayed: depth.delayed,
+        in_flight: depth.in_flight,
+        dead_lettered: info.dead_letter_depth,
+        oldest_ready_age_ms: depth.oldest_ready_age_ms,
+        paused: depth.paused,
+        stuck: sluice_core::stuck::stuck_reasons(info, &app.history.config().stuck),
+        counters: CountersOut {
+            enqueued: counters.enqueued,
+            delivered: counters.delivered,
+            acked: counters.acked,
+            nacked: counters.nacked,
+            dead_lettered: counters.dead_lettered,
+            lease_expired: counters.lease_expired,
+            expired: counters.expired,
+            rejected: counters.rejected,
+            cancelled: counters.cancelled,
+            purged: counters.purged,
+            deduplicated: counters.deduplicated,
+        },
+        last_1m: throughput_out(depth.recent.last_1m, 60.0),
+        last_5m: throughput_out(depth.recent.last_5m, 300.0),
+        latency_ms: (depth.recent.latency.samples > 0).then_some(LatencyOut {
+            samples: depth.recent.latency.samples,
+            p50: depth.recent.latency.p50_ms,
+            p95: depth.recent.latency.p95_ms,
+            p99: depth.recent.latency.p99_ms,
+        }),
+        push: info.config.push.as_ref().map(|_| app.push.stats(info)),
+    }
+}
+
+fn throughput_out(counts: Throughput, seconds: f64) -> ThroughputOut {
+    let rate = |count: u64| (count as f64 / seconds * 1000.0).round() / 1000.0;
+    ThroughputOut {
+        enqueued: counts.enqueued,
+        acked: counts.acked,
+        failed: counts.failed,
+        enqueued_per_s: rate(counts.enqueued),
+        acked_per_s: rate(counts.acked),
+        failed_per_s: rate(counts.failed),
+    }
+}
+
+/// A queue as `caller` may see it (for protocols other than this router: gRPC).
+pub(crate) fn queue_view(
+    app: &AppState,
+    caller: Option<&std::sync::Arc<crate::auth::Caller>>,
+    info: &QueueInfo,
+) -> QueueOut {
+    redacted_for(caller, queue_out(app, info))
+}
+
+/// What a push destination's credentials look like to a token that is not an admin: header
+/// values, the URL's user info and query, and its path when declared secret, hidden
+/// (producers and consumers read a queue's settings, but the destination's secrets are not
+/// theirs).
+pub(crate) fn redacted_for(
+    caller: Option<&std::sync::Arc<crate::auth::Caller>>,
+    mut out: QueueOut,
+) -> QueueOut {
+    if caller.is_none_or(|caller| caller.is_admin()) {
+        return out;
+    }
+    if let Some(push) = &mut out.config.push {
+        for value in push
+            .headers
+            .iter_mut()
+            .flat_map(|headers| headers.values_mut())
+        {
+            *value = crate::redact::HIDDEN.into();
+        }
+        push.url = crate::redact::url_for_non_admins(&push.url, push.secret_path.unwrap_or(false));
+    }
+    out
+}
+
+/// The wire form of a cancel's outcome.
+pub(crate) fn cancel_out(outcome: CancelOutcome) -> CancelOut {
+    let (outcome, message_id, state) = match outcome {
+        CancelOutcome::Cancelled { message_id } => {
+            ("cancelled", Some(message_id), Some("cancelled"))
+        }
+        CancelOutcome::NotFound => ("not_found", None, None),
+        CancelOutcome::AlreadyProcessing { message_id } => {
+            ("already_processing", Some(message_id), Some("in_flight"))
+        }
+        CancelOutcome::AlreadyCompleted { message_id, state } => {
+            ("already_completed", Some(message_id), Some(state.as_str()))
+        }
+    };
+    CancelOut {
+        outcome: outcome.into(),
+        message_id,
+        state: state.map(str::to_owned),
+    }
+}
+
+/// The wire form of a message's status.
+pub(crate) fn status_out(status: MessageStatus) -> MessageStatusOut {
+    MessageStatusOut {
+        message_id: status.message_id,
+        queue: status.queue,
+        state: status.state.as_str().to_owned(),
+        id: status.idempotency_key,
+        key: status.key,
+        priority: status.priority,
+        attempts: status.attempts,
+        enqueued_at: time_out(status.enqueued_at_ms),
+        first_received_at: status.first_received_at_ms.map(time_out),
+        visible_at: time_out(status.visible_at_ms),
+        lease_expires_at: status.lease_expires_at_ms.map(time_out),
+        last_error: status.last_error,
+        acked_at: status.acked_at_ms.map(time_out),
+        finished_at: status.finished_at_ms.map(time_out),
+        kept_until: status.kept_until_ms.map(time_out),
+        dead_letter: status.dead_letter.as_ref().map(dead_letter_out),
+        result: status
+            .result
+            .and_then(|text| serde_json::from_str(&text).ok()),
+        replayed_as: status.replayed_as,
+        failures: status
+            .failures
+            .into_iter()
+            .map(|failure| sluice_core::wire::FailureOut {
+                attempt: failure.attempt,
+                at: time_out(failure.at),
+                error: failure.error,
+                dead_lettered: failure.dead_lettered,
+            })
+            .collect(),
+    }
+}
+
+/// The wire form of dead-letter metadata.
+pub(crate) fn dead_letter_out(info: &sluice_core::message::DeadLetterInfo) -> DeadLetterOut {
+    DeadLetterOut {
+        source_queue: info.source_queue.clone(),
+        last_error: info.last_error.clone(),
+        attempts: info.attempts,
+        first_seen_at: time_out(info.first_seen_at_ms),
+        last_seen_at: time_out(info.last_seen_at_ms),
+    }
+}
