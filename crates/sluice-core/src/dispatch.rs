@@ -53,10 +53,9 @@ use paging::Cold;
 pub use paging::{ColdRange, PageIn};
 use ready::ReadySet;
 use types::Place;
-pub use types::{
-    CancelRefused, Change, Claimed, Counters, DeadLetterFilter, DeadLetterPage, Entry, LeaseError,
-    NackOutcome, QueueDepth, Seq,
-};
+pub use types::{CancelRefused, Change, Claimed, DeadLetterPage, Entry};
+// The store's own types (`crate::store`), which the index hands out and takes.
+use crate::store::{Counters, DeadLetterFilter, LeaseError, NackOutcome, QueueDepth, Seq};
 
 /// One queue in the index: its configuration, the sets dispatch takes from, its lanes, and its
 /// flow-control state and counters.

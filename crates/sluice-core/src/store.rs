@@ -17,7 +17,6 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 use crate::clock::Millis;
-use crate::dispatch::{DeadLetterFilter, LeaseError, NackOutcome, QueueDepth, Seq};
 use crate::message::{
     ClaimedMessage, DeliveryAttempt, DeliveryLogEntry, MessageState, MessageStatus, NewMessage,
     Payload, Receipt,
@@ -25,6 +24,10 @@ use crate::message::{
 use crate::notify::Notifier;
 use crate::queue::QueueConfig;
 pub use crate::stored::ScheduleState;
+
+mod outcomes;
+
+pub use outcomes::{Counters, DeadLetterFilter, LeaseError, NackOutcome, QueueDepth, Seq};
 
 /// What kind of definition a [`Store::definition_put`] row holds: each kind is its own
 /// namespace of names, its spec opaque JSON to the store.

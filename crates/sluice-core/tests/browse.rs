@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
-use sluice_core::dispatch::{Entry, Index, Seq};
+use sluice_core::dispatch::{Entry, Index};
 use sluice_core::queue::{Ordering, QueueConfig};
 use sluice_core::store::BrowseState;
+use sluice_core::store::Seq;
 use uuid::Uuid;
 
 const NOW: i64 = 1_000_000;

@@ -17,10 +17,10 @@
 use std::collections::{BTreeMap, HashSet};
 
 use sluice_core::clock::format_rfc3339;
-use sluice_core::dispatch::DeadLetterFilter;
 use sluice_core::message::BodyKind;
 use sluice_core::queue::validate_queue_name;
 use sluice_core::rules::alert::{ThresholdStep, threshold_step, window_allows};
+use sluice_core::store::DeadLetterFilter;
 use sluice_core::store::{DeadLetterQuery, DefinitionKind, QueueInfo};
 use sluice_core::stored::AlertState;
 use sluice_core::stored::alert_state::{PendingDeadLetters, QueueMarks, ThresholdMark};
@@ -660,7 +660,7 @@ impl QueuePass<'_> {
         &self,
         since: Millis,
         until: Millis,
-        before: Option<(Millis, sluice_core::dispatch::Seq)>,
+        before: Option<(Millis, sluice_core::store::Seq)>,
         limit: usize,
     ) -> Result<sluice_core::store::DeadLetters, StoreError> {
         let queue = &self.info.name;

@@ -1,8 +1,8 @@
 //! A source queue's dead letters: list (page by page, filtered), show, replay, delete, purge.
 
 use sluice_core::Millis;
-use sluice_core::dispatch::{DeadLetterFilter, Seq};
 use sluice_core::store::{DeadLetter, DeadLetterQuery, DeadLetterSelection, ReplayParams};
+use sluice_core::store::{DeadLetterFilter, Seq};
 use sluice_core::wire::{ReplayOut, ReplayedOut};
 use uuid::Uuid;
 

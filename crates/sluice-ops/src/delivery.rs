@@ -3,11 +3,11 @@
 use std::time::Duration;
 
 use sluice_core::Millis;
-use sluice_core::dispatch::NackOutcome;
 use sluice_core::message::{ClaimedMessage, Receipt};
 use sluice_core::queue::limits;
+use sluice_core::store::NackOutcome;
 use sluice_core::store::{AckParams, ExtendParams, GiveBackParams, NackParams};
-use sluice_core::wire::{AckOut, AckResult, ErrorCode, ErrorDetail, NackOut, time_out};
+use sluice_core::wire::{AckOut, AckResult, ErrorCode, ErrorDetail};
 use tokio::time::Instant;
 
 use crate::enqueue::MessageRequest;
@@ -68,6 +68,24 @@ pub struct NackRequest {
     pub delay_ms: Option<i64>,
     /// Dead-letter now rather than retry.
     pub permanent: bool,
+}
+
+/// What a nack did to the message, in the operations' terms (each protocol renders it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Nacked {
+    /// It is delivered again from `visible_at_ms`: after a delay (a backoff, or the nack's own)
+    /// when `delayed`, else at once.
+    Retry {
+        /// When it is visible again.
+        visible_at_ms: Millis,
+        /// True when that is later than the nack.
+        delayed: bool,
+    },
+    /// It went to this dead-letter queue.
+    DeadLettered {
+        /// The dead-letter queue.
+        queue: String,
+    },
 }
 
 impl Ops {
@@ -253,7 +271,7 @@ impl Ops {
     }
 
     /// Nacks one lease: the message is retried (now or after a delay) or dead-lettered.
-    pub async fn nack(&self, request: NackRequest) -> OpsResult<NackOut> {
+    pub async fn nack(&self, request: NackRequest) -> OpsResult<Nacked> {
         let receipt = parse_receipt(&request.receipt)?;
         if let Some(delay) = request.delay_ms
             && !(0..=limits::DELAY_MS_MAX).contains(&delay)
@@ -274,20 +292,12 @@ impl Ops {
             now_ms,
         };
         Ok(match self.store.message_nack(params).await? {
-            NackOutcome::Retry { visible_at_ms } => NackOut {
-                state: if visible_at_ms > now_ms {
-                    "delayed"
-                } else {
-                    "ready"
-                }
-                .into(),
-                visible_at: Some(time_out(visible_at_ms)),
-                dead_letter_queue: None,
+            NackOutcome::Retry { visible_at_ms } => Nacked::Retry {
+                visible_at_ms,
+                delayed: visible_at_ms > now_ms,
             },
-            NackOutcome::DeadLettered { queue } => NackOut {
-                state: "dead".into(),
-                visible_at: None,
-                dead_letter_queue: Some(queue.to_string()),
+            NackOutcome::DeadLettered { queue } => Nacked::DeadLettered {
+                queue: queue.to_string(),
             },
         })
     }

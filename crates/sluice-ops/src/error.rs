@@ -4,7 +4,7 @@
 //! a code: the native API turns it into a status and a body, another protocol maps the same
 //! codes onto its own (an SQS error name, a gRPC status).
 
-use sluice_core::dispatch::LeaseError;
+use sluice_core::store::LeaseError;
 use sluice_core::store::StoreError;
 use sluice_core::wire::ErrorCode;
 

@@ -44,7 +44,7 @@ pub use dead_letters::{
 };
 pub use definitions::{Definable, DefinitionPut};
 pub use delivery::{
-    ACK_RECEIPTS_MAX, AckRequest, NEXT_STEPS_MAX, NackRequest, NextStep, ReceiveRequest,
+    ACK_RECEIPTS_MAX, AckRequest, NEXT_STEPS_MAX, NackRequest, Nacked, NextStep, ReceiveRequest,
     error_text, too_many_next_steps, too_many_receipts,
 };
 pub use enqueue::{Enqueue, MessageRequest, check_batch_len, content_key};
@@ -56,7 +56,9 @@ pub use queues::{
     Drained, OnDelete, Purged, QueueDeleted, QueuePutDone, QueuePutRequest,
     is_own_dead_letter_queue,
 };
-pub use schedules::{SCHEDULE_HEADER, SCHEDULED_AT_HEADER, SchedulesPassed};
+pub use schedules::{
+    SCHEDULE_HEADER, SCHEDULED_AT_HEADER, SchedulePut, ScheduleView, SchedulesPassed,
+};
 
 /// What every operation returns.
 pub type OpsResult<T> = Result<T, OpsError>;

@@ -5,9 +5,9 @@
 //! through.
 
 use sluice_core::Millis;
-use sluice_core::dispatch::NackOutcome;
 use sluice_core::message::{ClaimedMessage, DeliveryLogEntry};
 use sluice_core::queue::QueueConfig;
+use sluice_core::store::NackOutcome;
 use sluice_core::store::{AckParams, ClaimParams, NackParams};
 
 use crate::delivery::error_text;

@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use sluice_core::StoreError;
-use sluice_core::dispatch::QueueDepth;
 use sluice_core::queue::{QueueConfig, validate_queue_name};
+use sluice_core::store::QueueDepth;
 use sluice_core::store::{QueueInfo, QueuePutParams};
 use sluice_core::wire::{PushSpec, QueueSpec};
 use tokio::time::Instant;

@@ -11,7 +11,7 @@ use sluice_core::clock::format_rfc3339;
 use sluice_core::rules::schedule::plan;
 use sluice_core::schedule::Schedule;
 use sluice_core::store::{ScheduleRow, ScheduleState};
-use sluice_core::wire::{ErrorCode, ScheduleOut, SchedulePutOut, ScheduleSpec};
+use sluice_core::wire::{ErrorCode, ScheduleSpec};
 use sluice_core::{Millis, wire};
 
 use crate::enqueue::MessageRequest;
@@ -21,6 +21,41 @@ use crate::{Ops, OpsError, OpsResult};
 pub const SCHEDULE_HEADER: &str = "sluice-schedule";
 /// The header carrying a run's time (RFC 3339), the time it was due, not when it was made.
 pub const SCHEDULED_AT_HEADER: &str = "sluice-scheduled-at";
+
+/// A schedule and where it stands, in the operations' terms (times in epoch ms; each
+/// protocol renders it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScheduleView {
+    /// Its name.
+    pub name: String,
+    /// The definition, as given (an empty one when the stored definition no longer reads).
+    pub spec: ScheduleSpec,
+    /// True when paused.
+    pub paused: bool,
+    /// When the next run is due; `None` when paused or when the pattern has no further time.
+    pub next_run_ms: Option<Millis>,
+    /// The time of the last run made or passed by the `missed` policy; `None` before the first.
+    pub last_run_ms: Option<Millis>,
+    /// When the last run's message was enqueued.
+    pub last_enqueued_ms: Option<Millis>,
+    /// The last run's message.
+    pub last_message_id: Option<uuid::Uuid>,
+    /// Runs made since the schedule was defined.
+    pub runs: u64,
+    /// Runs not made because of the `missed` policy.
+    pub skipped_runs: u64,
+    /// Why the last attempt to make a run failed; cleared by the next run made.
+    pub last_error: Option<String>,
+}
+
+/// A schedule put: whether it was new, and the schedule as it now is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SchedulePut {
+    /// False when an existing schedule was replaced.
+    pub created: bool,
+    /// The schedule.
+    pub schedule: ScheduleView,
+}
 
 /// What one pass did, over every schedule.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -38,7 +73,7 @@ impl Ops {
     /// would be (the queue exists, sizes, headers, the schema), so a schedule that is taken
     /// can make its runs. A schedule whose timing changes starts over from now (its runs
     /// before now are not missed runs); other changes keep where it stands.
-    pub async fn schedule_put(&self, name: &str, spec: ScheduleSpec) -> OpsResult<SchedulePutOut> {
+    pub async fn schedule_put(&self, name: &str, spec: ScheduleSpec) -> OpsResult<SchedulePut> {
         let schedule = Schedule::compile(name, spec).map_err(OpsError::invalid_field)?;
         let now_ms = self.now_ms();
         let mut check = self.enqueue_to(schedule.spec.queue.clone()).await?;
@@ -60,29 +95,29 @@ impl Ops {
         let text = serde_json::to_string(&schedule.spec)
             .map_err(|e| OpsError::invalid_field(format!("cannot store the schedule: {e}")))?;
         self.store.schedule_put(name, text, state, now_ms).await?;
-        Ok(SchedulePutOut {
+        Ok(SchedulePut {
             created: existing.is_none(),
             schedule: self.schedule_get(name).await?,
         })
     }
 
     /// One schedule and where it stands.
-    pub async fn schedule_get(&self, name: &str) -> OpsResult<ScheduleOut> {
+    pub async fn schedule_get(&self, name: &str) -> OpsResult<ScheduleView> {
         let row = self
             .schedule_row(name)
             .await?
             .ok_or_else(|| not_found(name))?;
-        Ok(schedule_out(&row))
+        Ok(schedule_view(&row))
     }
 
     /// Every schedule, by name.
-    pub async fn schedule_list(&self) -> OpsResult<Vec<ScheduleOut>> {
+    pub async fn schedule_list(&self) -> OpsResult<Vec<ScheduleView>> {
         Ok(self
             .store
             .schedule_list()
             .await?
             .iter()
-            .map(schedule_out)
+            .map(schedule_view)
             .collect())
     }
 
@@ -96,7 +131,7 @@ impl Ops {
 
     /// Pauses or resumes a schedule (its definition's `paused`). Runs passed while paused are
     /// not missed runs.
-    pub async fn schedule_pause(&self, name: &str, paused: bool) -> OpsResult<ScheduleOut> {
+    pub async fn schedule_pause(&self, name: &str, paused: bool) -> OpsResult<ScheduleView> {
         let row = self
             .schedule_row(name)
             .await?
@@ -237,7 +272,7 @@ fn compile_row(row: &ScheduleRow) -> Option<Schedule> {
     }
 }
 
-fn schedule_out(row: &ScheduleRow) -> ScheduleOut {
+fn schedule_view(row: &ScheduleRow) -> ScheduleView {
     let schedule = compile_row(row);
     let spec = schedule
         .as_ref()
@@ -245,19 +280,17 @@ fn schedule_out(row: &ScheduleRow) -> ScheduleOut {
         .or_else(|| serde_json::from_str(&row.spec).ok());
     let state = &row.state;
     let paused = schedule.as_ref().is_some_and(|s| s.paused);
-    ScheduleOut {
+    ScheduleView {
         name: row.name.clone(),
         spec: spec.unwrap_or_else(unreadable_spec),
         paused,
-        next_run_at: schedule
+        next_run_ms: schedule
             .as_ref()
             .filter(|s| !s.paused)
-            .and_then(|s| s.timing.after(state.last_run_ms))
-            .map(wire::time_out),
+            .and_then(|s| s.timing.after(state.last_run_ms)),
         // Before the first run the cursor is the definition's time, which is no run.
-        last_run_at: (state.runs + state.skipped_runs > 0)
-            .then(|| wire::time_out(state.last_run_ms)),
-        last_enqueued_at: state.last_enqueued_at_ms.map(wire::time_out),
+        last_run_ms: (state.runs + state.skipped_runs > 0).then_some(state.last_run_ms),
+        last_enqueued_ms: state.last_enqueued_at_ms,
         last_message_id: state.last_message_id,
         runs: state.runs,
         skipped_runs: state.skipped_runs,

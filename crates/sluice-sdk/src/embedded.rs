@@ -327,10 +327,9 @@ impl Backend for Embedded {
                 permanent: nack.permanent,
             })
             .await?;
-        Ok(if out.dead_letter_queue.is_some() {
-            NackOutcome::DeadLettered
-        } else {
-            NackOutcome::Retried
+        Ok(match out {
+            sluice_ops::Nacked::DeadLettered { .. } => NackOutcome::DeadLettered,
+            sluice_ops::Nacked::Retry { .. } => NackOutcome::Retried,
         })
     }
 

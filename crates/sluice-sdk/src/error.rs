@@ -82,6 +82,7 @@ impl From<sluice_client::Error> for Error {
     }
 }
 
+#[cfg(feature = "embedded")]
 impl From<sluice_ops::OpsError> for Error {
     fn from(error: sluice_ops::OpsError) -> Self {
         let status = error.code.status();
@@ -105,6 +106,7 @@ impl From<sluice_ops::OpsError> for Error {
     }
 }
 
+#[cfg(feature = "embedded")]
 impl From<sluice_core::StoreError> for Error {
     fn from(error: sluice_core::StoreError) -> Self {
         use sluice_core::StoreError;
@@ -113,7 +115,7 @@ impl From<sluice_core::StoreError> for Error {
             StoreError::QueueFull { retry_after_s, .. } => Error::QueueFull {
                 retry_after: std::time::Duration::from_secs(retry_after_s),
             },
-            StoreError::Lease(sluice_core::dispatch::LeaseError::NoDeadLetterQueue) => {
+            StoreError::Lease(sluice_core::store::LeaseError::NoDeadLetterQueue) => {
                 Error::Invalid {
                     code: ErrorCode::InvalidField.into(),
                     message: "permanent: the queue has no dead-letter queue".into(),

@@ -1,9 +1,9 @@
 //! sluice-sdk: typed producers and a worker runtime for sluice queues.
 //!
 //! The same code runs on a sluice server ([`Http`], or `Grpc` over its gRPC API with cargo
-//! feature `grpc`), with the queue inside the process ([`Embedded`], a SQLite file or a
-//! temporary store, with an optional test clock that makes delays and retries instant and
-//! deterministic), on Amazon SQS or sluice's SQS-compatible API (`Sqs`, cargo feature `sqs`) or
+//! feature `grpc`), with the queue inside the process (`Embedded`, cargo feature `embedded`, on
+//! by default: a SQLite file or a temporary store, with an optional test clock that makes
+//! delays and retries instant and deterministic), on Amazon SQS or sluice's SQS-compatible API (`Sqs`, cargo feature `sqs`) or
 //! on RabbitMQ (`Amqp`, cargo feature `amqp`). Each implements
 //! [`Backend`]; [`Backend::capabilities`] says what a backend can do, and what it cannot do
 //! fails with [`Error::Unsupported`] rather than doing nothing.
@@ -56,6 +56,7 @@
 #[cfg(feature = "amqp")]
 mod amqp;
 mod backend;
+#[cfg(feature = "embedded")]
 mod embedded;
 mod error;
 #[cfg(feature = "grpc")]
@@ -72,6 +73,7 @@ pub use backend::{
     Backend, CancelOutcome, Capabilities, DeadLetter, Delivery, Enqueued, MessageInfo, MessageRef,
     Nack, NackOutcome, NextStep, Outgoing, QueueOptions, QueueStats,
 };
+#[cfg(feature = "embedded")]
 pub use embedded::{Embedded, EmbeddedBuilder};
 pub use error::{Error, Result};
 #[cfg(feature = "grpc")]

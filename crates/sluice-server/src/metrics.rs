@@ -29,8 +29,8 @@ use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::encoding::{MetricEncoder, prometheus_text};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
-use sluice_core::dispatch::Counters;
 use sluice_core::histogram::Histogram;
+use sluice_core::store::Counters;
 use sluice_core::store::{QueueInfo, StorageMetrics, WriteState};
 use sluice_core::wire::WebhookStatsOut;
 
@@ -708,9 +708,9 @@ fn encode_histogram(encoder: &mut MetricEncoder, histogram: &Histogram, per_unit
 mod tests {
     use std::collections::{BTreeMap, BTreeSet};
 
-    use sluice_core::dispatch::QueueDepth;
     use sluice_core::histogram::{ACK_LATENCY_BOUNDS_MS, AtomicHistogram};
     use sluice_core::queue::QueueConfig;
+    use sluice_core::store::QueueDepth;
 
     use super::*;
 

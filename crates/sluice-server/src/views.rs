@@ -6,9 +6,11 @@ use sluice_core::message::MessageStatus;
 use sluice_core::meter::Throughput;
 use sluice_core::store::{CancelOutcome, QueueInfo};
 use sluice_core::wire::{
-    CancelOut, CountersOut, DeadLetterOut, LatencyOut, MessageStatusOut, QueueConfigOut, QueueOut,
-    QueueStatsOut, ThroughputOut, time_out,
+    CancelOut, CountersOut, DeadLetterOut, LatencyOut, MessageStatusOut, NackOut, QueueConfigOut,
+    QueueOut, QueueStatsOut, ScheduleOut, ThroughputOut, time_out,
 };
+
+use sluice_ops::{Nacked, ScheduleView};
 
 use crate::state::AppState;
 
@@ -167,5 +169,47 @@ pub(crate) fn dead_letter_out(info: &sluice_core::message::DeadLetterInfo) -> De
         attempts: info.attempts,
         first_seen_at: time_out(info.first_seen_at_ms),
         last_seen_at: time_out(info.last_seen_at_ms),
+    }
+}
+
+/// A nacked message's state on the wire: `delayed`, `ready` or `dead`.
+pub(crate) fn nack_state(nacked: &Nacked) -> &'static str {
+    match nacked {
+        Nacked::Retry { delayed: true, .. } => "delayed",
+        Nacked::Retry { delayed: false, .. } => "ready",
+        Nacked::DeadLettered { .. } => "dead",
+    }
+}
+
+/// The wire form of what a nack did.
+pub(crate) fn nack_out(nacked: Nacked) -> NackOut {
+    let state = nack_state(&nacked).to_owned();
+    match nacked {
+        Nacked::Retry { visible_at_ms, .. } => NackOut {
+            state,
+            visible_at: Some(time_out(visible_at_ms)),
+            dead_letter_queue: None,
+        },
+        Nacked::DeadLettered { queue } => NackOut {
+            state,
+            visible_at: None,
+            dead_letter_queue: Some(queue),
+        },
+    }
+}
+
+/// The wire form of a schedule and where it stands.
+pub(crate) fn schedule_out(schedule: ScheduleView) -> ScheduleOut {
+    ScheduleOut {
+        name: schedule.name,
+        spec: schedule.spec,
+        paused: schedule.paused,
+        next_run_at: schedule.next_run_ms.map(time_out),
+        last_run_at: schedule.last_run_ms.map(time_out),
+        last_enqueued_at: schedule.last_enqueued_ms.map(time_out),
+        last_message_id: schedule.last_message_id,
+        runs: schedule.runs,
+        skipped_runs: schedule.skipped_runs,
+        last_error: schedule.last_error,
     }
 }

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use sluice_core::dispatch::Counters;
+use sluice_core::store::Counters;
 use sluice_core::store::StoreResult;
 use uuid::Uuid;
 

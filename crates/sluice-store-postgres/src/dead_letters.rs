@@ -14,13 +14,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use sluice_core::Millis;
-use sluice_core::dispatch::{DeadLetterFilter, Seq};
 use sluice_core::message::MessageState;
 use sluice_core::rules::lanes::lane_key;
 use sluice_core::store::{
     DeadLetter, DeadLetterQuery, DeadLetterSelection, DeadLetters, Replay, ReplayParams,
     StoreError, StoreResult,
 };
+use sluice_core::store::{DeadLetterFilter, Seq};
 use sluice_core::stored::ids;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;

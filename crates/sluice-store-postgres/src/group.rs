@@ -30,10 +30,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use sluice_core::dispatch::{Counters, LeaseError};
 use sluice_core::histogram::AtomicHistogram;
 use sluice_core::notify::Notifier;
 use sluice_core::store::{AckParams, EnqueueParams, Enqueued, StoreError, StoreResult};
+use sluice_core::store::{Counters, LeaseError};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 

@@ -85,7 +85,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use async_trait::async_trait;
 use parking_lot::Mutex;
 use sluice_core::clock::Millis;
-use sluice_core::dispatch::{Counters, LeaseError, NackOutcome};
 use sluice_core::message::{DeliveryAttempt, MessageStatus};
 use sluice_core::notify::Notifier;
 use sluice_core::queue::QueueConfig;
@@ -96,6 +95,7 @@ use sluice_core::store::{
     QueuePut, QueuePutParams, Replay, ReplayParams, ScheduleRow, ScheduleState, Store, StoreError,
     StoreResult,
 };
+use sluice_core::store::{Counters, LeaseError, NackOutcome};
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 

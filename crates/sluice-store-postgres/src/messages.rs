@@ -20,7 +20,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use sluice_core::Millis;
-use sluice_core::dispatch::{LeaseError, NackOutcome};
 use sluice_core::message::{
     BodyKind, ClaimedMessage, DeadLetterInfo, Failure, Headers, MessageState, MessageStatus,
     NewMessage, Payload, Receipt,
@@ -35,6 +34,7 @@ use sluice_core::store::{
     AckParams, Claim, ClaimParams, EnqueueParams, Enqueued, ExtendParams, GiveBackParams,
     MessageBody, MessageGetParams, MessageRef, NackParams, StoreError, StoreResult,
 };
+use sluice_core::store::{LeaseError, NackOutcome};
 use sluice_core::stored::ids;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;

@@ -9,8 +9,8 @@
 //! visible ([`crate::cache`]).
 
 use sluice_core::Millis;
-use sluice_core::dispatch::QueueDepth;
 use sluice_core::queue::QueueConfig;
+use sluice_core::store::QueueDepth;
 use sluice_core::store::{
     QueueBytes, QueueInfo, QueuePut, QueuePutParams, StoreError, StoreResult,
 };
@@ -542,7 +542,7 @@ fn counted_queue_rows_sql() -> String {
 fn queue_info(
     row: &Row,
     now_ms: Millis,
-    counters_of: impl Fn(i32) -> sluice_core::dispatch::Counters,
+    counters_of: impl Fn(i32) -> sluice_core::store::Counters,
 ) -> StoreResult<QueueInfo> {
     let name: String = row.get(0);
     let config = parse_config(&name, row.get(1))?;

@@ -5,7 +5,7 @@
 //! Every case of the suite runs, as for the SQLite store. After every case the store's
 //! invariants are checked in SQL (`support::broken_invariants`).
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

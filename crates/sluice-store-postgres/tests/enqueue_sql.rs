@@ -3,7 +3,7 @@
 //! transaction commits, with the rules the nodes apply (idempotency, lanes, limits, checks) and a
 //! wake-up at commit.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -4,16 +4,16 @@
 //! node claims; a queue's `max_in_flight` holds for the nodes together; an enqueue on one node
 //! wakes a waiter on the other within a second (docs/design/postgres-store.md §2.4, §2.5, §3.1).
 
-mod support;
+use crate::support;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use sluice_core::dispatch::LeaseError;
 use sluice_core::message::{MessageState, NewMessage, Payload, Receipt};
 use sluice_core::queue::{Ordering, QueueConfig};
+use sluice_core::store::LeaseError;
 use sluice_core::store::{
     AckParams, Claim, ClaimParams, EnqueueParams, ExtendParams, MessageGetParams, MessageRef,
     NackParams, QueuePutParams, Store, StoreError,

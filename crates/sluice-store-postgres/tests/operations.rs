@@ -8,17 +8,17 @@
 //! browsing, replays and deletions page through many messages in order
 //! (docs/design/postgres-store.md §2.8, §2.10, §2.12).
 
-mod support;
+use crate::support;
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_core::dispatch::DeadLetterFilter;
 use sluice_core::message::{
     DeadLetterInfo, DeliveryAttempt, DeliveryLogEntry, MessageState, NewMessage, Payload, Receipt,
 };
 use sluice_core::queue::{Ordering, QueueConfig};
+use sluice_core::store::DeadLetterFilter;
 use sluice_core::store::{
     AckParams, BrowseQuery, BrowseState, CancelOutcome, Claim, ClaimParams, DeadLetterQuery,
     DeadLetterSelection, EnqueueParams, MessageGetParams, MessageRef, NackParams, QueuePutParams,

@@ -6,7 +6,7 @@
 //! what B stored meanwhile is claimed on A, and a wake-up sent by B reaches A again (its
 //! listener `LISTEN`s once more).
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -11,13 +11,13 @@
 //! its keep ends, with or without `acked_retention_ms`; the cleanup then deletes the payload,
 //! and the row once it is past the retention of final records too.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 
-use sluice_core::dispatch::LeaseError;
 use sluice_core::message::{ClaimedMessage, NewMessage, Payload, Receipt};
 use sluice_core::queue::QueueConfig;
+use sluice_core::store::LeaseError;
 use sluice_core::store::{
     AckParams, ClaimParams, EnqueueParams, MessageGetParams, MessageRef, QueuePutParams, Store,
 };

@@ -9,7 +9,7 @@
 //! leader's upkeep analyzes a table that grew past what its statistics describe. Kept acked
 //! messages (migration 6) are browsed, searched and cleaned up through their partial indexes.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

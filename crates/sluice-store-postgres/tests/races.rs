@@ -2,7 +2,7 @@
 //! `PgStore`s opened on one schema stand for two `sluice serve` nodes, and what each race must
 //! never break is checked in SQL after every round, beside what the store answers.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

@@ -4,7 +4,7 @@
 //! `Failure::LeaseExpired`, over a grid of `max_attempts` × attempts made × a dead-letter queue
 //! or none; otherwise it is left to the upkeep's dead-letter move.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

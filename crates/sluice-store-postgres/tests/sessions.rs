@@ -3,7 +3,7 @@
 //! on one node is found and ended from another, the caps hold for the nodes together, and
 //! expired sessions are deleted.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

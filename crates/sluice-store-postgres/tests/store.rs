@@ -2,12 +2,12 @@
 //! when several nodes start at once, queue and webhook definitions as the database holds them,
 //! definitions changed on one node seen by another, and errors by meaning.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
-use sluice_core::dispatch::DeadLetterFilter;
 use sluice_core::queue::{Ordering, QueueConfig};
+use sluice_core::store::DeadLetterFilter;
 use sluice_core::store::{
     BrowseQuery, BrowseState, DeadLetterQuery, DeadLetterSelection, MessageGetParams, MessageRef,
     QueuePut, QueuePutParams, ReplayParams, Store, StoreError,

@@ -9,7 +9,7 @@
 //! `verify-ca` connects to any host name and `verify-full` only to the one the certificate
 //! names.
 
-mod support;
+use crate::support;
 
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::{QueuePutParams, Store, StoreError};

@@ -6,7 +6,7 @@
 //! cleanup removes old records, keys and departed nodes; the invariants query catches a broken
 //! lane and the safety net repairs one.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 use sluice_core::Millis;
-use sluice_core::dispatch::Seq;
+use sluice_core::store::Seq;
 
 /// How long a claim record waits for its ack before it is written.
 pub const CLAIM_RECORD_DELAY: Duration = Duration::from_secs(1);

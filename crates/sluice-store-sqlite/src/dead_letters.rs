@@ -7,8 +7,9 @@
 use std::sync::Arc;
 
 use sluice_core::Millis;
-use sluice_core::dispatch::{Entry, Index, Seq};
+use sluice_core::dispatch::{Entry, Index};
 use sluice_core::message::MessageState;
+use sluice_core::store::Seq;
 use sluice_core::store::{
     DeadLetter, DeadLetterQuery, DeadLetterSelection, DeadLetters, Replay, ReplayParams,
     StoreError, StoreResult,

@@ -7,8 +7,8 @@
 //! lock), so the answer to that ack or nack also means the attempt is on disk.
 
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
-use sluice_core::dispatch::Seq;
 use sluice_core::message::DeliveryAttempt;
+use sluice_core::store::Seq;
 use sluice_core::stored::delivery_log;
 
 /// The JSON text of one attempt, made by the caller before it goes to the writer (the format

@@ -10,8 +10,9 @@ use std::sync::Arc;
 
 use rusqlite::{Connection, params};
 use sluice_core::Millis;
-use sluice_core::dispatch::{Index, Seq};
+use sluice_core::dispatch::Index;
 use sluice_core::queue::{Ordering, QueueConfig};
+use sluice_core::store::Seq;
 
 use crate::paging::{ENTRY_COLUMNS, entry_from_row};
 use crate::schema::STATE_LIVE;

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 
 use sluice_core::Millis;
-use sluice_core::dispatch::{LeaseError, NackOutcome, Seq};
 use sluice_core::rules::backpressure::queue_full_retry_after_s;
 use sluice_core::store::{
     AckParams, Claim, ClaimParams, EnqueueParams, Enqueued, ExtendParams, GiveBackParams,
     NackParams, StoreError, StoreResult,
 };
+use sluice_core::store::{LeaseError, NackOutcome, Seq};
 use tokio::sync::oneshot;
 
 use crate::reads::read_payloads;

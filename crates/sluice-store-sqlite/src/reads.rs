@@ -4,8 +4,8 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 use sluice_core::Millis;
-use sluice_core::dispatch::Seq;
 use sluice_core::message::{DeadLetterInfo, MessageState, MessageStatus, Payload};
+use sluice_core::store::Seq;
 use sluice_core::store::{
     AckedSearch, BrowsePage, BrowseQuery, BrowseState, BrowsedMessage, MessageBody,
     MessageGetParams, MessageRef, StoreError, StoreResult,

@@ -25,8 +25,9 @@ use std::time::Instant;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use sluice_core::Millis;
-use sluice_core::dispatch::{Change, Entry, Seq};
+use sluice_core::dispatch::{Change, Entry};
 use sluice_core::message::{NewMessage, Payload};
+use sluice_core::store::Seq;
 use sluice_core::store::{Enqueued, StoreError, StoreResult};
 use tokio::sync::oneshot;
 use uuid::Uuid;

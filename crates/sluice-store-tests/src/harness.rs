@@ -3,13 +3,13 @@
 use std::sync::Arc;
 
 use sluice_core::clock::{Clock, ManualClock, Millis};
-use sluice_core::dispatch::{LeaseError, NackOutcome};
 use sluice_core::message::{ClaimedMessage, MessageStatus, NewMessage, Payload, Receipt};
 use sluice_core::queue::{Backoff, QueueConfig};
 use sluice_core::store::{
     AckParams, Claim, ClaimParams, EnqueueParams, Enqueued, MessageGetParams, MessageRef,
     NackParams, QueuePutParams, Store, StoreResult,
 };
+use sluice_core::store::{LeaseError, NackOutcome};
 use uuid::Uuid;
 
 /// A store under test and the clock the case moves.

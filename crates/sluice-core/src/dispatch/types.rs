@@ -6,13 +6,9 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::clock::Millis;
-use crate::histogram::Histogram;
 use crate::message::{ClaimedMessage, DeadLetterInfo, Payload};
-use crate::meter::Recent;
 use crate::rules::retention;
-
-/// Position in global enqueue order, assigned by the store; FIFO order within a priority.
-pub type Seq = u64;
+use crate::store::{DeadLetterFilter, Seq};
 
 /// One message as the index knows it (no body unless cached).
 #[derive(Debug, Clone)]
@@ -148,69 +144,6 @@ impl Change {
     }
 }
 
-/// Why a lease operation was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LeaseError {
-    /// The receipt is not the message's current lease (expired and redelivered, or already done).
-    #[error("the receipt is stale: the message is no longer leased with it")]
-    Stale,
-    /// The message is not in the queue the request named.
-    #[error("no such message in this queue")]
-    NotInQueue,
-    /// A permanent failure on a queue without a dead-letter queue.
-    #[error("the queue has no dead-letter queue")]
-    NoDeadLetterQueue,
-}
-
-/// Counters since start, per queue.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counters {
-    /// Messages accepted (not counting duplicates).
-    pub enqueued: u64,
-    /// Deliveries handed out.
-    pub delivered: u64,
-    /// Acks.
-    pub acked: u64,
-    /// Nacks.
-    pub nacked: u64,
-    /// Messages moved to the dead-letter queue.
-    pub dead_lettered: u64,
-    /// Leases that ran out.
-    pub lease_expired: u64,
-    /// Messages removed (or dead-lettered) by retention.
-    pub expired: u64,
-    /// Messages refused because the queue was at `max_depth`.
-    pub rejected: u64,
-    /// Messages cancelled before delivery.
-    pub cancelled: u64,
-    /// Messages removed by purges.
-    pub purged: u64,
-    /// Messages not stored because their idempotency key (given, or made from the content) was
-    /// seen within the dedup window: idempotency hits, on every path that enqueues.
-    pub deduplicated: u64,
-}
-
-/// Depth and counters of one queue.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct QueueDepth {
-    /// Visible messages (including those waiting behind their lane).
-    pub ready: u64,
-    /// Invisible until a delay or backoff ends.
-    pub delayed: u64,
-    /// Leased.
-    pub in_flight: u64,
-    /// Age of the oldest ready message.
-    pub oldest_ready_age_ms: Option<Millis>,
-    /// True while deliveries are paused.
-    pub paused: bool,
-    /// Since start.
-    pub counters: Counters,
-    /// Throughput and latency of the last minutes.
-    pub recent: Recent,
-    /// Enqueue-to-ack latency of every ack since start, in ms (for metrics).
-    pub ack_latency_ms: Histogram,
-}
-
 /// Why a cancel did not remove a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CancelRefused {
@@ -227,19 +160,6 @@ pub struct DeadLetterPage {
     pub entries: Vec<Entry>,
     /// Where the next page starts, when the scan stopped before the end.
     pub next: Option<(Millis, Seq)>,
-}
-
-/// Which dead-letter entries to select.
-#[derive(Debug, Clone, Default)]
-pub struct DeadLetterFilter {
-    /// Only entries that came from this queue.
-    pub source_queue: String,
-    /// Case-insensitive substring of the last error.
-    pub error_contains: Option<String>,
-    /// Dead-lettered at or after this time.
-    pub since_ms: Option<Millis>,
-    /// Dead-lettered before this time.
-    pub until_ms: Option<Millis>,
 }
 
 impl DeadLetterFilter {
@@ -278,13 +198,4 @@ pub struct Claimed {
     pub payload_cached: bool,
     /// The delivery.
     pub message: ClaimedMessage,
-}
-
-/// What the result of a nack was.
-#[derive(Debug, Clone, PartialEq)]
-pub enum NackOutcome {
-    /// Visible again at this time.
-    Retry { visible_at_ms: Millis },
-    /// Moved to this dead-letter queue.
-    DeadLettered { queue: Arc<str> },
 }

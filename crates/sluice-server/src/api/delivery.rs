@@ -140,7 +140,7 @@ pub async fn nack(
             permanent: input.permanent.unwrap_or(false),
         })
         .await?;
-    Ok(Json(nacked))
+    Ok(Json(crate::views::nack_out(nacked)))
 }
 
 /// `POST /v1/queues/{queue}/extend`

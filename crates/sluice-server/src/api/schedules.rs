@@ -9,6 +9,7 @@ use sluice_core::wire::{
 
 use super::{ApiJson, ApiPath, AppState};
 use crate::error::ApiError;
+use crate::views::schedule_out;
 
 /// `GET /v1/schedules`
 #[utoipa::path(get, operation_id = "schedule_list", path = "/v1/schedules", responses((status = 200, body = ScheduleListOut)))]
@@ -16,9 +17,14 @@ pub async fn list(
     State(app): State<AppState>,
     caller: crate::auth::CallerExt,
 ) -> Result<Json<ScheduleListOut>, ApiError> {
-    let mut schedules = app.ops.schedule_list().await?;
-    schedules.retain(|schedule| crate::auth::manages(&caller, &schedule.name));
-    Ok(Json(ScheduleListOut { schedules }))
+    let schedules = app.ops.schedule_list().await?;
+    Ok(Json(ScheduleListOut {
+        schedules: schedules
+            .into_iter()
+            .filter(|schedule| crate::auth::manages(&caller, &schedule.name))
+            .map(schedule_out)
+            .collect(),
+    }))
 }
 
 /// `PUT /v1/schedules/{name}`: define or replace a schedule.
@@ -34,7 +40,11 @@ pub async fn put(
     ApiJson(spec): ApiJson<ScheduleSpec>,
 ) -> Result<Json<SchedulePutOut>, ApiError> {
     crate::auth::check_manages(&caller, "queue", &spec.queue)?;
-    Ok(Json(app.ops.schedule_put(&name, spec).await?))
+    let put = app.ops.schedule_put(&name, spec).await?;
+    Ok(Json(SchedulePutOut {
+        created: put.created,
+        schedule: schedule_out(put.schedule),
+    }))
 }
 
 /// `GET /v1/schedules/{name}`: the definition, the next run and the last.
@@ -44,7 +54,7 @@ pub async fn get_one(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<ScheduleOut>, ApiError> {
-    Ok(Json(app.ops.schedule_get(&name).await?))
+    Ok(Json(schedule_out(app.ops.schedule_get(&name).await?)))
 }
 
 /// `POST /v1/schedules/{name}/pause`: no runs until resumed; runs passed meanwhile are not
@@ -55,7 +65,9 @@ pub async fn pause(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<ScheduleOut>, ApiError> {
-    Ok(Json(app.ops.schedule_pause(&name, true).await?))
+    Ok(Json(schedule_out(
+        app.ops.schedule_pause(&name, true).await?,
+    )))
 }
 
 /// `POST /v1/schedules/{name}/resume`
@@ -65,7 +77,9 @@ pub async fn resume(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<ScheduleOut>, ApiError> {
-    Ok(Json(app.ops.schedule_pause(&name, false).await?))
+    Ok(Json(schedule_out(
+        app.ops.schedule_pause(&name, false).await?,
+    )))
 }
 
 /// `DELETE /v1/schedules/{name}`

@@ -5,8 +5,9 @@
 
 use sluice_core::message::{BodyKind, ClaimedMessage, Payload};
 use sluice_core::store::{DeadLetter, QueueInfo};
-use sluice_core::wire::{AckOut, EnqueueOut, NackOut};
+use sluice_core::wire::{AckOut, EnqueueOut};
 use sluice_grpc::v1;
+use sluice_ops::Nacked;
 use sluice_ops::{MessageRequest, NextStep, OpsError};
 
 use super::Who;
@@ -135,14 +136,19 @@ pub fn ack_response(out: AckOut) -> v1::AckResponse {
 }
 
 /// What a nack did.
-pub fn nack_response(out: NackOut) -> v1::NackResponse {
-    v1::NackResponse {
-        state: out.state,
-        visible_at_ms: out
-            .visible_at
-            .as_deref()
-            .and_then(sluice_core::clock::parse_rfc3339),
-        dead_letter_queue: out.dead_letter_queue,
+pub fn nack_response(nacked: Nacked) -> v1::NackResponse {
+    let state = crate::views::nack_state(&nacked).to_owned();
+    match nacked {
+        Nacked::Retry { visible_at_ms, .. } => v1::NackResponse {
+            state,
+            visible_at_ms: Some(visible_at_ms),
+            dead_letter_queue: None,
+        },
+        Nacked::DeadLettered { queue } => v1::NackResponse {
+            state,
+            visible_at_ms: None,
+            dead_letter_queue: Some(queue),
+        },
     }
 }
 

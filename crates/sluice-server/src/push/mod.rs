@@ -230,10 +230,15 @@ impl Dispatcher {
     }
 
     /// Pauses or resumes a queue's push delivery (kept by the store, across restarts and for
-    /// every node); this node's worker stops or starts at once, other nodes' when their store
-    /// reports the change. Requests already sent finish.
+    /// every node); other nodes' workers stop or start when their store reports the change.
+    /// Requests already sent finish. This node's worker is stopped before the pause answers,
+    /// not at the supervisor's next look: a message sent after the answer is never pushed
+    /// (one the stopped worker had just claimed is given back, `work`).
     pub async fn set_paused(&self, queue: &str, paused: bool) -> sluice_ops::OpsResult<()> {
         self.ops.queue_push_pause(queue, paused).await?;
+        if paused && let Some(worker) = self.workers.lock().remove(queue) {
+            worker.stop.cancel();
+        }
         self.refresh();
         Ok(())
     }

@@ -151,6 +151,12 @@ impl Dispatcher {
                 // Stopped while waiting (with nothing, or after a failed claim).
                 _ => continue,
             };
+            if stop.is_cancelled() {
+                // Stopped while this claim ran (a pause): what it took goes back, ready for
+                // whoever delivers next, without a failure.
+                self.give_back(&destination.queue, &messages).await;
+                break;
+            }
             let mut first = Some(first);
             for message in messages {
                 // Only this loop takes slots, so the ones counted above are still free.
@@ -167,6 +173,17 @@ impl Dispatcher {
                     dispatcher.deliver(&destination, message).await;
                     drop(permit);
                 });
+            }
+        }
+    }
+
+    /// Releases claimed messages that will not be delivered (`Ops::extend` to 0).
+    async fn give_back(&self, queue: &str, messages: &[ClaimedMessage]) {
+        for message in messages {
+            let receipt = message.receipt.to_string();
+            if let Err(error) = self.ops.extend(queue.to_owned(), &receipt, 0).await {
+                // Its lease runs out instead, and it is delivered again then.
+                tracing::warn!(%queue, %error, "a claimed message was not given back");
             }
         }
     }

@@ -1,7 +1,7 @@
 //! Chaining: an ack that enqueues the next steps in the same commit.
 
-use sluice_core::dispatch::LeaseError;
 use sluice_core::message::{MessageState, NewMessage, Receipt};
+use sluice_core::store::LeaseError;
 use sluice_core::store::{AckParams, ClaimParams, EnqueueParams, StoreError};
 
 use crate::{Harness, bodies};

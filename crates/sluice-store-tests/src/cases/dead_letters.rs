@@ -1,7 +1,8 @@
 //! Dead letters: how messages get there, what they keep, and what operators do with them.
 
-use sluice_core::dispatch::{DeadLetterFilter, LEASE_EXPIRED_ERROR, LeaseError, NackOutcome};
+use sluice_core::dispatch::LEASE_EXPIRED_ERROR;
 use sluice_core::message::MessageState;
+use sluice_core::store::{DeadLetterFilter, LeaseError, NackOutcome};
 use sluice_core::store::{DeadLetterQuery, DeadLetterSelection, ReplayParams, StoreError};
 use uuid::Uuid;
 

@@ -1,5 +1,5 @@
 use super::*;
-use sluice_core::dispatch::QueueDepth;
+use sluice_core::store::QueueDepth;
 
 fn info(name: &str, config: QueueConfig) -> QueueInfo {
     QueueInfo {
