@@ -17,6 +17,7 @@ use sluice_core::store::{
     AckParams, ClaimParams, EnqueueParams, QueuePutParams, Store, StoreError, WriteState,
 };
 use sluice_store_postgres::PgStore;
+use sluice_testkit::eventually;
 use support::proxy::PgProxy;
 
 const T0: i64 = 1_700_000_000_000;
@@ -83,16 +84,6 @@ async fn ack(store: &PgStore, receipt: Receipt) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Waits (at most `limit`) for `check`, looking every 20 ms; how long it took.
-async fn eventually(what: &str, limit: Duration, mut check: impl FnMut() -> bool) -> Duration {
-    let started = Instant::now();
-    while !check() {
-        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    started.elapsed()
-}
-
 fn unavailable<T: std::fmt::Debug>(what: &str, result: Result<T, StoreError>) {
     assert!(
         matches!(result, Err(StoreError::Unavailable(_))),
@@ -147,7 +138,7 @@ async fn a_node_that_loses_its_database_answers_unavailable_and_recovers_by_itse
     };
     let schema = support::fresh_schema();
     let (upstream, _) = through(&url, None).await;
-    let proxy = PgProxy::start(upstream).await.unwrap();
+    let proxy = PgProxy::start(upstream).await;
     let (_, proxied) = through(&url, Some(&proxy)).await;
     let mut options = support::options(&proxied, &schema);
     options.node_name = "cut".into();
@@ -164,7 +155,7 @@ async fn a_node_that_loses_its_database_answers_unavailable_and_recovers_by_itse
     .unwrap();
     let mut listened = a.definitions_changed();
     eventually("A's listener is connected", RECOVERY, || {
-        *listened.borrow_and_update() > 0
+        std::future::ready(*listened.borrow_and_update() > 0)
     })
     .await;
 
@@ -178,7 +169,7 @@ async fn a_node_that_loses_its_database_answers_unavailable_and_recovers_by_itse
 
     proxy.cut();
     let lost_after = eventually("A reports its database unavailable", RECOVERY, || {
-        matches!(a.write_state(), WriteState::Unavailable(_))
+        std::future::ready(matches!(a.write_state(), WriteState::Unavailable(_)))
     })
     .await;
     eprintln!("write_state Unavailable {lost_after:?} after the cut");
@@ -207,11 +198,11 @@ async fn a_node_that_loses_its_database_answers_unavailable_and_recovers_by_itse
     proxy.heal();
     let healed = Instant::now();
     eventually("A reaches its database again", RECOVERY, || {
-        a.write_state() == WriteState::Accepting
+        std::future::ready(a.write_state() == WriteState::Accepting)
     })
     .await;
     eventually("A's listener is connected again", RECOVERY, || {
-        listened.has_changed().unwrap_or(false)
+        std::future::ready(listened.has_changed().unwrap_or(false))
     })
     .await;
     eprintln!("recovered {:?} after the heal", healed.elapsed());
@@ -285,7 +276,7 @@ async fn a_node_whose_backends_are_terminated_reconnects() {
     enqueue(&a, "before").await.unwrap();
     let mut listened = a.definitions_changed();
     eventually("A's listener is connected", RECOVERY, || {
-        *listened.borrow_and_update() > 0
+        std::future::ready(*listened.borrow_and_update() > 0)
     })
     .await;
 
@@ -322,7 +313,7 @@ async fn a_node_whose_backends_are_terminated_reconnects() {
     assert_eq!(claimed.len(), 1);
     ack(&a, claimed[0].1).await.unwrap();
     eventually("A's listener is connected again", RECOVERY, || {
-        listened.has_changed().unwrap_or(false)
+        std::future::ready(listened.has_changed().unwrap_or(false))
     })
     .await;
     let waiter = a.notifier().queue("q");

@@ -4,7 +4,7 @@
 
 use crate::support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sluice_core::queue::{Ordering, QueueConfig};
 use sluice_core::store::DeadLetterFilter;
@@ -14,6 +14,7 @@ use sluice_core::store::{
 };
 use sluice_store_postgres::migrate::latest_version;
 use sluice_store_postgres::{PgOptions, PgStore, error::classify, migrate};
+use sluice_testkit::eventually;
 
 const T0: i64 = 1_700_000_000_000;
 
@@ -63,18 +64,8 @@ async fn put(store: &PgStore, name: &str, config: QueueConfig) -> Result<QueuePu
         .await
 }
 
-/// Waits up to 5 s for `check` to hold, looking every 20 ms.
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !check().await {
-        assert!(Instant::now() < deadline, "{what}: not within 5 s");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+/// How long a change on one node may take to show on another.
+const WAIT: Duration = Duration::from_secs(5);
 
 /// Four nodes starting at the same moment on one new schema: all open, and migration 1 is
 /// applied once (one `schema_migrations` row; a second application would also have failed on
@@ -316,12 +307,12 @@ async fn a_definition_changed_on_one_node_reaches_the_other() {
     let mut changed = QueueConfig::defaults_for("jobs");
     changed.max_attempts = 2;
     put(&b, "jobs", changed).await.unwrap();
-    eventually("a sees b's change", || async {
+    eventually("a sees b's change", WAIT, || async {
         a.queue_config("jobs").await.unwrap().max_attempts == 2
     })
     .await;
     b.queue_delete("jobs").await.unwrap();
-    eventually("a sees b's delete", || async {
+    eventually("a sees b's delete", WAIT, || async {
         matches!(
             a.queue_config("jobs").await,
             Err(StoreError::QueueNotFound(_))
@@ -344,7 +335,7 @@ async fn a_webhook_defined_on_one_node_moves_the_others_definitions() {
     let b = fixture.open().await;
     let mut changed = a.definitions_changed();
     // The listener moves it once connected; wait for that, then for b's change.
-    eventually("a's listener is connected", || {
+    eventually("a's listener is connected", WAIT, || {
         let moved = *changed.borrow() > 0;
         async move { moved }
     })
@@ -379,7 +370,7 @@ async fn a_push_pause_on_one_node_moves_the_others_definitions() {
     let b = fixture.open().await;
     put(&a, "q", QueueConfig::defaults_for("q")).await.unwrap();
     let mut changed = a.definitions_changed();
-    eventually("a's listener is connected", || {
+    eventually("a's listener is connected", WAIT, || {
         let moved = *changed.borrow() > 0;
         async move { moved }
     })
@@ -413,6 +404,7 @@ async fn a_nodes_connections_are_named_after_it() {
     let sql = fixture.sql().await;
     eventually(
         "the pool's and the listener's connections are named",
+        WAIT,
         || {
             let (sql, application_name) = (&sql, &application_name);
             async move {

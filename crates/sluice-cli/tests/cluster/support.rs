@@ -16,29 +16,19 @@
 
 #![allow(dead_code, reason = "scenarios use different parts of the support")]
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::Value;
+pub use sluice_testkit::postgres::{self, connect};
+pub use sluice_testkit::proxy::{PgProxy, upstream_address};
 use tempfile::TempDir;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
 use tokio::process::{Child, Command};
-use tokio::task::{AbortHandle, JoinHandle};
-use uuid::Uuid;
 
-/// The database when `SLUICE_TEST_POSTGRES_URL` is not set.
-pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
-/// Schemas made by tests start with this (the store's own tests use the same prefix).
-const SCHEMA_PREFIX: &str = "sluice_test_";
-/// A test schema older than this was left by a run that was killed.
-const ABANDONED_AFTER: Duration = Duration::from_secs(60 * 60);
 /// From spawning a node to its ready line, retries for a port not yet free included.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest single HTTP request (long polls here wait at most a few seconds).
@@ -97,12 +87,12 @@ impl Cluster {
     /// is not there and the test may be skipped.
     pub async fn start(count: usize, options: ClusterOptions) -> Option<Cluster> {
         let serial = SERIAL.lock().await;
-        let database_url = database_url_or_skip().await?;
+        // The database's URL (abandoned test schemas dropped first), or skip.
+        let database_url = postgres::database_url_or_skip().await?;
         let database = connect(&database_url)
             .await
             .expect("the test database answered a moment ago");
-        drop_abandoned_schemas(&database).await;
-        let schema = format!("{SCHEMA_PREFIX}{}", Uuid::now_v7().simple());
+        let schema = postgres::fresh_schema();
         let proxy = if options.through_proxy {
             Some(PgProxy::start(upstream_address(&database_url)).await)
         } else {
@@ -618,180 +608,6 @@ fn metric_value(text: &str, name: &str) -> Option<f64> {
         })
 }
 
-/// A TCP proxy on `127.0.0.1:0` in front of the database. [`PgProxy::cut`] closes every
-/// connection through it and refuses new ones (accepted, then closed at once) until
-/// [`PgProxy::heal`]: what the nodes see of a database that went away, without touching the
-/// database other tests share.
-pub struct PgProxy {
-    address: SocketAddr,
-    state: Arc<ProxyState>,
-    accept: JoinHandle<()>,
-}
-
-#[derive(Default)]
-struct ProxyState {
-    is_cut: AtomicBool,
-    next_link: AtomicU64,
-    /// The connections open now: how to end each one, and its upstream local port (the
-    /// `client_port` the database sees).
-    links: std::sync::Mutex<HashMap<u64, (AbortHandle, u16)>>,
-}
-
-impl PgProxy {
-    /// Listens on a free loopback port and forwards to `upstream`.
-    pub async fn start(upstream: SocketAddr) -> PgProxy {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind the proxy");
-        let address = listener.local_addr().expect("the proxy's address");
-        let state = Arc::new(ProxyState::default());
-        let accept = tokio::spawn(accept_links(listener, upstream, Arc::clone(&state)));
-        PgProxy {
-            address,
-            state,
-            accept,
-        }
-    }
-
-    pub fn address(&self) -> SocketAddr {
-        self.address
-    }
-
-    /// Closes every connection through the proxy and refuses new ones until [`Self::heal`].
-    pub fn cut(&self) {
-        self.state.is_cut.store(true, Ordering::SeqCst);
-        let links = std::mem::take(&mut *lock(&self.state.links));
-        for (abort, _) in links.into_values() {
-            // Dropping the link's task drops both sockets: each side sees its peer close.
-            abort.abort();
-        }
-    }
-
-    /// Lets connections through again.
-    pub fn heal(&self) {
-        self.state.is_cut.store(false, Ordering::SeqCst);
-    }
-
-    /// The upstream local ports of the connections open now.
-    pub fn upstream_ports(&self) -> Vec<u16> {
-        lock(&self.state.links)
-            .values()
-            .map(|(_, port)| *port)
-            .collect()
-    }
-
-    /// Connections open now.
-    pub fn link_count(&self) -> usize {
-        lock(&self.state.links).len()
-    }
-
-    fn close(&self) {
-        self.accept.abort();
-        self.cut();
-    }
-}
-
-impl Drop for PgProxy {
-    fn drop(&mut self) {
-        self.close();
-    }
-}
-
-async fn accept_links(listener: TcpListener, upstream: SocketAddr, state: Arc<ProxyState>) {
-    loop {
-        let Ok((downstream, _)) = listener.accept().await else {
-            continue;
-        };
-        if state.is_cut.load(Ordering::SeqCst) {
-            drop(downstream);
-            continue;
-        }
-        let Ok(upstream_stream) = TcpStream::connect(upstream).await else {
-            continue;
-        };
-        let Ok(local) = upstream_stream.local_addr() else {
-            continue;
-        };
-        // The database's protocol is many small messages: without this, Nagle's algorithm
-        // holds each behind the peer's delayed ACK (40 ms), which the nodes' own sockets avoid.
-        if downstream.set_nodelay(true).is_err() || upstream_stream.set_nodelay(true).is_err() {
-            continue;
-        }
-        let id = state.next_link.fetch_add(1, Ordering::Relaxed);
-        let links = Arc::clone(&state);
-        // The link is registered before it can end, so its own removal always finds it.
-        let mut registry = lock(&state.links);
-        let task = tokio::spawn(async move {
-            let (mut down, mut up) = (downstream, upstream_stream);
-            let _ = tokio::io::copy_bidirectional(&mut down, &mut up).await;
-            lock(&links.links).remove(&id);
-        });
-        registry.insert(id, (task.abort_handle(), local.port()));
-    }
-}
-
-/// The guarded value; a panic elsewhere while it was held leaves it usable (the links map
-/// stays consistent between statements).
-fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// The test database's URL when it answers; `None` after saying the test is skipped. Panics
-/// when it does not answer and `CI` or `SLUICE_REQUIRE_POSTGRES` is set.
-async fn database_url_or_skip() -> Option<String> {
-    let url = std::env::var("SLUICE_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned());
-    match connect(&url).await {
-        Ok(_) => Some(url),
-        Err(why)
-            if std::env::var_os("CI").is_none()
-                && std::env::var_os("SLUICE_REQUIRE_POSTGRES").is_none() =>
-        {
-            eprintln!("skipped: no PostgreSQL at {url}: {why}");
-            None
-        }
-        Err(why) => {
-            panic!("PostgreSQL at {url} is needed (CI or SLUICE_REQUIRE_POSTGRES is set): {why}")
-        }
-    }
-}
-
-/// A connection of the test's own.
-pub async fn connect(url: &str) -> Result<tokio_postgres::Client, String> {
-    let connecting = tokio_postgres::connect(url, tokio_postgres::NoTls);
-    let (client, connection) = tokio::time::timeout(Duration::from_secs(5), connecting)
-        .await
-        .map_err(|_| "no answer within 5 s".to_owned())?
-        .map_err(|e| match std::error::Error::source(&e) {
-            Some(source) => format!("{e}: {source}"),
-            None => e.to_string(),
-        })?;
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    Ok(client)
-}
-
-/// Where the URL's database listens (the proxy's upstream).
-fn upstream_address(url: &str) -> SocketAddr {
-    let config: tokio_postgres::Config = url.parse().expect("a PostgreSQL URL");
-    let host = match config.get_hosts().first() {
-        Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
-        other => panic!("the proxy needs a TCP host in {url}, not {other:?}"),
-    };
-    let port = config.get_ports().first().copied().unwrap_or(5432);
-    let host = if host == "localhost" {
-        "127.0.0.1".to_owned()
-    } else {
-        host
-    };
-    format!("{host}:{port}")
-        .parse()
-        .unwrap_or_else(|e| panic!("the proxy needs an IP address in {url}: {e}"))
-}
-
 /// `url` with its host and port replaced by `address`.
 fn with_address(url: &str, address: SocketAddr) -> String {
     let mut parsed = reqwest::Url::parse(url).expect("a PostgreSQL URL");
@@ -802,33 +618,4 @@ fn with_address(url: &str, address: SocketAddr) -> String {
         .set_port(Some(address.port()))
         .expect("the URL takes a port");
     parsed.to_string()
-}
-
-/// Drops test schemas older than [`ABANDONED_AFTER`] (left by a killed run), by the time in
-/// their UUIDv7. Another run may drop one at the same moment; either is enough.
-async fn drop_abandoned_schemas(client: &tokio_postgres::Client) {
-    let Ok(rows) = client
-        .query(
-            "SELECT nspname::text FROM pg_namespace WHERE starts_with(nspname::text, $1)",
-            &[&SCHEMA_PREFIX],
-        )
-        .await
-    else {
-        return;
-    };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    for row in rows {
-        let schema: String = row.get(0);
-        let made_at = Uuid::try_parse(&schema[SCHEMA_PREFIX.len()..])
-            .ok()
-            .and_then(|id| id.get_timestamp())
-            .map(|timestamp| Duration::from_secs(timestamp.to_unix().0));
-        if made_at.is_some_and(|made_at| now.saturating_sub(made_at) > ABANDONED_AFTER) {
-            let _ = client
-                .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
-                .await;
-        }
-    }
 }

@@ -388,24 +388,9 @@ impl Drop for Running {
     }
 }
 
-/// Polls `check` every 10 ms until it holds; panics after `timeout`.
-pub async fn eventually<F, Fut>(what: &str, timeout: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if check().await {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
+/// Waits for a condition (the one `eventually` of every suite).
+#[allow(unused_imports, reason = "not every test binary waits")]
+pub use sluice_testkit::eventually;
 
 /// Polls the queue's numbers until `check` holds; panics (with the last numbers) after
 /// `timeout`.
