@@ -52,6 +52,13 @@ mod kept;
 #[path = "browser/stuck.rs"]
 mod stuck;
 
+/// The message page: a push's delivery log and a line per failed attempt (its server and push
+/// destination from the `it` suite's support).
+#[path = "browser/message_page.rs"]
+mod message_page;
+#[path = "it/support/mod.rs"]
+mod support;
+
 // ---------- the tests ----------
 
 #[tokio::test(flavor = "multi_thread")]

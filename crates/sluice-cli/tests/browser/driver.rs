@@ -1,6 +1,6 @@
 //! The WebDriver side of the browser tests (headless Chromium driven by chromedriver), shared by
-//! `browser.rs` and `browser_message_page.rs`: finding the tools, starting a session, and the
-//! waits and clicks the tests are written in.
+//! `browser.rs` and its modules: finding the tools, starting a session, and the waits and clicks
+//! the tests are written in.
 #![allow(dead_code)]
 
 use std::net::{TcpListener, TcpStream};

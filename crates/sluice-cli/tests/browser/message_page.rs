@@ -4,20 +4,15 @@
 //! Needs the Debian packages `chromium` and `chromium-driver` (`CHROMIUM` and `CHROMEDRIVER`
 //! override the paths). Without them each test prints "skipped: chromium not installed" and
 //! passes, except under CI (the `CI` variable set), where it fails. The server and the push
-//! destination come from the `it` suite's support (`tests/it/support`).
-
-#[path = "browser/driver.rs"]
-mod driver;
-#[path = "it/support/mod.rs"]
-mod support;
+//! destination come from the `it` suite's support (`tests/it/support`), one launcher for both.
 
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use driver::{Browser, Tools, UI_TIMEOUT};
-use support::TestServer;
-use support::destination::{Answer, Destination, Script};
+use crate::driver::{Browser, Tools, UI_TIMEOUT};
+use crate::support::TestServer;
+use crate::support::destination::{Answer, Destination, Script};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dead_lettered_push_shows_each_attempt_and_its_delivery_log() {
