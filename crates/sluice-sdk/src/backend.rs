@@ -329,6 +329,11 @@ pub(crate) fn system_time(ms: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64)
 }
 
+/// The longest long poll a sluice server allows (`sluice_core::queue::limits::WAIT_MS_MAX`):
+/// every sluice backend (HTTP, gRPC, embedded) caps a lease's wait at it.
+pub(crate) const WAIT_MAX: Duration =
+    Duration::from_millis(sluice_core::queue::limits::WAIT_MS_MAX as u64);
+
 /// A duration in whole milliseconds, as the servers take waits and leases.
 pub(crate) fn millis(duration: Duration) -> i64 {
     duration.as_millis().min(i64::MAX as u128) as i64

@@ -21,7 +21,7 @@ use sluice_store_sqlite::{Durability, SharedSqliteStore, SqliteOptions};
 
 use crate::backend::{
     Backend, CancelOutcome, Capabilities, DeadLetter, Delivery, Enqueued, MessageInfo, MessageRef,
-    Nack, NackOutcome, NextStep, Outgoing, QueueOptions, QueueStats, system_time,
+    Nack, NackOutcome, NextStep, Outgoing, QueueOptions, QueueStats, WAIT_MAX, millis, system_time,
 };
 use crate::{Error, Result};
 
@@ -199,13 +199,6 @@ impl Drop for Embedded {
     fn drop(&mut self) {
         self.maintenance.abort();
     }
-}
-
-/// The wait of one lease: the server's longest long poll, as the HTTP and gRPC backends cap it.
-const WAIT_MAX: Duration = Duration::from_millis(sluice_core::queue::limits::WAIT_MS_MAX as u64);
-
-fn millis(duration: Duration) -> i64 {
-    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// `None` for a message that is not there, the error otherwise.

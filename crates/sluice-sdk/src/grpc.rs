@@ -21,12 +21,9 @@ use uuid::Uuid;
 
 use crate::backend::{
     Backend, CancelOutcome, Capabilities, DeadLetter, Delivery, Enqueued, MessageInfo, MessageRef,
-    Nack, NackOutcome, NextStep, Outgoing, QueueOptions, QueueStats, millis, system_time,
+    Nack, NackOutcome, NextStep, Outgoing, QueueOptions, QueueStats, WAIT_MAX, millis, system_time,
 };
 use crate::{Error, ErrorCode, Result};
-
-/// The longest long poll the server allows.
-const WAIT_MAX: Duration = Duration::from_secs(20);
 
 /// A sluice server, over gRPC.
 #[derive(Clone)]

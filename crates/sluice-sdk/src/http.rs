@@ -12,14 +12,12 @@ use sluice_client::wire::{
 
 use crate::backend::{
     Backend, CancelOutcome, Capabilities, DeadLetter, Delivery, Enqueued, MessageInfo, MessageRef,
-    Nack, NackOutcome, NextStep, Outgoing, QueueOptions, QueueStats, millis, system_time,
+    Nack, NackOutcome, NextStep, Outgoing, QueueOptions, QueueStats, WAIT_MAX, millis, system_time,
 };
 use crate::{Error, ErrorCode, Result};
 
 /// Most messages one enqueue request carries (the server's batch limit).
 const BATCH_MAX: usize = 1000;
-/// The longest long poll the server allows.
-const WAIT_MAX: Duration = Duration::from_secs(20);
 
 /// A sluice server.
 #[derive(Debug, Clone)]
