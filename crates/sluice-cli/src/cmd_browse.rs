@@ -269,7 +269,7 @@ mod tests {
         let searched = query(&["q", "--key", "k1", "--since", "2h"]).unwrap();
         assert_eq!(searched.state.as_deref(), Some("acked"));
         assert_eq!(searched.key.as_deref(), Some("k1"));
-        assert!(sluice_core::clock::parse_rfc3339(searched.since.as_deref().unwrap()).is_some());
+        assert!(sluice_wire::parse_rfc3339(searched.since.as_deref().unwrap()).is_some());
         let error = query(&["q", "--state", "ready", "--id", "x"]).unwrap_err();
         assert!(error.to_string().contains("--id"), "{error}");
         assert!(query(&["q", "--state", "acked", "--message-id", "nope"]).is_err());

@@ -239,7 +239,7 @@ impl CreateArgs {
 }
 
 /// Why a queue is stuck, as `queue list` shows it: `dead_letters, age`, or `-`.
-fn stuck_text(reasons: &[sluice_core::stuck::StuckReason]) -> String {
+fn stuck_text(reasons: &[sluice_wire::StuckReason]) -> String {
     if reasons.is_empty() {
         return "-".into();
     }
@@ -400,9 +400,9 @@ pub async fn run(client: &Client, command: QueueCommand, json: bool) -> anyhow::
             keep_dead_letters,
         } => {
             let dead_letters = if keep_dead_letters {
-                sluice_core::wire::DeadLettersOnDelete::Keep
+                sluice_wire::DeadLettersOnDelete::Keep
             } else {
-                sluice_core::wire::DeadLettersOnDelete::Delete
+                sluice_wire::DeadLettersOnDelete::Delete
             };
             let out = client.queue_delete_with(&name, dead_letters).await?;
             if json {

@@ -118,7 +118,7 @@ pub fn cut(text: &str, max: usize) -> String {
 /// Reads a point in time for the command line: an RFC 3339 time (e.g. `2025-01-31T12:00:00Z`),
 /// kept as given, or a duration meaning that long ago (`90m`, `2d`), as RFC 3339 in UTC.
 pub fn parse_time(text: &str) -> Result<String, String> {
-    if sluice_core::clock::parse_rfc3339(text).is_some() {
+    if sluice_wire::parse_rfc3339(text).is_some() {
         return Ok(text.to_owned());
     }
     let Ok(ago) = parse_duration(text) else {
@@ -130,7 +130,7 @@ pub fn parse_time(text: &str) -> Result<String, String> {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     let at = now.saturating_sub(ago);
-    Ok(sluice_core::clock::format_rfc3339(millis(at)))
+    Ok(sluice_wire::format_rfc3339(millis(at)))
 }
 
 /// Indents JSON text for people, keeping numbers and strings exactly as written (like
@@ -240,7 +240,7 @@ mod tests {
         assert!(parse_time("yesterday").is_err());
         assert!(parse_time("2025-01-31").is_err());
         let ago = parse_time("1h").unwrap();
-        let ms = sluice_core::clock::parse_rfc3339(&ago).unwrap();
+        let ms = sluice_wire::parse_rfc3339(&ago).unwrap();
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()

@@ -510,7 +510,7 @@ async fn each_schedule_run_is_enqueued_once_by_three_nodes() {
         assert!(runs.len() >= 3, "runs missing: {runs:?}");
         let times: Vec<i64> = runs
             .iter()
-            .map(|t| sluice_core::clock::parse_rfc3339(t).unwrap())
+            .map(|t| sluice_wire::parse_rfc3339(t).unwrap())
             .collect();
         assert!(
             times.windows(2).all(|w| w[1] - w[0] == 1000),
@@ -2024,7 +2024,7 @@ fn now_ms() -> i64 {
 fn time(value: &Value) -> i64 {
     value
         .as_str()
-        .and_then(sluice_core::clock::parse_rfc3339)
+        .and_then(sluice_wire::parse_rfc3339)
         .unwrap_or_else(|| panic!("not an RFC 3339 time: {value}"))
 }
 

@@ -4,7 +4,7 @@
 //! prevented a well-formed answer (connection, timeout, a body of the wrong shape) has a variant
 //! of its own, so callers can match on meaning rather than on strings.
 
-use sluice_core::wire::{AckResult, ErrorBody, ErrorCode};
+use sluice_wire::{AckResult, ErrorBody, ErrorCode};
 
 /// A server's error code as this client reads it.
 ///

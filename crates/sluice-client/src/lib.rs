@@ -1,7 +1,7 @@
 //! sluice-client: a typed async client for the sluice HTTP API v1 (`docs/http-api.md`).
 //!
 //! [`Client`] has one method per route. Requests and answers are the serde types of
-//! [`sluice_core::wire`] (re-exported as [`wire`]), so client and server cannot drift apart.
+//! [`sluice_wire`] (re-exported as [`wire`]), so client and server cannot drift apart.
 //! A non-2xx answer becomes [`Error::Api`] with the server's stable error `code`.
 //!
 //! With access control on (docs/access-control.md), give the client a token:
@@ -20,7 +20,7 @@ use reqwest::header::HeaderValue;
 use reqwest::{Method, Url};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use sluice_core::wire::{
+use sluice_wire::{
     AckIn, AckOut, AlertDeleteOut, AlertListOut, AlertOut, AlertPutOut, AlertSpec, BrowseOut,
     CancelIn, CancelOut, DeadLetterDeleteOut, DeadLetterEntryOut, DeadLetterListOut,
     DeadLettersOnDelete, DeliveriesOut, DrainIn, DrainOut, EnqueueBatchOut, EnqueueOut, ExtendIn,
@@ -32,8 +32,8 @@ use sluice_core::wire::{
 };
 
 pub use error::{Code, Error, Result};
-pub use sluice_core::wire;
-pub use sluice_core::wire::ErrorCode;
+pub use sluice_wire as wire;
+pub use sluice_wire::ErrorCode;
 
 /// Where `sluice serve` listens unless told otherwise.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:7566";

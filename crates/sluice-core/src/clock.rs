@@ -57,26 +57,6 @@ impl Clock for ManualClock {
     }
 }
 
-/// Formats epoch milliseconds as RFC 3339 in UTC with exactly three fractional digits, e.g.
-/// `2026-11-25T22:10:00.120Z`, so every timestamp has the same width.
-pub fn format_rfc3339(ms: Millis) -> String {
-    const FORMAT: &[time::format_description::BorrowedFormatItem<'_>] = time::macros::format_description!(
-        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
-    );
-    let nanos = i128::from(ms) * 1_000_000;
-    match time::OffsetDateTime::from_unix_timestamp_nanos(nanos) {
-        Ok(at) => at.format(FORMAT).unwrap_or_else(|_| ms.to_string()),
-        Err(_) => ms.to_string(),
-    }
-}
-
-/// Parses an RFC 3339 timestamp into epoch milliseconds.
-pub fn parse_rfc3339(text: &str) -> Option<Millis> {
-    let at =
-        time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
-    Some((at.unix_timestamp_nanos() / 1_000_000) as Millis)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,18 +68,5 @@ mod tests {
         clock.advance(250);
         clock.advance(-5_000);
         assert_eq!(clock.clone().now_ms(), 1_250);
-    }
-
-    #[test]
-    fn rfc3339_round_trips_milliseconds() {
-        let ms = 1_795_000_000_123;
-        let text = format_rfc3339(ms);
-        assert!(text.ends_with('Z'), "{text}");
-        assert_eq!(
-            format_rfc3339(1_795_000_000_120),
-            "2026-11-18T11:06:40.120Z"
-        );
-        assert_eq!(parse_rfc3339(&text), Some(ms));
-        assert_eq!(parse_rfc3339("yesterday"), None);
     }
 }

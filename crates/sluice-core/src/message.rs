@@ -1,4 +1,4 @@
-//! Messages as the core and the stores see them (not serializable: see [`crate::wire`]).
+//! Messages as the core and the stores see them (not serializable: the API's shapes are `sluice_wire`'s).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -6,6 +6,9 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::clock::Millis;
+
+/// Position in global enqueue order, assigned by the store; FIFO order within a priority.
+pub type Seq = u64;
 
 /// The longest prefix of `text` of at most `max` bytes that ends on a character boundary (error
 /// texts and keys are cut to their limits this way, never inside a UTF-8 sequence).

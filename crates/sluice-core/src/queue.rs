@@ -1,12 +1,15 @@
 //! Queues: names, their validated configuration, and the retry backoff.
 //!
 //! [`QueueConfig`] is the typed, validated form; the wire and TOML forms live in
-//! [`crate::wire::QueueSpec`], which every field of this module can be built from.
+//! [`sluice_wire::QueueSpec`], which every field of this module can be built from.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::clock::Millis;
+
+mod spec;
+pub use spec::validate_tags;
 
 /// The longest queue name accepted.
 pub const QUEUE_NAME_LEN_MAX: usize = 80;
@@ -103,20 +106,6 @@ impl Default for Backoff {
     }
 }
 
-impl Backoff {
-    /// The longest delay after failed attempt number `attempt` (1-based), before jitter
-    /// (the rule: [`crate::rules::backoff::ceiling_ms`]).
-    pub fn ceiling_ms(&self, attempt: u32) -> Millis {
-        crate::rules::backoff::ceiling_ms(self, attempt)
-    }
-
-    /// The delay to wait after failed attempt number `attempt` (1-based), jittered at random
-    /// (the rule: [`crate::rules::backoff::delay_ms`]).
-    pub fn delay_ms(&self, attempt: u32) -> Millis {
-        crate::rules::backoff::delay_ms(self, attempt, crate::rules::backoff::random_draw)
-    }
-}
-
 /// A queue's validated configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueueConfig {
@@ -155,7 +144,7 @@ pub struct QueueConfig {
     /// JSON Schema every JSON body enqueued through the API must satisfy.
     pub schema: Option<Arc<MessageSchema>>,
     /// Push destination: the server delivers the queue's messages to this URL itself.
-    pub push: Option<Arc<crate::wire::PushSpec>>,
+    pub push: Option<Arc<sluice_wire::PushSpec>>,
     /// Delay given to a message enqueued without one (default 0: visible at once).
     pub delay_ms: Millis,
     /// Labels people attach to the queue (SQS calls them tags); the rules never read them.
@@ -456,38 +445,5 @@ mod tests {
                 MessageSchema::compile(serde_json::json!({"pattern": refused})).unwrap_err();
             assert!(error.contains("lookaround"), "{refused}: {error}");
         }
-    }
-
-    #[test]
-    fn backoff_doubles_up_to_the_cap() {
-        let backoff = Backoff {
-            jitter: false,
-            ..Backoff::default()
-        };
-        let delays: Vec<_> = (1..=8).map(|attempt| backoff.delay_ms(attempt)).collect();
-        assert_eq!(
-            delays,
-            [1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000, 60_000]
-        );
-    }
-
-    #[test]
-    fn jitter_stays_between_half_and_the_full_delay() {
-        let backoff = Backoff::default();
-        for attempt in 1..10 {
-            let ceiling = backoff.ceiling_ms(attempt);
-            for _ in 0..50 {
-                let delay = backoff.delay_ms(attempt);
-                assert!(
-                    delay >= ceiling / 2 && delay <= ceiling,
-                    "{delay} vs {ceiling}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn huge_attempt_numbers_do_not_overflow() {
-        assert_eq!(Backoff::default().ceiling_ms(u32::MAX), 60_000);
     }
 }

@@ -13,7 +13,7 @@ use jiff::tz::TimeZone;
 
 use crate::Millis;
 use crate::queue::{limits, validate_queue_name};
-use crate::wire::{MissedRuns, ScheduleSpec};
+use sluice_wire::{MissedRuns, ScheduleSpec};
 
 /// Limits of a schedule's definition.
 pub mod schedule_limits {
@@ -258,7 +258,7 @@ impl Schedule {
 
 /// The stored size of a run's message: its body (JSON text, or the bytes base64 stands for) and
 /// headers.
-fn message_bytes(message: &crate::wire::ScheduleMessage) -> u64 {
+fn message_bytes(message: &sluice_wire::ScheduleMessage) -> u64 {
     let body = match (&message.body, &message.body_base64) {
         (Some(body), _) => body.to_string().len(),
         (None, Some(text)) => text.len() / 4 * 3,

@@ -26,6 +26,7 @@ use crate::queue::QueueConfig;
 pub use crate::stored::ScheduleState;
 
 mod outcomes;
+pub mod sessions;
 
 pub use outcomes::{Counters, DeadLetterFilter, LeaseError, NackOutcome, QueueDepth, Seq};
 
@@ -747,7 +748,7 @@ pub trait Store: Send + Sync + 'static {
     }
     /// Where the dashboard's sessions live when this store shares them between nodes; `None`
     /// (the default): the server keeps them in its own memory.
-    fn session_store(&self) -> Option<Arc<dyn crate::sessions::SessionStore>> {
+    fn session_store(&self) -> Option<Arc<dyn sessions::SessionStore>> {
         None
     }
     /// Whether writes are taken now (for readiness). Cheap: it reads flags.

@@ -6,37 +6,10 @@
 //! (or the queue's own `max_depth`), or a ready message older than the age threshold. The
 //! thresholds are the server's (`[dashboard] stuck_depth`, `stuck_age_ms`).
 
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use sluice_wire::StuckReason;
 
 use crate::clock::Millis;
 use crate::store::QueueInfo;
-
-/// Why a queue is stuck, in the order [`stuck_reasons`] lists them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum StuckReason {
-    /// Its dead-letter queue holds messages.
-    DeadLetters,
-    /// Its consumers' deliveries or its push deliveries are paused.
-    Paused,
-    /// Ready + delayed + in flight reached the depth threshold or the queue's `max_depth`.
-    Depth,
-    /// Its oldest ready message is older than the age threshold.
-    Age,
-}
-
-impl StuckReason {
-    /// Its name on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::DeadLetters => "dead_letters",
-            Self::Paused => "paused",
-            Self::Depth => "depth",
-            Self::Age => "age",
-        }
-    }
-}
 
 /// The server's thresholds for [`StuckReason::Depth`] and [`StuckReason::Age`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

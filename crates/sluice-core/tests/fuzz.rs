@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 use sluice_core::message::Receipt;
 use sluice_core::queue::{QueueConfig, limits, validate_queue_name};
-use sluice_core::wire::QueueSpec;
+use sluice_wire::QueueSpec;
 
 fn config() -> ProptestConfig {
     let cases = std::env::var("SLUICE_FUZZ_CASES")
@@ -166,7 +166,7 @@ proptest! {
         attempt in prop_oneof![0_u32..100, any::<u32>()],
     ) {
         if let Ok(spec) = serde_json::from_value::<QueueSpec>(spec)
-            && let Ok(config) = spec.apply_to(QueueConfig::defaults_for("q"))
+            && let Ok(config) = QueueConfig::defaults_for("q").apply(&spec)
         {
             // Any count is kept as asked; 0 means retry forever (docs/http-api.md).
             prop_assert_eq!(config.max_attempts, spec.max_attempts.unwrap_or(5));
@@ -174,8 +174,8 @@ proptest! {
                 return Err(TestCaseError::fail(format!("accepted {spec:?}, but {outside}")));
             }
             // The backoff of any attempt is computed without overflow.
-            let ceiling = config.backoff.ceiling_ms(attempt);
-            let delay = config.backoff.delay_ms(attempt);
+            let ceiling = sluice_core::rules::backoff::ceiling_ms(&config.backoff, attempt);
+            let delay = sluice_core::rules::backoff::random_delay_ms(&config.backoff, attempt);
             prop_assert!(delay <= ceiling.max(0));
         }
     }
@@ -396,7 +396,7 @@ fn each_limit_is_refused_just_past_its_bounds() {
             let spec = spec_of(value);
             let config = serde_json::from_value::<QueueSpec>(spec.clone())
                 .map_err(|e| e.to_string())
-                .and_then(|spec| spec.apply_to(QueueConfig::defaults_for("q")));
+                .and_then(|spec| QueueConfig::defaults_for("q").apply(&spec));
             let inside = (*low..=*high).contains(&value);
             match config {
                 Ok(config) => {

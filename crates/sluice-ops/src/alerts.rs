@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use sluice_core::clock::format_rfc3339;
+use sluice_wire::format_rfc3339;
 use sluice_core::message::BodyKind;
 use sluice_core::queue::validate_queue_name;
 use sluice_core::rules::alert::{ThresholdStep, threshold_step, window_allows};
@@ -24,7 +24,7 @@ use sluice_core::store::DeadLetterFilter;
 use sluice_core::store::{DeadLetterQuery, DefinitionKind, QueueInfo};
 use sluice_core::stored::AlertState;
 use sluice_core::stored::alert_state::{PendingDeadLetters, QueueMarks, ThresholdMark};
-use sluice_core::wire::{
+use sluice_wire::{
     AlertEventOut, AlertOut, AlertPutOut, AlertSampleOut, AlertSentOut, AlertSpec, ErrorCode,
     PushSpec, QueueSpec,
 };
@@ -926,7 +926,7 @@ mod tests {
     }
 
     use super::*;
-    use sluice_core::wire::AlertDestinationSpec;
+    use sluice_wire::AlertDestinationSpec;
 
     fn compile(spec: AlertSpec) -> Result<Alert, String> {
         Alert::compile("ops", spec, AlertOrigin::Api)

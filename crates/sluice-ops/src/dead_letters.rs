@@ -3,7 +3,7 @@
 use sluice_core::Millis;
 use sluice_core::store::{DeadLetter, DeadLetterQuery, DeadLetterSelection, ReplayParams};
 use sluice_core::store::{DeadLetterFilter, Seq};
-use sluice_core::wire::{ReplayOut, ReplayedOut};
+use sluice_wire::{ReplayOut, ReplayedOut};
 use uuid::Uuid;
 
 use crate::lookups::parse_message_id;

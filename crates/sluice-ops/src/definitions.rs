@@ -5,7 +5,7 @@
 //! more of its kind) is decided here.
 
 use sluice_core::store::DefinitionKind;
-use sluice_core::wire::ErrorCode;
+use sluice_wire::ErrorCode;
 
 use crate::{Ops, OpsError, OpsResult, room_for_definition};
 

@@ -7,7 +7,7 @@ use sluice_core::message::{ClaimedMessage, Receipt};
 use sluice_core::queue::limits;
 use sluice_core::store::NackOutcome;
 use sluice_core::store::{AckParams, ExtendParams, GiveBackParams, NackParams};
-use sluice_core::wire::{AckOut, AckResult, ErrorCode, ErrorDetail};
+use sluice_wire::{AckOut, AckResult, ErrorCode, ErrorDetail};
 use tokio::time::Instant;
 
 use crate::enqueue::MessageRequest;
@@ -338,7 +338,7 @@ impl Ops {
 impl Ops {
     /// Gives a lease back without counting a failure: the message is ready again at once, with
     /// no error and no backoff, and a release never dead-letters it. The delivery still counts
-    /// in its attempts ([`sluice_core::dispatch::Index::give_back`]).
+    /// in its attempts (the SQLite store's `dispatch::Index::give_back`).
     async fn give_back(&self, queue: String, receipt: Receipt) -> OpsResult<()> {
         Ok(self
             .store

@@ -23,11 +23,11 @@ use base64::Engine as _;
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
-use sluice_core::clock::parse_rfc3339;
+use sluice_wire::parse_rfc3339;
 use sluice_core::message::{BodyKind, NewMessage, Payload};
 use sluice_core::queue::{Dedup, MessageSchema, QueueConfig, limits};
 use sluice_core::store::{EnqueueParams, Enqueued, MessageGetParams, MessageRef};
-use sluice_core::wire::{EnqueueOut, SchemaViolationOut};
+use sluice_wire::{EnqueueOut, SchemaViolationOut};
 use sluice_core::{Millis, StoreError};
 use uuid::Uuid;
 
@@ -516,7 +516,7 @@ fn refusal(violations: Vec<SchemaViolationOut>) -> Option<OpsError> {
         .collect();
     Some(
         OpsError::new(
-            sluice_core::wire::ErrorCode::SchemaViolation,
+            sluice_wire::ErrorCode::SchemaViolation,
             format!(
                 "{} schema violation(s); nothing was stored: {}",
                 violations.len(),

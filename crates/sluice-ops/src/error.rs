@@ -6,7 +6,7 @@
 
 use sluice_core::store::LeaseError;
 use sluice_core::store::StoreError;
-use sluice_core::wire::ErrorCode;
+use sluice_wire::ErrorCode;
 
 /// `Retry-After` of a write refused because the disk is full: the store looks for free space
 /// every second.

@@ -3,7 +3,7 @@
 //! A protocol is a renderer; a store is a backend; the queue's rules live in ops and core.
 //! Each operation here takes a typed request, applies every rule that is not pure (limits,
 //! long polling, how a partly stale ack answers) over a [`Store`], and returns a typed
-//! result or one [`OpsError`], whose code is the closed [`sluice_core::wire::ErrorCode`]. The
+//! result or one [`OpsError`], whose code is the closed [`sluice_wire::ErrorCode`]. The
 //! HTTP API parses, authorizes, calls [`Ops`] and renders; another protocol does the same.
 //!
 //! [`wait`] is the one "claim or wait" every waiting caller shares (receive, push, drain,
@@ -126,7 +126,7 @@ impl Ops {
 /// An RFC 3339 time a client gave as `field`.
 pub(crate) fn parse_time(field: &str, text: Option<&str>) -> OpsResult<Option<Millis>> {
     text.map(|text| {
-        sluice_core::clock::parse_rfc3339(text).ok_or_else(|| {
+        sluice_wire::parse_rfc3339(text).ok_or_else(|| {
             OpsError::invalid_field(format!("{field}: {text:?} is not an RFC 3339 time"))
         })
     })
@@ -140,7 +140,7 @@ pub(crate) fn room_for_definition(kind: &str, defined: usize) -> OpsResult<()> {
     let max = sluice_core::queue::limits::DEFINITIONS_PER_KIND_MAX;
     if defined >= max {
         return Err(OpsError::new(
-            sluice_core::wire::ErrorCode::Conflict,
+            sluice_wire::ErrorCode::Conflict,
             format!("{defined} {kind} are defined; at most {max} are allowed: delete one first"),
         ));
     }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use sluice_core::sessions::SessionStore;
+use sluice_core::store::sessions::SessionStore;
 use sluice_core::store::{QueueBytes, StorageMetrics, WriteState};
 
 use crate::{Ops, OpsResult};

@@ -58,7 +58,7 @@ pub fn push_retry_delay_ms(
     attempts: u32,
     retry_after_ms: Option<Millis>,
 ) -> Millis {
-    let backoff_ms = config.backoff.delay_ms(attempts);
+    let backoff_ms = sluice_core::rules::backoff::random_delay_ms(&config.backoff, attempts);
     retry_after_ms.map_or(backoff_ms, |ms| ms.max(backoff_ms))
 }
 

@@ -10,7 +10,7 @@ use sluice_core::StoreError;
 use sluice_core::queue::{QueueConfig, validate_queue_name};
 use sluice_core::store::QueueDepth;
 use sluice_core::store::{QueueInfo, QueuePutParams};
-use sluice_core::wire::{PushSpec, QueueSpec};
+use sluice_wire::{PushSpec, QueueSpec};
 use tokio::time::Instant;
 
 use crate::wait::{self, Look, Wait};
@@ -87,7 +87,7 @@ impl Ops {
             Err(StoreError::QueueNotFound(_)) => QueueConfig::defaults_for(&name),
             Err(error) => return Err(error.into()),
         };
-        let config = spec.apply_to(base).map_err(OpsError::invalid_field)?;
+        let config = base.apply(&spec).map_err(OpsError::invalid_field)?;
         if let Some(push) = &config.push {
             check_push(push).map_err(OpsError::invalid_field)?;
         }

@@ -1,5 +1,5 @@
 //! Property-based fuzzing of the JSON request decoding that the HTTP API and the gRPC API
-//! share, at the library level: the request documents of `sluice_core::wire` (`EnqueueIn`,
+//! share, at the library level: the request documents of `sluice_wire` (`EnqueueIn`,
 //! `MessageIn`, `AckIn`, `NackIn`, `ExtendIn`, `ReceiveIn`, `ReplayIn`, `CancelIn`, `DrainIn`,
 //! `QueueSpec`, `WebhookSpec`, `AlertSpec`, `ScheduleSpec`, `TopicSpec`, …), then what the
 //! operations do with a message: `MessageRequest::decode_body` and `Enqueue::add` (a real
@@ -32,7 +32,7 @@ use serde_json::{Map, Value, json};
 use sluice_core::message::BodyKind;
 use sluice_core::queue::{Dedup, QueueConfig, limits};
 use sluice_core::store::QueuePutParams;
-use sluice_core::wire::{
+use sluice_wire::{
     AckIn, AlertSpec, CancelIn, DrainIn, EnqueueIn, ExtendIn, MessageBatchIn, MessageIn, NackIn,
     PushSpec, QueueSpec, ReceiveIn, ReplayIn, ReplayOneIn, ScheduleSpec, SubscriptionSpec,
     TopicSpec, WebhookSpec,
@@ -456,7 +456,7 @@ fn check_document(fixture: &Fixture, bytes: &[u8]) -> Result<(), TestCaseError> 
     decode::<CancelIn>(bytes)?;
     decode::<DrainIn>(bytes)?;
     if let Some(spec) = decode::<QueueSpec>(bytes)? {
-        let applied = timed("apply_to", || spec.apply_to(QueueConfig::defaults_for("q")))?;
+        let applied = timed("apply", || QueueConfig::defaults_for("q").apply(&spec))?;
         if let Err(message) = applied {
             prop_assert!(!message.trim().is_empty());
         }

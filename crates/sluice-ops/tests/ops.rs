@@ -7,7 +7,7 @@ use std::time::Duration;
 use sluice_core::message::BodyKind;
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::QueuePutParams;
-use sluice_core::wire::{ErrorCode, PushSpec, QueueSpec};
+use sluice_wire::{ErrorCode, PushSpec, QueueSpec};
 use sluice_core::{Clock, ManualClock, Store};
 use sluice_ops::{
     AckRequest, EventOutcome, EventRequest, MessageRequest, Ops, PushAnswer, PushSettled,
@@ -189,8 +189,8 @@ async fn refusals_carry_their_codes() {
 
 /// Defines `name` from a spec, as a queue put would.
 async fn define(store: &Arc<dyn Store>, name: &str, spec: QueueSpec) {
-    let config = spec
-        .apply_to(QueueConfig::defaults_for(name))
+    let config = QueueConfig::defaults_for(name)
+        .apply(&spec)
         .expect("a valid spec");
     store
         .queue_put(QueuePutParams {
@@ -568,7 +568,7 @@ async fn a_failed_push_waits_for_the_longer_of_retry_after_and_the_backoff() {
     let fixture = fixture().await;
     let mut config = QueueConfig::defaults_for("q");
     config.backoff.jitter = false;
-    let backoff_ms = config.backoff.delay_ms(1);
+    let backoff_ms = sluice_core::rules::backoff::random_delay_ms(&config.backoff, 1);
     for (retry_after_ms, expected_ms) in [
         (None, backoff_ms),
         (Some(backoff_ms / 2), backoff_ms),

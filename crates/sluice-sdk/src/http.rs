@@ -68,7 +68,7 @@ impl Http {
 }
 
 fn time(rfc3339: &str) -> SystemTime {
-    system_time(sluice_core::clock::parse_rfc3339(rfc3339).unwrap_or(0))
+    system_time(sluice_wire::parse_rfc3339(rfc3339).unwrap_or(0))
 }
 
 #[async_trait]

@@ -22,7 +22,7 @@ use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
-use sluice_core::wire::SecretRef;
+use sluice_wire::SecretRef;
 use subtle::ConstantTimeEq;
 
 use crate::browser_guard::Provenance;
@@ -864,7 +864,7 @@ pub async fn check_next_steps(
     for (index, step) in steps.iter().enumerate() {
         if !allows(app, caller, Need::Produce, Some(&step.queue)).await? {
             return Err(sluice_ops::OpsError::new(
-                sluice_core::wire::ErrorCode::Forbidden,
+                sluice_wire::ErrorCode::Forbidden,
                 format!(
                     "then[{index}]: token {:?} may not produce to queue {:?}",
                     caller.name, step.queue
@@ -884,13 +884,13 @@ pub(crate) async fn check_tenant_put(
     app: &AppState,
     caller: Option<&Caller>,
     name: &str,
-    spec: &sluice_core::wire::QueueSpec,
+    spec: &sluice_wire::QueueSpec,
 ) -> Result<(), sluice_ops::OpsError> {
     let Some(caller) = caller.filter(|caller| !caller.is_admin()) else {
         return Ok(());
     };
     let forbidden = |message: String| {
-        sluice_ops::OpsError::new(sluice_core::wire::ErrorCode::Forbidden, message)
+        sluice_ops::OpsError::new(sluice_wire::ErrorCode::Forbidden, message)
     };
     // A tenant's queue dead-letters into a queue of the tenant's, not into another's.
     match spec.dead_letter_queue.as_deref() {
@@ -907,7 +907,7 @@ pub(crate) async fn check_tenant_put(
             if !caller.may_manage(&default) {
                 let exists = match app.ops.queue_get(name).await {
                     Ok(_) => true,
-                    Err(error) if error.code == sluice_core::wire::ErrorCode::QueueNotFound => {
+                    Err(error) if error.code == sluice_wire::ErrorCode::QueueNotFound => {
                         false
                     }
                     Err(error) => return Err(error),
@@ -949,7 +949,7 @@ pub async fn check_produce_to(
                 "a queue it may not see".to_owned()
             };
             return Err(sluice_ops::OpsError::new(
-                sluice_core::wire::ErrorCode::Forbidden,
+                sluice_wire::ErrorCode::Forbidden,
                 format!(
                     "token {:?} may not produce to {which}, which the {what} reaches",
                     caller.name
@@ -1013,7 +1013,7 @@ fn held_tenant(caller: Option<&Caller>) -> Option<&Tenant> {
 }
 
 fn refused(message: String) -> sluice_ops::OpsError {
-    sluice_ops::OpsError::new(sluice_core::wire::ErrorCode::Forbidden, message)
+    sluice_ops::OpsError::new(sluice_wire::ErrorCode::Forbidden, message)
 }
 
 /// Refuses (403, naming `field`) a secret a tenant admin may not name: one that is not an
@@ -1073,7 +1073,7 @@ pub fn check_destination_url(
 /// A tenant admin's push destination: its URL and its signing secret.
 pub fn check_push(
     caller: Option<&Caller>,
-    push: &sluice_core::wire::PushSpec,
+    push: &sluice_wire::PushSpec,
 ) -> Result<(), sluice_ops::OpsError> {
     check_destination_url(caller, "push.url", &push.url)?;
     if let Some(secret) = &push.signing_secret {

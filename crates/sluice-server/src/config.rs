@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 use sluice_core::queue::{QueueConfig, validate_queue_name};
-use sluice_core::wire::{AlertSpec, QueueSpec, ScheduleSpec, TopicSpec, WebhookSpec};
+use sluice_wire::{AlertSpec, QueueSpec, ScheduleSpec, TopicSpec, WebhookSpec};
 
 use crate::ServeOptions;
 
@@ -645,8 +645,8 @@ impl Config {
         let mut queues = Vec::new();
         for (name, spec) in raw.queues {
             validate_queue_name(&name).map_err(|e| format!("[queues.{name}]: {e}"))?;
-            let config = spec
-                .apply_to(QueueConfig::defaults_for(&name))
+            let config = QueueConfig::defaults_for(&name)
+                .apply(&spec)
                 .map_err(|e| format!("[queues.{name}]: {e}"))?;
             if let Some(push) = &config.push {
                 crate::push::validate(push).map_err(|e| format!("[queues.{name}]: {e}"))?;

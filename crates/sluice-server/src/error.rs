@@ -5,8 +5,8 @@ use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use sluice_core::store::StoreError;
-pub use sluice_core::wire::ErrorCode;
-use sluice_core::wire::{ErrorBody, ErrorDetail};
+pub use sluice_wire::ErrorCode;
+use sluice_wire::{ErrorBody, ErrorDetail};
 use sluice_ops::OpsError;
 use sluice_webhooks::verify::VerifyError;
 

@@ -32,7 +32,7 @@ use prometheus_client::registry::Registry;
 use sluice_core::histogram::Histogram;
 use sluice_core::store::Counters;
 use sluice_core::store::{QueueInfo, StorageMetrics, WriteState};
-use sluice_core::wire::WebhookStatsOut;
+use sluice_wire::WebhookStatsOut;
 
 use crate::api::route::Routes;
 use crate::auth::Need;
@@ -101,7 +101,7 @@ struct Snapshot {
     /// By endpoint name.
     webhooks: Vec<(String, WebhookStatsOut)>,
     /// By topic name.
-    topics: Vec<(String, sluice_core::wire::TopicStatsOut)>,
+    topics: Vec<(String, sluice_wire::TopicStatsOut)>,
     push: Vec<PushMetrics>,
     expressions: ExprCounts,
     storage: StorageMetrics,
@@ -746,7 +746,7 @@ mod tests {
             }],
             topics: vec![(
                 "orders".into(),
-                sluice_core::wire::TopicStatsOut {
+                sluice_wire::TopicStatsOut {
                     published: 5,
                     copies: 8,
                     filtered: 2,

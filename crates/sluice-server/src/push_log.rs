@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use sluice_core::Millis;
 use sluice_core::message::{DeliveryAttempt, DeliveryLogEntry};
-use sluice_core::wire::PushSpec;
+use sluice_wire::PushSpec;
 
 use crate::redact::{HIDDEN, Scrubber};
 

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use sluice_core::queue::QueueConfig;
-use sluice_core::wire::ErrorCode;
+use sluice_wire::ErrorCode;
 use sluice_ops::{Admission, OpsError, OpsResult};
 use tokio_util::sync::CancellationToken;
 

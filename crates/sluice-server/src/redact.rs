@@ -13,7 +13,7 @@
 //!   path when the destination declares `secret_path` ([`url_for_non_admins`]).
 
 use reqwest::Url;
-use sluice_core::wire::PushSpec;
+use sluice_wire::PushSpec;
 
 /// What a secret is replaced with.
 pub const HIDDEN: &str = "(hidden)";

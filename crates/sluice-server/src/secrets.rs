@@ -3,7 +3,7 @@
 
 use std::io::Read;
 
-use sluice_core::wire::SecretRef;
+use sluice_wire::SecretRef;
 
 /// Largest secret file read. Secrets are short; the bound keeps a definition that names a
 /// huge or endless file (a device, a log) from filling the server's memory.

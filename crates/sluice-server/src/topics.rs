@@ -13,7 +13,7 @@ use parking_lot::RwLock;
 use serde_json::{Value, json};
 use sluice_core::message::BodyKind;
 use sluice_core::queue::validate_queue_name;
-use sluice_core::wire::{ErrorCode, TopicCopyOut, TopicOut, TopicSpec, TopicStatsOut};
+use sluice_wire::{ErrorCode, TopicCopyOut, TopicOut, TopicSpec, TopicStatsOut};
 use sluice_ops::{Definable, MessageRequest, OpsError};
 use sluice_webhooks::expr::Expr;
 

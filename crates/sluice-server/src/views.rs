@@ -1,13 +1,14 @@
 //! What every protocol shows of a queue or a message: the wire forms of the operations'
-//! answers (`sluice_core::wire`), made once for the HTTP API, gRPC (which sends them as they
+//! answers (`sluice_wire`), made once for the HTTP API, gRPC (which sends them as they
 //! are or converts them field by field) and the dashboard.
 
 use sluice_core::message::MessageStatus;
+use sluice_core::queue::QueueConfig;
 use sluice_core::meter::Throughput;
 use sluice_core::store::{CancelOutcome, QueueInfo};
-use sluice_core::wire::{
-    CancelOut, CountersOut, DeadLetterOut, LatencyOut, MessageStatusOut, NackOut, QueueConfigOut,
-    QueueOut, QueueStatsOut, ScheduleOut, ThroughputOut, time_out,
+use sluice_wire::{
+    BackoffOut, RateLimitOut, CancelOut, CountersOut, DeadLetterOut, LatencyOut, MessageStatusOut, NackOut, QueueConfigOut,
+    QueueOut, QueueStatsOut, ScheduleOut, ThroughputOut, format_rfc3339,
 };
 
 use sluice_ops::{Nacked, ScheduleView};
@@ -18,8 +19,41 @@ use crate::state::AppState;
 pub(crate) fn queue_out(app: &AppState, info: &QueueInfo) -> QueueOut {
     QueueOut {
         name: info.name.clone(),
-        config: QueueConfigOut::from(&info.config),
+        config: queue_config_out(&info.config),
         stats: stats_out(app, info),
+    }
+}
+
+/// The wire form of a queue's settings.
+pub(crate) fn queue_config_out(config: &QueueConfig) -> QueueConfigOut {
+    QueueConfigOut {
+        visibility_timeout_ms: config.visibility_timeout_ms,
+        max_attempts: config.max_attempts,
+        backoff: BackoffOut {
+            initial_ms: config.backoff.initial_ms,
+            max_ms: config.backoff.max_ms,
+            factor: config.backoff.factor,
+            jitter: config.backoff.jitter,
+        },
+        dead_letter_queue: config.dead_letter_queue.clone(),
+        max_message_bytes: config.max_message_bytes,
+        ordering: config.ordering.as_str().to_owned(),
+        dedup_window_ms: config.dedup_window_ms,
+        dedup: config.dedup.as_str().to_owned(),
+        max_age_ms: config.max_age_ms,
+        on_expire: config.on_expire.as_str().to_owned(),
+        keep_acked_ms: config.keep_acked_ms,
+        max_depth: config.max_depth,
+        max_in_flight: config.max_in_flight,
+        rate_limit: config.rate_limit.map(|limit| RateLimitOut {
+            per_second: limit.per_second,
+            burst: limit.burst,
+        }),
+        schema: config.schema.as_ref().map(|schema| schema.source().clone()),
+        push: config.push.as_deref().cloned(),
+        delay_ms: config.delay_ms,
+        tags: config.tags.clone(),
+        protocol_attributes: config.protocol_attributes.clone(),
     }
 }
 
@@ -135,14 +169,14 @@ pub(crate) fn status_out(status: MessageStatus) -> MessageStatusOut {
         key: status.key,
         priority: status.priority,
         attempts: status.attempts,
-        enqueued_at: time_out(status.enqueued_at_ms),
-        first_received_at: status.first_received_at_ms.map(time_out),
-        visible_at: time_out(status.visible_at_ms),
-        lease_expires_at: status.lease_expires_at_ms.map(time_out),
+        enqueued_at: format_rfc3339(status.enqueued_at_ms),
+        first_received_at: status.first_received_at_ms.map(format_rfc3339),
+        visible_at: format_rfc3339(status.visible_at_ms),
+        lease_expires_at: status.lease_expires_at_ms.map(format_rfc3339),
         last_error: status.last_error,
-        acked_at: status.acked_at_ms.map(time_out),
-        finished_at: status.finished_at_ms.map(time_out),
-        kept_until: status.kept_until_ms.map(time_out),
+        acked_at: status.acked_at_ms.map(format_rfc3339),
+        finished_at: status.finished_at_ms.map(format_rfc3339),
+        kept_until: status.kept_until_ms.map(format_rfc3339),
         dead_letter: status.dead_letter.as_ref().map(dead_letter_out),
         result: status
             .result
@@ -151,9 +185,9 @@ pub(crate) fn status_out(status: MessageStatus) -> MessageStatusOut {
         failures: status
             .failures
             .into_iter()
-            .map(|failure| sluice_core::wire::FailureOut {
+            .map(|failure| sluice_wire::FailureOut {
                 attempt: failure.attempt,
-                at: time_out(failure.at),
+                at: format_rfc3339(failure.at),
                 error: failure.error,
                 dead_lettered: failure.dead_lettered,
             })
@@ -167,8 +201,8 @@ pub(crate) fn dead_letter_out(info: &sluice_core::message::DeadLetterInfo) -> De
         source_queue: info.source_queue.clone(),
         last_error: info.last_error.clone(),
         attempts: info.attempts,
-        first_seen_at: time_out(info.first_seen_at_ms),
-        last_seen_at: time_out(info.last_seen_at_ms),
+        first_seen_at: format_rfc3339(info.first_seen_at_ms),
+        last_seen_at: format_rfc3339(info.last_seen_at_ms),
     }
 }
 
@@ -187,7 +221,7 @@ pub(crate) fn nack_out(nacked: Nacked) -> NackOut {
     match nacked {
         Nacked::Retry { visible_at_ms, .. } => NackOut {
             state,
-            visible_at: Some(time_out(visible_at_ms)),
+            visible_at: Some(format_rfc3339(visible_at_ms)),
             dead_letter_queue: None,
         },
         Nacked::DeadLettered { queue } => NackOut {
@@ -204,9 +238,9 @@ pub(crate) fn schedule_out(schedule: ScheduleView) -> ScheduleOut {
         name: schedule.name,
         spec: schedule.spec,
         paused: schedule.paused,
-        next_run_at: schedule.next_run_ms.map(time_out),
-        last_run_at: schedule.last_run_ms.map(time_out),
-        last_enqueued_at: schedule.last_enqueued_ms.map(time_out),
+        next_run_at: schedule.next_run_ms.map(format_rfc3339),
+        last_run_at: schedule.last_run_ms.map(format_rfc3339),
+        last_enqueued_at: schedule.last_enqueued_ms.map(format_rfc3339),
         last_message_id: schedule.last_message_id,
         runs: schedule.runs,
         skipped_runs: schedule.skipped_runs,

@@ -489,7 +489,7 @@ impl Store for PgStore {
     }
 
     /// Sessions in the `sessions` table, seen by every node (`sessions`).
-    fn session_store(&self) -> Option<Arc<dyn sluice_core::sessions::SessionStore>> {
+    fn session_store(&self) -> Option<Arc<dyn sluice_core::store::sessions::SessionStore>> {
         Some(Arc::new(sessions::PgSessions::new(
             self.database.clone(),
             self.options.schema.clone(),

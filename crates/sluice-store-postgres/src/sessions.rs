@@ -2,7 +2,7 @@
 //! request that lands on any node is signed in, a logout ends the session on every node, and
 //! both caps (`per_token`, `max`) hold for all nodes together.
 //!
-//! Only digests are kept (`sluice_core::sessions`). A start is one transaction under a
+//! Only digests are kept (`sluice_core::store::sessions`). A start is one transaction under a
 //! transaction-level advisory lock of the schema ([`SESSIONS_LOCK`]): the caps count every
 //! session of every node, and two logins counted at once on two nodes could both take the last
 //! place; logins are rare, so serialising them costs nothing that matters. Expired sessions are
@@ -12,7 +12,7 @@
 
 use async_trait::async_trait;
 use sluice_core::clock::Millis;
-use sluice_core::sessions::{Digest, NewSession, SessionLimits, SessionStartError, SessionStore};
+use sluice_core::store::sessions::{Digest, NewSession, SessionLimits, SessionStartError, SessionStore};
 use sluice_core::store::{StoreError, StoreResult};
 
 use crate::cached::Cached;

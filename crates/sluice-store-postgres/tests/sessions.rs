@@ -7,7 +7,7 @@ use crate::support;
 
 use std::sync::Arc;
 
-use sluice_core::sessions::{NewSession, SessionLimits, SessionStartError, SessionStore};
+use sluice_core::store::sessions::{NewSession, SessionLimits, SessionStartError, SessionStore};
 use sluice_core::store::Store;
 use sluice_store_postgres::PgStore;
 

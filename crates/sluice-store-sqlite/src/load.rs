@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use rusqlite::{Connection, params};
 use sluice_core::Millis;
-use sluice_core::dispatch::Index;
+use crate::dispatch::Index;
 use sluice_core::queue::{Ordering, QueueConfig};
 use sluice_core::store::Seq;
 

@@ -408,7 +408,7 @@ impl SqliteStore {
     /// while it still holds the index lock, so the disk sees changes in the index's order.
     fn ack_in_index(
         &self,
-        index: &mut sluice_core::dispatch::Index,
+        index: &mut crate::dispatch::Index,
         params: &mut AckParams,
     ) -> StoreResult<AckedInIndex> {
         let Some(config) = index.queue_config(&params.queue) else {
@@ -459,7 +459,7 @@ impl SqliteStore {
 /// `reserved`, for the caller to release once the batches are stored or failed); the first
 /// refusal ends it.
 fn reserve_batches(
-    index: &mut sluice_core::dispatch::Index,
+    index: &mut crate::dispatch::Index,
     batches: &[EnqueueParams],
     now_ms: Millis,
     reserved: &mut Vec<(Arc<str>, u64)>,
@@ -491,7 +491,7 @@ fn reserve_batches(
 /// wait for.
 #[allow(clippy::type_complexity)]
 fn enqueue_ops(
-    index: &sluice_core::dispatch::Index,
+    index: &crate::dispatch::Index,
     batches: Vec<EnqueueParams>,
     charges: Vec<crate::inbox::Charge>,
 ) -> (

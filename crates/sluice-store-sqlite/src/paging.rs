@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use sluice_core::Millis;
-use sluice_core::dispatch::{ColdRange, Entry, PageIn};
+use crate::dispatch::{ColdRange, Entry, PageIn};
 use sluice_core::store::Seq;
 use sluice_core::store::StoreResult;
 use uuid::Uuid;

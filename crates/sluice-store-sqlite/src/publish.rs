@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use sluice_core::dispatch::Index;
+use crate::dispatch::Index;
 use sluice_core::notify::Notifier;
 use sluice_core::store::StoreError;
 

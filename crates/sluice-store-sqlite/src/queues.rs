@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use sluice_core::Millis;
-use sluice_core::dispatch::Index;
+use crate::dispatch::Index;
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::{
     QueueBytes, QueueInfo, QueuePut, QueuePutParams, StoreError, StoreResult,

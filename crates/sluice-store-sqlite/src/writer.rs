@@ -25,7 +25,7 @@ use std::time::Instant;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use sluice_core::Millis;
-use sluice_core::dispatch::{Change, Entry};
+use crate::dispatch::{Change, Entry};
 use sluice_core::message::{NewMessage, Payload};
 use sluice_core::store::Seq;
 use sluice_core::store::{Enqueued, StoreError, StoreResult};

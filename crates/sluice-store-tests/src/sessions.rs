@@ -2,7 +2,7 @@
 //! shared store keeps for every node. A backend's tests call [`check`] on a fresh, empty
 //! session store.
 
-use sluice_core::sessions::{Digest, NewSession, SessionLimits, SessionStartError, SessionStore};
+use sluice_core::store::sessions::{Digest, NewSession, SessionLimits, SessionStartError, SessionStore};
 
 use crate::{Millis, T0};
 
@@ -120,7 +120,7 @@ pub async fn check(store: &dyn SessionStore) {
 
 #[cfg(test)]
 mod tests {
-    use sluice_core::sessions::MemorySessions;
+    use sluice_core::store::sessions::MemorySessions;
 
     #[tokio::test]
     async fn memory_sessions_keep_every_rule() {

@@ -7,7 +7,7 @@ use crate::support::{TestServer, message_id, receipt};
 async fn cancel(server: &TestServer, by: Value) -> Value {
     let reply = server.post("/v1/queues/q/cancel", by).await;
     let answer = reply.ok();
-    let _: sluice_core::wire::CancelOut = reply.parse();
+    let _: sluice_wire::CancelOut = reply.parse();
     answer
 }
 

@@ -48,7 +48,7 @@ async fn deliveries(server: &TestServer, queue: &str, id: &str) -> Value {
         .get(&format!("/v1/queues/{queue}/messages/{id}/deliveries"))
         .await;
     let log = reply.ok();
-    let _: sluice_core::wire::DeliveriesOut = reply.parse();
+    let _: sluice_wire::DeliveriesOut = reply.parse();
     log
 }
 

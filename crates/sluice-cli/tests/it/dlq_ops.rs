@@ -63,7 +63,7 @@ async fn list_all(server: &TestServer, queue: &str, query: &str) -> (Vec<Value>,
         }
         let reply = server.get(&path).await;
         let answer = reply.ok();
-        let _: sluice_core::wire::DeadLetterListOut = reply.parse();
+        let _: sluice_wire::DeadLetterListOut = reply.parse();
         entries.extend(
             answer["entries"]
                 .as_array()
@@ -237,7 +237,7 @@ async fn the_dlq_lists_newest_first_in_pages_and_filters() {
     // One entry in full.
     let reply = server.get(&format!("/v1/queues/q/dlq/{}", second[1])).await;
     let entry = reply.ok();
-    let _: sluice_core::wire::DeadLetterEntryOut = reply.parse();
+    let _: sluice_wire::DeadLetterEntryOut = reply.parse();
     assert_eq!(entry["message_id"], second[1].as_str(), "{entry}");
     assert_eq!(
         entry["body"],
@@ -297,7 +297,7 @@ async fn replaying_one_entry_creates_a_fresh_message() {
         .post(&format!("/v1/queues/q/dlq/{}/replay", ids[0]), json!({}))
         .await;
     let replay = reply.ok();
-    let _: sluice_core::wire::ReplayOut = reply.parse();
+    let _: sluice_wire::ReplayOut = reply.parse();
     assert_eq!(replay["dry_run"], false, "{replay}");
     assert_eq!(replay["replayed"], 1, "{replay}");
     assert_eq!(replay["more"], false, "{replay}");
@@ -418,7 +418,7 @@ async fn replaying_many_by_filter_with_a_dry_run_first() {
         )
         .await;
     let dry = reply.ok();
-    let _: sluice_core::wire::ReplayOut = reply.parse();
+    let _: sluice_wire::ReplayOut = reply.parse();
     assert_eq!(dry["dry_run"], true, "{dry}");
     assert_eq!(dry["matched"], 6, "{dry}");
     assert_eq!(dry["replayed"], 0, "{dry}");

@@ -174,10 +174,10 @@ impl Opened {
     async fn define(&self, queue: &str, spec: Value) {
         match self.door {
             Door::Embedded => {
-                let spec: sluice_core::wire::QueueSpec =
+                let spec: sluice_wire::QueueSpec =
                     serde_json::from_value(spec).expect("a queue spec");
-                let config = spec
-                    .apply_to(sluice_core::queue::QueueConfig::defaults_for(queue))
+                let config = sluice_core::queue::QueueConfig::defaults_for(queue)
+                    .apply(&spec)
                     .expect("a valid spec");
                 self.embedded()
                     .put_queue(queue, config)

@@ -34,7 +34,7 @@ async fn purge_removes_ready_and_delayed_but_not_in_flight() {
 
     let reply = server.post_empty("/v1/queues/q/purge").await;
     let answer = reply.ok();
-    let _: sluice_core::wire::PurgeOut = reply.parse();
+    let _: sluice_wire::PurgeOut = reply.parse();
     assert_eq!(answer, json!({"purged": 5, "in_flight": 1}));
 
     let stats = server.stats("q").await;
@@ -73,7 +73,7 @@ async fn drain_times_out_while_a_message_is_in_flight() {
     let started = Instant::now();
     let reply = server.post_empty("/v1/queues/q/drain").await;
     let empty = reply.ok();
-    let _: sluice_core::wire::DrainOut = reply.parse();
+    let _: sluice_wire::DrainOut = reply.parse();
     assert_eq!(empty["drained"], true, "{empty}");
     assert!(started.elapsed() < Duration::from_secs(2), "{empty}");
 

@@ -25,7 +25,7 @@ fn violations(reply: &Reply) -> Vec<Value> {
         .unwrap_or_else(|| panic!("no details.violations: {error}"))
         .clone();
     for violation in &violations {
-        let _: sluice_core::wire::SchemaViolationOut = serde_json::from_value(violation.clone())
+        let _: sluice_wire::SchemaViolationOut = serde_json::from_value(violation.clone())
             .unwrap_or_else(|e| panic!("violation {violation} has the wrong shape: {e}"));
     }
     violations

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use sluice_core::wire::ReceiveOut;
+use sluice_wire::ReceiveOut;
 use sluice_webhooks::sign::{StandardSigner, hmac};
 use sluice_webhooks::verify::HmacAlgorithm;
 

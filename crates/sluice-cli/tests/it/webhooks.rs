@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use sluice_core::wire::WebhookStatsOut;
+use sluice_wire::WebhookStatsOut;
 use sluice_webhooks::sign::StandardSigner;
 
 use crate::support::hooks::{
@@ -814,7 +814,7 @@ verify = { scheme = "github", secrets = [{ env = "SLUICE_IT_GITHUB" }] }
     assert_eq!(put["webhook"]["path"], "/hooks/from-api", "{put}");
     assert_eq!(put["webhook"]["spec"]["verify"], verify, "{put}");
     let listed = server.get("/v1/webhooks").await;
-    let list: sluice_core::wire::WebhookListOut = listed.parse();
+    let list: sluice_wire::WebhookListOut = listed.parse();
     let names: Vec<&str> = list
         .webhooks
         .iter()
@@ -826,7 +826,7 @@ verify = { scheme = "github", secrets = [{ env = "SLUICE_IT_GITHUB" }] }
     let reply = github.post(&server, "from-api").await;
     assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.text);
     assert_eq!(held(&server, "apiq").await, 1);
-    let list: sluice_core::wire::WebhookListOut = server.get("/v1/webhooks").await.parse();
+    let list: sluice_wire::WebhookListOut = server.get("/v1/webhooks").await.parse();
     let names: Vec<&str> = list
         .webhooks
         .iter()
@@ -886,7 +886,7 @@ verify = { scheme = "github", secrets = [{ env = "SLUICE_IT_GITHUB" }] }
         .post(&server, "from-api")
         .await
         .error(404, "webhook_not_found");
-    let list: sluice_core::wire::WebhookListOut = server.get("/v1/webhooks").await.parse();
+    let list: sluice_wire::WebhookListOut = server.get("/v1/webhooks").await.parse();
     assert_eq!(list.webhooks.len(), 1);
     assert_eq!(list.webhooks[0].name, "from-config");
 

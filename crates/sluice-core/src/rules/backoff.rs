@@ -37,6 +37,11 @@ pub fn delay_ms(
     draw(ceiling / 2..=ceiling)
 }
 
+/// The delay after failed attempt number `attempt`, jittered at random: what production waits.
+pub fn random_delay_ms(backoff: &Backoff, attempt: u32) -> Millis {
+    delay_ms(backoff, attempt, random_draw)
+}
+
 /// A uniform pick from `range`, from the thread's random generator: the `draw` of production.
 pub fn random_draw(range: RangeInclusive<Millis>) -> Millis {
     rand::rng().random_range(range)
@@ -96,5 +101,25 @@ mod tests {
             jitter: true,
         };
         assert_eq!(delay_ms(&backoff, 4, |_| unreachable!()), 1);
+    }
+
+    #[test]
+    fn a_random_delay_stays_between_half_and_the_full_ceiling() {
+        let backoff = Backoff::default();
+        for attempt in 1..10 {
+            let ceiling = ceiling_ms(&backoff, attempt);
+            for _ in 0..50 {
+                let delay = random_delay_ms(&backoff, attempt);
+                assert!(
+                    delay >= ceiling / 2 && delay <= ceiling,
+                    "{delay} vs {ceiling}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn huge_attempt_numbers_do_not_overflow() {
+        assert_eq!(ceiling_ms(&Backoff::default(), u32::MAX), 60_000);
     }
 }

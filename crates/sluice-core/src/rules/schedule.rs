@@ -10,7 +10,7 @@
 use crate::Millis;
 use crate::schedule::Schedule;
 use crate::schedule::schedule_limits::MISSED_MAX_MAX;
-use crate::wire::MissedRuns;
+use sluice_wire::MissedRuns;
 
 /// What a pass does for one schedule.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -1,6 +1,6 @@
 use super::*;
 use crate::rules::schedule::{Plan, plan};
-use crate::wire::ScheduleMessage;
+use sluice_wire::ScheduleMessage;
 
 fn spec(cron: Option<&str>, every_ms: Option<u64>, timezone: Option<&str>) -> ScheduleSpec {
     ScheduleSpec {
@@ -28,11 +28,11 @@ fn cron_in(pattern: &str, zone: &str) -> Schedule {
 }
 
 fn ms(text: &str) -> Millis {
-    crate::clock::parse_rfc3339(text).unwrap()
+    sluice_wire::parse_rfc3339(text).unwrap()
 }
 
 fn utc(at: Millis) -> String {
-    crate::clock::format_rfc3339(at)
+    sluice_wire::format_rfc3339(at)
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! What a store's operations answer and take that every store shares: enqueue order, a
 //! queue's depth and counters, why a lease operation was refused, what a nack did, which dead
 //! letters to list. They belong to the `Store` trait, not to any one store: the SQLite
-//! store's in-memory index (`crate::dispatch`) and the PostgreSQL store both use them.
+//! store's in-memory index (`sluice_store_sqlite::dispatch`) and the PostgreSQL store both use them.
 
 use std::sync::Arc;
 
@@ -9,8 +9,7 @@ use crate::clock::Millis;
 use crate::histogram::Histogram;
 use crate::meter::Recent;
 
-/// Position in global enqueue order, assigned by the store; FIFO order within a priority.
-pub type Seq = u64;
+pub use crate::message::Seq;
 
 /// Why a lease operation was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -7,7 +7,7 @@
 //! receipt's random token, not the id, is what makes a lease hard to forge.
 
 use crate::Millis;
-use crate::store::Seq;
+use crate::message::Seq;
 use uuid::Uuid;
 
 const RAND_B_BITS: u32 = 62;

@@ -1,7 +1,7 @@
 //! A queue's settings at rest: the JSON every store keeps for a queue (the SQLite store's
 //! `queues.config` column).
 //!
-//! The API's shapes (`QueueSpec`, `QueueConfigOut`, `PushSpec` in `sluice_core::wire`) may
+//! The API's shapes (`QueueSpec`, `QueueConfigOut`, `PushSpec` in `sluice_wire`) may
 //! change with the API; this form changes only with the schema version, so a renamed or
 //! retyped API field can neither change what is written nor make an existing row unreadable.
 //! Field names and their order are fixed to what earlier versions wrote (the keys of every
@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::queue::{Backoff, Dedup, MessageSchema, OnExpire, Ordering, QueueConfig, RateLimit};
-use crate::wire::{PushSpec, SecretRef};
+use sluice_wire::{PushSpec, SecretRef};
 use serde::{Deserialize, Serialize};
 
 /// One `queues.config` value. Fields are in key order, which is the order they are written in.

@@ -4,7 +4,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use sluice_core::wire::{AlertDeleteOut, AlertListOut, AlertOut, AlertPutOut, AlertSpec};
+use sluice_wire::{AlertDeleteOut, AlertListOut, AlertOut, AlertPutOut, AlertSpec};
 use sluice_ops::alerts::AlertOrigin;
 
 use super::{ApiJson, ApiPath, AppState};
@@ -37,8 +37,8 @@ pub async fn list(
 /// `PUT /v1/alerts/{name}`: define or replace an alert (and its queue, `sluice.alerts.<name>`,
 /// whose push destination is the alert's).
 #[utoipa::path(put, operation_id = "alert_put", path = "/v1/alerts/{name}", params(("name" = String, Path)), request_body = AlertSpec,
-    responses((status = 200, body = AlertPutOut), (status = 400, body = sluice_core::wire::ErrorBody),
-        (status = 422, description = "a field is wrong (the message says which); a command destination is refused here (the config file may name one)", body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = AlertPutOut), (status = 400, body = sluice_wire::ErrorBody),
+        (status = 422, description = "a field is wrong (the message says which); a command destination is refused here (the config file may name one)", body = sluice_wire::ErrorBody)))]
 pub async fn put(
     State(app): State<AppState>,
     caller: crate::auth::CallerExt,
@@ -75,7 +75,7 @@ pub async fn put(
 
 /// `GET /v1/alerts/{name}`: the definition, what it sent, and its deliveries.
 #[utoipa::path(get, operation_id = "alert_get", path = "/v1/alerts/{name}", params(("name" = String, Path)),
-    responses((status = 200, body = AlertOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = AlertOut), (status = 404, body = sluice_wire::ErrorBody)))]
 pub async fn get_one(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,
@@ -87,7 +87,7 @@ pub async fn get_one(
 /// `DELETE /v1/alerts/{name}`: the alert, its progress and its queue (notifications not yet
 /// delivered with it).
 #[utoipa::path(delete, operation_id = "alert_delete", path = "/v1/alerts/{name}", params(("name" = String, Path)),
-    responses((status = 200, body = AlertDeleteOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = AlertDeleteOut), (status = 404, body = sluice_wire::ErrorBody)))]
 pub async fn delete(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,

@@ -5,7 +5,7 @@
 use axum::Json;
 use axum::extract::State;
 use serde::Deserialize;
-use sluice_core::wire::{BrowseCountsOut, BrowseOut, BrowsedMessageOut, MessageBodyOut, time_out};
+use sluice_wire::{BrowseCountsOut, BrowseOut, BrowsedMessageOut, MessageBodyOut, format_rfc3339};
 use sluice_ops::{AckedSearchRequest, BrowseRequest};
 
 use super::{ApiPath, ApiQuery, AppState};
@@ -45,8 +45,8 @@ pub struct BrowseParams {
 /// `GET /v1/queues/{queue}/browse`: one state's messages in the order dispatch takes them, or
 /// the acked messages kept with their body (`state=acked`, newest first, searchable).
 #[utoipa::path(get, operation_id = "queue_browse", path = "/v1/queues/{queue}/browse", params(("queue" = String, Path), BrowseParams),
-    responses((status = 200, body = BrowseOut), (status = 404, body = sluice_core::wire::ErrorBody),
-        (status = 422, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = BrowseOut), (status = 404, body = sluice_wire::ErrorBody),
+        (status = 422, body = sluice_wire::ErrorBody)))]
 pub async fn browse(
     State(app): State<AppState>,
     ApiPath(queue): ApiPath<String>,
@@ -74,7 +74,7 @@ pub async fn browse(
         .messages
         .into_iter()
         .map(|(message, body_preview)| BrowsedMessageOut {
-            leased_at: message.leased_at_ms.map(time_out),
+            leased_at: message.leased_at_ms.map(format_rfc3339),
             lease_age_ms: message.leased_at_ms.map(|at| (now_ms - at).max(0)),
             age_ms: (now_ms - message.status.enqueued_at_ms).max(0),
             body_bytes: message.body_bytes,
@@ -100,7 +100,7 @@ pub async fn browse(
 /// `GET /v1/queues/{queue}/messages/{message_id}/body`: a message with its body and headers
 /// (found as `GET /v1/queues/{queue}/messages/{message_id}` finds it, so also in its DLQ).
 #[utoipa::path(get, operation_id = "message_body", path = "/v1/queues/{queue}/messages/{message_id}/body", params(("queue" = String, Path), ("message_id" = String, Path)),
-    responses((status = 200, body = MessageBodyOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = MessageBodyOut), (status = 404, body = sluice_wire::ErrorBody)))]
 pub async fn body(
     State(app): State<AppState>,
     ApiPath((queue, message_id)): ApiPath<(String, String)>,

@@ -6,9 +6,9 @@ use axum::body::Bytes;
 use axum::extract::State;
 use serde::Deserialize;
 use sluice_core::store::DeadLetter;
-use sluice_core::wire::{
+use sluice_wire::{
     DeadLetterDeleteOut, DeadLetterEntryOut, DeadLetterListOut, ReplayIn, ReplayOneIn, ReplayOut,
-    time_out,
+    format_rfc3339,
 };
 use sluice_ops::{DeadLetterListRequest, DeadLetterMatch, REPLAY_LIMIT_MAX, ReplayRequest};
 
@@ -61,9 +61,9 @@ fn entry_out(dead_letter: DeadLetter) -> DeadLetterEntryOut {
         state: status.state.as_str().to_owned(),
         last_error: info.last_error,
         attempts: info.attempts,
-        enqueued_at: time_out(status.enqueued_at_ms),
-        first_seen_at: time_out(info.first_seen_at_ms),
-        last_seen_at: time_out(info.last_seen_at_ms),
+        enqueued_at: format_rfc3339(status.enqueued_at_ms),
+        first_seen_at: format_rfc3339(info.first_seen_at_ms),
+        last_seen_at: format_rfc3339(info.last_seen_at_ms),
         id: status.idempotency_key,
         key: status.key,
         priority: status.priority,
@@ -71,16 +71,16 @@ fn entry_out(dead_letter: DeadLetter) -> DeadLetterEntryOut {
         body,
         body_base64,
         headers,
-        replayed_at: status.finished_at_ms.filter(|_| replayed).map(time_out),
+        replayed_at: status.finished_at_ms.filter(|_| replayed).map(format_rfc3339),
         replayed_as: status.replayed_as,
     }
 }
 
 /// `GET /v1/queues/{queue}/dlq`: dead letters from this queue, newest first.
 #[utoipa::path(get, operation_id = "dead_letter_list", path = "/v1/queues/{queue}/dlq", params(("queue" = String, Path), ListQuery),
-    responses((status = 200, body = DeadLetterListOut), (status = 404, body = sluice_core::wire::ErrorBody),
-        (status = 409, description = "the queue has no dead-letter queue", body = sluice_core::wire::ErrorBody),
-        (status = 422, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = DeadLetterListOut), (status = 404, body = sluice_wire::ErrorBody),
+        (status = 409, description = "the queue has no dead-letter queue", body = sluice_wire::ErrorBody),
+        (status = 422, body = sluice_wire::ErrorBody)))]
 pub async fn list(
     State(app): State<AppState>,
     ApiPath(queue): ApiPath<String>,
@@ -108,8 +108,8 @@ pub async fn list(
 
 /// `GET /v1/queues/{queue}/dlq/{message_id}`: one dead letter with its body and headers.
 #[utoipa::path(get, operation_id = "dead_letter_get", path = "/v1/queues/{queue}/dlq/{message_id}", params(("queue" = String, Path), ("message_id" = String, Path)),
-    responses((status = 200, body = DeadLetterEntryOut), (status = 404, body = sluice_core::wire::ErrorBody),
-        (status = 409, description = "the queue has no dead-letter queue", body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = DeadLetterEntryOut), (status = 404, body = sluice_wire::ErrorBody),
+        (status = 409, description = "the queue has no dead-letter queue", body = sluice_wire::ErrorBody)))]
 pub async fn get_one(
     State(app): State<AppState>,
     ApiPath((queue, message_id)): ApiPath<(String, String)>,
@@ -120,8 +120,8 @@ pub async fn get_one(
 
 /// `DELETE /v1/queues/{queue}/dlq/{message_id}`
 #[utoipa::path(delete, operation_id = "dead_letter_delete", path = "/v1/queues/{queue}/dlq/{message_id}", params(("queue" = String, Path), ("message_id" = String, Path)),
-    responses((status = 200, body = DeadLetterDeleteOut), (status = 404, body = sluice_core::wire::ErrorBody),
-        (status = 409, description = "the queue has no dead-letter queue", body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = DeadLetterDeleteOut), (status = 404, body = sluice_wire::ErrorBody),
+        (status = 409, description = "the queue has no dead-letter queue", body = sluice_wire::ErrorBody)))]
 pub async fn delete_one(
     State(app): State<AppState>,
     ApiPath((queue, message_id)): ApiPath<(String, String)>,
@@ -132,8 +132,8 @@ pub async fn delete_one(
 
 /// `DELETE /v1/queues/{queue}/dlq`: purges every dead letter from this queue.
 #[utoipa::path(delete, operation_id = "dead_letter_purge", path = "/v1/queues/{queue}/dlq", params(("queue" = String, Path)),
-    responses((status = 200, body = DeadLetterDeleteOut), (status = 404, body = sluice_core::wire::ErrorBody),
-        (status = 409, description = "the queue has no dead-letter queue", body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = DeadLetterDeleteOut), (status = 404, body = sluice_wire::ErrorBody),
+        (status = 409, description = "the queue has no dead-letter queue", body = sluice_wire::ErrorBody)))]
 pub async fn purge(
     State(app): State<AppState>,
     ApiPath(queue): ApiPath<String>,
@@ -144,8 +144,8 @@ pub async fn purge(
 
 /// `POST /v1/queues/{queue}/dlq/replay`: replay dead letters by id or by filter.
 #[utoipa::path(post, operation_id = "dead_letter_replay", path = "/v1/queues/{queue}/dlq/replay", params(("queue" = String, Path)), request_body = ReplayIn,
-    responses((status = 200, body = ReplayOut), (status = 404, body = sluice_core::wire::ErrorBody),
-        (status = 409, description = "the queue has no dead-letter queue", body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = ReplayOut), (status = 404, body = sluice_wire::ErrorBody),
+        (status = 409, description = "the queue has no dead-letter queue", body = sluice_wire::ErrorBody), (status = 422, body = sluice_wire::ErrorBody)))]
 pub async fn replay(
     State(app): State<AppState>,
     caller: crate::auth::CallerExt,
@@ -185,8 +185,8 @@ pub async fn replay(
 
 /// `POST /v1/queues/{queue}/dlq/{message_id}/replay`
 #[utoipa::path(post, operation_id = "dead_letter_replay_one", path = "/v1/queues/{queue}/dlq/{message_id}/replay", params(("queue" = String, Path), ("message_id" = String, Path)), request_body = ReplayOneIn,
-    responses((status = 200, body = ReplayOut), (status = 404, body = sluice_core::wire::ErrorBody),
-        (status = 409, description = "the queue has no dead-letter queue", body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = ReplayOut), (status = 404, body = sluice_wire::ErrorBody),
+        (status = 409, description = "the queue has no dead-letter queue", body = sluice_wire::ErrorBody)))]
 pub async fn replay_one(
     State(app): State<AppState>,
     caller: crate::auth::CallerExt,

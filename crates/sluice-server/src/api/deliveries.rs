@@ -6,7 +6,7 @@
 use axum::Json;
 use axum::extract::State;
 use sluice_core::message::DeliveryAttempt;
-use sluice_core::wire::{DeliveriesOut, DeliveryOut, time_out};
+use sluice_wire::{DeliveriesOut, DeliveryOut, format_rfc3339};
 
 use super::{ApiPath, AppState};
 use crate::error::ApiError;
@@ -14,7 +14,7 @@ use crate::error::ApiError;
 /// `GET /v1/queues/{queue}/messages/{message_id}/deliveries`
 #[utoipa::path(get, operation_id = "message_deliveries", path = "/v1/queues/{queue}/messages/{message_id}/deliveries",
     params(("queue" = String, Path), ("message_id" = String, Path)),
-    responses((status = 200, body = DeliveriesOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = DeliveriesOut), (status = 404, body = sluice_wire::ErrorBody)))]
 pub async fn list(
     State(app): State<AppState>,
     ApiPath((queue, message_id)): ApiPath<(String, String)>,
@@ -31,7 +31,7 @@ pub async fn list(
 fn delivery_out(attempt: DeliveryAttempt) -> DeliveryOut {
     DeliveryOut {
         attempt: attempt.attempt,
-        at: time_out(attempt.at_ms),
+        at: format_rfc3339(attempt.at_ms),
         method: attempt.method,
         url: attempt.url,
         request_headers: attempt.request_headers,

@@ -6,9 +6,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use sluice_core::message::ClaimedMessage;
-use sluice_core::wire::{
+use sluice_wire::{
     AckIn, AckOut, ExtendIn, ExtendOut, NackIn, NackOut, ReceiveIn, ReceiveOut, ReceivedMessage,
-    time_out,
+    format_rfc3339,
 };
 use sluice_ops::{
     ACK_RECEIPTS_MAX, AckRequest, NEXT_STEPS_MAX, NackRequest, NextStep, ReceiveRequest,
@@ -21,7 +21,7 @@ use crate::views::dead_letter_out;
 
 /// `POST /v1/queues/{queue}/receive`
 #[utoipa::path(post, operation_id = "message_receive", path = "/v1/queues/{queue}/receive", params(("queue" = String, Path)), request_body = ReceiveIn,
-    responses((status = 200, body = ReceiveOut), (status = 404, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = ReceiveOut), (status = 404, body = sluice_wire::ErrorBody), (status = 422, body = sluice_wire::ErrorBody)))]
 pub async fn receive(
     State(app): State<AppState>,
     ApiPath(queue): ApiPath<String>,
@@ -54,9 +54,9 @@ fn received(message: ClaimedMessage) -> ReceivedMessage {
         key: message.key,
         priority: message.priority,
         attempts: message.attempts,
-        enqueued_at: time_out(message.enqueued_at_ms),
-        first_received_at: time_out(message.first_received_at_ms),
-        lease_expires_at: time_out(message.lease_expires_at_ms),
+        enqueued_at: format_rfc3339(message.enqueued_at_ms),
+        first_received_at: format_rfc3339(message.first_received_at_ms),
+        lease_expires_at: format_rfc3339(message.lease_expires_at_ms),
         last_error: message.last_error,
         dead_letter: message.dead_letter.as_ref().map(dead_letter_out),
     }
@@ -64,9 +64,9 @@ fn received(message: ClaimedMessage) -> ReceivedMessage {
 
 /// `POST /v1/queues/{queue}/ack`
 #[utoipa::path(post, operation_id = "message_ack", path = "/v1/queues/{queue}/ack", params(("queue" = String, Path)), request_body = AckIn,
-    responses((status = 200, body = AckOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 404, description = "the queue does not exist", body = sluice_core::wire::ErrorBody), (status = 409, description = "Some receipt was stale; details hold per-receipt results", body = sluice_core::wire::ErrorBody),
-        (status = 413, description = "more than 1000 receipts, or a result over 64 KiB", body = sluice_core::wire::ErrorBody),
-        (status = 422, description = "no receipt, or a result with several receipts", body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = AckOut), (status = 400, body = sluice_wire::ErrorBody), (status = 404, description = "the queue does not exist", body = sluice_wire::ErrorBody), (status = 409, description = "Some receipt was stale; details hold per-receipt results", body = sluice_wire::ErrorBody),
+        (status = 413, description = "more than 1000 receipts, or a result over 64 KiB", body = sluice_wire::ErrorBody),
+        (status = 422, description = "no receipt, or a result with several receipts", body = sluice_wire::ErrorBody)))]
 pub async fn ack(
     State(app): State<AppState>,
     ApiPath(queue): ApiPath<String>,
@@ -124,7 +124,7 @@ pub async fn ack(
 
 /// `POST /v1/queues/{queue}/nack`
 #[utoipa::path(post, operation_id = "message_nack", path = "/v1/queues/{queue}/nack", params(("queue" = String, Path)), request_body = NackIn,
-    responses((status = 200, body = NackOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 404, description = "the queue does not exist", body = sluice_core::wire::ErrorBody), (status = 409, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = NackOut), (status = 400, body = sluice_wire::ErrorBody), (status = 404, description = "the queue does not exist", body = sluice_wire::ErrorBody), (status = 409, body = sluice_wire::ErrorBody), (status = 422, body = sluice_wire::ErrorBody)))]
 pub async fn nack(
     State(app): State<AppState>,
     ApiPath(queue): ApiPath<String>,
@@ -145,7 +145,7 @@ pub async fn nack(
 
 /// `POST /v1/queues/{queue}/extend`
 #[utoipa::path(post, operation_id = "message_extend", path = "/v1/queues/{queue}/extend", params(("queue" = String, Path)), request_body = ExtendIn,
-    responses((status = 200, body = ExtendOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 404, description = "the queue does not exist", body = sluice_core::wire::ErrorBody), (status = 409, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = ExtendOut), (status = 400, body = sluice_wire::ErrorBody), (status = 404, description = "the queue does not exist", body = sluice_wire::ErrorBody), (status = 409, body = sluice_wire::ErrorBody), (status = 422, body = sluice_wire::ErrorBody)))]
 pub async fn extend(
     State(app): State<AppState>,
     ApiPath(queue): ApiPath<String>,
@@ -156,7 +156,7 @@ pub async fn extend(
         .extend(queue, &input.receipt, input.visibility_timeout_ms)
         .await?;
     Ok(Json(ExtendOut {
-        lease_expires_at: time_out(lease_expires_at_ms),
+        lease_expires_at: format_rfc3339(lease_expires_at_ms),
     }))
 }
 

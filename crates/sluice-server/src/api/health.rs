@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use sluice_core::wire::HealthOut;
+use sluice_wire::HealthOut;
 
 use super::AppState;
 

@@ -75,7 +75,7 @@ fn millis(duration: std::time::Duration) -> u64 {
 
 /// `GET /v1/history`: every readable queue's and (for admins) every webhook endpoint's samples.
 #[utoipa::path(get, operation_id = "history_list", path = "/v1/history", params(HistoryParams),
-    responses((status = 200, body = HistoryOut), (status = 400, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = HistoryOut), (status = 400, body = sluice_wire::ErrorBody)))]
 pub async fn list(
     State(app): State<AppState>,
     ApiQuery(params): ApiQuery<HistoryParams>,
@@ -112,8 +112,8 @@ pub async fn list(
 /// `GET /v1/queues/{queue}/history`: one queue's samples.
 #[utoipa::path(get, operation_id = "queue_history", path = "/v1/queues/{queue}/history",
     params(("queue" = String, Path), HistoryParams),
-    responses((status = 200, body = QueueHistoryOnlyOut), (status = 400, body = sluice_core::wire::ErrorBody),
-        (status = 404, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = QueueHistoryOnlyOut), (status = 400, body = sluice_wire::ErrorBody),
+        (status = 404, body = sluice_wire::ErrorBody)))]
 pub async fn queue(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,

@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use sluice_core::queue::limits;
-use sluice_core::wire::{
+use sluice_wire::{
     CancelIn, CancelOut, EnqueueBatchOut, MessageBatchIn, MessageIn, MessageStatusOut,
 };
 use sluice_ops::{CancelRequest, MessageRequest};
@@ -19,13 +19,13 @@ use crate::views::{cancel_out, status_out};
 
 /// `POST /v1/queues/{queue}/messages`: one message, or `{"messages": [...]}`.
 #[utoipa::path(post, operation_id = "message_enqueue", path = "/v1/queues/{queue}/messages", params(("queue" = String, Path)),
-    request_body(content = sluice_core::wire::EnqueueIn, description = "One MessageIn, or a MessageBatchIn (a body with a `messages` field)"),
+    request_body(content = sluice_wire::EnqueueIn, description = "One MessageIn, or a MessageBatchIn (a body with a `messages` field)"),
     responses(
-        (status = 200, description = "Stored durably: EnqueueOut for one message, EnqueueBatchOut for a batch", body = sluice_core::wire::EnqueueAnswerOut),
-        (status = 400, body = sluice_core::wire::ErrorBody), (status = 404, body = sluice_core::wire::ErrorBody),
-        (status = 413, body = sluice_core::wire::ErrorBody),
-        (status = 422, description = "invalid_field, or schema_violation with every violation in details.violations", body = sluice_core::wire::ErrorBody),
-        (status = 503, description = "queue_full (with Retry-After) or unavailable", body = sluice_core::wire::ErrorBody)))]
+        (status = 200, description = "Stored durably: EnqueueOut for one message, EnqueueBatchOut for a batch", body = sluice_wire::EnqueueAnswerOut),
+        (status = 400, body = sluice_wire::ErrorBody), (status = 404, body = sluice_wire::ErrorBody),
+        (status = 413, body = sluice_wire::ErrorBody),
+        (status = 422, description = "invalid_field, or schema_violation with every violation in details.violations", body = sluice_wire::ErrorBody),
+        (status = 503, description = "queue_full (with Retry-After) or unavailable", body = sluice_wire::ErrorBody)))]
 pub async fn enqueue(
     State(app): State<AppState>,
     ApiPath(queue): ApiPath<String>,
@@ -59,7 +59,7 @@ pub async fn enqueue(
 /// `POST /v1/queues/{queue}/cancel`: cancel a message that is not being processed.
 #[utoipa::path(post, operation_id = "message_cancel", path = "/v1/queues/{queue}/cancel", params(("queue" = String, Path)), request_body = CancelIn,
     responses((status = 200, description = "outcome: cancelled, not_found, already_processing or already_completed", body = CancelOut),
-        (status = 404, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
+        (status = 404, body = sluice_wire::ErrorBody), (status = 422, body = sluice_wire::ErrorBody)))]
 pub async fn cancel(
     State(app): State<AppState>,
     ApiPath(queue): ApiPath<String>,
@@ -138,7 +138,7 @@ pub(crate) fn message_request(input: MessageIn, prefix: &str) -> Result<MessageR
 
 /// `GET /v1/queues/{queue}/messages/{message_id}`
 #[utoipa::path(get, operation_id = "message_get", path = "/v1/queues/{queue}/messages/{message_id}", params(("queue" = String, Path), ("message_id" = String, Path)),
-    responses((status = 200, body = MessageStatusOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = MessageStatusOut), (status = 404, body = sluice_wire::ErrorBody)))]
 pub async fn get_by_id(
     State(app): State<AppState>,
     ApiPath((queue, message_id)): ApiPath<(String, String)>,
@@ -156,7 +156,7 @@ pub struct IdempotencyQuery {
 
 /// `GET /v1/queues/{queue}/messages?id={idempotency key}`
 #[utoipa::path(get, operation_id = "message_get_by_idempotency_key", path = "/v1/queues/{queue}/messages", params(("queue" = String, Path), ("id" = String, Query, description = "Idempotency key")),
-    responses((status = 200, body = MessageStatusOut), (status = 404, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = MessageStatusOut), (status = 404, body = sluice_wire::ErrorBody), (status = 422, body = sluice_wire::ErrorBody)))]
 pub async fn get_by_idempotency_key(
     State(app): State<AppState>,
     ApiPath(queue): ApiPath<String>,

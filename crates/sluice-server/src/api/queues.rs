@@ -2,7 +2,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use sluice_core::wire::{
+use sluice_wire::{
     DeadLettersOnDelete, DrainIn, DrainOut, PurgeOut, QueueDeleteOut, QueueListOut, QueueOut,
     QueuePutOut, QueueSpec, QueueStatsOut,
 };
@@ -32,7 +32,7 @@ pub async fn list(
 /// `PUT /v1/queues/{queue}`: create, or update the fields given.
 #[utoipa::path(put, operation_id = "queue_put", path = "/v1/queues/{queue}", request_body = QueueSpec,
     params(("queue" = String, Path, description = "Queue name: [A-Za-z0-9_.-], at most 80 characters")),
-    responses((status = 200, body = QueuePutOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 409, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = QueuePutOut), (status = 400, body = sluice_wire::ErrorBody), (status = 409, body = sluice_wire::ErrorBody), (status = 422, body = sluice_wire::ErrorBody)))]
 pub async fn put(
     State(app): State<AppState>,
     caller: crate::auth::CallerExt,
@@ -61,7 +61,7 @@ pub async fn put(
 
 /// `GET /v1/queues/{queue}`
 #[utoipa::path(get, operation_id = "queue_get", path = "/v1/queues/{queue}", params(("queue" = String, Path)),
-    responses((status = 200, body = QueueOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = QueueOut), (status = 404, body = sluice_wire::ErrorBody)))]
 pub async fn get_one(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,
@@ -88,7 +88,7 @@ pub struct DeleteQuery {
 /// `DELETE /v1/queues/{queue}`: the queue and its messages, and its dead-letter queue unless
 /// `?dead_letters=keep` (one rule, `Ops::queue_delete`).
 #[utoipa::path(delete, operation_id = "queue_delete", path = "/v1/queues/{queue}", params(("queue" = String, Path), DeleteQuery),
-    responses((status = 200, body = QueueDeleteOut), (status = 400, body = sluice_core::wire::ErrorBody), (status = 404, body = sluice_core::wire::ErrorBody), (status = 409, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = QueueDeleteOut), (status = 400, body = sluice_wire::ErrorBody), (status = 404, body = sluice_wire::ErrorBody), (status = 409, body = sluice_wire::ErrorBody)))]
 pub async fn delete(
     State(app): State<AppState>,
     caller: crate::auth::CallerExt,
@@ -111,7 +111,7 @@ pub async fn delete(
 
 /// `GET /v1/queues/{queue}/stats`
 #[utoipa::path(get, operation_id = "queue_stats", path = "/v1/queues/{queue}/stats", params(("queue" = String, Path)),
-    responses((status = 200, body = QueueStatsOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = QueueStatsOut), (status = 404, body = sluice_wire::ErrorBody)))]
 pub async fn stats(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,
@@ -122,7 +122,7 @@ pub async fn stats(
 
 /// `POST /v1/queues/{queue}/pause`: deliveries stop; enqueues are still stored.
 #[utoipa::path(post, operation_id = "queue_pause", path = "/v1/queues/{queue}/pause", params(("queue" = String, Path)),
-    responses((status = 200, body = QueueOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = QueueOut), (status = 404, body = sluice_wire::ErrorBody)))]
 pub async fn pause(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,
@@ -132,7 +132,7 @@ pub async fn pause(
 
 /// `POST /v1/queues/{queue}/resume`
 #[utoipa::path(post, operation_id = "queue_resume", path = "/v1/queues/{queue}/resume", params(("queue" = String, Path)),
-    responses((status = 200, body = QueueOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = QueueOut), (status = 404, body = sluice_wire::ErrorBody)))]
 pub async fn resume(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,
@@ -148,8 +148,8 @@ async fn set_paused(app: &AppState, name: &str, paused: bool) -> Result<Json<Que
 /// `POST /v1/queues/{queue}/push/pause`: the server stops delivering this queue to its push
 /// destination (requests under way finish); messages wait in the queue. Kept across restarts.
 #[utoipa::path(post, path = "/v1/queues/{queue}/push/pause", params(("queue" = String, Path)),
-    responses((status = 200, body = QueueOut), (status = 404, body = sluice_core::wire::ErrorBody),
-        (status = 409, description = "no_push_destination", body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = QueueOut), (status = 404, body = sluice_wire::ErrorBody),
+        (status = 409, description = "no_push_destination", body = sluice_wire::ErrorBody)))]
 pub async fn push_pause(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,
@@ -159,8 +159,8 @@ pub async fn push_pause(
 
 /// `POST /v1/queues/{queue}/push/resume`
 #[utoipa::path(post, path = "/v1/queues/{queue}/push/resume", params(("queue" = String, Path)),
-    responses((status = 200, body = QueueOut), (status = 404, body = sluice_core::wire::ErrorBody),
-        (status = 409, description = "no_push_destination", body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = QueueOut), (status = 404, body = sluice_wire::ErrorBody),
+        (status = 409, description = "no_push_destination", body = sluice_wire::ErrorBody)))]
 pub async fn push_resume(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,
@@ -187,7 +187,7 @@ async fn set_push_paused(
 
 /// `POST /v1/queues/{queue}/purge`: removes every message that is not in flight.
 #[utoipa::path(post, operation_id = "queue_purge", path = "/v1/queues/{queue}/purge", params(("queue" = String, Path)),
-    responses((status = 200, body = PurgeOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = PurgeOut), (status = 404, body = sluice_wire::ErrorBody)))]
 pub async fn purge(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,
@@ -198,7 +198,7 @@ pub async fn purge(
 
 /// `POST /v1/queues/{queue}/drain`: waits until the queue is empty, or the timeout.
 #[utoipa::path(post, operation_id = "queue_drain", path = "/v1/queues/{queue}/drain", params(("queue" = String, Path)), request_body = DrainIn,
-    responses((status = 200, body = DrainOut), (status = 404, body = sluice_core::wire::ErrorBody), (status = 422, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = DrainOut), (status = 404, body = sluice_wire::ErrorBody), (status = 422, body = sluice_wire::ErrorBody)))]
 pub async fn drain(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,

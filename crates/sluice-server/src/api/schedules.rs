@@ -3,7 +3,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use sluice_core::wire::{
+use sluice_wire::{
     ScheduleDeleteOut, ScheduleListOut, ScheduleOut, SchedulePutOut, ScheduleSpec,
 };
 
@@ -29,10 +29,10 @@ pub async fn list(
 
 /// `PUT /v1/schedules/{name}`: define or replace a schedule.
 #[utoipa::path(put, operation_id = "schedule_put", path = "/v1/schedules/{name}", params(("name" = String, Path)), request_body = ScheduleSpec,
-    responses((status = 200, body = SchedulePutOut), (status = 400, body = sluice_core::wire::ErrorBody),
-        (status = 404, description = "the queue does not exist", body = sluice_core::wire::ErrorBody),
-        (status = 413, description = "the message is larger than the queue takes", body = sluice_core::wire::ErrorBody),
-        (status = 422, description = "a field is wrong (the message says which), or the message fails the queue's schema", body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = SchedulePutOut), (status = 400, body = sluice_wire::ErrorBody),
+        (status = 404, description = "the queue does not exist", body = sluice_wire::ErrorBody),
+        (status = 413, description = "the message is larger than the queue takes", body = sluice_wire::ErrorBody),
+        (status = 422, description = "a field is wrong (the message says which), or the message fails the queue's schema", body = sluice_wire::ErrorBody)))]
 pub async fn put(
     State(app): State<AppState>,
     caller: crate::auth::CallerExt,
@@ -49,7 +49,7 @@ pub async fn put(
 
 /// `GET /v1/schedules/{name}`: the definition, the next run and the last.
 #[utoipa::path(get, operation_id = "schedule_get", path = "/v1/schedules/{name}", params(("name" = String, Path)),
-    responses((status = 200, body = ScheduleOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = ScheduleOut), (status = 404, body = sluice_wire::ErrorBody)))]
 pub async fn get_one(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,
@@ -60,7 +60,7 @@ pub async fn get_one(
 /// `POST /v1/schedules/{name}/pause`: no runs until resumed; runs passed meanwhile are not
 /// missed runs.
 #[utoipa::path(post, operation_id = "schedule_pause", path = "/v1/schedules/{name}/pause", params(("name" = String, Path)),
-    responses((status = 200, body = ScheduleOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = ScheduleOut), (status = 404, body = sluice_wire::ErrorBody)))]
 pub async fn pause(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,
@@ -72,7 +72,7 @@ pub async fn pause(
 
 /// `POST /v1/schedules/{name}/resume`
 #[utoipa::path(post, operation_id = "schedule_resume", path = "/v1/schedules/{name}/resume", params(("name" = String, Path)),
-    responses((status = 200, body = ScheduleOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = ScheduleOut), (status = 404, body = sluice_wire::ErrorBody)))]
 pub async fn resume(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,
@@ -84,7 +84,7 @@ pub async fn resume(
 
 /// `DELETE /v1/schedules/{name}`
 #[utoipa::path(delete, operation_id = "schedule_delete", path = "/v1/schedules/{name}", params(("name" = String, Path)),
-    responses((status = 200, body = ScheduleDeleteOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = ScheduleDeleteOut), (status = 404, body = sluice_wire::ErrorBody)))]
 pub async fn delete(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,

@@ -49,7 +49,7 @@ pub async fn advance(
     }
     app.ops.wake_all();
     Ok(Json(AdvanceOut {
-        now: sluice_core::wire::time_out(now_ms),
+        now: sluice_wire::format_rfc3339(now_ms),
     }))
 }
 

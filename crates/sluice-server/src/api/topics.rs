@@ -3,7 +3,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use sluice_core::wire::{
+use sluice_wire::{
     MessageIn, TopicDeleteOut, TopicListOut, TopicOut, TopicPublishOut, TopicPutOut, TopicSpec,
 };
 
@@ -30,9 +30,9 @@ pub async fn list(
 
 /// `PUT /v1/topics/{name}`: define or replace a topic.
 #[utoipa::path(put, operation_id = "topic_put", path = "/v1/topics/{name}", params(("name" = String, Path)), request_body = TopicSpec,
-    responses((status = 200, body = TopicPutOut), (status = 400, body = sluice_core::wire::ErrorBody),
-        (status = 404, description = "a subscribed queue does not exist", body = sluice_core::wire::ErrorBody),
-        (status = 422, description = "a field or filter is wrong; the message says which", body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = TopicPutOut), (status = 400, body = sluice_wire::ErrorBody),
+        (status = 404, description = "a subscribed queue does not exist", body = sluice_wire::ErrorBody),
+        (status = 422, description = "a field or filter is wrong; the message says which", body = sluice_wire::ErrorBody)))]
 pub async fn put(
     State(app): State<AppState>,
     caller: crate::auth::CallerExt,
@@ -53,7 +53,7 @@ pub async fn put(
 
 /// `GET /v1/topics/{name}`: the definition and its counts.
 #[utoipa::path(get, operation_id = "topic_get", path = "/v1/topics/{name}", params(("name" = String, Path)),
-    responses((status = 200, body = TopicOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = TopicOut), (status = 404, body = sluice_wire::ErrorBody)))]
 pub async fn get_one(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,
@@ -63,7 +63,7 @@ pub async fn get_one(
 
 /// `DELETE /v1/topics/{name}`: the topic goes; its queues and their messages stay.
 #[utoipa::path(delete, operation_id = "topic_delete", path = "/v1/topics/{name}", params(("name" = String, Path)),
-    responses((status = 200, body = TopicDeleteOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = TopicDeleteOut), (status = 404, body = sluice_wire::ErrorBody)))]
 pub async fn delete(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,
@@ -80,11 +80,11 @@ pub async fn delete(
 /// filter takes it, all stored in one commit before the answer (or none, on any refusal).
 #[utoipa::path(post, operation_id = "topic_publish", path = "/v1/topics/{name}/messages", params(("name" = String, Path)), request_body = MessageIn,
     responses((status = 200, body = TopicPublishOut),
-        (status = 403, description = "with access control on: the token may not produce to a subscribed queue", body = sluice_core::wire::ErrorBody),
-        (status = 404, description = "no such topic, or a subscribed queue is gone", body = sluice_core::wire::ErrorBody),
-        (status = 413, body = sluice_core::wire::ErrorBody),
-        (status = 422, description = "a field is wrong, a copy fails its queue's schema, or a filter failed", body = sluice_core::wire::ErrorBody),
-        (status = 503, description = "a subscribed queue is full (nothing was stored)", body = sluice_core::wire::ErrorBody)))]
+        (status = 403, description = "with access control on: the token may not produce to a subscribed queue", body = sluice_wire::ErrorBody),
+        (status = 404, description = "no such topic, or a subscribed queue is gone", body = sluice_wire::ErrorBody),
+        (status = 413, body = sluice_wire::ErrorBody),
+        (status = 422, description = "a field is wrong, a copy fails its queue's schema, or a filter failed", body = sluice_wire::ErrorBody),
+        (status = 503, description = "a subscribed queue is full (nothing was stored)", body = sluice_wire::ErrorBody)))]
 pub async fn publish(
     State(app): State<AppState>,
     caller: Option<axum::Extension<std::sync::Arc<crate::auth::Caller>>>,

@@ -4,7 +4,7 @@
 use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
-use sluice_core::wire::{WebhookListOut, WebhookOut, WebhookSpec};
+use sluice_wire::{WebhookListOut, WebhookOut, WebhookSpec};
 use sluice_ops::{Definable, DefinitionPut};
 
 use super::{ApiJson, ApiPath, AppState};
@@ -73,9 +73,9 @@ pub async fn list(
 
 /// `PUT /v1/webhooks/{name}`: define or replace an endpoint.
 #[utoipa::path(put, operation_id = "webhook_put", path = "/v1/webhooks/{name}", params(("name" = String, Path)), request_body = WebhookSpec,
-    responses((status = 200, body = WebhookPutOut), (status = 400, body = sluice_core::wire::ErrorBody),
-        (status = 404, description = "the queue or the topic does not exist", body = sluice_core::wire::ErrorBody),
-        (status = 422, description = "a field, expression or secret is wrong; the message says which", body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = WebhookPutOut), (status = 400, body = sluice_wire::ErrorBody),
+        (status = 404, description = "the queue or the topic does not exist", body = sluice_wire::ErrorBody),
+        (status = 422, description = "a field, expression or secret is wrong; the message says which", body = sluice_wire::ErrorBody)))]
 pub async fn put(
     State(app): State<AppState>,
     caller: crate::auth::CallerExt,
@@ -103,7 +103,7 @@ pub async fn put(
 
 /// `GET /v1/webhooks/{name}`: the definition and its counters.
 #[utoipa::path(get, operation_id = "webhook_get", path = "/v1/webhooks/{name}", params(("name" = String, Path)),
-    responses((status = 200, body = WebhookOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = WebhookOut), (status = 404, body = sluice_wire::ErrorBody)))]
 pub async fn get_one(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,
@@ -114,7 +114,7 @@ pub async fn get_one(
 
 /// `DELETE /v1/webhooks/{name}`
 #[utoipa::path(delete, operation_id = "webhook_delete", path = "/v1/webhooks/{name}", params(("name" = String, Path)),
-    responses((status = 200, body = WebhookDeleteOut), (status = 404, body = sluice_core::wire::ErrorBody)))]
+    responses((status = 200, body = WebhookDeleteOut), (status = 404, body = sluice_wire::ErrorBody)))]
 pub async fn delete(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,

@@ -14,7 +14,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest, Sha256};
 use sluice_core::Millis;
-use sluice_core::sessions::{
+use sluice_core::store::sessions::{
     MemorySessions, NewSession, SessionLimits, SessionStartError, SessionStore,
 };
 use sluice_core::store::StoreError;

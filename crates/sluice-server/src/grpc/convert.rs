@@ -5,7 +5,7 @@
 
 use sluice_core::message::{BodyKind, ClaimedMessage, Payload};
 use sluice_core::store::{DeadLetter, QueueInfo};
-use sluice_core::wire::{AckOut, EnqueueOut};
+use sluice_wire::{AckOut, EnqueueOut};
 use sluice_grpc::v1;
 use sluice_ops::Nacked;
 use sluice_ops::{MessageRequest, NextStep, OpsError};

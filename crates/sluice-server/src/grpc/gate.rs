@@ -24,7 +24,7 @@ use std::task::{Context, Poll, ready};
 
 use axum::body::{Bytes, HttpBody};
 use hyper::body::{Frame, Incoming, SizeHint};
-use sluice_core::wire::ErrorCode;
+use sluice_wire::ErrorCode;
 use sluice_ops::OpsError;
 use tokio::time::{Instant, Sleep};
 use tonic::Status;

@@ -143,7 +143,7 @@ impl Queues {
             .map(|caller| Some(Arc::new(caller)))
             .ok_or_else(|| {
                 status(OpsError::new(
-                    sluice_core::wire::ErrorCode::Unauthorized,
+                    sluice_wire::ErrorCode::Unauthorized,
                     crate::auth::token_refused(sent.is_some(), crate::auth::GRPC_TOKEN),
                 ))
             })
@@ -162,7 +162,7 @@ async fn permit(
         Ok(false) => {
             let what = queue.map_or_else(|| "this call".to_owned(), |q| format!("queue {q:?}"));
             Err(status(OpsError::new(
-                sluice_core::wire::ErrorCode::Forbidden,
+                sluice_wire::ErrorCode::Forbidden,
                 format!(
                     "token {:?} may not do this on {what}",
                     sluice_ops::Caller::name(caller)
@@ -196,8 +196,8 @@ pub(crate) fn status(error: OpsError) -> Status {
 }
 
 /// The gRPC code for a sluice code, by the HTTP status the code has.
-fn grpc_code(code: sluice_core::wire::ErrorCode) -> Code {
-    use sluice_core::wire::ErrorCode as E;
+fn grpc_code(code: sluice_wire::ErrorCode) -> Code {
+    use sluice_wire::ErrorCode as E;
     match code {
         E::StaleReceipt | E::Conflict | E::NoPushDestination => Code::FailedPrecondition,
         E::QueueFull | E::Overloaded | E::DiskFull | E::TooLarge => Code::ResourceExhausted,

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use futures::future::join_all;
 use sluice_core::queue::limits;
-use sluice_core::wire::ErrorCode;
+use sluice_wire::ErrorCode;
 use sluice_grpc::v1;
 use sluice_ops::OpsError;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};

@@ -204,11 +204,11 @@ impl QueuesApi for Queues {
             .await?;
         let input = request.into_inner();
         let spec = if input.settings_json.trim().is_empty() {
-            sluice_core::wire::QueueSpec::default()
+            sluice_wire::QueueSpec::default()
         } else {
             serde_json::from_str(&input.settings_json).map_err(|error| {
                 status(OpsError::new(
-                    sluice_core::wire::ErrorCode::MalformedJson,
+                    sluice_wire::ErrorCode::MalformedJson,
                     format!("settings_json: {error}"),
                 ))
             })?

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 
 use serde_json::Value;
 use sluice_core::message::{BodyKind, ClaimedMessage};
-use sluice_core::wire::{PushSpec, time_out};
+use sluice_wire::{PushSpec, format_rfc3339};
 use sluice_ops::{PushAnswer, PushSettled};
 
 use super::{Destination, Dispatcher};
@@ -302,7 +302,7 @@ impl Dispatcher {
             "headers": payload.headers,
             "message_id": message.message_id.to_string(),
             "attempts": message.attempts,
-            "enqueued_at": time_out(message.enqueued_at_ms),
+            "enqueued_at": format_rfc3339(message.enqueued_at_ms),
             "key": message.key,
             "id": message.idempotency_key,
         });

@@ -1,6 +1,6 @@
 //! The operations layer's refusals in SQS's terms.
 
-use sluice_core::wire::ErrorCode;
+use sluice_wire::ErrorCode;
 use sluice_ops::OpsError;
 use sluice_sqs::{ErrorKind, SqsError};
 

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashSet};
 use sha2::{Digest, Sha256};
 use sluice_core::message::{BodyKind, ClaimedMessage, Headers, MessageState};
 use sluice_core::queue::QueueConfig;
-use sluice_core::wire::{AckOut, ErrorCode};
+use sluice_wire::{AckOut, ErrorCode};
 use sluice_ops::{AckRequest, MessageRequest, OpsError, ReceiveRequest};
 use sluice_sqs::md5;
 use sluice_sqs::request::{

@@ -36,7 +36,7 @@ use sluice_sqs::{Answer, ErrorKind, Protocol, SqsError, Wire};
 use crate::auth::{Caller, Need};
 use crate::body_budget::Refusal;
 use crate::state::AppState;
-use sluice_core::wire::ErrorCode;
+use sluice_wire::ErrorCode;
 use sluice_ops::OpsError;
 
 pub use config::{RawSqs, SqsConfig};

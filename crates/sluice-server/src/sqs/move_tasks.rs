@@ -13,7 +13,7 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use parking_lot::Mutex;
-use sluice_core::wire::ErrorCode;
+use sluice_wire::ErrorCode;
 use sluice_ops::{DeadLetterMatch, Ops, ReplayRequest};
 use sluice_sqs::request::{CancelMessageMoveTask, ListMessageMoveTasks, StartMessageMoveTask};
 use sluice_sqs::response::{

@@ -7,7 +7,8 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::QueueInfo;
-use sluice_core::wire::{ErrorCode, validate_tags};
+use sluice_core::queue::validate_tags;
+use sluice_wire::ErrorCode;
 use sluice_sqs::request::{
     AddPermission, CreateQueue, GetQueueAttributes, GetQueueUrl, ListDeadLetterSourceQueues,
     ListQueues, QueueOnly, RemovePermission, SetQueueAttributes, TagQueue, UntagQueue,

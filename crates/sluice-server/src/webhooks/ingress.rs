@@ -18,7 +18,7 @@ use serde_json::Value;
 use sluice_core::Millis;
 use sluice_core::message::BodyKind;
 use sluice_core::queue::limits;
-use sluice_core::wire::{WebhookReceiptOut, time_out};
+use sluice_wire::{WebhookReceiptOut, format_rfc3339};
 use sluice_ops::{DeadLettered, Enqueue, EventOutcome, EventRequest, MessageRequest, OpsError};
 use sluice_webhooks::verify::{Request, slack_challenge};
 
@@ -86,10 +86,10 @@ struct Shaped {
         (status = 202, description = "Stored (or dead-lettered, see `dead_lettered`)", body = WebhookReceiptOut),
         (status = 200, description = "A duplicate delivery, or ignored by the filter (JSON); for Slack's `url_verification` handshake, its `challenge` (text)",
             content((WebhookReceiptOut = "application/json"), (String = "text/plain"))),
-        (status = 401, description = "Signature missing, wrong or stale", body = sluice_core::wire::ErrorBody),
-        (status = 404, body = sluice_core::wire::ErrorBody), (status = 413, body = sluice_core::wire::ErrorBody),
-        (status = 422, description = "The event cannot become a message and the queue has no dead-letter queue to keep it in", body = sluice_core::wire::ErrorBody),
-        (status = 503, description = "queue_full, with Retry-After", body = sluice_core::wire::ErrorBody)))]
+        (status = 401, description = "Signature missing, wrong or stale", body = sluice_wire::ErrorBody),
+        (status = 404, body = sluice_wire::ErrorBody), (status = 413, body = sluice_wire::ErrorBody),
+        (status = 422, description = "The event cannot become a message and the queue has no dead-letter queue to keep it in", body = sluice_wire::ErrorBody),
+        (status = 503, description = "queue_full, with Retry-After", body = sluice_wire::ErrorBody)))]
 pub async fn receive(
     State(app): State<AppState>,
     Path(name): Path<String>,
@@ -503,7 +503,7 @@ impl Event {
                 "headers": header_values,
                 "query": query,
                 "source_ip": peer.ip().to_string(),
-                "received_at": time_out(now_ms),
+                "received_at": format_rfc3339(now_ms),
             })
         });
         Self {

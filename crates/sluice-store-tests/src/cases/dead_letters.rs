@@ -1,6 +1,6 @@
 //! Dead letters: how messages get there, what they keep, and what operators do with them.
 
-use sluice_core::dispatch::LEASE_EXPIRED_ERROR;
+use sluice_core::rules::failure::LEASE_EXPIRED_ERROR;
 use sluice_core::message::MessageState;
 use sluice_core::store::{DeadLetterFilter, LeaseError, NackOutcome};
 use sluice_core::store::{DeadLetterQuery, DeadLetterSelection, ReplayParams, StoreError};

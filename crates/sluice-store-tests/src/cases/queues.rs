@@ -8,7 +8,7 @@ use sluice_core::store::{
     AckParams, ClaimParams, EnqueueParams, MessageGetParams, MessageRef, QueuePut, QueuePutParams,
     StoreError,
 };
-use sluice_core::wire::{PushSpec, SecretRef};
+use sluice_wire::{PushSpec, SecretRef};
 use uuid::Uuid;
 
 use crate::Harness;

@@ -263,10 +263,10 @@ pub async fn define(server: &TestServer, name: &str, spec: Value) -> Value {
 }
 
 /// `GET /v1/webhooks/{name}` → its `stats`, checked against the wire type.
-pub async fn hook_stats(server: &TestServer, name: &str) -> sluice_core::wire::WebhookStatsOut {
+pub async fn hook_stats(server: &TestServer, name: &str) -> sluice_wire::WebhookStatsOut {
     let reply = server.get(&format!("/v1/webhooks/{name}")).await;
     reply.ok();
-    let out: sluice_core::wire::WebhookOut = reply.parse();
+    let out: sluice_wire::WebhookOut = reply.parse();
     out.stats
 }
 

@@ -259,7 +259,7 @@ impl TestServer {
             .post(&format!("/v1/queues/{queue}/receive"), params)
             .await;
         let answer = reply.ok();
-        let _: sluice_core::wire::ReceiveOut = reply.parse();
+        let _: sluice_wire::ReceiveOut = reply.parse();
         match answer {
             Value::Object(mut answer) => match answer.remove("messages") {
                 Some(Value::Array(messages)) => messages,
@@ -323,7 +323,7 @@ impl TestServer {
     pub async fn stats(&self, queue: &str) -> Value {
         let reply = self.get(&format!("/v1/queues/{queue}/stats")).await;
         let stats = reply.ok();
-        let _: sluice_core::wire::QueueStatsOut = reply.parse();
+        let _: sluice_wire::QueueStatsOut = reply.parse();
         stats
     }
 
@@ -542,7 +542,7 @@ impl Reply {
         })
     }
 
-    /// The body as a typed wire value, checking the shape against `sluice_core::wire`.
+    /// The body as a typed wire value, checking the shape against `sluice_wire`.
     pub fn parse<T: DeserializeOwned>(&self) -> T {
         serde_json::from_str(&self.text).unwrap_or_else(|e| {
             panic!(
@@ -644,13 +644,13 @@ impl Reply {
 pub fn parse_time(value: &Value) -> Millis {
     value
         .as_str()
-        .and_then(sluice_core::clock::parse_rfc3339)
+        .and_then(sluice_wire::parse_rfc3339)
         .unwrap_or_else(|| panic!("not an RFC 3339 time: {value}"))
 }
 
 /// Formats epoch ms as RFC 3339.
 pub fn format_time(ms: Millis) -> String {
-    sluice_core::clock::format_rfc3339(ms)
+    sluice_wire::format_rfc3339(ms)
 }
 
 /// The `message_id` of an enqueue answer or a message, as text.

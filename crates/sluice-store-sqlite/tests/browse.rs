@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use sluice_core::dispatch::{Entry, Index};
+use sluice_store_sqlite::dispatch::{Entry, Index};
 use sluice_core::queue::{Ordering, QueueConfig};
 use sluice_core::store::BrowseState;
 use sluice_core::store::Seq;

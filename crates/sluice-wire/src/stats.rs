@@ -24,7 +24,7 @@ pub struct QueueStatsOut {
     /// threshold), in that order; empty when it is not. The dashboard's overview lists stuck
     /// queues first.
     #[serde(default)]
-    pub stuck: Vec<crate::stuck::StuckReason>,
+    pub stuck: Vec<StuckReason>,
     /// Since the server started.
     pub counters: CountersOut,
     /// Over the last 60 seconds.
@@ -96,4 +96,30 @@ pub struct CountersOut {
     /// on every path (HTTP, gRPC, SQS, webhooks).
     #[serde(default)]
     pub deduplicated: u64,
+}
+
+/// Why a queue is stuck, in the order the server lists them (`sluice_core::stuck`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StuckReason {
+    /// Its dead-letter queue holds messages.
+    DeadLetters,
+    /// Its consumers' deliveries or its push deliveries are paused.
+    Paused,
+    /// Ready + delayed + in flight reached the depth threshold or the queue's `max_depth`.
+    Depth,
+    /// Its oldest ready message is older than the age threshold.
+    Age,
+}
+
+impl StuckReason {
+    /// Its name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::DeadLetters => "dead_letters",
+            Self::Paused => "paused",
+            Self::Depth => "depth",
+            Self::Age => "age",
+        }
+    }
 }

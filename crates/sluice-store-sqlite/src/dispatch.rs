@@ -10,7 +10,7 @@
 //! others wait behind it, so at most one message of a key is in flight and a retry blocks the key.
 //!
 //! The decisions every store makes the same way (retry or dead-letter, backoff, the token
-//! bucket, lanes, retention) are pure functions in [`crate::rules`]; the index keeps the sets
+//! bucket, lanes, retention) are pure functions in [`sluice_core::rules`]; the index keeps the sets
 //! that find messages fast and calls those rules. This module holds the [`Index`], its queues
 //! and the placing of messages into their sets; the rest is split along its seams:
 //! - `types`: the values the index hands out and takes ([`Entry`], [`Change`], results);
@@ -27,13 +27,13 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap as HashMap;
 use uuid::Uuid;
 
-use crate::clock::Millis;
-use crate::histogram::{ACK_LATENCY_BOUNDS_MS, Histogram};
-use crate::message::Payload;
-use crate::meter::Meter;
-use crate::queue::QueueConfig;
-use crate::rules::lanes::{self, Lane};
-use crate::rules::token_bucket::TokenBucket;
+use sluice_core::clock::Millis;
+use sluice_core::histogram::{ACK_LATENCY_BOUNDS_MS, Histogram};
+use sluice_core::message::Payload;
+use sluice_core::meter::Meter;
+use sluice_core::queue::QueueConfig;
+use sluice_core::rules::lanes::{self, Lane};
+use sluice_core::rules::token_bucket::TokenBucket;
 
 mod invariants;
 mod leases;
@@ -47,15 +47,15 @@ mod types;
 #[cfg(test)]
 mod tests;
 
-pub use crate::rules::failure::LEASE_EXPIRED_ERROR;
-pub use crate::rules::retention::MAX_AGE_ERROR;
+pub use sluice_core::rules::failure::LEASE_EXPIRED_ERROR;
+pub use sluice_core::rules::retention::MAX_AGE_ERROR;
 use paging::Cold;
 pub use paging::{ColdRange, PageIn};
 use ready::ReadySet;
 use types::Place;
 pub use types::{CancelRefused, Change, Claimed, DeadLetterPage, Entry};
-// The store's own types (`crate::store`), which the index hands out and takes.
-use crate::store::{Counters, DeadLetterFilter, LeaseError, NackOutcome, QueueDepth, Seq};
+// The store's own types (`sluice_core::store`), which the index hands out and takes.
+use sluice_core::store::{Counters, DeadLetterFilter, LeaseError, NackOutcome, QueueDepth, Seq};
 
 /// One queue in the index: its configuration, the sets dispatch takes from, its lanes, and its
 /// flow-control state and counters.
@@ -110,7 +110,7 @@ impl QueueState {
 
 /// True when `id` is the one `stored::ids` made for `seq`, so the seq is found from the id.
 fn carries_seq(id: &Uuid, seq: Seq) -> bool {
-    crate::stored::ids::decode(id) == Some(seq)
+    sluice_core::stored::ids::decode(id) == Some(seq)
 }
 
 /// Most entries a map may hold for [`Index::compact`] to shrink it.

@@ -29,8 +29,8 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use crate::clock::Millis;
-use crate::queue::Ordering;
+use sluice_core::clock::Millis;
+use sluice_core::queue::Ordering;
 
 use super::{Entry, Index, QueueState, Seq};
 

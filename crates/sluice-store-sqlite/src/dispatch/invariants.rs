@@ -218,8 +218,8 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
-    use crate::message::Payload;
-    use crate::queue::{Ordering, QueueConfig};
+    use sluice_core::message::Payload;
+    use sluice_core::queue::{Ordering, QueueConfig};
 
     const T0: i64 = 1_000_000;
 

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use sluice_core::dispatch::{CancelRefused, Change, Entry, Index};
+use sluice_store_sqlite::dispatch::{CancelRefused, Change, Entry, Index};
 use sluice_core::message::Receipt;
 use sluice_core::queue::{Backoff, Ordering, QueueConfig};
 use sluice_core::store::NackOutcome;

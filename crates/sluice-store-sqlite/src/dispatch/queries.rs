@@ -5,9 +5,10 @@ use std::cmp::Reverse;
 
 use uuid::Uuid;
 
-use crate::clock::Millis;
-use crate::message::{MessageState, MessageStatus};
+use sluice_core::clock::Millis;
+use sluice_core::message::{MessageState, MessageStatus};
 
+use super::types::dead_letter_matches;
 use super::{DeadLetterFilter, DeadLetterPage, Entry, Index, Place, QueueDepth, QueueState, Seq};
 
 impl Index {
@@ -20,7 +21,7 @@ impl Index {
 
     /// The seq of a message id.
     pub fn seq_of(&self, id: &Uuid) -> Option<Seq> {
-        match crate::stored::ids::decode(id) {
+        match sluice_core::stored::ids::decode(id) {
             Some(seq) if self.entries.get(&seq).is_some_and(|entry| entry.id == *id) => Some(seq),
             _ => self.foreign_ids.get(id).copied(),
         }
@@ -130,7 +131,7 @@ impl Index {
             .members
             .iter()
             .filter_map(|(_, seq)| self.entries.get(seq))
-            .filter(|entry| filter.matches(entry))
+            .filter(|entry| dead_letter_matches(filter, entry))
             .take(limit)
             .cloned()
             .collect()
@@ -168,7 +169,7 @@ impl Index {
                 return page;
             }
             if let Some(entry) = self.entries.get(&seq)
-                && filter.matches(entry)
+                && dead_letter_matches(filter, entry)
             {
                 page.entries.push(entry.clone());
             }
@@ -177,14 +178,14 @@ impl Index {
     }
 
     /// How many messages of `queue` are in each browsable set.
-    pub fn browse_counts(&self, queue: &str) -> Option<crate::store::BrowseCounts> {
+    pub fn browse_counts(&self, queue: &str) -> Option<sluice_core::store::BrowseCounts> {
         let state = self.queues.get(queue)?;
         let (ready, delayed, in_flight) = (
             state.ready.len() as u64,
             state.delayed.len() as u64,
             state.leased.len() as u64,
         );
-        Some(crate::store::BrowseCounts {
+        Some(sluice_core::store::BrowseCounts {
             // Messages paged out are ready too; a browse lists the head in memory.
             ready: ready + state.cold_total(),
             waiting: state.total.saturating_sub(ready + delayed + in_flight),
@@ -202,12 +203,12 @@ impl Index {
     pub fn browse(
         &self,
         queue: &str,
-        set: crate::store::BrowseState,
-        after: Option<crate::store::BrowseCursor>,
+        set: sluice_core::store::BrowseState,
+        after: Option<sluice_core::store::BrowseCursor>,
         limit: usize,
         scan_max: usize,
-    ) -> Option<(Vec<&Entry>, Option<crate::store::BrowseCursor>)> {
-        use crate::store::BrowseState;
+    ) -> Option<(Vec<&Entry>, Option<sluice_core::store::BrowseCursor>)> {
+        use sluice_core::store::BrowseState;
         use std::ops::Bound::{Excluded, Unbounded};
         let state = self.queues.get(queue)?;
         let positions: Box<dyn Iterator<Item = (i64, Seq)> + '_> = match set {

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 
 use crate::clock::Millis;
-use crate::store::StoreError;
+use super::StoreError;
 
 /// A SHA-256 digest.
 pub type Digest = [u8; 32];

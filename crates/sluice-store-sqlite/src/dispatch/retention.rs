@@ -1,10 +1,10 @@
-//! Retention in the index: finds the messages [`crate::rules::retention`] says have expired,
+//! Retention in the index: finds the messages [`sluice_core::rules::retention`] says have expired,
 //! oldest first and within a budget, and drops or dead-letters them.
 
 use std::sync::Arc;
 
-use crate::clock::Millis;
-use crate::rules::retention::{self, Expiry};
+use sluice_core::clock::Millis;
+use sluice_core::rules::retention::{self, Expiry};
 
 use super::{Change, Entry, Index, MAX_AGE_ERROR, Seq};
 

@@ -2,8 +2,8 @@
 //! limit's [`TokenBucket`]), admission against `max_depth`, and when a queue next has something
 //! to deliver.
 
-use crate::clock::Millis;
-use crate::rules::token_bucket::TokenBucket;
+use sluice_core::clock::Millis;
+use sluice_core::rules::token_bucket::TokenBucket;
 
 use super::{Index, QueueState};
 

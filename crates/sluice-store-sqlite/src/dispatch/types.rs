@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use crate::clock::Millis;
-use crate::message::{ClaimedMessage, DeadLetterInfo, Payload};
-use crate::rules::retention;
-use crate::store::{DeadLetterFilter, Seq};
+use sluice_core::clock::Millis;
+use sluice_core::message::{ClaimedMessage, DeadLetterInfo, Payload};
+use sluice_core::rules::retention;
+use sluice_core::store::{DeadLetterFilter, Seq};
 
 /// One message as the index knows it (no body unless cached).
 #[derive(Debug, Clone)]
@@ -162,30 +162,29 @@ pub struct DeadLetterPage {
     pub next: Option<(Millis, Seq)>,
 }
 
-impl DeadLetterFilter {
-    pub(super) fn matches(&self, entry: &Entry) -> bool {
-        let Some(dead) = &entry.dead_letter else {
-            return false;
-        };
-        if dead.source_queue != self.source_queue {
-            return false;
-        }
-        if self
-            .since_ms
-            .is_some_and(|since| dead.last_seen_at_ms < since)
-            || self
-                .until_ms
-                .is_some_and(|until| dead.last_seen_at_ms >= until)
-        {
-            return false;
-        }
-        match &self.error_contains {
-            None => true,
-            Some(needle) => dead
-                .last_error
-                .as_deref()
-                .is_some_and(|error| error.to_lowercase().contains(&needle.to_lowercase())),
-        }
+/// Whether `entry` is a dead letter `filter` selects.
+pub(super) fn dead_letter_matches(filter: &DeadLetterFilter, entry: &Entry) -> bool {
+    let Some(dead) = &entry.dead_letter else {
+        return false;
+    };
+    if dead.source_queue != filter.source_queue {
+        return false;
+    }
+    if filter
+        .since_ms
+        .is_some_and(|since| dead.last_seen_at_ms < since)
+        || filter
+            .until_ms
+            .is_some_and(|until| dead.last_seen_at_ms >= until)
+    {
+        return false;
+    }
+    match &filter.error_contains {
+        None => true,
+        Some(needle) => dead
+            .last_error
+            .as_deref()
+            .is_some_and(|error| error.to_lowercase().contains(&needle.to_lowercase())),
     }
 }
 

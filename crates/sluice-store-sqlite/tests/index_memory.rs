@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use sluice_core::dispatch::{Entry, Index};
+use sluice_store_sqlite::dispatch::{Entry, Index};
 use sluice_core::queue::QueueConfig;
 
 #[global_allocator]

@@ -1,14 +1,14 @@
 //! The life of a lease: claim, ack, nack, extend, lease expiry, and the failure path that
-//! retries or dead-letters as [`crate::rules::failure::decide`] says.
+//! retries or dead-letters as [`sluice_core::rules::failure::decide`] says.
 
 use std::cmp::Reverse;
 use std::sync::Arc;
 
-use crate::clock::Millis;
-use crate::message::{ClaimedMessage, DeadLetterInfo, Payload, Receipt};
-use crate::queue::QueueConfig;
-use crate::rules::backoff::random_draw;
-use crate::rules::failure::{self, Failure, FailureDecision, NoDeadLetterQueue};
+use sluice_core::clock::Millis;
+use sluice_core::message::{ClaimedMessage, DeadLetterInfo, Payload, Receipt};
+use sluice_core::queue::QueueConfig;
+use sluice_core::rules::backoff::random_draw;
+use sluice_core::rules::failure::{self, Failure, FailureDecision, NoDeadLetterQueue};
 
 use super::{
     Change, Claimed, Index, LEASE_EXPIRED_ERROR, LeaseError, NackOutcome, Place, QueueState, Seq,

@@ -1,8 +1,8 @@
 //! Dispatch rules, driven with explicit times: no clock, no sleeps.
 
 use super::*;
-use crate::message::{ClaimedMessage, MessageState};
-use crate::queue::{Backoff, Ordering};
+use sluice_core::message::{ClaimedMessage, MessageState};
+use sluice_core::queue::{Backoff, Ordering};
 
 const T0: Millis = 1_000_000;
 
@@ -392,7 +392,7 @@ fn retention_takes_turns_between_queues_with_a_backlog() {
 fn pace_limits_cap_claims_and_say_when_the_next_token_comes() {
     let mut config = QueueConfig::defaults_for("q");
     config.max_in_flight = Some(2);
-    config.rate_limit = Some(crate::queue::RateLimit {
+    config.rate_limit = Some(sluice_core::queue::RateLimit {
         per_second: 10.0,
         burst: 3,
     });
@@ -409,7 +409,7 @@ fn pace_limits_cap_claims_and_say_when_the_next_token_comes() {
     h2.index
         .queue_put("q", {
             let mut c = QueueConfig::defaults_for("q");
-            c.rate_limit = Some(crate::queue::RateLimit {
+            c.rate_limit = Some(sluice_core::queue::RateLimit {
                 per_second: 10.0,
                 burst: 3,
             });
