@@ -16,7 +16,6 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use sluice_wire::format_rfc3339;
 use sluice_core::message::BodyKind;
 use sluice_core::queue::validate_queue_name;
 use sluice_core::rules::alert::{ThresholdStep, threshold_step, window_allows};
@@ -24,10 +23,8 @@ use sluice_core::store::DeadLetterFilter;
 use sluice_core::store::{DeadLetterQuery, DefinitionKind, QueueInfo};
 use sluice_core::stored::AlertState;
 use sluice_core::stored::alert_state::{PendingDeadLetters, QueueMarks, ThresholdMark};
-use sluice_wire::{
-    AlertEventOut, AlertOut, AlertPutOut, AlertSampleOut, AlertSentOut, AlertSpec, ErrorCode,
-    PushSpec, QueueSpec,
-};
+use sluice_wire::{AlertSpec, ErrorCode, PushSpec, QueueSpec};
+use uuid::Uuid;
 use sluice_core::{Millis, StoreError};
 
 use crate::enqueue::MessageRequest;
@@ -72,6 +69,121 @@ pub struct AlertsPassed {
     pub notifications: u64,
     /// Notifications that could not be enqueued (tried again next pass).
     pub failed: u64,
+}
+
+/// How a notification's body is written for its alert's destination (a Slack message, the
+/// alert event's JSON): the server's, which renders; ops decides what is notified and when.
+pub trait NotificationFormat: Send + Sync {
+    /// The body of the message that carries `event` to `alert`'s destination.
+    fn body(&self, alert: &Alert, event: &AlertEvent) -> String;
+}
+
+/// What a notification is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlertKind {
+    /// Messages of a watched queue were dead-lettered.
+    DeadLetters,
+    /// A queue's depth passed the alert's `depth_above`.
+    Depth,
+    /// A queue's oldest ready message passed the alert's `oldest_ready_age_above_ms`.
+    OldestReadyAge,
+}
+
+impl AlertKind {
+    /// Its name on the wire and in idempotency keys.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::DeadLetters => "dead_letters",
+            Self::Depth => "depth",
+            Self::OldestReadyAge => "oldest_ready_age",
+        }
+    }
+}
+
+/// One notification, as decided.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlertEvent {
+    /// What it is about.
+    pub kind: AlertKind,
+    /// False when a threshold is back within its limit (resolved).
+    pub firing: bool,
+    /// The alert's name.
+    pub alert: String,
+    /// The watched queue.
+    pub queue: String,
+    /// When it was decided.
+    pub at_ms: Millis,
+    /// For dead letters: how many, when, and the newest of them.
+    pub dead_letters: Option<DeadLettersCounted>,
+    /// For a threshold: the value seen and the alert's limit.
+    pub threshold: Option<(i64, i64)>,
+}
+
+/// The dead letters one notification counts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeadLettersCounted {
+    /// How many.
+    pub count: u64,
+    /// True when there were more than [`DEAD_LETTER_COUNT_MAX`] (the count is a floor).
+    pub capped: bool,
+    /// Dead-lettered at or after this time ...
+    pub since_ms: Millis,
+    /// ... and before this one.
+    pub until_ms: Millis,
+    /// Where they are.
+    pub dead_letter_queue: String,
+    /// The newest of them, at most the alert's `sample_size`.
+    pub sample: Vec<AlertSample>,
+}
+
+/// One dead letter a notification shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlertSample {
+    /// Its id.
+    pub message_id: Uuid,
+    /// Its last error, quoted as one line of plain text ([`quote_error`]).
+    pub error: Option<String>,
+    /// Its attempts.
+    pub attempts: u32,
+    /// When it was dead-lettered.
+    pub dead_lettered_at_ms: Millis,
+}
+
+/// An alert's definition with what it did so far.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlertView {
+    /// Its name.
+    pub name: String,
+    /// The definition as given.
+    pub spec: AlertSpec,
+    /// Its progress: notifications sent, when, which thresholds fire.
+    pub state: AlertState,
+}
+
+impl AlertView {
+    /// Its queue, `sluice.alerts.<name>`.
+    pub fn queue(&self) -> String {
+        queue_name(&self.name)
+    }
+
+    /// The queues over one of its thresholds now.
+    pub fn firing(&self) -> Vec<String> {
+        self.state
+            .queues
+            .iter()
+            .filter(|(_, marks)| marks.depth.firing || marks.oldest_ready_age.firing)
+            .map(|(queue, _)| queue.clone())
+            .collect()
+    }
+}
+
+/// What an alert put did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlertPutDone {
+    /// False when an existing alert was replaced.
+    pub created: bool,
+    /// The alert as it is now.
+    pub alert: AlertView,
 }
 
 /// An alert checked and with its defaults filled in.
@@ -251,7 +363,7 @@ impl Ops {
         spec: AlertSpec,
         origin: AlertOrigin,
         check_push: impl FnOnce(&PushSpec) -> Result<(), String>,
-    ) -> OpsResult<AlertPutOut> {
+    ) -> OpsResult<AlertPutDone> {
         let alert = Alert::compile(name, spec, origin).map_err(OpsError::invalid_field)?;
         let created = self.alert_row(name).await?.is_none();
         if created {
@@ -293,21 +405,21 @@ impl Ops {
         self.store
             .definition_put(DefinitionKind::Alert, name, text, now_ms)
             .await?;
-        Ok(AlertPutOut {
+        Ok(AlertPutDone {
             created,
             alert: self.alert_get(name).await?,
         })
     }
 
     /// One alert and what it did.
-    pub async fn alert_get(&self, name: &str) -> OpsResult<AlertOut> {
+    pub async fn alert_get(&self, name: &str) -> OpsResult<AlertView> {
         let spec = self.alert_row(name).await?.ok_or_else(|| not_found(name))?;
         let states = self.alert_states().await?;
-        Ok(alert_out(name, spec, states.get(name)))
+        Ok(alert_view(name, spec, states.get(name)))
     }
 
     /// Every alert, by name.
-    pub async fn alert_list(&self) -> OpsResult<Vec<AlertOut>> {
+    pub async fn alert_list(&self) -> OpsResult<Vec<AlertView>> {
         let states = self.alert_states().await?;
         Ok(self
             .store
@@ -316,7 +428,7 @@ impl Ops {
             .into_iter()
             .filter_map(|(name, text)| {
                 let spec = read_spec(&name, &text)?;
-                Some(alert_out(&name, spec, states.get(&name)))
+                Some(alert_view(&name, spec, states.get(&name)))
             })
             .collect())
     }
@@ -355,9 +467,9 @@ impl Ops {
         }
     }
 
-    /// Makes every alert's due notifications. Called by the server's upkeep on a timer, on
-    /// every node. `dashboard` is the dashboard's address (`https://host/ui/`) for links.
-    pub async fn alerts_pass(&self, dashboard: Option<&str>) -> OpsResult<AlertsPassed> {
+    /// Makes every alert's due notifications, their bodies written by `format`. Called by the
+    /// server's upkeep on a timer, on every node.
+    pub async fn alerts_pass(&self, format: &dyn NotificationFormat) -> OpsResult<AlertsPassed> {
         let mut passed = AlertsPassed::default();
         let alerts = self.alerts().await?;
         if alerts.is_empty() {
@@ -384,7 +496,7 @@ impl Ops {
                 queues: &watchable,
                 all_queues: &queues,
                 read_text: states.get(&alert.name).cloned(),
-                dashboard,
+                format,
                 now_ms,
             };
             if let Err(error) = self.pass_alert(pass, &mut passed).await {
@@ -401,7 +513,7 @@ impl Ops {
             queues: watchable,
             all_queues: queues,
             read_text,
-            dashboard,
+            format,
             now_ms,
         } = pass;
         // An alert's queue deleted by hand is made again: its notifications need it. (Not for
@@ -437,7 +549,7 @@ impl Ops {
                 ops: self,
                 alert,
                 info,
-                dashboard,
+                format,
                 now_ms,
                 first_look_from_ms,
             };
@@ -492,7 +604,7 @@ struct AlertPass<'a> {
     queues: &'a [&'a QueueInfo],
     all_queues: &'a [QueueInfo],
     read_text: Option<String>,
-    dashboard: Option<&'a str>,
+    format: &'a dyn NotificationFormat,
     now_ms: Millis,
 }
 
@@ -501,7 +613,7 @@ struct QueuePass<'a> {
     ops: &'a Ops,
     alert: &'a Alert,
     info: &'a QueueInfo,
-    dashboard: Option<&'a str>,
+    format: &'a dyn NotificationFormat,
     now_ms: Millis,
     /// Where a queue's dead letters count from when the alert sees it for the first time.
     first_look_from_ms: Millis,
@@ -616,40 +728,27 @@ impl QueuePass<'_> {
         let page = self
             .dead_letter_page(since, until, None, self.alert.sample_size.max(1))
             .await?;
-        let sample: Vec<AlertSampleOut> = page
+        let sample: Vec<AlertSample> = page
             .entries
             .iter()
             .take(self.alert.sample_size)
             .map(sample_of)
             .collect();
-        let capped = if pending.capped { "more than " } else { "" };
-        let count = pending.count;
-        let text = format!(
-            "{capped}{count} message{} dead-lettered in queue {queue} since {}.{}",
-            if count == 1 { " was" } else { "s were" },
-            format_rfc3339(since),
-            sample
-                .first()
-                .and_then(|first| first.error.as_deref())
-                .map(|error| format!(" Latest error: {error}"))
-                .unwrap_or_default()
-        );
-        let event = AlertEventOut {
-            kind: "dead_letters".into(),
-            status: "firing".into(),
+        let event = AlertEvent {
+            kind: AlertKind::DeadLetters,
+            firing: true,
             alert: self.alert.name.clone(),
             queue: queue.clone(),
-            timestamp: format_rfc3339(pending.decided_ms),
-            text,
-            count: Some(count),
-            count_capped: pending.capped,
-            since: Some(format_rfc3339(since)),
-            until: Some(format_rfc3339(until)),
-            dead_letter_queue: Some(page.dead_letter_queue),
-            sample,
-            value: None,
+            at_ms: pending.decided_ms,
+            dead_letters: Some(DeadLettersCounted {
+                count: pending.count,
+                capped: pending.capped,
+                since_ms: since,
+                until_ms: until,
+                dead_letter_queue: page.dead_letter_queue,
+                sample,
+            }),
             threshold: None,
-            dashboard_url: self.dashboard.map(|base| format!("{base}#/dlq/{queue}")),
         };
         let key = format!("alert:{}:{queue}:dead_letters:{since}", self.alert.name);
         self.notify(&event, key).await
@@ -730,40 +829,26 @@ impl QueuePass<'_> {
             ThresholdStep::Fire => true,
             ThresholdStep::Resolve => false,
         };
-        let queue = &self.info.name;
-        let (kind, what, unit) = match threshold {
-            Threshold::Depth => ("depth", "holds", " messages"),
-            Threshold::OldestReadyAge => {
-                ("oldest_ready_age", "has its oldest ready message at", " ms")
-            }
+        let kind = match threshold {
+            Threshold::Depth => AlertKind::Depth,
+            Threshold::OldestReadyAge => AlertKind::OldestReadyAge,
         };
-        let text = if firing {
-            format!("Queue {queue} {what} {value}{unit}, over the alert's {limit}{unit}.")
-        } else {
-            format!("Queue {queue} {what} {value}{unit}, back within the alert's {limit}{unit}.")
-        };
-        let event = AlertEventOut {
-            kind: kind.into(),
-            status: if firing { "firing" } else { "resolved" }.into(),
+        let event = AlertEvent {
+            kind,
+            firing,
             alert: self.alert.name.clone(),
-            queue: queue.clone(),
-            timestamp: format_rfc3339(self.now_ms),
-            text,
-            count: None,
-            count_capped: false,
-            since: None,
-            until: None,
-            dead_letter_queue: None,
-            sample: Vec::new(),
-            value: Some(value),
-            threshold: Some(limit),
-            dashboard_url: self.dashboard.map(|base| format!("{base}#/queue/{queue}")),
+            queue: self.info.name.clone(),
+            at_ms: self.now_ms,
+            dead_letters: None,
+            threshold: Some((value, limit)),
         };
         let key = format!(
-            "alert:{}:{queue}:{kind}:{}:{}",
+            "alert:{}:{}:{}:{}:{}",
             self.alert.name,
+            self.info.name,
+            kind.as_str(),
             mark.sent_ms.unwrap_or(0),
-            event.status
+            if firing { "firing" } else { "resolved" }
         );
         self.notify(&event, key).await?;
         *mark = ThresholdMark {
@@ -774,16 +859,12 @@ impl QueuePass<'_> {
     }
 
     /// Enqueues one notification into the alert's queue, shaped for its destination.
-    async fn notify(&self, event: &AlertEventOut, key: String) -> OpsResult<()> {
-        let body = if self.alert.spec.destination.slack_url.is_some() {
-            slack_message(event)
-        } else {
-            serde_json::to_value(event).unwrap_or_default()
-        };
+    async fn notify(&self, event: &AlertEvent, key: String) -> OpsResult<()> {
+        let body = self.format.body(self.alert, event);
         let mut enqueue = self.ops.enqueue_to(self.alert.queue()).await?;
         enqueue.add(
             MessageRequest {
-                body: (body.to_string().into_bytes(), BodyKind::Json),
+                body: (body.into_bytes(), BodyKind::Json),
                 id: Some(key),
                 key: None,
                 headers: Some(BTreeMap::from([(
@@ -812,16 +893,16 @@ struct Counted {
     capped: bool,
 }
 
-fn sample_of(entry: &sluice_core::store::DeadLetter) -> AlertSampleOut {
+fn sample_of(entry: &sluice_core::store::DeadLetter) -> AlertSample {
     let status = &entry.status;
     let dead = status.dead_letter.as_ref();
-    AlertSampleOut {
-        message_id: status.message_id.to_string(),
+    AlertSample {
+        message_id: status.message_id,
         error: dead
             .and_then(|dead| dead.last_error.as_deref())
             .map(quote_error),
         attempts: dead.map_or(status.attempts, |dead| dead.attempts),
-        dead_lettered_at: format_rfc3339(dead.map_or(status.enqueued_at_ms, |d| d.last_seen_at_ms)),
+        dead_lettered_at_ms: dead.map_or(status.enqueued_at_ms, |d| d.last_seen_at_ms),
     }
 }
 
@@ -830,45 +911,12 @@ fn sample_of(entry: &sluice_core::store::DeadLetter) -> AlertSampleOut {
 /// a notification goes to Slack, a webhook or a command's standard input: one line of plain
 /// text cannot pass for more lines of the notification or drive a terminal (issue 30,
 /// finding 19).
-fn quote_error(error: &str) -> String {
+pub fn quote_error(error: &str) -> String {
     error
         .chars()
         .take(ERROR_QUOTE_MAX)
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect()
-}
-
-/// A Slack message (mrkdwn): the summary, the sample's errors, the dashboard link.
-fn slack_message(event: &AlertEventOut) -> serde_json::Value {
-    let icon = if event.status == "resolved" {
-        ":white_check_mark:"
-    } else {
-        ":rotating_light:"
-    };
-    let mut text = format!(
-        "{icon} *sluice alert {}*: {}",
-        event.alert,
-        escape(&event.text)
-    );
-    for sample in &event.sample {
-        text.push_str(&format!(
-            "\n• `{}`: {}",
-            sample.message_id,
-            escape(sample.error.as_deref().unwrap_or("(no error given)"))
-        ));
-    }
-    if let Some(url) = &event.dashboard_url {
-        text.push_str(&format!("\n<{url}|Open in the dashboard>"));
-    }
-    serde_json::json!({ "text": text })
-}
-
-/// Slack's three control characters, escaped so an error message cannot make links or
-/// mentions.
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 fn read_spec(name: &str, text: &str) -> Option<AlertSpec> {
@@ -892,26 +940,11 @@ fn compile_stored(name: &str, text: &str) -> Option<Alert> {
     }
 }
 
-fn alert_out(name: &str, spec: AlertSpec, state: Option<&AlertState>) -> AlertOut {
-    let state = state.cloned().unwrap_or_default();
-    AlertOut {
+fn alert_view(name: &str, spec: AlertSpec, state: Option<&AlertState>) -> AlertView {
+    AlertView {
         name: name.to_owned(),
         spec,
-        queue: queue_name(name),
-        sent: AlertSentOut {
-            dead_letters: state.sent.dead_letters,
-            dead_letters_counted: state.sent.dead_letters_counted,
-            depth: state.sent.depth,
-            oldest_ready_age: state.sent.oldest_ready_age,
-        },
-        last_sent_at: state.last_sent_ms.map(format_rfc3339),
-        firing: state
-            .queues
-            .iter()
-            .filter(|(_, marks)| marks.depth.firing || marks.oldest_ready_age.firing)
-            .map(|(queue, _)| queue.clone())
-            .collect(),
-        delivery: None,
+        state: state.cloned().unwrap_or_default(),
     }
 }
 
@@ -994,37 +1027,5 @@ mod tests {
         refused(command.clone(), "destination.command");
         assert!(Alert::compile("ops", command, AlertOrigin::ConfigFile).is_ok());
         assert!(Alert::compile(&"x".repeat(300), AlertSpec::default(), AlertOrigin::Api).is_err());
-    }
-
-    #[test]
-    fn slack_text_cannot_be_made_into_links_by_an_error() {
-        let event = AlertEventOut {
-            kind: "dead_letters".into(),
-            status: "firing".into(),
-            alert: "ops".into(),
-            queue: "orders".into(),
-            timestamp: String::new(),
-            text: "3 messages".into(),
-            count: Some(3),
-            count_capped: false,
-            since: None,
-            until: None,
-            dead_letter_queue: None,
-            sample: vec![AlertSampleOut {
-                message_id: "m".into(),
-                error: Some("<!channel> & <http://evil|x>".into()),
-                attempts: 1,
-                dead_lettered_at: String::new(),
-            }],
-            value: None,
-            threshold: None,
-            dashboard_url: Some("http://127.0.0.1:1/ui/#/dlq/orders".into()),
-        };
-        let text = slack_message(&event)["text"].as_str().unwrap().to_owned();
-        assert!(
-            text.contains("&lt;!channel&gt; &amp; &lt;http://evil|x&gt;"),
-            "{text}"
-        );
-        assert!(text.ends_with("<http://127.0.0.1:1/ui/#/dlq/orders|Open in the dashboard>"));
     }
 }

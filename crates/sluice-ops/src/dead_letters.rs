@@ -3,11 +3,28 @@
 use sluice_core::Millis;
 use sluice_core::store::{DeadLetter, DeadLetterQuery, DeadLetterSelection, ReplayParams};
 use sluice_core::store::{DeadLetterFilter, Seq};
-use sluice_wire::{ReplayOut, ReplayedOut};
 use uuid::Uuid;
 
 use crate::lookups::parse_message_id;
 use crate::{Ops, OpsError, OpsResult};
+
+
+/// What a replay did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replayed {
+    /// True when nothing was replayed, only counted.
+    pub dry_run: bool,
+    /// Entries matching (for a dry run: all of them; otherwise those taken by this call).
+    pub matched: u64,
+    /// Entries replayed by this call.
+    pub replayed: u64,
+    /// True when more matching entries are left.
+    pub more: bool,
+    /// The queue they went to.
+    pub target_queue: String,
+    /// Per entry replayed: the dead letter's id and the new message's.
+    pub results: Vec<(Uuid, Uuid)>,
+}
 
 /// Default page size of a listing.
 const LIST_LIMIT_DEFAULT: usize = 50;
@@ -136,7 +153,7 @@ impl Ops {
     }
 
     /// Replays dead letters by id or by filter.
-    pub async fn dead_letter_replay(&self, request: ReplayRequest) -> OpsResult<ReplayOut> {
+    pub async fn dead_letter_replay(&self, request: ReplayRequest) -> OpsResult<Replayed> {
         let limit = request.limit.unwrap_or(REPLAY_LIMIT_DEFAULT);
         if !(1..=REPLAY_LIMIT_MAX).contains(&limit) {
             return Err(OpsError::invalid_field(format!(
@@ -186,7 +203,7 @@ impl Ops {
         queue: String,
         message_id: &str,
         target_queue: Option<String>,
-    ) -> OpsResult<ReplayOut> {
+    ) -> OpsResult<Replayed> {
         let id = parse_message_id(message_id)?;
         let out = self
             .replay(
@@ -212,7 +229,7 @@ impl Ops {
         limit: usize,
         dry_run: bool,
         target_queue: Option<String>,
-    ) -> OpsResult<ReplayOut> {
+    ) -> OpsResult<Replayed> {
         let target = target_queue.clone().unwrap_or_else(|| queue.clone());
         let replay = self
             .store
@@ -225,20 +242,13 @@ impl Ops {
                 now_ms: self.now_ms(),
             })
             .await?;
-        Ok(ReplayOut {
+        Ok(Replayed {
             dry_run,
             matched: replay.matched,
             replayed: replay.replayed.len() as u64,
             more: replay.more,
             target_queue: target,
-            results: replay
-                .replayed
-                .into_iter()
-                .map(|(dead_letter_id, message_id)| ReplayedOut {
-                    dead_letter_id,
-                    message_id,
-                })
-                .collect(),
+            results: replay.replayed,
         })
     }
 }

@@ -7,12 +7,34 @@ use sluice_core::message::{ClaimedMessage, Receipt};
 use sluice_core::queue::limits;
 use sluice_core::store::NackOutcome;
 use sluice_core::store::{AckParams, ExtendParams, GiveBackParams, NackParams};
-use sluice_wire::{AckOut, AckResult, ErrorCode, ErrorDetail};
+use crate::enqueue::EnqueueAnswer;
+use crate::error::Details;
 use tokio::time::Instant;
 
 use crate::enqueue::MessageRequest;
 use crate::wait::{self, Wait};
 use crate::{Ops, OpsError, OpsResult};
+
+
+/// What an ack did: every receipt's result, in order, and the next steps it enqueued.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Acked {
+    /// How many receipts were acked.
+    pub acked: usize,
+    /// Per receipt, in the order given.
+    pub results: Vec<ReceiptAcked>,
+    /// The next steps the ack enqueued, in the order given; only when it had `then`.
+    pub then: Option<Vec<EnqueueAnswer>>,
+}
+
+/// The result of one receipt of an ack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceiptAcked {
+    /// The receipt as given.
+    pub receipt: String,
+    /// Why it was not acked: it is stale (the lease is gone). `None`: acked.
+    pub stale: Option<String>,
+}
 
 /// Most receipts in one ack.
 pub const ACK_RECEIPTS_MAX: usize = 1000;
@@ -137,7 +159,7 @@ impl Ops {
 
     /// Acks every receipt; answers per receipt, in order. When some receipt is stale, the
     /// error carries every receipt's result as details.
-    pub async fn ack(&self, request: AckRequest) -> OpsResult<AckOut> {
+    pub async fn ack(&self, request: AckRequest) -> OpsResult<Acked> {
         let texts = request.receipts;
         if texts.is_empty() {
             return Err(OpsError::invalid_field(
@@ -176,25 +198,23 @@ impl Ops {
             return self.ack_then(params, texts, request.then).await;
         }
         let outcomes = self.store.message_ack(params).await?;
-        let results: Vec<AckResult> = texts
+        let results: Vec<ReceiptAcked> = texts
             .into_iter()
             .zip(outcomes)
             .map(|(receipt, outcome)| match outcome {
-                Ok(()) => AckResult {
+                Ok(()) => ReceiptAcked {
                     receipt,
-                    acked: true,
-                    error: None,
+                    stale: None,
                 },
-                Err(error) => AckResult {
+                Err(error) => ReceiptAcked {
                     receipt,
-                    acked: false,
-                    error: Some(ErrorDetail::new(ErrorCode::StaleReceipt, error.to_string())),
+                    stale: Some(error.to_string()),
                 },
             })
             .collect();
-        let acked = results.iter().filter(|r| r.acked).count();
+        let acked = results.iter().filter(|r| r.stale.is_none()).count();
         if acked == results.len() {
-            return Ok(AckOut {
+            return Ok(Acked {
                 acked,
                 results,
                 then: None,
@@ -216,7 +236,7 @@ impl Ops {
         params: AckParams,
         texts: Vec<String>,
         then: Vec<NextStep>,
-    ) -> OpsResult<AckOut> {
+    ) -> OpsResult<Acked> {
         if texts.len() != 1 {
             return Err(OpsError::invalid_field(
                 "then: give next steps with a single receipt",
@@ -248,12 +268,11 @@ impl Ops {
                 for (results, (queue, key)) in enqueued.into_iter().zip(keys) {
                     outs.extend(self.enqueue_outs(&queue, results, vec![key]).await?);
                 }
-                Ok(AckOut {
+                Ok(Acked {
                     acked: 1,
-                    results: vec![AckResult {
+                    results: vec![ReceiptAcked {
                         receipt,
-                        acked: true,
-                        error: None,
+                        stale: None,
                     }],
                     then: Some(outs),
                 })
@@ -261,10 +280,9 @@ impl Ops {
             Err(error) => Err(stale_receipts(
                 "1 of 1 receipts are stale: that message is no longer leased with it; no next step was enqueued".into(),
                 0,
-                vec![AckResult {
+                vec![ReceiptAcked {
                     receipt,
-                    acked: false,
-                    error: Some(ErrorDetail::new(ErrorCode::StaleReceipt, error.to_string())),
+                    stale: Some(error.to_string()),
                 }],
             )),
         }
@@ -386,11 +404,11 @@ fn parse_receipt(text: &str) -> OpsResult<Receipt> {
 }
 
 /// The refusal of an ack with stale receipts: every receipt's result in its details.
-fn stale_receipts(message: String, acked: usize, results: Vec<AckResult>) -> OpsError {
-    let out = AckOut {
+fn stale_receipts(message: String, acked: usize, results: Vec<ReceiptAcked>) -> OpsError {
+    let out = Acked {
         acked,
         results,
         then: None,
     };
-    OpsError::stale_receipt(message).with_details(serde_json::to_value(out).unwrap_or_default())
+    OpsError::stale_receipt(message).with_details(Details::Acks(out))
 }

@@ -24,14 +24,41 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 use sluice_wire::parse_rfc3339;
-use sluice_core::message::{BodyKind, NewMessage, Payload};
+use sluice_core::message::{BodyKind, MessageState, NewMessage, Payload};
 use sluice_core::queue::{Dedup, MessageSchema, QueueConfig, limits};
 use sluice_core::store::{EnqueueParams, Enqueued, MessageGetParams, MessageRef};
-use sluice_wire::{EnqueueOut, SchemaViolationOut};
 use sluice_core::{Millis, StoreError};
 use uuid::Uuid;
 
+use crate::error::Details;
 use crate::{Ops, OpsError, OpsResult};
+
+
+/// What an enqueue did with one message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnqueueAnswer {
+    /// The new message's id, or the first one's for a duplicate.
+    pub message_id: Uuid,
+    /// False for a duplicate idempotency key within the window.
+    pub created: bool,
+    /// For a new message: how many messages the queue held when it was stored.
+    pub position: Option<u64>,
+    /// For a duplicate: where the first message is now, when it is still known.
+    pub state: Option<MessageState>,
+    /// For a duplicate whose first message was acked with a result: that result.
+    pub result: Option<serde_json::Value>,
+}
+
+/// What a queue's schema finds wrong with one message of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaViolation {
+    /// Position of the message in its batch (0 for a single message).
+    pub index: usize,
+    /// JSON Pointer into the body.
+    pub path: String,
+    /// Why it fails.
+    pub reason: String,
+}
 
 /// A message as a protocol hands it over, its body already decoded.
 #[derive(Debug, Clone)]
@@ -137,7 +164,7 @@ impl Ops {
     /// one answer per message, in order. A duplicate's answer says where the first message
     /// is now and, once acked, its result, so a retried request learns the first outcome
     /// instead of causing a second run.
-    pub async fn enqueue(&self, enqueue: Enqueue) -> OpsResult<Vec<EnqueueOut>> {
+    pub async fn enqueue(&self, enqueue: Enqueue) -> OpsResult<Vec<EnqueueAnswer>> {
         let params = enqueue.checked().await?;
         let queue = params.queue.clone();
         let keys: Vec<Option<String>> = params
@@ -156,7 +183,7 @@ impl Ops {
     pub async fn enqueue_each(
         &self,
         mut enqueue: Enqueue,
-    ) -> OpsResult<Vec<OpsResult<EnqueueOut>>> {
+    ) -> OpsResult<Vec<OpsResult<EnqueueAnswer>>> {
         let refusals = match enqueue.config.schema.clone() {
             Some(schema) => {
                 let messages = std::mem::take(&mut enqueue.messages);
@@ -205,7 +232,7 @@ impl Ops {
     pub async fn enqueue_together(
         &self,
         enqueues: Vec<Enqueue>,
-    ) -> OpsResult<Vec<Vec<EnqueueOut>>> {
+    ) -> OpsResult<Vec<Vec<EnqueueAnswer>>> {
         let mut batches = Vec::with_capacity(enqueues.len());
         for enqueue in enqueues {
             batches.push(enqueue.checked().await?);
@@ -235,11 +262,11 @@ impl Ops {
         queue: &str,
         results: Vec<Enqueued>,
         keys: Vec<Option<String>>,
-    ) -> OpsResult<Vec<EnqueueOut>> {
+    ) -> OpsResult<Vec<EnqueueAnswer>> {
         let mut out = Vec::with_capacity(results.len());
         for (result, key) in results.into_iter().zip(keys) {
             out.push(if result.created {
-                EnqueueOut {
+                EnqueueAnswer {
                     message_id: result.message_id,
                     created: true,
                     position: Some(result.position),
@@ -258,7 +285,7 @@ impl Ops {
         queue: &str,
         message_id: Uuid,
         key: Option<String>,
-    ) -> Result<EnqueueOut, StoreError> {
+    ) -> Result<EnqueueAnswer, StoreError> {
         // By key: the key remembers the ack and result even after the message's record is gone.
         let by = key.map_or(MessageRef::Id(message_id), MessageRef::IdempotencyKey);
         let status = self
@@ -270,11 +297,11 @@ impl Ops {
             })
             .await?
             .filter(|status| status.message_id == message_id);
-        Ok(EnqueueOut {
+        Ok(EnqueueAnswer {
             message_id,
             created: false,
             position: None,
-            state: status.as_ref().map(|s| s.state.as_str().to_owned()),
+            state: status.as_ref().map(|s| s.state),
             result: status
                 .and_then(|s| s.result)
                 .and_then(|text| serde_json::from_str(&text).ok()),
@@ -474,9 +501,9 @@ fn violations(
     schema: &MessageSchema,
     index: usize,
     message: &NewMessage,
-) -> Vec<SchemaViolationOut> {
+) -> Vec<SchemaViolation> {
     if message.payload.body_kind != BodyKind::Json {
-        return vec![SchemaViolationOut {
+        return vec![SchemaViolation {
             index,
             path: String::new(),
             reason: "this queue has a schema: give a JSON body, not body_base64".into(),
@@ -485,7 +512,7 @@ fn violations(
     let body: serde_json::Value = match serde_json::from_slice(&message.payload.body_bytes) {
         Ok(body) => body,
         Err(error) => {
-            return vec![SchemaViolationOut {
+            return vec![SchemaViolation {
                 index,
                 path: String::new(),
                 reason: format!("not JSON: {error}"),
@@ -495,7 +522,7 @@ fn violations(
     schema
         .violations(&body)
         .into_iter()
-        .map(|violation| SchemaViolationOut {
+        .map(|violation| SchemaViolation {
             index,
             path: violation.path,
             reason: violation.reason,
@@ -505,7 +532,7 @@ fn violations(
 
 /// The refusal of `violations` (every one in its details, the first five in its message);
 /// `None` when there are none.
-fn refusal(violations: Vec<SchemaViolationOut>) -> Option<OpsError> {
+fn refusal(violations: Vec<SchemaViolation>) -> Option<OpsError> {
     if violations.is_empty() {
         return None;
     }
@@ -523,7 +550,7 @@ fn refusal(violations: Vec<SchemaViolationOut>) -> Option<OpsError> {
                 summary.join("; ")
             ),
         )
-        .with_details(serde_json::json!({ "violations": violations })),
+        .with_details(Details::Violations(violations)),
     )
 }
 

@@ -15,6 +15,25 @@ pub const DISK_FULL_RETRY_AFTER_S: u64 = 5;
 /// store closing): a second, then the client tries again.
 pub const UNAVAILABLE_RETRY_AFTER_S: u64 = 1;
 
+/// What a refusal says beyond its code and message, in ops' own terms; each protocol renders
+/// it (the HTTP API and gRPC as the JSON `details`, SQS as per-entry failures).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Details {
+    /// A partly stale ack: every receipt's result.
+    Acks(crate::Acked),
+    /// Every schema violation of a refused batch.
+    Violations(Vec<crate::SchemaViolation>),
+    /// A full queue: how many messages were refused, how many it holds, and its limit.
+    QueueFull {
+        /// Messages refused (the whole batch).
+        refused: u64,
+        /// Messages the queue held.
+        depth: u64,
+        /// Its `max_depth`.
+        max_depth: u64,
+    },
+}
+
 /// Why an operation was refused or failed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OpsError {
@@ -23,7 +42,7 @@ pub struct OpsError {
     /// What to fix, for a person.
     pub message: String,
     /// Per-item results (a partly stale ack), every schema violation, a full queue's depth.
-    pub details: Option<serde_json::Value>,
+    pub details: Option<Details>,
     /// A wait the caller should keep before trying again (full disk, full queue, busy store).
     pub retry_after_s: Option<u64>,
 }
@@ -78,7 +97,7 @@ impl OpsError {
     }
 
     /// Attaches per-item details.
-    pub fn with_details(mut self, details: serde_json::Value) -> Self {
+    pub fn with_details(mut self, details: Details) -> Self {
         self.details = Some(details);
         self
     }
@@ -105,12 +124,11 @@ impl From<StoreError> for OpsError {
                 retry_after_s,
                 ..
             } => Self::new(ErrorCode::QueueFull, error.to_string())
-                .with_details(serde_json::json!({
-                    "accepted": 0,
-                    "refused": refused,
-                    "depth": depth,
-                    "max_depth": max_depth,
-                }))
+                .with_details(Details::QueueFull {
+                    refused,
+                    depth,
+                    max_depth,
+                })
                 .retry_after(retry_after_s),
             StoreError::DiskFull(_) => Self::new(ErrorCode::DiskFull, error.to_string())
                 .retry_after(DISK_FULL_RETRY_AFTER_S),

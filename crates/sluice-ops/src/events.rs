@@ -39,7 +39,7 @@ pub enum EventOutcome {
         /// False for a duplicate.
         created: bool,
         /// For a duplicate: where the first message is now, as API enqueues answer it.
-        state: Option<String>,
+        state: Option<sluice_core::message::MessageState>,
         /// For a duplicate whose first message was acked with a result: that result.
         result: Option<serde_json::Value>,
     },

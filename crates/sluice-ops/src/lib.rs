@@ -41,14 +41,18 @@ pub use browse::{AckedSearchRequest, BrowseRequest, Browsed};
 pub use caller::{Anyone, Caller};
 pub use dead_letters::{
     DeadLetterListRequest, DeadLetterMatch, DeadLetterPage, REPLAY_LIMIT_MAX, ReplayRequest,
+    Replayed,
 };
 pub use definitions::{Definable, DefinitionPut};
 pub use delivery::{
-    ACK_RECEIPTS_MAX, AckRequest, NEXT_STEPS_MAX, NackRequest, Nacked, NextStep, ReceiveRequest,
+    ACK_RECEIPTS_MAX, AckRequest, Acked, NEXT_STEPS_MAX, NackRequest, Nacked, NextStep,
+    ReceiptAcked, ReceiveRequest,
     error_text, too_many_next_steps, too_many_receipts,
 };
-pub use enqueue::{Enqueue, MessageRequest, check_batch_len, content_key};
-pub use error::OpsError;
+pub use enqueue::{
+    Enqueue, EnqueueAnswer, MessageRequest, SchemaViolation, check_batch_len, content_key,
+};
+pub use error::{Details, OpsError};
 pub use events::{DeadLettered, EventOutcome, EventRequest};
 pub use lookups::CancelRequest;
 pub use push::{PushAnswer, PushSettled, push_out_of_attempts, push_retry_delay_ms};

@@ -280,8 +280,8 @@ async fn an_event_failing_the_schema_is_dead_lettered_by_ops() {
     };
     assert_eq!(a, b);
     assert_eq!(
-        state.as_deref(),
-        Some("ready"),
+        *state,
+        Some(sluice_core::message::MessageState::Ready),
         "a duplicate says where the first is"
     );
 }
@@ -799,12 +799,10 @@ async fn a_schema_violation_refuses_its_batch_or_only_its_message() {
 
     let whole = f.ops.enqueue(batch().await).await.expect_err("refused");
     assert_eq!(whole.code, ErrorCode::SchemaViolation);
-    let indexes: Vec<u64> = whole.details.as_ref().expect("details")["violations"]
-        .as_array()
-        .expect("violations")
-        .iter()
-        .map(|violation| violation["index"].as_u64().expect("an index"))
-        .collect();
+    let Some(sluice_ops::Details::Violations(violations)) = &whole.details else {
+        panic!("the violations are the details: {whole:?}");
+    };
+    let indexes: Vec<usize> = violations.iter().map(|violation| violation.index).collect();
     assert_eq!(indexes, [1, 3], "every violation, by the message's index");
     assert_eq!(f.ops.queue_get("s").await.expect("s").depth.ready, 0);
 

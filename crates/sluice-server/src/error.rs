@@ -111,7 +111,7 @@ fn signature_code(error: &VerifyError) -> ErrorCode {
 impl From<OpsError> for ApiError {
     fn from(error: OpsError) -> Self {
         let mut api = Self::new(error.code, error.message);
-        api.details = error.details;
+        api.details = error.details.map(crate::views::details_json);
         api.retry_after_s = error.retry_after_s;
         api
     }

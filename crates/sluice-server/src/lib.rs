@@ -26,6 +26,7 @@ mod http_metrics;
 mod listen;
 mod maintenance;
 mod metrics;
+mod notifications;
 mod process_metrics;
 pub mod push;
 pub mod push_log;

@@ -18,6 +18,9 @@ const MAINTENANCE_INTERVAL: Duration = Duration::from_millis(500);
 /// Runs until `shutdown` is cancelled; a tick in progress then finishes (its changes are
 /// committed), and no other starts.
 pub async fn run(ops: Arc<Ops>, dashboard_url: Option<String>, shutdown: CancellationToken) {
+    let notifications = crate::notifications::Notifications {
+        dashboard: dashboard_url,
+    };
     let mut interval = tokio::time::interval(MAINTENANCE_INTERVAL);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -33,7 +36,7 @@ pub async fn run(ops: Arc<Ops>, dashboard_url: Option<String>, shutdown: Cancell
         if let Err(error) = ops.schedules_pass().await {
             tracing::warn!(%error, "schedules' pass failed");
         }
-        if let Err(error) = ops.alerts_pass(dashboard_url.as_deref()).await {
+        if let Err(error) = ops.alerts_pass(&notifications).await {
             tracing::warn!(%error, "alerts' pass failed");
         }
     }

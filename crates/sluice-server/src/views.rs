@@ -7,11 +7,13 @@ use sluice_core::queue::QueueConfig;
 use sluice_core::meter::Throughput;
 use sluice_core::store::{CancelOutcome, QueueInfo};
 use sluice_wire::{
-    BackoffOut, RateLimitOut, CancelOut, CountersOut, DeadLetterOut, LatencyOut, MessageStatusOut, NackOut, QueueConfigOut,
+    AckOut, AckResult, AlertOut, AlertSentOut, BackoffOut, EnqueueOut, ErrorCode, ErrorDetail, RateLimitOut, ReplayOut,
+    ReplayedOut, SchemaViolationOut, CancelOut, CountersOut, DeadLetterOut, LatencyOut, MessageStatusOut, NackOut, QueueConfigOut,
     QueueOut, QueueStatsOut, ScheduleOut, ThroughputOut, format_rfc3339,
 };
 
-use sluice_ops::{Nacked, ScheduleView};
+use sluice_ops::alerts::AlertView;
+use sluice_ops::{Acked, Details, EnqueueAnswer, Nacked, Replayed, ScheduleView};
 
 use crate::state::AppState;
 
@@ -245,5 +247,104 @@ pub(crate) fn schedule_out(schedule: ScheduleView) -> ScheduleOut {
         runs: schedule.runs,
         skipped_runs: schedule.skipped_runs,
         last_error: schedule.last_error,
+    }
+}
+
+/// The wire form of what an enqueue did with one message.
+pub(crate) fn enqueue_out(answer: EnqueueAnswer) -> EnqueueOut {
+    EnqueueOut {
+        message_id: answer.message_id,
+        created: answer.created,
+        position: answer.position,
+        state: answer.state.map(|state| state.as_str().to_owned()),
+        result: answer.result,
+    }
+}
+
+/// The wire form of an ack's answer: per receipt, and the next steps it enqueued.
+pub(crate) fn ack_out(acked: Acked) -> AckOut {
+    AckOut {
+        acked: acked.acked,
+        results: acked
+            .results
+            .into_iter()
+            .map(|result| AckResult {
+                receipt: result.receipt,
+                acked: result.stale.is_none(),
+                error: result
+                    .stale
+                    .map(|why| ErrorDetail::new(ErrorCode::StaleReceipt, why)),
+            })
+            .collect(),
+        then: acked
+            .then
+            .map(|then| then.into_iter().map(enqueue_out).collect()),
+    }
+}
+
+/// The wire form of a replay's answer.
+pub(crate) fn replay_out(replayed: Replayed) -> ReplayOut {
+    ReplayOut {
+        dry_run: replayed.dry_run,
+        matched: replayed.matched,
+        replayed: replayed.replayed,
+        more: replayed.more,
+        target_queue: replayed.target_queue,
+        results: replayed
+            .results
+            .into_iter()
+            .map(|(dead_letter_id, message_id)| ReplayedOut {
+                dead_letter_id,
+                message_id,
+            })
+            .collect(),
+    }
+}
+
+/// The JSON `details` of a refusal, as the HTTP API and gRPC send them.
+pub(crate) fn details_json(details: Details) -> serde_json::Value {
+    match details {
+        Details::Acks(acked) => serde_json::to_value(ack_out(acked)).unwrap_or_default(),
+        Details::Violations(violations) => {
+            let violations: Vec<SchemaViolationOut> = violations
+                .into_iter()
+                .map(|violation| SchemaViolationOut {
+                    index: violation.index,
+                    path: violation.path,
+                    reason: violation.reason,
+                })
+                .collect();
+            serde_json::json!({ "violations": violations })
+        }
+        Details::QueueFull {
+            refused,
+            depth,
+            max_depth,
+        } => serde_json::json!({
+            "accepted": 0,
+            "refused": refused,
+            "depth": depth,
+            "max_depth": max_depth,
+        }),
+    }
+}
+
+/// The wire form of an alert and what it did (its delivery queue's stats are added by the
+/// caller, which has the queue).
+pub(crate) fn alert_out(view: AlertView) -> AlertOut {
+    let sent = &view.state.sent;
+    AlertOut {
+        queue: view.queue(),
+        firing: view.firing(),
+        sent: AlertSentOut {
+            dead_letters: sent.dead_letters,
+            dead_letters_counted: sent.dead_letters_counted,
+            depth: sent.depth,
+            oldest_ready_age: sent.oldest_ready_age,
+        },
+        last_sent_at: view.state.last_sent_ms.map(format_rfc3339),
+        name: view.name,
+        spec: view.spec,
+        delivery: None,
     }
 }

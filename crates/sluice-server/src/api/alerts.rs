@@ -29,7 +29,7 @@ pub async fn list(
         if !crate::auth::manages(&caller, &alert.name) {
             continue;
         }
-        alerts.push(with_delivery(&app, alert).await);
+        alerts.push(with_delivery(&app, crate::views::alert_out(alert)).await);
     }
     Ok(Json(AlertListOut { alerts }))
 }
@@ -64,13 +64,15 @@ pub async fn put(
     if let Some(secret) = &destination.signing_secret {
         crate::auth::check_secret(who, "destination.signing_secret", secret)?;
     }
-    let mut put = app
+    let put = app
         .ops
         .alert_put(&name, spec, AlertOrigin::Api, crate::push::validate)
         .await?;
     app.push.refresh();
-    put.alert = with_delivery(&app, put.alert).await;
-    Ok(Json(put))
+    Ok(Json(AlertPutOut {
+        created: put.created,
+        alert: with_delivery(&app, crate::views::alert_out(put.alert)).await,
+    }))
 }
 
 /// `GET /v1/alerts/{name}`: the definition, what it sent, and its deliveries.
@@ -81,7 +83,7 @@ pub async fn get_one(
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<AlertOut>, ApiError> {
     let alert = app.ops.alert_get(&name).await?;
-    Ok(Json(with_delivery(&app, alert).await))
+    Ok(Json(with_delivery(&app, crate::views::alert_out(alert)).await))
 }
 
 /// `DELETE /v1/alerts/{name}`: the alert, its progress and its queue (notifications not yet

@@ -180,7 +180,7 @@ pub async fn replay(
             target_queue: input.target_queue,
         })
         .await?;
-    Ok(Json(out))
+    Ok(Json(crate::views::replay_out(out)))
 }
 
 /// `POST /v1/queues/{queue}/dlq/{message_id}/replay`
@@ -205,7 +205,7 @@ pub async fn replay_one(
         .ops
         .dead_letter_replay_one(queue, &message_id, input.target_queue)
         .await?;
-    Ok(Json(out))
+    Ok(Json(crate::views::replay_out(out)))
 }
 
 /// The dead-letter routes and who may call each.

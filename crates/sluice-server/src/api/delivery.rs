@@ -119,7 +119,7 @@ pub async fn ack(
             then,
         })
         .await?;
-    Ok((StatusCode::OK, Json(acked)).into_response())
+    Ok((StatusCode::OK, Json(crate::views::ack_out(acked))).into_response())
 }
 
 /// `POST /v1/queues/{queue}/nack`

@@ -48,7 +48,10 @@ pub async fn enqueue(
             crate::telemetry::carry(payload, &traceparent);
         }
     }
-    let results = app.ops.enqueue(enqueue).instrument(span).await?;
+    let results: Vec<_> = (app.ops.enqueue(enqueue).instrument(span).await?)
+        .into_iter()
+        .map(crate::views::enqueue_out)
+        .collect();
     Ok(if is_batch {
         Json(EnqueueBatchOut { results }).into_response()
     } else {

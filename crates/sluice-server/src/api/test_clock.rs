@@ -45,7 +45,11 @@ pub async fn advance(
     // Alerts too: a test sees the notifications the move made due (a pass decides a
     // dead-letter notification, the next makes it).
     for _ in 0..2 {
-        app.ops.alerts_pass(app.dashboard_url.as_deref()).await?;
+        app.ops
+            .alerts_pass(&crate::notifications::Notifications {
+                dashboard: app.dashboard_url.clone(),
+            })
+            .await?;
     }
     app.ops.wake_all();
     Ok(Json(AdvanceOut {

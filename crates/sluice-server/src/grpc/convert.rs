@@ -5,10 +5,8 @@
 
 use sluice_core::message::{BodyKind, ClaimedMessage, Payload};
 use sluice_core::store::{DeadLetter, QueueInfo};
-use sluice_wire::{AckOut, EnqueueOut};
 use sluice_grpc::v1;
-use sluice_ops::Nacked;
-use sluice_ops::{MessageRequest, NextStep, OpsError};
+use sluice_ops::{Acked, EnqueueAnswer, MessageRequest, Nacked, NextStep, OpsError};
 
 use super::Who;
 use crate::state::AppState;
@@ -65,12 +63,12 @@ pub fn next_steps(steps: Vec<v1::NextStep>) -> Result<Vec<NextStep>, OpsError> {
 }
 
 /// The answer to one stored message.
-pub fn enqueued(out: EnqueueOut) -> v1::Enqueued {
+pub fn enqueued(out: EnqueueAnswer) -> v1::Enqueued {
     v1::Enqueued {
         message_id: out.message_id.to_string(),
         created: out.created,
         position: out.position,
-        state: out.state,
+        state: out.state.map(|state| state.as_str().to_owned()),
         result_json: out.result.map(|result| result.to_string()),
     }
 }
@@ -109,7 +107,7 @@ pub fn delivery(message: ClaimedMessage) -> v1::Delivery {
 }
 
 /// An ack's per-receipt answer.
-pub fn ack_response(out: AckOut) -> v1::AckResponse {
+pub fn ack_response(out: Acked) -> v1::AckResponse {
     v1::AckResponse {
         acked: out.acked as u64,
         results: out
@@ -117,10 +115,10 @@ pub fn ack_response(out: AckOut) -> v1::AckResponse {
             .into_iter()
             .map(|result| v1::AckResult {
                 receipt: result.receipt,
-                acked: result.acked,
-                error: result.error.map(|detail| v1::Error {
-                    code: detail.code().to_owned(),
-                    message: detail.message,
+                acked: result.stale.is_none(),
+                error: result.stale.map(|why| v1::Error {
+                    code: sluice_wire::ErrorCode::StaleReceipt.as_str().to_owned(),
+                    message: why,
                     details_json: None,
                     retry_after_s: None,
                 }),

@@ -179,8 +179,11 @@ async fn permit(
 pub(crate) fn status(error: OpsError) -> Status {
     use tonic_types::{ErrorDetails, StatusExt};
     let mut metadata = std::collections::HashMap::new();
-    if let Some(details) = &error.details {
-        metadata.insert("details".to_owned(), details.to_string());
+    if let Some(details) = error.details.clone() {
+        metadata.insert(
+            "details".to_owned(),
+            crate::views::details_json(details).to_string(),
+        );
     }
     let mut details =
         ErrorDetails::with_error_info(error.code.as_str(), sluice_grpc::ERROR_DOMAIN, metadata);
@@ -219,7 +222,9 @@ pub(crate) fn stream_error(error: OpsError) -> sluice_grpc::v1::Error {
     sluice_grpc::v1::Error {
         code: error.code.as_str().to_owned(),
         message: error.message,
-        details_json: error.details.map(|details| details.to_string()),
+        details_json: error
+            .details
+            .map(|details| crate::views::details_json(details).to_string()),
         retry_after_s: error.retry_after_s,
     }
 }

@@ -405,7 +405,7 @@ impl QueuesApi for Queues {
             .map_err(status)?;
         Ok(Response::new(v1::ReplayDeadLettersResponse {
             replayed: out.replayed,
-            replay_json: serde_json::to_string(&out).unwrap_or_default(),
+            replay_json: serde_json::to_string(&crate::views::replay_out(out)).unwrap_or_default(),
         }))
     }
 }

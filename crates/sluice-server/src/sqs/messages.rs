@@ -13,8 +13,8 @@ use std::collections::{BTreeMap, HashSet};
 use sha2::{Digest, Sha256};
 use sluice_core::message::{BodyKind, ClaimedMessage, Headers, MessageState};
 use sluice_core::queue::QueueConfig;
-use sluice_wire::{AckOut, ErrorCode};
-use sluice_ops::{AckRequest, MessageRequest, OpsError, ReceiveRequest};
+use sluice_wire::ErrorCode;
+use sluice_ops::{AckRequest, Details, MessageRequest, OpsError, ReceiveRequest};
 use sluice_sqs::md5;
 use sluice_sqs::request::{
     ChangeMessageVisibility, ChangeMessageVisibilityBatch, DeleteMessage, DeleteMessageBatch,
@@ -552,7 +552,7 @@ pub async fn delete_batch(ctx: &Ctx<'_>, request: DeleteMessageBatch) -> Answer 
             })
             .await;
         match outcome {
-            Ok(out) => out.results.iter().map(|r| r.acked).collect(),
+            Ok(out) => out.results.iter().map(|r| r.stale.is_none()).collect(),
             Err(error) => per_receipt(error, valid.len())?,
         }
     };
@@ -580,12 +580,10 @@ fn per_receipt(error: OpsError, count: usize) -> Result<Vec<bool>, SqsError> {
     if error.code != ErrorCode::StaleReceipt {
         return Err(from_ops(error));
     }
-    let out: AckOut = error
-        .details
-        .clone()
-        .and_then(|details| serde_json::from_value(details).ok())
-        .ok_or_else(|| from_ops(error))?;
-    let acked: Vec<bool> = out.results.iter().map(|r| r.acked).collect();
+    let Some(Details::Acks(out)) = &error.details else {
+        return Err(from_ops(error));
+    };
+    let acked: Vec<bool> = out.results.iter().map(|r| r.stale.is_none()).collect();
     Ok(if acked.len() == count {
         acked
     } else {

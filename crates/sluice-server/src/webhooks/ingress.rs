@@ -286,7 +286,7 @@ async fn handle(
                 message_id: Some(message_id),
                 idempotency_key: shaped.idempotency_key,
                 duplicate: Some(true),
-                state,
+                state: state.map(|state| state.as_str().to_owned()),
                 result,
                 ..WebhookReceiptOut::default()
             },
