@@ -264,55 +264,18 @@ impl Limits {
     }
 }
 
-/// `[store]` as written.
+/// `[store]` as written: its `kind`, and the rest of the table, which that kind's store reads
+/// and checks itself (`sluice_store_sqlite::SqliteSection`, `sluice_store_postgres::PgSection`).
+/// A key no store reads is refused, named; another kind's keys are allowed, so one file can
+/// carry both (as `config.default.toml` does).
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RawStore {
     /// Which store keeps the queues: one of [`STORE_KINDS`] (default `"sqlite"`).
     pub kind: Option<String>,
-    /// Past this size the WAL is checkpointed whole and truncated (default 64 MiB).
-    pub wal_max_bytes: Option<u64>,
-    /// Space kept back for acks when the disk fills (default 64 MiB; 0: none).
-    pub disk_reserve_bytes: Option<u64>,
-    /// Bytes of new messages that may wait for the writer (default 128 MiB).
-    pub writer_queue_bytes: Option<u64>,
-    /// Ready messages of each queue and priority kept in memory; the rest wait on disk and are
-    /// paged in as the head drains (default 10,000; 0: keep every message in memory).
-    pub resident_messages: Option<usize>,
-    /// PostgreSQL: the database URL (no default; `--store-url` / `SLUICE_STORE_URL` win).
-    pub url: Option<String>,
-    /// PostgreSQL: the schema holding the store's tables (default `sluice`).
-    pub schema: Option<String>,
-    /// PostgreSQL: pooled connections (default 16).
-    pub pool_size: Option<usize>,
-    /// PostgreSQL: writer connections of each kind (default 2).
-    pub writer_connections: Option<usize>,
-    /// PostgreSQL: longest time to make one connection, in ms (default 5000).
-    pub connect_timeout_ms: Option<u64>,
-    /// PostgreSQL: apply missing migrations at start (default true).
-    pub migrate: Option<bool>,
-    /// PostgreSQL: this server's name among the nodes (default `<hostname>:<port>`).
-    pub node_name: Option<String>,
-    /// PostgreSQL: PEM certificates the database's certificate must be signed by (no default:
-    /// the platform's roots for `sslmode=verify-ca`/`verify-full`).
-    pub ca_file: Option<PathBuf>,
+    /// Every other key, for the store of `kind`.
+    #[serde(flatten)]
+    pub options: toml::Table,
 }
-
-/// The default `[store] wal_max_bytes`.
-pub const DEFAULT_WAL_MAX_BYTES: u64 = 64 << 20;
-/// The smallest `[store] wal_max_bytes`: below it, checkpoints would pause writes all the time.
-const MIN_WAL_MAX_BYTES: u64 = 1 << 20;
-/// The default `[store] disk_reserve_bytes`.
-pub const DEFAULT_DISK_RESERVE_BYTES: u64 = 64 << 20;
-/// The default `[store] writer_queue_bytes`: as much as `[limits] body_bytes_in_flight`, so
-/// producers over HTTP meet that budget first unless their requests are abandoned.
-pub const DEFAULT_WRITER_QUEUE_BYTES: u64 = 128 << 20;
-/// The smallest `[store] writer_queue_bytes`: below it, batches would be stored one at a time.
-const MIN_WRITER_QUEUE_BYTES: u64 = 1 << 20;
-/// The default `[store] resident_messages`.
-pub const DEFAULT_RESIDENT_MESSAGES: usize = 10_000;
-/// The default `[server] payload_cache_bytes`.
-pub const DEFAULT_PAYLOAD_CACHE_BYTES: usize = 64 << 20;
 
 /// The `[store] kind` values this build can open, the default first.
 pub const STORE_KINDS: &[&str] = &["sqlite", "postgres"];
@@ -334,10 +297,10 @@ pub enum Durability {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreConfig {
     /// `kind = "sqlite"`: one database in the data directory, served by this process alone.
-    Sqlite(SqliteStoreConfig),
+    Sqlite(sluice_store_sqlite::SqliteSettings),
     /// `kind = "postgres"`: one schema of a PostgreSQL database, shared by every server
     /// opened on it.
-    Postgres(PostgresStoreConfig),
+    Postgres(sluice_store_postgres::PgSettings),
 }
 
 impl StoreConfig {
@@ -348,31 +311,6 @@ impl StoreConfig {
             StoreConfig::Postgres(_) => "postgres",
         }
     }
-}
-
-/// The PostgreSQL store's options: `[store] url`, `schema`, `pool_size`, `writer_connections`,
-/// `connect_timeout_ms`, `migrate` and `writer_queue_bytes`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PostgresStoreConfig {
-    /// The database; shown without its password.
-    pub url: sluice_store_postgres::DatabaseUrl,
-    /// The schema holding the store's tables.
-    pub schema: String,
-    /// Pooled connections.
-    pub pool_size: usize,
-    /// Writer connections of each kind (enqueue, ack).
-    pub writer_connections: usize,
-    /// Longest time to make one connection, in ms.
-    pub connect_timeout_ms: u64,
-    /// Apply missing migrations at start (false: only check that the schema is current).
-    pub migrate: bool,
-    /// Bytes of new messages that may wait for a writer; more is refused (503 `overloaded`).
-    pub writer_queue_bytes: u64,
-    /// This server's name among the nodes; `None`: `<hostname>:<port>`
-    /// ([`default_node_name`]).
-    pub node_name: Option<String>,
-    /// The certificates the database's must be signed by (`sluice_store_postgres::tls`).
-    pub ca_file: Option<PathBuf>,
 }
 
 /// The node name when `[store] node_name` is not set: `<hostname>:<port>` of the address the
@@ -411,105 +349,47 @@ fn hostname() -> Option<String> {
     None
 }
 
-/// The SQLite store's options: `[store] wal_max_bytes`, `disk_reserve_bytes`, `writer_queue_bytes` and
-/// `[server] payload_cache_bytes` (where they were before stores had a kind).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SqliteStoreConfig {
-    /// Bytes of message bodies kept in memory, so deliveries need no disk read.
-    pub payload_cache_bytes: usize,
-    /// WAL size past which it is checkpointed whole and truncated.
-    pub wal_max_bytes: u64,
-    /// Space kept back for acks when the disk fills.
-    pub disk_reserve_bytes: u64,
-    /// Bytes of new messages that may wait for the writer; more is refused (503 `overloaded`).
-    pub writer_queue_bytes: u64,
-    /// Ready messages of each queue and priority kept in memory (0: all).
-    pub resident_messages: usize,
-}
-
 impl StoreConfig {
-    /// `[store]` (and `[server] payload_cache_bytes`, and `--store-url`), checked: a known
-    /// kind, and its options within their bounds. A URL, from the flag or the file, makes the
-    /// kind `postgres` unless the file names another kind, which is then refused.
+    /// `[store]` (and `[server] payload_cache_bytes`, and `--store-url`), checked by the store
+    /// of its kind. A URL, from the flag or the file, makes the kind `postgres` unless the file
+    /// names another kind, which is then refused.
     fn from_raw(
         store: RawStore,
         server_payload_cache_bytes: Option<usize>,
         store_url: Option<String>,
     ) -> Result<Self, String> {
-        let url = store_url.or(store.url);
-        let kind = match (store.kind.as_deref(), &url) {
-            (Some(kind), _) => kind,
-            (None, Some(_)) => "postgres",
-            (None, None) => STORE_KINDS[0],
+        let known = |key: &str| {
+            sluice_store_sqlite::SqliteSection::KEYS.contains(&key)
+                || sluice_store_postgres::PgSection::KEYS.contains(&key)
         };
-        let writer_queue_bytes = store
-            .writer_queue_bytes
-            .unwrap_or(DEFAULT_WRITER_QUEUE_BYTES);
-        if writer_queue_bytes < MIN_WRITER_QUEUE_BYTES {
+        if let Some(unknown) = store.options.keys().find(|key| !known(key)) {
             return Err(format!(
-                "[store] writer_queue_bytes {writer_queue_bytes} is below the minimum {MIN_WRITER_QUEUE_BYTES}"
+                "[store]: unknown key {unknown:?}; the keys are kind, {}, and {}",
+                sluice_store_sqlite::SqliteSection::KEYS.join(", "),
+                sluice_store_postgres::PgSection::KEYS.join(", ")
             ));
         }
+        let url_given = store_url.is_some() || store.options.contains_key("url");
+        let kind = match (store.kind.as_deref(), url_given) {
+            (Some(kind), _) => kind,
+            (None, true) => "postgres",
+            (None, false) => STORE_KINDS[0],
+        };
         match kind {
             "sqlite" => {
-                if url.is_some() {
+                if url_given {
                     return Err(
                         "[store] url (or --store-url, SLUICE_STORE_URL) needs [store] kind = \"postgres\"; this config names kind \"sqlite\"".into(),
                     );
                 }
-                let wal_max_bytes = store.wal_max_bytes.unwrap_or(DEFAULT_WAL_MAX_BYTES);
-                if wal_max_bytes < MIN_WAL_MAX_BYTES {
-                    return Err(format!(
-                        "[store] wal_max_bytes {wal_max_bytes} is below the minimum {MIN_WAL_MAX_BYTES}"
-                    ));
-                }
-                Ok(StoreConfig::Sqlite(SqliteStoreConfig {
-                    payload_cache_bytes: server_payload_cache_bytes
-                        .unwrap_or(DEFAULT_PAYLOAD_CACHE_BYTES),
-                    wal_max_bytes,
-                    disk_reserve_bytes: store
-                        .disk_reserve_bytes
-                        .unwrap_or(DEFAULT_DISK_RESERVE_BYTES),
-                    writer_queue_bytes,
-                    resident_messages: store.resident_messages.unwrap_or(DEFAULT_RESIDENT_MESSAGES),
-                }))
+                let section: sluice_store_sqlite::SqliteSection = store_section(store.options)?;
+                Ok(StoreConfig::Sqlite(
+                    section.check(server_payload_cache_bytes)?,
+                ))
             }
             "postgres" => {
-                use sluice_store_postgres::options as pg;
-                let url = url.ok_or(
-                    "[store] kind = \"postgres\" needs [store] url (or --store-url, SLUICE_STORE_URL)",
-                )?;
-                let mut options = sluice_store_postgres::PgOptions::new(
-                    url,
-                    store
-                        .schema
-                        .unwrap_or_else(|| pg::DEFAULT_SCHEMA.to_owned()),
-                );
-                options.pool_size = store.pool_size.unwrap_or(pg::DEFAULT_POOL_SIZE);
-                options.writer_connections = store
-                    .writer_connections
-                    .unwrap_or(pg::DEFAULT_WRITER_CONNECTIONS);
-                let connect_timeout_ms = store
-                    .connect_timeout_ms
-                    .unwrap_or(pg::DEFAULT_CONNECT_TIMEOUT_MS);
-                options.connect_timeout = std::time::Duration::from_millis(connect_timeout_ms);
-                // Empty is the default (an environment variable set to nothing).
-                let node_name = store.node_name.filter(|name| !name.is_empty());
-                if let Some(name) = &node_name {
-                    options.node_name = name.clone();
-                }
-                options.check()?;
-                Ok(StoreConfig::Postgres(PostgresStoreConfig {
-                    url: options.url,
-                    schema: options.schema,
-                    pool_size: options.pool_size,
-                    writer_connections: options.writer_connections,
-                    connect_timeout_ms,
-                    migrate: store.migrate.unwrap_or(true),
-                    writer_queue_bytes,
-                    node_name,
-                    ca_file: store.ca_file,
-                }))
+                let section: sluice_store_postgres::PgSection = store_section(store.options)?;
+                Ok(StoreConfig::Postgres(section.check(store_url)?))
             }
             other => Err(format!(
                 "[store] kind {other:?} is not a store this server can open; the kinds are: {}",
@@ -521,6 +401,13 @@ impl StoreConfig {
             )),
         }
     }
+}
+
+/// `[store]`'s keys read by the section of the store they are for.
+fn store_section<T: serde::de::DeserializeOwned>(options: toml::Table) -> Result<T, String> {
+    toml::Value::Table(options)
+        .try_into()
+        .map_err(|e| format!("[store]: {e}"))
 }
 
 /// `[server]` as written.
@@ -839,16 +726,20 @@ mod tests {
         };
         assert_eq!(
             sqlite,
-            SqliteStoreConfig {
+            sluice_store_sqlite::SqliteSettings {
                 payload_cache_bytes: 1000,
                 wal_max_bytes: 2 << 20,
                 disk_reserve_bytes: 0,
-                writer_queue_bytes: DEFAULT_WRITER_QUEUE_BYTES,
-                resident_messages: DEFAULT_RESIDENT_MESSAGES,
+                ..Default::default()
             }
         );
-        let error = check("[store]\nwal_max_bytes = 1000\n", options).unwrap_err();
+        let error = check("[store]\nwal_max_bytes = 1000\n", options.clone()).unwrap_err();
         assert!(error.contains("wal_max_bytes"), "{error}");
+        // Each store reads its own keys: a misspelt one is named; a wrong type is its store's.
+        let error = check("[store]\nwal_max_byte = 1\n", options.clone()).unwrap_err();
+        assert!(error.starts_with("[store]") && error.contains("wal_max_byte"), "{error}");
+        let error = check("[store]\nresident_messages = \"many\"\n", options.clone()).unwrap_err();
+        assert!(error.starts_with("[store]") && error.contains("string"), "{error}");
     }
 
     #[test]
@@ -875,14 +766,13 @@ mod tests {
         };
         assert_eq!(
             postgres,
-            PostgresStoreConfig {
+            sluice_store_postgres::PgSettings {
                 url: sluice_store_postgres::DatabaseUrl::new(url),
                 schema: "sluice".into(),
                 pool_size: 16,
                 writer_connections: 2,
                 connect_timeout_ms: 5_000,
                 migrate: true,
-                writer_queue_bytes: DEFAULT_WRITER_QUEUE_BYTES,
                 node_name: None,
                 ca_file: None,
             }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use sluice_core::clock::Millis;
 use sluice_core::{Store, StoreError};
 
-use crate::config::{Config, Durability, PostgresStoreConfig, StoreConfig};
+use crate::config::{Config, Durability, StoreConfig};
 
 /// Opens the store of `config` (creating it when new) and loads what it holds; `now_ms` is the
 /// server clock's time, which rules applied while loading (retention, lease expiry) read.
@@ -18,17 +18,12 @@ pub async fn open_store(config: &Config, now_ms: Millis) -> Result<Arc<dyn Store
             use sluice_store_sqlite::{
                 Durability as SqliteDurability, SharedSqliteStore, SqliteOptions,
             };
-            let mut options = SqliteOptions::new(&config.data_dir);
+            let mut options = SqliteOptions::new(&config.data_dir).with_settings(sqlite);
             options.durability = match config.durability {
                 Durability::Fsync => SqliteDurability::Fsync,
                 Durability::Os => SqliteDurability::Os,
             };
             options.acked_retention_ms = config.acked_retention_ms;
-            options.payload_cache_bytes = sqlite.payload_cache_bytes;
-            options.wal_max_bytes = sqlite.wal_max_bytes;
-            options.disk_reserve_bytes = sqlite.disk_reserve_bytes;
-            options.writer_queue_bytes = sqlite.writer_queue_bytes;
-            options.resident_messages = sqlite.resident_messages;
             // Opening reads the whole database to rebuild the index: not on a runtime thread.
             let store =
                 tokio::task::spawn_blocking(move || SharedSqliteStore::open(options, now_ms))
@@ -83,23 +78,14 @@ pub async fn migrate_store(config: &Config, now_ms: Millis) -> Result<String, St
 /// port it listens on.
 fn postgres_options(
     config: &Config,
-    postgres: &PostgresStoreConfig,
+    postgres: &sluice_store_postgres::PgSettings,
 ) -> sluice_store_postgres::PgOptions {
-    use sluice_store_postgres::{Durability as PgDurability, PgOptions};
-    let mut options = PgOptions::new(postgres.url.expose(), postgres.schema.clone());
-    options.pool_size = postgres.pool_size;
-    options.writer_connections = postgres.writer_connections;
-    options.connect_timeout = std::time::Duration::from_millis(postgres.connect_timeout_ms);
-    options.migrate = postgres.migrate;
-    options.acked_retention_ms = config.acked_retention_ms;
-    options.node_name = postgres
-        .node_name
-        .clone()
-        .unwrap_or_else(|| crate::config::default_node_name(config.listen));
-    options.durability = match config.durability {
+    use sluice_store_postgres::Durability as PgDurability;
+    let durability = match config.durability {
         Durability::Fsync => PgDurability::Fsync,
         Durability::Os => PgDurability::Os,
     };
-    options.ca_file = postgres.ca_file.clone();
-    options
+    postgres.options(durability, config.acked_retention_ms, || {
+        crate::config::default_node_name(config.listen)
+    })
 }

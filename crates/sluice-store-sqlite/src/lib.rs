@@ -14,6 +14,7 @@
 mod body_kind;
 mod checkpoint;
 mod claims;
+pub mod config;
 mod dead_letters;
 mod delivery_log;
 pub mod dispatch;
@@ -58,6 +59,8 @@ use uuid::Uuid;
 
 use crate::writer::{WriteOp, Writer};
 
+pub use config::{SqliteSection, SqliteSettings};
+
 /// When a write counts as stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
@@ -69,7 +72,7 @@ pub enum Durability {
 }
 
 /// How to open the store.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SqliteOptions {
     /// Directory holding `sluice.db`; created if missing.
     pub data_dir: PathBuf,
@@ -99,12 +102,12 @@ impl SqliteOptions {
         Self {
             data_dir: data_dir.into(),
             durability: Durability::Fsync,
-            payload_cache_bytes: 64 << 20,
+            payload_cache_bytes: config::DEFAULT_PAYLOAD_CACHE_BYTES,
             acked_retention_ms: 60 * 60 * 1000,
-            wal_max_bytes: 64 << 20,
-            disk_reserve_bytes: 64 << 20,
-            writer_queue_bytes: 128 << 20,
-            resident_messages: 10_000,
+            wal_max_bytes: config::DEFAULT_WAL_MAX_BYTES,
+            disk_reserve_bytes: config::DEFAULT_DISK_RESERVE_BYTES,
+            writer_queue_bytes: config::DEFAULT_WRITER_QUEUE_BYTES,
+            resident_messages: config::DEFAULT_RESIDENT_MESSAGES,
         }
     }
 }
