@@ -506,39 +506,105 @@ pub struct MessageBody {
     pub payload: Option<Payload>,
 }
 
-/// Storage internals for metrics, counted since the store opened. `None` for what a backend
-/// does not measure (the names follow a write-ahead-logged store with group commit, as SQLite
-/// is; another backend reports what has the same meaning, or nothing).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// What a store reports about itself for `/metrics`: its write state, which every store has,
+/// and the measurements it names and explains itself (`sluice_storage_*`, `sluice_store_*`),
+/// which the server writes out as they are. Each store documents its own in docs/metrics.md
+/// and tests that it does.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct StorageMetrics {
-    /// Write operations per committed group (one transaction, one sync).
-    pub group_commit_ops: Option<crate::histogram::Histogram>,
-    /// Time each WAL sync (`fdatasync`) took, in µs.
-    pub wal_sync_us: Option<crate::histogram::Histogram>,
-    /// Bytes of the write-ahead log now.
-    pub wal_bytes: Option<u64>,
-    /// Bytes of the database on disk now: the main file and the write-ahead log.
-    pub database_bytes: Option<u64>,
-    /// WAL frames not yet copied into the database file, as of the last checkpoint.
-    pub wal_checkpoint_lag_frames: Option<u64>,
-    /// Checkpoints that completed and emptied the WAL because it passed its limit.
-    pub wal_truncations: Option<u64>,
     /// The write state (what `/readyz` reports).
     pub write_state: WriteState,
-    /// Bytes of new messages waiting to be stored (bounded by `[store] writer_queue_bytes`).
-    pub writer_queue_bytes: Option<u64>,
-    /// Write requests of every kind waiting for the writer.
-    pub writer_queue_ops: Option<u64>,
-    /// Messages an in-memory index holds now.
-    pub index_messages: Option<u64>,
-    /// Messages of deep backlogs that wait on disk only, outside the in-memory index (paged out).
-    pub paged_out_messages: Option<u64>,
-    /// Whether this node leads the housekeeping of a store several nodes share; `None` for a
-    /// store of one node, which has no leader.
-    pub is_leader: Option<bool>,
-    /// The database's clock minus this node's, in ms, at the last check; `None` when the store
-    /// has no clock of its own to compare with.
-    pub clock_skew_ms: Option<i64>,
+    /// The store's own measurements, in the order it lists them.
+    pub reported: Vec<StoreMetric>,
+}
+
+impl StorageMetrics {
+    /// The value of the gauge or counter `name`, when the store reports it.
+    pub fn value(&self, name: &str) -> Option<f64> {
+        self.reported
+            .iter()
+            .find(|metric| metric.name == name)
+            .and_then(|metric| match &metric.value {
+                StoreMetricValue::Gauge(value) => Some(*value),
+                StoreMetricValue::Counter(value) => Some(*value as f64),
+                StoreMetricValue::Histogram { .. } => None,
+            })
+    }
+
+    /// The histogram `name`, when the store reports it.
+    pub fn histogram(&self, name: &str) -> Option<&crate::histogram::Histogram> {
+        self.reported
+            .iter()
+            .find(|metric| metric.name == name)
+            .and_then(|metric| match &metric.value {
+                StoreMetricValue::Histogram { histogram, .. } => Some(histogram),
+                _ => None,
+            })
+    }
+}
+
+/// One measurement a store reports, with its name and help text as `/metrics` shows them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreMetric {
+    /// Its name.
+    pub name: &'static str,
+    /// What it measures, for people.
+    pub help: &'static str,
+    /// Its value now.
+    pub value: StoreMetricValue,
+}
+
+/// A store metric's kind and value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoreMetricValue {
+    /// A value that goes up and down.
+    Gauge(f64),
+    /// A count since the store opened.
+    Counter(u64),
+    /// Observations, `per_unit` of the histogram's unit to one base unit (1e6 for µs → s).
+    Histogram {
+        /// The counts.
+        histogram: crate::histogram::Histogram,
+        /// Histogram units per base unit.
+        per_unit: f64,
+    },
+}
+
+impl StoreMetric {
+    /// A gauge.
+    pub fn gauge(name: &'static str, help: &'static str, value: f64) -> Self {
+        Self {
+            name,
+            help,
+            value: StoreMetricValue::Gauge(value),
+        }
+    }
+
+    /// A counter.
+    pub fn counter(name: &'static str, help: &'static str, value: u64) -> Self {
+        Self {
+            name,
+            help,
+            value: StoreMetricValue::Counter(value),
+        }
+    }
+
+    /// A histogram whose values are `per_unit` to one base unit.
+    pub fn histogram(
+        name: &'static str,
+        help: &'static str,
+        histogram: crate::histogram::Histogram,
+        per_unit: f64,
+    ) -> Self {
+        Self {
+            name,
+            help,
+            value: StoreMetricValue::Histogram {
+                histogram,
+                per_unit,
+            },
+        }
+    }
 }
 
 /// Whether a store takes writes.

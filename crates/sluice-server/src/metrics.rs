@@ -31,7 +31,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use sluice_core::histogram::Histogram;
 use sluice_core::store::Counters;
-use sluice_core::store::{QueueInfo, StorageMetrics, WriteState};
+use sluice_core::store::{QueueInfo, StorageMetrics, StoreMetricValue, WriteState};
 use sluice_wire::WebhookStatsOut;
 
 use crate::api::route::Routes;
@@ -439,45 +439,34 @@ impl Snapshot {
         Ok(())
     }
 
+    /// The write state, which every store has, then what the store reports of itself, as it
+    /// names and explains it.
     fn encode_storage(&self, encoder: &mut DescriptorEncoder) -> Fmt {
-        if let Some(ops) = &self.storage.group_commit_ops {
-            let mut family = histogram(
-                encoder,
-                "sluice_storage_group_commit_operations",
-                "Write operations committed together in one transaction (group commit).",
-            )?;
-            encode_histogram(&mut family, ops, 1.0)?;
-        }
-        if let Some(sync) = &self.storage.wal_sync_us {
-            let mut family = histogram(
-                encoder,
-                "sluice_storage_wal_fsync_duration_seconds",
-                "Time of each fdatasync of the write-ahead log (one covers every group committed before it).",
-            )?;
-            encode_histogram(&mut family, sync, 1e6)?;
-        }
-        self.encode_shared_store(encoder)?;
-        self.encode_wal_and_space(encoder)
-    }
-
-    /// What only a store shared by several nodes reports: who leads its upkeep, and how far
-    /// this node's clock is from the database's.
-    fn encode_shared_store(&self, encoder: &mut DescriptorEncoder) -> Fmt {
-        if let Some(is_leader) = self.storage.is_leader {
-            gauge(
-                encoder,
-                "sluice_store_leader",
-                "1 on the node that leads the shared store's upkeep (lease expiry, retention, cleanup), else 0.",
-            )?
-            .encode_gauge(&u64::from(is_leader))?;
-        }
-        if let Some(skew_ms) = self.storage.clock_skew_ms {
-            gauge(
-                encoder,
-                "sluice_store_clock_skew_seconds",
-                "The database's clock minus this node's, at the last check (every 60 s).",
-            )?
-            .encode_gauge(&(skew_ms as f64 / 1e3))?;
+        self.encode_write_state(encoder)?;
+        for metric in &self.storage.reported {
+            match &metric.value {
+                // A whole number is written as one (bytes, counts), as before stores named
+                // their own metrics.
+                StoreMetricValue::Gauge(value)
+                    if value.fract() == 0.0 && value.abs() < 9.0e15 =>
+                {
+                    gauge(encoder, metric.name, metric.help)?.encode_gauge(&(*value as i64))?;
+                }
+                StoreMetricValue::Gauge(value) => {
+                    gauge(encoder, metric.name, metric.help)?.encode_gauge(value)?;
+                }
+                StoreMetricValue::Counter(value) => {
+                    counter(encoder, metric.name, metric.help)?
+                        .encode_counter::<NoLabelSet, _, u64>(value, None)?;
+                }
+                StoreMetricValue::Histogram {
+                    histogram: counts,
+                    per_unit,
+                } => {
+                    let mut family = histogram(encoder, metric.name, metric.help)?;
+                    encode_histogram(&mut family, counts, *per_unit)?;
+                }
+            }
         }
         Ok(())
     }
@@ -567,42 +556,9 @@ impl Snapshot {
         Ok(())
     }
 
-    /// The WAL's bound and the write state: what keeps a restart fast and why writes stop.
-    fn encode_wal_and_space(&self, encoder: &mut DescriptorEncoder) -> Fmt {
+    /// Why writes stop: a full disk, a failed sync, a database out of reach.
+    fn encode_write_state(&self, encoder: &mut DescriptorEncoder) -> Fmt {
         let storage = &self.storage;
-        if let Some(database_bytes) = storage.database_bytes {
-            gauge(
-                encoder,
-                "sluice_storage_database_bytes",
-                "Size of the database on disk: the main file plus the write-ahead log.",
-            )?
-            .encode_gauge(&database_bytes)?;
-        }
-        let Some(wal_bytes) = storage.wal_bytes else {
-            return Ok(());
-        };
-        gauge(
-            encoder,
-            "sluice_storage_wal_bytes",
-            "Size of the write-ahead log; kept near [store] wal_max_bytes by truncating checkpoints.",
-        )?
-        .encode_gauge(&wal_bytes)?;
-        if let Some(lag) = storage.wal_checkpoint_lag_frames {
-            gauge(
-                encoder,
-                "sluice_storage_wal_checkpoint_lag_frames",
-                "WAL frames not yet copied into the database file, as of the last checkpoint.",
-            )?
-            .encode_gauge(&lag)?;
-        }
-        if let Some(truncations) = storage.wal_truncations {
-            counter(
-                encoder,
-                "sluice_storage_wal_truncations",
-                "Checkpoints that copied the whole WAL so it starts over (or emptied it) because it passed wal_max_bytes.",
-            )?
-            .encode_counter::<NoLabelSet, _, u64>(&truncations, None)?;
-        }
         let full = storage.write_state == WriteState::DiskFull;
         gauge(
             encoder,
@@ -624,38 +580,6 @@ impl Snapshot {
             "1 while the store cannot reach its database (calls answer 503 until it reconnects), else 0.",
         )?
         .encode_gauge(&u64::from(unavailable))?;
-        if let Some(bytes) = storage.writer_queue_bytes {
-            gauge(
-                encoder,
-                "sluice_storage_writer_queue_bytes",
-                "Bytes of new messages waiting to be stored; enqueues beyond [store] writer_queue_bytes get 503.",
-            )?
-            .encode_gauge(&bytes)?;
-        }
-        if let Some(ops) = storage.writer_queue_ops {
-            gauge(
-                encoder,
-                "sluice_storage_writer_queue_operations",
-                "Write operations of every kind waiting for the writer thread.",
-            )?
-            .encode_gauge(&ops)?;
-        }
-        if let Some(messages) = storage.index_messages {
-            gauge(
-                encoder,
-                "sluice_storage_index_messages",
-                "Messages the in-memory dispatch index holds.",
-            )?
-            .encode_gauge(&messages)?;
-        }
-        if let Some(messages) = storage.paged_out_messages {
-            gauge(
-                encoder,
-                "sluice_storage_paged_out_messages",
-                "Messages of deep backlogs waiting on disk only, read back in order as the head drains ([store] resident_messages).",
-            )?
-            .encode_gauge(&messages)?;
-        }
         Ok(())
     }
 }
@@ -710,7 +634,7 @@ mod tests {
 
     use sluice_core::histogram::{ACK_LATENCY_BOUNDS_MS, AtomicHistogram};
     use sluice_core::queue::QueueConfig;
-    use sluice_core::store::QueueDepth;
+    use sluice_core::store::{QueueDepth, StoreMetric};
 
     use super::*;
 
@@ -771,19 +695,38 @@ mod tests {
                 request_latency_us: push_latency.snapshot(),
             }],
             storage: StorageMetrics {
-                group_commit_ops: Some(AtomicHistogram::new(&[1, 2, 4]).snapshot()),
-                wal_sync_us: Some(AtomicHistogram::new(&[100, 1_000]).snapshot()),
-                wal_bytes: Some(4_096),
-                database_bytes: Some(20_480),
-                wal_checkpoint_lag_frames: Some(3),
-                wal_truncations: Some(1),
                 write_state: WriteState::DiskFull,
-                writer_queue_bytes: Some(65_536),
-                writer_queue_ops: Some(2),
-                index_messages: Some(12),
-                paged_out_messages: Some(30),
-                is_leader: Some(true),
-                clock_skew_ms: Some(-1_250),
+                // What the stores report is theirs (each tests its own against
+                // docs/metrics.md); one of each kind, as a store names them.
+                reported: vec![
+                    StoreMetric::histogram(
+                        "sluice_storage_group_commit_operations",
+                        "Write operations committed together in one transaction (group commit).",
+                        AtomicHistogram::new(&[1, 2, 4]).snapshot(),
+                        1.0,
+                    ),
+                    StoreMetric::histogram(
+                        "sluice_storage_wal_fsync_duration_seconds",
+                        "Time of each fdatasync of the write-ahead log.",
+                        AtomicHistogram::new(&[100, 1_000]).snapshot(),
+                        1e6,
+                    ),
+                    StoreMetric::gauge(
+                        "sluice_storage_database_bytes",
+                        "Size of the database on disk.",
+                        20_480.0,
+                    ),
+                    StoreMetric::counter(
+                        "sluice_storage_wal_truncations",
+                        "Checkpoints that emptied the WAL.",
+                        1,
+                    ),
+                    StoreMetric::gauge(
+                        "sluice_store_clock_skew_seconds",
+                        "The database's clock minus this node's.",
+                        -1.25,
+                    ),
+                ],
             },
             expressions: ExprCounts {
                 evaluations: 7,
@@ -1000,11 +943,9 @@ mod tests {
             "process_resident_memory_bytes 16777216",
             "process_virtual_memory_bytes 1073741824",
             "sluice_storage_database_bytes 20480",
-            "sluice_storage_writer_queue_bytes 65536",
-            "sluice_storage_writer_queue_operations 2",
-            "sluice_storage_index_messages 12",
-            "sluice_storage_paged_out_messages 30",
-            "sluice_store_leader 1",
+            "sluice_storage_wal_truncations_total 1",
+            "sluice_storage_disk_full 1",
+            "sluice_storage_unavailable 0",
             "sluice_store_clock_skew_seconds -1.25",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} not in {text}");
@@ -1021,8 +962,20 @@ mod tests {
     fn an_empty_server_renders_only_its_families() {
         let text = render(Snapshot::default()).unwrap();
         assert!(text.contains("sluice_build_info{version="), "{text}");
-        assert!(!text.contains("sluice_storage_"), "{text}");
-        assert!(!text.contains("sluice_store_"), "{text}");
+        // Only the write state, which every store has: nothing a store reports of itself.
+        let storage: Vec<&str> = text
+            .lines()
+            .filter(|line| line.starts_with("sluice_storage_") || line.starts_with("sluice_store_"))
+            .collect();
+        assert_eq!(
+            storage,
+            [
+                "sluice_storage_disk_full 0",
+                "sluice_storage_writes_stopped 0",
+                "sluice_storage_unavailable 0"
+            ],
+            "{text}"
+        );
         assert!(!text.contains("sluice_http_requests_total{"), "{text}");
     }
 }

@@ -471,13 +471,37 @@ impl Store for PgStore {
     /// Batches per committed group of both writers, the size of the schema's tables (read
     /// every 10 s), whether this node leads the upkeep, and its clock against the database's.
     fn storage_metrics(&self) -> sluice_core::store::StorageMetrics {
+        use sluice_core::store::StoreMetric;
+        let mut reported = vec![
+            StoreMetric::histogram(
+                "sluice_storage_group_commit_operations",
+                "Write operations committed together in one transaction (group commit).",
+                self.group_context.group_commit_ops.snapshot(),
+                1.0,
+            ),
+            StoreMetric::gauge(
+                "sluice_store_leader",
+                "1 on the node that leads the shared store's upkeep (lease expiry, retention, cleanup), else 0.",
+                f64::from(u8::from(self.leadership.is_leader())),
+            ),
+        ];
+        if let Some(skew_ms) = self.node.health.clock_skew_ms() {
+            reported.push(StoreMetric::gauge(
+                "sluice_store_clock_skew_seconds",
+                "The database's clock minus this node's, at the last check (every 60 s).",
+                skew_ms as f64 / 1e3,
+            ));
+        }
+        if let Some(bytes) = self.node.health.database_bytes() {
+            reported.push(StoreMetric::gauge(
+                "sluice_storage_database_bytes",
+                "Size of the database on disk: the store's tables and their indexes.",
+                bytes as f64,
+            ));
+        }
         sluice_core::store::StorageMetrics {
-            group_commit_ops: Some(self.group_context.group_commit_ops.snapshot()),
-            database_bytes: self.node.health.database_bytes(),
-            is_leader: Some(self.leadership.is_leader()),
-            clock_skew_ms: self.node.health.clock_skew_ms(),
             write_state: self.write_state(),
-            ..Default::default()
+            reported,
         }
     }
 

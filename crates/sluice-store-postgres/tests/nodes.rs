@@ -477,9 +477,9 @@ async fn callers_at_once_share_commits() {
     }))
     .await;
     assert!(acked.iter().all(Result::is_ok), "{acked:?}");
-    let groups = store
-        .storage_metrics()
-        .group_commit_ops
+    let metrics = store.storage_metrics();
+    let groups = metrics
+        .histogram("sluice_storage_group_commit_operations")
         .expect("groups are measured");
     assert_eq!(groups.sum(), 2 * CALLERS as u64, "every batch once");
     assert!(

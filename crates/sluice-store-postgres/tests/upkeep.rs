@@ -68,7 +68,7 @@ impl Cluster {
 }
 
 fn is_leader(store: &PgStore) -> bool {
-    store.storage_metrics().is_leader == Some(true)
+    store.storage_metrics().value("sluice_store_leader") == Some(1.0)
 }
 
 /// Waits until `condition` holds, up to `within`; how long it took.

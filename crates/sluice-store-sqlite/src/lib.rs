@@ -588,25 +588,31 @@ impl Store for SharedSqliteStore {
 
     fn storage_metrics(&self) -> sluice_core::store::StorageMetrics {
         let store = &self.0;
-        let mut metrics = store
+        let mut reported = Vec::new();
+        store
             .write_stats
-            .snapshot(store.options.durability == Durability::Fsync);
+            .report(store.options.durability == Durability::Fsync, &mut reported);
         let file_bytes =
             |name| std::fs::metadata(store.options.data_dir.join(name)).map_or(0, |m| m.len());
-        let wal_bytes = file_bytes(files::WAL_FILE);
-        metrics.wal_bytes = Some(wal_bytes);
-        metrics.database_bytes = Some(file_bytes(files::DB_FILE) + wal_bytes);
-        metrics.wal_checkpoint_lag_frames =
-            Some(store.checkpoint.lag_frames.load(Ordering::Relaxed));
-        metrics.wal_truncations = Some(store.checkpoint.truncations.load(Ordering::Relaxed));
-        metrics.write_state = store.health.state();
-        metrics.writer_queue_bytes = Some(store.inbox.bytes());
-        metrics.writer_queue_ops = Some(store.inbox.ops());
-        let index = store.index.lock();
-        metrics.index_messages = Some(index.len() as u64);
-        metrics.paged_out_messages = Some(index.cold_total());
-        drop(index);
-        metrics
+        let (index_messages, paged_out_messages) = {
+            let index = store.index.lock();
+            (index.len() as u64, index.cold_total())
+        };
+        metrics::Report {
+            database_file_bytes: file_bytes(files::DB_FILE),
+            wal_bytes: file_bytes(files::WAL_FILE),
+            wal_checkpoint_lag_frames: store.checkpoint.lag_frames.load(Ordering::Relaxed),
+            wal_truncations: store.checkpoint.truncations.load(Ordering::Relaxed),
+            writer_queue_bytes: store.inbox.bytes(),
+            writer_queue_ops: store.inbox.ops(),
+            index_messages,
+            paged_out_messages,
+        }
+        .metrics(&mut reported);
+        sluice_core::store::StorageMetrics {
+            write_state: store.health.state(),
+            reported,
+        }
     }
 
     fn write_state(&self) -> WriteState {

@@ -1,9 +1,9 @@
-//! Counters of the write path for metrics: ops per committed group (the writer) and the time of
-//! each WAL sync (the syncer). Recording is a few relaxed atomic adds per group or sync, never a
-//! lock, so it costs nothing the callers could notice.
+//! This store's metrics: the counters of the write path (ops per committed group, recorded by
+//! the writer; the time of each WAL sync, by the syncer: a few relaxed atomic adds per group or
+//! sync, never a lock) and what it reports with them ([`Report`]), named and explained here.
 
 use sluice_core::histogram::AtomicHistogram;
-use sluice_core::store::StorageMetrics;
+use sluice_core::store::StoreMetric;
 
 /// Ops per group: powers of two up to the writer's largest group (4096).
 const GROUP_OPS_BOUNDS: &[u64] = &[1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1_024, 2_048, 4_096];
@@ -32,13 +32,90 @@ impl Default for WriteStats {
 }
 
 impl WriteStats {
-    /// The snapshot for metrics; `syncs` is false when the store never syncs the WAL itself
+    /// The write path's histograms; `syncs` is false when the store never syncs the WAL itself
     /// (`durability = "os"`).
-    pub fn snapshot(&self, syncs: bool) -> StorageMetrics {
-        StorageMetrics {
-            group_commit_ops: Some(self.group_commit_ops.snapshot()),
-            wal_sync_us: syncs.then(|| self.wal_sync_us.snapshot()),
-            ..StorageMetrics::default()
+    pub fn report(&self, syncs: bool, into: &mut Vec<StoreMetric>) {
+        into.push(StoreMetric::histogram(
+            "sluice_storage_group_commit_operations",
+            "Write operations committed together in one transaction (group commit).",
+            self.group_commit_ops.snapshot(),
+            1.0,
+        ));
+        if syncs {
+            into.push(StoreMetric::histogram(
+                "sluice_storage_wal_fsync_duration_seconds",
+                "Time of each fdatasync of the write-ahead log (one covers every group committed before it).",
+                self.wal_sync_us.snapshot(),
+                1e6,
+            ));
         }
+    }
+}
+
+/// What the store reads for its gauges and counters, at one moment.
+pub struct Report {
+    /// Bytes of the main database file.
+    pub database_file_bytes: u64,
+    /// Bytes of the write-ahead log.
+    pub wal_bytes: u64,
+    /// WAL frames not yet copied into the database file, as of the last checkpoint.
+    pub wal_checkpoint_lag_frames: u64,
+    /// Checkpoints that emptied the WAL because it passed its limit.
+    pub wal_truncations: u64,
+    /// Bytes of new messages waiting for the writer.
+    pub writer_queue_bytes: u64,
+    /// Write operations waiting for the writer.
+    pub writer_queue_ops: u64,
+    /// Messages the index holds.
+    pub index_messages: u64,
+    /// Messages of deep backlogs on disk only.
+    pub paged_out_messages: u64,
+}
+
+impl Report {
+    /// The gauges and counters, named and explained.
+    pub fn metrics(&self, into: &mut Vec<StoreMetric>) {
+        into.extend([
+            StoreMetric::gauge(
+                "sluice_storage_database_bytes",
+                "Size of the database on disk: the main file plus the write-ahead log.",
+                (self.database_file_bytes + self.wal_bytes) as f64,
+            ),
+            StoreMetric::gauge(
+                "sluice_storage_wal_bytes",
+                "Size of the write-ahead log; kept near [store] wal_max_bytes by truncating checkpoints.",
+                self.wal_bytes as f64,
+            ),
+            StoreMetric::gauge(
+                "sluice_storage_wal_checkpoint_lag_frames",
+                "WAL frames not yet copied into the database file, as of the last checkpoint.",
+                self.wal_checkpoint_lag_frames as f64,
+            ),
+            StoreMetric::counter(
+                "sluice_storage_wal_truncations",
+                "Checkpoints that copied the whole WAL so it starts over (or emptied it) because it passed wal_max_bytes.",
+                self.wal_truncations,
+            ),
+            StoreMetric::gauge(
+                "sluice_storage_writer_queue_bytes",
+                "Bytes of new messages waiting to be stored; enqueues beyond [store] writer_queue_bytes get 503.",
+                self.writer_queue_bytes as f64,
+            ),
+            StoreMetric::gauge(
+                "sluice_storage_writer_queue_operations",
+                "Write operations of every kind waiting for the writer thread.",
+                self.writer_queue_ops as f64,
+            ),
+            StoreMetric::gauge(
+                "sluice_storage_index_messages",
+                "Messages the in-memory dispatch index holds.",
+                self.index_messages as f64,
+            ),
+            StoreMetric::gauge(
+                "sluice_storage_paged_out_messages",
+                "Messages of deep backlogs waiting on disk only, read back in order as the head drains ([store] resident_messages).",
+                self.paged_out_messages as f64,
+            ),
+        ]);
     }
 }

@@ -675,7 +675,10 @@ async fn the_wal_stays_under_its_limit_under_load_with_readers_holding_snapshots
         "the WAL reached {largest} bytes with a limit of {LIMIT} ({written} bytes of bodies written)"
     );
     let metrics = store.storage_metrics();
-    assert!(metrics.wal_truncations.unwrap() > 0, "{metrics:?}");
+    assert!(
+        metrics.value("sluice_storage_wal_truncations").unwrap() > 0.0,
+        "{metrics:?}"
+    );
     store.close().await.unwrap();
 }
 
@@ -891,4 +894,33 @@ async fn each_search_of_kept_messages_reads_its_own_index() {
             assert!(!plan.contains("TEMP B-TREE"), "{search:?}: {plan}");
         }
     }
+}
+
+/// The store names and explains its own metrics: each is described in docs/metrics.md, named
+/// by the conventions (`sluice_storage_` and a unit), and reported once.
+#[tokio::test]
+async fn every_metric_the_store_reports_is_documented() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), 1 << 20);
+    let docs = include_str!("../../../docs/metrics.md");
+    let metrics = store.storage_metrics();
+    let names: Vec<&str> = metrics.reported.iter().map(|metric| metric.name).collect();
+    assert!(names.len() >= 9, "{names:?}");
+    for (index, metric) in metrics.reported.iter().enumerate() {
+        let name = metric.name;
+        // A counter is exposed with `_total`, as the exposition format has it.
+        let exposed = match metric.value {
+            StoreMetricValue::Counter(_) => format!("{name}_total"),
+            _ => name.to_owned(),
+        };
+        assert!(
+            docs.contains(&format!("`{exposed}`")),
+            "{exposed} is not described in docs/metrics.md"
+        );
+        assert!(name.starts_with("sluice_storage_"), "{name}");
+        assert!(!metric.help.is_empty(), "{name}");
+        assert!(!names[..index].contains(&name), "{name} twice");
+    }
+    assert!(metrics.value("sluice_storage_database_bytes").unwrap() > 0.0);
+    store.close().await.unwrap();
 }

@@ -54,12 +54,15 @@ fn enqueue(
 fn inbox_bytes(store: &SharedSqliteStore) -> u64 {
     store
         .storage_metrics()
-        .writer_queue_bytes
-        .expect("measured")
+        .value("sluice_storage_writer_queue_bytes")
+        .expect("measured") as u64
 }
 
 fn inbox_ops(store: &SharedSqliteStore) -> u64 {
-    store.storage_metrics().writer_queue_ops.expect("measured")
+    store
+        .storage_metrics()
+        .value("sluice_storage_writer_queue_operations")
+        .expect("measured") as u64
 }
 
 /// Waits (at most 10 s) for `condition`.
