@@ -1,10 +1,13 @@
-//! What sluice's test suites share, written once: [`eventually`] (wait for a condition, never
-//! a fixed sleep before an assert), the test PostgreSQL database with a fresh schema per test
-//! ([`postgres`]), and a TCP proxy in front of it that can cut it away ([`proxy::PgProxy`]).
+//! What sluice's test suites share, written once: starting a server ([`server::Launch`] for
+//! the `sluice serve` binary, [`server::in_process`] for a server in the test's process),
+//! [`eventually`] (wait for a condition, never a fixed sleep before an assert), the test
+//! PostgreSQL database with a fresh schema per test ([`postgres`]), and a TCP proxy in front of
+//! it that can cut it away ([`proxy::PgProxy`]).
 //! A dev-dependency only; nothing here is shipped.
 
 pub mod postgres;
 pub mod proxy;
+pub mod server;
 
 use std::future::Future;
 use std::time::Duration;
