@@ -17,17 +17,12 @@ use std::time::{Duration, Instant};
 
 use fantoccini::Locator;
 use serde_json::{Value, json};
-use tempfile::TempDir;
-
-/// How long SIGTERM may take to stop the server before it is killed.
-const STOP_TIMEOUT: Duration = Duration::from_secs(10);
-/// What the server prints on stdout when it is ready, followed by its URL.
-const READY_PREFIX: &str = "sluice listening on ";
+use sluice_testkit::server::Launch;
 
 /// The charts' history, and the queue page's header, tabs and previews.
 #[path = "browser/driver.rs"]
 mod driver;
-use driver::{Browser, START_TIMEOUT, Tools, UI_TIMEOUT};
+use driver::{Browser, Tools, UI_TIMEOUT};
 
 #[path = "browser/charts.rs"]
 mod charts;
@@ -481,13 +476,11 @@ impl Api {
 
 // ---------- the server ----------
 
-/// A `sluice serve` on a free port with a temporary data directory.
+/// A `sluice serve` on a free port with a temporary data directory (the test kit's
+/// [`Launch`]); killed on drop, its log printed when the test fails.
 struct Server {
-    child: Child,
     url: String,
-    log: PathBuf,
-    /// Holds the data dir, the config and the log; removed after the child is gone.
-    _root: TempDir,
+    _server: sluice_testkit::server::Server,
 }
 
 impl Server {
@@ -503,81 +496,17 @@ impl Server {
     /// Starts the server with a config file (when given) and environment variables (such as
     /// `SLUICE_ADMIN_TOKEN`).
     fn start_with(config: Option<&str>, env: &[(&str, &str)]) -> Self {
-        let root = tempfile::Builder::new()
-            .prefix("sluice-browser-test-")
-            .tempdir()
-            .expect("temp dir");
-        let data = root.path().join("data");
-        let log = root.path().join("server.log");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
-        command
-            .args(["serve", "--listen", "127.0.0.1:0", "--data"])
-            .arg(&data);
+        let mut launch = Launch::new(env!("CARGO_BIN_EXE_sluice"));
         if let Some(config) = config {
-            let path = root.path().join("sluice.toml");
-            std::fs::write(&path, config).expect("write the config file");
-            command.arg("--config").arg(path);
+            launch = launch.config(config);
         }
         for (name, value) in env {
-            command.env(name, value);
+            launch = launch.env(name, value);
         }
-        let mut child = command
-            .env_remove("SLUICE_CONFIG")
-            .env_remove("SLUICE_LISTEN")
-            .env_remove("SLUICE_DATA")
-            .env_remove("SLUICE_DURABILITY")
-            .env_remove("SLUICE_STORE_URL")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).expect("log file"))
-            .spawn()
-            .expect("start sluice serve");
-        // Read stdout on a thread so the wait can time out; keep draining it afterwards.
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (lines_tx, lines_rx) = mpsc::channel();
-        thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let _ = lines_tx.send(line);
-            }
-        });
-        let line = lines_rx.recv_timeout(START_TIMEOUT);
-        let url = match line.as_deref().map(|line| line.strip_prefix(READY_PREFIX)) {
-            Ok(Some(url)) => url.trim().to_owned(),
-            _ => {
-                let _ = child.kill();
-                panic!("no ready line ({line:?}); server log:\n{}", read(&log));
-            }
-        };
+        let server = launch.start_blocking();
         Self {
-            child,
-            url,
-            log,
-            _root: root,
+            url: server.url().to_owned(),
+            _server: server,
         }
-    }
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|error| format!("(no log: {error})"))
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if thread::panicking() {
-            eprintln!("server log:\n{}", read(&self.log));
-        }
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + STOP_TIMEOUT;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }

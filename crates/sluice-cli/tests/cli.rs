@@ -5,25 +5,19 @@
 //! stderr and exit status. Every wait has a deadline, and the server is stopped on drop.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tempfile::TempDir;
+use sluice_testkit::server::Launch;
 
-/// How long the server may take to print its ready line.
-const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long one CLI command may take.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a command moving 100,000 messages may take (a debug build on a busy machine).
 const SLOW_COMMAND_TIMEOUT: Duration = Duration::from_secs(300);
-/// How long SIGTERM may take to stop the server before it is killed.
-const STOP_TIMEOUT: Duration = Duration::from_secs(10);
-/// What the server prints on stdout when it is ready, followed by its URL.
-const READY_PREFIX: &str = "sluice listening on ";
 
 #[test]
 fn a_created_queue_shows_in_the_list() {
@@ -256,7 +250,7 @@ fn a_long_stream_goes_in_batches_and_prints_a_summary() {
     assert_eq!(stats["ready"], 1200, "{stats}");
 
     // A file of several lines is one message per line.
-    let file = server.root.path().join("messages.ndjson");
+    let file = server.dir().join("messages.ndjson");
     std::fs::write(&file, "1\n2\n").unwrap();
     let sent = server.sluice_json(&["send", "bulk", &format!("@{}", file.display())]);
     assert_eq!(sent["results"].as_array().map(Vec::len), Some(2), "{sent}");
@@ -846,7 +840,7 @@ fn without_ages(mut page: Value) -> Value {
 #[test]
 fn queue_settings_for_pace_and_retention_are_set_and_enforced() {
     let server = Server::start();
-    let schema = server.root.path().join("schema.json");
+    let schema = server.dir().join("schema.json");
     std::fs::write(
         &schema,
         r#"{"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}}"#,
@@ -1122,67 +1116,24 @@ fn dead_letter_one(server: &Server, queue: &str, error: &str) {
     assert_eq!(nacked["state"], "dead", "{nacked}");
 }
 
-/// A running `sluice serve`; stopped with SIGTERM (then SIGKILL) on drop.
+/// A running `sluice serve` (the test kit's [`Launch`]); killed on drop.
 struct Server {
-    child: Child,
+    server: sluice_testkit::server::Server,
     url: String,
-    log: PathBuf,
-    /// Holds the data dir and the log; removed after the child is gone.
-    root: TempDir,
 }
 
 impl Server {
     fn start() -> Self {
-        let root = tempfile::Builder::new()
-            .prefix("sluice-cli-test-")
-            .tempdir()
-            .expect("temp dir");
-        let data = root.path().join("data");
-        let log = root.path().join("server.log");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--data"])
-            .arg(&data)
-            .env_remove("SLUICE_CONFIG")
-            .env_remove("SLUICE_LISTEN")
-            .env_remove("SLUICE_DATA")
-            .env_remove("SLUICE_DURABILITY")
-            .env_remove("SLUICE_STORE_URL")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).expect("log file"))
-            .spawn()
-            .expect("start sluice serve");
-
-        // Read stdout on a thread so the wait can time out; keep draining it afterwards so the
-        // server never blocks on a full pipe.
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (lines_tx, lines_rx) = mpsc::channel();
-        thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let _ = lines_tx.send(line);
-            }
-        });
-        let mut server = Self {
-            child,
-            url: String::new(),
-            log,
-            root,
-        };
-        match lines_rx.recv_timeout(READY_TIMEOUT) {
-            Ok(line) => match line.strip_prefix(READY_PREFIX) {
-                Some(url) => server.url = url.trim().to_owned(),
-                None => panic!(
-                    "unexpected first line {line:?}; server log:\n{}",
-                    server.log_text()
-                ),
-            },
-            Err(error) => panic!(
-                "no ready line ({error}); server log:\n{}",
-                server.log_text()
-            ),
+        let server = Launch::new(env!("CARGO_BIN_EXE_sluice")).start_blocking();
+        Self {
+            url: server.url().to_owned(),
+            server,
         }
-        server
+    }
+
+    /// The server's directory, for files of the test's.
+    fn dir(&self) -> &Path {
+        self.server.dir()
     }
 
     /// Runs `sluice --url URL ARGS...` with no stdin.
@@ -1237,27 +1188,6 @@ impl Server {
         let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
         command.arg("--url").arg(&self.url).args(args);
         command
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_else(|error| format!("(no log: {error})"))
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + STOP_TIMEOUT;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -33,6 +33,7 @@ use serde_json::{Value, json};
 use sluice_core::message::Receipt;
 use tokio::sync::Semaphore;
 
+use sluice_testkit::eventually;
 use support::{Cluster, ClusterOptions, Endpoint};
 
 // ---- 1 ---------------------------------------------------------------------------------------
@@ -423,22 +424,34 @@ async fn dead_letters_are_notified_once_by_three_nodes() {
             )
             .await;
         }
-        // Counted once they are a second old; windows of 2 s: every dead letter is in a
-        // notification after 5 s.
-        tokio::time::sleep(Duration::from_millis(5_000)).await;
-        let mut counts = Vec::new();
-        loop {
-            let answer = nodes[2]
-                .post("/v1/queues/sluice.alerts.ops/receive", &json!({"max": 100}))
-                .await;
-            let messages = answer["messages"].as_array().cloned().unwrap_or_default();
-            if messages.is_empty() {
-                break;
-            }
-            for message in &messages {
-                counts.push(message["body"]["count"].as_u64().unwrap());
-            }
-        }
+        // Counted once they are a second old, in windows of 2 s: every dead letter is counted,
+        // then in a notification, within a few seconds.
+        eventually(
+            "every dead letter counted",
+            Duration::from_secs(20),
+            || async { nodes[0].get("/v1/alerts/ops").await["sent"]["dead_letters_counted"] == 30 },
+        )
+        .await;
+        let notified = Mutex::new(Vec::new());
+        eventually(
+            "every counted dead letter notified",
+            Duration::from_secs(10),
+            || async {
+                let answer = nodes[2]
+                    .post("/v1/queues/sluice.alerts.ops/receive", &json!({"max": 100}))
+                    .await;
+                let messages = answer["messages"].as_array().cloned().unwrap_or_default();
+                let mut notified = lock(&notified);
+                for message in &messages {
+                    notified.push(message["body"]["count"].as_u64().unwrap());
+                }
+                notified.iter().sum::<u64>() >= 30
+            },
+        )
+        .await;
+        let counts = notified
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
         // The first pass may count the first dead letters before the rest were made: every
         // one is counted once, in at most one notification per window.
         assert_eq!(counts.iter().sum::<u64>(), 30, "{counts:?}");

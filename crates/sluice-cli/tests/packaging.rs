@@ -12,8 +12,10 @@
 mod python;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
+
+use sluice_testkit::server::Launch;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -104,35 +106,14 @@ fn the_release_archive_unpacks_to_a_server_that_starts() {
         "{shown}"
     );
 
-    // It starts with the shipped config and answers /readyz.
-    let data = work.path().join("data");
-    let mut server = Command::new(&binary)
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(dir.join("config.default.toml"))
-        .arg("--data")
-        .arg(&data)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the unpacked server");
-    let mut line = String::new();
-    let stdout = server.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        use std::io::BufRead;
-        let mut line = String::new();
-        std::io::BufReader::new(stdout).read_line(&mut line).ok();
-        line
-    });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !reader.is_finished() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    if reader.is_finished() {
-        line = reader.join().unwrap();
-    }
-    server.kill().ok();
-    server.wait().ok();
-    assert!(line.contains("sluice listening on"), "ready line: {line:?}");
+    // It starts with the shipped config and answers /readyz (the test kit's launcher waits for
+    // its 200, and kills it on drop).
+    let server = Launch::new(&binary)
+        .name("the unpacked server")
+        .config_file(dir.join("config.default.toml"))
+        .data(work.path().join("data"))
+        .start_blocking();
+    drop(server);
 
     verify_unit(&dir.join("sluice.service"), &binary, work.path());
 }

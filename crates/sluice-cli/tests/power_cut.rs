@@ -40,9 +40,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use sluice_faultfs::{CutReport, DroppedFile, FaultFs, Mounted, TornWrites};
+use sluice_testkit::server::Launch;
 use tempfile::TempDir;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
 use uuid::Uuid;
 
 const QUEUE: &str = "power";
@@ -77,11 +76,8 @@ const EARLY_MIN_ACKS: usize = 1;
 /// work on acknowledged traffic, unlike the start-up's writes or the shared-memory index
 /// (`-shm`), which SQLite never syncs.
 const STORE_FILES: [&str; 2] = ["sluice.db", "sluice.db-wal"];
-/// A start may take this long until its ready line.
-const READY_TIMEOUT: Duration = Duration::from_secs(20);
 /// One test, all cuts.
 const TEST_TIMEOUT: Duration = Duration::from_secs(120);
-const READY_PREFIX: &str = "sluice listening on ";
 
 // ---- cases ---------------------------------------------------------------------------------
 
@@ -447,7 +443,7 @@ impl Rig {
             acks: produced.acks,
             lost,
             on_disk,
-            log: log_tail(&self.log(), 30),
+            log: sluice_testkit::server::tail(&self.log(), 30),
         };
         println!("{}", cut.summary());
         cut
@@ -666,94 +662,39 @@ fn read_store(data: &Path) -> OnDisk {
 
 // ---- the server and its producers ------------------------------------------------------------
 
+/// A `sluice serve` on the test's data directory and log (the test kit's [`Launch`]).
 struct Server {
-    child: Option<Child>,
+    server: sluice_testkit::server::Server,
     url: String,
+    /// When it was ready (its `/readyz` answered 200).
     ready_at: Instant,
 }
 
 impl Server {
     async fn start(data: &Path, durability: &str, log: &Path) -> Server {
-        let log_file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-            .expect("server log");
-        use std::io::Write as _;
-        writeln!(
-            &log_file,
-            "=== power-cut test: start on {} ===",
-            data.display()
-        )
-        .expect("log");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--durability",
-                durability,
-            ])
-            .arg("--data")
-            .arg(data)
-            .env_remove("SLUICE_TEST_CLOCK")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(log_file))
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn the sluice binary");
-        let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
-        let line = match tokio::time::timeout(READY_TIMEOUT, stdout.next_line()).await {
-            Ok(Ok(Some(line))) => line,
-            other => panic!(
-                "sluice serve did not get ready ({other:?})\n{}",
-                log_tail(log, 40)
-            ),
-        };
-        let ready_at = Instant::now();
-        let url = line
-            .strip_prefix(READY_PREFIX)
-            .unwrap_or_else(|| panic!("not the ready line: {line:?}"))
-            .trim()
-            .to_owned();
-        tokio::spawn(async move { while let Ok(Some(_)) = stdout.next_line().await {} });
+        let server = Launch::new(env!("CARGO_BIN_EXE_sluice"))
+            .name("power-cut server")
+            .data(data)
+            .log(log)
+            .args(["--durability", durability])
+            .start()
+            .await;
         Server {
-            child: Some(child),
-            url,
-            ready_at,
+            url: server.url().to_owned(),
+            ready_at: Instant::now(),
+            server,
         }
     }
 
     async fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            child.start_kill().expect("SIGKILL the server");
-            child.wait().await.expect("wait for the killed server");
-        }
+        self.server.kill().await;
     }
 
     /// SIGTERM: the clean stop (the store checkpoints and closes).
     async fn terminate(&mut self) {
-        let mut child = self.child.take().expect("running");
-        let pid = child.id().expect("pid");
-        // The workspace forbids `unsafe`, so the signal goes through kill(1) rather than libc.
-        let sent = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()
-            .expect("run kill(1)");
-        assert!(sent.success(), "kill -TERM {pid} failed");
-        let status = tokio::time::timeout(Duration::from_secs(15), child.wait())
-            .await
-            .expect("the server stopped within 15 s of SIGTERM")
-            .expect("wait for the server");
+        let status = self.server.terminate().await;
         assert!(status.success(), "the clean stop exited with {status}");
     }
-}
-
-fn log_tail(log: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 /// What earlier runs on the same data directory had acknowledged, carried into the next run so

@@ -15,17 +15,18 @@
 //! A command that exits non-zero fails the test, naming the README line. The tour needs `jq`
 //! (the README says so); without it the test fails when `CI` is set and is skipped otherwise.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use sluice_testkit::server::{Launch, Server};
 
 const README: &str = include_str!("../../../README.md");
 /// The line before a block's opening fence that keeps the block out of this test.
 const SKIP_MARKER: &str = "<!-- readme-test: skip -->";
 /// The port the README's commands name.
 const README_PORT: &str = ":7566";
-const READY_PREFIX: &str = "sluice listening on ";
 /// Longest a block may run (the tour's longest waits are a 5 s long poll and a 5 s drain).
 const BLOCK_TIMEOUT: Duration = Duration::from_secs(180);
 
@@ -67,51 +68,6 @@ fn blocks(readme: &str) -> Vec<Block> {
     blocks
 }
 
-/// The server under test, stopped when dropped.
-struct Server {
-    child: Child,
-    url: String,
-    log: std::path::PathBuf,
-}
-
-impl Server {
-    fn start(dir: &Path) -> Server {
-        let log = dir.join("server.log");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--data"])
-            .arg(dir.join("data"))
-            .env_remove("SLUICE_CONFIG")
-            .env_remove("SLUICE_ADMIN_TOKEN")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start the sluice binary");
-        let mut ready = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut ready)
-            .unwrap();
-        let url = ready
-            .strip_prefix(READY_PREFIX)
-            .unwrap_or_else(|| {
-                panic!(
-                    "the server did not start: {ready:?}\n{}",
-                    std::fs::read_to_string(&log).unwrap_or_default()
-                )
-            })
-            .trim()
-            .to_owned();
-        Server { child, url, log }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// The script a block runs as: the README's text, after a preamble that fails on errors and
 /// names the README line of a failing command.
 fn script(block: &Block, port: u16) -> String {
@@ -141,7 +97,7 @@ fn run(block: &Block, server: &Server, port: u16, dir: &Path) {
         .arg(script(block, port))
         .current_dir(dir.join("work"))
         .env("PATH", path)
-        .env("SLUICE_URL", &server.url)
+        .env("SLUICE_URL", server.url())
         .env_remove("SLUICE_TOKEN")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -174,8 +130,6 @@ fn run(block: &Block, server: &Server, port: u16, dir: &Path) {
     if status.is_some_and(|status| status.success()) {
         return;
     }
-    let log = std::fs::read_to_string(&server.log).unwrap_or_default();
-    let log_tail: Vec<&str> = log.lines().rev().take(20).collect();
     panic!(
         "the README block at line {} {}\n--- stdout\n{stdout}\n--- stderr\n{stderr}\n--- server log (last lines)\n{}",
         block.first_line,
@@ -183,7 +137,7 @@ fn run(block: &Block, server: &Server, port: u16, dir: &Path) {
             Some(status) => format!("failed: {status}"),
             None => format!("ran longer than {BLOCK_TIMEOUT:?}"),
         },
-        log_tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        server.log_tail(20)
     );
 }
 
@@ -226,13 +180,12 @@ fn the_readme_blocks_run_in_order_against_a_fresh_server() {
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("work")).unwrap();
-    let server = Server::start(dir.path());
-    let port: u16 = server
-        .url
-        .rsplit(':')
-        .next()
-        .and_then(|port| port.parse().ok())
-        .expect("a port in the ready line");
+    // The server under test, killed when dropped; a fresh one sees none of the caller's
+    // `SLUICE_*` settings (`SLUICE_CONFIG`, `SLUICE_ADMIN_TOKEN`).
+    let server = Launch::new(env!("CARGO_BIN_EXE_sluice"))
+        .dir(dir.path())
+        .start_blocking();
+    let port = server.address().port();
     for block in &blocks {
         run(block, &server, port, dir.path());
     }

@@ -8,14 +8,14 @@ use std::time::Duration;
 use sluice_sdk::{Backend, Error, Grpc, Http, Queue};
 use sluice_server::ServeOptions;
 use sluice_server::config::Config;
-use tokio::sync::oneshot;
+use sluice_testkit::server::{InProcess, in_process};
 
 const ADMIN: &str = "sdk-admin-token-0123456789";
 const CONSUMER: &str = "sdk-consumer-token-0123456789";
 
 /// A server on 127.0.0.1 with an admin token and a consumer token of `jobs*`, both read from
-/// files; stopped when the returned sender is dropped.
-async fn server_with_tokens(dir: &std::path::Path) -> (String, oneshot::Sender<()>) {
+/// files; stopped when the returned server is dropped.
+async fn server_with_tokens(dir: &std::path::Path) -> (String, InProcess) {
     std::fs::write(dir.join("admin"), ADMIN).unwrap();
     std::fs::write(dir.join("consumer"), CONSUMER).unwrap();
     let config = format!(
@@ -43,25 +43,11 @@ queues = ["jobs*"]
         ..Default::default()
     })
     .expect("server config");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let (ready, is_ready) = oneshot::channel::<()>();
-    tokio::spawn(async move {
-        let shutdown = async move {
-            let _ = stopped.await;
-        };
-        sluice_server::run(config, listener, shutdown, move || {
-            let _ = ready.send(());
-        })
-        .await
-        .expect("the server failed");
-    });
-    tokio::time::timeout(Duration::from_secs(10), is_ready)
-        .await
-        .expect("the server did not start within 10 s")
-        .expect("the server stopped before it was ready");
-    (format!("http://{address}"), stop)
+    let server = in_process(|listener, shutdown, ready| {
+        sluice_server::run(config, listener, shutdown, ready)
+    })
+    .await;
+    (server.url().to_owned(), server)
 }
 
 #[tokio::test]

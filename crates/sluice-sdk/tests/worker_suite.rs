@@ -826,8 +826,11 @@ async fn on_empty_counts_every_ack_with_slow_ack_responses(h: &Harness) {
         Ok::<(), BoxError>(())
     });
     wait_stats(&queue, "3 processed", WAIT, |s| s.processed == 3).await;
-    // Every ack response is back well after this.
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // Every ack response is back once an empty poll counts all three.
+    eventually("on_empty after the third ack", WAIT, || async {
+        empties.lock().unwrap().contains(&3)
+    })
+    .await;
     let report = run.stop().await;
     assert_eq!(report.processed, 3);
     let empties = empties.lock().unwrap();

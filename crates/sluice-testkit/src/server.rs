@@ -193,7 +193,10 @@ impl Launch {
             }
             Some(Spawned::Ready(line)) => {
                 server.child = Some(child);
-                panic!("{} started although it should refuse: {line}", server.launch.name);
+                panic!(
+                    "{} started although it should refuse: {line}",
+                    server.launch.name
+                );
             }
             None => {
                 server.child = Some(child);
@@ -323,7 +326,11 @@ impl Server {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let status = reap(&mut child, STOP_TIMEOUT, Pace::Async).await;
-            assert!(status.is_some(), "{} was not reaped after SIGKILL", self.launch.name);
+            assert!(
+                status.is_some(),
+                "{} was not reaped after SIGKILL",
+                self.launch.name
+            );
         }
     }
 
@@ -332,7 +339,11 @@ impl Server {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let status = block_on_ready(reap(&mut child, STOP_TIMEOUT, Pace::Blocking));
-            assert!(status.is_some(), "{} was not reaped after SIGKILL", self.launch.name);
+            assert!(
+                status.is_some(),
+                "{} was not reaped after SIGKILL",
+                self.launch.name
+            );
         }
     }
 

@@ -5,12 +5,28 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use sluice_testkit::eventually;
 
 use super::{Api, Browser, Server, Tools, UI_TIMEOUT};
 
 /// Samples every 200 ms over one minute: the charts' x axis is 60 s wide, so a point taken 2 s
 /// before the page opened is 20 px (of 600) left of "now".
 const DASHBOARD: &str = "[dashboard]\nhistory_interval_ms = 200\nhistory_window_ms = 60000\n";
+
+/// The sampled history of the deep queue.
+const HISTORY: &str = "/v1/queues/orders/history";
+
+/// The times (`at_ms`) of the history's points whose depth (`ready`) is `ready`.
+fn sample_times(history: &Value, ready: u64) -> Vec<i64> {
+    history["points"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter(|point| point["ready"] == ready)
+        .filter_map(|point| point["at_ms"].as_i64())
+        .collect()
+}
 
 /// The `points` of the polyline `css` as (x, y) pairs (empty when it has none).
 async fn polyline(browser: &Browser, css: &str) -> Vec<(f64, f64)> {
@@ -73,8 +89,13 @@ async fn a_fresh_overview_shows_the_depth_and_webhook_traffic_of_the_minutes_bef
             .unwrap();
         assert_eq!(reply.status(), 401);
     }
-    // The deep queue is sampled for a while, then emptied before anyone looks.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The deep queue is sampled for a while (1.5 s: 15 px of the chart), then emptied before
+    // anyone looks, and sampled empty.
+    eventually("1.5 s of samples at depth 10", UI_TIMEOUT, || async {
+        let times = sample_times(&api.get(HISTORY).await, 10);
+        times.len() >= 2 && times[times.len() - 1] - times[0] >= 1_500
+    })
+    .await;
     for message in api.receive("orders", 10).await {
         api.post(
             "/v1/queues/orders/ack",
@@ -82,7 +103,12 @@ async fn a_fresh_overview_shows_the_depth_and_webhook_traffic_of_the_minutes_bef
         )
         .await;
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    eventually("a sample at depth 0", UI_TIMEOUT, || async {
+        let out = api.get(HISTORY).await;
+        let points = out["points"].as_array().cloned().unwrap_or_default();
+        points.last().is_some_and(|point| point["ready"] == 0)
+    })
+    .await;
 
     let browser = Browser::start(&tools).await;
     browser.goto(&format!("{}/ui/", server.url)).await;

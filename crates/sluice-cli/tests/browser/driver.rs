@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 
-/// How long the server or chromedriver may take to start.
+/// How long chromedriver may take to start.
 pub const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a page may take to show what a test waits for.
 pub const UI_TIMEOUT: Duration = Duration::from_secs(20);

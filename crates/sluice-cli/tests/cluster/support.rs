@@ -2,7 +2,8 @@
 //! (docs/design/postgres-store.md §7.1).
 //!
 //! [`Cluster::start`] makes a fresh schema `sluice_test_<uuid v7>`, writes a config file per
-//! node and starts the nodes on `127.0.0.1:0`, reading each one's ready line. Each [`Node`] can
+//! node and starts the nodes with the test kit's launcher ([`Launch`]) on `127.0.0.1:0`,
+//! waiting for each one's `/readyz`. Each [`Node`] can
 //! be SIGKILLed ([`Node::kill9`]) and started again on the same port ([`Node::restart`]); its
 //! [`Endpoint`] is a cheap, cloneable HTTP client that load tasks carry. A [`PgProxy`] in front
 //! of the database can cut every connection of the cluster and refuse new ones until healed.
@@ -18,25 +19,17 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::Value;
 pub use sluice_testkit::postgres::{self, connect};
 pub use sluice_testkit::proxy::{PgProxy, upstream_address};
+use sluice_testkit::server::{Launch, Server};
 use tempfile::TempDir;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
 
-/// From spawning a node to its ready line, retries for a port not yet free included.
-const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest single HTTP request (long polls here wait at most a few seconds).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long a killed process may take to be reaped.
-const REAP_TIMEOUT: Duration = Duration::from_secs(10);
-/// What `sluice serve` prints on stdout when it is ready, followed by its URL.
-const READY_PREFIX: &str = "sluice listening on ";
 
 /// One cluster at a time in this test binary.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -117,7 +110,6 @@ impl Cluster {
         };
         for index in 0..count {
             let dir = cluster.root.path().join(format!("n{}", index + 1));
-            std::fs::create_dir_all(dir.join("data")).expect("node dir");
             let config = format!(
                 "[store]\nkind = \"postgres\"\nurl = \"{store_url}\"\nschema = \"{schema}\"\n\
                  pool_size = {pool}\nwriter_connections = {writers}\nconnect_timeout_ms = {connect}\n\
@@ -128,18 +120,19 @@ impl Cluster {
                 connect = options.connect_timeout_ms,
                 extra = options.extra_toml,
             );
-            std::fs::write(dir.join("sluice.toml"), config).expect("node config");
-            let mut node = Node {
-                name: format!("n{}", index + 1),
-                dir,
-                listen: "127.0.0.1:0".to_owned(),
-                endpoint: Endpoint::new(String::new()),
-                child: None,
-                starts: 0,
-            };
+            let name = format!("n{}", index + 1);
             // One at a time: the first creates the schema; the others find it current.
-            node.launch().await;
-            cluster.nodes.push(node);
+            let server = Launch::new(sluice_binary())
+                .name(&name)
+                .dir(dir)
+                .config(&config)
+                .start()
+                .await;
+            cluster.nodes.push(Node {
+                name,
+                endpoint: Endpoint::new(server.url().to_owned()),
+                server,
+            });
         }
         Some(cluster)
     }
@@ -265,9 +258,8 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        for node in &mut self.nodes {
-            node.kill_now();
-        }
+        // Each node's server is SIGKILLed and reaped as it is dropped.
+        self.nodes.clear();
         if let Some(proxy) = &self.proxy {
             proxy.close();
         }
@@ -300,13 +292,9 @@ impl Drop for Cluster {
 pub struct Node {
     /// `n1`, `n2`, ...
     name: String,
-    /// Its config file, data directory and log.
-    dir: PathBuf,
-    /// `127.0.0.1:0` before the first start, then the port it got, so restarts keep the URL.
-    listen: String,
+    /// The process, its config file, data directory and log.
+    server: Server,
     endpoint: Endpoint,
-    child: Option<Child>,
-    starts: u32,
 }
 
 impl Node {
@@ -324,140 +312,33 @@ impl Node {
     }
 
     pub fn is_running(&self) -> bool {
-        self.child.is_some()
+        self.server.is_running()
     }
 
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().and_then(Child::id)
+        self.server.pid()
     }
 
     /// SIGKILL, then waits (bounded) until the process is gone.
     pub async fn kill9(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            child.start_kill().expect("SIGKILL the node");
-            tokio::time::timeout(REAP_TIMEOUT, child.wait())
-                .await
-                .expect("the killed node is reaped in time")
-                .expect("wait for the killed node");
-        }
+        self.server.kill().await;
     }
 
     /// Starts the node again on the same port and config (SIGKILLing it first if it runs).
     pub async fn restart(&mut self) {
         self.kill9().await;
-        self.launch().await;
+        self.server.start_again().await;
+        // Pooled connections went with the old process.
+        self.endpoint = Endpoint::new(self.server.url().to_owned());
     }
 
     /// The last `lines` lines of the node's stderr, across restarts.
     pub fn log_tail(&self, lines: usize) -> String {
-        let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
-        let all: Vec<&str> = log.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        self.server.log_tail(lines)
     }
 
     fn log_path(&self) -> PathBuf {
-        self.dir.join("server.log")
-    }
-
-    /// SIGKILL without waiting for an answer (for `Drop`); the reap is bounded.
-    fn kill_now(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.start_kill();
-            let deadline = std::time::Instant::now() + REAP_TIMEOUT;
-            while matches!(child.try_wait(), Ok(None)) && std::time::Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-    }
-
-    /// Spawns the binary and reads its ready line. A start on a fixed port is tried again while
-    /// the old socket is not yet free (the process then exits before its ready line).
-    async fn launch(&mut self) {
-        let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
-        loop {
-            self.starts += 1;
-            let mut log = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(self.log_path())
-                .expect("open node log");
-            use std::io::Write as _;
-            writeln!(
-                log,
-                "=== cluster test: start #{} of {} on {} ===",
-                self.starts, self.name, self.listen
-            )
-            .expect("write node log");
-            let mut command = Command::new(sluice_binary());
-            command
-                .args(["serve", "--listen", &self.listen, "--config"])
-                .arg(self.dir.join("sluice.toml"))
-                .arg("--data")
-                .arg(self.dir.join("data"))
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::from(log))
-                .kill_on_drop(true);
-            for (name, _) in std::env::vars_os() {
-                if name.to_string_lossy().starts_with("SLUICE_") {
-                    command.env_remove(&name);
-                }
-            }
-            let mut child = command.spawn().expect("spawn the sluice binary");
-            let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
-            match tokio::time::timeout_at(deadline, stdout.next_line()).await {
-                Ok(Ok(Some(line))) => {
-                    let url = line
-                        .strip_prefix(READY_PREFIX)
-                        .unwrap_or_else(|| panic!("{}: not the ready line: {line:?}", self.name))
-                        .trim()
-                        .to_owned();
-                    let port = url
-                        .rsplit(':')
-                        .next()
-                        .and_then(|port| port.parse::<u16>().ok())
-                        .filter(|port| *port != 0)
-                        .unwrap_or_else(|| panic!("{}: no port in {line:?}", self.name));
-                    if self.endpoint.url.is_empty() {
-                        self.endpoint = Endpoint::new(url);
-                        self.listen = format!("127.0.0.1:{port}");
-                    } else {
-                        assert_eq!(url, self.endpoint.url, "{} came back elsewhere", self.name);
-                        // Pooled connections went with the old process.
-                        self.endpoint = Endpoint::new(url);
-                    }
-                    // Keep the pipe drained so a chatty node never blocks on stdout.
-                    tokio::spawn(
-                        async move { while let Ok(Some(_)) = stdout.next_line().await {} },
-                    );
-                    self.child = Some(child);
-                    return;
-                }
-                Ok(_) => {
-                    let status = tokio::time::timeout(REAP_TIMEOUT, child.wait()).await;
-                    let port_is_fixed = !self.listen.ends_with(":0");
-                    if port_is_fixed
-                        && tokio::time::Instant::now() + Duration::from_millis(200) < deadline
-                    {
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        continue;
-                    }
-                    panic!(
-                        "{} exited ({status:?}) before its ready line\n{}",
-                        self.name,
-                        self.log_tail(40)
-                    );
-                }
-                Err(_) => {
-                    let _ = child.start_kill();
-                    panic!(
-                        "{} printed no ready line within {READY_TIMEOUT:?}\n{}",
-                        self.name,
-                        self.log_tail(40)
-                    );
-                }
-            }
-        }
+        self.server.log_path()
     }
 }
 

@@ -5,6 +5,7 @@
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
+use sluice_testkit::server::Launch;
 
 use crate::support::TestServer;
 use crate::support::tokens::{self, ADMIN, CONSUMER_A, PRODUCER_A};
@@ -458,16 +459,12 @@ async fn sign_in(server: &TestServer, token: &str) -> String {
 #[tokio::test]
 async fn a_public_address_without_tokens_is_refused() {
     // Proves the server will not listen on a non-loopback address with access control off.
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["serve", "--listen", "0.0.0.0:0", "--data"])
-        .arg(tempfile::tempdir().unwrap().path())
-        .env_remove("SLUICE_ADMIN_TOKEN")
-        .env_remove("SLUICE_CONFIG")
-        .output()
-        .await
-        .unwrap();
+    let output = Launch::new(env!("CARGO_BIN_EXE_sluice"))
+        .listen("0.0.0.0:0")
+        .refused()
+        .await;
     assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = &output.stderr;
     assert!(
         stderr.contains("refusing to listen on 0.0.0.0:0"),
         "{stderr}"

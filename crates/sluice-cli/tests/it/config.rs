@@ -1,6 +1,7 @@
 //! Queues from the config file, and queue updates over the API.
 
 use serde_json::json;
+use sluice_testkit::server::Launch;
 
 use crate::support::{TestServer, receipt};
 
@@ -99,25 +100,14 @@ async fn a_config_file_queue_gets_the_checks_of_every_door() {
     // Proves the config file's queues go through the operations layer like the API's: a
     // queue that is its own dead-letter queue is refused at start, naming the table (it was
     // stored as written, before issue 32).
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("sluice.toml");
-    std::fs::write(&config, "[queues.orders]\ndead_letter_queue = \"orders\"\n").unwrap();
+    // `SLUICE_TEST_BINARY` runs the tests against another build (see `support`).
     let binary = std::env::var_os("SLUICE_TEST_BINARY")
         .unwrap_or_else(|| env!("CARGO_BIN_EXE_sluice").into());
-    let run = tokio::process::Command::new(binary)
-        .arg("serve")
-        .args(["--listen", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .arg("--data")
-        .arg(dir.path().join("data"))
-        .env_remove("SLUICE_TEST_CLOCK")
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(std::time::Duration::from_secs(30), run)
-        .await
-        .expect("the server neither refused the config nor stopped")
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let out = Launch::new(binary)
+        .config("[queues.orders]\ndead_letter_queue = \"orders\"\n")
+        .refused()
+        .await;
+    let stderr = &out.stderr;
     assert!(!out.status.success(), "started: {stderr}");
     assert!(
         stderr.contains("[queues.orders]") && stderr.contains("its own dead-letter queue"),

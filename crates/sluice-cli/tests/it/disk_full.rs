@@ -193,7 +193,7 @@ async fn a_full_disk_refuses_new_messages_keeps_acks_working_and_recovers_withou
     let last_bytes = data.join("filler-2");
     fill_file(&last_bytes, TMPFS_BYTES);
     server.kill().await;
-    server.restart().await;
+    server.restart_unready().await;
     assert_eq!(readyz_status(&server).await, 503);
     assert!(!server.receive("q", json!({ "max": 5 })).await.is_empty());
     assert_refused_as_full(&server, json!({ "body": "one more" })).await;

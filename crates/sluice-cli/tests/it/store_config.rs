@@ -3,6 +3,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use sluice_testkit::server::Launch;
 
 use crate::support::TestServer;
 
@@ -216,40 +217,18 @@ async fn sluice_migrate_prepares_a_postgres_schema_that_a_server_then_serves() {
         .unwrap();
 }
 
-/// `sluice serve` with `config` on a free loopback port, without the caller's environment's
-/// sluice settings.
-fn serve_command(config: &std::path::Path) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_sluice"));
-    command
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(config)
-        .env_remove("SLUICE_CONFIG")
-        .env_remove("SLUICE_DATA")
-        .env_remove("SLUICE_DURABILITY")
-        .env_remove("SLUICE_STORE_URL")
-        .kill_on_drop(true);
-    command
-}
-
 /// Starts a server with `config` that is expected to refuse to start: its exit status, its
 /// stderr, and whether the data directory exists afterwards.
 async fn start_with_config(config: &str) -> (std::process::ExitStatus, String, bool) {
     let root = tempfile::tempdir().unwrap();
-    let path = root.path().join("sluice.toml");
-    std::fs::write(&path, config).unwrap();
-    let output = tokio::time::timeout(
-        Duration::from_secs(30),
-        serve_command(&path)
-            .arg("--data")
-            .arg(root.path().join("data"))
-            .output(),
-    )
-    .await
-    .expect("a refused start ends by itself")
-    .unwrap();
+    let refused = Launch::new(env!("CARGO_BIN_EXE_sluice"))
+        .dir(root.path())
+        .config(config)
+        .refused()
+        .await;
     (
-        output.status,
-        String::from_utf8_lossy(&output.stderr).into_owned(),
+        refused.status,
+        refused.stderr,
         root.path().join("data").exists(),
     )
 }

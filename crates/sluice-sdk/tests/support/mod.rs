@@ -17,6 +17,7 @@ use sluice_sdk::{
 };
 use sluice_server::ServeOptions;
 use sluice_server::config::{Config, RawConfig};
+use sluice_testkit::server::{InProcess, in_process};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
@@ -96,19 +97,11 @@ enum Inner {
     Amqp(Arc<Amqp>),
 }
 
-/// A server running in this process; stopped when dropped.
+/// A server running in this process (the test kit's [`InProcess`]) on its own data
+/// directory; stopped when dropped.
 struct Server {
-    shutdown: Option<oneshot::Sender<()>>,
-    _task: JoinHandle<()>,
+    _server: InProcess,
     _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-    }
 }
 
 /// Starts a sluice server in this process on 127.0.0.1 (port 0); its base URL.
@@ -124,34 +117,18 @@ async fn start_server(clock: Clock) -> (String, Server) {
     )
     .expect("server config");
     config.test_clock = clock == Clock::Test;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind 127.0.0.1:0");
-    let address = listener.local_addr().expect("local address");
-    let (stop, stopped) = oneshot::channel::<()>();
-    let (ready, is_ready) = oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        let shutdown = async move {
-            let _ = stopped.await;
-        };
-        if let Err(error) = sluice_server::run(config, listener, shutdown, move || {
-            let _ = ready.send(());
-        })
-        .await
-        {
-            panic!("the server failed: {error}");
-        }
-    });
-    tokio::time::timeout(Duration::from_secs(10), is_ready)
-        .await
-        .expect("the server did not start within 10 s")
-        .expect("the server stopped before it was ready");
-    let server = Server {
-        shutdown: Some(stop),
-        _task: task,
-        _dir: dir,
-    };
-    (format!("http://{address}"), server)
+    let server = in_process(|listener, shutdown, ready| {
+        sluice_server::run(config, listener, shutdown, ready)
+    })
+    .await;
+    let url = server.url().to_owned();
+    (
+        url,
+        Server {
+            _server: server,
+            _dir: dir,
+        },
+    )
 }
 
 impl Harness {

@@ -9,7 +9,9 @@ use std::time::Duration;
 use aws_sdk_sqs::Client;
 
 use crate::batches::entry;
-use crate::support::binary::{ServerProcess, sluice_binary_or_skip};
+use sluice_testkit::server::Launch;
+
+use crate::support::binary::sluice_binary_or_skip;
 use crate::support::{ENDPOINT_VARIABLE, body, client, unique_name};
 
 const SENDERS: usize = 4;
@@ -29,7 +31,7 @@ async fn acknowledged_batch_sends_survive_sigkill() {
     let Some(binary) = sluice_binary_or_skip("the SIGKILL test") else {
         return;
     };
-    let mut server = ServerProcess::start(&binary).await;
+    let mut server = Launch::new(binary).start().await;
     let sqs = client(server.url());
     let url = sqs
         .create_queue()
@@ -58,7 +60,7 @@ async fn acknowledged_batch_sends_survive_sigkill() {
         tokio::time::sleep(SENDING / (KILLS as u32 + 1)).await;
         server.kill().await;
         tokio::time::sleep(Duration::from_millis(100)).await;
-        server.restart().await;
+        server.start_again().await;
     }
     let mut refused = 0;
     for sender in senders {

@@ -217,7 +217,8 @@ async fn a_running_move_task_can_be_cancelled() {
         "status after the cancel: {tasks:?}"
     );
     // The rest stays in the DLQ (a task that went on at 1/s would have emptied it in 6 s),
-    // and nothing is lost on the way.
+    // and nothing is lost on the way. A bounded wait, not `eventually`: it gives a task that
+    // went on the time to move more, which must not happen.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let left = sqs.visible_count(&dead).await;
     let back = sqs.visible_count(&source).await;

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use aws_sdk_sqs::error::ProvideErrorMetadata;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+use sluice_testkit::eventually;
 
 use crate::support::{Sqs, body, receipt, system_number};
 
@@ -99,7 +100,7 @@ async fn the_latest_handle_deletes_even_after_its_timeout_ended() {
     sqs.send(&url, "late").await;
     let received = sqs.receive(&url, 1, 1).await;
     assert_eq!(received.len(), 1);
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    timeout_ended(&sqs, &url).await;
     // Nobody received it since: the handle is still the latest (spec §3.10, as AWS).
     sqs.delete(&url, &received[0]).await;
     assert!(sqs.receive(&url, 1, 2).await.is_empty());
@@ -271,7 +272,7 @@ async fn the_latest_fifo_handle_after_its_timeout_has_expired() {
     let url = fifo_with_one_message(&sqs, "fifo-expired").await;
     let received = sqs.receive(&url, 1, 1).await;
     assert_eq!(received.len(), 1);
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    timeout_ended(&sqs, &url).await;
     let error = sqs
         .client
         .delete_message()
@@ -293,4 +294,15 @@ async fn the_latest_fifo_handle_after_its_timeout_has_expired() {
     assert_eq!(again.len(), 1, "still there");
     sqs.delete(&url, &again[0]).await;
     assert!(sqs.receive(&url, 1, 1).await.is_empty());
+}
+
+/// Waits until the visibility timeout of the one message received from `url` ended: the queue
+/// counts it visible again (without receiving it, which would give it a new handle).
+async fn timeout_ended(sqs: &Sqs, url: &str) {
+    eventually(
+        "the visibility timeout ended",
+        Duration::from_secs(10),
+        || async { sqs.visible_count(url).await == 1 },
+    )
+    .await;
 }

@@ -16,36 +16,23 @@ pub mod python;
 pub mod tokens;
 
 use std::path::PathBuf;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use sluice_core::Millis;
-use tempfile::TempDir;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use sluice_testkit::server::{Launch, Server};
 
-/// How long a start may take until the ready line, including retries for a busy port.
-const READY_TIMEOUT: Duration = Duration::from_secs(20);
-/// How long SIGTERM may take to stop the server.
-const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 /// Longest single request (long polls are at most 20 s).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-/// What the server prints on stdout when it is ready, followed by its URL.
-const READY_PREFIX: &str = "sluice listening on ";
 
-/// A running `sluice serve` with its own temp dir; the child is killed on drop.
+/// A running `sluice serve` with its own temp dir (the test kit's [`Server`]), and an HTTP
+/// client for it; the child is killed on drop.
 pub struct TestServer {
-    root: TempDir,
-    builder: TestServerBuilder,
-    /// `127.0.0.1:0` before the first start, then the port it got, so restarts keep the URL.
-    listen: String,
-    url: String,
+    server: Server,
     client: reqwest::Client,
-    child: Option<Child>,
-    starts: u32,
 }
 
 /// Options for [`TestServer`].
@@ -83,27 +70,29 @@ impl TestServerBuilder {
         self
     }
 
-    /// Starts the server and waits for its ready line.
+    /// Starts the server and waits until it is ready.
     pub async fn start(self) -> TestServer {
-        let root = tempfile::Builder::new()
-            .prefix("sluice-it-")
-            .tempdir()
-            .expect("temp dir");
-        std::fs::create_dir_all(root.path().join("data")).expect("data dir");
+        // `SLUICE_TEST_BINARY` runs the tests against another build, such as the code before
+        // a fix, to see a regression test fail there.
+        let binary = std::env::var_os("SLUICE_TEST_BINARY")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_sluice").into());
+        let mut launch = Launch::new(binary);
         if let Some(toml) = &self.config {
-            std::fs::write(root.path().join("sluice.toml"), toml).expect("config file");
+            launch = launch.config(toml);
         }
-        let mut server = TestServer {
-            root,
-            builder: self,
-            listen: "127.0.0.1:0".to_owned(),
-            url: String::new(),
+        if let Some(durability) = &self.durability {
+            launch = launch.args(["--durability", durability]);
+        }
+        if self.test_clock {
+            launch = launch.env("SLUICE_TEST_CLOCK", "1");
+        }
+        for (name, value) in &self.env {
+            launch = launch.env(name, value);
+        }
+        TestServer {
+            server: launch.start().await,
             client: new_client(),
-            child: None,
-            starts: 0,
-        };
-        server.launch().await;
-        server
+        }
     }
 }
 
@@ -114,7 +103,7 @@ impl TestServer {
 
     /// `http://127.0.0.1:PORT`, the same across restarts.
     pub fn url(&self) -> &str {
-        &self.url
+        self.server.url()
     }
 
     pub fn client(&self) -> &reqwest::Client {
@@ -123,69 +112,54 @@ impl TestServer {
 
     /// The data directory the server runs on (`--data`), the same across restarts.
     pub fn data_dir(&self) -> PathBuf {
-        self.root.path().join("data")
+        self.server.data_dir()
     }
 
     /// The server's process id, while it runs.
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().and_then(Child::id)
+        self.server.pid()
     }
 
     /// SIGKILL, then waits for the process to be gone.
     pub async fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            child.start_kill().expect("SIGKILL the server");
-            child.wait().await.expect("wait for the killed server");
-        }
+        self.server.kill().await;
     }
 
     /// SIGTERM, then waits (bounded) for the process to exit and returns its status.
     pub async fn terminate(&mut self) -> ExitStatus {
-        let mut child = self.child.take().expect("the server is not running");
-        let pid = child.id().expect("running server has a pid");
-        // The workspace forbids `unsafe`, so the signal goes through kill(1) rather than libc.
-        let sent = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()
-            .expect("run kill(1)");
-        assert!(sent.success(), "kill -TERM {pid} failed");
-        match tokio::time::timeout(STOP_TIMEOUT, child.wait()).await {
-            Ok(status) => status.expect("wait for the server"),
-            Err(_) => {
-                let _ = child.start_kill();
-                panic!(
-                    "server did not stop within {STOP_TIMEOUT:?} of SIGTERM\n{}",
-                    self.log_tail(40)
-                );
-            }
-        }
+        self.server.terminate().await
     }
 
     /// Starts the server again on the same data dir and port (stopping it with SIGTERM first
-    /// if it still runs).
+    /// if it still runs), and waits until `/readyz` says ready.
     pub async fn restart(&mut self) {
-        if self.child.is_some() {
+        if self.server.is_running() {
             self.terminate().await;
         }
         // Pooled connections went with the old process.
         self.client = new_client();
-        self.launch().await;
+        self.server.start_again().await;
+    }
+
+    /// [`TestServer::restart`] of a server that comes up not ready (on a full disk): waits
+    /// only until `/readyz` answers.
+    pub async fn restart_unready(&mut self) {
+        if self.server.is_running() {
+            self.terminate().await;
+        }
+        self.client = new_client();
+        self.server.start_again_unready().await;
     }
 
     /// Sets (`Some`) or removes (`None`) an environment variable of the server process from
     /// the next start on.
     pub fn set_env(&mut self, name: &str, value: Option<&str>) {
-        self.builder.env.retain(|(n, _)| n != name);
-        if let Some(value) = value {
-            self.builder.env.push((name.to_owned(), value.to_owned()));
-        }
+        self.server.set_env(name, value);
     }
 
     /// The last `lines` lines of the server's stderr, across restarts.
     pub fn log_tail(&self, lines: usize) -> String {
-        let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
-        let all: Vec<&str> = log.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        self.server.log_tail(lines)
     }
 
     // ---- raw requests ----------------------------------------------------------------------
@@ -193,7 +167,7 @@ impl TestServer {
     pub async fn request(&self, method: Method, path: &str, body: Option<&Value>) -> Reply {
         let mut request = self
             .client
-            .request(method.clone(), format!("{}{path}", self.url));
+            .request(method.clone(), format!("{}{path}", self.url()));
         if let Some(body) = body {
             request = request.json(body);
         }
@@ -229,7 +203,7 @@ impl TestServer {
     pub async fn post_raw(&self, path: &str, body: impl Into<reqwest::Body>) -> Reply {
         let response = self
             .client
-            .post(format!("{}{path}", self.url))
+            .post(format!("{}{path}", self.url()))
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body)
             .send()
@@ -350,138 +324,6 @@ impl TestServer {
                 return stats;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    // ---- process management ---------------------------------------------------------------
-
-    fn log_path(&self) -> PathBuf {
-        self.root.path().join("server.log")
-    }
-
-    /// Spawns the binary and reads its ready line. A restart on a fixed port retries while the
-    /// old socket is not yet free (the process then exits before printing the ready line).
-    async fn launch(&mut self) {
-        let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
-        loop {
-            self.starts += 1;
-            let mut log = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(self.log_path())
-                .expect("open server log");
-            use std::io::Write as _;
-            writeln!(
-                log,
-                "=== test harness: start #{} on {} ===",
-                self.starts, self.listen
-            )
-            .expect("write server log");
-
-            // `SLUICE_TEST_BINARY` runs the tests against another build, such as the code
-            // before a fix, to see a regression test fail there.
-            let binary = std::env::var_os("SLUICE_TEST_BINARY")
-                .unwrap_or_else(|| env!("CARGO_BIN_EXE_sluice").into());
-            let mut command = Command::new(binary);
-            command
-                .arg("serve")
-                .arg("--listen")
-                .arg(&self.listen)
-                .arg("--data")
-                .arg(self.root.path().join("data"))
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::from(log))
-                .kill_on_drop(true);
-            if self.builder.config.is_some() {
-                command
-                    .arg("--config")
-                    .arg(self.root.path().join("sluice.toml"));
-            }
-            if let Some(durability) = &self.builder.durability {
-                command.arg("--durability").arg(durability);
-            }
-            if self.builder.test_clock {
-                command.env("SLUICE_TEST_CLOCK", "1");
-            } else {
-                command.env_remove("SLUICE_TEST_CLOCK");
-            }
-            for (name, value) in &self.builder.env {
-                command.env(name, value);
-            }
-            let mut child = command.spawn().expect("spawn the sluice binary");
-            let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
-
-            match tokio::time::timeout_at(deadline, stdout.next_line()).await {
-                Ok(Ok(Some(line))) => {
-                    let url = line
-                        .strip_prefix(READY_PREFIX)
-                        .unwrap_or_else(|| {
-                            panic!("first stdout line is not the ready line: {line:?}")
-                        })
-                        .trim()
-                        .to_owned();
-                    let port = url
-                        .rsplit(':')
-                        .next()
-                        .and_then(|port| port.parse::<u16>().ok())
-                        .unwrap_or_else(|| panic!("no port in the ready line {line:?}"));
-                    assert_ne!(port, 0, "ready line names port 0: {line:?}");
-                    if self.url.is_empty() {
-                        self.url = url;
-                        self.listen = format!("127.0.0.1:{port}");
-                    } else {
-                        assert_eq!(
-                            url, self.url,
-                            "a restart on {} announced another URL",
-                            self.listen
-                        );
-                    }
-                    // Keep the pipe drained so a chatty server never blocks on stdout.
-                    tokio::spawn(
-                        async move { while let Ok(Some(_)) = stdout.next_line().await {} },
-                    );
-                    self.child = Some(child);
-                    return;
-                }
-                Ok(_) => {
-                    // stdout closed: the process is exiting without being ready.
-                    let status = child.wait().await.expect("wait for the server");
-                    let port_is_fixed = !self.listen.ends_with(":0");
-                    if port_is_fixed
-                        && tokio::time::Instant::now() + Duration::from_millis(200) < deadline
-                    {
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        continue;
-                    }
-                    panic!(
-                        "sluice serve exited with {status} before its ready line\n{}",
-                        self.log_tail(40)
-                    );
-                }
-                Err(_) => {
-                    let _ = child.start_kill();
-                    panic!(
-                        "sluice serve printed no ready line within {READY_TIMEOUT:?}\n{}",
-                        self.log_tail(40)
-                    );
-                }
-            }
-        }
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!(
-                "---- server log ({}) ----\n{}\n---- end of server log ----",
-                self.url,
-                self.log_tail(80)
-            );
-        }
-        if let Some(child) = &mut self.child {
-            let _ = child.start_kill();
         }
     }
 }

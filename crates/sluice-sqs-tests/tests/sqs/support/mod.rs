@@ -22,14 +22,12 @@ use aws_sdk_sqs::types::{Message, MessageSystemAttributeName, QueueAttributeName
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 use sluice_server::config::RawConfig;
 use sluice_server::{Config, ServeOptions};
-use tokio::sync::oneshot;
+use sluice_testkit::server::{InProcess, in_process};
 
 /// The environment variable naming an external endpoint (`http://127.0.0.1:PORT`).
 pub const ENDPOINT_VARIABLE: &str = "SLUICE_SQS_ENDPOINT";
 /// Longest single call: above the 20 s maximum long poll.
 const OPERATION_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long the in-process server may take to open its store.
-const READY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// An SDK client and the endpoint it talks to; a server started for it stops on drop.
 pub struct Sqs {
@@ -352,10 +350,11 @@ pub fn now_ms() -> u64 {
         .as_millis() as u64
 }
 
-/// A sluice server running in this process on a temp data dir; stops when dropped.
+/// A sluice server running in this process on a temp data dir (the test kit's
+/// [`in_process`]); stops when dropped.
 struct InProcessServer {
     url: String,
-    stop: Option<oneshot::Sender<()>>,
+    _server: InProcess,
     _data: tempfile::TempDir,
 }
 
@@ -382,40 +381,14 @@ impl InProcessServer {
             },
         )
         .expect("server config");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind 127.0.0.1:0");
-        let url = format!("http://{}", listener.local_addr().expect("local address"));
-        let (stop, stopped) = oneshot::channel::<()>();
-        let (ready, is_ready) = oneshot::channel::<()>();
-        tokio::spawn(async move {
-            let shutdown = async move {
-                let _ = stopped.await;
-            };
-            if let Err(error) = sluice_server::run(config, listener, shutdown, move || {
-                let _ = ready.send(());
-            })
-            .await
-            {
-                panic!("the in-process sluice server failed: {error}");
-            }
-        });
-        tokio::time::timeout(READY_TIMEOUT, is_ready)
-            .await
-            .unwrap_or_else(|_| panic!("the server did not start within {READY_TIMEOUT:?}"))
-            .expect("the server stopped before it was ready");
+        let server = in_process(|listener, shutdown, ready| {
+            sluice_server::run(config, listener, shutdown, ready)
+        })
+        .await;
         InProcessServer {
-            url,
-            stop: Some(stop),
+            url: server.url().to_owned(),
+            _server: server,
             _data: data,
-        }
-    }
-}
-
-impl Drop for InProcessServer {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
         }
     }
 }
