@@ -8,11 +8,6 @@
 //! Each test starts its own server (optionally with a config file: [`Server::start_with_config`])
 //! and its own chromedriver on a free loopback port; both are stopped on drop.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use fantoccini::Locator;

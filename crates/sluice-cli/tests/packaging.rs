@@ -5,7 +5,7 @@
 //! shipped config. The unit passes `systemd-analyze verify` (with `CI` set it must be there).
 //! The container image cannot be built here (no Docker daemon, no image registry): its
 //! Dockerfile is checked by hadolint and the Kubernetes manifests by kubernetes-validate against
-//! the API's schemas, and the health check the image runs (`sluice ready`) by `tests/cli.rs`.
+//! the API's schemas, and the health check the image runs (`sluice ready`) by `tests/cli/main.rs`.
 
 #[allow(dead_code)]
 #[path = "it/support/python.rs"]

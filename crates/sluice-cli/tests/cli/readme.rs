@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use sluice_testkit::server::{Launch, Server};
 
-const README: &str = include_str!("../../../README.md");
+const README: &str = include_str!("../../../../README.md");
 /// The line before a block's opening fence that keeps the block out of this test.
 const SKIP_MARKER: &str = "<!-- readme-test: skip -->";
 /// The port the README's commands name.

@@ -1,12 +1,20 @@
 //! End-to-end tests of the `sluice` client commands against the real binary.
 //!
-//! Each test starts `sluice serve --listen 127.0.0.1:0 --data <tempdir>`, reads the URL from
-//! its ready line, and runs CLI commands against it with `--url`, asserting on their stdout,
-//! stderr and exit status. Every wait has a deadline, and the server is stopped on drop.
+//! Each test starts `sluice serve` with the test kit's launcher (a free loopback port, a temp
+//! data dir) and runs CLI commands against it with `--url`, asserting on their stdout, stderr
+//! and exit status. Every wait has a deadline, and the server is stopped on drop.
+//!
+//! One test binary with the CLI's other end-to-end suites, which link the same crates: the
+//! README's shell blocks ([`readme`]) and the CLI's scripting contract ([`scripts`]).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+/// The README's shell blocks, run in order.
+mod readme;
+/// Tokens, exit statuses, JSON errors and prompts of the CLI, for scripts.
+mod scripts;
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};

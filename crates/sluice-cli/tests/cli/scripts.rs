@@ -6,7 +6,7 @@
 //! Servers come from the integration tests' support (`TestServer`); the CLI runs as a child
 //! process with a deadline.
 
-#[path = "it/support/mod.rs"]
+#[path = "../it/support/mod.rs"]
 mod support;
 
 use std::path::Path;
@@ -469,22 +469,22 @@ async fn the_version_names_the_release_and_the_commit() {
     );
     // The SDKs carry the same version.
     let package: Value =
-        serde_json::from_str(include_str!("../../../clients/typescript/package.json")).unwrap();
+        serde_json::from_str(include_str!("../../../../clients/typescript/package.json")).unwrap();
     assert_eq!(package["version"], env!("CARGO_PKG_VERSION"));
-    let pyproject = include_str!("../../../clients/python/pyproject.toml");
+    let pyproject = include_str!("../../../../clients/python/pyproject.toml");
     let python = format!("\nversion = \"{}\"\n", env!("CARGO_PKG_VERSION"));
     assert!(
         pyproject.contains(&python),
         "clients/python/pyproject.toml: {python}"
     );
     // One licence: the file at the root, the copy each SDK package ships, and every manifest.
-    let licence = include_str!("../../../LICENSE");
+    let licence = include_str!("../../../../LICENSE");
     assert!(licence.contains("Apache License\n                           Version 2.0"));
-    assert_eq!(include_str!("../../../clients/typescript/LICENSE"), licence);
-    assert_eq!(include_str!("../../../clients/python/LICENSE"), licence);
+    assert_eq!(include_str!("../../../../clients/typescript/LICENSE"), licence);
+    assert_eq!(include_str!("../../../../clients/python/LICENSE"), licence);
     assert_eq!(package["license"], "Apache-2.0");
     assert!(pyproject.contains("\nlicense = \"Apache-2.0\"\n"));
-    assert!(include_str!("../../../Cargo.toml").contains("\nlicense = \"Apache-2.0\"\n"));
+    assert!(include_str!("../../../../Cargo.toml").contains("\nlicense = \"Apache-2.0\"\n"));
 }
 
 #[tokio::test]
