@@ -11,8 +11,6 @@
 //! (`None`) is not checked. Every scenario of a backend runs, and the test fails with all the
 //! failures listed.
 
-mod support;
-
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -21,7 +19,7 @@ use sluice_sdk::{
     CancelOutcome, Capabilities, Delivery, Error, MessageRef, Nack, NackOutcome, Outgoing,
     QueueOptions,
 };
-use support::{Clock, Harness, Kind};
+use crate::support::{Clock, Harness, Kind};
 use uuid::Uuid;
 
 const SCENARIOS: &str = concat!(

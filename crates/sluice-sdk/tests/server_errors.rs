@@ -2,12 +2,10 @@
 //! refusal is the same `Error` variant (a missing queue, a full queue with its retry-after, a
 //! stale lease, a malformed receipt, a message that is not there).
 
-mod support;
-
 use std::time::Duration;
 
 use sluice_sdk::{Error, ErrorCode, MessageRef, Outgoing};
-use support::{Clock, Harness, Kind};
+use crate::support::{Clock, Harness, Kind};
 use uuid::Uuid;
 
 /// What a refusal is, without its wording.

@@ -6,8 +6,6 @@
 //! Handlers never assert (a panicking handler is only a failed attempt): they record what they
 //! saw, and the test checks the records afterwards. Every wait is bounded.
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,7 +16,7 @@ use sluice_sdk::{
     Backend, Backoff, BoxError, CancelOutcome, Context, DeadLetterContext, Envelope, Outgoing,
     Queue, RetryPolicy, Worker,
 };
-use support::{Clock, Harness, Kind, Running, SlowAcks, eventually, wait_stats};
+use crate::support::{Clock, Harness, Kind, Running, SlowAcks, eventually, wait_stats};
 use uuid::Uuid;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
