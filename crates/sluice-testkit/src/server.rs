@@ -757,3 +757,29 @@ where
         stop: Some(stop),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_start_that_fails_is_a_refusal_with_its_status() {
+        // `false` takes any arguments and exits 1 without a ready line.
+        let refused = Launch::new("false").refused().await;
+        assert_eq!(refused.status.code(), Some(1));
+        assert_eq!(refused.stderr, "");
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "exited with exit status: 0 before its ready line")]
+    async fn a_process_that_exits_without_its_ready_line_fails_the_start() {
+        Launch::new("true").start().await;
+    }
+
+    #[test]
+    #[should_panic(expected = "the first stdout line is not the ready line")]
+    fn another_first_line_fails_the_start() {
+        // `echo` prints its arguments: `serve --listen 127.0.0.1:0 --data ...`.
+        Launch::new("echo").start_blocking();
+    }
+}

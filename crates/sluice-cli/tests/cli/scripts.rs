@@ -480,7 +480,10 @@ async fn the_version_names_the_release_and_the_commit() {
     // One licence: the file at the root, the copy each SDK package ships, and every manifest.
     let licence = include_str!("../../../../LICENSE");
     assert!(licence.contains("Apache License\n                           Version 2.0"));
-    assert_eq!(include_str!("../../../../clients/typescript/LICENSE"), licence);
+    assert_eq!(
+        include_str!("../../../../clients/typescript/LICENSE"),
+        licence
+    );
     assert_eq!(include_str!("../../../../clients/python/LICENSE"), licence);
     assert_eq!(package["license"], "Apache-2.0");
     assert!(pyproject.contains("\nlicense = \"Apache-2.0\"\n"));

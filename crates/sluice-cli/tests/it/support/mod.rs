@@ -1,10 +1,11 @@
-//! `TestServer`: the real `sluice` binary on a temp data dir, and a few request helpers.
+//! `TestServer`: the real `sluice` binary on a temp data dir (started by the test kit's
+//! [`Launch`]), an HTTP client for it, and a few request helpers.
 //!
 //! It owns what the tests need to talk to a server and nothing else: it does not know about
 //! particular queues or scenarios. Happy-path helpers (`put_queue`, `send`, `receive`, `ack`,
 //! `nack`, `advance_clock`, `stats`) assert success; error cases go through `get`/`post`/`put`,
-//! which return a [`Reply`] to inspect. This module is shared by the `it` and `crash` test
-//! binaries, each of which uses a part of it.
+//! which return a [`Reply`] to inspect. This module is shared by the `it`, `crash`, `fuzz_api`,
+//! `cli` and `browser` test binaries, each of which uses a part of it.
 #![allow(dead_code)]
 
 pub mod hooks;
