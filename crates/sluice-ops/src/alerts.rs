@@ -23,9 +23,9 @@ use sluice_core::store::DeadLetterFilter;
 use sluice_core::store::{DeadLetterQuery, DefinitionKind, QueueInfo};
 use sluice_core::stored::AlertState;
 use sluice_core::stored::alert_state::{PendingDeadLetters, QueueMarks, ThresholdMark};
+use sluice_core::{Millis, StoreError};
 use sluice_wire::{AlertSpec, ErrorCode, PushSpec, QueueSpec};
 use uuid::Uuid;
-use sluice_core::{Millis, StoreError};
 
 use crate::enqueue::MessageRequest;
 use crate::queues::QueuePutRequest;

@@ -8,7 +8,6 @@ use uuid::Uuid;
 use crate::lookups::parse_message_id;
 use crate::{Ops, OpsError, OpsResult};
 
-
 /// What a replay did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Replayed {

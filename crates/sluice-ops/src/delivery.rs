@@ -2,19 +2,18 @@
 
 use std::time::Duration;
 
+use crate::enqueue::EnqueueAnswer;
+use crate::error::Details;
 use sluice_core::Millis;
 use sluice_core::message::{ClaimedMessage, Receipt};
 use sluice_core::queue::limits;
 use sluice_core::store::NackOutcome;
 use sluice_core::store::{AckParams, ExtendParams, GiveBackParams, NackParams};
-use crate::enqueue::EnqueueAnswer;
-use crate::error::Details;
 use tokio::time::Instant;
 
 use crate::enqueue::MessageRequest;
 use crate::wait::{self, Wait};
 use crate::{Ops, OpsError, OpsResult};
-
 
 /// What an ack did: every receipt's result, in order, and the next steps it enqueued.
 #[derive(Debug, Clone, PartialEq)]

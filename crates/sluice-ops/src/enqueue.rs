@@ -23,16 +23,15 @@ use base64::Engine as _;
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
-use sluice_wire::parse_rfc3339;
 use sluice_core::message::{BodyKind, MessageState, NewMessage, Payload};
 use sluice_core::queue::{Dedup, MessageSchema, QueueConfig, limits};
 use sluice_core::store::{EnqueueParams, Enqueued, MessageGetParams, MessageRef};
 use sluice_core::{Millis, StoreError};
+use sluice_wire::parse_rfc3339;
 use uuid::Uuid;
 
 use crate::error::Details;
 use crate::{Ops, OpsError, OpsResult};
-
 
 /// What an enqueue did with one message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -497,11 +496,7 @@ fn check_schema(schema: &MessageSchema, messages: &[NewMessage]) -> OpsResult<()
 }
 
 /// What the schema finds wrong with one message, which is `index` in its batch.
-fn violations(
-    schema: &MessageSchema,
-    index: usize,
-    message: &NewMessage,
-) -> Vec<SchemaViolation> {
+fn violations(schema: &MessageSchema, index: usize, message: &NewMessage) -> Vec<SchemaViolation> {
     if message.payload.body_kind != BodyKind::Json {
         return vec![SchemaViolation {
             index,

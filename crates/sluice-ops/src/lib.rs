@@ -46,8 +46,7 @@ pub use dead_letters::{
 pub use definitions::{Definable, DefinitionPut};
 pub use delivery::{
     ACK_RECEIPTS_MAX, AckRequest, Acked, NEXT_STEPS_MAX, NackRequest, Nacked, NextStep,
-    ReceiptAcked, ReceiveRequest,
-    error_text, too_many_next_steps, too_many_receipts,
+    ReceiptAcked, ReceiveRequest, error_text, too_many_next_steps, too_many_receipts,
 };
 pub use enqueue::{
     Enqueue, EnqueueAnswer, MessageRequest, SchemaViolation, check_batch_len, content_key,

@@ -7,13 +7,13 @@
 //! and the record makes the run again as a duplicate (the key answers with the first message),
 //! and several nodes passing at once enqueue each run once.
 
-use sluice_wire::format_rfc3339;
+use sluice_core::Millis;
 use sluice_core::rules::schedule::plan;
 use sluice_core::schedule::Schedule;
 use sluice_core::store::{ScheduleRow, ScheduleState};
-use sluice_wire::{ErrorCode, ScheduleSpec};
-use sluice_core::Millis;
 use sluice_wire as wire;
+use sluice_wire::format_rfc3339;
+use sluice_wire::{ErrorCode, ScheduleSpec};
 
 use crate::enqueue::MessageRequest;
 use crate::{Ops, OpsError, OpsResult};

@@ -32,14 +32,14 @@ use serde_json::{Map, Value, json};
 use sluice_core::message::BodyKind;
 use sluice_core::queue::{Dedup, QueueConfig, limits};
 use sluice_core::store::QueuePutParams;
+use sluice_core::{Clock, ManualClock, Store};
+use sluice_ops::{MessageRequest, Ops, OpsError};
+use sluice_store_sqlite::{Durability, SharedSqliteStore, SqliteOptions};
 use sluice_wire::{
     AckIn, AlertSpec, CancelIn, DrainIn, EnqueueIn, ExtendIn, MessageBatchIn, MessageIn, NackIn,
     PushSpec, QueueSpec, ReceiveIn, ReplayIn, ReplayOneIn, ScheduleSpec, SubscriptionSpec,
     TopicSpec, WebhookSpec,
 };
-use sluice_core::{Clock, ManualClock, Store};
-use sluice_ops::{MessageRequest, Ops, OpsError};
-use sluice_store_sqlite::{Durability, SharedSqliteStore, SqliteOptions};
 use tokio_util::sync::CancellationToken;
 
 fn config() -> ProptestConfig {

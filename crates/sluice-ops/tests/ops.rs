@@ -7,13 +7,13 @@ use std::time::Duration;
 use sluice_core::message::BodyKind;
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::QueuePutParams;
-use sluice_wire::{ErrorCode, PushSpec, QueueSpec};
 use sluice_core::{Clock, ManualClock, Store};
 use sluice_ops::{
     AckRequest, EventOutcome, EventRequest, MessageRequest, Ops, PushAnswer, PushSettled,
     QueuePutRequest, ReceiveRequest, push_out_of_attempts, push_retry_delay_ms,
 };
 use sluice_store_sqlite::{Durability, SharedSqliteStore, SqliteOptions};
+use sluice_wire::{ErrorCode, PushSpec, QueueSpec};
 use tokio_util::sync::CancellationToken;
 
 struct Fixture {

@@ -14,10 +14,10 @@ use async_trait::async_trait;
 use sluice_core::message::BodyKind;
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::CancelOutcome as StoreCancel;
-use sluice_wire::ErrorCode as WireCode;
 use sluice_core::{Clock, ManualClock, Millis, SystemClock};
 use sluice_ops::{Ops, OpsError};
 use sluice_store_sqlite::{Durability, SharedSqliteStore, SqliteOptions};
+use sluice_wire::ErrorCode as WireCode;
 
 use crate::backend::{
     Backend, CancelOutcome, Capabilities, DeadLetter, Delivery, Enqueued, MessageInfo, MessageRef,

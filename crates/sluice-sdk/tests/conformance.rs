@@ -14,12 +14,12 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use crate::support::{Clock, Harness, Kind};
 use serde_json::Value;
 use sluice_sdk::{
     CancelOutcome, Capabilities, Delivery, Error, MessageRef, Nack, NackOutcome, Outgoing,
     QueueOptions,
 };
-use crate::support::{Clock, Harness, Kind};
 use uuid::Uuid;
 
 const SCENARIOS: &str = concat!(

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use sluice_sdk::{Error, ErrorCode, MessageRef, Outgoing};
 use crate::support::{Clock, Harness, Kind};
+use sluice_sdk::{Error, ErrorCode, MessageRef, Outgoing};
 use uuid::Uuid;
 
 /// What a refusal is, without its wording.

@@ -11,12 +11,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use crate::support::{Clock, Harness, Kind, Running, SlowAcks, eventually, wait_stats};
 use serde::{Deserialize, Serialize};
 use sluice_sdk::{
     Backend, Backoff, BoxError, CancelOutcome, Context, DeadLetterContext, Envelope, Outgoing,
     Queue, RetryPolicy, Worker,
 };
-use crate::support::{Clock, Harness, Kind, Running, SlowAcks, eventually, wait_stats};
 use uuid::Uuid;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

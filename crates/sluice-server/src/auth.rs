@@ -889,9 +889,8 @@ pub(crate) async fn check_tenant_put(
     let Some(caller) = caller.filter(|caller| !caller.is_admin()) else {
         return Ok(());
     };
-    let forbidden = |message: String| {
-        sluice_ops::OpsError::new(sluice_wire::ErrorCode::Forbidden, message)
-    };
+    let forbidden =
+        |message: String| sluice_ops::OpsError::new(sluice_wire::ErrorCode::Forbidden, message);
     // A tenant's queue dead-letters into a queue of the tenant's, not into another's.
     match spec.dead_letter_queue.as_deref() {
         Some("") => {}
@@ -907,9 +906,7 @@ pub(crate) async fn check_tenant_put(
             if !caller.may_manage(&default) {
                 let exists = match app.ops.queue_get(name).await {
                     Ok(_) => true,
-                    Err(error) if error.code == sluice_wire::ErrorCode::QueueNotFound => {
-                        false
-                    }
+                    Err(error) if error.code == sluice_wire::ErrorCode::QueueNotFound => false,
                     Err(error) => return Err(error),
                 };
                 if !exists {

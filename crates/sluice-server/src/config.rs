@@ -125,7 +125,9 @@ pub struct RawLimits {
     /// Dashboard sessions per token (default 16).
     pub sessions_per_token: Option<usize>,
     /// Dashboard sessions in all (default 10,000).
-    pub sessions_max: Option<usize>,
+    /// (`sessions_max`, its earlier name, is read too.)
+    #[serde(alias = "sessions_max")]
+    pub max_sessions: Option<usize>,
     /// Requests (gRPC calls) open at once on one HTTP/2 connection (default 256).
     pub streams_per_connection: Option<u32>,
     /// Messages one gRPC stream may have in flight: published and not yet answered, or
@@ -136,7 +138,9 @@ pub struct RawLimits {
     pub stream_unsent_bytes: Option<usize>,
     /// Bytes one topic publish may store across its copies: the message's size times the
     /// subscriptions that take it (default 64 MiB).
-    pub topic_publish_bytes_max: Option<usize>,
+    /// (`topic_publish_bytes_max`, its earlier name, is read too.)
+    #[serde(alias = "topic_publish_bytes_max")]
+    pub max_topic_publish_bytes: Option<usize>,
 }
 
 /// What requests, connections and sessions may hold: `[limits]`, validated.
@@ -157,7 +161,7 @@ pub struct Limits {
     /// Dashboard sessions per token; a login beyond it ends that token's oldest session.
     pub sessions_per_token: usize,
     /// Dashboard sessions in all; a login beyond it is refused.
-    pub sessions_max: usize,
+    pub max_sessions: usize,
     /// Requests (gRPC calls) open at once on one HTTP/2 connection.
     pub streams_per_connection: u32,
     /// Messages one gRPC stream may have in flight: published and not yet answered, or granted
@@ -166,7 +170,7 @@ pub struct Limits {
     /// Bytes of leased messages one pull stream holds before its client reads them.
     pub stream_unsent_bytes: usize,
     /// Bytes one topic publish may store across its copies.
-    pub topic_publish_bytes_max: usize,
+    pub max_topic_publish_bytes: usize,
 }
 
 impl Limits {
@@ -179,11 +183,11 @@ impl Limits {
         body_bytes_in_flight_per_peer: 64 << 20,
         max_connections: 10_000,
         sessions_per_token: 16,
-        sessions_max: 10_000,
+        max_sessions: 10_000,
         streams_per_connection: 256,
         stream_messages_in_flight: 10_000,
         stream_unsent_bytes: 16 << 20,
-        topic_publish_bytes_max: 64 << 20,
+        max_topic_publish_bytes: 64 << 20,
     };
 
     fn from_raw(raw: RawLimits) -> Result<Self, String> {
@@ -203,7 +207,7 @@ impl Limits {
                 .min(raw.body_bytes_in_flight.unwrap_or(d.body_bytes_in_flight)),
             max_connections: raw.max_connections.unwrap_or(d.max_connections),
             sessions_per_token: raw.sessions_per_token.unwrap_or(d.sessions_per_token),
-            sessions_max: raw.sessions_max.unwrap_or(d.sessions_max),
+            max_sessions: raw.max_sessions.unwrap_or(d.max_sessions),
             streams_per_connection: raw
                 .streams_per_connection
                 .unwrap_or(d.streams_per_connection),
@@ -211,9 +215,9 @@ impl Limits {
                 .stream_messages_in_flight
                 .unwrap_or(d.stream_messages_in_flight),
             stream_unsent_bytes: raw.stream_unsent_bytes.unwrap_or(d.stream_unsent_bytes),
-            topic_publish_bytes_max: raw
-                .topic_publish_bytes_max
-                .unwrap_or(d.topic_publish_bytes_max),
+            max_topic_publish_bytes: raw
+                .max_topic_publish_bytes
+                .unwrap_or(d.max_topic_publish_bytes),
         };
         // A body budget below the largest request would refuse such requests forever.
         if limits.body_bytes_in_flight < crate::body_budget::REQUEST_BYTES_MAX {
@@ -244,7 +248,7 @@ impl Limits {
         for (key, value) in [
             ("max_connections", limits.max_connections),
             ("sessions_per_token", limits.sessions_per_token),
-            ("sessions_max", limits.sessions_max),
+            ("max_sessions", limits.max_sessions),
             (
                 "streams_per_connection",
                 limits.streams_per_connection as usize,
@@ -254,7 +258,7 @@ impl Limits {
                 limits.stream_messages_in_flight,
             ),
             ("stream_unsent_bytes", limits.stream_unsent_bytes),
-            ("topic_publish_bytes_max", limits.topic_publish_bytes_max),
+            ("max_topic_publish_bytes", limits.max_topic_publish_bytes),
         ] {
             if value == 0 {
                 return Err(format!("[limits] {key} must be at least 1"));
@@ -728,18 +732,37 @@ mod tests {
             sqlite,
             sluice_store_sqlite::SqliteSettings {
                 payload_cache_bytes: 1000,
-                wal_max_bytes: 2 << 20,
+                max_wal_bytes: 2 << 20,
                 disk_reserve_bytes: 0,
                 ..Default::default()
             }
         );
         let error = check("[store]\nwal_max_bytes = 1000\n", options.clone()).unwrap_err();
-        assert!(error.contains("wal_max_bytes"), "{error}");
+        assert!(error.contains("max_wal_bytes"), "{error}");
+        // The limits' earlier names are read too (`wal_max_bytes`, `sessions_max`, ...).
+        let old = check(
+            "[store]\nwal_max_bytes = 2097152\n[limits]\nsessions_max = 7\ntopic_publish_bytes_max = 4096\n[sqs]\nbatch_entries_max = 5\n",
+            options.clone(),
+        )
+        .unwrap();
+        let StoreConfig::Sqlite(sqlite) = &old.store else {
+            panic!("sqlite")
+        };
+        assert_eq!(sqlite.max_wal_bytes, 2 << 20);
+        assert_eq!(old.limits.max_sessions, 7);
+        assert_eq!(old.limits.max_topic_publish_bytes, 4096);
+        assert_eq!(old.sqs.max_batch_entries, 5);
         // Each store reads its own keys: a misspelt one is named; a wrong type is its store's.
         let error = check("[store]\nwal_max_byte = 1\n", options.clone()).unwrap_err();
-        assert!(error.starts_with("[store]") && error.contains("wal_max_byte"), "{error}");
+        assert!(
+            error.starts_with("[store]") && error.contains("wal_max_byte"),
+            "{error}"
+        );
         let error = check("[store]\nresident_messages = \"many\"\n", options.clone()).unwrap_err();
-        assert!(error.starts_with("[store]") && error.contains("string"), "{error}");
+        assert!(
+            error.starts_with("[store]") && error.contains("string"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -885,12 +908,12 @@ mod tests {
         );
         assert_eq!(config.limits.max_connections, 7);
         assert_eq!(config.limits.sessions_per_token, 2);
-        assert_eq!(config.limits.sessions_max, Limits::DEFAULT.sessions_max);
+        assert_eq!(config.limits.max_sessions, Limits::DEFAULT.max_sessions);
         for (text, named) in [
             ("body_bytes_in_flight = 1000", "body_bytes_in_flight"),
             ("max_connections = 0", "max_connections"),
             ("header_read_timeout_ms = 0", "header_read_timeout_ms"),
-            ("sessions_max = 0", "sessions_max"),
+            ("max_sessions = 0", "max_sessions"),
         ] {
             let error = check(&format!("[limits]\n{text}\n"), ServeOptions::default()).unwrap_err();
             assert!(error.contains(named), "{text}: {error}");

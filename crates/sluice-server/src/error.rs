@@ -5,10 +5,10 @@ use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use sluice_core::store::StoreError;
-pub use sluice_wire::ErrorCode;
-use sluice_wire::{ErrorBody, ErrorDetail};
 use sluice_ops::OpsError;
 use sluice_webhooks::verify::VerifyError;
+pub use sluice_wire::ErrorCode;
+use sluice_wire::{ErrorBody, ErrorDetail};
 
 /// An error answer: status, stable code, human message, optional details.
 #[derive(Debug)]

@@ -180,7 +180,7 @@ pub async fn run(
         sessions: Arc::new(auth::Sessions::new(
             counting.session_store(),
             config.limits.sessions_per_token,
-            config.limits.sessions_max,
+            config.limits.max_sessions,
         )),
         tls: config.tls.is_some(),
         body_budget: Arc::new(body_budget::BodyBudget::new(&config.limits)),

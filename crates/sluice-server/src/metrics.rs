@@ -447,9 +447,7 @@ impl Snapshot {
             match &metric.value {
                 // A whole number is written as one (bytes, counts), as before stores named
                 // their own metrics.
-                StoreMetricValue::Gauge(value)
-                    if value.fract() == 0.0 && value.abs() < 9.0e15 =>
-                {
+                StoreMetricValue::Gauge(value) if value.fract() == 0.0 && value.abs() < 9.0e15 => {
                     gauge(encoder, metric.name, metric.help)?.encode_gauge(&(*value as i64))?;
                 }
                 StoreMetricValue::Gauge(value) => {

@@ -204,7 +204,9 @@ mod tests {
         assert_eq!(event.dead_letter_queue.as_deref(), Some("orders.dlq"));
         assert_eq!(event.sample[0].error.as_deref(), Some("boom"));
         assert!(
-            event.text.starts_with("3 messages were dead-lettered in queue orders since 2026-")
+            event
+                .text
+                .starts_with("3 messages were dead-lettered in queue orders since 2026-")
                 && event.text.ends_with("Latest error: boom"),
             "{}",
             event.text

@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use sluice_core::queue::QueueConfig;
-use sluice_wire::ErrorCode;
 use sluice_ops::{Admission, OpsError, OpsResult};
+use sluice_wire::ErrorCode;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Quota, Tenant};

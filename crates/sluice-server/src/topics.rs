@@ -13,9 +13,9 @@ use parking_lot::RwLock;
 use serde_json::{Value, json};
 use sluice_core::message::BodyKind;
 use sluice_core::queue::validate_queue_name;
-use sluice_wire::{ErrorCode, TopicCopyOut, TopicOut, TopicSpec, TopicStatsOut};
 use sluice_ops::{Definable, MessageRequest, OpsError};
 use sluice_webhooks::expr::Expr;
+use sluice_wire::{ErrorCode, TopicCopyOut, TopicOut, TopicSpec, TopicStatsOut};
 
 use crate::error::ApiError;
 use crate::expr::{self, EvalError};
@@ -233,11 +233,11 @@ pub async fn publish(
             .map(|(name, value)| name.len() + value.len())
             .sum::<usize>();
     let total = one.saturating_mul(taken.len());
-    if total > app.limits.topic_publish_bytes_max {
+    if total > app.limits.max_topic_publish_bytes {
         return Err(ApiError::too_large(format!(
-            "this message ({one} bytes) would be stored {} times, {total} bytes in all; one publish may store at most {} ([limits] topic_publish_bytes_max)",
+            "this message ({one} bytes) would be stored {} times, {total} bytes in all; one publish may store at most {} ([limits] max_topic_publish_bytes)",
             taken.len(),
-            app.limits.topic_publish_bytes_max
+            app.limits.max_topic_publish_bytes
         )));
     }
     let mut enqueues = Vec::with_capacity(taken.len());

@@ -3,13 +3,14 @@
 //! are or converts them field by field) and the dashboard.
 
 use sluice_core::message::MessageStatus;
-use sluice_core::queue::QueueConfig;
 use sluice_core::meter::Throughput;
+use sluice_core::queue::QueueConfig;
 use sluice_core::store::{CancelOutcome, QueueInfo};
 use sluice_wire::{
-    AckOut, AckResult, AlertOut, AlertSentOut, BackoffOut, EnqueueOut, ErrorCode, ErrorDetail, RateLimitOut, ReplayOut,
-    ReplayedOut, SchemaViolationOut, CancelOut, CountersOut, DeadLetterOut, LatencyOut, MessageStatusOut, NackOut, QueueConfigOut,
-    QueueOut, QueueStatsOut, ScheduleOut, ThroughputOut, format_rfc3339,
+    AckOut, AckResult, AlertOut, AlertSentOut, BackoffOut, CancelOut, CountersOut, DeadLetterOut,
+    EnqueueOut, ErrorCode, ErrorDetail, LatencyOut, MessageStatusOut, NackOut, QueueConfigOut,
+    QueueOut, QueueStatsOut, RateLimitOut, ReplayOut, ReplayedOut, ScheduleOut, SchemaViolationOut,
+    ThroughputOut, format_rfc3339,
 };
 
 use sluice_ops::alerts::AlertView;

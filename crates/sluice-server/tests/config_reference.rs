@@ -190,7 +190,7 @@ fn every_accepted_key_is_in_the_reference_file() {
     // The probe must see the parser's structure, not fail at the top: a few keys known to exist.
     for known in [
         "server.listen",
-        "limits.sessions_max",
+        "limits.max_sessions",
         "queues.*.rate_limit.per_second",
         "auth.tokens.name",
     ] {

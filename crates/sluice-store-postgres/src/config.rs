@@ -166,7 +166,11 @@ mod tests {
         assert_eq!(settings.node_name, None, "an empty name is the default");
         let options = settings.options(Durability::Os, 7, || "host:1".into());
         assert_eq!(
-            (options.node_name.as_str(), options.durability, options.acked_retention_ms),
+            (
+                options.node_name.as_str(),
+                options.durability,
+                options.acked_retention_ms
+            ),
             ("host:1", Durability::Os, 7)
         );
     }

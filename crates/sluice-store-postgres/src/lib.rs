@@ -49,12 +49,12 @@ mod analyze;
 mod cache;
 mod cached;
 mod cleanup;
+pub mod config;
 mod connect;
 mod counters;
 mod dead_letter_move;
 mod dead_letters;
 mod delivery_log;
-pub mod config;
 pub mod error;
 mod expiry;
 mod group;
@@ -101,8 +101,8 @@ use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use crate::cache::QueueCache;
-pub use crate::migrate::{Migrated, migrate};
 pub use crate::config::{PgSection, PgSettings};
+pub use crate::migrate::{Migrated, migrate};
 pub use crate::options::{DatabaseUrl, Durability, PgOptions};
 
 /// A [`Store`] on a PostgreSQL schema, shared with every other node opened on it.

@@ -12,7 +12,9 @@
 
 use async_trait::async_trait;
 use sluice_core::clock::Millis;
-use sluice_core::store::sessions::{Digest, NewSession, SessionLimits, SessionStartError, SessionStore};
+use sluice_core::store::sessions::{
+    Digest, NewSession, SessionLimits, SessionStartError, SessionStore,
+};
 use sluice_core::store::{StoreError, StoreResult};
 
 use crate::cached::Cached;

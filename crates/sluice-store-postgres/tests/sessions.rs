@@ -7,8 +7,8 @@ use crate::support;
 
 use std::sync::Arc;
 
-use sluice_core::store::sessions::{NewSession, SessionLimits, SessionStartError, SessionStore};
 use sluice_core::store::Store;
+use sluice_core::store::sessions::{NewSession, SessionLimits, SessionStartError, SessionStore};
 use sluice_store_postgres::PgStore;
 
 const T0: i64 = 1_700_000_000_000;

@@ -11,7 +11,7 @@
 //! A passive checkpoint never lets the WAL start over while writes keep coming: SQLite only
 //! rewinds the WAL when a writer finds every frame copied, and by then the next group has
 //! appended more. Left alone the WAL grows for as long as the load lasts (gigabytes on a slow
-//! disk), and a start after a crash reads all of it. So once the WAL is past `wal_max_bytes`,
+//! disk), and a start after a crash reads all of it. So once the WAL is past `max_wal_bytes`,
 //! the writer itself runs a `RESTART` checkpoint ([`WalLimit::restart`]): it copies what the
 //! passive checkpoints have not, waits for readers still on old frames, and the next commit
 //! writes from the start of the file again. Writes pause for that long, so the moment matters:
@@ -89,7 +89,7 @@ fn checkpoint(conn: &Connection, mode: &str) -> rusqlite::Result<(i64, i64, i64)
 /// Runs until `signal.stop` is set.
 pub fn run(
     db_path: PathBuf,
-    wal_max_bytes: u64,
+    max_wal_bytes: u64,
     signal: Arc<CheckpointSignal>,
     health: Arc<WriteHealth>,
 ) {
@@ -125,7 +125,7 @@ pub fn run(
                 // By the frames the WAL holds, not the file's size: after a restart the file
                 // keeps its size while it is written from the start again.
                 let (_, frames, _) = result;
-                if frames.max(0) as u64 * frame_bytes > wal_max_bytes {
+                if frames.max(0) as u64 * frame_bytes > max_wal_bytes {
                     signal.restart_wanted.store(true, Ordering::SeqCst);
                 }
             }

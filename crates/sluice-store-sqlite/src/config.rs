@@ -6,9 +6,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::SqliteOptions;
 
-/// The default `wal_max_bytes`.
+/// The default `max_wal_bytes`.
 pub const DEFAULT_WAL_MAX_BYTES: u64 = 64 << 20;
-/// The smallest `wal_max_bytes`: below it, checkpoints would pause writes all the time.
+/// The smallest `max_wal_bytes`: below it, checkpoints would pause writes all the time.
 pub const MIN_WAL_MAX_BYTES: u64 = 1 << 20;
 /// The default `disk_reserve_bytes`.
 pub const DEFAULT_DISK_RESERVE_BYTES: u64 = 64 << 20;
@@ -27,7 +27,9 @@ pub const DEFAULT_PAYLOAD_CACHE_BYTES: usize = 64 << 20;
 #[derive(Debug, Default, Deserialize, Serialize)]
 pub struct SqliteSection {
     /// Past this size the WAL is checkpointed whole and truncated.
-    pub wal_max_bytes: Option<u64>,
+    /// (`wal_max_bytes`, its earlier name, is read too.)
+    #[serde(alias = "wal_max_bytes")]
+    pub max_wal_bytes: Option<u64>,
     /// Space kept back for acks when the disk fills (0: none).
     pub disk_reserve_bytes: Option<u64>,
     /// Bytes of new messages that may wait for the writer.
@@ -43,7 +45,7 @@ pub struct SqliteSettings {
     /// payload_cache_bytes`, where it was before stores had a kind).
     pub payload_cache_bytes: usize,
     /// WAL size past which it is checkpointed whole and truncated.
-    pub wal_max_bytes: u64,
+    pub max_wal_bytes: u64,
     /// Space kept back for acks when the disk fills.
     pub disk_reserve_bytes: u64,
     /// Bytes of new messages that may wait for the writer; more is refused (503 `overloaded`).
@@ -56,7 +58,7 @@ impl Default for SqliteSettings {
     fn default() -> Self {
         Self {
             payload_cache_bytes: DEFAULT_PAYLOAD_CACHE_BYTES,
-            wal_max_bytes: DEFAULT_WAL_MAX_BYTES,
+            max_wal_bytes: DEFAULT_WAL_MAX_BYTES,
             disk_reserve_bytes: DEFAULT_DISK_RESERVE_BYTES,
             writer_queue_bytes: DEFAULT_WRITER_QUEUE_BYTES,
             resident_messages: DEFAULT_RESIDENT_MESSAGES,
@@ -67,6 +69,7 @@ impl Default for SqliteSettings {
 impl SqliteSection {
     /// The keys this store reads from `[store]`.
     pub const KEYS: &[&str] = &[
+        "max_wal_bytes",
         "wal_max_bytes",
         "disk_reserve_bytes",
         "writer_queue_bytes",
@@ -76,10 +79,10 @@ impl SqliteSection {
     /// The settings, with the defaults for what is not written; an error names the key.
     pub fn check(self, payload_cache_bytes: Option<usize>) -> Result<SqliteSettings, String> {
         let defaults = SqliteSettings::default();
-        let wal_max_bytes = self.wal_max_bytes.unwrap_or(defaults.wal_max_bytes);
-        if wal_max_bytes < MIN_WAL_MAX_BYTES {
+        let max_wal_bytes = self.max_wal_bytes.unwrap_or(defaults.max_wal_bytes);
+        if max_wal_bytes < MIN_WAL_MAX_BYTES {
             return Err(format!(
-                "[store] wal_max_bytes {wal_max_bytes} is below the minimum {MIN_WAL_MAX_BYTES}"
+                "[store] max_wal_bytes {max_wal_bytes} is below the minimum {MIN_WAL_MAX_BYTES}"
             ));
         }
         let writer_queue_bytes = self
@@ -92,7 +95,7 @@ impl SqliteSection {
         }
         Ok(SqliteSettings {
             payload_cache_bytes: payload_cache_bytes.unwrap_or(defaults.payload_cache_bytes),
-            wal_max_bytes,
+            max_wal_bytes,
             disk_reserve_bytes: self
                 .disk_reserve_bytes
                 .unwrap_or(defaults.disk_reserve_bytes),
@@ -106,7 +109,7 @@ impl SqliteOptions {
     /// These options with `settings` (from `[store]`).
     pub fn with_settings(mut self, settings: &SqliteSettings) -> Self {
         self.payload_cache_bytes = settings.payload_cache_bytes;
-        self.wal_max_bytes = settings.wal_max_bytes;
+        self.max_wal_bytes = settings.max_wal_bytes;
         self.disk_reserve_bytes = settings.disk_reserve_bytes;
         self.writer_queue_bytes = settings.writer_queue_bytes;
         self.resident_messages = settings.resident_messages;
@@ -125,15 +128,20 @@ mod tests {
         let options = SqliteOptions::new("d").with_settings(&settings);
         assert_eq!(options, SqliteOptions::new("d"), "one set of defaults");
         let small = SqliteSection {
-            wal_max_bytes: Some(1000),
+            max_wal_bytes: Some(1000),
             ..SqliteSection::default()
         };
-        assert!(small.check(None).unwrap_err().contains("wal_max_bytes"));
+        assert!(small.check(None).unwrap_err().contains("max_wal_bytes"));
         let small = SqliteSection {
             writer_queue_bytes: Some(1000),
             ..SqliteSection::default()
         };
-        assert!(small.check(None).unwrap_err().contains("writer_queue_bytes"));
+        assert!(
+            small
+                .check(None)
+                .unwrap_err()
+                .contains("writer_queue_bytes")
+        );
     }
 
     #[test]
@@ -145,7 +153,11 @@ mod tests {
             .keys()
             .map(String::as_str)
             .collect();
-        let mut keys = SqliteSection::KEYS.to_vec();
+        let mut keys: Vec<&str> = SqliteSection::KEYS
+            .iter()
+            .copied()
+            .filter(|key| *key != "wal_max_bytes")
+            .collect();
         fields.sort_unstable();
         keys.sort_unstable();
         assert_eq!(fields, keys);

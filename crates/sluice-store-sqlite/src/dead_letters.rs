@@ -6,8 +6,8 @@
 
 use std::sync::Arc;
 
-use sluice_core::Millis;
 use crate::dispatch::{Entry, Index};
+use sluice_core::Millis;
 use sluice_core::message::MessageState;
 use sluice_core::store::Seq;
 use sluice_core::store::{

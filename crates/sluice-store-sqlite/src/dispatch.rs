@@ -47,11 +47,11 @@ mod types;
 #[cfg(test)]
 mod tests;
 
-pub use sluice_core::rules::failure::LEASE_EXPIRED_ERROR;
-pub use sluice_core::rules::retention::MAX_AGE_ERROR;
 use paging::Cold;
 pub use paging::{ColdRange, PageIn};
 use ready::ReadySet;
+pub use sluice_core::rules::failure::LEASE_EXPIRED_ERROR;
+pub use sluice_core::rules::retention::MAX_AGE_ERROR;
 use types::Place;
 pub use types::{CancelRefused, Change, Claimed, DeadLetterPage, Entry};
 // The store's own types (`sluice_core::store`), which the index hands out and takes.

@@ -17,8 +17,8 @@ mod claims;
 pub mod config;
 mod dead_letters;
 mod delivery_log;
-pub mod dispatch;
 mod dir_sync;
+pub mod dispatch;
 mod files;
 mod health;
 mod inbox;
@@ -44,10 +44,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 
+use crate::dispatch::Index;
 use async_trait::async_trait;
 use parking_lot::Mutex;
 use rusqlite::{Connection, OpenFlags};
-use crate::dispatch::Index;
 use sluice_core::message::MessageStatus;
 use sluice_core::notify::Notifier;
 use sluice_core::queue::QueueConfig;
@@ -83,7 +83,7 @@ pub struct SqliteOptions {
     /// How long acked messages stay answerable by id (default 1 h).
     pub acked_retention_ms: Millis,
     /// Past this size the WAL is checkpointed whole and truncated (default 64 MiB).
-    pub wal_max_bytes: u64,
+    pub max_wal_bytes: u64,
     /// Space kept back in the data directory for acks when the disk fills (default 64 MiB; 0:
     /// none).
     pub disk_reserve_bytes: u64,
@@ -104,7 +104,7 @@ impl SqliteOptions {
             durability: Durability::Fsync,
             payload_cache_bytes: config::DEFAULT_PAYLOAD_CACHE_BYTES,
             acked_retention_ms: 60 * 60 * 1000,
-            wal_max_bytes: config::DEFAULT_WAL_MAX_BYTES,
+            max_wal_bytes: config::DEFAULT_WAL_MAX_BYTES,
             disk_reserve_bytes: config::DEFAULT_DISK_RESERVE_BYTES,
             writer_queue_bytes: config::DEFAULT_WRITER_QUEUE_BYTES,
             resident_messages: config::DEFAULT_RESIDENT_MESSAGES,
@@ -167,7 +167,7 @@ impl SqliteStore {
             ))
         })?;
         let conn = Connection::open(&db_path).map_err(store_error)?;
-        schema::open_writer(&conn, options.durability, options.wal_max_bytes)
+        schema::open_writer(&conn, options.durability, options.max_wal_bytes)
             .map_err(store_error)?;
         // The database and WAL now exist (and a new database's journal is gone): their names
         // must be durable before the first answer (dir_sync.rs).
@@ -226,7 +226,7 @@ impl SqliteStore {
             reserve,
             wal_limit: checkpoint::WalLimit::new(
                 options.data_dir.join(files::WAL_FILE),
-                options.wal_max_bytes,
+                options.max_wal_bytes,
             ),
             held: Vec::new(),
             next_seq,
@@ -238,7 +238,7 @@ impl SqliteStore {
             inbox: inbox.clone(),
         };
         let checkpoint_path = db_path.clone();
-        let checkpoint_limit = options.wal_max_bytes;
+        let checkpoint_limit = options.max_wal_bytes;
         let checkpoint_signal = checkpoint.clone();
         let checkpoint_health = health.clone();
         let checkpoint_thread = std::thread::Builder::new()

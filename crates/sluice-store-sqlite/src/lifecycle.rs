@@ -1,7 +1,7 @@
 //! Operator actions on a queue's messages: pause and resume, purge, cancel.
 
-use sluice_core::Millis;
 use crate::dispatch::CancelRefused;
+use sluice_core::Millis;
 use sluice_core::message::MessageState;
 use sluice_core::store::Seq;
 use sluice_core::store::{CancelOutcome, MessageGetParams, MessageRef, StoreError, StoreResult};

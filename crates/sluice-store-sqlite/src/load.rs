@@ -8,9 +8,9 @@
 
 use std::sync::Arc;
 
+use crate::dispatch::Index;
 use rusqlite::{Connection, params};
 use sluice_core::Millis;
-use crate::dispatch::Index;
 use sluice_core::queue::{Ordering, QueueConfig};
 use sluice_core::store::Seq;
 

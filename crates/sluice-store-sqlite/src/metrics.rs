@@ -83,7 +83,7 @@ impl Report {
             ),
             StoreMetric::gauge(
                 "sluice_storage_wal_bytes",
-                "Size of the write-ahead log; kept near [store] wal_max_bytes by truncating checkpoints.",
+                "Size of the write-ahead log; kept near [store] max_wal_bytes by truncating checkpoints.",
                 self.wal_bytes as f64,
             ),
             StoreMetric::gauge(
@@ -93,7 +93,7 @@ impl Report {
             ),
             StoreMetric::counter(
                 "sluice_storage_wal_truncations",
-                "Checkpoints that copied the whole WAL so it starts over (or emptied it) because it passed wal_max_bytes.",
+                "Checkpoints that copied the whole WAL so it starts over (or emptied it) because it passed max_wal_bytes.",
                 self.wal_truncations,
             ),
             StoreMetric::gauge(

@@ -8,9 +8,9 @@
 
 use std::sync::Arc;
 
+use crate::dispatch::{ColdRange, Entry, PageIn};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use sluice_core::Millis;
-use crate::dispatch::{ColdRange, Entry, PageIn};
 use sluice_core::store::Seq;
 use sluice_core::store::StoreResult;
 use uuid::Uuid;

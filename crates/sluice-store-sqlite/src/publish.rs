@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use parking_lot::Mutex;
 use crate::dispatch::Index;
+use parking_lot::Mutex;
 use sluice_core::notify::Notifier;
 use sluice_core::store::StoreError;
 

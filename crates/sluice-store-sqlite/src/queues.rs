@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use sluice_core::Millis;
 use crate::dispatch::Index;
+use sluice_core::Millis;
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::{
     QueueBytes, QueueInfo, QueuePut, QueuePutParams, StoreError, StoreResult,

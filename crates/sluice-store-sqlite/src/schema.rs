@@ -225,7 +225,7 @@ pub fn message_state(state: i64) -> sluice_core::message::MessageState {
 pub fn open_writer(
     conn: &Connection,
     durability: Durability,
-    wal_max_bytes: u64,
+    max_wal_bytes: u64,
 ) -> rusqlite::Result<()> {
     // Only takes effect on a new, empty file.
     conn.pragma_update(None, "page_size", 16_384)?;
@@ -242,7 +242,7 @@ pub fn open_writer(
     conn.pragma_update(None, "wal_autocheckpoint", 0)?;
     // When SQLite rewinds a fully copied WAL, it cuts the file back to this size; a WAL past it
     // is checkpointed whole and truncated by the writer (`checkpoint.rs`).
-    conn.pragma_update(None, "journal_size_limit", wal_max_bytes as i64)?;
+    conn.pragma_update(None, "journal_size_limit", max_wal_bytes as i64)?;
     let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
     if version < 1 {
         conn.execute_batch(SCHEMA)?;

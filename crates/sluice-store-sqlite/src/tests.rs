@@ -584,7 +584,7 @@ async fn the_wal_stays_under_its_limit_under_load_with_readers_holding_snapshots
     let dir = tempfile::tempdir().unwrap();
     let mut options = SqliteOptions::new(dir.path());
     options.payload_cache_bytes = 0;
-    options.wal_max_bytes = LIMIT;
+    options.max_wal_bytes = LIMIT;
     options.disk_reserve_bytes = 0;
     let store = SharedSqliteStore::open(options, T0).unwrap();
     create_queue(&store, "q").await;

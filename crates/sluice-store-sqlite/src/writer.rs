@@ -23,9 +23,9 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
 use std::time::Instant;
 
+use crate::dispatch::{Change, Entry};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use sluice_core::Millis;
-use crate::dispatch::{Change, Entry};
 use sluice_core::message::{NewMessage, Payload};
 use sluice_core::store::Seq;
 use sluice_core::store::{Enqueued, StoreError, StoreResult};

@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
-use sluice_store_sqlite::dispatch::{Entry, Index};
 use sluice_core::queue::{Ordering, QueueConfig};
 use sluice_core::store::BrowseState;
 use sluice_core::store::Seq;
+use sluice_store_sqlite::dispatch::{Entry, Index};
 use uuid::Uuid;
 
 const NOW: i64 = 1_000_000;

@@ -13,10 +13,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use sluice_store_sqlite::dispatch::{CancelRefused, Change, Entry, Index};
 use sluice_core::message::Receipt;
 use sluice_core::queue::{Backoff, Ordering, QueueConfig};
 use sluice_core::store::NackOutcome;
+use sluice_store_sqlite::dispatch::{CancelRefused, Change, Entry, Index};
 use uuid::Uuid;
 
 const LEASE_MS: i64 = 1_000;

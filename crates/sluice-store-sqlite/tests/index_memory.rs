@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use sluice_store_sqlite::dispatch::{Entry, Index};
 use sluice_core::queue::QueueConfig;
+use sluice_store_sqlite::dispatch::{Entry, Index};
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;

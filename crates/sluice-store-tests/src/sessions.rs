@@ -2,7 +2,9 @@
 //! shared store keeps for every node. A backend's tests call [`check`] on a fresh, empty
 //! session store.
 
-use sluice_core::store::sessions::{Digest, NewSession, SessionLimits, SessionStartError, SessionStore};
+use sluice_core::store::sessions::{
+    Digest, NewSession, SessionLimits, SessionStartError, SessionStore,
+};
 
 use crate::{Millis, T0};
 

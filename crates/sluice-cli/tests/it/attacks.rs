@@ -491,7 +491,7 @@ async fn finding_08_a_publish_too_big_for_its_copies_is_refused_before_any_copy(
         error["message"]
             .as_str()
             .unwrap()
-            .contains("topic_publish_bytes_max"),
+            .contains("max_topic_publish_bytes"),
         "{error}"
     );
     let grown = peak_rss(&server).saturating_sub(before);

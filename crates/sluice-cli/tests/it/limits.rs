@@ -520,7 +520,7 @@ async fn a_login_flood_by_one_token_signs_no_one_else_out() {
 
 #[tokio::test]
 async fn a_full_session_table_refuses_logins_and_keeps_everyone_signed_in() {
-    // Proves [limits] sessions_max: with the table full, a login that would need a new place
+    // Proves [limits] max_sessions: with the table full, a login that would need a new place
     // is refused (503, saying why) and no one is signed out; a token at its own cap still
     // signs in, in place of its own oldest session.
     let server = start_with_tokens("[limits]\nsessions_per_token = 2\nsessions_max = 3\n").await;
@@ -538,7 +538,7 @@ async fn a_full_session_table_refuses_logins_and_keeps_everyone_signed_in() {
     let (status, cookie, page) = log_in(&client, &server, PRODUCER).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{page}");
     assert!(cookie.is_none());
-    assert!(page.contains("sessions_max"), "{page}");
+    assert!(page.contains("max_sessions"), "{page}");
     for cookie in admin.iter().chain([&producer]) {
         assert!(
             session_works(&client, &server, cookie).await,

@@ -12,7 +12,7 @@ async fn the_sqlite_store_is_the_default_and_can_be_named() {
     // Proves `[store] kind = "sqlite"` is accepted and opens the same store as a config without
     // `kind`: a message stored by a server started without it is received after a restart with
     // it, the SQLite database lies in the data directory, and the SQLite options beside `kind`
-    // still apply (a `wal_max_bytes` under the minimum stops the start).
+    // still apply (a `max_wal_bytes` under the minimum stops the start).
     let unnamed = "[store]\nwal_max_bytes = 2097152\n";
     let mut server = TestServer::builder().config(unnamed).start().await;
     server.put_queue("q", json!({})).await;
@@ -39,7 +39,7 @@ async fn the_sqlite_store_is_the_default_and_can_be_named() {
     let (status, stderr, _) =
         start_with_config("[store]\nkind = \"sqlite\"\nwal_max_bytes = 1000\n").await;
     assert!(!status.success());
-    assert!(stderr.contains("[store] wal_max_bytes 1000"), "{stderr}");
+    assert!(stderr.contains("[store] max_wal_bytes 1000"), "{stderr}");
 }
 
 #[tokio::test]

@@ -13,9 +13,9 @@ use std::process::{Command, Stdio};
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use sluice_wire::ReceiveOut;
 use sluice_webhooks::sign::{StandardSigner, hmac};
 use sluice_webhooks::verify::HmacAlgorithm;
+use sluice_wire::ReceiveOut;
 
 use crate::support::hooks::{define, held, hook_stats, post_hook};
 use crate::support::python::venv_python_or_skip;

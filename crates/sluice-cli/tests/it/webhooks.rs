@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use sluice_wire::WebhookStatsOut;
 use sluice_webhooks::sign::StandardSigner;
+use sluice_wire::WebhookStatsOut;
 
 use crate::support::hooks::{
     StoredBody, Vector, define, held, hook_stats, post_hook, read_reply, standard_headers,

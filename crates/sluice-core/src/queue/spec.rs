@@ -33,8 +33,7 @@ impl QueueConfig {
             if dlq.is_empty() {
                 base.dead_letter_queue = None;
             } else {
-                validate_queue_name(dlq)
-                    .map_err(|e| format!("dead_letter_queue: {e}"))?;
+                validate_queue_name(dlq).map_err(|e| format!("dead_letter_queue: {e}"))?;
                 base.dead_letter_queue = Some(dlq.clone());
             }
         }
@@ -229,7 +228,6 @@ fn apply_backoff(spec: &BackoffSpec, mut base: Backoff) -> Result<Backoff, Strin
     }
     Ok(base)
 }
-
 
 fn check_range(field: &str, value: i64, min: i64, max: i64) -> Result<(), String> {
     if value < min || value > max {

@@ -10,8 +10,8 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use crate::queue::Ordering;
 use crate::message::Seq;
+use crate::queue::Ordering;
 
 /// The lane a message with ordering key `key` joins in a queue ordered as `ordering`; `None`
 /// when it joins none. The whole of a `fifo` queue is the one lane named `""`.

@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use parking_lot::Mutex;
 
-use crate::clock::Millis;
 use super::StoreError;
+use crate::clock::Millis;
 
 /// A SHA-256 digest.
 pub type Digest = [u8; 32];

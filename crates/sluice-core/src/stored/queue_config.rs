@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::queue::{Backoff, Dedup, MessageSchema, OnExpire, Ordering, QueueConfig, RateLimit};
-use sluice_wire::{PushSpec, SecretRef};
 use serde::{Deserialize, Serialize};
+use sluice_wire::{PushSpec, SecretRef};
 
 /// One `queues.config` value. Fields are in key order, which is the order they are written in.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

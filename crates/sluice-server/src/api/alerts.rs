@@ -4,8 +4,8 @@
 
 use axum::Json;
 use axum::extract::State;
-use sluice_wire::{AlertDeleteOut, AlertListOut, AlertOut, AlertPutOut, AlertSpec};
 use sluice_ops::alerts::AlertOrigin;
+use sluice_wire::{AlertDeleteOut, AlertListOut, AlertOut, AlertPutOut, AlertSpec};
 
 use super::{ApiJson, ApiPath, AppState};
 use crate::error::ApiError;
@@ -83,7 +83,9 @@ pub async fn get_one(
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<AlertOut>, ApiError> {
     let alert = app.ops.alert_get(&name).await?;
-    Ok(Json(with_delivery(&app, crate::views::alert_out(alert)).await))
+    Ok(Json(
+        with_delivery(&app, crate::views::alert_out(alert)).await,
+    ))
 }
 
 /// `DELETE /v1/alerts/{name}`: the alert, its progress and its queue (notifications not yet

@@ -5,8 +5,8 @@
 use axum::Json;
 use axum::extract::State;
 use serde::Deserialize;
-use sluice_wire::{BrowseCountsOut, BrowseOut, BrowsedMessageOut, MessageBodyOut, format_rfc3339};
 use sluice_ops::{AckedSearchRequest, BrowseRequest};
+use sluice_wire::{BrowseCountsOut, BrowseOut, BrowsedMessageOut, MessageBodyOut, format_rfc3339};
 
 use super::{ApiPath, ApiQuery, AppState};
 use crate::error::ApiError;

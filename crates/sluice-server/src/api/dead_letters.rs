@@ -6,11 +6,11 @@ use axum::body::Bytes;
 use axum::extract::State;
 use serde::Deserialize;
 use sluice_core::store::DeadLetter;
+use sluice_ops::{DeadLetterListRequest, DeadLetterMatch, REPLAY_LIMIT_MAX, ReplayRequest};
 use sluice_wire::{
     DeadLetterDeleteOut, DeadLetterEntryOut, DeadLetterListOut, ReplayIn, ReplayOneIn, ReplayOut,
     format_rfc3339,
 };
-use sluice_ops::{DeadLetterListRequest, DeadLetterMatch, REPLAY_LIMIT_MAX, ReplayRequest};
 
 use super::{ApiBytes, ApiPath, ApiQuery, AppState, parse_json};
 use crate::error::ApiError;
@@ -71,7 +71,10 @@ fn entry_out(dead_letter: DeadLetter) -> DeadLetterEntryOut {
         body,
         body_base64,
         headers,
-        replayed_at: status.finished_at_ms.filter(|_| replayed).map(format_rfc3339),
+        replayed_at: status
+            .finished_at_ms
+            .filter(|_| replayed)
+            .map(format_rfc3339),
         replayed_as: status.replayed_as,
     }
 }

@@ -6,13 +6,13 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use sluice_core::message::ClaimedMessage;
-use sluice_wire::{
-    AckIn, AckOut, ExtendIn, ExtendOut, NackIn, NackOut, ReceiveIn, ReceiveOut, ReceivedMessage,
-    format_rfc3339,
-};
 use sluice_ops::{
     ACK_RECEIPTS_MAX, AckRequest, NEXT_STEPS_MAX, NackRequest, NextStep, ReceiveRequest,
     too_many_next_steps, too_many_receipts,
+};
+use sluice_wire::{
+    AckIn, AckOut, ExtendIn, ExtendOut, NackIn, NackOut, ReceiveIn, ReceiveOut, ReceivedMessage,
+    format_rfc3339,
 };
 
 use super::{ApiJson, ApiPath, AppState};

@@ -7,10 +7,10 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use sluice_core::queue::limits;
+use sluice_ops::{CancelRequest, MessageRequest};
 use sluice_wire::{
     CancelIn, CancelOut, EnqueueBatchOut, MessageBatchIn, MessageIn, MessageStatusOut,
 };
-use sluice_ops::{CancelRequest, MessageRequest};
 use tracing::Instrument;
 
 use super::{ApiPath, ApiQuery, AppState, json_shape, parse_json};

@@ -2,11 +2,11 @@
 
 use axum::Json;
 use axum::extract::State;
+use sluice_ops::{Drained, Purged, QueuePutRequest};
 use sluice_wire::{
     DeadLettersOnDelete, DrainIn, DrainOut, PurgeOut, QueueDeleteOut, QueueListOut, QueueOut,
     QueuePutOut, QueueSpec, QueueStatsOut,
 };
-use sluice_ops::{Drained, Purged, QueuePutRequest};
 
 use super::{ApiJson, ApiPath, ApiQuery, AppState};
 use crate::error::{ApiError, ErrorCode};

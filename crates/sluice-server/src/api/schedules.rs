@@ -3,9 +3,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use sluice_wire::{
-    ScheduleDeleteOut, ScheduleListOut, ScheduleOut, SchedulePutOut, ScheduleSpec,
-};
+use sluice_wire::{ScheduleDeleteOut, ScheduleListOut, ScheduleOut, SchedulePutOut, ScheduleSpec};
 
 use super::{ApiJson, ApiPath, AppState};
 use crate::error::ApiError;

@@ -4,8 +4,8 @@
 use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
-use sluice_wire::{WebhookListOut, WebhookOut, WebhookSpec};
 use sluice_ops::{Definable, DefinitionPut};
+use sluice_wire::{WebhookListOut, WebhookOut, WebhookSpec};
 
 use super::{ApiJson, ApiPath, AppState};
 use crate::error::{ApiError, ErrorCode};

@@ -14,10 +14,10 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest, Sha256};
 use sluice_core::Millis;
+use sluice_core::store::StoreError;
 use sluice_core::store::sessions::{
     MemorySessions, NewSession, SessionLimits, SessionStartError, SessionStore,
 };
-use sluice_core::store::StoreError;
 
 /// How long a session lasts from its login.
 pub const SESSION_TTL: Duration = Duration::from_secs(12 * 60 * 60);
@@ -26,7 +26,7 @@ pub const SESSION_TTL: Duration = Duration::from_secs(12 * 60 * 60);
 #[derive(Debug, thiserror::Error)]
 pub enum LoginRefused {
     #[error(
-        "{0} dashboard sessions are open, the most allowed ([limits] sessions_max); sign out elsewhere or try again later"
+        "{0} dashboard sessions are open, the most allowed ([limits] max_sessions); sign out elsewhere or try again later"
     )]
     Full(usize),
     /// The store failed (the page does not show why: the log does).

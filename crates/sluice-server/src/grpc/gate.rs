@@ -24,8 +24,8 @@ use std::task::{Context, Poll, ready};
 
 use axum::body::{Bytes, HttpBody};
 use hyper::body::{Frame, Incoming, SizeHint};
-use sluice_wire::ErrorCode;
 use sluice_ops::OpsError;
+use sluice_wire::ErrorCode;
 use tokio::time::{Instant, Sleep};
 use tonic::Status;
 

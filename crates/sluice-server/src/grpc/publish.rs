@@ -14,9 +14,9 @@ use std::sync::Arc;
 
 use futures::future::join_all;
 use sluice_core::queue::limits;
-use sluice_wire::ErrorCode;
 use sluice_grpc::v1;
 use sluice_ops::OpsError;
+use sluice_wire::ErrorCode;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};

@@ -5,8 +5,8 @@ use std::sync::atomic::Ordering;
 
 use serde_json::Value;
 use sluice_core::message::{BodyKind, ClaimedMessage};
-use sluice_wire::{PushSpec, format_rfc3339};
 use sluice_ops::{PushAnswer, PushSettled};
+use sluice_wire::{PushSpec, format_rfc3339};
 
 use super::{Destination, Dispatcher};
 use crate::expr::EvalError;

@@ -36,9 +36,9 @@ use sluice_core::histogram::{AtomicHistogram, Histogram};
 use sluice_core::meter::Meter;
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::QueueInfo;
-use sluice_wire::{LatencyOut, PushMethod, PushSpec, PushStatsOut};
 use sluice_webhooks::expr::Expr;
 use sluice_webhooks::sign::StandardSigner;
+use sluice_wire::{LatencyOut, PushMethod, PushSpec, PushStatsOut};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 

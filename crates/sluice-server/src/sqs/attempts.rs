@@ -24,7 +24,7 @@ struct Answered {
     bytes: usize,
 }
 
-/// Recent receives by queue and attempt id, within `[sqs] receive_attempts_bytes_max` bytes:
+/// Recent receives by queue and attempt id, within `[sqs] max_receive_attempts_bytes` bytes:
 /// each receive keeps a copy of its messages (bodies included), so a consumer sending a new
 /// attempt id with every receive must not make the server keep everything it ever read.
 #[derive(Debug)]
@@ -85,7 +85,7 @@ fn cost(key: &AttemptKey, messages: &[Message]) -> usize {
 
 impl Default for ReceiveAttempts {
     fn default() -> Self {
-        Self::new(super::SqsConfig::default().receive_attempts_bytes_max)
+        Self::new(super::SqsConfig::default().max_receive_attempts_bytes)
     }
 }
 

@@ -19,12 +19,18 @@ pub struct RawSqs {
     /// default `MaximumMessageSize` (default 1048576, SQS's).
     pub max_message_bytes: Option<usize>,
     /// Most entries in one batch request (default 10, SQS's).
-    pub batch_entries_max: Option<usize>,
+    /// (`batch_entries_max`, its earlier name, is read too.)
+    #[serde(alias = "batch_entries_max")]
+    pub max_batch_entries: Option<usize>,
     /// Largest SQS request body read (default 4 MiB: a full batch, encoded).
-    pub request_bytes_max: Option<usize>,
+    /// (`request_bytes_max`, its earlier name, is read too.)
+    #[serde(alias = "request_bytes_max")]
+    pub max_request_bytes: Option<usize>,
     /// Bytes of FIFO receives kept for retries with the same `ReceiveRequestAttemptId`
     /// (default 64 MiB); the oldest are forgotten first beyond it.
-    pub receive_attempts_bytes_max: Option<usize>,
+    /// (`receive_attempts_bytes_max`, its earlier name, is read too.)
+    #[serde(alias = "receive_attempts_bytes_max")]
+    pub max_receive_attempts_bytes: Option<usize>,
 }
 
 /// `[sqs]`, validated.
@@ -41,11 +47,11 @@ pub struct SqsConfig {
     /// Largest message through SQS.
     pub max_message_bytes: usize,
     /// Most entries per batch.
-    pub batch_entries_max: usize,
+    pub max_batch_entries: usize,
     /// Largest request body.
-    pub request_bytes_max: usize,
+    pub max_request_bytes: usize,
     /// Bytes of receives kept for `ReceiveRequestAttemptId` retries.
-    pub receive_attempts_bytes_max: usize,
+    pub max_receive_attempts_bytes: usize,
 }
 
 impl Default for SqsConfig {
@@ -56,9 +62,9 @@ impl Default for SqsConfig {
             region: "us-east-1".into(),
             public_url: None,
             max_message_bytes: 1024 * 1024,
-            batch_entries_max: 10,
-            request_bytes_max: 4 * 1024 * 1024,
-            receive_attempts_bytes_max: 64 * 1024 * 1024,
+            max_batch_entries: 10,
+            max_request_bytes: 4 * 1024 * 1024,
+            max_receive_attempts_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -75,11 +81,11 @@ impl SqsConfig {
                 .public_url
                 .map(|url| url.trim_end_matches('/').to_owned()),
             max_message_bytes: raw.max_message_bytes.unwrap_or(d.max_message_bytes),
-            batch_entries_max: raw.batch_entries_max.unwrap_or(d.batch_entries_max),
-            request_bytes_max: raw.request_bytes_max.unwrap_or(d.request_bytes_max),
-            receive_attempts_bytes_max: raw
-                .receive_attempts_bytes_max
-                .unwrap_or(d.receive_attempts_bytes_max),
+            max_batch_entries: raw.max_batch_entries.unwrap_or(d.max_batch_entries),
+            max_request_bytes: raw.max_request_bytes.unwrap_or(d.max_request_bytes),
+            max_receive_attempts_bytes: raw
+                .max_receive_attempts_bytes
+                .unwrap_or(d.max_receive_attempts_bytes),
         };
         if config.account_id.is_empty() || !config.account_id.bytes().all(|b| b.is_ascii_digit()) {
             return Err(format!(
@@ -101,12 +107,12 @@ impl SqsConfig {
                 "[sqs] max_message_bytes must be between 1024 and {message_max}"
             ));
         }
-        if !(1..=sluice_core::queue::limits::BATCH_MESSAGES_MAX).contains(&config.batch_entries_max)
+        if !(1..=sluice_core::queue::limits::BATCH_MESSAGES_MAX).contains(&config.max_batch_entries)
         {
-            return Err("[sqs] batch_entries_max must be between 1 and 1000".into());
+            return Err("[sqs] max_batch_entries must be between 1 and 1000".into());
         }
-        if config.request_bytes_max < 1024 {
-            return Err("[sqs] request_bytes_max must be at least 1024".into());
+        if config.max_request_bytes < 1024 {
+            return Err("[sqs] max_request_bytes must be at least 1024".into());
         }
         Ok(config)
     }

@@ -1,8 +1,8 @@
 //! The operations layer's refusals in SQS's terms.
 
-use sluice_wire::ErrorCode;
 use sluice_ops::OpsError;
 use sluice_sqs::{ErrorKind, SqsError};
+use sluice_wire::ErrorCode;
 
 /// An `OpsError` as the SQS error a client expects: a missing queue is `QueueDoesNotExist`,
 /// a refused value `InvalidParameterValue` with sluice's explanation, backpressure

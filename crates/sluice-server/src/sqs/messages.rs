@@ -13,7 +13,6 @@ use std::collections::{BTreeMap, HashSet};
 use sha2::{Digest, Sha256};
 use sluice_core::message::{BodyKind, ClaimedMessage, Headers, MessageState};
 use sluice_core::queue::QueueConfig;
-use sluice_wire::ErrorCode;
 use sluice_ops::{AckRequest, Details, MessageRequest, OpsError, ReceiveRequest};
 use sluice_sqs::md5;
 use sluice_sqs::request::{
@@ -25,6 +24,7 @@ use sluice_sqs::response::{
     SendMessageBatchResult, SendMessageBatchResultEntry, SendMessageResult,
 };
 use sluice_sqs::{Action, ErrorKind, Response, SqsError};
+use sluice_wire::ErrorCode;
 
 use super::content::{
     self, ATTRIBUTES_HEADER, DEDUPLICATION_HEADER, SENDER_HEADER, SYSTEM_ATTRIBUTES_HEADER,
@@ -295,7 +295,7 @@ pub async fn receive(ctx: &Ctx<'_>, request: ReceiveMessage) -> Answer {
     let name = ctx.queue_of(&request.queue_url)?;
     ctx.allow(Need::Consume, Some(&name)).await?;
     let info = queues::queue(ctx, &name).await?;
-    let max_entries = ctx.sqs.config.batch_entries_max as i64;
+    let max_entries = ctx.sqs.config.max_batch_entries as i64;
     let max = request.max_number_of_messages.unwrap_or(1);
     if !(1..=max_entries).contains(&max) {
         return Err(invalid(format!(
@@ -745,7 +745,7 @@ fn check_batch<'e>(
     entry_name: &str,
 ) -> Result<(), SqsError> {
     let count = ids.len();
-    let max = ctx.sqs.config.batch_entries_max;
+    let max = ctx.sqs.config.max_batch_entries;
     if count == 0 {
         return Err(SqsError::new(
             ErrorKind::EmptyBatchRequest,

@@ -36,8 +36,8 @@ use sluice_sqs::{Answer, ErrorKind, Protocol, SqsError, Wire};
 use crate::auth::{Caller, Need};
 use crate::body_budget::Refusal;
 use crate::state::AppState;
-use sluice_wire::ErrorCode;
 use sluice_ops::OpsError;
+use sluice_wire::ErrorCode;
 
 pub use config::{RawSqs, SqsConfig};
 pub use errors::from_ops;
@@ -59,7 +59,7 @@ impl SqsState {
     /// The API's state for `config`.
     pub fn new(config: SqsConfig) -> Self {
         Self {
-            receive_attempts: attempts::ReceiveAttempts::new(config.receive_attempts_bytes_max),
+            receive_attempts: attempts::ReceiveAttempts::new(config.max_receive_attempts_bytes),
             config,
             ..Self::default()
         }
@@ -178,7 +178,7 @@ pub async fn intercept(State(layer): State<Arc<Layer>>, request: Request, next: 
             &parts.headers,
             crate::body_budget::peer_of(&parts.extensions),
             body,
-            sqs.config.request_bytes_max,
+            sqs.config.max_request_bytes,
         )
         .await
     {
@@ -188,8 +188,8 @@ pub async fn intercept(State(layer): State<Arc<Layer>>, request: Request, next: 
                 Refusal::TooLarge => SqsError::new(
                     ErrorKind::InvalidParameterValue,
                     format!(
-                        "The request body is larger than {} bytes ([sqs] request_bytes_max).",
-                        sqs.config.request_bytes_max
+                        "The request body is larger than {} bytes ([sqs] max_request_bytes).",
+                        sqs.config.max_request_bytes
                     ),
                 ),
                 Refusal::Spent => errors::from_ops(OpsError::new(

@@ -13,7 +13,6 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use parking_lot::Mutex;
-use sluice_wire::ErrorCode;
 use sluice_ops::{DeadLetterMatch, Ops, ReplayRequest};
 use sluice_sqs::request::{CancelMessageMoveTask, ListMessageMoveTasks, StartMessageMoveTask};
 use sluice_sqs::response::{
@@ -21,6 +20,7 @@ use sluice_sqs::response::{
     StartMessageMoveTaskResult,
 };
 use sluice_sqs::{ErrorKind, Response, SqsError};
+use sluice_wire::ErrorCode;
 use tokio_util::sync::CancellationToken;
 
 use super::{Ctx, from_ops, names};

@@ -6,9 +6,8 @@ use std::collections::BTreeMap;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sluice_core::queue::QueueConfig;
-use sluice_core::store::QueueInfo;
 use sluice_core::queue::validate_tags;
-use sluice_wire::ErrorCode;
+use sluice_core::store::QueueInfo;
 use sluice_sqs::request::{
     AddPermission, CreateQueue, GetQueueAttributes, GetQueueUrl, ListDeadLetterSourceQueues,
     ListQueues, QueueOnly, RemovePermission, SetQueueAttributes, TagQueue, UntagQueue,
@@ -18,6 +17,7 @@ use sluice_sqs::response::{
     ListQueuesResult, QueueUrlResult,
 };
 use sluice_sqs::{Action, ErrorKind, Response, SqsError};
+use sluice_wire::ErrorCode;
 
 use super::attributes::{self, Redrive};
 use super::{Ctx, from_ops, names, note_purge};

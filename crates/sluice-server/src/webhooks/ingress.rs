@@ -18,9 +18,9 @@ use serde_json::Value;
 use sluice_core::Millis;
 use sluice_core::message::BodyKind;
 use sluice_core::queue::limits;
-use sluice_wire::{WebhookReceiptOut, format_rfc3339};
 use sluice_ops::{DeadLettered, Enqueue, EventOutcome, EventRequest, MessageRequest, OpsError};
 use sluice_webhooks::verify::{Request, slack_challenge};
+use sluice_wire::{WebhookReceiptOut, format_rfc3339};
 
 use super::{Endpoint, IdSource, Outcome};
 use crate::error::{ApiError, ErrorCode};

@@ -13,11 +13,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 use sluice_core::queue::validate_queue_name;
-use sluice_wire::{IdempotencySpec, VerifySpec, WebhookSpec, WebhookStatsOut};
 use sluice_webhooks::expr::Expr;
 use sluice_webhooks::verify::{
     DeliveryId, HmacAlgorithm, SCHEME_NAMES, Scheme, SignatureEncoding, Verifier,
 };
+use sluice_wire::{IdempotencySpec, VerifySpec, WebhookSpec, WebhookStatsOut};
 
 use crate::secrets;
 

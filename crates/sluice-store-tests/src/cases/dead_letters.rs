@@ -1,7 +1,7 @@
 //! Dead letters: how messages get there, what they keep, and what operators do with them.
 
-use sluice_core::rules::failure::LEASE_EXPIRED_ERROR;
 use sluice_core::message::MessageState;
+use sluice_core::rules::failure::LEASE_EXPIRED_ERROR;
 use sluice_core::store::{DeadLetterFilter, LeaseError, NackOutcome};
 use sluice_core::store::{DeadLetterQuery, DeadLetterSelection, ReplayParams, StoreError};
 use uuid::Uuid;

@@ -1,7 +1,7 @@
 //! Leases: claim, ack, nack, extend, and receipts that no longer hold the message.
 
-use sluice_core::rules::failure::LEASE_EXPIRED_ERROR;
 use sluice_core::message::{MessageState, Receipt};
+use sluice_core::rules::failure::LEASE_EXPIRED_ERROR;
 use sluice_core::store::{ExtendParams, GiveBackParams, StoreError};
 use sluice_core::store::{LeaseError, NackOutcome};
 

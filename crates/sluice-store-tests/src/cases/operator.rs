@@ -1,9 +1,9 @@
 //! What operators do to a queue: purge, cancel, pause; and retention.
 
 use sluice_core::clock::Millis;
-use sluice_core::rules::retention::MAX_AGE_ERROR;
 use sluice_core::message::{MessageState, NewMessage};
 use sluice_core::queue::OnExpire;
+use sluice_core::rules::retention::MAX_AGE_ERROR;
 use sluice_core::store::{CancelOutcome, MessageGetParams, MessageRef};
 use uuid::Uuid;
 
