@@ -98,7 +98,7 @@ pub struct CountersOut {
     pub deduplicated: u64,
 }
 
-/// Why a queue is stuck, in the order the server lists them (`sluice_core::stuck`).
+/// Why a queue is stuck, in the order [`stuck_reasons`] lists them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StuckReason {
