@@ -96,8 +96,8 @@ export interface Enqueued {
 export interface ReceiveOptions {
   /** Most messages (default 1; 1..=100 on sluice, 1..=10 on SQS). */
   max?: number;
-  /** The lease, in ms (default: the queue's visibility timeout). */
-  leaseMs?: number;
+  /** Each message's visibility timeout, how long its lease lasts, in ms (default: the queue's). */
+  visibilityTimeoutMs?: number;
   /** Wait up to this long for the first message, in ms (default 0). */
   waitMs?: number;
   /**
@@ -231,8 +231,8 @@ export interface Backend {
   ackThen(queue: string, receipt: string, then: NextStep[], result?: unknown): Promise<Enqueued[]>;
   /** The attempt failed: retried, or dead-lettered when permanent or out of attempts. */
   nack(queue: string, receipt: string, nack: Nack): Promise<NackOutcome>;
-  /** Keeps the lease for `leaseMs` from now. */
-  extend(queue: string, receipt: string, leaseMs: number): Promise<void>;
+  /** Keeps the lease for `visibilityTimeoutMs` from now. */
+  extend(queue: string, receipt: string, visibilityTimeoutMs: number): Promise<void>;
   /**
    * Gives the message back without a failure (the worker does this with what still runs when
    * its shutdown grace ends): ready again at once, with no error and no backoff, and never

@@ -107,7 +107,9 @@ export class SluiceBackend implements Backend {
       max: Math.min(Math.max(options.max ?? 1, 1), RECEIVE_MAX),
       wait_ms: Math.min(Math.max(options.waitMs ?? 0, 0), WAIT_MAX_MS),
     };
-    if (options.leaseMs !== undefined) request.visibility_timeout_ms = Math.max(1, options.leaseMs);
+    if (options.visibilityTimeoutMs !== undefined) {
+      request.visibility_timeout_ms = Math.max(1, options.visibilityTimeoutMs);
+    }
     // The signal is not passed on: cutting a long poll could strand a lease the server already
     // granted until it runs out. A receive asked to stop ends with its wait (at most 20 s).
     options.signal?.throwIfAborted();
@@ -178,8 +180,8 @@ export class SluiceBackend implements Backend {
     await this.client.extend(queue, receipt, 0);
   }
 
-  async extend(queue: string, receipt: string, leaseMs: number): Promise<void> {
-    await this.client.extend(queue, receipt, Math.max(1, Math.round(leaseMs)));
+  async extend(queue: string, receipt: string, visibilityTimeoutMs: number): Promise<void> {
+    await this.client.extend(queue, receipt, Math.max(1, Math.round(visibilityTimeoutMs)));
   }
 
   async stats(queue: string): Promise<QueueStats> {

@@ -28,9 +28,12 @@ import { ValidationError, validate } from "./standard-schema.js";
 /** Worker settings; every field has a default. */
 export interface WorkerOptions {
   /**
-   * The lease taken on each message, in ms (default 30000); the heartbeat renews it every
-   * third of that while the handler runs.
+   * The visibility timeout of each message received, how long its lease lasts, in ms (default
+   * 30000, at least 30); the heartbeat renews the lease every third of that while the handler
+   * runs.
    */
+  visibilityTimeoutMs?: number;
+  /** @deprecated The earlier name of `visibilityTimeoutMs`. */
   leaseMs?: number;
   /**
    * How long an idle slot waits in one receive, in ms (default 1000). It also bounds how long a
@@ -107,7 +110,9 @@ interface Slot {
 export class Worker<Input, Output> {
   readonly #queue: Queue<Input, Output>;
   readonly #backend: Backend;
-  readonly #options: Required<Omit<WorkerOptions, "logger">> & { logger: Pick<Console, "warn"> };
+  readonly #options: Required<Omit<WorkerOptions, "logger" | "leaseMs">> & {
+    logger: Pick<Console, "warn">;
+  };
   readonly #slots: Slot[];
   /** Aborted when stopping starts: idle receives return at once. */
   readonly #stopping = new AbortController();
@@ -152,7 +157,7 @@ export class Worker<Input, Output> {
     this.#backend = queue.backend;
     const options = queue.config.worker ?? {};
     this.#options = {
-      leaseMs: Math.max(30, options.leaseMs ?? 30_000),
+      visibilityTimeoutMs: Math.max(30, options.visibilityTimeoutMs ?? options.leaseMs ?? 30_000),
       pollWaitMs: Math.max(0, options.pollWaitMs ?? 1000),
       shutdownGraceMs: Math.max(0, options.shutdownGraceMs ?? 30_000),
       handleSignals: options.handleSignals ?? true,
@@ -317,7 +322,7 @@ export class Worker<Input, Output> {
         try {
           deliveries = await this.#backend.receive(this.#queue.name, {
             max: Math.min(free, RECEIVE_MAX),
-            leaseMs: this.#options.leaseMs,
+            visibilityTimeoutMs: this.#options.visibilityTimeoutMs,
             waitMs: this.#options.pollWaitMs,
             signal,
           });
@@ -583,7 +588,7 @@ export class Worker<Input, Output> {
   /** Extends the lease every third of it until `signal` aborts (where the backend can extend). */
   async #heartbeat(receipt: string, signal: AbortSignal): Promise<void> {
     if (!this.#backend.capabilities.extend) return;
-    const every = Math.max(10, Math.floor(this.#options.leaseMs / 3));
+    const every = Math.max(10, Math.floor(this.#options.visibilityTimeoutMs / 3));
     for (;;) {
       try {
         await this.#backend.clock.sleep(every, signal);
@@ -591,7 +596,7 @@ export class Worker<Input, Output> {
         return;
       }
       try {
-        await this.#backend.extend(this.#queue.name, receipt, this.#options.leaseMs);
+        await this.#backend.extend(this.#queue.name, receipt, this.#options.visibilityTimeoutMs);
       } catch (error) {
         if (signal.aborted) return;
         this.#options.logger.warn(`sluice worker: lease extension failed: ${errorText(error)}`);

@@ -44,7 +44,7 @@ describe("memory backend", () => {
   it("a lease that runs out on the last attempt dead-letters with sluice's error text", async () => {
     const backend = await fresh({ maxAttempts: 1 });
     await backend.enqueue("q", [{ body: 1 }]);
-    await backend.receive("q", { leaseMs: 1000 });
+    await backend.receive("q", { visibilityTimeoutMs: 1000 });
     await backend.advance(1000);
     expect(await backend.receive("q")).toEqual([]);
     const [letter] = await backend.deadLetters("q");
@@ -55,7 +55,7 @@ describe("memory backend", () => {
   it("acks a lease that ran out until the message goes out again; then the receipt is stale", async () => {
     const backend = await fresh();
     await backend.enqueue("q", [{ body: 1 }, { body: 2 }]);
-    const [first, second] = await backend.receive("q", { max: 2, leaseMs: 1000 });
+    const [first, second] = await backend.receive("q", { max: 2, visibilityTimeoutMs: 1000 });
     await backend.advance(1500);
     await backend.ack("q", first?.receipt ?? "");
     const [again] = await backend.receive("q", { max: 10 });

@@ -307,37 +307,54 @@ for (const backendCase of backendCases()) {
       ]);
     });
 
-    it("keeps a slow handler's lease with heartbeats", async (context) => {
-      await open();
-      if (!backend.capabilities.extend) context.skip(`${backend.kind} cannot extend a lease`);
-      const leaseMs = backend.kind === "sqs" ? 3000 : 600;
-      const attempts: number[] = [];
-      let finished = false;
-      const queue = queueOn(backend, {
-        concurrency: 2,
-        worker: { leaseMs },
-        execute: async (ctx) => {
-          attempts.push(ctx.attempt);
-          // Three leases long: without heartbeats the message would go out again meanwhile.
-          await backend.clock.sleep(leaseMs * 3);
-          finished = true;
-        },
-      });
-      await queue.enqueue({ slow: true });
-      const worker = queue.start();
-      await waitFor(
-        backend,
-        "the slow handler to finish",
-        () => finished && worker.status().processedCount === 1,
-        {
-          stepMs: 50,
-          timeoutMs: leaseMs * 6,
-        },
-      );
-      expect(attempts).toEqual([1]);
-      const stats = await queue.stats();
-      expect(stats.ready).toBe(0);
-    });
+    // The earlier option name `leaseMs` is still read (deprecated).
+    it.for([
+      ["visibilityTimeoutMs", (ms: number) => ({ visibilityTimeoutMs: ms })],
+      ["leaseMs", (ms: number) => ({ leaseMs: ms })],
+    ] as const)(
+      "keeps a slow handler's lease with heartbeats (%s)",
+      async ([, timeout], context) => {
+        await open();
+        if (!backend.capabilities.extend) context.skip(`${backend.kind} cannot extend a lease`);
+        const leaseMs = backend.kind === "sqs" ? 3000 : 600;
+        const attempts: number[] = [];
+        let finished = false;
+        let extends_ = 0;
+        const counted = spy(backend, {
+          extend: (queue: string, receipt: string, ms: number) => {
+            extends_ += 1;
+            return backend.extend(queue, receipt, ms);
+          },
+        });
+        const queue = queueOn(counted, {
+          concurrency: 2,
+          worker: timeout(leaseMs),
+          execute: async (ctx) => {
+            attempts.push(ctx.attempt);
+            // Three leases long: without heartbeats the message would go out again meanwhile.
+            await backend.clock.sleep(leaseMs * 3);
+            finished = true;
+          },
+        });
+        await queue.enqueue({ slow: true });
+        const worker = queue.start();
+        await waitFor(
+          backend,
+          "the slow handler to finish",
+          () => finished && worker.status().processedCount === 1,
+          {
+            stepMs: 50,
+            timeoutMs: leaseMs * 6,
+          },
+        );
+        expect(attempts).toEqual([1]);
+        // A heartbeat every third of the visibility timeout: the option was read (with the
+        // default 30 s there would be none in three short leases).
+        expect(extends_).toBeGreaterThanOrEqual(3);
+        const stats = await queue.stats();
+        expect(stats.ready).toBe(0);
+      },
+    );
 
     it("stops gracefully: what ran finishes, nothing is lost", async () => {
       await open();

@@ -223,7 +223,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if report.retried != 0 {
         failures.push(format!("{} retries, expected none", report.retried));
     }
-    let stats = queue.status().await?;
+    let stats = queue.stats().await?;
     if stats.outstanding() != 0 {
         failures.push(format!("the queue is not empty: {stats:?}"));
     }

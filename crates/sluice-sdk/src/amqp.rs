@@ -457,7 +457,7 @@ impl Backend for Amqp {
         Ok(results)
     }
 
-    async fn lease(
+    async fn receive(
         &self,
         queue: &str,
         max: usize,

@@ -1,7 +1,7 @@
 //! The seam between queue semantics and where the queue lives.
 //!
 //! [`Backend`] is what [`crate::Queue`] and [`crate::Worker`] need from a broker: enqueue,
-//! lease, ack, nack, extend, stats and a few operator actions, in queue terms, not HTTP terms.
+//! receive, ack, nack, extend, stats and a few operator actions, in queue terms, not HTTP terms.
 //! [`crate::Http`] implements it against a sluice server, `Grpc` (feature `grpc`) against the
 //! same server over its gRPC API, [`crate::Embedded`] against a store inside the process, `Sqs`
 //! (feature `sqs`) against Amazon SQS or sluice's SQS-compatible API, and `Amqp` (feature
@@ -256,12 +256,13 @@ pub trait Backend: Send + Sync + 'static {
     }
     /// Stores messages durably; one result per message, in order.
     async fn enqueue(&self, queue: &str, messages: Vec<Outgoing>) -> Result<Vec<Enqueued>>;
-    /// Leases up to `max` messages for `lease`, waiting up to `wait` for the first.
-    async fn lease(
+    /// Receives up to `max` messages, each leased for `visibility_timeout`, waiting up to
+    /// `wait` for the first.
+    async fn receive(
         &self,
         queue: &str,
         max: usize,
-        lease: Duration,
+        visibility_timeout: Duration,
         wait: Duration,
     ) -> Result<Vec<Delivery>>;
     /// The message is done.

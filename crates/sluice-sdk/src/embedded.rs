@@ -254,7 +254,7 @@ impl Backend for Embedded {
             .collect())
     }
 
-    async fn lease(
+    async fn receive(
         &self,
         queue: &str,
         max: usize,

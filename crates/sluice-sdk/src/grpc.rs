@@ -352,7 +352,7 @@ impl Backend for Grpc {
         Ok(results)
     }
 
-    async fn lease(
+    async fn receive(
         &self,
         queue: &str,
         max: usize,

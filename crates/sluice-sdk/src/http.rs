@@ -123,7 +123,7 @@ impl Backend for Http {
         Ok(results)
     }
 
-    async fn lease(
+    async fn receive(
         &self,
         queue: &str,
         max: usize,

@@ -226,8 +226,14 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Queue<T> {
     }
 
     /// Ready, delayed, in flight, processed (acked), dead-lettered, paused.
-    pub async fn status(&self) -> Result<QueueStats> {
+    pub async fn stats(&self) -> Result<QueueStats> {
         self.backend.stats(&self.name).await
+    }
+
+    /// The earlier name of [`Queue::stats`].
+    #[deprecated(note = "use `stats`")]
+    pub async fn status(&self) -> Result<QueueStats> {
+        self.stats().await
     }
 
     /// Stops deliveries; enqueues are still stored.

@@ -427,7 +427,7 @@ impl Backend for Sqs {
         Ok(results)
     }
 
-    async fn lease(
+    async fn receive(
         &self,
         queue: &str,
         max: usize,

@@ -62,11 +62,12 @@ pub struct Context<T> {
     pub processed_count: u64,
     /// Other events this worker instance holds leased right now (running in other slots, or
     /// being acked or nacked): exact, counted in the process. Together with `processed_count`
-    /// it is this instance's share of the queue; [`Context::queue_pending`] is the queue's.
-    pub pending_count: u64,
+    /// it is this instance's share of the queue; [`Context::pending_count`] is the queue's.
+    pub held_count: u64,
     /// Messages waiting in the queue (ready or delayed), as the worker last saw them (it looks
-    /// every 500 ms): an estimate for progress, not a count to rely on.
-    pub queue_pending: u64,
+    /// every 500 ms): an estimate for progress, not a count to rely on. The same count as the
+    /// TypeScript and Python SDKs' `pendingCount` / `pending_count`.
+    pub pending_count: u64,
     /// Next steps added with [`Context::add_next_step`], enqueued with the ack.
     next_steps: NextSteps,
 }
@@ -210,7 +211,7 @@ pub struct Worker<T> {
     queue: Queue<T>,
     concurrency: usize,
     retry: RetryPolicy,
-    lease: Duration,
+    visibility_timeout: Duration,
     poll_wait: Duration,
     grace: Duration,
     on_dead_letter: Option<DeadLetterHook<T>>,
@@ -232,7 +233,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
             queue,
             concurrency,
             retry: RetryPolicy::default(),
-            lease: Duration::from_secs(30),
+            visibility_timeout: Duration::from_secs(30),
             poll_wait: Duration::from_secs(1),
             grace: Duration::from_secs(30),
             on_dead_letter: None,
@@ -262,11 +263,18 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
         self
     }
 
-    /// The lease taken on each message (default 30 s); a heartbeat renews it every third of
-    /// that while the handler runs, so a slow handler keeps its message.
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = lease.max(Duration::from_millis(30));
+    /// The visibility timeout of each message received: how long its lease lasts (default
+    /// 30 s, at least 30 ms); a heartbeat renews the lease every third of that while the
+    /// handler runs, so a slow handler keeps its message.
+    pub fn visibility_timeout(mut self, timeout: Duration) -> Self {
+        self.visibility_timeout = timeout.max(Duration::from_millis(30));
         self
+    }
+
+    /// The earlier name of [`Worker::visibility_timeout`].
+    #[deprecated(note = "use `visibility_timeout`")]
+    pub fn lease(self, lease: Duration) -> Self {
+        self.visibility_timeout(lease)
     }
 
     /// How long running handlers may take to finish after shutdown starts (default 30 s).
@@ -383,7 +391,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
     /// Keeps `pending` roughly current for the handlers' context.
     async fn watch_pending(self: Arc<Self>) {
         loop {
-            if let Ok(stats) = self.queue.status().await {
+            if let Ok(stats) = self.queue.stats().await {
                 self.shared
                     .pending
                     .store(stats.ready + stats.delayed, Ordering::Relaxed);
@@ -404,11 +412,13 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
                 handle::wait_resumed(&self.shared).await;
                 continue;
             }
-            let leased = backend.lease(&name, 1, self.lease, self.poll_wait).await;
-            let deliveries = match leased {
+            let received = backend
+                .receive(&name, 1, self.visibility_timeout, self.poll_wait)
+                .await;
+            let deliveries = match received {
                 Ok(deliveries) => deliveries,
                 Err(error) => {
-                    tracing::warn!(queue = %name, %error, "lease failed; retrying in 1 s");
+                    tracing::warn!(queue = %name, %error, "receive failed; retrying in 1 s");
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     continue;
                 }
@@ -449,7 +459,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
         {
             return;
         }
-        match self.queue.status().await {
+        match self.queue.stats().await {
             Ok(stats) if stats.outstanding() == 0 => {
                 hook(EmptyContext {
                     processed: self.shared.processed.load(Ordering::SeqCst),
@@ -507,8 +517,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
             processing_started_at,
             slot,
             processed_count: self.shared.processed.load(Ordering::SeqCst),
-            pending_count: (self.shared.held() as u64).saturating_sub(1),
-            queue_pending: self.shared.pending.load(Ordering::Relaxed),
+            held_count: (self.shared.held() as u64).saturating_sub(1),
+            pending_count: self.shared.pending.load(Ordering::Relaxed),
             next_steps: NextSteps {
                 steps: Arc::default(),
                 supported: backend.capabilities().chaining,
@@ -522,7 +532,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
             let backend = backend.clone();
             let name = name.to_owned();
             let receipt = delivery.receipt.clone();
-            let lease = self.lease;
+            let lease = self.visibility_timeout;
             async move {
                 if !extends {
                     return;

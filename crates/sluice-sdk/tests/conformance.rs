@@ -507,7 +507,11 @@ impl Runner<'_> {
         loop {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let more = max - received.len();
-            let got = self.h.backend.lease(self.queue, more, lease, left).await?;
+            let got = self
+                .h
+                .backend
+                .receive(self.queue, more, lease, left)
+                .await?;
             received.extend(got);
             if received.len() >= wanted.min(max) || tokio::time::Instant::now() >= deadline {
                 break;

@@ -48,7 +48,7 @@ async fn refusals(kind: Kind) -> Vec<String> {
     seen.push(shape(backend.enqueue("small", vec![json("2")]).await));
 
     let leased = backend
-        .lease("small", 1, Duration::from_secs(30), Duration::ZERO)
+        .receive("small", 1, Duration::from_secs(30), Duration::ZERO)
         .await
         .unwrap();
     assert_eq!(leased.len(), 1);
@@ -65,7 +65,7 @@ async fn refusals(kind: Kind) -> Vec<String> {
     ));
     seen.push(shape(
         backend
-            .lease(
+            .receive(
                 "small",
                 1,
                 Duration::from_secs(30),

@@ -61,13 +61,13 @@ async fn the_http_backend_sends_its_token_on_every_request() {
     let jobs: Queue<u32> = Queue::open(admin.clone(), "jobs").await.unwrap();
     jobs.enqueue(&7).await.unwrap();
     let leased = admin
-        .lease("jobs", 10, Duration::from_secs(30), Duration::from_secs(1))
+        .receive("jobs", 10, Duration::from_secs(30), Duration::from_secs(1))
         .await
         .unwrap();
     assert_eq!(leased.len(), 1);
     assert_eq!(leased[0].body, b"7");
     admin.ack("jobs", &leased[0].receipt).await.unwrap();
-    assert_eq!(jobs.status().await.unwrap().processed, 1);
+    assert_eq!(jobs.stats().await.unwrap().processed, 1);
 
     // A consumer token may receive but not enqueue: the server knows who is asking.
     let consumer = Http::with_token(&url, CONSUMER).unwrap();
@@ -80,7 +80,7 @@ async fn the_http_backend_sends_its_token_on_every_request() {
     }
     assert!(
         consumer
-            .lease("jobs", 1, Duration::from_secs(30), Duration::ZERO)
+            .receive("jobs", 1, Duration::from_secs(30), Duration::ZERO)
             .await
             .unwrap()
             .is_empty()
@@ -122,13 +122,13 @@ async fn the_grpc_backend_sends_its_token_on_every_call() {
     let jobs: Queue<u32> = Queue::open(admin.clone(), "jobs").await.unwrap();
     jobs.enqueue(&7).await.unwrap();
     let leased = admin
-        .lease("jobs", 10, Duration::from_secs(30), Duration::from_secs(1))
+        .receive("jobs", 10, Duration::from_secs(30), Duration::from_secs(1))
         .await
         .unwrap();
     assert_eq!(leased.len(), 1);
     assert_eq!(leased[0].body, b"7");
     admin.ack("jobs", &leased[0].receipt).await.unwrap();
-    assert_eq!(jobs.status().await.unwrap().processed, 1);
+    assert_eq!(jobs.stats().await.unwrap().processed, 1);
 
     // A consumer token may receive but not enqueue: the server knows who is asking.
     let consumer = Grpc::connect_with_token(&url, CONSUMER).await.unwrap();
@@ -141,7 +141,7 @@ async fn the_grpc_backend_sends_its_token_on_every_call() {
     }
     assert!(
         consumer
-            .lease("jobs", 1, Duration::from_secs(30), Duration::ZERO)
+            .receive("jobs", 1, Duration::from_secs(30), Duration::ZERO)
             .await
             .unwrap()
             .is_empty()

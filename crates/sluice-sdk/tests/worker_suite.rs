@@ -371,7 +371,7 @@ async fn slow_handler_keeps_its_lease_by_heartbeat(h: &Harness) {
     let contexts: Arc<Mutex<Vec<Context<Job>>>> = Arc::default();
     // A second slot polls often: it would get the message as soon as the lease ran out.
     let worker = Worker::new(queue.clone(), 2)
-        .lease(Duration::from_millis(600))
+        .visibility_timeout(Duration::from_millis(600))
         .poll_wait(Duration::from_millis(50));
     let run = Running::spawn(worker, {
         let (calls, contexts) = (calls.clone(), contexts.clone());
@@ -391,7 +391,7 @@ async fn slow_handler_keeps_its_lease_by_heartbeat(h: &Harness) {
     assert_eq!(calls.load(Ordering::SeqCst), 1, "the message ran twice");
     assert_eq!(report.processed, 1);
     assert_eq!(report.retried, 0);
-    let stats = queue.status().await.unwrap();
+    let stats = queue.stats().await.unwrap();
     assert_eq!(
         (
             stats.ready,
@@ -481,7 +481,7 @@ async fn undecodable_body_is_dead_lettered_without_the_handler(h: &Harness) {
     );
     assert_eq!(report.dead_lettered, 1);
     assert_eq!(report.processed, 1);
-    assert_eq!(queue.status().await.unwrap().dead_lettered, 1);
+    assert_eq!(queue.stats().await.unwrap().dead_lettered, 1);
     if queue.capabilities().lookup {
         let info = queue.get(bad.message_id).await.unwrap().expect("known");
         assert_eq!(info.state, "dead");
@@ -593,7 +593,7 @@ async fn on_empty_fires_when_the_queue_empties(h: &Harness) {
             move |ctx| {
                 let (empties, queue) = (empties.clone(), queue.clone());
                 async move {
-                    let stats = queue.status().await.unwrap();
+                    let stats = queue.stats().await.unwrap();
                     empties.lock().unwrap().push((ctx.processed, stats));
                 }
             }
@@ -666,14 +666,14 @@ async fn producer_and_operator_actions(h: &Harness) {
     assert_eq!(queue.get(Uuid::now_v7()).await.unwrap(), None);
     let info = queue.get(first.message_id).await.unwrap().expect("known");
     assert_eq!((info.state.as_str(), info.attempts), ("ready", 0));
-    assert_eq!(queue.status().await.unwrap().ready, 3);
+    assert_eq!(queue.stats().await.unwrap().ready, 3);
     assert!(
         !queue.drain(Duration::from_millis(100)).await.unwrap(),
         "drain returned true with 3 ready"
     );
 
     queue.pause().await.unwrap();
-    assert!(queue.status().await.unwrap().paused);
+    assert!(queue.stats().await.unwrap().paused);
     let handled: Arc<Mutex<Vec<u32>>> = Arc::default();
     let worker = Worker::new(queue.clone(), 2).poll_wait(Duration::from_millis(50));
     let run = Running::spawn(worker, {
@@ -688,19 +688,19 @@ async fn producer_and_operator_actions(h: &Harness) {
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(handled.lock().unwrap().is_empty(), "handled while paused");
-    let stats = queue.status().await.unwrap();
+    let stats = queue.stats().await.unwrap();
     assert_eq!(
         (stats.ready, stats.in_flight.unwrap_or(0), stats.processed),
         (3, 0, 0)
     );
 
     queue.resume().await.unwrap();
-    assert!(!queue.status().await.unwrap().paused);
+    assert!(!queue.stats().await.unwrap().paused);
     assert!(
         queue.drain(Duration::from_secs(5)).await.unwrap(),
         "the queue did not drain"
     );
-    let stats = queue.status().await.unwrap();
+    let stats = queue.stats().await.unwrap();
     assert_eq!(
         (stats.ready, stats.in_flight.unwrap_or(0), stats.processed),
         (0, 0, 3)
@@ -861,7 +861,7 @@ async fn an_instance_pauses_resumes_drains_and_reports_its_status(h: &Harness) {
             async move {
                 seen.lock()
                     .unwrap()
-                    .push((ctx.event.n, ctx.processed_count, ctx.pending_count));
+                    .push((ctx.event.n, ctx.processed_count, ctx.held_count));
                 gate.acquire().await.expect("open gate").forget();
                 Ok::<(), BoxError>(())
             }
@@ -1076,7 +1076,7 @@ async fn next_steps_are_enqueued_with_the_ack_and_only_then(h: &Harness) {
     run.stop().await;
     let stored = next
         .backend()
-        .lease(
+        .receive(
             next.name(),
             10,
             Duration::from_secs(30),

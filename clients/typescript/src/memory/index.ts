@@ -150,7 +150,7 @@ export class MemoryBackend implements Backend {
   async receive(queue: string, options: ReceiveOptions = {}): Promise<Delivery[]> {
     const state = this.#queue(queue);
     const max = Math.min(Math.max(options.max ?? 1, 1), 100);
-    const leaseMs = Math.max(1, options.leaseMs ?? state.visibilityTimeoutMs);
+    const leaseMs = Math.max(1, options.visibilityTimeoutMs ?? state.visibilityTimeoutMs);
     const deadline = this.clock.now() + Math.max(0, options.waitMs ?? 0);
     for (;;) {
       const now = this.clock.now();

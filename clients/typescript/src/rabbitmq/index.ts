@@ -18,7 +18,7 @@
  *
  * AMQP has no per-message lease: a received message is held until it is acked or nacked, or its
  * channel closes (the process ends, or the broker's `consumer_timeout` passes), and then it
- * comes back. So `extend` throws {@link UnsupportedError}, and `leaseMs` does not time anything.
+ * comes back. So `extend` throws {@link UnsupportedError}, and `visibilityTimeoutMs` does not time anything.
  * An enqueue `id` is kept with the message (a header) but deduplicates nothing, so a queue
  * opened with `dedup` is refused. RabbitMQ also has no ordering key, priority here, delayed enqueue, pause, cancel,
  * lookup, or count of messages in flight (so no `drain`): those throw too.

@@ -218,7 +218,7 @@ export class SqsBackend implements Backend {
 
   async receive(queue: string, options: ReceiveOptions = {}): Promise<Delivery[]> {
     const meta = await this.#meta(queue);
-    const leaseMs = options.leaseMs;
+    const leaseMs = options.visibilityTimeoutMs;
     // The signal is not passed on: cutting a long poll could strand leases SQS already granted.
     options.signal?.throwIfAborted();
     const answer = await this.#guard(

@@ -276,7 +276,11 @@ async function receiveStep(backend: Backend, queue: string, step: Step): Promise
   for (;;) {
     const remaining = Math.max(0, deadline - Date.now());
     got.push(
-      ...(await backend.receive(queue, { max: max - got.length, leaseMs, waitMs: remaining })),
+      ...(await backend.receive(queue, {
+        max: max - got.length,
+        visibilityTimeoutMs: leaseMs,
+        waitMs: remaining,
+      })),
     );
     if (got.length >= wanted || got.length >= max || remaining === 0) return got;
   }
@@ -335,7 +339,11 @@ export async function checkRefusal(
         return backend.cancel(queue, { id: "two" });
       case "extend": {
         await backend.enqueue(queue, [{ body: { n: 1 } }]);
-        const [leased] = await backend.receive(queue, { max: 1, leaseMs: 30_000, waitMs: 2000 });
+        const [leased] = await backend.receive(queue, {
+          max: 1,
+          visibilityTimeoutMs: 30_000,
+          waitMs: 2000,
+        });
         if (leased === undefined) throw new Error("nothing to extend");
         try {
           return await backend.extend(queue, leased.receipt, 5000);

@@ -382,7 +382,7 @@ where
 {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        let stats = queue.status().await.expect("queue status");
+        let stats = queue.stats().await.expect("queue status");
         if check(&stats) {
             return stats;
         }
@@ -435,14 +435,14 @@ impl Backend for SlowAcks {
         self.inner.enqueue(queue, messages).await
     }
 
-    async fn lease(
+    async fn receive(
         &self,
         queue: &str,
         max: usize,
         lease: Duration,
         wait: Duration,
     ) -> sluice_sdk::Result<Vec<sluice_sdk::Delivery>> {
-        self.inner.lease(queue, max, lease, wait).await
+        self.inner.receive(queue, max, lease, wait).await
     }
 
     async fn ack(&self, queue: &str, receipt: &str) -> sluice_sdk::Result<()> {
