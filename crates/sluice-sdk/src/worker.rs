@@ -62,12 +62,11 @@ pub struct Context<T> {
     pub processed_count: u64,
     /// Other events this worker instance holds leased right now (running in other slots, or
     /// being acked or nacked): exact, counted in the process. Together with `processed_count`
-    /// it is this instance's share of the queue; [`Context::pending_count`] is the queue's.
-    pub held_count: u64,
-    /// Messages waiting in the queue (ready or delayed), as the worker last saw them (it looks
-    /// every 500 ms): an estimate for progress, not a count to rely on. The same count as the
-    /// TypeScript and Python SDKs' `pendingCount` / `pending_count`.
+    /// it is this instance's share of the queue; [`Context::queue_pending`] is the queue's.
     pub pending_count: u64,
+    /// Messages waiting in the queue (ready or delayed), as the worker last saw them (it looks
+    /// every 500 ms): an estimate for progress, not a count to rely on.
+    pub queue_pending: u64,
     /// Next steps added with [`Context::add_next_step`], enqueued with the ack.
     next_steps: NextSteps,
 }
@@ -517,8 +516,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Worker<T> {
             processing_started_at,
             slot,
             processed_count: self.shared.processed.load(Ordering::SeqCst),
-            held_count: (self.shared.held() as u64).saturating_sub(1),
-            pending_count: self.shared.pending.load(Ordering::Relaxed),
+            pending_count: (self.shared.held() as u64).saturating_sub(1),
+            queue_pending: self.shared.pending.load(Ordering::Relaxed),
             next_steps: NextSteps {
                 steps: Arc::default(),
                 supported: backend.capabilities().chaining,

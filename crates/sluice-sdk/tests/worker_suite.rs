@@ -861,7 +861,7 @@ async fn an_instance_pauses_resumes_drains_and_reports_its_status(h: &Harness) {
             async move {
                 seen.lock()
                     .unwrap()
-                    .push((ctx.event.n, ctx.processed_count, ctx.held_count));
+                    .push((ctx.event.n, ctx.processed_count, ctx.pending_count));
                 gate.acquire().await.expect("open gate").forget();
                 Ok::<(), BoxError>(())
             }
