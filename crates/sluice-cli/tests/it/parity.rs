@@ -387,7 +387,7 @@ impl Opened {
             }
             Door::Embedded => self
                 .embedded()
-                .lease(
+                .receive(
                     queue,
                     10,
                     Duration::from_millis(lease_ms as u64),
