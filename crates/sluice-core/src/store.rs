@@ -30,7 +30,7 @@ pub mod sessions;
 
 pub use outcomes::{Counters, DeadLetterFilter, LeaseError, NackOutcome, QueueDepth, Seq};
 
-/// What kind of definition a [`Store::definition_put`] row holds: each kind is its own
+/// What kind of definition a [`DefinitionStore::definition_put`] row holds: each kind is its own
 /// namespace of names, its spec opaque JSON to the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DefinitionKind {
@@ -39,7 +39,7 @@ pub enum DefinitionKind {
     /// A dead-letter or threshold alert.
     Alert,
     /// Where an alert stands (what it last sent, per queue), kept apart from its definition so
-    /// a pass can advance it with [`Store::definition_swap`] without touching the definition.
+    /// a pass can advance it with [`DefinitionStore::definition_swap`] without touching the definition.
     AlertState,
 }
 
@@ -155,11 +155,11 @@ pub struct QueueInfo {
     pub depth: QueueDepth,
     /// Messages in its dead-letter queue, if it has one.
     pub dead_letter_depth: Option<u64>,
-    /// True while an operator has paused its push delivery ([`Store::queue_push_pause`]).
+    /// True while an operator has paused its push delivery ([`QueueStore::queue_push_pause`]).
     pub is_push_paused: bool,
 }
 
-/// The body bytes one queue stores ([`Store::queue_bytes`]).
+/// The body bytes one queue stores ([`QueueStore::queue_bytes`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QueueBytes {
     /// Queue name.
@@ -383,7 +383,7 @@ pub struct Replay {
     pub more: bool,
 }
 
-/// The per-state sets of a queue that [`Store::message_browse`] pages through, each in the order
+/// The per-state sets of a queue that [`LookupStore::message_browse`] pages through, each in the order
 /// dispatch takes from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BrowseState {
@@ -623,9 +623,61 @@ pub enum WriteState {
     Unavailable(String),
 }
 
-/// A storage backend.
+/// A storage backend: every part below, and its upkeep.
+///
+/// The trait is split by concern so that each store implements each part in the module that
+/// holds its code (a store's queues in its `queues.rs`, and so on), with no layer of methods
+/// that only pass a call on. A caller names the parts it uses, or takes them all with
+/// `use sluice_core::store::prelude::*`.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store:
+    QueueStore
+    + MessageStore
+    + LookupStore
+    + DeadLetterStore
+    + WebhookStore
+    + DefinitionStore
+    + Send
+    + Sync
+    + 'static
+{
+    /// Background upkeep: expire leases, apply retention, drop old records. Cheap when there is
+    /// nothing to do. Every server calls it on a timer, so on a shared store several may call
+    /// it at once.
+    async fn maintain(&self, now_ms: Millis) -> StoreResult<()>;
+    /// Wake-ups of waits on this store's queues (long polls, push workers, drains): a queue's
+    /// waiters are woken after a change that may make one of its messages claimable. A wake-up
+    /// is a hint, never a promise: a waiter looks again, and bounds its wait, since a wake-up
+    /// may find nothing and one caused by another node of a shared store may come late.
+    fn notifier(&self) -> Arc<Notifier>;
+    /// Storage internals for metrics (group commits, syncs, the size on disk); nothing by
+    /// default. Cheap: it reads counters.
+    fn storage_metrics(&self) -> StorageMetrics {
+        StorageMetrics::default()
+    }
+    /// A counter that moves when queue definitions, push pauses or webhook endpoints change on
+    /// another node of a shared store, so a server reloads what it keeps of them in memory. The default
+    /// never moves (its sender is gone): a store of one node, whose server applies its own
+    /// changes as it makes them.
+    fn definitions_changed(&self) -> tokio::sync::watch::Receiver<u64> {
+        tokio::sync::watch::channel(0).1
+    }
+    /// Where the dashboard's sessions live when this store shares them between nodes; `None`
+    /// (the default): the server keeps them in its own memory.
+    fn session_store(&self) -> Option<Arc<dyn sessions::SessionStore>> {
+        None
+    }
+    /// Whether writes are taken now (for readiness). Cheap: it reads flags.
+    fn write_state(&self) -> WriteState {
+        WriteState::Accepting
+    }
+    /// Flushes and closes; later calls fail with `Unavailable`.
+    async fn close(&self) -> StoreResult<()>;
+}
+
+/// Queues: their definitions, depths and pauses. Part of [`Store`].
+#[async_trait]
+pub trait QueueStore: Send + Sync {
     /// Creates or updates a queue; creates its dead-letter queue when missing.
     async fn queue_put(&self, params: QueuePutParams) -> StoreResult<QueuePut>;
     /// One queue with its depth.
@@ -650,10 +702,33 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes a queue and its messages. Refused with `Conflict` while another queue uses it as
     /// its dead-letter queue.
     async fn queue_delete(&self, name: &str) -> StoreResult<u64>;
+    /// Pauses or resumes deliveries of a queue, durably.
+    async fn queue_pause(&self, name: &str, paused: bool) -> StoreResult<()>;
+    /// Pauses or resumes the server's push delivery of a queue, durably; reported as
+    /// [`QueueInfo::is_push_paused`]. Consumers still receive its messages (unlike
+    /// [`QueueStore::queue_pause`]). Kept with the queue: a new definition keeps it, deleting the
+    /// queue ends it. On a shared store it moves [`Store::definitions_changed`] on every node,
+    /// so each node's push workers stop or start.
+    async fn queue_push_pause(&self, name: &str, paused: bool) -> StoreResult<()>;
+    /// Removes every message of a queue that is not in flight; returns how many went.
+    async fn queue_purge(&self, name: &str, now_ms: Millis) -> StoreResult<u64>;
+}
+
+/// A message's life: enqueue, claim under a lease, ack, nack, extend, give back, cancel. Part of [`Store`].
+#[async_trait]
+pub trait MessageStore: Send + Sync {
     /// Stores messages durably; one result per message, in order. A backend whose writes fall
     /// behind may refuse with [`StoreError::Overloaded`]; then none of the messages is stored, so
     /// the caller may retry them all.
     async fn message_enqueue(&self, params: EnqueueParams) -> StoreResult<Vec<Enqueued>>;
+    /// Enqueues several batches, to one queue or several, in one commit: after a crash every
+    /// message of every batch is stored, or none is (a topic's copies). Each batch is answered
+    /// as [`MessageStore::message_enqueue`] would answer it alone; a refusal of any (a queue missing or
+    /// full) stores nothing.
+    async fn message_enqueue_together(
+        &self,
+        batches: Vec<EnqueueParams>,
+    ) -> StoreResult<Vec<Vec<Enqueued>>>;
     /// Leases up to `max` ready messages: each gets a deadline, a fresh receipt and one more
     /// attempt. Concurrent claims, from this process or (on a shared store) from other nodes,
     /// never lease one message twice at once, and a receipt stays valid only while its lease is
@@ -664,9 +739,9 @@ pub trait Store: Send + Sync + 'static {
     /// every leased message is visible again at once), a shared store may keep them until their
     /// deadline. Either way a message leased when the server stopped is delivered again, at the
     /// latest once its lease would have ended. The attempt a claim counts may reach the disk
-    /// after the answer; [`Store::message_claim_recorded`] waits for it.
+    /// after the answer; [`MessageStore::message_claim_recorded`] waits for it.
     async fn message_claim(&self, params: ClaimParams) -> StoreResult<Claim>;
-    /// [`Store::message_claim`] that returns only once the claimed messages' attempt counts
+    /// [`MessageStore::message_claim`] that returns only once the claimed messages' attempt counts
     /// are durable, so a crash during the work that follows counts as a failed attempt. For
     /// work the server itself does with a message (push delivery, its transform): a message
     /// that crashes the process reaches its dead-letter queue after `max_attempts` restarts
@@ -687,14 +762,6 @@ pub trait Store: Send + Sync + 'static {
         params: AckParams,
         then: Vec<EnqueueParams>,
     ) -> StoreResult<Result<Vec<Vec<Enqueued>>, LeaseError>>;
-    /// Enqueues several batches, to one queue or several, in one commit: after a crash every
-    /// message of every batch is stored, or none is (a topic's copies). Each batch is answered
-    /// as [`Store::message_enqueue`] would answer it alone; a refusal of any (a queue missing or
-    /// full) stores nothing.
-    async fn message_enqueue_together(
-        &self,
-        batches: Vec<EnqueueParams>,
-    ) -> StoreResult<Vec<Vec<Enqueued>>>;
     /// Records a failed attempt durably.
     async fn message_nack(&self, params: NackParams) -> StoreResult<NackOutcome>;
     /// Pushes a lease's deadline out; returns the new deadline.
@@ -702,18 +769,6 @@ pub trait Store: Send + Sync + 'static {
     /// Ends a lease early: the message is ready again at once, not counted as a failure, and
     /// waiting receivers are woken.
     async fn message_give_back(&self, params: GiveBackParams) -> StoreResult<()>;
-    /// Where a message is now; `None` when unknown (or acked long ago).
-    async fn message_get(&self, params: MessageGetParams) -> StoreResult<Option<MessageStatus>>;
-    /// Pauses or resumes deliveries of a queue, durably.
-    async fn queue_pause(&self, name: &str, paused: bool) -> StoreResult<()>;
-    /// Pauses or resumes the server's push delivery of a queue, durably; reported as
-    /// [`QueueInfo::is_push_paused`]. Consumers still receive its messages (unlike
-    /// [`Store::queue_pause`]). Kept with the queue: a new definition keeps it, deleting the
-    /// queue ends it. On a shared store it moves [`Store::definitions_changed`] on every node,
-    /// so each node's push workers stop or start.
-    async fn queue_push_pause(&self, name: &str, paused: bool) -> StoreResult<()>;
-    /// Removes every message of a queue that is not in flight; returns how many went.
-    async fn queue_purge(&self, name: &str, now_ms: Millis) -> StoreResult<u64>;
     /// Cancels a message that is not being processed; `reason` (already cut to
     /// [`crate::queue::limits::ERROR_BYTES_MAX`]) is kept as its record's `last_error`.
     async fn message_cancel(
@@ -721,6 +776,52 @@ pub trait Store: Send + Sync + 'static {
         params: MessageGetParams,
         reason: Option<String>,
     ) -> StoreResult<CancelOutcome>;
+}
+
+/// Reading messages without changing them: where one is, a queue's pages, bodies, push logs. Part of [`Store`].
+#[async_trait]
+pub trait LookupStore: Send + Sync {
+    /// Where a message is now; `None` when unknown (or acked long ago).
+    async fn message_get(&self, params: MessageGetParams) -> StoreResult<Option<MessageStatus>>;
+    /// Pages through one state of a queue in dispatch order, from a cursor, in time bounded by
+    /// the page rather than the queue (for the dashboard). The acked set holds the messages
+    /// acked while their queue had `keep_acked_ms`, until their keep ends (exactly: a read
+    /// after `kept_until_ms` no longer finds it, whenever the upkeep removes it).
+    async fn message_browse(&self, query: BrowseQuery) -> StoreResult<BrowsePage>;
+    /// A message found as [`LookupStore::message_get`] finds it, with its body and headers.
+    async fn message_body(&self, params: MessageGetParams) -> StoreResult<Option<MessageBody>>;
+    /// As [`LookupStore::message_body`], with at most the first `max_bytes` of the body and no
+    /// headers, read without the rest of the body: a page of previews of big bodies must not
+    /// read them whole (issue 30, finding 12). The default reads the whole body and cuts it.
+    async fn message_body_prefix(
+        &self,
+        params: MessageGetParams,
+        max_bytes: usize,
+    ) -> StoreResult<Option<MessageBody>> {
+        let mut found = self.message_body(params).await?;
+        if let Some(payload) = found.as_mut().and_then(|found| found.payload.as_mut()) {
+            payload.body_bytes.truncate(max_bytes);
+            payload.headers.clear();
+        }
+        Ok(found)
+    }
+    /// A message found as [`LookupStore::message_get`] finds it, with its push delivery log (the
+    /// attempts recorded with acks and nacks, oldest first; kept with the message's record).
+    /// A backend without a log answers with none.
+    async fn message_deliveries(
+        &self,
+        params: MessageGetParams,
+    ) -> StoreResult<Option<(MessageStatus, Vec<DeliveryAttempt>)>> {
+        Ok(self
+            .message_get(params)
+            .await?
+            .map(|status| (status, Vec::new())))
+    }
+}
+
+/// A dead-letter queue's letters: list, read, replay, delete. Part of [`Store`].
+#[async_trait]
+pub trait DeadLetterStore: Send + Sync {
     /// Lists dead letters of a queue, newest first.
     async fn dead_letter_list(&self, query: DeadLetterQuery) -> StoreResult<DeadLetters>;
     /// One dead letter of a queue with its payload (also after it was replayed or deleted,
@@ -736,12 +837,22 @@ pub trait Store: Send + Sync + 'static {
         selection: DeadLetterSelection,
         now_ms: Millis,
     ) -> StoreResult<u64>;
+}
+
+/// Webhook endpoint definitions, opaque JSON to the store. Part of [`Store`].
+#[async_trait]
+pub trait WebhookStore: Send + Sync {
     /// Stores a webhook endpoint definition (opaque JSON to the store) under `name`.
     async fn webhook_put(&self, name: &str, spec: String, now_ms: Millis) -> StoreResult<()>;
     /// Deletes a webhook endpoint definition; false when there was none.
     async fn webhook_delete(&self, name: &str) -> StoreResult<bool>;
     /// Every webhook endpoint definition, by name.
     async fn webhook_list(&self) -> StoreResult<Vec<(String, String)>>;
+}
+
+/// Definitions of other kinds (topics, alerts) and schedules, opaque JSON to the store. Part of [`Store`].
+#[async_trait]
+pub trait DefinitionStore: Send + Sync {
     /// Stores a definition of `kind` (opaque JSON to the store) under `name`, replacing one of
     /// the same kind and name. On a shared store every node's [`Store::definitions_changed`]
     /// moves.
@@ -791,70 +902,12 @@ pub trait Store: Send + Sync + 'static {
         from_run_ms: Millis,
         state: ScheduleState,
     ) -> StoreResult<()>;
-    /// Background upkeep: expire leases, apply retention, drop old records. Cheap when there is
-    /// nothing to do. Every server calls it on a timer, so on a shared store several may call
-    /// it at once.
-    async fn maintain(&self, now_ms: Millis) -> StoreResult<()>;
-    /// Wake-ups of waits on this store's queues (long polls, push workers, drains): a queue's
-    /// waiters are woken after a change that may make one of its messages claimable. A wake-up
-    /// is a hint, never a promise: a waiter looks again, and bounds its wait, since a wake-up
-    /// may find nothing and one caused by another node of a shared store may come late.
-    fn notifier(&self) -> Arc<Notifier>;
-    /// Storage internals for metrics (group commits, syncs, the size on disk); nothing by
-    /// default. Cheap: it reads counters.
-    fn storage_metrics(&self) -> StorageMetrics {
-        StorageMetrics::default()
-    }
-    /// A counter that moves when queue definitions, push pauses or webhook endpoints change on
-    /// another node of a shared store, so a server reloads what it keeps of them in memory. The default
-    /// never moves (its sender is gone): a store of one node, whose server applies its own
-    /// changes as it makes them.
-    fn definitions_changed(&self) -> tokio::sync::watch::Receiver<u64> {
-        tokio::sync::watch::channel(0).1
-    }
-    /// Where the dashboard's sessions live when this store shares them between nodes; `None`
-    /// (the default): the server keeps them in its own memory.
-    fn session_store(&self) -> Option<Arc<dyn sessions::SessionStore>> {
-        None
-    }
-    /// Whether writes are taken now (for readiness). Cheap: it reads flags.
-    fn write_state(&self) -> WriteState {
-        WriteState::Accepting
-    }
-    /// Flushes and closes; later calls fail with `Unavailable`.
-    async fn close(&self) -> StoreResult<()>;
-    /// Pages through one state of a queue in dispatch order, from a cursor, in time bounded by
-    /// the page rather than the queue (for the dashboard). The acked set holds the messages
-    /// acked while their queue had `keep_acked_ms`, until their keep ends (exactly: a read
-    /// after `kept_until_ms` no longer finds it, whenever the upkeep removes it).
-    async fn message_browse(&self, query: BrowseQuery) -> StoreResult<BrowsePage>;
-    /// A message found as [`Store::message_get`] finds it, with its body and headers.
-    async fn message_body(&self, params: MessageGetParams) -> StoreResult<Option<MessageBody>>;
-    /// As [`Store::message_body`], with at most the first `max_bytes` of the body and no
-    /// headers, read without the rest of the body: a page of previews of big bodies must not
-    /// read them whole (issue 30, finding 12). The default reads the whole body and cuts it.
-    async fn message_body_prefix(
-        &self,
-        params: MessageGetParams,
-        max_bytes: usize,
-    ) -> StoreResult<Option<MessageBody>> {
-        let mut found = self.message_body(params).await?;
-        if let Some(payload) = found.as_mut().and_then(|found| found.payload.as_mut()) {
-            payload.body_bytes.truncate(max_bytes);
-            payload.headers.clear();
-        }
-        Ok(found)
-    }
-    /// A message found as [`Store::message_get`] finds it, with its push delivery log (the
-    /// attempts recorded with acks and nacks, oldest first; kept with the message's record).
-    /// A backend without a log answers with none.
-    async fn message_deliveries(
-        &self,
-        params: MessageGetParams,
-    ) -> StoreResult<Option<(MessageStatus, Vec<DeliveryAttempt>)>> {
-        Ok(self
-            .message_get(params)
-            .await?
-            .map(|status| (status, Vec::new())))
-    }
+}
+
+/// Every part of [`Store`], for callers: `use sluice_core::store::prelude::*`.
+pub mod prelude {
+    pub use super::{
+        DeadLetterStore, DefinitionStore, LookupStore, MessageStore, QueueStore, Store,
+        WebhookStore,
+    };
 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use sluice_core::Millis;
 use sluice_core::queue::QueueConfig;
 use sluice_core::rules::lanes::lane_key;
-use sluice_core::store::{QueuePutParams, StoreError, StoreResult};
+use sluice_core::store::{QueuePutParams, QueueStore, StoreError, StoreResult};
 
 use crate::PgStore;
 use crate::cache::CachedQueue;
@@ -165,7 +165,7 @@ impl PgStore {
     ) -> StoreResult<CachedQueue> {
         match self.resolve(name).await {
             Err(StoreError::QueueNotFound(_)) => {
-                self.put_queue(QueuePutParams {
+                self.queue_put(QueuePutParams {
                     name: name.to_owned(),
                     config: QueueConfig::for_dead_letter_queue(name),
                     now_ms,

@@ -10,6 +10,8 @@
 //! `UPDATE` whose `WHERE` PostgreSQL evaluates again on a row changed meanwhile, so a dead
 //! letter leased, replayed or deleted by another node while this one waited is left alone.
 
+use async_trait::async_trait;
+use sluice_core::store::DeadLetterStore;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -190,169 +192,6 @@ impl PgStore {
             Err(error) => return Err(error),
         };
         Ok(DeadLetterQueue { name, queue })
-    }
-
-    /// A page of `query.queue`'s dead letters, newest first (`Store::dead_letter_list`), with
-    /// their status and body size; leased ones are listed too. Looks at most
-    /// [`LIST_SCAN_MAX`] entries per call: `next` is set when it stopped before the end (the
-    /// page is full and more follow, or the bound was reached).
-    pub(crate) async fn list_dead_letters(
-        &self,
-        query: DeadLetterQuery,
-    ) -> StoreResult<DeadLetters> {
-        let dlq = self.dead_letter_queue_of(&query.queue).await?;
-        let mut page = DeadLetters {
-            dead_letter_queue: dlq.name,
-            entries: Vec::new(),
-            next: None,
-        };
-        let Some(dlq_queue) = dlq.queue else {
-            return Ok(page);
-        };
-        let selection = Selection::matching(dlq_queue.id, &query.filter);
-        let before = query.before.map_or((i64::MAX, i64::MAX), |(at, seq)| {
-            (at, i64::try_from(seq).unwrap_or(i64::MAX))
-        });
-        let mut client = self.client().await?;
-        // One snapshot for the walk and the rows it found.
-        let transaction = client
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await
-            .db()?;
-        let params = selection.params();
-        let walked = walk(
-            &transaction,
-            Walk {
-                batch_sql: &LIST_BATCH_SQL,
-                params: &params,
-                after: before,
-                limit: query.limit,
-                scan_max: LIST_SCAN_MAX,
-            },
-        )
-        .await?;
-        let rows = rows_in_order(&transaction, &walked.seqs, BODY_BYTES_SQL).await?;
-        transaction.commit().await.db()?;
-        for row in &rows {
-            let body_bytes: Option<i32> = row.get(STATUS_COLUMNS_COUNT);
-            page.entries.push(DeadLetter {
-                status: status(row)?,
-                payload: None,
-                body_bytes: body_bytes.map(|bytes| bytes.max(0) as u64),
-            });
-        }
-        page.next = walked
-            .next
-            .map(|(aged_from, seq)| (aged_from, seq.max(0) as Seq));
-        Ok(page)
-    }
-
-    /// One dead letter of `queue` with its payload (`Store::dead_letter_get`), also once
-    /// replayed or deleted while its record is kept; `None` when the message did not come
-    /// from `queue` or is back in a normal state.
-    pub(crate) async fn get_dead_letter(
-        &self,
-        queue: &str,
-        id: Uuid,
-    ) -> StoreResult<Option<DeadLetter>> {
-        self.dead_letter_queue_of(queue).await?;
-        let Some(seq) = ids::decode(&id).and_then(|seq| i64::try_from(seq).ok()) else {
-            return Ok(None);
-        };
-        let row = self
-            .client()
-            .await?
-            .query_opt_cached(
-                &format!(
-                    "SELECT {STATUS_COLUMNS}, p.body, m.body_kind, p.headers \
-                     FROM messages m JOIN queues q ON q.id = m.queue_id \
-                     LEFT JOIN payloads p ON p.seq = m.seq \
-                     WHERE m.seq = $1 AND m.id = $2 AND m.dead_source_queue = $3"
-                ),
-                &[&seq, &id, &queue],
-            )
-            .await?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let status = status(&row)?;
-        if matches!(status.state, MessageState::Ready | MessageState::Delayed) {
-            return Ok(None);
-        }
-        let at = STATUS_COLUMNS_COUNT;
-        let body: Option<Vec<u8>> = row.get(at);
-        let payload = match body {
-            Some(body) => Some(payload(Some(body), row.get(at + 1), row.get(at + 2))?),
-            None => None,
-        };
-        Ok(Some(DeadLetter {
-            body_bytes: payload.as_ref().map(|p| p.body_bytes.len() as u64),
-            payload,
-            status,
-        }))
-    }
-
-    /// Replays dead letters as new messages of their source queue or `target_queue`
-    /// (`Store::dead_letter_replay`): oldest first, at most `limit`, in one transaction. Each
-    /// new message has the dead letter's body, headers, key, priority and idempotency key
-    /// (which now names it), attempts reset, and joins its lane when the target is ordered;
-    /// the dead letter becomes a `replayed` record naming it and keeps its body. A dry run
-    /// only counts the dead letters that would be replayed. Leased dead letters are left.
-    pub(crate) async fn replay_dead_letters(&self, params: ReplayParams) -> StoreResult<Replay> {
-        let dlq = self.dead_letter_queue_of(&params.queue).await?;
-        let target_name = params
-            .target_queue
-            .clone()
-            .unwrap_or_else(|| params.queue.clone());
-        let target = self.resolve(&target_name).await?;
-        let Some(dlq_queue) = dlq.queue else {
-            return Ok(Replay::default());
-        };
-        let selection = Selection::new(dlq_queue.id, &params.queue, &params.selection);
-        if selection.is_empty() {
-            return Ok(Replay::default());
-        }
-        if params.dry_run {
-            let counted: i64 = self
-                .client()
-                .await?
-                .query_one_cached(
-                    &format!(
-                        "SELECT count(*) FROM messages m \
-                         WHERE {} AND m.state IN {UNLEASED}",
-                        selection.condition()
-                    ),
-                    &selection.params(),
-                )
-                .await?
-                .get(0);
-            return Ok(Replay {
-                matched: counted.max(0) as u64,
-                replayed: Vec::new(),
-                more: false,
-            });
-        }
-        let replay = retried(|| {
-            self.replay_once(
-                &dlq_queue,
-                &dlq.name,
-                &target,
-                &target_name,
-                &selection,
-                params.limit,
-                params.now_ms,
-            )
-        })
-        .await?;
-        if !replay.replayed.is_empty() {
-            self.notifier.wake(&target_name);
-            let created = replay.replayed.len() as u64;
-            self.count(target.id, |counters| counters.enqueued += created);
-        }
-        Ok(replay)
     }
 
     #[expect(
@@ -543,39 +382,6 @@ impl PgStore {
         })
     }
 
-    /// Deletes dead letters of `queue` (`Store::dead_letter_delete`): in transactions of
-    /// [`CHUNK_ROWS`], each a `deleted` record without its body; leased ones are left, and
-    /// those dead-lettered after the call began are not chased. Returns how many went.
-    pub(crate) async fn delete_dead_letters(
-        &self,
-        queue: &str,
-        selection: DeadLetterSelection,
-        now_ms: Millis,
-    ) -> StoreResult<u64> {
-        let dlq = self.dead_letter_queue_of(queue).await?;
-        let Some(dlq_queue) = dlq.queue else {
-            return Ok(0);
-        };
-        let selection = Selection::new(dlq_queue.id, queue, &selection);
-        if selection.is_empty() {
-            return Ok(0);
-        }
-        let mut deleted = 0;
-        let mut after = None;
-        loop {
-            let chunk =
-                retried(|| self.delete_chunk(&dlq_queue, &dlq.name, &selection, after, now_ms))
-                    .await?;
-            deleted += chunk.deleted;
-            match chunk.last {
-                // Those dead-lettered after the call began are the next call's.
-                Some(last) if chunk.more && last.0 <= now_ms => after = Some(last),
-                _ => break,
-            }
-        }
-        Ok(deleted)
-    }
-
     /// One chunk of a deletion, the dead letters after position `after`.
     async fn delete_chunk(
         &self,
@@ -673,4 +479,196 @@ async fn candidates(
             .collect(),
         more,
     ))
+}
+
+#[async_trait]
+impl DeadLetterStore for PgStore {
+    /// A page of `query.queue`'s dead letters, newest first (`Store::dead_letter_list`), with
+    /// their status and body size; leased ones are listed too. Looks at most
+    /// [`LIST_SCAN_MAX`] entries per call: `next` is set when it stopped before the end (the
+    /// page is full and more follow, or the bound was reached).
+    async fn dead_letter_list(&self, query: DeadLetterQuery) -> StoreResult<DeadLetters> {
+        let dlq = self.dead_letter_queue_of(&query.queue).await?;
+        let mut page = DeadLetters {
+            dead_letter_queue: dlq.name,
+            entries: Vec::new(),
+            next: None,
+        };
+        let Some(dlq_queue) = dlq.queue else {
+            return Ok(page);
+        };
+        let selection = Selection::matching(dlq_queue.id, &query.filter);
+        let before = query.before.map_or((i64::MAX, i64::MAX), |(at, seq)| {
+            (at, i64::try_from(seq).unwrap_or(i64::MAX))
+        });
+        let mut client = self.client().await?;
+        // One snapshot for the walk and the rows it found.
+        let transaction = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .db()?;
+        let params = selection.params();
+        let walked = walk(
+            &transaction,
+            Walk {
+                batch_sql: &LIST_BATCH_SQL,
+                params: &params,
+                after: before,
+                limit: query.limit,
+                scan_max: LIST_SCAN_MAX,
+            },
+        )
+        .await?;
+        let rows = rows_in_order(&transaction, &walked.seqs, BODY_BYTES_SQL).await?;
+        transaction.commit().await.db()?;
+        for row in &rows {
+            let body_bytes: Option<i32> = row.get(STATUS_COLUMNS_COUNT);
+            page.entries.push(DeadLetter {
+                status: status(row)?,
+                payload: None,
+                body_bytes: body_bytes.map(|bytes| bytes.max(0) as u64),
+            });
+        }
+        page.next = walked
+            .next
+            .map(|(aged_from, seq)| (aged_from, seq.max(0) as Seq));
+        Ok(page)
+    }
+
+    /// One dead letter of `queue` with its payload (`Store::dead_letter_get`), also once
+    /// replayed or deleted while its record is kept; `None` when the message did not come
+    /// from `queue` or is back in a normal state.
+    async fn dead_letter_get(&self, queue: &str, id: Uuid) -> StoreResult<Option<DeadLetter>> {
+        self.dead_letter_queue_of(queue).await?;
+        let Some(seq) = ids::decode(&id).and_then(|seq| i64::try_from(seq).ok()) else {
+            return Ok(None);
+        };
+        let row = self
+            .client()
+            .await?
+            .query_opt_cached(
+                &format!(
+                    "SELECT {STATUS_COLUMNS}, p.body, m.body_kind, p.headers \
+                     FROM messages m JOIN queues q ON q.id = m.queue_id \
+                     LEFT JOIN payloads p ON p.seq = m.seq \
+                     WHERE m.seq = $1 AND m.id = $2 AND m.dead_source_queue = $3"
+                ),
+                &[&seq, &id, &queue],
+            )
+            .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let status = status(&row)?;
+        if matches!(status.state, MessageState::Ready | MessageState::Delayed) {
+            return Ok(None);
+        }
+        let at = STATUS_COLUMNS_COUNT;
+        let body: Option<Vec<u8>> = row.get(at);
+        let payload = match body {
+            Some(body) => Some(payload(Some(body), row.get(at + 1), row.get(at + 2))?),
+            None => None,
+        };
+        Ok(Some(DeadLetter {
+            body_bytes: payload.as_ref().map(|p| p.body_bytes.len() as u64),
+            payload,
+            status,
+        }))
+    }
+
+    /// Replays dead letters as new messages of their source queue or `target_queue`
+    /// (`Store::dead_letter_replay`): oldest first, at most `limit`, in one transaction. Each
+    /// new message has the dead letter's body, headers, key, priority and idempotency key
+    /// (which now names it), attempts reset, and joins its lane when the target is ordered;
+    /// the dead letter becomes a `replayed` record naming it and keeps its body. A dry run
+    /// only counts the dead letters that would be replayed. Leased dead letters are left.
+    async fn dead_letter_replay(&self, params: ReplayParams) -> StoreResult<Replay> {
+        let dlq = self.dead_letter_queue_of(&params.queue).await?;
+        let target_name = params
+            .target_queue
+            .clone()
+            .unwrap_or_else(|| params.queue.clone());
+        let target = self.resolve(&target_name).await?;
+        let Some(dlq_queue) = dlq.queue else {
+            return Ok(Replay::default());
+        };
+        let selection = Selection::new(dlq_queue.id, &params.queue, &params.selection);
+        if selection.is_empty() {
+            return Ok(Replay::default());
+        }
+        if params.dry_run {
+            let counted: i64 = self
+                .client()
+                .await?
+                .query_one_cached(
+                    &format!(
+                        "SELECT count(*) FROM messages m \
+                         WHERE {} AND m.state IN {UNLEASED}",
+                        selection.condition()
+                    ),
+                    &selection.params(),
+                )
+                .await?
+                .get(0);
+            return Ok(Replay {
+                matched: counted.max(0) as u64,
+                replayed: Vec::new(),
+                more: false,
+            });
+        }
+        let replay = retried(|| {
+            self.replay_once(
+                &dlq_queue,
+                &dlq.name,
+                &target,
+                &target_name,
+                &selection,
+                params.limit,
+                params.now_ms,
+            )
+        })
+        .await?;
+        if !replay.replayed.is_empty() {
+            self.notifier.wake(&target_name);
+            let created = replay.replayed.len() as u64;
+            self.count(target.id, |counters| counters.enqueued += created);
+        }
+        Ok(replay)
+    }
+
+    /// Deletes dead letters of `queue` (`Store::dead_letter_delete`): in transactions of
+    /// [`CHUNK_ROWS`], each a `deleted` record without its body; leased ones are left, and
+    /// those dead-lettered after the call began are not chased. Returns how many went.
+    async fn dead_letter_delete(
+        &self,
+        queue: &str,
+        selection: DeadLetterSelection,
+        now_ms: Millis,
+    ) -> StoreResult<u64> {
+        let dlq = self.dead_letter_queue_of(queue).await?;
+        let Some(dlq_queue) = dlq.queue else {
+            return Ok(0);
+        };
+        let selection = Selection::new(dlq_queue.id, queue, &selection);
+        if selection.is_empty() {
+            return Ok(0);
+        }
+        let mut deleted = 0;
+        let mut after = None;
+        loop {
+            let chunk =
+                retried(|| self.delete_chunk(&dlq_queue, &dlq.name, &selection, after, now_ms))
+                    .await?;
+            deleted += chunk.deleted;
+            match chunk.last {
+                // Those dead-lettered after the call began are the next call's.
+                Some(last) if chunk.more && last.0 <= now_ms => after = Some(last),
+                _ => break,
+            }
+        }
+        Ok(deleted)
+    }
 }

@@ -14,10 +14,12 @@
 //! a keep that ended by the query's time is left out whether or not the cleanup ran. The page
 //! and the four counts are read in one snapshot.
 
+use async_trait::async_trait;
 use sluice_core::message::{DeliveryAttempt, MessageStatus};
+use sluice_core::store::LookupStore;
 use sluice_core::store::{
     AckedSearch, BrowseCounts, BrowseCursor, BrowsePage, BrowseQuery, BrowseState, BrowsedMessage,
-    MessageGetParams, StoreResult,
+    MessageBody, MessageGetParams, StoreResult,
 };
 use sluice_core::stored::ids;
 use tokio_postgres::Row;
@@ -27,7 +29,7 @@ use crate::PgStore;
 use crate::cached::Cached;
 use crate::delivery_log;
 use crate::error::Db;
-use crate::messages::{BODY_BYTES_SQL, STATUS_COLUMNS, STATUS_COLUMNS_COUNT, status};
+use crate::messages::{BODY_BYTES_SQL, Body, STATUS_COLUMNS, STATUS_COLUMNS_COUNT, status};
 use crate::queues::LIVE;
 use crate::scan::{AGED_FROM, Walk, rows_in_order, walk};
 
@@ -40,104 +42,6 @@ const BROWSE_SCAN_MAX: usize = 10_000;
 static BROWSED_COLUMNS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!("CASE WHEN m.state = 'leased' THEN m.leased_at_ms END, {BODY_BYTES_SQL}")
 });
-
-impl PgStore {
-    /// A page of one state of a queue in dispatch order, from a cursor (`Store::message_browse`).
-    pub(crate) async fn browse(&self, query: BrowseQuery) -> StoreResult<BrowsePage> {
-        let queue = self.resolve(&query.queue).await?;
-        let mut client = self.client().await?;
-        // One snapshot for the page and the counts.
-        let transaction = client
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await
-            .db()?;
-        let counts = transaction
-            .query_one_cached(
-                "SELECT \
-                     (SELECT count(*) FROM messages WHERE queue_id = $1 AND state = 'ready'), \
-                     (SELECT count(*) FROM messages WHERE queue_id = $1 AND state = 'waiting'), \
-                     (SELECT count(*) FROM messages WHERE queue_id = $1 AND state = 'delayed'), \
-                     (SELECT count(*) FROM messages WHERE queue_id = $1 AND state = 'leased')",
-                &[&queue.id],
-            )
-            .await?;
-        let count = |index: usize| counts.get::<_, i64>(index).max(0) as u64;
-        let counts = BrowseCounts {
-            ready: count(0),
-            waiting: count(1),
-            delayed: count(2),
-            in_flight: count(3),
-        };
-        let limit = i64::try_from(query.limit).unwrap_or(i64::MAX - 1);
-        let (messages, next) = match query.state {
-            BrowseState::Waiting => {
-                let walked = walk(
-                    &transaction,
-                    Walk {
-                        batch_sql: &WAITING_BATCH_SQL,
-                        params: &[&queue.id],
-                        after: after(query.after, i64::MIN),
-                        limit: query.limit,
-                        scan_max: BROWSE_SCAN_MAX,
-                    },
-                )
-                .await?;
-                let rows = rows_in_order(&transaction, &walked.seqs, &BROWSED_COLUMNS).await?;
-                let messages = rows.iter().map(browsed).collect::<StoreResult<_>>()?;
-                let next = walked.next.map(|(key, seq)| (key, seq.max(0) as u64));
-                (messages, next)
-            }
-            BrowseState::Acked => acked_page(&transaction, queue.id, &query).await?,
-            BrowseState::Ready | BrowseState::Delayed | BrowseState::InFlight => {
-                let set = match query.state {
-                    BrowseState::Ready => Ordered::Ready,
-                    BrowseState::Delayed => Ordered::Delayed,
-                    _ => Ordered::InFlight,
-                };
-                let (sql, key, seq) = ordered_page(set, query.after);
-                let fetch = limit + 1;
-                let rows = transaction
-                    .query_cached(&sql, &[&queue.id, &key, &seq, &fetch])
-                    .await?;
-                page_of(&rows, query.limit, browsed)?
-            }
-        };
-        transaction.commit().await.db()?;
-        Ok(BrowsePage {
-            messages,
-            next,
-            counts,
-        })
-    }
-
-    /// A message found as `message_get` finds it, with its push delivery log, oldest first
-    /// (`Store::message_deliveries`).
-    pub(crate) async fn deliveries(
-        &self,
-        params: MessageGetParams,
-    ) -> StoreResult<Option<(MessageStatus, Vec<DeliveryAttempt>)>> {
-        let Some(status) = self.get_message(params).await? else {
-            return Ok(None);
-        };
-        let Some(seq) = ids::decode(&status.message_id).and_then(|seq| i64::try_from(seq).ok())
-        else {
-            return Ok(Some((status, Vec::new())));
-        };
-        let log: Option<serde_json::Value> = self
-            .client()
-            .await?
-            .query_opt_cached(
-                "SELECT deliveries FROM messages WHERE seq = $1 AND id = $2",
-                &[&seq, &status.message_id],
-            )
-            .await?
-            .and_then(|row| row.get(0));
-        Ok(Some((status, delivery_log::read(log))))
-    }
-}
 
 /// A page of the kept acked messages of queue `queue_id` that match `query.search`, newest ack
 /// first after `query.after`, and the cursor of the next page when more follow.
@@ -335,4 +239,125 @@ fn browsed(row: &Row) -> StoreResult<BrowsedMessage> {
         leased_at_ms: row.get(at),
         body_bytes: body_bytes.map(|bytes| bytes.max(0) as u64),
     })
+}
+
+#[async_trait]
+impl LookupStore for PgStore {
+    async fn message_body(&self, params: MessageGetParams) -> StoreResult<Option<MessageBody>> {
+        self.message_with_body(params, None).await
+    }
+
+    async fn message_body_prefix(
+        &self,
+        params: MessageGetParams,
+        max_bytes: usize,
+    ) -> StoreResult<Option<MessageBody>> {
+        self.message_with_body(params, Some(max_bytes)).await
+    }
+
+    /// A page of one state of a queue in dispatch order, from a cursor (`Store::message_browse`).
+    async fn message_browse(&self, query: BrowseQuery) -> StoreResult<BrowsePage> {
+        let queue = self.resolve(&query.queue).await?;
+        let mut client = self.client().await?;
+        // One snapshot for the page and the counts.
+        let transaction = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .db()?;
+        let counts = transaction
+            .query_one_cached(
+                "SELECT \
+                     (SELECT count(*) FROM messages WHERE queue_id = $1 AND state = 'ready'), \
+                     (SELECT count(*) FROM messages WHERE queue_id = $1 AND state = 'waiting'), \
+                     (SELECT count(*) FROM messages WHERE queue_id = $1 AND state = 'delayed'), \
+                     (SELECT count(*) FROM messages WHERE queue_id = $1 AND state = 'leased')",
+                &[&queue.id],
+            )
+            .await?;
+        let count = |index: usize| counts.get::<_, i64>(index).max(0) as u64;
+        let counts = BrowseCounts {
+            ready: count(0),
+            waiting: count(1),
+            delayed: count(2),
+            in_flight: count(3),
+        };
+        let limit = i64::try_from(query.limit).unwrap_or(i64::MAX - 1);
+        let (messages, next) = match query.state {
+            BrowseState::Waiting => {
+                let walked = walk(
+                    &transaction,
+                    Walk {
+                        batch_sql: &WAITING_BATCH_SQL,
+                        params: &[&queue.id],
+                        after: after(query.after, i64::MIN),
+                        limit: query.limit,
+                        scan_max: BROWSE_SCAN_MAX,
+                    },
+                )
+                .await?;
+                let rows = rows_in_order(&transaction, &walked.seqs, &BROWSED_COLUMNS).await?;
+                let messages = rows.iter().map(browsed).collect::<StoreResult<_>>()?;
+                let next = walked.next.map(|(key, seq)| (key, seq.max(0) as u64));
+                (messages, next)
+            }
+            BrowseState::Acked => acked_page(&transaction, queue.id, &query).await?,
+            BrowseState::Ready | BrowseState::Delayed | BrowseState::InFlight => {
+                let set = match query.state {
+                    BrowseState::Ready => Ordered::Ready,
+                    BrowseState::Delayed => Ordered::Delayed,
+                    _ => Ordered::InFlight,
+                };
+                let (sql, key, seq) = ordered_page(set, query.after);
+                let fetch = limit + 1;
+                let rows = transaction
+                    .query_cached(&sql, &[&queue.id, &key, &seq, &fetch])
+                    .await?;
+                page_of(&rows, query.limit, browsed)?
+            }
+        };
+        transaction.commit().await.db()?;
+        Ok(BrowsePage {
+            messages,
+            next,
+            counts,
+        })
+    }
+
+    /// A message found as `message_get` finds it, with its push delivery log, oldest first
+    /// (`Store::message_deliveries`).
+    async fn message_deliveries(
+        &self,
+        params: MessageGetParams,
+    ) -> StoreResult<Option<(MessageStatus, Vec<DeliveryAttempt>)>> {
+        let Some(status) = self.message_get(params).await? else {
+            return Ok(None);
+        };
+        let Some(seq) = ids::decode(&status.message_id).and_then(|seq| i64::try_from(seq).ok())
+        else {
+            return Ok(Some((status, Vec::new())));
+        };
+        let log: Option<serde_json::Value> = self
+            .client()
+            .await?
+            .query_opt_cached(
+                "SELECT deliveries FROM messages WHERE seq = $1 AND id = $2",
+                &[&seq, &status.message_id],
+            )
+            .await?
+            .and_then(|row| row.get(0));
+        Ok(Some((status, delivery_log::read(log))))
+    }
+
+    /// Where a message is now (`Store::message_get`, §2.12): by id (decoded to its seq, read by
+    /// primary key), or by an idempotency key whose window is open. A message belongs to the
+    /// asking queue when it is in it, or is a dead letter that came from it.
+    async fn message_get(&self, params: MessageGetParams) -> StoreResult<Option<MessageStatus>> {
+        Ok(self
+            .find_message(params, Body::None)
+            .await?
+            .map(|(status, _)| status))
+    }
 }

@@ -16,6 +16,9 @@
 //! [`crate::dead_letter_move`]. A lease that runs out on its last attempt in a queue with a
 //! dead-letter queue stays leased until the leader's upkeep moves it (§2.7, `crate::expiry`).
 
+use crate::retry::retried;
+use async_trait::async_trait;
+use sluice_core::store::{CancelOutcome, LookupStore, MessageStore};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -192,16 +195,6 @@ impl Fence {
 }
 
 impl PgStore {
-    /// Stores a batch (`Store::message_enqueue`, §2.2) through this node's enqueue writer,
-    /// which commits it in one transaction with whatever other batches wait ([`crate::group`]).
-    pub(crate) async fn enqueue(&self, params: EnqueueParams) -> StoreResult<Vec<Enqueued>> {
-        let queue = self.resolve(&params.queue).await?;
-        if params.messages.is_empty() {
-            return Ok(Vec::new());
-        }
-        self.writers()?.enqueue(queue, params).await
-    }
-
     /// Leases up to `max` ready messages (`Store::message_claim`, §2.3). `recorded`: the commit
     /// waits for the flush, so the attempts counted are durable when this returns
     /// (`message_claim_recorded`); otherwise the lease change is committed asynchronously.
@@ -411,57 +404,6 @@ impl PgStore {
         })
     }
 
-    /// Acks a batch of receipts (`Store::message_ack`, §2.4) through this node's ack writer,
-    /// which commits it in one transaction with whatever other acks wait ([`crate::group`]).
-    pub(crate) async fn ack(&self, params: AckParams) -> StoreResult<Vec<Result<(), LeaseError>>> {
-        let queue = self.resolve(&params.queue).await?;
-        if params.receipts.is_empty() {
-            return Ok(Vec::new());
-        }
-        self.writers()?.ack(queue, params).await
-    }
-
-    /// Acks one lease and enqueues the next steps in the same transaction
-    /// (`Store::message_ack_then`, [`crate::group::Writers::ack_then`]).
-    pub(crate) async fn ack_then(
-        &self,
-        params: AckParams,
-        then: Vec<EnqueueParams>,
-    ) -> StoreResult<Result<Vec<Vec<Enqueued>>, LeaseError>> {
-        let queue = self.resolve(&params.queue).await?;
-        let mut targets = Vec::with_capacity(then.len());
-        for batch in then {
-            targets.push((self.resolve(&batch.queue).await?, batch));
-        }
-        self.writers()?.ack_then(queue, params, targets).await
-    }
-
-    /// `Store::message_enqueue_together`: every batch in one transaction.
-    pub(crate) async fn enqueue_together(
-        &self,
-        batches: Vec<EnqueueParams>,
-    ) -> StoreResult<Vec<Vec<Enqueued>>> {
-        let mut targets = Vec::with_capacity(batches.len());
-        for batch in batches {
-            targets.push((self.resolve(&batch.queue).await?, batch));
-        }
-        self.writers()?.enqueue_together(targets).await
-    }
-
-    /// Records a failed attempt (`Store::message_nack`, §2.4): `rules::failure::decide` on the
-    /// attempts read under the row lock; a retry keeps the message its lane's active member;
-    /// a dead-letter move (§2.6) takes it to the dead-letter queue, whose lane it joins when
-    /// that queue is ordered, and lets its source lane go on.
-    pub(crate) async fn nack(&self, params: NackParams) -> StoreResult<NackOutcome> {
-        let mut tries = 0;
-        loop {
-            match self.nack_once(params.clone()).await {
-                Err(error) if is_conflict(&error) && tries < RETRIES => tries += 1,
-                outcome => return outcome,
-            }
-        }
-    }
-
     async fn nack_once(&self, params: NackParams) -> StoreResult<NackOutcome> {
         let queue = self.resolve(&params.queue).await?;
         let config = queue.config.clone();
@@ -590,18 +532,6 @@ impl PgStore {
         Ok(outcome)
     }
 
-    /// Pushes a lease's deadline to now + `timeout_ms` (`Store::message_extend`); committed
-    /// asynchronously, as every lease change.
-    pub(crate) async fn extend(&self, params: ExtendParams) -> StoreResult<Millis> {
-        let mut tries = 0;
-        loop {
-            match self.extend_once(params.clone()).await {
-                Err(error) if is_conflict(&error) && tries < RETRIES => tries += 1,
-                outcome => return outcome,
-            }
-        }
-    }
-
     async fn extend_once(&self, params: ExtendParams) -> StoreResult<Millis> {
         let queue = self.resolve(&params.queue).await?;
         let Some(fence) = Fence::of(&params.receipt) else {
@@ -636,18 +566,6 @@ impl PgStore {
         };
         transaction.commit().await.db()?;
         Ok(row.get(0))
-    }
-
-    /// Ends a lease early (`Store::message_give_back`): ready at once, no failure counted, the
-    /// token kept so the receipt still acks until the next claim (`Index::give_back`).
-    pub(crate) async fn give_back(&self, params: GiveBackParams) -> StoreResult<()> {
-        let mut tries = 0;
-        loop {
-            match self.give_back_once(params.clone()).await {
-                Err(error) if is_conflict(&error) && tries < RETRIES => tries += 1,
-                outcome => return outcome,
-            }
-        }
     }
 
     async fn give_back_once(&self, params: GiveBackParams) -> StoreResult<()> {
@@ -686,19 +604,6 @@ impl PgStore {
         Ok(())
     }
 
-    /// Where a message is now (`Store::message_get`, §2.12): by id (decoded to its seq, read by
-    /// primary key), or by an idempotency key whose window is open. A message belongs to the
-    /// asking queue when it is in it, or is a dead letter that came from it.
-    pub(crate) async fn get_message(
-        &self,
-        params: MessageGetParams,
-    ) -> StoreResult<Option<MessageStatus>> {
-        Ok(self
-            .find_message(params, Body::None)
-            .await?
-            .map(|(status, _)| status))
-    }
-
     /// A message found as [`PgStore::get_message`] finds it, with its body and headers while
     /// the row keeps them (`Store::message_body`).
     pub(crate) async fn message_with_body(
@@ -716,7 +621,7 @@ impl PgStore {
             .map(|(status, payload)| MessageBody { status, payload }))
     }
 
-    async fn find_message(
+    pub(crate) async fn find_message(
         &self,
         params: MessageGetParams,
         body: Body,
@@ -1744,11 +1649,189 @@ pub(crate) fn broken(what: &str) -> StoreError {
 
 /// How much of a message's body a lookup reads.
 #[derive(Debug, Clone, Copy)]
-enum Body {
+pub(crate) enum Body {
     /// None: a status lookup never moves the body.
     None,
     /// Its first bytes (previews).
     Prefix(i32),
     /// All of it, with the headers.
     Whole,
+}
+
+#[async_trait]
+impl MessageStore for PgStore {
+    async fn message_claim(&self, params: ClaimParams) -> StoreResult<Claim> {
+        self.claim(params, false).await
+    }
+
+    async fn message_claim_recorded(&self, params: ClaimParams) -> StoreResult<Claim> {
+        self.claim(params, true).await
+    }
+
+    /// Stores a batch (`Store::message_enqueue`, §2.2) through this node's enqueue writer,
+    /// which commits it in one transaction with whatever other batches wait ([`crate::group`]).
+    async fn message_enqueue(&self, params: EnqueueParams) -> StoreResult<Vec<Enqueued>> {
+        let queue = self.resolve(&params.queue).await?;
+        if params.messages.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.writers()?.enqueue(queue, params).await
+    }
+
+    /// Acks a batch of receipts (`Store::message_ack`, §2.4) through this node's ack writer,
+    /// which commits it in one transaction with whatever other acks wait ([`crate::group`]).
+    async fn message_ack(&self, params: AckParams) -> StoreResult<Vec<Result<(), LeaseError>>> {
+        let queue = self.resolve(&params.queue).await?;
+        if params.receipts.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.writers()?.ack(queue, params).await
+    }
+
+    /// Acks one lease and enqueues the next steps in the same transaction
+    /// (`Store::message_ack_then`, [`crate::group::Writers::ack_then`]).
+    async fn message_ack_then(
+        &self,
+        params: AckParams,
+        then: Vec<EnqueueParams>,
+    ) -> StoreResult<Result<Vec<Vec<Enqueued>>, LeaseError>> {
+        let queue = self.resolve(&params.queue).await?;
+        let mut targets = Vec::with_capacity(then.len());
+        for batch in then {
+            targets.push((self.resolve(&batch.queue).await?, batch));
+        }
+        self.writers()?.ack_then(queue, params, targets).await
+    }
+
+    /// `Store::message_enqueue_together`: every batch in one transaction.
+    async fn message_enqueue_together(
+        &self,
+        batches: Vec<EnqueueParams>,
+    ) -> StoreResult<Vec<Vec<Enqueued>>> {
+        let mut targets = Vec::with_capacity(batches.len());
+        for batch in batches {
+            targets.push((self.resolve(&batch.queue).await?, batch));
+        }
+        self.writers()?.enqueue_together(targets).await
+    }
+
+    /// Records a failed attempt (`Store::message_nack`, §2.4): `rules::failure::decide` on the
+    /// attempts read under the row lock; a retry keeps the message its lane's active member;
+    /// a dead-letter move (§2.6) takes it to the dead-letter queue, whose lane it joins when
+    /// that queue is ordered, and lets its source lane go on.
+    async fn message_nack(&self, params: NackParams) -> StoreResult<NackOutcome> {
+        let mut tries = 0;
+        loop {
+            match self.nack_once(params.clone()).await {
+                Err(error) if is_conflict(&error) && tries < RETRIES => tries += 1,
+                outcome => return outcome,
+            }
+        }
+    }
+
+    /// Pushes a lease's deadline to now + `timeout_ms` (`Store::message_extend`); committed
+    /// asynchronously, as every lease change.
+    async fn message_extend(&self, params: ExtendParams) -> StoreResult<Millis> {
+        let mut tries = 0;
+        loop {
+            match self.extend_once(params.clone()).await {
+                Err(error) if is_conflict(&error) && tries < RETRIES => tries += 1,
+                outcome => return outcome,
+            }
+        }
+    }
+
+    /// Ends a lease early (`Store::message_give_back`): ready at once, no failure counted, the
+    /// token kept so the receipt still acks until the next claim (`Index::give_back`).
+    async fn message_give_back(&self, params: GiveBackParams) -> StoreResult<()> {
+        let mut tries = 0;
+        loop {
+            match self.give_back_once(params.clone()).await {
+                Err(error) if is_conflict(&error) && tries < RETRIES => tries += 1,
+                outcome => return outcome,
+            }
+        }
+    }
+
+    /// Cancels one message that is not being processed (`Store::message_cancel`): one named
+    /// by an idempotency key is found while the key's window is open. A message leased now is
+    /// left to its consumer (`AlreadyProcessing`); one already final, or a dead letter of the
+    /// queue, is reported with its state.
+    async fn message_cancel(
+        &self,
+        params: MessageGetParams,
+        reason: Option<String>,
+    ) -> StoreResult<CancelOutcome> {
+        let queue = self.resolve(&params.queue).await?;
+        let id = match &params.by {
+            MessageRef::Id(id) => *id,
+            MessageRef::IdempotencyKey(key) => {
+                let row = self
+                    .client()
+                    .await?
+                    .query_opt_cached(
+                        "SELECT message_id FROM idempotency \
+                         WHERE queue_id = $1 AND key = $2 AND expires_at_ms > $3",
+                        &[&queue.id, key, &params.now_ms],
+                    )
+                    .await?;
+                match row {
+                    Some(row) => row.get(0),
+                    None => return Ok(CancelOutcome::NotFound),
+                }
+            }
+        };
+        let Some(seq) = ids::decode(&id).and_then(|seq| i64::try_from(seq).ok()) else {
+            return Ok(CancelOutcome::NotFound);
+        };
+        // A consumer may give the message back or lose its lease between the refused cancel
+        // and the lookup that says why; then the cancel is tried again.
+        for _ in 0..=crate::messages::RETRIES {
+            let cancelled = retried(|| {
+                self.cancel_once(
+                    &queue,
+                    &params.queue,
+                    seq,
+                    id,
+                    reason.as_deref(),
+                    params.now_ms,
+                )
+            })
+            .await?;
+            if cancelled {
+                self.count(queue.id, |counters| counters.cancelled += 1);
+                // The next message of its lane may be ready now.
+                self.notifier.wake(&params.queue);
+                return Ok(CancelOutcome::Cancelled { message_id: id });
+            }
+            let status = self
+                .message_get(MessageGetParams {
+                    queue: params.queue.clone(),
+                    by: MessageRef::Id(id),
+                    now_ms: params.now_ms,
+                })
+                .await?;
+            match status {
+                // Leased in this queue, or a dead letter leased from the dead-letter queue.
+                Some(status) if status.state == MessageState::InFlight => {
+                    return Ok(CancelOutcome::AlreadyProcessing { message_id: id });
+                }
+                Some(status)
+                    if status.queue == params.queue
+                        && matches!(status.state, MessageState::Ready | MessageState::Delayed) =>
+                {
+                    continue;
+                }
+                Some(status) => {
+                    return Ok(CancelOutcome::AlreadyCompleted {
+                        message_id: id,
+                        state: status.state,
+                    });
+                }
+                None => return Ok(CancelOutcome::NotFound),
+            }
+        }
+        // It kept moving between leases: a consumer has it.
+        Ok(CancelOutcome::AlreadyProcessing { message_id: id })
+    }
 }

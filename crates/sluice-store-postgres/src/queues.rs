@@ -8,9 +8,11 @@
 //! `<schema>.config` before it commits, so every node's cache drops its copy once it is
 //! visible ([`crate::cache`]).
 
+use async_trait::async_trait;
 use sluice_core::Millis;
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::QueueDepth;
+use sluice_core::store::QueueStore;
 use sluice_core::store::{
     QueueBytes, QueueInfo, QueuePut, QueuePutParams, StoreError, StoreResult,
 };
@@ -20,193 +22,17 @@ use tokio_postgres::types::ToSql;
 
 use crate::PgStore;
 use crate::cache::{CachedQueue, Lookup};
+use crate::cached::Cached;
 use crate::counters;
 use crate::error::Db;
 use crate::messages::DELETE_DOOMED_SQL;
+use crate::retry::retried;
 use crate::stats::COUNTS_OF_Q;
 
 /// The states of a live message (not final): what a queue holds.
 pub(crate) const LIVE: &str = "('waiting', 'ready', 'delayed', 'leased')";
 
 impl PgStore {
-    /// The body bytes of every queue that stores any. `octet_length` of a stored `bytea` reads
-    /// its size from the TOAST pointer, not the value.
-    pub(crate) async fn count_queue_bytes(&self, now_ms: Millis) -> StoreResult<Vec<QueueBytes>> {
-        let client = self.client().await?;
-        let sql = format!(
-            "SELECT q.name,
-                COALESCE(SUM(octet_length(p.body)) FILTER (WHERE m.state IN {LIVE}), 0)::bigint,
-                COALESCE(SUM(octet_length(p.body)) FILTER (WHERE m.state = 'acked'
-                    AND m.kept_until_ms > $1::bigint), 0)::bigint
-             FROM messages m JOIN payloads p ON p.seq = m.seq JOIN queues q ON q.id = m.queue_id
-             WHERE m.state IN {LIVE} OR (m.state = 'acked' AND m.kept_until_ms > $1::bigint)
-             GROUP BY q.name ORDER BY q.name COLLATE \"C\""
-        );
-        let rows = client.query(&sql, &[&now_ms]).await.db()?;
-        Ok(rows
-            .iter()
-            .map(|row| QueueBytes {
-                queue: row.get(0),
-                held: row.get::<_, i64>(1).max(0) as u64,
-                kept: row.get::<_, i64>(2).max(0) as u64,
-            })
-            .collect())
-    }
-
-    /// Defines or updates a queue, creating the dead-letter queue it names when missing
-    /// (`Store::queue_put`).
-    pub(crate) async fn put_queue(&self, params: QueuePutParams) -> StoreResult<QueuePut> {
-        let QueuePutParams {
-            name,
-            config,
-            now_ms,
-        } = params;
-        let mut client = self.client().await?;
-        let transaction = client.transaction().await.db()?;
-        let existing = transaction
-            .query_opt(
-                "SELECT id, config::text FROM queues WHERE name = $1 FOR UPDATE",
-                &[&name],
-            )
-            .await
-            .db()?;
-        let stored = match &existing {
-            Some(row) => Some((row.get::<_, i32>(0), parse_config(&name, row.get(1))?)),
-            None => None,
-        };
-        let dead_letter_queue = config.dead_letter_queue.clone().filter(|dlq| *dlq != name);
-        let missing_dead_letter_queue = match &dead_letter_queue {
-            Some(dlq) => transaction
-                .query_opt("SELECT 1 FROM queues WHERE name = $1", &[dlq])
-                .await
-                .db()?
-                .is_none()
-                .then_some(dlq.as_str()),
-            None => None,
-        };
-        if let Some((id, stored)) = &stored {
-            if missing_dead_letter_queue.is_none() && *stored == config {
-                // Nothing changes (every node applies the config file's queues at each
-                // start): no write, no notification.
-                transaction.commit().await.db()?;
-                return Ok(QueuePut {
-                    created: false,
-                    dead_letter_created: false,
-                });
-            }
-            if stored.ordering != config.ordering {
-                let live: i64 = transaction
-                    .query_one(
-                        &format!(
-                            "SELECT count(*) FROM messages WHERE queue_id = $1 AND state IN {LIVE}"
-                        ),
-                        &[id],
-                    )
-                    .await
-                    .db()?
-                    .get(0);
-                if live > 0 {
-                    return Err(StoreError::Conflict(format!(
-                        "cannot change ordering from {} to {} while the queue holds {live} messages",
-                        stored.ordering.as_str(),
-                        config.ordering.as_str(),
-                    )));
-                }
-            }
-        }
-        let (id, created) = upsert(&transaction, &name, &config, now_ms).await?;
-        transaction
-            .execute(
-                "INSERT INTO queue_state (queue_id) VALUES ($1) ON CONFLICT DO NOTHING",
-                &[&id],
-            )
-            .await
-            .db()?;
-        if stored.is_some_and(|(_, stored)| stored.rate_limit != config.rate_limit) {
-            // A new rate starts from a full bucket, as the index's does.
-            transaction
-                .execute(
-                    "UPDATE queue_state SET bucket_tokens = NULL, bucket_updated_at_ms = NULL \
-                     WHERE queue_id = $1",
-                    &[&id],
-                )
-                .await
-                .db()?;
-        }
-        let mut changed = vec![name.clone()];
-        let mut dead_letter_created = false;
-        if let Some(dlq) = missing_dead_letter_queue {
-            // Another node may create it at this moment: both agree on one row.
-            let dlq_config = QueueConfig::for_dead_letter_queue(dlq);
-            if let Some(dlq_id) = insert_if_missing(&transaction, dlq, &dlq_config, now_ms).await? {
-                transaction
-                    .execute(
-                        "INSERT INTO queue_state (queue_id) VALUES ($1) ON CONFLICT DO NOTHING",
-                        &[&dlq_id],
-                    )
-                    .await
-                    .db()?;
-                dead_letter_created = true;
-                changed.push(dlq.to_owned());
-            }
-        }
-        self.announce(&transaction, "queue", &changed).await?;
-        if !created {
-            // Limits may have grown or a pause-like setting eased: waiters look again.
-            self.notify_wake(&transaction, &name).await?;
-        }
-        transaction.commit().await.db()?;
-        for name in &changed {
-            self.cache.invalidate(name);
-        }
-        if !created {
-            self.notifier.wake(&name);
-        }
-        Ok(QueuePut {
-            created,
-            dead_letter_created,
-        })
-    }
-
-    /// A queue with its settings and depth (`Store::queue_get`): counted now, exactly; the
-    /// counters of the other nodes as they last wrote them.
-    pub(crate) async fn get_queue(&self, name: &str, now_ms: Millis) -> StoreResult<QueueInfo> {
-        let client = self.client().await?;
-        let statement = format!("{} WHERE q.name = $1", queue_rows_sql());
-        let row = client
-            .query_opt(&statement, &[&name])
-            .await
-            .db()?
-            .ok_or_else(|| StoreError::QueueNotFound(name.to_owned()))?;
-        let id: i32 = row.get(9);
-        let others = counters::others(&client, self.node.node_id, Some(id)).await?;
-        queue_info(&row, now_ms, |id| self.counters_of(id, &others))
-    }
-
-    /// Every queue with its depth, by name as Rust orders strings (`Store::queue_list`): the
-    /// depths of the leader's last count (§2.11, at most a second or two old), so that this
-    /// call, made every 500 ms by every node, never counts live messages.
-    pub(crate) async fn list_queues(&self, now_ms: Millis) -> StoreResult<Vec<QueueInfo>> {
-        let client = self.client().await?;
-        let statement = format!("{} ORDER BY q.name COLLATE \"C\"", counted_queue_rows_sql());
-        let (rows, others) = tokio::try_join!(
-            async { client.query(&statement, &[]).await.db() },
-            counters::others(&client, self.node.node_id, None),
-        )?;
-        rows.iter()
-            .map(|row| queue_info(row, now_ms, |id| self.counters_of(id, &others)))
-            .collect()
-    }
-
-    /// A queue's settings, from this node's cache when it has a current copy
-    /// (`Store::queue_config`).
-    pub(crate) async fn queue_config_of(
-        &self,
-        name: &str,
-    ) -> StoreResult<std::sync::Arc<QueueConfig>> {
-        Ok(self.resolve(name).await?.config)
-    }
-
     /// The queue's id and definition: the cache's copy when current, else the row
     /// (`QueueNotFound` when there is none). Every message call starts here.
     pub(crate) async fn resolve(&self, name: &str) -> StoreResult<CachedQueue> {
@@ -247,131 +73,6 @@ impl PgStore {
         };
         self.cache.store(name, queue.clone(), generation);
         Ok(queue)
-    }
-
-    /// Whether another queue names `name` as its dead-letter queue
-    /// (`Store::queue_is_dead_letter_queue`): one probe of `queues_by_dead_letter_queue`.
-    pub(crate) async fn is_dead_letter_queue(&self, name: &str) -> StoreResult<bool> {
-        let client = self.client().await?;
-        let row = client
-            .query_one(
-                "SELECT EXISTS (SELECT 1 FROM queues WHERE dead_letter_queue = $1)",
-                &[&name],
-            )
-            .await
-            .db()?;
-        Ok(row.get(0))
-    }
-
-    /// Pauses or resumes deliveries of a queue, durably (`Store::queue_pause`); a resume wakes
-    /// the queue's waiters on every node.
-    pub(crate) async fn pause_queue(&self, name: &str, paused: bool) -> StoreResult<()> {
-        let client = self.client().await?;
-        let changed = client
-            .execute(
-                "UPDATE queue_state SET is_paused = $2 \
-                 WHERE queue_id = (SELECT id FROM queues WHERE name = $1)",
-                &[&name, &paused],
-            )
-            .await
-            .db()?;
-        if changed == 0 {
-            return Err(StoreError::QueueNotFound(name.to_owned()));
-        }
-        if !paused {
-            // After the commit: a waiter woken before it would find the queue still paused.
-            client
-                .execute("SELECT pg_notify($1, $2)", &[&self.wake_channel, &name])
-                .await
-                .db()?;
-            self.notifier.wake(name);
-        }
-        Ok(())
-    }
-
-    /// Pauses or resumes the server's push delivery of a queue, durably
-    /// (`Store::queue_push_pause`), and announces it as `push:<name>` on `<schema>.config` in
-    /// the same statement, so every node's server looks at its push workers again.
-    pub(crate) async fn push_pause_queue(&self, name: &str, paused: bool) -> StoreResult<()> {
-        let client = self.client().await?;
-        let changed = client
-            .execute(
-                "WITH changed AS ( \
-                     UPDATE queue_state SET is_push_paused = $2 \
-                     WHERE queue_id = (SELECT id FROM queues WHERE name = $1) RETURNING queue_id) \
-                 SELECT pg_notify($3, 'push:' || $1) FROM changed",
-                &[&name, &paused, &self.config_channel],
-            )
-            .await
-            .db()?;
-        if changed == 0 {
-            return Err(StoreError::QueueNotFound(name.to_owned()));
-        }
-        Ok(())
-    }
-
-    /// Deletes a queue and its messages; refused while another queue dead-letters into it
-    /// (`Store::queue_delete`). Returns the live messages it held.
-    ///
-    /// The definition, its state, lanes and idempotency keys go in one transaction with the
-    /// first [`DELETE_CHUNK_ROWS`] messages; the rest of a large queue's rows belong to an id no
-    /// queue can have again, and the leader's cleanup removes them (`crate::cleanup`).
-    pub(crate) async fn delete_queue(&self, name: &str) -> StoreResult<u64> {
-        let mut client = self.client().await?;
-        let transaction = client.transaction().await.db()?;
-        let id: i32 = transaction
-            .query_opt("SELECT id FROM queues WHERE name = $1 FOR UPDATE", &[&name])
-            .await
-            .db()?
-            .ok_or_else(|| StoreError::QueueNotFound(name.to_owned()))?
-            .get(0);
-        let users: Vec<String> = transaction
-            .query(
-                "SELECT name FROM queues WHERE dead_letter_queue = $1 AND name <> $1 \
-                 ORDER BY name COLLATE \"C\"",
-                &[&name],
-            )
-            .await
-            .db()?
-            .iter()
-            .map(|row| row.get(0))
-            .collect();
-        if !users.is_empty() {
-            return Err(StoreError::Conflict(format!(
-                "queue {name:?} is the dead-letter queue of {}; delete those first",
-                users.join(", ")
-            )));
-        }
-        let live: i64 = transaction
-            .query_one(
-                &format!("SELECT count(*) FROM messages WHERE queue_id = $1 AND state IN {LIVE}"),
-                &[&id],
-            )
-            .await
-            .db()?
-            .get(0);
-        transaction
-            .batch_execute(&format!(
-                "DELETE FROM queues WHERE id = {id}; \
-                 DELETE FROM queue_state WHERE queue_id = {id}; \
-                 DELETE FROM lanes WHERE queue_id = {id}; \
-                 DELETE FROM idempotency WHERE queue_id = {id}; \
-                 WITH doomed AS ( \
-                     SELECT seq FROM messages WHERE queue_id = {id} LIMIT {DELETE_CHUNK_ROWS}), \
-                 {DELETE_DOOMED_SQL};"
-            ))
-            .await
-            .db()?;
-        self.announce(&transaction, "queue", &[name.to_owned()])
-            .await?;
-        transaction
-            .execute("SELECT pg_notify($1, $2)", &[&self.wake_channel, &name])
-            .await
-            .db()?;
-        transaction.commit().await.db()?;
-        self.cache.invalidate(name);
-        self.notifier.wake(name);
-        Ok(live as u64)
     }
 
     /// `pg_notify` on `<schema>.config`, `<kind>:<name>` for each name, inside `transaction`:
@@ -576,4 +277,335 @@ fn parse_config(name: &str, text: &str) -> StoreResult<QueueConfig> {
         .map_err(|e| {
             StoreError::Other(format!("the stored definition of queue {name:?}: {e}").into())
         })
+}
+
+#[async_trait]
+impl QueueStore for PgStore {
+    /// The body bytes of every queue that stores any. `octet_length` of a stored `bytea` reads
+    /// its size from the TOAST pointer, not the value.
+    async fn queue_bytes(&self, now_ms: Millis) -> StoreResult<Vec<QueueBytes>> {
+        let client = self.client().await?;
+        let sql = format!(
+            "SELECT q.name,
+                COALESCE(SUM(octet_length(p.body)) FILTER (WHERE m.state IN {LIVE}), 0)::bigint,
+                COALESCE(SUM(octet_length(p.body)) FILTER (WHERE m.state = 'acked'
+                    AND m.kept_until_ms > $1::bigint), 0)::bigint
+             FROM messages m JOIN payloads p ON p.seq = m.seq JOIN queues q ON q.id = m.queue_id
+             WHERE m.state IN {LIVE} OR (m.state = 'acked' AND m.kept_until_ms > $1::bigint)
+             GROUP BY q.name ORDER BY q.name COLLATE \"C\""
+        );
+        let rows = client.query(&sql, &[&now_ms]).await.db()?;
+        Ok(rows
+            .iter()
+            .map(|row| QueueBytes {
+                queue: row.get(0),
+                held: row.get::<_, i64>(1).max(0) as u64,
+                kept: row.get::<_, i64>(2).max(0) as u64,
+            })
+            .collect())
+    }
+
+    /// Defines or updates a queue, creating the dead-letter queue it names when missing
+    /// (`Store::queue_put`).
+    async fn queue_put(&self, params: QueuePutParams) -> StoreResult<QueuePut> {
+        let QueuePutParams {
+            name,
+            config,
+            now_ms,
+        } = params;
+        let mut client = self.client().await?;
+        let transaction = client.transaction().await.db()?;
+        let existing = transaction
+            .query_opt(
+                "SELECT id, config::text FROM queues WHERE name = $1 FOR UPDATE",
+                &[&name],
+            )
+            .await
+            .db()?;
+        let stored = match &existing {
+            Some(row) => Some((row.get::<_, i32>(0), parse_config(&name, row.get(1))?)),
+            None => None,
+        };
+        let dead_letter_queue = config.dead_letter_queue.clone().filter(|dlq| *dlq != name);
+        let missing_dead_letter_queue = match &dead_letter_queue {
+            Some(dlq) => transaction
+                .query_opt("SELECT 1 FROM queues WHERE name = $1", &[dlq])
+                .await
+                .db()?
+                .is_none()
+                .then_some(dlq.as_str()),
+            None => None,
+        };
+        if let Some((id, stored)) = &stored {
+            if missing_dead_letter_queue.is_none() && *stored == config {
+                // Nothing changes (every node applies the config file's queues at each
+                // start): no write, no notification.
+                transaction.commit().await.db()?;
+                return Ok(QueuePut {
+                    created: false,
+                    dead_letter_created: false,
+                });
+            }
+            if stored.ordering != config.ordering {
+                let live: i64 = transaction
+                    .query_one(
+                        &format!(
+                            "SELECT count(*) FROM messages WHERE queue_id = $1 AND state IN {LIVE}"
+                        ),
+                        &[id],
+                    )
+                    .await
+                    .db()?
+                    .get(0);
+                if live > 0 {
+                    return Err(StoreError::Conflict(format!(
+                        "cannot change ordering from {} to {} while the queue holds {live} messages",
+                        stored.ordering.as_str(),
+                        config.ordering.as_str(),
+                    )));
+                }
+            }
+        }
+        let (id, created) = upsert(&transaction, &name, &config, now_ms).await?;
+        transaction
+            .execute(
+                "INSERT INTO queue_state (queue_id) VALUES ($1) ON CONFLICT DO NOTHING",
+                &[&id],
+            )
+            .await
+            .db()?;
+        if stored.is_some_and(|(_, stored)| stored.rate_limit != config.rate_limit) {
+            // A new rate starts from a full bucket, as the index's does.
+            transaction
+                .execute(
+                    "UPDATE queue_state SET bucket_tokens = NULL, bucket_updated_at_ms = NULL \
+                     WHERE queue_id = $1",
+                    &[&id],
+                )
+                .await
+                .db()?;
+        }
+        let mut changed = vec![name.clone()];
+        let mut dead_letter_created = false;
+        if let Some(dlq) = missing_dead_letter_queue {
+            // Another node may create it at this moment: both agree on one row.
+            let dlq_config = QueueConfig::for_dead_letter_queue(dlq);
+            if let Some(dlq_id) = insert_if_missing(&transaction, dlq, &dlq_config, now_ms).await? {
+                transaction
+                    .execute(
+                        "INSERT INTO queue_state (queue_id) VALUES ($1) ON CONFLICT DO NOTHING",
+                        &[&dlq_id],
+                    )
+                    .await
+                    .db()?;
+                dead_letter_created = true;
+                changed.push(dlq.to_owned());
+            }
+        }
+        self.announce(&transaction, "queue", &changed).await?;
+        if !created {
+            // Limits may have grown or a pause-like setting eased: waiters look again.
+            self.notify_wake(&transaction, &name).await?;
+        }
+        transaction.commit().await.db()?;
+        for name in &changed {
+            self.cache.invalidate(name);
+        }
+        if !created {
+            self.notifier.wake(&name);
+        }
+        Ok(QueuePut {
+            created,
+            dead_letter_created,
+        })
+    }
+
+    /// A queue with its settings and depth (`Store::queue_get`): counted now, exactly; the
+    /// counters of the other nodes as they last wrote them.
+    async fn queue_get(&self, name: &str, now_ms: Millis) -> StoreResult<QueueInfo> {
+        let client = self.client().await?;
+        let statement = format!("{} WHERE q.name = $1", queue_rows_sql());
+        let row = client
+            .query_opt(&statement, &[&name])
+            .await
+            .db()?
+            .ok_or_else(|| StoreError::QueueNotFound(name.to_owned()))?;
+        let id: i32 = row.get(9);
+        let others = counters::others(&client, self.node.node_id, Some(id)).await?;
+        queue_info(&row, now_ms, |id| self.counters_of(id, &others))
+    }
+
+    /// Every queue with its depth, by name as Rust orders strings (`Store::queue_list`): the
+    /// depths of the leader's last count (§2.11, at most a second or two old), so that this
+    /// call, made every 500 ms by every node, never counts live messages.
+    async fn queue_list(&self, now_ms: Millis) -> StoreResult<Vec<QueueInfo>> {
+        let client = self.client().await?;
+        let statement = format!("{} ORDER BY q.name COLLATE \"C\"", counted_queue_rows_sql());
+        let (rows, others) = tokio::try_join!(
+            async { client.query(&statement, &[]).await.db() },
+            counters::others(&client, self.node.node_id, None),
+        )?;
+        rows.iter()
+            .map(|row| queue_info(row, now_ms, |id| self.counters_of(id, &others)))
+            .collect()
+    }
+
+    /// A queue's settings, from this node's cache when it has a current copy
+    /// (`Store::queue_config`).
+    async fn queue_config(&self, name: &str) -> StoreResult<std::sync::Arc<QueueConfig>> {
+        Ok(self.resolve(name).await?.config)
+    }
+
+    /// Whether another queue names `name` as its dead-letter queue
+    /// (`Store::queue_is_dead_letter_queue`): one probe of `queues_by_dead_letter_queue`.
+    async fn queue_is_dead_letter_queue(&self, name: &str) -> StoreResult<bool> {
+        let client = self.client().await?;
+        let row = client
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM queues WHERE dead_letter_queue = $1)",
+                &[&name],
+            )
+            .await
+            .db()?;
+        Ok(row.get(0))
+    }
+
+    /// Pauses or resumes deliveries of a queue, durably (`Store::queue_pause`); a resume wakes
+    /// the queue's waiters on every node.
+    async fn queue_pause(&self, name: &str, paused: bool) -> StoreResult<()> {
+        let client = self.client().await?;
+        let changed = client
+            .execute(
+                "UPDATE queue_state SET is_paused = $2 \
+                 WHERE queue_id = (SELECT id FROM queues WHERE name = $1)",
+                &[&name, &paused],
+            )
+            .await
+            .db()?;
+        if changed == 0 {
+            return Err(StoreError::QueueNotFound(name.to_owned()));
+        }
+        if !paused {
+            // After the commit: a waiter woken before it would find the queue still paused.
+            client
+                .execute("SELECT pg_notify($1, $2)", &[&self.wake_channel, &name])
+                .await
+                .db()?;
+            self.notifier.wake(name);
+        }
+        Ok(())
+    }
+
+    /// Pauses or resumes the server's push delivery of a queue, durably
+    /// (`Store::queue_push_pause`), and announces it as `push:<name>` on `<schema>.config` in
+    /// the same statement, so every node's server looks at its push workers again.
+    async fn queue_push_pause(&self, name: &str, paused: bool) -> StoreResult<()> {
+        let client = self.client().await?;
+        let changed = client
+            .execute(
+                "WITH changed AS ( \
+                     UPDATE queue_state SET is_push_paused = $2 \
+                     WHERE queue_id = (SELECT id FROM queues WHERE name = $1) RETURNING queue_id) \
+                 SELECT pg_notify($3, 'push:' || $1) FROM changed",
+                &[&name, &paused, &self.config_channel],
+            )
+            .await
+            .db()?;
+        if changed == 0 {
+            return Err(StoreError::QueueNotFound(name.to_owned()));
+        }
+        Ok(())
+    }
+
+    /// Deletes a queue and its messages; refused while another queue dead-letters into it
+    /// (`Store::queue_delete`). Returns the live messages it held.
+    ///
+    /// The definition, its state, lanes and idempotency keys go in one transaction with the
+    /// first [`DELETE_CHUNK_ROWS`] messages; the rest of a large queue's rows belong to an id no
+    /// queue can have again, and the leader's cleanup removes them (`crate::cleanup`).
+    async fn queue_delete(&self, name: &str) -> StoreResult<u64> {
+        let mut client = self.client().await?;
+        let transaction = client.transaction().await.db()?;
+        let id: i32 = transaction
+            .query_opt("SELECT id FROM queues WHERE name = $1 FOR UPDATE", &[&name])
+            .await
+            .db()?
+            .ok_or_else(|| StoreError::QueueNotFound(name.to_owned()))?
+            .get(0);
+        let users: Vec<String> = transaction
+            .query(
+                "SELECT name FROM queues WHERE dead_letter_queue = $1 AND name <> $1 \
+                 ORDER BY name COLLATE \"C\"",
+                &[&name],
+            )
+            .await
+            .db()?
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        if !users.is_empty() {
+            return Err(StoreError::Conflict(format!(
+                "queue {name:?} is the dead-letter queue of {}; delete those first",
+                users.join(", ")
+            )));
+        }
+        let live: i64 = transaction
+            .query_one(
+                &format!("SELECT count(*) FROM messages WHERE queue_id = $1 AND state IN {LIVE}"),
+                &[&id],
+            )
+            .await
+            .db()?
+            .get(0);
+        transaction
+            .batch_execute(&format!(
+                "DELETE FROM queues WHERE id = {id}; \
+                 DELETE FROM queue_state WHERE queue_id = {id}; \
+                 DELETE FROM lanes WHERE queue_id = {id}; \
+                 DELETE FROM idempotency WHERE queue_id = {id}; \
+                 WITH doomed AS ( \
+                     SELECT seq FROM messages WHERE queue_id = {id} LIMIT {DELETE_CHUNK_ROWS}), \
+                 {DELETE_DOOMED_SQL};"
+            ))
+            .await
+            .db()?;
+        self.announce(&transaction, "queue", &[name.to_owned()])
+            .await?;
+        transaction
+            .execute("SELECT pg_notify($1, $2)", &[&self.wake_channel, &name])
+            .await
+            .db()?;
+        transaction.commit().await.db()?;
+        self.cache.invalidate(name);
+        self.notifier.wake(name);
+        Ok(live as u64)
+    }
+
+    /// Removes every message of `name` that is not leased (`Store::queue_purge`), in
+    /// transactions of [`CHUNK_ROWS`] rows; messages enqueued after the call began stay.
+    /// Leased messages stay and may still be acked; a lane whose head was purged lets its next
+    /// member go, one whose leased head stays keeps its place. Returns how many went.
+    async fn queue_purge(&self, name: &str, now_ms: Millis) -> StoreResult<u64> {
+        let queue = self.resolve(name).await?;
+        // Later enqueues take larger seqs: they are not this purge's.
+        let upto: i64 = self
+            .client()
+            .await?
+            .query_one_cached("SELECT last_value FROM message_seq", &[])
+            .await?
+            .get(0);
+        let mut purged = 0_u64;
+        let mut after = (i64::MIN, i64::MIN);
+        loop {
+            let (taken, last) =
+                retried(|| self.purge_chunk(&queue, name, upto, after, now_ms)).await?;
+            purged += taken;
+            match last {
+                Some(last) => after = last,
+                None => break,
+            }
+        }
+        self.count(queue.id, |counters| counters.purged += purged);
+        Ok(purged)
+    }
 }

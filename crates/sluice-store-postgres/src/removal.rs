@@ -1,6 +1,7 @@
-//! Messages an operator takes out before delivery (docs/design/postgres-store.md §2.8): a
-//! purge of a queue, a cancel of one message; and the step they share with the deletion of
-//! dead letters ([`PgStore::finish`]): rows that are not leased become final records (`purged`,
+//! Messages an operator takes out before delivery (docs/design/postgres-store.md §2.8): the
+//! step a purge of a queue (`QueueStore::queue_purge`, in `queues.rs`), a cancel of one message
+//! (`MessageStore::message_cancel`, in `messages.rs`) and the deletion of dead letters share
+//! ([`PgStore::finish`]): rows that are not leased become final records (`purged`,
 //! `cancelled`, `deleted`), their bodies dropped, their lanes counted down and settled so the
 //! next member of a key goes on.
 //!
@@ -10,9 +11,7 @@
 //! transaction changed meanwhile: a row a claim leased while the purge waited is left alone.
 
 use sluice_core::Millis;
-use sluice_core::message::MessageState;
-use sluice_core::store::{CancelOutcome, MessageGetParams, MessageRef, StoreResult};
-use sluice_core::stored::ids;
+use sluice_core::store::StoreResult;
 use uuid::Uuid;
 
 use crate::PgStore;
@@ -20,7 +19,6 @@ use crate::cache::CachedQueue;
 use crate::cached::Cached;
 use crate::error::Db;
 use crate::messages::{lock_lanes_of, notify_wake, settle};
-use crate::retry::retried;
 use crate::scan::AGED_FROM;
 
 type Transaction<'a> = deadpool_postgres::Transaction<'a>;
@@ -51,39 +49,11 @@ impl Finished {
 }
 
 impl PgStore {
-    /// Removes every message of `name` that is not leased (`Store::queue_purge`), in
-    /// transactions of [`CHUNK_ROWS`] rows; messages enqueued after the call began stay.
-    /// Leased messages stay and may still be acked; a lane whose head was purged lets its next
-    /// member go, one whose leased head stays keeps its place. Returns how many went.
-    pub(crate) async fn purge_queue(&self, name: &str, now_ms: Millis) -> StoreResult<u64> {
-        let queue = self.resolve(name).await?;
-        // Later enqueues take larger seqs: they are not this purge's.
-        let upto: i64 = self
-            .client()
-            .await?
-            .query_one_cached("SELECT last_value FROM message_seq", &[])
-            .await?
-            .get(0);
-        let mut purged = 0_u64;
-        let mut after = (i64::MIN, i64::MIN);
-        loop {
-            let (taken, last) =
-                retried(|| self.purge_chunk(&queue, name, upto, after, now_ms)).await?;
-            purged += taken;
-            match last {
-                Some(last) => after = last,
-                None => break,
-            }
-        }
-        self.count(queue.id, |counters| counters.purged += purged);
-        Ok(purged)
-    }
-
     /// One chunk of a purge: the unleased messages after position `after` in
     /// `messages_by_age` order (so every chunk starts where the last one ended, whatever was
     /// leased meanwhile). Returns those it took, and the position of the last one it looked at
     /// when a full chunk was read.
-    async fn purge_chunk(
+    pub(crate) async fn purge_chunk(
         &self,
         queue: &CachedQueue,
         name: &str,
@@ -131,90 +101,8 @@ impl PgStore {
         Ok((taken.len() as u64, last))
     }
 
-    /// Cancels one message that is not being processed (`Store::message_cancel`): one named
-    /// by an idempotency key is found while the key's window is open. A message leased now is
-    /// left to its consumer (`AlreadyProcessing`); one already final, or a dead letter of the
-    /// queue, is reported with its state.
-    pub(crate) async fn cancel_message(
-        &self,
-        params: MessageGetParams,
-        reason: Option<String>,
-    ) -> StoreResult<CancelOutcome> {
-        let queue = self.resolve(&params.queue).await?;
-        let id = match &params.by {
-            MessageRef::Id(id) => *id,
-            MessageRef::IdempotencyKey(key) => {
-                let row = self
-                    .client()
-                    .await?
-                    .query_opt_cached(
-                        "SELECT message_id FROM idempotency \
-                         WHERE queue_id = $1 AND key = $2 AND expires_at_ms > $3",
-                        &[&queue.id, key, &params.now_ms],
-                    )
-                    .await?;
-                match row {
-                    Some(row) => row.get(0),
-                    None => return Ok(CancelOutcome::NotFound),
-                }
-            }
-        };
-        let Some(seq) = ids::decode(&id).and_then(|seq| i64::try_from(seq).ok()) else {
-            return Ok(CancelOutcome::NotFound);
-        };
-        // A consumer may give the message back or lose its lease between the refused cancel
-        // and the lookup that says why; then the cancel is tried again.
-        for _ in 0..=crate::messages::RETRIES {
-            let cancelled = retried(|| {
-                self.cancel_once(
-                    &queue,
-                    &params.queue,
-                    seq,
-                    id,
-                    reason.as_deref(),
-                    params.now_ms,
-                )
-            })
-            .await?;
-            if cancelled {
-                self.count(queue.id, |counters| counters.cancelled += 1);
-                // The next message of its lane may be ready now.
-                self.notifier.wake(&params.queue);
-                return Ok(CancelOutcome::Cancelled { message_id: id });
-            }
-            let status = self
-                .get_message(MessageGetParams {
-                    queue: params.queue.clone(),
-                    by: MessageRef::Id(id),
-                    now_ms: params.now_ms,
-                })
-                .await?;
-            match status {
-                // Leased in this queue, or a dead letter leased from the dead-letter queue.
-                Some(status) if status.state == MessageState::InFlight => {
-                    return Ok(CancelOutcome::AlreadyProcessing { message_id: id });
-                }
-                Some(status)
-                    if status.queue == params.queue
-                        && matches!(status.state, MessageState::Ready | MessageState::Delayed) =>
-                {
-                    continue;
-                }
-                Some(status) => {
-                    return Ok(CancelOutcome::AlreadyCompleted {
-                        message_id: id,
-                        state: status.state,
-                    });
-                }
-                None => return Ok(CancelOutcome::NotFound),
-            }
-        }
-        // It kept moving between leases: a consumer has it.
-        Ok(CancelOutcome::AlreadyProcessing { message_id: id })
-    }
-
     /// One try of a cancel: true when the message was live, not leased, and is cancelled now.
-    async fn cancel_once(
+    pub(crate) async fn cancel_once(
         &self,
         queue: &CachedQueue,
         name: &str,

@@ -3,16 +3,19 @@
 //! `ScheduleState`'s JSON with the last run done in `last_run_ms`, which a pass compares
 //! before it advances, so of several nodes passing at once one records the pass.
 
+use async_trait::async_trait;
 use sluice_core::Millis;
+use sluice_core::store::DefinitionStore;
 use sluice_core::store::{DefinitionKind, ScheduleRow, ScheduleState, StoreResult};
 
 use crate::PgStore;
 use crate::error::Db;
 
-impl PgStore {
+#[async_trait]
+impl DefinitionStore for PgStore {
     /// `Store::definition_put`: announced as `<kind>:<name>` on `<schema>.config` in the same
     /// statement, so every node reloads what it serves.
-    pub(crate) async fn put_definition(
+    async fn definition_put(
         &self,
         kind: DefinitionKind,
         name: &str,
@@ -36,7 +39,7 @@ impl PgStore {
     }
 
     /// `Store::definition_swap`: no notification, since it is progress, not a definition.
-    pub(crate) async fn swap_definition(
+    async fn definition_swap(
         &self,
         kind: DefinitionKind,
         name: &str,
@@ -71,11 +74,7 @@ impl PgStore {
     }
 
     /// `Store::definition_delete`.
-    pub(crate) async fn delete_definition(
-        &self,
-        kind: DefinitionKind,
-        name: &str,
-    ) -> StoreResult<bool> {
+    async fn definition_delete(&self, kind: DefinitionKind, name: &str) -> StoreResult<bool> {
         let client = self.client().await?;
         let deleted = client
             .execute(
@@ -90,10 +89,7 @@ impl PgStore {
     }
 
     /// `Store::definition_list`, by name as Rust orders strings.
-    pub(crate) async fn list_definitions(
-        &self,
-        kind: DefinitionKind,
-    ) -> StoreResult<Vec<(String, String)>> {
+    async fn definition_list(&self, kind: DefinitionKind) -> StoreResult<Vec<(String, String)>> {
         let client = self.client().await?;
         let rows = client
             .query(
@@ -106,7 +102,7 @@ impl PgStore {
     }
 
     /// `Store::schedule_put`.
-    pub(crate) async fn put_schedule(
+    async fn schedule_put(
         &self,
         name: &str,
         spec: String,
@@ -142,7 +138,7 @@ impl PgStore {
     }
 
     /// `Store::schedule_delete`.
-    pub(crate) async fn delete_schedule(&self, name: &str) -> StoreResult<bool> {
+    async fn schedule_delete(&self, name: &str) -> StoreResult<bool> {
         let client = self.client().await?;
         let deleted = client
             .execute("DELETE FROM schedules WHERE name = $1", &[&name])
@@ -152,7 +148,7 @@ impl PgStore {
     }
 
     /// `Store::schedule_list`, by name as Rust orders strings.
-    pub(crate) async fn list_schedules(&self) -> StoreResult<Vec<ScheduleRow>> {
+    async fn schedule_list(&self) -> StoreResult<Vec<ScheduleRow>> {
         let client = self.client().await?;
         let rows = client
             .query(
@@ -172,7 +168,7 @@ impl PgStore {
     }
 
     /// `Store::schedule_advance`.
-    pub(crate) async fn advance_schedule(
+    async fn schedule_advance(
         &self,
         name: &str,
         from_run_ms: Millis,

@@ -3,20 +3,18 @@
 //! `webhook:<name>` on `<schema>.config` in the same statement, so it is announced exactly when
 //! it commits.
 
+use async_trait::async_trait;
 use sluice_core::Millis;
 use sluice_core::store::StoreResult;
+use sluice_core::store::WebhookStore;
 
 use crate::PgStore;
 use crate::error::Db;
 
-impl PgStore {
+#[async_trait]
+impl WebhookStore for PgStore {
     /// Stores an endpoint definition, replacing one of the same name (`Store::webhook_put`).
-    pub(crate) async fn put_webhook(
-        &self,
-        name: &str,
-        spec: String,
-        now_ms: Millis,
-    ) -> StoreResult<()> {
+    async fn webhook_put(&self, name: &str, spec: String, now_ms: Millis) -> StoreResult<()> {
         let client = self.client().await?;
         client
             .execute(
@@ -34,7 +32,7 @@ impl PgStore {
     }
 
     /// Deletes an endpoint definition; false when there was none (`Store::webhook_delete`).
-    pub(crate) async fn delete_webhook(&self, name: &str) -> StoreResult<bool> {
+    async fn webhook_delete(&self, name: &str) -> StoreResult<bool> {
         let client = self.client().await?;
         let deleted = client
             .execute(
@@ -49,7 +47,7 @@ impl PgStore {
 
     /// Every endpoint definition as `(name, spec)`, by name as Rust orders strings
     /// (`Store::webhook_list`).
-    pub(crate) async fn list_webhooks(&self) -> StoreResult<Vec<(String, String)>> {
+    async fn webhook_list(&self) -> StoreResult<Vec<(String, String)>> {
         let client = self.client().await?;
         let rows = client
             .query(

@@ -4,6 +4,7 @@
 //! wake-up at commit.
 
 use crate::support;
+use sluice_core::store::prelude::*;
 
 use std::sync::Arc;
 use std::time::Duration;

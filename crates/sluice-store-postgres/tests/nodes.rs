@@ -5,6 +5,7 @@
 //! wakes a waiter on the other within a second (docs/design/postgres-store.md §2.4, §2.5, §3.1).
 
 use crate::support;
+use sluice_core::store::prelude::*;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -9,6 +9,7 @@
 //! (docs/design/postgres-store.md §2.8, §2.10, §2.12).
 
 use crate::support;
+use sluice_core::store::prelude::*;
 
 use std::collections::HashSet;
 use std::sync::Arc;

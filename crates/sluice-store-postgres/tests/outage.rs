@@ -7,6 +7,7 @@
 //! listener `LISTEN`s once more).
 
 use crate::support;
+use sluice_core::store::prelude::*;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

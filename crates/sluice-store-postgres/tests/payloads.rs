@@ -12,6 +12,7 @@
 //! and the row once it is past the retention of final records too.
 
 use crate::support;
+use sluice_core::store::prelude::*;
 
 use std::sync::Arc;
 

@@ -10,6 +10,7 @@
 //! messages (migration 6) are browsed, searched and cleaned up through their partial indexes.
 
 use crate::support;
+use sluice_core::store::prelude::*;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

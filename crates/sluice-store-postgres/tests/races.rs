@@ -3,6 +3,7 @@
 //! never break is checked in SQL after every round, beside what the store answers.
 
 use crate::support;
+use sluice_core::store::prelude::*;
 
 use std::sync::Arc;
 

@@ -5,6 +5,7 @@
 //! or none; otherwise it is left to the upkeep's dead-letter move.
 
 use crate::support;
+use sluice_core::store::prelude::*;
 
 use std::sync::Arc;
 

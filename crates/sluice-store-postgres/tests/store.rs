@@ -3,6 +3,7 @@
 //! definitions changed on one node seen by another, and errors by meaning.
 
 use crate::support;
+use sluice_core::store::prelude::*;
 
 use std::time::Duration;
 

@@ -10,6 +10,7 @@
 //! names.
 
 use crate::support;
+use sluice_core::store::prelude::*;
 
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::{QueuePutParams, Store, StoreError};

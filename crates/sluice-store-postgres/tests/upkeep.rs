@@ -7,6 +7,7 @@
 //! lane and the safety net repairs one.
 
 use crate::support;
+use sluice_core::store::prelude::*;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -3,6 +3,7 @@
 //!
 //! `cargo run --release -p sluice-store-sqlite --example writer_throughput -- [CALLERS] [BATCH] [TOTAL]`
 
+use sluice_core::store::prelude::*;
 use std::sync::Arc;
 use std::time::Instant;
 

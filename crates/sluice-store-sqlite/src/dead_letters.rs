@@ -4,6 +4,8 @@
 //! and selecting read the in-memory index (newest first by dead-letter time); bodies come from
 //! disk. A replay copies the body row to row inside SQLite, so no body crosses the API.
 
+use async_trait::async_trait;
+use sluice_core::store::DeadLetterStore;
 use std::sync::Arc;
 
 use crate::dispatch::{Entry, Index};
@@ -79,11 +81,21 @@ fn select(
     }
 }
 
-impl SharedSqliteStore {
-    pub(crate) async fn list_dead_letters(
-        &self,
-        query: DeadLetterQuery,
-    ) -> StoreResult<DeadLetters> {
+fn body_sizes(conn: &rusqlite::Connection, seqs: &[Seq]) -> rusqlite::Result<Vec<(Seq, u64)>> {
+    let mut statement = conn.prepare_cached("SELECT length(body) FROM messages WHERE seq = ?1")?;
+    let mut sizes = Vec::with_capacity(seqs.len());
+    for &seq in seqs {
+        let size: Option<i64> = statement
+            .query_row([seq as i64], |row| row.get(0))
+            .unwrap_or(None);
+        sizes.push((seq, size.unwrap_or(0) as u64));
+    }
+    Ok(sizes)
+}
+
+#[async_trait]
+impl DeadLetterStore for SharedSqliteStore {
+    async fn dead_letter_list(&self, query: DeadLetterQuery) -> StoreResult<DeadLetters> {
         let store = &self.0;
         let (dlq, mut entries, next) = {
             let index = store.index.lock();
@@ -134,11 +146,7 @@ impl SharedSqliteStore {
         })
     }
 
-    pub(crate) async fn get_dead_letter(
-        &self,
-        queue: &str,
-        id: Uuid,
-    ) -> StoreResult<Option<DeadLetter>> {
+    async fn dead_letter_get(&self, queue: &str, id: Uuid) -> StoreResult<Option<DeadLetter>> {
         let store = &self.0;
         let (live, cached) = {
             let index = store.index.lock();
@@ -180,7 +188,7 @@ impl SharedSqliteStore {
         }))
     }
 
-    pub(crate) async fn replay_dead_letters(&self, params: ReplayParams) -> StoreResult<Replay> {
+    async fn dead_letter_replay(&self, params: ReplayParams) -> StoreResult<Replay> {
         let store = &self.0;
         let target_name = params
             .target_queue
@@ -261,7 +269,7 @@ impl SharedSqliteStore {
         })
     }
 
-    pub(crate) async fn delete_dead_letters(
+    async fn dead_letter_delete(
         &self,
         queue: &str,
         selection: DeadLetterSelection,
@@ -306,16 +314,4 @@ impl SharedSqliteStore {
         }
         Ok(deleted)
     }
-}
-
-fn body_sizes(conn: &rusqlite::Connection, seqs: &[Seq]) -> rusqlite::Result<Vec<(Seq, u64)>> {
-    let mut statement = conn.prepare_cached("SELECT length(body) FROM messages WHERE seq = ?1")?;
-    let mut sizes = Vec::with_capacity(seqs.len());
-    for &seq in seqs {
-        let size: Option<i64> = statement
-            .query_row([seq as i64], |row| row.get(0))
-            .unwrap_or(None);
-        sizes.push((seq, size.unwrap_or(0) as u64));
-    }
-    Ok(sizes)
 }

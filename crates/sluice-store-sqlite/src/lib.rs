@@ -22,9 +22,7 @@ pub mod dispatch;
 mod files;
 mod health;
 mod inbox;
-mod lifecycle;
 mod load;
-mod maintenance;
 mod messages;
 mod metrics;
 mod paging;
@@ -48,14 +46,11 @@ use crate::dispatch::Index;
 use async_trait::async_trait;
 use parking_lot::Mutex;
 use rusqlite::{Connection, OpenFlags};
-use sluice_core::message::MessageStatus;
 use sluice_core::notify::Notifier;
-use sluice_core::queue::QueueConfig;
+use sluice_core::store::Seq;
 use sluice_core::store::*;
-use sluice_core::store::{LeaseError, NackOutcome, Seq};
 use sluice_core::{Millis, Store};
 use tokio::sync::oneshot;
-use uuid::Uuid;
 
 use crate::writer::{WriteOp, Writer};
 
@@ -358,6 +353,8 @@ impl SqliteStore {
 
 /// Longest wait of a close for the writes queued before it.
 const CLOSE_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+/// Messages retention looks at per maintenance tick, so expiry never holds the index for long.
+const EXPIRE_PER_TICK: usize = 5_000;
 /// Rows deleted per transaction when a queue is deleted.
 const PURGE_CHUNK_ROWS: usize = 2_000;
 
@@ -374,216 +371,41 @@ impl SharedSqliteStore {
 
 #[async_trait]
 impl Store for SharedSqliteStore {
-    async fn queue_put(&self, params: QueuePutParams) -> StoreResult<QueuePut> {
-        self.put_queue(params).await
-    }
-
-    async fn queue_get(&self, name: &str, now_ms: Millis) -> StoreResult<QueueInfo> {
-        self.get_queue(name, now_ms).await
-    }
-
-    async fn queue_config(&self, name: &str) -> StoreResult<Arc<QueueConfig>> {
-        self.get_queue_config(name).await
-    }
-
-    async fn queue_is_dead_letter_queue(&self, name: &str) -> StoreResult<bool> {
-        self.is_dead_letter_queue(name).await
-    }
-
-    async fn queue_list(&self, now_ms: Millis) -> StoreResult<Vec<QueueInfo>> {
-        self.list_queues(now_ms).await
-    }
-
-    async fn queue_bytes(&self, now_ms: Millis) -> StoreResult<Vec<QueueBytes>> {
-        self.count_queue_bytes(now_ms).await
-    }
-
-    async fn queue_delete(&self, name: &str) -> StoreResult<u64> {
-        self.delete_queue(name).await
-    }
-
-    async fn message_enqueue(&self, params: EnqueueParams) -> StoreResult<Vec<Enqueued>> {
-        self.enqueue(params).await
-    }
-
-    async fn message_claim(&self, params: ClaimParams) -> StoreResult<Claim> {
-        self.claim(params, false).await
-    }
-
-    async fn message_claim_recorded(&self, params: ClaimParams) -> StoreResult<Claim> {
-        self.claim(params, true).await
-    }
-
-    async fn message_ack(&self, params: AckParams) -> StoreResult<Vec<Result<(), LeaseError>>> {
-        self.ack(params).await
-    }
-
-    async fn message_ack_then(
-        &self,
-        params: AckParams,
-        then: Vec<EnqueueParams>,
-    ) -> StoreResult<Result<Vec<Vec<Enqueued>>, LeaseError>> {
-        self.ack_then(params, then).await
-    }
-
-    async fn message_enqueue_together(
-        &self,
-        batches: Vec<EnqueueParams>,
-    ) -> StoreResult<Vec<Vec<Enqueued>>> {
-        self.enqueue_together(batches).await
-    }
-
-    async fn message_nack(&self, params: NackParams) -> StoreResult<NackOutcome> {
-        self.nack(params).await
-    }
-
-    async fn message_extend(&self, params: ExtendParams) -> StoreResult<Millis> {
-        self.extend(params).await
-    }
-
-    async fn message_give_back(&self, params: GiveBackParams) -> StoreResult<()> {
-        self.give_back(params).await
-    }
-
-    async fn message_get(&self, params: MessageGetParams) -> StoreResult<Option<MessageStatus>> {
-        self.get_status(params).await
-    }
-
+    /// One upkeep tick: moves due delays and expired leases, applies retention, and has the
+    /// writer clean up final rows past their retention. Returns once its changes are on disk.
     async fn maintain(&self, now_ms: Millis) -> StoreResult<()> {
-        self.run_maintenance(now_ms).await
-    }
-
-    async fn webhook_put(&self, name: &str, spec: String, now_ms: Millis) -> StoreResult<()> {
-        self.put_webhook(name, spec, now_ms).await
-    }
-
-    async fn webhook_delete(&self, name: &str) -> StoreResult<bool> {
-        self.delete_webhook(name).await
-    }
-
-    async fn webhook_list(&self) -> StoreResult<Vec<(String, String)>> {
-        self.list_webhooks().await
-    }
-
-    async fn definition_put(
-        &self,
-        kind: DefinitionKind,
-        name: &str,
-        spec: String,
-        now_ms: Millis,
-    ) -> StoreResult<()> {
-        self.write_schedule(schedules::ScheduleWrite::DefinitionPut {
-            kind: kind.as_str(),
-            name: name.to_owned(),
-            spec,
+        let store = &self.0;
+        let committed = {
+            let mut index = store.index.lock();
+            let mut changes = index.tick_all(now_ms);
+            changes.extend(index.expire(now_ms, EXPIRE_PER_TICK));
+            index.compact();
+            if changes.is_empty() {
+                None
+            } else {
+                // Queued while the index is still locked: whoever sees these changes in the
+                // index and then flushes the writer finds them on disk.
+                let (reply, wait) = oneshot::channel();
+                store.send(WriteOp::Apply {
+                    changes,
+                    now_ms,
+                    reply: Some(reply),
+                })?;
+                Some(wait)
+            }
+        };
+        // Heads that retention, a purge or cancels ran down, with no claim to notice.
+        self.page_in_all(now_ms).await;
+        if let Some(wait) = committed {
+            store.notifier.wake_all();
+            // Upkeep returns once its changes are on disk, so what follows it (a test clock's
+            // advance, the next tick) reads them there.
+            SqliteStore::wait(wait).await?;
+        }
+        store.send(WriteOp::Cleanup {
             now_ms,
+            acked_before_ms: now_ms - store.options.acked_retention_ms,
         })
-        .await
-    }
-
-    async fn definition_delete(&self, kind: DefinitionKind, name: &str) -> StoreResult<bool> {
-        self.delete_definition(kind, name).await
-    }
-
-    async fn definition_list(&self, kind: DefinitionKind) -> StoreResult<Vec<(String, String)>> {
-        self.list_definitions(kind).await
-    }
-
-    async fn definition_swap(
-        &self,
-        kind: DefinitionKind,
-        name: &str,
-        expected: Option<String>,
-        spec: String,
-        now_ms: Millis,
-    ) -> StoreResult<()> {
-        self.write_schedule(schedules::ScheduleWrite::DefinitionSwap {
-            kind: kind.as_str(),
-            name: name.to_owned(),
-            expected,
-            spec,
-            now_ms,
-        })
-        .await
-    }
-
-    async fn schedule_put(
-        &self,
-        name: &str,
-        spec: String,
-        state: Option<ScheduleState>,
-        now_ms: Millis,
-    ) -> StoreResult<()> {
-        self.write_schedule(schedules::ScheduleWrite::Put {
-            name: name.to_owned(),
-            spec,
-            state,
-            now_ms,
-        })
-        .await
-    }
-
-    async fn schedule_delete(&self, name: &str) -> StoreResult<bool> {
-        self.delete_schedule(name).await
-    }
-
-    async fn schedule_list(&self) -> StoreResult<Vec<ScheduleRow>> {
-        self.list_schedules().await
-    }
-
-    async fn schedule_advance(
-        &self,
-        name: &str,
-        from_run_ms: Millis,
-        state: ScheduleState,
-    ) -> StoreResult<()> {
-        self.write_schedule(schedules::ScheduleWrite::Advance {
-            name: name.to_owned(),
-            from_run_ms,
-            state,
-        })
-        .await
-    }
-
-    async fn queue_pause(&self, name: &str, paused: bool) -> StoreResult<()> {
-        self.pause(name, paused).await
-    }
-
-    async fn queue_push_pause(&self, name: &str, paused: bool) -> StoreResult<()> {
-        self.push_pause(name, paused).await
-    }
-
-    async fn queue_purge(&self, name: &str, now_ms: Millis) -> StoreResult<u64> {
-        self.purge(name, now_ms).await
-    }
-
-    async fn message_cancel(
-        &self,
-        params: MessageGetParams,
-        reason: Option<String>,
-    ) -> StoreResult<CancelOutcome> {
-        self.cancel(params, reason).await
-    }
-
-    async fn dead_letter_list(&self, query: DeadLetterQuery) -> StoreResult<DeadLetters> {
-        self.list_dead_letters(query).await
-    }
-
-    async fn dead_letter_get(&self, queue: &str, id: Uuid) -> StoreResult<Option<DeadLetter>> {
-        self.get_dead_letter(queue, id).await
-    }
-
-    async fn dead_letter_replay(&self, params: ReplayParams) -> StoreResult<Replay> {
-        self.replay_dead_letters(params).await
-    }
-
-    async fn dead_letter_delete(
-        &self,
-        queue: &str,
-        selection: DeadLetterSelection,
-        now_ms: Millis,
-    ) -> StoreResult<u64> {
-        self.delete_dead_letters(queue, selection, now_ms).await
     }
 
     fn storage_metrics(&self) -> sluice_core::store::StorageMetrics {
@@ -646,29 +468,6 @@ impl Store for SharedSqliteStore {
         }
         store.notifier.wake_all();
         Ok(())
-    }
-
-    async fn message_browse(&self, query: BrowseQuery) -> StoreResult<BrowsePage> {
-        self.browse(query).await
-    }
-
-    async fn message_deliveries(
-        &self,
-        params: MessageGetParams,
-    ) -> StoreResult<Option<(MessageStatus, Vec<sluice_core::message::DeliveryAttempt>)>> {
-        self.deliveries(params).await
-    }
-
-    async fn message_body(&self, params: MessageGetParams) -> StoreResult<Option<MessageBody>> {
-        self.body(params, None).await
-    }
-
-    async fn message_body_prefix(
-        &self,
-        params: MessageGetParams,
-        max_bytes: usize,
-    ) -> StoreResult<Option<MessageBody>> {
-        self.body(params, Some(max_bytes)).await
     }
 }
 

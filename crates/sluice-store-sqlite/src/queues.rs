@@ -1,8 +1,13 @@
-//! Queue definitions: define or update, look up, list and delete.
+//! Queues: define or update, look up, list and delete; pause and resume (deliveries or push);
+//! purge.
 //!
 //! The index changes and the write is queued under one lock, so the disk sees definitions and
 //! deletions in the order the index made them.
 
+use crate::schema::STATE_PURGED;
+use crate::writer::PauseKind;
+use async_trait::async_trait;
+use sluice_core::store::{QueueStore, Seq};
 use std::sync::Arc;
 
 use crate::dispatch::Index;
@@ -16,6 +21,9 @@ use tokio::sync::oneshot;
 use crate::writer::WriteOp;
 use crate::{PURGE_CHUNK_ROWS, SharedSqliteStore, SqliteStore};
 use sluice_core::stored::StoredQueueConfig;
+
+/// Entries a purge takes out of the index per lock: deliveries go on between chunks.
+const PURGE_INDEX_CHUNK: usize = 10_000;
 
 impl SqliteStore {
     fn queue_info(&self, index: &Index, name: &str, now_ms: Millis) -> StoreResult<QueueInfo> {
@@ -37,10 +45,16 @@ impl SqliteStore {
     }
 }
 
-impl SharedSqliteStore {
+#[async_trait]
+impl QueueStore for SharedSqliteStore {
+    /// Whether another queue names this one as its dead-letter queue.
+    async fn queue_is_dead_letter_queue(&self, name: &str) -> StoreResult<bool> {
+        Ok(self.0.index.lock().is_dead_letter_queue(name))
+    }
+
     /// Defines or updates a queue, creating the dead-letter queue it names when missing
     /// (`Store::queue_put`).
-    pub(crate) async fn put_queue(&self, params: QueuePutParams) -> StoreResult<QueuePut> {
+    async fn queue_put(&self, params: QueuePutParams) -> StoreResult<QueuePut> {
         let store = &self.0;
         // The index changes and the write is queued under one lock, so concurrent definitions
         // and deletions reach the disk in the order the index saw them (a deletion cannot slip
@@ -96,13 +110,13 @@ impl SharedSqliteStore {
     }
 
     /// A queue with its settings and depth.
-    pub(crate) async fn get_queue(&self, name: &str, now_ms: Millis) -> StoreResult<QueueInfo> {
+    async fn queue_get(&self, name: &str, now_ms: Millis) -> StoreResult<QueueInfo> {
         let index = self.0.index.lock();
         self.0.queue_info(&index, name, now_ms)
     }
 
     /// A queue's settings.
-    pub(crate) async fn get_queue_config(&self, name: &str) -> StoreResult<Arc<QueueConfig>> {
+    async fn queue_config(&self, name: &str) -> StoreResult<Arc<QueueConfig>> {
         self.0
             .index
             .lock()
@@ -110,13 +124,8 @@ impl SharedSqliteStore {
             .ok_or_else(|| StoreError::QueueNotFound(name.to_owned()))
     }
 
-    /// Whether another queue names this one as its dead-letter queue.
-    pub(crate) async fn is_dead_letter_queue(&self, name: &str) -> StoreResult<bool> {
-        Ok(self.0.index.lock().is_dead_letter_queue(name))
-    }
-
     /// Every queue, by name.
-    pub(crate) async fn list_queues(&self, now_ms: Millis) -> StoreResult<Vec<QueueInfo>> {
+    async fn queue_list(&self, now_ms: Millis) -> StoreResult<Vec<QueueInfo>> {
         let index = self.0.index.lock();
         index
             .queue_names()
@@ -127,7 +136,7 @@ impl SharedSqliteStore {
 
     /// The body bytes of every queue that stores any. `length` of a blob reads its size from the
     /// record header, not its pages (the body is the row's last column since schema 9).
-    pub(crate) async fn count_queue_bytes(&self, now_ms: Millis) -> StoreResult<Vec<QueueBytes>> {
+    async fn queue_bytes(&self, now_ms: Millis) -> StoreResult<Vec<QueueBytes>> {
         self.0
             .read(move |conn| {
                 let mut statement = conn.prepare_cached(
@@ -154,7 +163,7 @@ impl SharedSqliteStore {
 
     /// Deletes a queue and its messages; refused while another queue dead-letters into it.
     /// Returns the messages removed.
-    pub(crate) async fn delete_queue(&self, name: &str) -> StoreResult<u64> {
+    async fn queue_delete(&self, name: &str) -> StoreResult<u64> {
         let store = &self.0;
         let wait = {
             let mut index = store.index.lock();
@@ -209,5 +218,101 @@ impl SharedSqliteStore {
         let cold = self.delete_cold(name, wait.2).await?;
         store.notifier.wake(name);
         Ok(wait.1 + cold)
+    }
+
+    async fn queue_pause(&self, name: &str, paused: bool) -> StoreResult<()> {
+        let store = &self.0;
+        if store.index.lock().queue_config(name).is_none() {
+            return Err(StoreError::QueueNotFound(name.to_owned()));
+        }
+        let (reply, wait) = oneshot::channel();
+        store.send(WriteOp::QueuePause {
+            name: name.to_owned(),
+            pause: PauseKind::Deliveries,
+            paused,
+            reply,
+        })?;
+        SqliteStore::wait(wait).await?;
+        store.index.lock().set_paused(name, paused);
+        if !paused {
+            store.notifier.wake(name);
+        }
+        Ok(())
+    }
+
+    /// Pauses or resumes the server's push delivery of a queue, durably
+    /// (`Store::queue_push_pause`).
+    async fn queue_push_pause(&self, name: &str, paused: bool) -> StoreResult<()> {
+        let store = &self.0;
+        if store.index.lock().queue_config(name).is_none() {
+            return Err(StoreError::QueueNotFound(name.to_owned()));
+        }
+        let (reply, wait) = oneshot::channel();
+        store.send(WriteOp::QueuePause {
+            name: name.to_owned(),
+            pause: PauseKind::Push,
+            paused,
+            reply,
+        })?;
+        SqliteStore::wait(wait).await?;
+        // Under the index lock, as a deletion clears it: a queue deleted meanwhile is not
+        // marked again.
+        let index = store.index.lock();
+        let mut push_paused = store.push_paused.lock();
+        if paused && index.queue_config(name).is_some() {
+            push_paused.insert(name.to_owned());
+        } else {
+            push_paused.remove(name);
+        }
+        Ok(())
+    }
+
+    /// Removes every message of `name` not in flight, from a snapshot taken at the call: later
+    /// enqueues stay. The index lets go in chunks, so deliveries of other queues go on.
+    async fn queue_purge(&self, name: &str, now_ms: Millis) -> StoreResult<u64> {
+        let store = &self.0;
+        let (snapshot, cold) = {
+            let mut index = store.index.lock();
+            if index.queue_config(name).is_none() {
+                return Err(StoreError::QueueNotFound(name.to_owned()));
+            }
+            // What waits on disk goes too (`paging.rs`), taken in the same instant.
+            (index.members(name), index.take_cold(name))
+        };
+        let mut purged = 0;
+        let mut waits = Vec::new();
+        for chunk in snapshot.chunks(PURGE_INDEX_CHUNK) {
+            let mut index = store.index.lock();
+            let mut seqs: Vec<Seq> = index
+                .remove_unleased(name, chunk, now_ms)
+                .iter()
+                .map(|entry| entry.seq)
+                .collect();
+            index.count_purged(name, seqs.len() as u64);
+            purged += seqs.len() as u64;
+            seqs.sort_unstable();
+            // Sent under the lock, so the disk sees the removals in index order.
+            for rows in seqs.chunks(PURGE_CHUNK_ROWS) {
+                let (reply, wait) = oneshot::channel();
+                store.send(WriteOp::Finish {
+                    seqs: rows.to_vec(),
+                    state: STATE_PURGED,
+                    reason: None,
+                    now_ms,
+                    reply: Some(reply),
+                })?;
+                waits.push(wait);
+            }
+        }
+        // Every chunk's answer: a failed one must not hide behind a later one that succeeded.
+        for wait in waits {
+            SqliteStore::wait(wait).await?;
+        }
+        if !cold.is_empty() {
+            let cold_purged = self.purge_cold(name, cold, now_ms).await?;
+            store.index.lock().count_purged(name, cold_purged);
+            purged += cold_purged;
+        }
+        Ok(purged)
     }
 }

@@ -2,9 +2,11 @@
 //! delivery log. The index answers for live messages; rows it no longer holds are read back
 //! from disk on the pooled read-only connections.
 
+use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 use sluice_core::Millis;
 use sluice_core::message::{DeadLetterInfo, MessageState, MessageStatus, Payload};
+use sluice_core::store::LookupStore;
 use sluice_core::store::Seq;
 use sluice_core::store::{
     AckedSearch, BrowsePage, BrowseQuery, BrowseState, BrowsedMessage, MessageBody,
@@ -19,139 +21,27 @@ use sluice_core::stored::ids;
 const BROWSE_SCAN_MAX: usize = 10_000;
 
 impl SharedSqliteStore {
-    /// Where a message is now, named by id or idempotency key (`Store::message_get`).
-    pub(crate) async fn get_status(
+    /// The message a lookup names, resolving an idempotency key through its durable record
+    /// (which also remembers the ack and result).
+    pub(crate) async fn resolve(
         &self,
-        params: MessageGetParams,
-    ) -> StoreResult<Option<MessageStatus>> {
-        let store = &self.0;
-        if store.index.lock().queue_config(&params.queue).is_none() {
-            return Err(StoreError::QueueNotFound(params.queue));
-        }
-        let Some(record) = self
-            .resolve(&params.queue, params.by.clone(), params.now_ms)
-            .await?
-        else {
-            return Ok(None);
-        };
-        let id = record.message_id;
-        let belongs = |status: &MessageStatus| {
-            status.queue == params.queue
-                || status
-                    .dead_letter
-                    .as_ref()
-                    .is_some_and(|d| d.source_queue == params.queue)
-        };
-        let live = store.index.lock().status(&id);
-        if let Some(mut status) = live {
-            if !belongs(&status) {
-                return Ok(None);
+        queue: &str,
+        by: MessageRef,
+        now_ms: Millis,
+    ) -> StoreResult<Option<writer::IdempotencyRecord>> {
+        match by {
+            MessageRef::Id(message_id) => Ok(Some(writer::IdempotencyRecord {
+                message_id,
+                acked_at_ms: None,
+                result: None,
+            })),
+            MessageRef::IdempotencyKey(key) => {
+                let queue = queue.to_owned();
+                self.0
+                    .read(move |conn| writer::find_idempotent(conn, &queue, &key, now_ms))
+                    .await
             }
-            // Failed attempts are only on disk; messages that never failed need no read. The
-            // latest failure may still be queued for the writer (the index changes first), so
-            // wait for what is queued to be committed before reading.
-            if status.last_error.is_some() {
-                store.flush().await?;
-                status.failures = store.read(move |conn| read_failures(conn, id)).await?;
-            }
-            return Ok(Some(status));
         }
-        let mut status = store.read(move |conn| read_status(conn, id)).await?;
-        if status
-            .as_ref()
-            .is_some_and(|status| !status.state.is_final())
-        {
-            // A live row the index no longer holds: its final state (an ack, expiry, cancel,
-            // purge) is on its way to disk. Wait for the writer, then read what it wrote.
-            store.flush().await?;
-            status = store.read(move |conn| read_status(conn, id)).await?;
-        }
-        if status.is_none()
-            && let (Some(_), MessageRef::IdempotencyKey(key)) = (record.acked_at_ms, &params.by)
-        {
-            // The acked record is gone but the key's window is open: it remembers the outcome.
-            return Ok(Some(remembered_ack(&params.queue, key, record)));
-        }
-        Ok(status
-            .map(|status| status.kept_as_of(params.now_ms))
-            .filter(belongs))
-    }
-
-    /// A page of one state's messages in dispatch order, from the index (the acked ones kept
-    /// with their body from disk).
-    pub(crate) async fn browse(&self, query: BrowseQuery) -> StoreResult<BrowsePage> {
-        if query.state == BrowseState::Acked {
-            let counts = self
-                .0
-                .index
-                .lock()
-                .browse_counts(&query.queue)
-                .ok_or_else(|| StoreError::QueueNotFound(query.queue.clone()))?;
-            let limit = query.limit;
-            // One more than the page tells whether another page follows.
-            let mut messages = self
-                .0
-                .read(move |conn| read_acked(conn, &query, limit + 1))
-                .await?;
-            let more = messages.len() > limit;
-            messages.truncate(limit);
-            let next = messages.last().filter(|_| more).and_then(|last| {
-                Some((
-                    last.status.acked_at_ms?,
-                    ids::decode(&last.status.message_id)?,
-                ))
-            });
-            return Ok(BrowsePage {
-                messages,
-                next,
-                counts,
-            });
-        }
-        let index = self.0.index.lock();
-        let (entries, next) = index
-            .browse(
-                &query.queue,
-                query.state,
-                query.after,
-                query.limit,
-                BROWSE_SCAN_MAX,
-            )
-            .ok_or_else(|| StoreError::QueueNotFound(query.queue.clone()))?;
-        let messages = entries
-            .into_iter()
-            .filter_map(|entry| {
-                Some(BrowsedMessage {
-                    status: index.status(&entry.id)?,
-                    leased_at_ms: index.leased_at(entry.seq),
-                    body_bytes: entry.payload.as_ref().map(|p| p.body_bytes.len() as u64),
-                })
-            })
-            .collect();
-        Ok(BrowsePage {
-            messages,
-            next,
-            counts: index.browse_counts(&query.queue).unwrap_or_default(),
-        })
-    }
-
-    /// A message's push delivery log.
-    pub(crate) async fn deliveries(
-        &self,
-        params: MessageGetParams,
-    ) -> StoreResult<Option<(MessageStatus, Vec<sluice_core::message::DeliveryAttempt>)>> {
-        let Some(status) = self.get_status(params).await? else {
-            return Ok(None);
-        };
-        let Some(seq) = ids::decode(&status.message_id) else {
-            return Ok(Some((status, Vec::new())));
-        };
-        // The latest attempt may still be on its way to the writer.
-        self.0.flush().await?;
-        let deliveries = self
-            .0
-            .read(move |conn| delivery_log::read(conn, seq))
-            .await?;
-        Ok(Some((status, deliveries)))
     }
 
     /// A message with its body and headers, while it still has them; with `prefix`, only that
@@ -162,7 +52,7 @@ impl SharedSqliteStore {
         prefix: Option<usize>,
     ) -> StoreResult<Option<MessageBody>> {
         let now_ms = params.now_ms;
-        let Some(status) = self.get_status(params).await? else {
+        let Some(status) = self.message_get(params).await? else {
             return Ok(None);
         };
         // Final rows keep no body, except a replayed dead letter's and an acked one's while
@@ -529,4 +419,151 @@ fn read_acked(
                 .is_none_or(|id| id == message.status.message_id)
         })
         .collect())
+}
+
+#[async_trait]
+impl LookupStore for SharedSqliteStore {
+    async fn message_body(&self, params: MessageGetParams) -> StoreResult<Option<MessageBody>> {
+        self.body(params, None).await
+    }
+
+    async fn message_body_prefix(
+        &self,
+        params: MessageGetParams,
+        max_bytes: usize,
+    ) -> StoreResult<Option<MessageBody>> {
+        self.body(params, Some(max_bytes)).await
+    }
+
+    /// Where a message is now, named by id or idempotency key (`Store::message_get`).
+    async fn message_get(&self, params: MessageGetParams) -> StoreResult<Option<MessageStatus>> {
+        let store = &self.0;
+        if store.index.lock().queue_config(&params.queue).is_none() {
+            return Err(StoreError::QueueNotFound(params.queue));
+        }
+        let Some(record) = self
+            .resolve(&params.queue, params.by.clone(), params.now_ms)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let id = record.message_id;
+        let belongs = |status: &MessageStatus| {
+            status.queue == params.queue
+                || status
+                    .dead_letter
+                    .as_ref()
+                    .is_some_and(|d| d.source_queue == params.queue)
+        };
+        let live = store.index.lock().status(&id);
+        if let Some(mut status) = live {
+            if !belongs(&status) {
+                return Ok(None);
+            }
+            // Failed attempts are only on disk; messages that never failed need no read. The
+            // latest failure may still be queued for the writer (the index changes first), so
+            // wait for what is queued to be committed before reading.
+            if status.last_error.is_some() {
+                store.flush().await?;
+                status.failures = store.read(move |conn| read_failures(conn, id)).await?;
+            }
+            return Ok(Some(status));
+        }
+        let mut status = store.read(move |conn| read_status(conn, id)).await?;
+        if status
+            .as_ref()
+            .is_some_and(|status| !status.state.is_final())
+        {
+            // A live row the index no longer holds: its final state (an ack, expiry, cancel,
+            // purge) is on its way to disk. Wait for the writer, then read what it wrote.
+            store.flush().await?;
+            status = store.read(move |conn| read_status(conn, id)).await?;
+        }
+        if status.is_none()
+            && let (Some(_), MessageRef::IdempotencyKey(key)) = (record.acked_at_ms, &params.by)
+        {
+            // The acked record is gone but the key's window is open: it remembers the outcome.
+            return Ok(Some(remembered_ack(&params.queue, key, record)));
+        }
+        Ok(status
+            .map(|status| status.kept_as_of(params.now_ms))
+            .filter(belongs))
+    }
+
+    /// A page of one state's messages in dispatch order, from the index (the acked ones kept
+    /// with their body from disk).
+    async fn message_browse(&self, query: BrowseQuery) -> StoreResult<BrowsePage> {
+        if query.state == BrowseState::Acked {
+            let counts = self
+                .0
+                .index
+                .lock()
+                .browse_counts(&query.queue)
+                .ok_or_else(|| StoreError::QueueNotFound(query.queue.clone()))?;
+            let limit = query.limit;
+            // One more than the page tells whether another page follows.
+            let mut messages = self
+                .0
+                .read(move |conn| read_acked(conn, &query, limit + 1))
+                .await?;
+            let more = messages.len() > limit;
+            messages.truncate(limit);
+            let next = messages.last().filter(|_| more).and_then(|last| {
+                Some((
+                    last.status.acked_at_ms?,
+                    ids::decode(&last.status.message_id)?,
+                ))
+            });
+            return Ok(BrowsePage {
+                messages,
+                next,
+                counts,
+            });
+        }
+        let index = self.0.index.lock();
+        let (entries, next) = index
+            .browse(
+                &query.queue,
+                query.state,
+                query.after,
+                query.limit,
+                BROWSE_SCAN_MAX,
+            )
+            .ok_or_else(|| StoreError::QueueNotFound(query.queue.clone()))?;
+        let messages = entries
+            .into_iter()
+            .filter_map(|entry| {
+                Some(BrowsedMessage {
+                    status: index.status(&entry.id)?,
+                    leased_at_ms: index.leased_at(entry.seq),
+                    body_bytes: entry.payload.as_ref().map(|p| p.body_bytes.len() as u64),
+                })
+            })
+            .collect();
+        Ok(BrowsePage {
+            messages,
+            next,
+            counts: index.browse_counts(&query.queue).unwrap_or_default(),
+        })
+    }
+
+    /// A message's push delivery log.
+    async fn message_deliveries(
+        &self,
+        params: MessageGetParams,
+    ) -> StoreResult<Option<(MessageStatus, Vec<sluice_core::message::DeliveryAttempt>)>> {
+        let Some(status) = self.message_get(params).await? else {
+            return Ok(None);
+        };
+        let Some(seq) = ids::decode(&status.message_id) else {
+            return Ok(Some((status, Vec::new())));
+        };
+        // The latest attempt may still be on its way to the writer.
+        self.0.flush().await?;
+        let deliveries = self
+            .0
+            .read(move |conn| delivery_log::read(conn, seq))
+            .await?;
+        Ok(Some((status, deliveries)))
+    }
 }

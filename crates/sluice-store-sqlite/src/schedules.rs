@@ -3,8 +3,10 @@
 //! `ScheduleState`'s JSON, with the last run done in a column of its own for the compare a
 //! pass advances from.
 
+use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 use sluice_core::Millis;
+use sluice_core::store::DefinitionStore;
 use sluice_core::store::{DefinitionKind, ScheduleRow, ScheduleState, StoreResult};
 use tokio::sync::oneshot;
 
@@ -161,11 +163,78 @@ impl SharedSqliteStore {
         self.0.send(WriteOp::Schedule { write, reply })?;
         SqliteStore::wait(wait).await
     }
+}
+
+#[async_trait]
+impl DefinitionStore for SharedSqliteStore {
+    async fn definition_put(
+        &self,
+        kind: DefinitionKind,
+        name: &str,
+        spec: String,
+        now_ms: Millis,
+    ) -> StoreResult<()> {
+        self.write_schedule(ScheduleWrite::DefinitionPut {
+            kind: kind.as_str(),
+            name: name.to_owned(),
+            spec,
+            now_ms,
+        })
+        .await
+    }
+
+    async fn definition_swap(
+        &self,
+        kind: DefinitionKind,
+        name: &str,
+        expected: Option<String>,
+        spec: String,
+        now_ms: Millis,
+    ) -> StoreResult<()> {
+        self.write_schedule(ScheduleWrite::DefinitionSwap {
+            kind: kind.as_str(),
+            name: name.to_owned(),
+            expected,
+            spec,
+            now_ms,
+        })
+        .await
+    }
+
+    async fn schedule_put(
+        &self,
+        name: &str,
+        spec: String,
+        state: Option<ScheduleState>,
+        now_ms: Millis,
+    ) -> StoreResult<()> {
+        self.write_schedule(ScheduleWrite::Put {
+            name: name.to_owned(),
+            spec,
+            state,
+            now_ms,
+        })
+        .await
+    }
+
+    async fn schedule_advance(
+        &self,
+        name: &str,
+        from_run_ms: Millis,
+        state: ScheduleState,
+    ) -> StoreResult<()> {
+        self.write_schedule(ScheduleWrite::Advance {
+            name: name.to_owned(),
+            from_run_ms,
+            state,
+        })
+        .await
+    }
 
     /// Deletes a schedule; false when there was none.
-    pub(crate) async fn delete_schedule(&self, name: &str) -> StoreResult<bool> {
+    async fn schedule_delete(&self, name: &str) -> StoreResult<bool> {
         let exists = self
-            .list_schedules()
+            .schedule_list()
             .await?
             .iter()
             .any(|row| row.name == name);
@@ -180,10 +249,7 @@ impl SharedSqliteStore {
     }
 
     /// Every definition of `kind` as `(name, spec)`, by name.
-    pub(crate) async fn list_definitions(
-        &self,
-        kind: DefinitionKind,
-    ) -> StoreResult<Vec<(String, String)>> {
+    async fn definition_list(&self, kind: DefinitionKind) -> StoreResult<Vec<(String, String)>> {
         self.0
             .read(move |conn| {
                 let mut statement = conn.prepare_cached(
@@ -197,13 +263,9 @@ impl SharedSqliteStore {
     }
 
     /// Deletes a definition; false when there was none.
-    pub(crate) async fn delete_definition(
-        &self,
-        kind: DefinitionKind,
-        name: &str,
-    ) -> StoreResult<bool> {
+    async fn definition_delete(&self, kind: DefinitionKind, name: &str) -> StoreResult<bool> {
         let exists = self
-            .list_definitions(kind)
+            .definition_list(kind)
             .await?
             .iter()
             .any(|(existing, _)| existing == name);
@@ -219,7 +281,7 @@ impl SharedSqliteStore {
     }
 
     /// Every schedule, by name.
-    pub(crate) async fn list_schedules(&self) -> StoreResult<Vec<ScheduleRow>> {
+    async fn schedule_list(&self) -> StoreResult<Vec<ScheduleRow>> {
         self.0
             .read(|conn| {
                 let mut statement = conn.prepare_cached(

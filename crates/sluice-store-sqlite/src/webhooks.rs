@@ -1,20 +1,18 @@
 //! Webhook endpoint definitions, kept as their JSON spec (the server parses them).
 
+use async_trait::async_trait;
 use sluice_core::Millis;
 use sluice_core::store::StoreResult;
+use sluice_core::store::WebhookStore;
 use tokio::sync::oneshot;
 
 use crate::writer::WriteOp;
 use crate::{SharedSqliteStore, SqliteStore};
 
-impl SharedSqliteStore {
+#[async_trait]
+impl WebhookStore for SharedSqliteStore {
     /// Stores an endpoint definition, replacing one of the same name.
-    pub(crate) async fn put_webhook(
-        &self,
-        name: &str,
-        spec: String,
-        now_ms: Millis,
-    ) -> StoreResult<()> {
+    async fn webhook_put(&self, name: &str, spec: String, now_ms: Millis) -> StoreResult<()> {
         let (reply, wait) = oneshot::channel();
         self.0.send(WriteOp::WebhookPut {
             name: name.to_owned(),
@@ -26,9 +24,9 @@ impl SharedSqliteStore {
     }
 
     /// Deletes an endpoint definition; false when there was none.
-    pub(crate) async fn delete_webhook(&self, name: &str) -> StoreResult<bool> {
+    async fn webhook_delete(&self, name: &str) -> StoreResult<bool> {
         let exists = self
-            .list_webhooks()
+            .webhook_list()
             .await?
             .iter()
             .any(|(existing, _)| existing == name);
@@ -45,7 +43,7 @@ impl SharedSqliteStore {
     }
 
     /// Every endpoint definition as `(name, spec)`, by name.
-    pub(crate) async fn list_webhooks(&self) -> StoreResult<Vec<(String, String)>> {
+    async fn webhook_list(&self) -> StoreResult<Vec<(String, String)>> {
         self.0
             .read(|conn| {
                 let mut statement =

@@ -773,7 +773,7 @@ fn apply(
             ..
         } => {
             // A kept row keeps its body and headers until `kept_until`; the cleanup drops
-            // them then (`maintenance.rs`).
+            // them then (`Store::maintain`, `lib.rs`).
             let mut statement = tx.prepare_cached("UPDATE messages SET state = ?2, acked_at = ?3, body = CASE WHEN ?7 IS NULL THEN NULL ELSE body END, headers = CASE WHEN ?7 IS NULL THEN NULL ELSE headers END, result = ?4, attempts = ?5, first_received_at = ?6, kept_until = ?7 WHERE seq = ?1")?;
             for &(seq, attempts, first_received_at_ms) in seqs {
                 claims.forget(seq);
