@@ -268,7 +268,11 @@ impl Store for PgStore {
     /// The leader's upkeep at `now_ms` (`upkeep`); nothing on a follower, whose own work
     /// runs on its own timer (`nodes`).
     async fn maintain(&self, now_ms: Millis) -> StoreResult<()> {
-        self.maintain_as_node(now_ms).await
+        self.check_open()?;
+        if !self.leadership.is_leader() {
+            return Ok(());
+        }
+        self.upkeep(now_ms).await
     }
 
     fn notifier(&self) -> Arc<Notifier> {

@@ -101,15 +101,6 @@ impl PgStore {
         }
     }
 
-    /// `Store::maintain`: the upkeep on the leader, nothing on a follower.
-    pub(crate) async fn maintain_as_node(&self, now_ms: Millis) -> StoreResult<()> {
-        self.check_open()?;
-        if !self.leadership.is_leader() {
-            return Ok(());
-        }
-        self.upkeep(now_ms).await
-    }
-
     async fn count_queues(&self, now_ms: Millis) -> StoreResult<()> {
         let client = self.client().await?;
         crate::stats::count_all(&client, now_ms).await
