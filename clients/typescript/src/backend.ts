@@ -61,7 +61,11 @@ export interface QueueOptions {
 export interface OutgoingMessage {
   /** The body: any JSON value. */
   body: unknown;
-  /** Idempotency id: the same id within the queue's dedup window stores nothing new. */
+  /**
+   * Idempotency id: the same id within the queue's dedup window stores nothing new. Where the
+   * queue cannot deduplicate (a standard SQS queue, RabbitMQ) an enqueue with an id is refused
+   * ({@link UnsupportedError}, operation `dedup`), never silently ignored.
+   */
   id?: string;
   /** Ordering key (`perKey` queues). */
   key?: string;

@@ -25,8 +25,8 @@
 //! lease has no deadline (a leased message comes back only when the backend's connection
 //! closes, or when the broker's consumer timeout closes its channel), so it cannot be extended,
 //! and a lease longer than that timeout is refused; there is no pause, cancel, lookup, per-key
-//! order (a `per_key` queue is refused), deduplication (a `dedup` queue is refused; an
-//! idempotency id on an ordinary queue is carried in a header, not deduplicated), delayed
+//! order (a `per_key` queue is refused), deduplication (a `dedup` queue and an enqueue with an
+//! idempotency id are refused: an id is never silently ignored), delayed
 //! enqueue or priority, and messages in flight are not counted (so `drain` is refused too).
 
 use std::collections::{HashMap, HashSet};
@@ -415,6 +415,13 @@ impl Backend for Amqp {
                     "priority: a classic RabbitMQ queue has no priorities".into(),
                 ));
             }
+            if message.id.is_some() {
+                return Err(Error::Unsupported(
+                    "dedup: RabbitMQ does not deduplicate, so an idempotency id would be \
+                     ignored; enqueue without an id"
+                        .into(),
+                ));
+            }
         }
         let max_attempts = self.known(queue).await?.unwrap_or(DEFAULT_MAX_ATTEMPTS);
         let channels = self.channels().await?;
@@ -434,10 +441,6 @@ impl Backend for Amqp {
             );
             if let Some(key) = &message.key {
                 headers.insert(header::KEY.into(), long_string(key));
-            }
-            // Carried, so that deliveries report it; RabbitMQ deduplicates nothing.
-            if let Some(id) = &message.id {
-                headers.insert(header::ID.into(), long_string(id));
             }
             let properties = BasicProperties::default()
                 .with_message_id(message_id.to_string().into())

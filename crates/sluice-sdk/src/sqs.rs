@@ -7,7 +7,7 @@
 //! | a queue | a standard queue; a FIFO queue (`<name>.fifo`) when it is `per_key` or `dedup` |
 //! | its dead-letter queue | `<name>-dlq` (`<name>-dlq.fifo` for FIFO), named by a `RedrivePolicy` whose `maxReceiveCount` is `max_attempts` |
 //! | key | `MessageGroupId` (a keyless message on a FIFO queue gets a group of its own) |
-//! | idempotency id | `MessageDeduplicationId` on a FIFO queue (a standard queue carries the id, as a message attribute, but does not deduplicate) |
+//! | idempotency id | `MessageDeduplicationId` on a FIFO queue; a standard queue cannot deduplicate, so an enqueue with an id is refused there (`Error::Unsupported`), never ignored |
 //! | lease, extend | `VisibilityTimeout`, `ChangeMessageVisibility` (whole seconds, rounded up) |
 //! | attempt | `ApproximateReceiveCount` |
 //! | nack with a delay | `ChangeMessageVisibility(delay)` |
@@ -707,8 +707,15 @@ fn entry(
         }
         entry = entry.delay_seconds(seconds(delay).min(900));
     }
-    // On a standard queue the id is carried (deliveries report it) but deduplicates nothing:
-    // that takes a `dedup` queue (FIFO).
+    // A standard queue deduplicates nothing, so an id there would be silently ignored: it is
+    // refused instead; deduplication takes a `dedup` queue (FIFO).
+    if message.id.is_some() && !queue.fifo {
+        return Err(Error::Unsupported(
+            "dedup: a standard SQS queue does not deduplicate, so an idempotency id would be \
+             ignored; open the queue with `dedup` (a FIFO queue) to enqueue with ids"
+                .into(),
+        ));
+    }
     if let Some(id) = &message.id {
         entry = entry.message_attributes(attr::ID, string_attribute(id));
     }

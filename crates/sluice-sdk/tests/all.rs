@@ -5,6 +5,7 @@
 mod support;
 
 mod conformance;
+mod ids;
 mod server_errors;
 mod tokens;
 mod worker_suite;

@@ -19,8 +19,8 @@
  * AMQP has no per-message lease: a received message is held until it is acked or nacked, or its
  * channel closes (the process ends, or the broker's `consumer_timeout` passes), and then it
  * comes back. So `extend` throws {@link UnsupportedError}, and `visibilityTimeoutMs` does not time anything.
- * An enqueue `id` is kept with the message (a header) but deduplicates nothing, so a queue
- * opened with `dedup` is refused. RabbitMQ also has no ordering key, priority here, delayed enqueue, pause, cancel,
+ * RabbitMQ deduplicates nothing, so a queue opened with `dedup` and an enqueue with an `id` are
+ * refused (an id is never silently ignored). RabbitMQ also has no ordering key, priority here, delayed enqueue, pause, cancel,
  * lookup, or count of messages in flight (so no `drain`): those throw too.
  *
  * @module
@@ -167,6 +167,13 @@ export class RabbitMqBackend implements Backend {
           "delays need a TTL queue per delay; this backend uses them for retries only",
         );
       }
+      if (message.id !== undefined) {
+        throw new UnsupportedError(
+          this.kind,
+          "dedup",
+          "RabbitMQ does not deduplicate, so an idempotency id would be ignored: enqueue without `id`",
+        );
+      }
     }
     const channel = await this.#open();
     const now = Date.now();
@@ -178,8 +185,6 @@ export class RabbitMqBackend implements Backend {
         [HEADER.enqueuedAt]: now,
       };
       if (message.key !== undefined) headers[HEADER.key] = message.key;
-      // Kept with the message, not deduplicated: a queue opened with `dedup` is refused.
-      if (message.id !== undefined) headers[HEADER.id] = message.id;
       if (message.headers !== undefined) headers[HEADER.headers] = JSON.stringify(message.headers);
       channel.sendToQueue(queue, Buffer.from(JSON.stringify(message.body)), {
         persistent: true,

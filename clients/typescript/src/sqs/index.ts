@@ -6,7 +6,8 @@
  * How sluice's rules map onto SQS:
  * - a queue opened with `perKey` or `dedup` is a FIFO queue (`<name>.fifo`): the key is the
  *   `MessageGroupId` (a message without a key gets a group of its own, so it is not held up),
- *   the id the `MessageDeduplicationId`;
+ *   the id the `MessageDeduplicationId`; a standard queue cannot deduplicate, so an enqueue
+ *   with an `id` is refused there ({@link UnsupportedError}, operation `dedup`), never ignored;
  * - every queue has a dead-letter queue `<name>-dlq` (`<name>-dlq.fifo`) with a `RedrivePolicy`
  *   of `maxReceiveCount` = `maxAttempts`, so a lease that runs out on the last attempt is
  *   redriven by SQS;
@@ -172,6 +173,13 @@ export class SqsBackend implements Backend {
       const delayMs = message.delayMs ?? 0;
       if (delayMs > 0 && meta.fifo) {
         throw new UnsupportedError(this.kind, "delays", "FIFO queues take no per-message delay");
+      }
+      if (message.id !== undefined && !meta.fifo) {
+        throw new UnsupportedError(
+          this.kind,
+          "dedup",
+          "a standard SQS queue does not deduplicate, so an idempotency id would be ignored: open the queue with `dedup: true` (a FIFO queue) to enqueue with ids",
+        );
       }
       const attributes: Record<string, MessageAttributeValue> = {};
       if (message.id !== undefined) attributes[ATTRIBUTE.id] = text(message.id);

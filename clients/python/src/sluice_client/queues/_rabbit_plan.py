@@ -16,8 +16,8 @@ settled by then is given back on the object's next receive (published again as a
 `visibility timeout expired`, then acked), as sluice's reaper would; without one the delivery is
 held until acked. Leases cannot be extended, and none can outlast the broker's consumer timeout.
 
-RabbitMQ does not deduplicate: a queue asked for with `dedup` is refused, and an idempotency id
-given to `push` is carried with the task only.
+RabbitMQ does not deduplicate: a queue asked for with `dedup` is refused, and so is a `push`
+with an idempotency id (never silently ignored).
 
 The body is a `TaskEnvelope`, which counts the attempts (AMQP does not, for classic queues): a
 delivery is the envelope's attempt + 1, and a message the broker redelivered after a lost
@@ -96,6 +96,12 @@ def envelope_for_push(item: PushItem) -> TaskEnvelope:
         )
     if item.priority:
         raise unsupported("push with a priority", "the queue is not a priority queue")
+    if item.id is not None:
+        raise unsupported(
+            "deduplicate",
+            "RabbitMQ does not deduplicate, so an idempotency id would be ignored:"
+            " push without `id`",
+        )
     return TaskEnvelope(
         task_id=str(uuid.uuid4()),
         payload=item.payload,

@@ -40,8 +40,8 @@ class Capabilities:
     per_key_order: bool
     """`QueueOptions(per_key=True)`: one message of a key at a time, in order."""
     dedup: bool
-    """`push(..., id=...)` deduplicates within a window (`QueueOptions(dedup=True)` is refused
-    where False; an id is then carried with the task, deduplicating nothing)."""
+    """`push(..., id=...)` deduplicates within a window. Where False, `QueueOptions(dedup=True)`
+    and a push with an id are refused (`Unsupported`): an id is never silently ignored."""
     delays: bool
     """`push(..., delay=...)`."""
     in_flight_stats: bool

@@ -4,9 +4,10 @@ Layout: the queue `<name>` and its dead-letter queue `<name>-dlq`, tied by a `Re
 whose `maxReceiveCount` is `max_attempts`. A queue with `per_key` or `dedup` is a FIFO queue
 (`<name>.fifo`, `<name>-dlq.fifo`): the key is the `MessageGroupId` (a keyless message gets a
 group of its own, so it holds up nothing), the idempotency id the `MessageDeduplicationId`.
-The body is a `TaskEnvelope`; the attempt is SQS's `ApproximateReceiveCount`. On a standard
-queue an idempotency id is carried with the task but deduplicates nothing (`capabilities.dedup`
-is False there): ask for `QueueOptions(dedup=True)` to get a FIFO queue that deduplicates.
+The body is a `TaskEnvelope`; the attempt is SQS's `ApproximateReceiveCount`. A standard
+queue cannot deduplicate (`capabilities.dedup` is False there), so a push with an idempotency
+id is refused (`Unsupported`), never ignored: ask for `QueueOptions(dedup=True)` to get a FIFO
+queue that deduplicates.
 
 A retry is a visibility change to the retry's delay (the message keeps its place, group and
 receive count; SQS keeps no error with it, so `last_error` is None on SQS). Dead-lettering when
@@ -228,6 +229,13 @@ class SQSQueue:
     def _entry(self, entry_id: str, item: PushItem) -> dict[str, Any]:
         if item.priority:
             raise Unsupported("sqs", "push with a priority", "SQS has no message priorities")
+        if item.id is not None and not self.fifo:
+            raise Unsupported(
+                "sqs",
+                "deduplicate",
+                "a standard SQS queue does not deduplicate, so an idempotency id would be"
+                " ignored: open the queue with QueueOptions(dedup=True) (a FIFO queue)",
+            )
         # The task id is SQS's MessageId, known only once sent: receivers fill it in.
         envelope = TaskEnvelope(
             task_id="",
