@@ -220,7 +220,10 @@ export class Worker<Input, Output> {
     };
   }
 
-  /** Stops this instance receiving (running handlers finish); the queue itself is not paused. */
+  /**
+   * Stops this instance receiving at once (running handlers finish; a message that a receive
+   * under way brings after the pause is released, not run); the queue itself is not paused.
+   */
   pause(): void {
     if (this.#paused) return;
     this.#paused = true;
@@ -336,6 +339,12 @@ export class Worker<Input, Output> {
           await this.#maybeEmpty();
           continue;
         }
+        if (this.#paused) {
+          // Paused while this receive was under way: nothing more runs. What it brought goes
+          // back at once, not as a failure (a release), for a consumer that is not paused.
+          await Promise.allSettled(deliveries.map((delivery) => this.#giveBack(delivery)));
+          continue;
+        }
         this.#unsettled += deliveries.length;
         this.#inHand += deliveries.length;
         for (const delivery of deliveries) {
@@ -349,6 +358,15 @@ export class Worker<Input, Output> {
       // slots with nothing left end.
       this.#fetching = false;
       for (const idle of this.#idle.splice(0)) idle(undefined);
+    }
+  }
+
+  /** Gives a received message back unrun (a release: no failure counted). */
+  async #giveBack(delivery: Delivery): Promise<void> {
+    try {
+      await this.#backend.release(this.#queue.name, delivery.receipt);
+    } catch (error) {
+      this.#options.logger.warn(`sluice worker: release failed; the lease will run out: ${error}`);
     }
   }
 
