@@ -237,10 +237,13 @@ class AsyncWorker(Generic[T]):
 
     async def _release(self, index: int | None, task: Task) -> None:
         self._counters.finished(index, "released")
+        await self._give_back(task)
+
+    async def _give_back(self, task: Task) -> None:
         try:
             await self.queue.release(task)
         except Exception as error:
-            log.warning("release of %s failed: %s", task.task_id, error)
+            log.warning("release of %s failed (its lease will run out): %s", task.task_id, error)
 
     async def _fetch(self) -> None:
         """Leases as many events as slots are free, in one receive, and hands them over."""
@@ -264,6 +267,13 @@ class AsyncWorker(Generic[T]):
                     continue
                 if not tasks:
                     await self._maybe_empty()
+                    continue
+                if not self._resumed.is_set():
+                    # Paused while this receive was under way: nothing more runs. What it
+                    # brought goes back at once as a release (not a failure), for a consumer
+                    # that is not paused.
+                    for task in tasks:
+                        await self._give_back(task)
                     continue
                 self._counters.received(len(tasks))
                 self._held += len(tasks)

@@ -294,6 +294,13 @@ class Worker(Generic[T]):
                     for task in tasks:
                         self._give_back(task)
                     return
+                if not self._resumed.is_set():
+                    # Paused while this receive was under way: nothing more runs. What it
+                    # brought goes back at once as a release (not a failure), for a consumer
+                    # that is not paused.
+                    for task in tasks:
+                        self._give_back(task)
+                    continue
                 self._counters.received(len(tasks))
                 with self._room:
                     self._held += len(tasks)
