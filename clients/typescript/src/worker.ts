@@ -289,11 +289,7 @@ export class Worker<Input, Output> {
     slot.receipt = undefined;
     slot.abort?.abort(new Error("released: the worker shut down before the handler finished"));
     this.#released++;
-    try {
-      await this.#backend.release(this.#queue.name, receipt);
-    } catch (error) {
-      this.#options.logger.warn(`sluice worker: release failed; the lease will run out: ${error}`);
-    }
+    await this.#giveBack(receipt);
   }
 
   /** The fetcher: receives as many messages as slots are free and hands them out. */
@@ -342,7 +338,7 @@ export class Worker<Input, Output> {
         if (this.#paused) {
           // Paused while this receive was under way: nothing more runs. What it brought goes
           // back at once, not as a failure (a release), for a consumer that is not paused.
-          await Promise.allSettled(deliveries.map((delivery) => this.#giveBack(delivery)));
+          await Promise.allSettled(deliveries.map((delivery) => this.#giveBack(delivery.receipt)));
           continue;
         }
         this.#unsettled += deliveries.length;
@@ -361,10 +357,10 @@ export class Worker<Input, Output> {
     }
   }
 
-  /** Gives a received message back unrun (a release: no failure counted). */
-  async #giveBack(delivery: Delivery): Promise<void> {
+  /** Gives a received message back (a release: no failure counted). */
+  async #giveBack(receipt: string): Promise<void> {
     try {
-      await this.#backend.release(this.#queue.name, delivery.receipt);
+      await this.#backend.release(this.#queue.name, receipt);
     } catch (error) {
       this.#options.logger.warn(`sluice worker: release failed; the lease will run out: ${error}`);
     }

@@ -45,6 +45,25 @@ impl SqliteStore {
     }
 }
 
+impl SharedSqliteStore {
+    /// Writes a pause or resume of a queue's deliveries or push (refused for a queue that does
+    /// not exist); returns once it is durable.
+    async fn write_pause(&self, name: &str, pause: PauseKind, paused: bool) -> StoreResult<()> {
+        let store = &self.0;
+        if store.index.lock().queue_config(name).is_none() {
+            return Err(StoreError::QueueNotFound(name.to_owned()));
+        }
+        let (reply, wait) = oneshot::channel();
+        store.send(WriteOp::QueuePause {
+            name: name.to_owned(),
+            pause,
+            paused,
+            reply,
+        })?;
+        SqliteStore::wait(wait).await
+    }
+}
+
 #[async_trait]
 impl QueueStore for SharedSqliteStore {
     /// Whether another queue names this one as its dead-letter queue.
@@ -222,17 +241,8 @@ impl QueueStore for SharedSqliteStore {
 
     async fn queue_pause(&self, name: &str, paused: bool) -> StoreResult<()> {
         let store = &self.0;
-        if store.index.lock().queue_config(name).is_none() {
-            return Err(StoreError::QueueNotFound(name.to_owned()));
-        }
-        let (reply, wait) = oneshot::channel();
-        store.send(WriteOp::QueuePause {
-            name: name.to_owned(),
-            pause: PauseKind::Deliveries,
-            paused,
-            reply,
-        })?;
-        SqliteStore::wait(wait).await?;
+        self.write_pause(name, PauseKind::Deliveries, paused)
+            .await?;
         store.index.lock().set_paused(name, paused);
         if !paused {
             store.notifier.wake(name);
@@ -244,17 +254,7 @@ impl QueueStore for SharedSqliteStore {
     /// (`Store::queue_push_pause`).
     async fn queue_push_pause(&self, name: &str, paused: bool) -> StoreResult<()> {
         let store = &self.0;
-        if store.index.lock().queue_config(name).is_none() {
-            return Err(StoreError::QueueNotFound(name.to_owned()));
-        }
-        let (reply, wait) = oneshot::channel();
-        store.send(WriteOp::QueuePause {
-            name: name.to_owned(),
-            pause: PauseKind::Push,
-            paused,
-            reply,
-        })?;
-        SqliteStore::wait(wait).await?;
+        self.write_pause(name, PauseKind::Push, paused).await?;
         // Under the index lock, as a deletion clears it: a queue deleted meanwhile is not
         // marked again.
         let index = store.index.lock();
