@@ -355,6 +355,18 @@ pub enum DeadLetterSelection {
     Matching(DeadLetterFilter),
 }
 
+/// What a purge takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PurgeScope {
+    /// The messages waiting for delivery (ready, delayed, behind their lane). Leased ones stay
+    /// and may still be acked; idempotency ids are kept. The native purge, as RabbitMQ's.
+    Waiting,
+    /// Every message, those in flight too (their receipts go stale), and the queue's
+    /// idempotency ids are forgotten, so a send after it is new: SQS's `PurgeQueue`, which
+    /// AWS documents as deleting every message and which clears a FIFO queue's deduplication.
+    Everything,
+}
+
 /// Replay dead letters as fresh messages.
 #[derive(Debug, Clone)]
 pub struct ReplayParams {
@@ -710,8 +722,9 @@ pub trait QueueStore: Send + Sync {
     /// queue ends it. On a shared store it moves [`Store::definitions_changed`] on every node,
     /// so each node's push workers stop or start.
     async fn queue_push_pause(&self, name: &str, paused: bool) -> StoreResult<()>;
-    /// Removes every message of a queue that is not in flight; returns how many went.
-    async fn queue_purge(&self, name: &str, now_ms: Millis) -> StoreResult<u64>;
+    /// Removes the messages of a queue that `scope` names, from a snapshot taken at the call
+    /// (later enqueues stay); returns how many went.
+    async fn queue_purge(&self, name: &str, scope: PurgeScope, now_ms: Millis) -> StoreResult<u64>;
 }
 
 /// A message's life: enqueue, claim under a lease, ack, nack, extend, give back, cancel. Part of [`Store`].

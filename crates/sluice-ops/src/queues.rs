@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use sluice_core::StoreError;
 use sluice_core::queue::{QueueConfig, validate_queue_name};
-use sluice_core::store::QueueDepth;
+use sluice_core::store::{PurgeScope, QueueDepth};
 use sluice_core::store::{QueueInfo, QueuePutParams};
 use sluice_wire::{PushSpec, QueueSpec};
 use tokio::time::Instant;
@@ -184,9 +184,10 @@ impl Ops {
         Ok(self.store.queue_get(queue, self.now_ms()).await?)
     }
 
-    /// Removes every message that is not in flight.
-    pub async fn queue_purge(&self, queue: &str) -> OpsResult<Purged> {
-        let purged = self.store.queue_purge(queue, self.now_ms()).await?;
+    /// Removes the messages `scope` names: what waits (the native purge; messages in flight
+    /// stay and may still be acked), or everything (SQS's `PurgeQueue`).
+    pub async fn queue_purge(&self, queue: &str, scope: PurgeScope) -> OpsResult<Purged> {
+        let purged = self.store.queue_purge(queue, scope, self.now_ms()).await?;
         let info = self.store.queue_get(queue, self.now_ms()).await?;
         Ok(Purged {
             purged,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use sluice_core::message::BodyKind;
 use sluice_core::queue::QueueConfig;
-use sluice_core::store::QueuePutParams;
+use sluice_core::store::{PurgeScope, QueuePutParams};
 use sluice_core::{Clock, ManualClock, Store};
 use sluice_ops::{
     AckRequest, EventOutcome, EventRequest, MessageRequest, Ops, PushAnswer, PushSettled,
@@ -599,7 +599,11 @@ async fn a_failed_push_waits_for_the_longer_of_retry_after_and_the_backoff() {
             now_ms + expected_ms,
             "{retry_after_ms:?}"
         );
-        fixture.ops.queue_purge("q").await.expect("purged");
+        fixture
+            .ops
+            .queue_purge("q", PurgeScope::Waiting)
+            .await
+            .expect("purged");
     }
 }
 

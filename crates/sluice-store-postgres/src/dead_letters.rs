@@ -22,7 +22,7 @@ use sluice_core::store::{
     DeadLetter, DeadLetterQuery, DeadLetterSelection, DeadLetters, Replay, ReplayParams,
     StoreError, StoreResult,
 };
-use sluice_core::store::{DeadLetterFilter, Seq};
+use sluice_core::store::{DeadLetterFilter, PurgeScope, Seq};
 use sluice_core::stored::ids;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
@@ -402,6 +402,7 @@ impl PgStore {
         let mut deleted = 0;
         if !seqs.is_empty() {
             let take = Take {
+                scope: PurgeScope::Waiting,
                 state: Finished::Deleted,
                 ids: None,
                 reason: None,

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use sluice_core::Millis;
 use sluice_core::queue::QueueConfig;
 use sluice_core::store::QueueDepth;
-use sluice_core::store::QueueStore;
+use sluice_core::store::{PurgeScope, QueueStore};
 use sluice_core::store::{
     QueueBytes, QueueInfo, QueuePut, QueuePutParams, StoreError, StoreResult,
 };
@@ -581,11 +581,13 @@ impl QueueStore for PgStore {
         Ok(live as u64)
     }
 
-    /// Removes every message of `name` that is not leased (`Store::queue_purge`), in
+    /// Removes the messages of `name` that `scope` names (`Store::queue_purge`), in
     /// transactions of [`CHUNK_ROWS`] rows; messages enqueued after the call began stay.
-    /// Leased messages stay and may still be acked; a lane whose head was purged lets its next
-    /// member go, one whose leased head stays keeps its place. Returns how many went.
-    async fn queue_purge(&self, name: &str, now_ms: Millis) -> StoreResult<u64> {
+    /// Unless the scope is everything, leased messages stay and may still be acked; a lane
+    /// whose head was purged lets its next member go, one whose leased head stays keeps its
+    /// place. A purge of everything then forgets the queue's idempotency ids. Returns how
+    /// many went.
+    async fn queue_purge(&self, name: &str, scope: PurgeScope, now_ms: Millis) -> StoreResult<u64> {
         let queue = self.resolve(name).await?;
         // Later enqueues take larger seqs: they are not this purge's.
         let upto: i64 = self
@@ -598,12 +600,22 @@ impl QueueStore for PgStore {
         let mut after = (i64::MIN, i64::MIN);
         loop {
             let (taken, last) =
-                retried(|| self.purge_chunk(&queue, name, upto, after, now_ms)).await?;
+                retried(|| self.purge_chunk(&queue, name, scope, upto, after, now_ms)).await?;
             purged += taken;
             match last {
                 Some(last) => after = last,
                 None => break,
             }
+        }
+        if scope == PurgeScope::Everything {
+            retried(|| async {
+                self.client()
+                    .await?
+                    .execute_cached("DELETE FROM idempotency WHERE queue_id = $1", &[&queue.id])
+                    .await?;
+                Ok(())
+            })
+            .await?;
         }
         self.count(queue.id, |counters| counters.purged += purged);
         Ok(purged)

@@ -5,13 +5,14 @@
 //! `cancelled`, `deleted`), their bodies dropped, their lanes counted down and settled so the
 //! next member of a key goes on.
 //!
-//! A leased message is never taken: its consumer may still ack it. Each change is one
+//! A leased message is taken only by a purge of everything (`PurgeScope::Everything`, SQS's
+//! `PurgeQueue`): otherwise its consumer may still ack it. Each change is one
 //! transaction that locks the lanes of its rows first (lock order, §2.0) and then changes the
 //! rows with a plain `UPDATE`, whose `WHERE` PostgreSQL evaluates again on a row another
 //! transaction changed meanwhile: a row a claim leased while the purge waited is left alone.
 
 use sluice_core::Millis;
-use sluice_core::store::StoreResult;
+use sluice_core::store::{PurgeScope, StoreResult};
 use uuid::Uuid;
 
 use crate::PgStore;
@@ -29,6 +30,16 @@ pub(crate) const CHUNK_ROWS: i64 = 2_000;
 
 /// The states a message may be taken out of: live and not leased.
 pub(crate) const UNLEASED: &str = "('waiting', 'ready', 'delayed')";
+/// The live states: leased too.
+const LIVE: &str = "('waiting', 'ready', 'delayed', 'leased')";
+
+/// The states a purge of `scope` takes messages out of.
+fn purged_states(scope: PurgeScope) -> &'static str {
+    match scope {
+        PurgeScope::Waiting => UNLEASED,
+        PurgeScope::Everything => LIVE,
+    }
+}
 
 /// A final state a message is taken out into.
 #[derive(Debug, Clone, Copy)]
@@ -57,6 +68,7 @@ impl PgStore {
         &self,
         queue: &CachedQueue,
         name: &str,
+        scope: PurgeScope,
         upto: i64,
         after: (i64, i64),
         now_ms: Millis,
@@ -67,9 +79,10 @@ impl PgStore {
             .query_cached(
                 &format!(
                     "SELECT {AGED_FROM}, m.seq FROM messages m \
-                     WHERE m.queue_id = $1 AND m.state IN {UNLEASED} AND m.seq <= $2 \
+                     WHERE m.queue_id = $1 AND m.state IN {states} AND m.seq <= $2 \
                        AND ({AGED_FROM}, m.seq) > ($3::bigint, $4::bigint) \
-                     ORDER BY {AGED_FROM}, m.seq LIMIT $5::bigint"
+                     ORDER BY {AGED_FROM}, m.seq LIMIT $5::bigint",
+                    states = purged_states(scope)
                 ),
                 &[&queue.id, &upto, &after.0, &after.1, &CHUNK_ROWS],
             )
@@ -84,6 +97,7 @@ impl PgStore {
         }
         let take = Take {
             state: Finished::Purged,
+            scope,
             ids: None,
             reason: None,
             now_ms,
@@ -115,6 +129,7 @@ impl PgStore {
         let transaction = client.transaction().await.db()?;
         let take = Take {
             state: Finished::Cancelled,
+            scope: PurgeScope::Waiting,
             ids: Some(&[id]),
             reason,
             now_ms,
@@ -138,6 +153,8 @@ impl PgStore {
 pub(crate) struct Take<'a> {
     /// The final state they get.
     pub state: Finished,
+    /// Whether leased rows are taken too ([`PurgeScope::Everything`]).
+    pub scope: PurgeScope,
     /// Only rows with one of these ids (a message named by its id), when given.
     pub ids: Option<&'a [Uuid]>,
     /// Kept as their last error, when given (a cancel's reason).
@@ -146,8 +163,8 @@ pub(crate) struct Take<'a> {
     pub now_ms: Millis,
 }
 
-/// Takes the rows `seqs` of queue `queue_id` (named `name`) that are still live and not
-/// leased into a final state, inside `transaction`: their lanes are locked first, their bodies
+/// Takes the rows `seqs` of queue `queue_id` (named `name`) that are still live (and not
+/// leased, unless `take.scope` is everything) into a final state, inside `transaction`: their lanes are locked first, their bodies
 /// and headers dropped; their lanes are counted down and settled (an emptied lane's row goes,
 /// a lane left without an active member promotes its next one, and then the queue is announced
 /// on `wake_channel`). Returns the seqs taken.
@@ -167,7 +184,7 @@ pub(crate) async fn finish(
                      UPDATE messages \
                      SET state = $3::text::message_state, finished_at_ms = $4, \
                          last_error = coalesce($5, last_error) \
-                     WHERE seq = ANY($2) AND queue_id = $1 AND state IN {UNLEASED} \
+                     WHERE seq = ANY($2) AND queue_id = $1 AND state IN {states} \
                        AND ($6::uuid[] IS NULL OR id = ANY($6)) \
                      RETURNING seq, lane_key), \
                  unloaded AS ( \
@@ -177,7 +194,8 @@ pub(crate) async fn finish(
                      FROM (SELECT lane_key, count(*) AS leaving FROM gone \
                            WHERE lane_key IS NOT NULL GROUP BY lane_key) n \
                      WHERE l.queue_id = $1 AND l.lane_key = n.lane_key) \
-                 SELECT seq, lane_key FROM gone"
+                 SELECT seq, lane_key FROM gone",
+                states = purged_states(take.scope)
             ),
             &[
                 &queue_id,

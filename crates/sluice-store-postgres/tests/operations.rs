@@ -19,12 +19,12 @@ use sluice_core::message::{
     DeadLetterInfo, DeliveryAttempt, DeliveryLogEntry, MessageState, NewMessage, Payload, Receipt,
 };
 use sluice_core::queue::{Ordering, QueueConfig};
-use sluice_core::store::DeadLetterFilter;
 use sluice_core::store::{
     AckParams, BrowseQuery, BrowseState, CancelOutcome, Claim, ClaimParams, DeadLetterQuery,
     DeadLetterSelection, EnqueueParams, MessageGetParams, MessageRef, NackParams, QueuePutParams,
     ReplayParams, Store,
 };
+use sluice_core::store::{DeadLetterFilter, PurgeScope};
 use sluice_store_postgres::PgStore;
 use tokio_postgres::Client;
 use uuid::Uuid;
@@ -350,7 +350,14 @@ async fn a_purge_on_one_node_is_seen_by_the_other() {
     assert_eq!(body(&heads), ["a1", "b1", "free"]);
     ack(&cluster.b, "q", heads.messages[2].receipt, None).await;
 
-    assert_eq!(cluster.a.queue_purge("q", T0).await.unwrap(), 2);
+    assert_eq!(
+        cluster
+            .a
+            .queue_purge("q", PurgeScope::Waiting, T0)
+            .await
+            .unwrap(),
+        2
+    );
     let depth = cluster.b.queue_get("q", T0).await.unwrap().depth;
     assert_eq!((depth.ready, depth.delayed, depth.in_flight), (0, 0, 2));
     let waiting = cluster
@@ -559,7 +566,11 @@ async fn a_purge_larger_than_a_chunk_takes_everything_not_leased() {
     let heads = claim(&cluster.b, "q", 4).await.messages;
     assert_eq!(heads.len(), 4);
     let started = std::time::Instant::now();
-    let purged = cluster.b.queue_purge("q", T0).await.unwrap();
+    let purged = cluster
+        .b
+        .queue_purge("q", PurgeScope::Waiting, T0)
+        .await
+        .unwrap();
     eprintln!("purged {purged} messages in {:?}", started.elapsed());
     assert_eq!(purged as usize, KEYS * PER_KEY - heads.len());
     let depth = cluster.a.queue_get("q", T0).await.unwrap().depth;

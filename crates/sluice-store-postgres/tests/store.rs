@@ -8,11 +8,11 @@ use sluice_core::store::prelude::*;
 use std::time::Duration;
 
 use sluice_core::queue::{Ordering, QueueConfig};
-use sluice_core::store::DeadLetterFilter;
 use sluice_core::store::{
     BrowseQuery, BrowseState, DeadLetterQuery, DeadLetterSelection, MessageGetParams, MessageRef,
     QueuePut, QueuePutParams, ReplayParams, Store, StoreError,
 };
+use sluice_core::store::{DeadLetterFilter, PurgeScope};
 use sluice_store_postgres::migrate::latest_version;
 use sluice_store_postgres::{PgOptions, PgStore, error::classify, migrate};
 use sluice_testkit::eventually;
@@ -542,7 +542,13 @@ async fn operator_calls_refuse_unknown_queues_and_queues_without_dead_letters() 
         store.message_browse(browse("nowhere")).await.err(),
     );
     not_found("cancel", store.message_cancel(cancel, None).await.err());
-    not_found("purge", store.queue_purge("nowhere", T0).await.err());
+    not_found(
+        "purge",
+        store
+            .queue_purge("nowhere", PurgeScope::Waiting, T0)
+            .await
+            .err(),
+    );
     not_found("list", store.dead_letter_list(list("nowhere")).await.err());
     not_found(
         "get",

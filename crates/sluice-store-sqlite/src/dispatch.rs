@@ -426,6 +426,22 @@ impl Index {
         removed
     }
 
+    /// Removes the given messages of `queue`, leased ones too (their leases end: an ack with
+    /// their receipts finds nothing); returns those removed.
+    pub fn remove_members(&mut self, queue: &str, seqs: &[Seq], now_ms: Millis) -> Vec<Entry> {
+        let mut removed = Vec::with_capacity(seqs.len());
+        for &seq in seqs {
+            if self
+                .entries
+                .get(&seq)
+                .is_some_and(|entry| &*entry.queue == queue)
+            {
+                removed.extend(self.remove(seq, now_ms));
+            }
+        }
+        removed
+    }
+
     /// Counts messages removed by a purge.
     pub fn count_purged(&mut self, queue: &str, count: u64) {
         if let Some(state) = self.queues.get_mut(queue) {

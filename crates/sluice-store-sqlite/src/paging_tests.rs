@@ -260,7 +260,13 @@ async fn cancel_purge_and_max_depth_see_messages_on_disk() {
         .await
         .unwrap();
     assert_eq!(claim.messages.len(), 2);
-    assert_eq!(store.queue_purge("q", T0).await.unwrap(), 9);
+    assert_eq!(
+        store
+            .queue_purge("q", PurgeScope::Waiting, T0)
+            .await
+            .unwrap(),
+        9
+    );
     assert_eq!(cold(&store), 0);
     assert_eq!(ready(&store).await, 0);
     let depth = store.queue_get("q", T0).await.unwrap().depth;

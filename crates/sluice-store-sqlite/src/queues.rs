@@ -7,7 +7,7 @@
 use crate::schema::STATE_PURGED;
 use crate::writer::PauseKind;
 use async_trait::async_trait;
-use sluice_core::store::{QueueStore, Seq};
+use sluice_core::store::{PurgeScope, QueueStore, Seq};
 use std::sync::Arc;
 
 use crate::dispatch::Index;
@@ -267,9 +267,10 @@ impl QueueStore for SharedSqliteStore {
         Ok(())
     }
 
-    /// Removes every message of `name` not in flight, from a snapshot taken at the call: later
-    /// enqueues stay. The index lets go in chunks, so deliveries of other queues go on.
-    async fn queue_purge(&self, name: &str, now_ms: Millis) -> StoreResult<u64> {
+    /// Removes the messages of `name` that `scope` names, from a snapshot taken at the call:
+    /// later enqueues stay. The index lets go in chunks, so deliveries of other queues go on.
+    /// A purge of everything forgets the queue's idempotency ids after its messages went.
+    async fn queue_purge(&self, name: &str, scope: PurgeScope, now_ms: Millis) -> StoreResult<u64> {
         let store = &self.0;
         let (snapshot, cold) = {
             let mut index = store.index.lock();
@@ -283,11 +284,11 @@ impl QueueStore for SharedSqliteStore {
         let mut waits = Vec::new();
         for chunk in snapshot.chunks(PURGE_INDEX_CHUNK) {
             let mut index = store.index.lock();
-            let mut seqs: Vec<Seq> = index
-                .remove_unleased(name, chunk, now_ms)
-                .iter()
-                .map(|entry| entry.seq)
-                .collect();
+            let removed = match scope {
+                PurgeScope::Waiting => index.remove_unleased(name, chunk, now_ms),
+                PurgeScope::Everything => index.remove_members(name, chunk, now_ms),
+            };
+            let mut seqs: Vec<Seq> = removed.iter().map(|entry| entry.seq).collect();
             index.count_purged(name, seqs.len() as u64);
             purged += seqs.len() as u64;
             seqs.sort_unstable();
@@ -303,6 +304,14 @@ impl QueueStore for SharedSqliteStore {
                 })?;
                 waits.push(wait);
             }
+        }
+        if scope == PurgeScope::Everything {
+            let (reply, wait) = oneshot::channel();
+            store.send(WriteOp::ForgetIds {
+                queue: name.to_owned(),
+                reply,
+            })?;
+            waits.push(wait);
         }
         // Every chunk's answer: a failed one must not hide behind a later one that succeeded.
         for wait in waits {

@@ -152,6 +152,11 @@ pub enum WriteOp {
         seqs: Vec<Seq>,
         reply: oneshot::Sender<StoreResult<()>>,
     },
+    /// Forget a queue's idempotency ids (a purge of everything).
+    ForgetIds {
+        queue: String,
+        reply: oneshot::Sender<StoreResult<()>>,
+    },
     /// Delete more rows of a deleted queue; answered when `reply` is given.
     Purge {
         seqs: Vec<Seq>,
@@ -262,6 +267,7 @@ impl WriteOp {
             | WriteOp::Schedule { reply, .. }
             | WriteOp::QueuePut { reply, .. }
             | WriteOp::QueueDelete { reply, .. }
+            | WriteOp::ForgetIds { reply, .. }
             | WriteOp::Flush { reply } => Pending::Unit(reply),
             WriteOp::Finish { reply, .. }
             | WriteOp::Apply { reply, .. }
@@ -645,6 +651,7 @@ fn fail_op(op: WriteOp, error: &dyn Fn() -> StoreError) {
         | WriteOp::Schedule { reply, .. }
         | WriteOp::QueuePut { reply, .. }
         | WriteOp::QueueDelete { reply, .. }
+        | WriteOp::ForgetIds { reply, .. }
         | WriteOp::Flush { reply }
         | WriteOp::Finish {
             reply: Some(reply), ..
@@ -912,6 +919,10 @@ fn apply(
                 )?
                 .execute(params![name, config, now_ms])?;
             }
+            Applied::Done
+        }
+        WriteOp::ForgetIds { queue, .. } => {
+            tx.execute("DELETE FROM idempotency WHERE queue = ?1", params![queue])?;
             Applied::Done
         }
         WriteOp::QueueDelete { name, seqs, .. } => {

@@ -183,6 +183,7 @@ macro_rules! store_conformance {
             replay_sends_dead_letters_back_as_new_messages,
             dead_letter_delete_removes_entries,
             purge_removes_everything_but_leased_messages,
+            purging_everything_takes_leased_messages_and_forgets_ids,
             cancel_reports_each_outcome,
             a_paused_queue_delivers_nothing,
             retention_drops_old_messages_but_not_leased_ones,

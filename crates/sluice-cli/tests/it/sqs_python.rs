@@ -33,18 +33,10 @@ const CELERY: (&str, &str) = ("sqs-celery", "sqs-celery-requirements.txt");
 /// Checks of `boto3_flow.py` where sluice differs from AWS on purpose, as docs/sqs.md ("What
 /// differs from AWS") says. Passed as `SQS_KNOWN_GAPS`: each must fail, and one that passes fails
 /// the test, so a change of behaviour means changing this list and the docs together.
-const BOTO3_FLOW_GAPS: &[&str] = &[
-    // PurgeQueue leaves in-flight messages, which come back when their lease ends; AWS purges
-    // them too (spec 3.4).
-    "purge_takes_in_flight_messages",
-];
+const BOTO3_FLOW_GAPS: &[&str] = &[];
 
 /// Checks of `boto3_rules.py` where sluice differs on purpose (as [`BOTO3_FLOW_GAPS`]):
-const BOTO3_RULES_GAPS: &[&str] = &[
-    // PurgeQueue keeps the FIFO deduplication window: the same body sent after a purge is still
-    // a duplicate (first MessageId, nothing delivered); AWS clears it (spec §4).
-    "fifo_purge_clears_deduplication",
-];
+const BOTO3_RULES_GAPS: &[&str] = &[];
 
 fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -192,7 +192,10 @@ pub async fn purge(
     State(app): State<AppState>,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<PurgeOut>, ApiError> {
-    let Purged { purged, in_flight } = app.ops.queue_purge(&name).await?;
+    let Purged { purged, in_flight } = app
+        .ops
+        .queue_purge(&name, sluice_core::store::PurgeScope::Waiting)
+        .await?;
     Ok(Json(PurgeOut { purged, in_flight }))
 }
 

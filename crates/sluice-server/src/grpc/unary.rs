@@ -312,7 +312,10 @@ impl QueuesApi for Queues {
         let purged = self
             .app
             .ops
-            .queue_purge(&request.get_ref().name)
+            .queue_purge(
+                &request.get_ref().name,
+                sluice_core::store::PurgeScope::Waiting,
+            )
             .await
             .map_err(status)?;
         Ok(Response::new(v1::PurgeQueueResponse {

@@ -7,7 +7,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sluice_core::queue::QueueConfig;
 use sluice_core::queue::validate_tags;
-use sluice_core::store::QueueInfo;
+use sluice_core::store::{PurgeScope, QueueInfo};
 use sluice_sqs::request::{
     AddPermission, CreateQueue, GetQueueAttributes, GetQueueUrl, ListDeadLetterSourceQueues,
     ListQueues, QueueOnly, RemovePermission, SetQueueAttributes, TagQueue, UntagQueue,
@@ -160,7 +160,11 @@ pub async fn purge(ctx: &Ctx<'_>, request: QueueOnly) -> Answer {
     ctx.allow(Need::Admin, Some(&name)).await?;
     queue(ctx, &name).await?;
     note_purge(ctx.sqs, &name)?;
-    ctx.app.ops.queue_purge(&name).await.map_err(from_ops)?;
+    ctx.app
+        .ops
+        .queue_purge(&name, PurgeScope::Everything)
+        .await
+        .map_err(from_ops)?;
     Ok(Response::Empty(Action::PurgeQueue))
 }
 

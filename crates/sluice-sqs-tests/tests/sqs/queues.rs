@@ -2,6 +2,7 @@
 //! pagination), PurgeQueue, DeleteQueue.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use aws_sdk_sqs::error::ProvideErrorMetadata;
 use aws_sdk_sqs::operation::RequestId;
@@ -285,14 +286,23 @@ async fn delete_queue_makes_it_missing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn purge_queue_removes_the_visible_messages() {
+async fn purge_queue_removes_every_message_in_flight_too() {
     let sqs = Sqs::start().await;
     let url = sqs.queue("purged", &[]).await;
     for n in 0..3 {
         sqs.send(&url, &format!("m{n}")).await;
     }
-    // One of them in flight.
-    let in_flight = sqs.receive(&url, 1, 0).await;
+    // One of them in flight, for a second only.
+    let in_flight = sqs
+        .client
+        .receive_message()
+        .queue_url(&url)
+        .visibility_timeout(1)
+        .send()
+        .await
+        .expect("ReceiveMessage")
+        .messages
+        .unwrap_or_default();
     assert_eq!(in_flight.len(), 1);
 
     sqs.client
@@ -308,22 +318,13 @@ async fn purge_queue_removes_the_visible_messages() {
             QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
         )
         .await;
-    if sqs.is_sluice() {
-        // A documented difference: SQS's purge deletes in-flight messages too (spec §3.4, AWS-validated);
-        // sluice's leaves them with their holder, a difference docs/sqs.md states. Asserted as
-        // it is today: still in flight, and its holder's delete works.
-        assert_eq!(not_visible.as_deref(), Some("1"));
-        sqs.delete(&url, &in_flight[0]).await;
-        let not_visible = sqs
-            .attribute(
-                &url,
-                QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
-            )
-            .await;
-        assert_eq!(not_visible.as_deref(), Some("0"));
-    } else {
-        assert_eq!(not_visible.as_deref(), Some("0"));
-    }
+    assert_eq!(
+        not_visible.as_deref(),
+        Some("0"),
+        "AWS purges in-flight messages"
+    );
+    // Its visibility timeout ends: it does not come back.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
     assert!(sqs.receive(&url, 10, 0).await.is_empty());
 }
 

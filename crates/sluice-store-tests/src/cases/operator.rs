@@ -4,7 +4,7 @@ use sluice_core::clock::Millis;
 use sluice_core::message::{MessageState, NewMessage};
 use sluice_core::queue::OnExpire;
 use sluice_core::rules::retention::MAX_AGE_ERROR;
-use sluice_core::store::{CancelOutcome, MessageGetParams, MessageRef};
+use sluice_core::store::{CancelOutcome, MessageGetParams, MessageRef, PurgeScope};
 use uuid::Uuid;
 
 use crate::{Harness, bodies};
@@ -23,7 +23,13 @@ pub async fn purge_removes_everything_but_leased_messages(h: Harness) {
     )
     .await;
     let leased = h.claim("q", 1).await.messages.remove(0);
-    assert_eq!(h.store.queue_purge("q", h.now()).await.unwrap(), 3);
+    assert_eq!(
+        h.store
+            .queue_purge("q", PurgeScope::Waiting, h.now())
+            .await
+            .unwrap(),
+        3
+    );
     let depth = h.store.queue_get("q", h.now()).await.unwrap().depth;
     assert_eq!((depth.ready, depth.delayed, depth.in_flight), (0, 0, 1));
     assert_eq!(h.status_of("q", ids[1]).await.state, MessageState::Purged);
@@ -39,6 +45,47 @@ pub async fn purge_removes_everything_but_leased_messages(h: Harness) {
         ["after"],
         "the queue takes new messages"
     );
+}
+
+/// A purge of everything (SQS's `PurgeQueue`) takes the leased messages too: their receipts
+/// are stale afterwards, nothing comes back when their visibility would have ended, and in a
+/// `fifo` queue the lane is free for new messages. It also forgets the queue's idempotency ids:
+/// a send with an id the purged messages had is a new message.
+pub async fn purging_everything_takes_leased_messages_and_forgets_ids(h: Harness) {
+    h.queue("q", |c| {
+        c.ordering = sluice_core::queue::Ordering::Fifo;
+        c.dedup_window_ms = 300_000;
+    })
+    .await;
+    let keyed = |body: &str, key: &str| NewMessage {
+        idempotency_key: Some(key.to_owned()),
+        ..h.message(body)
+    };
+    h.enqueue("q", vec![keyed("leased", "k1"), keyed("behind", "k2")])
+        .await;
+    let leased = h.claim("q", 1).await.messages.remove(0);
+    assert_eq!(
+        h.store
+            .queue_purge("q", PurgeScope::Everything, h.now())
+            .await
+            .unwrap(),
+        2,
+        "the leased message counts among those purged"
+    );
+    let depth = h.store.queue_get("q", h.now()).await.unwrap().depth;
+    assert_eq!((depth.ready, depth.delayed, depth.in_flight), (0, 0, 0));
+    assert!(
+        h.ack("q", leased.receipt).await.is_err(),
+        "its receipt is stale"
+    );
+    h.advance(120_000);
+    assert!(
+        h.claim("q", 10).await.messages.is_empty(),
+        "the leased message does not come back when its lease would have ended"
+    );
+    let again = h.enqueue("q", vec![keyed("again", "k1")]).await;
+    assert!(again[0].created, "the purge forgot the idempotency id");
+    assert_eq!(h.claim_bodies("q", 10).await, ["again"], "the lane is free");
 }
 
 /// A cancel removes a message that is not being processed and says so; a leased message is
@@ -291,7 +338,13 @@ pub async fn purging_a_per_key_queue_leaves_no_lane_stuck(h: Harness) {
     .await;
     let heads = h.claim("q", 10).await.messages;
     assert_eq!(bodies(&heads), ["a1", "b1"]);
-    assert_eq!(h.store.queue_purge("q", h.now()).await.unwrap(), 1);
+    assert_eq!(
+        h.store
+            .queue_purge("q", PurgeScope::Waiting, h.now())
+            .await
+            .unwrap(),
+        1
+    );
     for head in &heads {
         assert_eq!(h.ack("q", head.receipt).await, Ok(()));
     }

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use sluice_core::queue::{Backoff, MessageSchema, OnExpire, Ordering, QueueConfig, RateLimit};
 use sluice_core::store::{
-    AckParams, ClaimParams, EnqueueParams, MessageGetParams, MessageRef, QueuePut, QueuePutParams,
-    StoreError,
+    AckParams, ClaimParams, EnqueueParams, MessageGetParams, MessageRef, PurgeScope, QueuePut,
+    QueuePutParams, StoreError,
 };
 use sluice_wire::{PushSpec, SecretRef};
 use uuid::Uuid;
@@ -141,7 +141,13 @@ pub async fn unknown_queues_are_refused(h: Harness) {
         h.store.queue_get("nowhere", now).await.map(drop),
         "queue_get",
     );
-    not_found(h.store.queue_purge("nowhere", now).await.map(drop), "purge");
+    not_found(
+        h.store
+            .queue_purge("nowhere", PurgeScope::Waiting, now)
+            .await
+            .map(drop),
+        "purge",
+    );
     not_found(h.store.queue_pause("nowhere", true).await, "pause");
     not_found(
         h.store.queue_push_pause("nowhere", true).await,
