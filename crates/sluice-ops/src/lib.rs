@@ -16,6 +16,7 @@
 pub mod alerts;
 mod browse;
 pub mod caller;
+mod dead_letter_moves;
 mod dead_letters;
 mod definitions;
 mod delivery;
@@ -43,6 +44,7 @@ pub use dead_letters::{
     DeadLetterListRequest, DeadLetterMatch, DeadLetterPage, REPLAY_LIMIT_MAX, ReplayRequest,
     Replayed,
 };
+pub use dead_letter_moves::{MoveRequest, MoveStep};
 pub use definitions::{Definable, DefinitionPut};
 pub use delivery::{
     ACK_RECEIPTS_MAX, AckRequest, Acked, NEXT_STEPS_MAX, NackRequest, Nacked, NextStep,

@@ -1,11 +1,14 @@
-//! Message move tasks (SQS's dead-letter redrive) over sluice's dead-letter replay
-//! (docs/design/sqs-compat.md §3.15).
+//! Message move tasks (SQS's dead-letter redrive) over the operations' move of a dead-letter
+//! queue (`sluice_ops::MoveRequest`; docs/design/sqs-compat.md §3.15).
 //!
-//! A task moves the dead letters of a dead-letter queue back to the queues they failed in,
-//! or to one destination, at an optional rate, in the background; it can be listed and
-//! cancelled. Each letter moves with one replay, so a letter is never in two queues and
-//! never lost. Tasks live in the server's memory: after a restart the letters not moved yet
-//! are still in the dead-letter queue, and a new task moves them (docs/sqs.md says so).
+//! A task moves every message of a dead-letter queue, however it got there: dead letters back
+//! to the queues they failed in, or everything to one destination, at an optional rate, in the
+//! background; it can be listed and cancelled. Each message moves in one commit, so it is
+//! never in two queues and never lost. Without a destination, a message with no queue to go
+//! back to (sent straight to the dead-letter queue) stays, and the task fails with AWS's
+//! `CouldNotDetermineMessageSource` once the rest moved. Tasks live in the server's memory:
+//! after a restart the messages not moved yet are still in the dead-letter queue, and a new
+//! task moves them (docs/sqs.md says so).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +16,7 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use parking_lot::Mutex;
-use sluice_ops::{DeadLetterMatch, Ops, ReplayRequest};
+use sluice_ops::{MoveRequest, Ops};
 use sluice_sqs::request::{CancelMessageMoveTask, ListMessageMoveTasks, StartMessageMoveTask};
 use sluice_sqs::response::{
     CancelMessageMoveTaskResult, ListMessageMoveTasksResult, ListMessageMoveTasksResultEntry,
@@ -30,8 +33,11 @@ use crate::auth::Need;
 const TASKS_PER_SOURCE: usize = 10;
 /// Tasks kept in all.
 const TASKS_MAX: usize = 1000;
-/// Letters moved per replay when no rate is given.
+/// Messages moved per step when no rate is given.
 const BATCH: usize = 100;
+/// Why a task without a destination failed: messages with no queue to go back to (AWS's
+/// failure reason for messages sent straight to a dead-letter queue).
+const NO_SOURCE: &str = "CouldNotDetermineMessageSource";
 
 /// The tasks, newest last.
 #[derive(Debug, Default)]
@@ -73,7 +79,12 @@ pub async fn start(ctx: &Ctx<'_>, request: StartMessageMoveTask) -> Result<Respo
     let source = names::queue_of_arn(config, &request.source_arn, "SourceArn")?;
     ctx.allow(Need::Admin, Some(&source)).await?;
     exists(ctx, &source, "SourceArn").await?;
-    let sources = sources_of(ctx, &source).await?;
+    let sources = ctx
+        .app
+        .ops
+        .dead_letter_sources(&source)
+        .await
+        .map_err(from_ops)?;
     if sources.is_empty() {
         return Err(invalid(
             "Source queue must be configured as a Dead Letter Queue.",
@@ -96,21 +107,12 @@ pub async fn start(ctx: &Ctx<'_>, request: StartMessageMoveTask) -> Result<Respo
             "Value {rate} for parameter MaxNumberOfMessagesPerSecond is invalid. Reason: Must be between 1 and 500."
         )));
     }
-    let mut to_move = 0;
-    for from in &sources {
-        to_move += ctx
-            .app
-            .ops
-            .dead_letter_replay(replay(
-                from,
-                destination.clone(),
-                sluice_ops::REPLAY_LIMIT_MAX,
-                true,
-            ))
-            .await
-            .map_err(from_ops)?
-            .matched as i64;
-    }
+    let to_move = ctx
+        .app
+        .ops
+        .dead_letter_queue_movable(&source)
+        .await
+        .map_err(from_ops)? as i64;
     let task = Arc::new(Task {
         id: uuid::Uuid::new_v4().to_string(),
         source: source.clone(),
@@ -138,7 +140,7 @@ pub async fn start(ctx: &Ctx<'_>, request: StartMessageMoveTask) -> Result<Respo
         tasks.push(task.clone());
         trim(&mut tasks);
     }
-    tokio::spawn(run(ctx.app.ops.clone(), task.clone(), sources));
+    tokio::spawn(run(ctx.app.ops.clone(), task.clone()));
     Ok(Response::StartMessageMoveTask(StartMessageMoveTaskResult {
         task_handle: task.handle(config),
     }))
@@ -218,40 +220,42 @@ pub async fn cancel(ctx: &Ctx<'_>, request: CancelMessageMoveTask) -> Result<Res
     ))
 }
 
-/// Moves the letters of each source queue in batches (one per second at a rate), until none
-/// is left, the task is cancelled, or the server stops.
-async fn run(ops: Arc<Ops>, task: Arc<Task>, sources: Vec<String>) {
-    let batch = task.rate.map_or(BATCH, |rate| rate as usize);
+/// Moves the messages in steps (one per second at a rate), until a step moves nothing, the
+/// task is cancelled, or the server stops.
+async fn run(ops: Arc<Ops>, task: Arc<Task>) {
+    let limit = task.rate.map_or(BATCH, |rate| rate as usize);
     let mut failure = None;
-    'sources: for from in &sources {
-        loop {
-            if task.cancel.is_cancelled() {
-                break 'sources;
-            }
-            let out = match ops
-                .dead_letter_replay(replay(from, task.destination.clone(), batch, false))
-                .await
-            {
-                Ok(out) => out,
-                Err(error) => {
-                    failure = Some(match error.code {
-                        ErrorCode::QueueNotFound => {
-                            "AWS.SimpleQueueService.NonExistentQueue".to_owned()
-                        }
-                        _ => error.message,
-                    });
-                    break 'sources;
-                }
-            };
-            task.progress.lock().moved += out.replayed as i64;
-            if !out.more || out.replayed == 0 {
+    while !task.cancel.is_cancelled() {
+        let step = match ops
+            .dead_letter_queue_move(MoveRequest {
+                dead_letter_queue: task.source.clone(),
+                destination: task.destination.clone(),
+                limit,
+            })
+            .await
+        {
+            Ok(step) => step,
+            Err(error) => {
+                failure = Some(match error.code {
+                    ErrorCode::QueueNotFound => {
+                        "AWS.SimpleQueueService.NonExistentQueue".to_owned()
+                    }
+                    _ => error.message,
+                });
                 break;
             }
-            if task.rate.is_some() {
-                tokio::select! {
-                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
-                    () = task.cancel.cancelled() => break 'sources,
-                }
+        };
+        task.progress.lock().moved += step.moved as i64;
+        if step.is_last() {
+            if step.unplaced > 0 {
+                failure = Some(NO_SOURCE.to_owned());
+            }
+            break;
+        }
+        if task.rate.is_some() {
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                () = task.cancel.cancelled() => break,
             }
         }
     }
@@ -262,31 +266,6 @@ async fn run(ops: Arc<Ops>, task: Arc<Task>, sources: Vec<String>) {
         (None, false) => "COMPLETED",
     };
     progress.failure = failure;
-}
-
-fn replay(source: &str, target: Option<String>, limit: usize, dry_run: bool) -> ReplayRequest {
-    ReplayRequest {
-        queue: source.to_owned(),
-        ids: None,
-        matching: DeadLetterMatch::default(),
-        limit: Some(limit),
-        dry_run,
-        target_queue: target,
-    }
-}
-
-/// The queues whose dead letters go to `dead_letter_queue`.
-async fn sources_of(ctx: &Ctx<'_>, dead_letter_queue: &str) -> Result<Vec<String>, SqsError> {
-    Ok(ctx
-        .app
-        .ops
-        .queue_list(&sluice_ops::Anyone)
-        .await
-        .map_err(from_ops)?
-        .into_iter()
-        .filter(|info| info.config.dead_letter_queue.as_deref() == Some(dead_letter_queue))
-        .map(|info| info.name)
-        .collect())
 }
 
 async fn exists(ctx: &Ctx<'_>, name: &str, parameter: &str) -> Result<(), SqsError> {

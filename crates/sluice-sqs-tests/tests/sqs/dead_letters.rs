@@ -161,6 +161,102 @@ async fn a_move_task_redrives_the_dead_letter_queue_to_its_source() {
     }
 }
 
+/// The last task of `dead_arn` once it is no longer running (bounded wait).
+async fn finished_task(
+    sqs: &Sqs,
+    dead_arn: &str,
+) -> aws_sdk_sqs::types::ListMessageMoveTasksResultEntry {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let tasks = sqs
+            .client
+            .list_message_move_tasks()
+            .source_arn(dead_arn)
+            .send()
+            .await
+            .expect("ListMessageMoveTasks");
+        let task = tasks.results().first().expect("the task is listed").clone();
+        if task.status() != Some("RUNNING") {
+            return task;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still running: {task:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_task_with_a_destination_moves_every_message_however_it_got_there() {
+    let Some(sqs) = Sqs::sluice_only("moto answers 500 to message move tasks").await else {
+        return;
+    };
+    let (source, dead, dead_arn) = source_and_dead_letter_queue(&sqs, "move-all", 1).await;
+    sqs.send(&source, "failed").await;
+    receive_until_dead_lettered(&sqs, &source, &dead, 1).await;
+    // Sent straight into the dead-letter queue, as a client that dead-letters by itself does.
+    sqs.send(&dead, "sent straight").await;
+    let destination = sqs.queue("move-all-to", &[]).await;
+    let destination_arn = sqs.arn(&destination).await;
+
+    sqs.client
+        .start_message_move_task()
+        .source_arn(&dead_arn)
+        .destination_arn(&destination_arn)
+        .send()
+        .await
+        .expect("StartMessageMoveTask");
+    let task = finished_task(&sqs, &dead_arn).await;
+    assert_eq!(task.status(), Some("COMPLETED"), "{task:?}");
+    assert_eq!(task.approximate_number_of_messages_to_move(), Some(2));
+    assert_eq!(task.approximate_number_of_messages_moved(), 2);
+    assert_eq!(task.destination_arn(), Some(destination_arn.as_str()));
+    let moved = sqs
+        .receive_count(&destination, 2, Duration::from_secs(5))
+        .await;
+    let mut got = bodies(&moved);
+    got.sort();
+    assert_eq!(got, ["failed", "sent straight"]);
+    assert_eq!(sqs.visible_count(&dead).await, 0);
+    let not_visible = sqs
+        .attribute(&dead, QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+        .await;
+    assert_eq!(not_visible.as_deref(), Some("0"), "nothing is left held");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_task_to_the_sources_fails_on_a_message_with_no_source() {
+    let Some(sqs) = Sqs::sluice_only("moto answers 500 to message move tasks").await else {
+        return;
+    };
+    let (source, dead, dead_arn) = source_and_dead_letter_queue(&sqs, "move-back", 1).await;
+    sqs.send(&source, "failed").await;
+    receive_until_dead_lettered(&sqs, &source, &dead, 1).await;
+    sqs.send(&dead, "sent straight").await;
+
+    // No DestinationArn: the dead letter goes back to its source; the message sent straight
+    // has none, so it stays and the task fails as AWS's does.
+    sqs.client
+        .start_message_move_task()
+        .source_arn(&dead_arn)
+        .send()
+        .await
+        .expect("StartMessageMoveTask");
+    let task = finished_task(&sqs, &dead_arn).await;
+    assert_eq!(task.status(), Some("FAILED"), "{task:?}");
+    assert_eq!(
+        task.failure_reason(),
+        Some("CouldNotDetermineMessageSource")
+    );
+    assert_eq!(task.approximate_number_of_messages_to_move(), Some(2));
+    assert_eq!(task.approximate_number_of_messages_moved(), 1);
+    let back = sqs.receive_count(&source, 1, Duration::from_secs(5)).await;
+    assert_eq!(bodies(&back), ["failed"]);
+    let left = sqs.receive(&dead, 10, 0).await;
+    assert_eq!(bodies(&left), ["sent straight"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_move_task_can_be_cancelled() {
     let Some(sqs) = Sqs::sluice_only("moto answers 500 to message move tasks").await else {
