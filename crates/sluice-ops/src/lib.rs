@@ -40,11 +40,11 @@ use tokio_util::sync::CancellationToken;
 
 pub use browse::{AckedSearchRequest, BrowseRequest, Browsed};
 pub use caller::{Anyone, Caller};
+pub use dead_letter_moves::{MoveRequest, MoveStep};
 pub use dead_letters::{
     DeadLetterListRequest, DeadLetterMatch, DeadLetterPage, REPLAY_LIMIT_MAX, ReplayRequest,
     Replayed,
 };
-pub use dead_letter_moves::{MoveRequest, MoveStep};
 pub use definitions::{Definable, DefinitionPut};
 pub use delivery::{
     ACK_RECEIPTS_MAX, AckRequest, Acked, NEXT_STEPS_MAX, NackRequest, Nacked, NextStep,

@@ -11,11 +11,11 @@
 //! | lease, extend | `VisibilityTimeout`, `ChangeMessageVisibility` (whole seconds, rounded up) |
 //! | attempt | `ApproximateReceiveCount` |
 //! | nack with a delay | `ChangeMessageVisibility(delay)` |
-//! | dead-lettering | done by the backend at nack time: SQS itself moves a message only on a later receive, so a failed last attempt is sent to the DLQ with its error and attempts as message attributes, then deleted |
+//! | nack, dead-lettering | reported to the server: on sluice, a `ChangeMessageVisibility` carrying the failure (`x-sluice-failure`) is a nack, so sluice retries or dead-letters the message with its error, counts it and alerts, as for any consumer; a server that does not know the header (AWS) only changes the visibility, and the backend then dead-letters by itself: the message is sent to the DLQ with its error and attempts as message attributes, then deleted (SQS itself moves a message only on a later receive, with no error) |
 //!
-//! A nack needs the message it settles (to copy it to the DLQ), so the backend remembers what
-//! it leased until it is settled or its lease runs out: a nack must come from the same [`Sqs`]
-//! value that leased the message. SQS cannot pause a queue, cancel or look up a message, or
+//! A nack needs the message it settles (to copy it to the DLQ when the server does not), so the
+//! backend remembers what it leased until it is settled or its lease runs out: a nack must come
+//! from the same [`Sqs`] value that leased the message. SQS cannot pause a queue, cancel or look up a message, or
 //! report a priority; those calls fail with [`Error::Unsupported`] (see [`Sqs::CAPABILITIES`]).
 //! Its counts are approximate (`ApproximateNumberOfMessages...`).
 
@@ -25,6 +25,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
+use aws_sdk_sqs::config::interceptors::{
+    BeforeDeserializationInterceptorContextRef, BeforeTransmitInterceptorContextMut,
+};
+use aws_sdk_sqs::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_sqs::types::{
     Message, MessageAttributeValue, MessageSystemAttributeName, QueueAttributeName,
@@ -490,41 +494,51 @@ impl Backend for Sqs {
         };
         let attempt = held.delivery.attempt;
         let out_of_attempts = source.max_attempts.is_some_and(|max| attempt >= max);
-        if nack.permanent || out_of_attempts {
-            match &source.dead_letter_url {
-                Some(dead_letter_url) => {
-                    let dead = self
-                        .dead_letter(&source, dead_letter_url, receipt, &held, &nack.error)
-                        .await;
-                    if let Err(error) = dead {
-                        // Still leased: a later nack may try again.
-                        self.remember(receipt, held);
-                        return Err(error);
-                    }
-                    return Ok(NackOutcome::DeadLettered);
-                }
-                None if nack.permanent => {
-                    self.remember(receipt, held);
-                    return Err(Error::Invalid {
-                        code: ErrorCode::InvalidField.into(),
-                        message: "permanent: the queue has no dead-letter queue (RedrivePolicy)"
-                            .into(),
-                    });
-                }
-                None => {}
-            }
+        let dead_letter = (nack.permanent || out_of_attempts) && source.dead_letter_url.is_some();
+        if nack.permanent && source.dead_letter_url.is_none() {
+            self.remember(receipt, held);
+            return Err(Error::Invalid {
+                code: ErrorCode::InvalidField.into(),
+                message: "permanent: the queue has no dead-letter queue (RedrivePolicy)".into(),
+            });
         }
-        let delay = nack.delay.unwrap_or_else(|| default_backoff(attempt));
+        // Held a minute while the backend dead-letters by itself; the retry's delay otherwise.
+        let visibility = if dead_letter {
+            60
+        } else {
+            seconds(nack.delay.unwrap_or_else(|| default_backoff(attempt))).min(VISIBILITY_MAX_S)
+        };
+        let report = ReportFailure::new(&nack.error, nack.permanent);
         let changed = self
             .client
             .change_message_visibility()
             .queue_url(&source.url)
             .receipt_handle(receipt)
-            .visibility_timeout(seconds(delay).min(VISIBILITY_MAX_S))
+            .visibility_timeout(visibility)
+            .customize()
+            .interceptor(report.clone())
             .send()
             .await;
         if let Err(error) = changed {
+            // Still leased: a later nack may try again.
+            self.remember(receipt, held);
             return Err(sdk_error("ChangeMessageVisibility", error));
+        }
+        match report.outcome().as_deref() {
+            // sluice took it as a nack: it retried or dead-lettered the message itself.
+            Some(OUTCOME_DEAD_LETTERED) => return Ok(NackOutcome::DeadLettered),
+            Some(_) => return Ok(NackOutcome::Retried),
+            None => {}
+        }
+        if let (true, Some(dead_letter_url)) = (dead_letter, &source.dead_letter_url) {
+            let dead = self
+                .dead_letter(&source, dead_letter_url, receipt, &held, &nack.error)
+                .await;
+            if let Err(error) = dead {
+                self.remember(receipt, held);
+                return Err(error);
+            }
+            return Ok(NackOutcome::DeadLettered);
         }
         Ok(NackOutcome::Retried)
     }
@@ -773,6 +787,70 @@ fn delivery(message: Message) -> Result<(Delivery, Option<String>)> {
         .get(&MessageSystemAttributeName::MessageGroupId)
         .cloned();
     Ok((delivery, group))
+}
+
+/// What sluice answers a reported failure with (`x-sluice-outcome`) when it dead-lettered it.
+const OUTCOME_DEAD_LETTERED: &str = "dead-lettered";
+
+/// Reports a failed attempt with a visibility change (docs/sqs.md, "Reporting a failure"): adds
+/// the failure's headers before the request is signed, and keeps the outcome sluice answers
+/// with (another SQS server answers none).
+#[derive(Debug, Clone)]
+struct ReportFailure {
+    error: String,
+    permanent: bool,
+    outcome: Arc<Mutex<Option<String>>>,
+}
+
+impl ReportFailure {
+    fn new(error: &str, permanent: bool) -> Self {
+        let error = if error.is_empty() { "failed" } else { error };
+        Self {
+            error: percent_encoding::utf8_percent_encode(error, percent_encoding::NON_ALPHANUMERIC)
+                .to_string(),
+            permanent,
+            outcome: Arc::default(),
+        }
+    }
+
+    /// What sluice did, when the server is sluice.
+    fn outcome(&self) -> Option<String> {
+        self.outcome.lock().expect("outcome").clone()
+    }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl Intercept for ReportFailure {
+    fn name(&self) -> &'static str {
+        "ReportFailure"
+    }
+
+    fn modify_before_signing(
+        &self,
+        context: &mut BeforeTransmitInterceptorContextMut<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> std::result::Result<(), BoxError> {
+        let headers = context.request_mut().headers_mut();
+        headers.insert("x-sluice-failure", self.error.clone());
+        if self.permanent {
+            headers.insert("x-sluice-failure-permanent", "true");
+        }
+        Ok(())
+    }
+
+    fn read_after_transmit(
+        &self,
+        context: &BeforeDeserializationInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> std::result::Result<(), BoxError> {
+        if let Some(outcome) = context.response().headers().get("x-sluice-outcome") {
+            *self.outcome.lock().expect("outcome") = Some(outcome.to_owned());
+        }
+        Ok(())
+    }
 }
 
 /// A message received from a dead-letter queue as a [`DeadLetter`].

@@ -7,5 +7,6 @@ mod support;
 mod conformance;
 mod ids;
 mod server_errors;
+mod sqs_failures;
 mod tokens;
 mod worker_suite;

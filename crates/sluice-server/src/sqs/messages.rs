@@ -13,7 +13,9 @@ use std::collections::{BTreeMap, HashSet};
 use sha2::{Digest, Sha256};
 use sluice_core::message::{BodyKind, ClaimedMessage, Headers, MessageState};
 use sluice_core::queue::QueueConfig;
-use sluice_ops::{AckRequest, Details, MessageRequest, OpsError, ReceiveRequest};
+use sluice_ops::{
+    AckRequest, Details, MessageRequest, NackRequest, Nacked, OpsError, ReceiveRequest,
+};
 use sluice_sqs::md5;
 use sluice_sqs::request::{
     ChangeMessageVisibility, ChangeMessageVisibilityBatch, DeleteMessage, DeleteMessageBatch,
@@ -29,14 +31,24 @@ use sluice_wire::ErrorCode;
 use super::content::{
     self, ATTRIBUTES_HEADER, DEDUPLICATION_HEADER, SENDER_HEADER, SYSTEM_ATTRIBUTES_HEADER,
 };
-use super::{Ctx, attributes, from_ops, names, queues, receipts};
+use super::{Ctx, attributes, failure, from_ops, names, queues, receipts};
 use crate::auth::Need;
+use axum::http::HeaderValue;
 
 type Answer = Result<Response, SqsError>;
 
 /// The attribute a message gets when its body is not UTF-8 (sent through the native API as
 /// bytes): the body is then base64.
 pub const BODY_ENCODING_ATTRIBUTE: &str = "sluice-body-encoding";
+
+/// The attributes a dead letter is received with: what it failed with, how often, and where
+/// (the names the SDKs' SQS backends read).
+pub const DEAD_LETTER_ATTRIBUTES: [&str; 4] = [
+    "sluice-error",
+    "sluice-attempts",
+    "sluice-source-queue",
+    "sluice-failed-at-ms",
+];
 
 /// A message checked and mapped, with the digests its answer carries.
 struct Prepared {
@@ -430,6 +442,23 @@ fn render(
             base64::engine::general_purpose::STANDARD.encode(&message.payload.body_bytes)
         }
     };
+    if let Some(dead) = &message.dead_letter {
+        let [error, attempts, source, failed_at] = DEAD_LETTER_ATTRIBUTES;
+        let value = |data_type: &str, text: String| sluice_sqs::request::MessageAttributeValue {
+            data_type: data_type.into(),
+            string_value: Some(text),
+            ..Default::default()
+        };
+        let mut put = |name: &str, value| {
+            stored.entry(name.to_owned()).or_insert(value);
+        };
+        if let Some(text) = dead.last_error.clone().filter(|text| !text.is_empty()) {
+            put(error, value("String", text));
+        }
+        put(attempts, value("Number", dead.attempts.to_string()));
+        put(source, value("String", dead.source_queue.clone()));
+        put(failed_at, value("Number", dead.last_seen_at_ms.to_string()));
+    }
     let message_attributes = content::filter(stored, attribute_names);
     let system = content::load(headers, SYSTEM_ATTRIBUTES_HEADER);
     let mut all = BTreeMap::new();
@@ -655,6 +684,17 @@ async fn stale_delete(
 pub async fn change_visibility(ctx: &Ctx<'_>, request: ChangeMessageVisibility) -> Answer {
     let name = ctx.queue_of(&request.queue_url)?;
     ctx.allow(Need::Consume, Some(&name)).await?;
+    if let Some(failure) = &ctx.failure {
+        report_failure(
+            ctx,
+            &name,
+            &request.receipt_handle,
+            request.visibility_timeout,
+            failure,
+        )
+        .await?;
+        return Ok(Response::Empty(Action::ChangeMessageVisibility));
+    }
     set_visibility(
         ctx,
         &name,
@@ -692,6 +732,48 @@ pub async fn change_visibility_batch(
         successful,
         failed,
     }))
+}
+
+/// A failed attempt reported with a visibility change (`failure.rs`): a nack, retried after
+/// `seconds` or dead-lettered; the answer names the outcome in a header.
+async fn report_failure(
+    ctx: &Ctx<'_>,
+    queue: &str,
+    handle: &str,
+    seconds: i64,
+    failure: &failure::Reported,
+) -> Result<(), SqsError> {
+    let receipt = receipts::decode(queue, handle)?;
+    if !(0..=43_200).contains(&seconds) {
+        return Err(invalid(format!(
+            "Value {seconds} for parameter VisibilityTimeout is invalid. Reason: Must be between 0 and 43200."
+        )));
+    }
+    let nacked = ctx
+        .app
+        .ops
+        .nack(NackRequest {
+            queue: queue.to_owned(),
+            receipt,
+            error: Some(failure.error.clone()),
+            delay_ms: Some(seconds * 1000),
+            permanent: failure.permanent,
+        })
+        .await
+        .map_err(|error| match error.code {
+            ErrorCode::StaleReceipt | ErrorCode::MessageNotFound => invalid(format!(
+                "Value {handle} for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change."
+            )),
+            _ => from_ops(error),
+        })?;
+    let outcome = match nacked {
+        Nacked::Retry { .. } => "retried",
+        Nacked::DeadLettered { .. } => "dead-lettered",
+    };
+    ctx.reply_headers
+        .lock()
+        .push((failure::OUTCOME_HEADER, HeaderValue::from_static(outcome)));
+    Ok(())
 }
 
 /// A new visibility timeout from now; 0 gives the lease back at once, not as a failure.

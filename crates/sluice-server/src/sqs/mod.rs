@@ -14,6 +14,7 @@ pub mod attributes;
 pub mod config;
 pub mod content;
 mod errors;
+pub mod failure;
 mod messages;
 pub mod move_tasks;
 pub mod names;
@@ -80,6 +81,10 @@ pub struct Ctx<'a> {
     pub base: String,
     /// The token behind the signature; `None` when access control is off.
     pub caller: Option<Caller>,
+    /// A failure the client reports with a visibility change (`failure.rs`).
+    pub failure: Option<failure::Reported>,
+    /// Headers the answer carries beside the protocol's own.
+    pub reply_headers: Mutex<Vec<(&'static str, HeaderValue)>>,
 }
 
 impl Ctx<'_> {
@@ -243,10 +248,17 @@ pub async fn intercept(State(layer): State<Arc<Layer>>, request: Request, next: 
             sqs: &sqs,
             base: names::base_url(&sqs.config, &parts.headers, app.tls),
             caller,
+            failure: failure::Reported::from_headers(&parts.headers)?,
+            reply_headers: Mutex::default(),
         };
-        serve(&ctx, request).await
+        let answer = serve(&ctx, request).await;
+        Ok::<_, SqsError>((answer, ctx.reply_headers.into_inner()))
     }
     .await;
+    let (answer, reply_headers) = match answer {
+        Ok((answer, headers)) => (answer, headers),
+        Err(error) => (Err(error), Vec::new()),
+    };
     let answer = match answer {
         Ok(response) => Answer::success(wire, &response, &request_id),
         Err(error) => {
@@ -256,7 +268,10 @@ pub async fn intercept(State(layer): State<Arc<Layer>>, request: Request, next: 
             Answer::error(wire, &error, &request_id)
         }
     };
-    let response = render(answer, &request_id);
+    let mut response = render(answer, &request_id);
+    for (name, value) in reply_headers {
+        response.headers_mut().insert(name, value);
+    }
     drop(charge);
     let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
     app.http_metrics.observe(

@@ -220,7 +220,10 @@ async fn a_move_task_with_a_destination_moves_every_message_however_it_got_there
     assert_eq!(got, ["failed", "sent straight"]);
     assert_eq!(sqs.visible_count(&dead).await, 0);
     let not_visible = sqs
-        .attribute(&dead, QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+        .attribute(
+            &dead,
+            QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
+        )
         .await;
     assert_eq!(not_visible.as_deref(), Some("0"), "nothing is left held");
 }
