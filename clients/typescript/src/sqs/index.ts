@@ -11,9 +11,12 @@
  * - every queue has a dead-letter queue `<name>-dlq` (`<name>-dlq.fifo`) with a `RedrivePolicy`
  *   of `maxReceiveCount` = `maxAttempts`, so a lease that runs out on the last attempt is
  *   redriven by SQS;
- * - a nack that dead-letters (permanent, or attempts used up) is done here, because SQS only
- *   redrives on a later receive: the message is sent to the dead-letter queue with its error
- *   as a message attribute, then deleted;
+ * - a nack is reported to the server with the visibility change (`x-sluice-failure`): sluice
+ *   takes it as a nack, so it retries or dead-letters the message itself, with its error,
+ *   counts it and alerts; against a server that does not know the report (AWS), a nack that
+ *   dead-letters (permanent, or attempts used up) is done here, because SQS only redrives on
+ *   a later receive: the message is sent to the dead-letter queue with its error as a message
+ *   attribute, then deleted;
  * - a retry is a visibility change to the delay (whole seconds); the attempt is SQS's
  *   `ApproximateReceiveCount`.
  *
@@ -73,6 +76,17 @@ export interface SqsBackendOptions extends SQSClientConfig {
 }
 
 /** Message attributes this backend writes (SQS allows 10 per message). */
+/** The failure a visibility change reports (sluice's extension, docs/sqs.md). */
+const FAILURE_HEADER = "x-sluice-failure";
+const PERMANENT_HEADER = "x-sluice-failure-permanent";
+/** What sluice did with a reported failure: `retried` or `dead-lettered`. */
+const OUTCOME_HEADER = "x-sluice-outcome";
+
+/** A failure's error as it is kept: never empty, at most 4 KiB. */
+function failureText(error: string): string {
+  return error === "" ? "failed" : error.slice(0, 4096);
+}
+
 const ATTRIBUTE = {
   id: "sluice-id",
   key: "sluice-key",
@@ -80,6 +94,8 @@ const ATTRIBUTE = {
   error: "sluice-error",
   attempts: "sluice-attempts",
   source: "sluice-source-queue",
+  /** On a dead letter sluice made: when, ms since the epoch. */
+  failedAt: "sluice-failed-at-ms",
 } as const;
 
 /** Longest visibility timeout SQS takes, in seconds. */
@@ -312,25 +328,26 @@ export class SqsBackend implements Backend {
     const lease = this.#leases.get(receipt);
     const attempt = lease?.attempt ?? 1;
     const outOfAttempts = meta.maxAttempts > 0 && attempt >= meta.maxAttempts;
-    if ((nack.permanent || outOfAttempts) && meta.dlqUrl !== undefined) {
-      if (lease === undefined) {
-        throw new SluiceError({
-          status: 409,
-          code: "stale_receipt",
-          message:
-            "this backend did not hand out that receipt (or forgot it): cannot dead-letter it",
-        });
-      }
-      // Holding the lease is checked first, so a message someone else holds now is not copied.
-      await this.#guard(
-        this.client.send(
-          new ChangeMessageVisibilityCommand({
-            QueueUrl: meta.url,
-            ReceiptHandle: receipt,
-            VisibilityTimeout: 60,
-          }),
-        ),
-      );
+    const deadLetter = (nack.permanent || outOfAttempts) && meta.dlqUrl !== undefined;
+    if (deadLetter && lease === undefined) {
+      throw new SluiceError({
+        status: 409,
+        code: "stale_receipt",
+        message: "this backend did not hand out that receipt (or forgot it): cannot dead-letter it",
+      });
+    }
+    // The failure is reported to the server: sluice takes it as a nack (it retries or
+    // dead-letters the message itself, with its error) and says which; another SQS server only
+    // changes the visibility (a minute while the message is dead-lettered here, else the delay).
+    const visibilityS = deadLetter
+      ? 60
+      : seconds(nack.delayMs ?? backoffDelay(this.#backoff, attempt), VISIBILITY_MAX_S);
+    const outcome = await this.#reportFailure(meta.url, receipt, visibilityS, nack);
+    if (outcome !== undefined) {
+      this.#leases.delete(receipt);
+      return outcome === "dead-lettered" ? "dead_lettered" : "retried";
+    }
+    if (deadLetter && lease !== undefined && meta.dlqUrl !== undefined) {
       await this.#guard(
         this.client.send(
           new SendMessageCommand({
@@ -338,7 +355,7 @@ export class SqsBackend implements Backend {
             MessageBody: lease.body,
             MessageAttributes: {
               ...lease.attributes,
-              [ATTRIBUTE.error]: text(nack.error === "" ? "failed" : nack.error.slice(0, 4096)),
+              [ATTRIBUTE.error]: text(failureText(nack.error)),
               [ATTRIBUTE.attempts]: { DataType: "Number", StringValue: String(attempt) },
               [ATTRIBUTE.source]: text(queue),
             },
@@ -357,18 +374,43 @@ export class SqsBackend implements Backend {
       this.#leases.delete(receipt);
       return "dead_lettered";
     }
-    const delayMs = nack.delayMs ?? backoffDelay(this.#backoff, attempt);
-    await this.#guard(
-      this.client.send(
-        new ChangeMessageVisibilityCommand({
-          QueueUrl: meta.url,
-          ReceiptHandle: receipt,
-          VisibilityTimeout: seconds(delayMs, VISIBILITY_MAX_S),
-        }),
-      ),
-    );
     this.#leases.delete(receipt);
     return "retried";
+  }
+
+  /**
+   * `ChangeMessageVisibility` carrying the failure (`x-sluice-failure`, added before the request
+   * is signed): sluice's answer names what it did (`x-sluice-outcome`); a server that does not
+   * know the header answers with none, having only changed the visibility.
+   */
+  async #reportFailure(
+    url: string,
+    receipt: string,
+    visibilityS: number,
+    nack: Nack,
+  ): Promise<string | undefined> {
+    const command = new ChangeMessageVisibilityCommand({
+      QueueUrl: url,
+      ReceiptHandle: receipt,
+      VisibilityTimeout: visibilityS,
+    });
+    let outcome: string | undefined;
+    command.middlewareStack.add(
+      (next) => async (args) => {
+        const request = args.request as { headers?: Record<string, string> };
+        if (request.headers !== undefined) {
+          request.headers[FAILURE_HEADER] = encodeURIComponent(failureText(nack.error));
+          if (nack.permanent) request.headers[PERMANENT_HEADER] = "true";
+        }
+        const result = await next(args);
+        const response = result.response as { headers?: Record<string, string> };
+        outcome = response.headers?.[OUTCOME_HEADER];
+        return result;
+      },
+      { step: "build", name: "sluiceReportFailure" },
+    );
+    await this.#guard(this.client.send(command));
+    return outcome;
   }
 
   async release(queue: string, receipt: string): Promise<void> {
@@ -480,7 +522,11 @@ export class SqsBackend implements Backend {
         attempts: Number(
           message.MessageAttributes?.[ATTRIBUTE.attempts]?.StringValue ?? meta.maxAttempts,
         ),
-        deadLetteredAt: Number(message.Attributes?.SentTimestamp ?? 0),
+        deadLetteredAt: Number(
+          message.MessageAttributes?.[ATTRIBUTE.failedAt]?.StringValue ??
+            message.Attributes?.SentTimestamp ??
+            0,
+        ),
       }))
       .sort((a, b) => b.deadLetteredAt - a.deadLetteredAt);
   }

@@ -9,20 +9,25 @@ queue cannot deduplicate (`capabilities.dedup` is False there), so a push with a
 id is refused (`Unsupported`), never ignored: ask for `QueueOptions(dedup=True)` to get a FIFO
 queue that deduplicates.
 
-A retry is a visibility change to the retry's delay (the message keeps its place, group and
-receive count; SQS keeps no error with it, so `last_error` is None on SQS). Dead-lettering when
-the attempts are used up happens at nack time, here: the envelope goes to the dead-letter queue
-with its error, then the message is deleted, because SQS itself only redrives on a later
-receive and would drop the error. The redrive policy still catches messages whose last lease
-runs out. SQS has no pause, no cancel, no priorities and keeps no order outside a FIFO group:
-those raise `Unsupported`. Counts are SQS's approximate ones.
+A nack is reported to the server with the visibility change (`x-sluice-failure`, sluice's
+extension, docs/sqs.md): sluice takes it as a nack, so it retries the message after the delay
+or dead-letters it with its error (when this queue decides it is due), counts it and alerts.
+A server that does not know the report (AWS) only changes the visibility: a retry is then that
+visibility change (the message keeps its place, group and receive count; SQS keeps no error
+with it, so `last_error` is None on SQS), and dead-lettering happens here: the envelope goes to
+the dead-letter queue with its error, then the message is deleted, because SQS itself only
+redrives on a later receive and would drop the error. The redrive policy still catches
+messages whose last lease runs out. SQS has no pause, no cancel, no priorities and keeps no
+order outside a FIFO group: those raise `Unsupported`. Counts are SQS's approximate ones.
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
 import math
 import time
+import urllib.parse
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
@@ -63,6 +68,26 @@ DRAIN_POLL_S = 0.05
 DEAD_LETTER_PEEK_S = 30
 """How long `dead_letters` holds the entries it reads before giving them back."""
 _LEASE_ERRORS = {"InvalidParameterValue", "ReceiptHandleIsInvalid", "MessageNotInflight"}
+DEAD_LETTER_HOLD_S = 60
+"""How long a message is held while it is dead-lettered here (a server that does not nack)."""
+_FAILURE_HEADER = "x-sluice-failure"
+_PERMANENT_HEADER = "x-sluice-failure-permanent"
+_OUTCOME_HEADER = "x-sluice-outcome"
+_REPORTING: contextvars.ContextVar[tuple[str, bool] | None] = contextvars.ContextVar(
+    "sluice_sqs_failure", default=None
+)
+"""The failure the `ChangeMessageVisibility` being sent reports: (error, dead-letter now)."""
+
+
+def _add_failure_headers(request: Any, **_: Any) -> None:
+    """botocore's `before-sign` hook: the failure's headers, signed with the request."""
+    failure = _REPORTING.get()
+    if failure is None:
+        return
+    error, permanent = failure
+    request.headers[_FAILURE_HEADER] = urllib.parse.quote(error, safe="")
+    if permanent:
+        request.headers[_PERMANENT_HEADER] = "true"
 
 
 class SQSQueue:
@@ -102,6 +127,11 @@ class SQSQueue:
         """The dead-letter queue's name."""
         self.client: SQSClient = client or _make_client(endpoint_url, region)
         """The boto3 client underneath."""
+        self.client.meta.events.register(
+            "before-sign.sqs.ChangeMessageVisibility",
+            _add_failure_headers,
+            unique_id="sluice-report-failure",
+        )
         self._url: str | None = None
         self._dlq_url: str | None = None
         self._capabilities = Capabilities(
@@ -339,26 +369,37 @@ class SQSQueue:
     ) -> NackOutcome:
         url, dlq_url = self._urls()
         envelope = task.envelope
-        if should_dead_letter(task.attempt, self._max_attempts(envelope), permanent):
-            dead = replace(envelope, last_error=error, failed_at=time.time())
-            entry: dict[str, Any] = {"QueueUrl": dlq_url, "MessageBody": dead.to_json()}
-            if self.fifo:
-                # A group of its own, so one dead letter never hides another from `dead_letters`.
-                entry["MessageGroupId"] = envelope.task_id
-                entry["MessageDeduplicationId"] = f"{envelope.task_id}.{task.attempt}"
-            self.client.send_message(**entry)
-            with _lease_errors(task):
-                self.client.delete_message(QueueUrl=url, ReceiptHandle=task.receipt)
-            return "dead_lettered"
+        dead_letter = should_dead_letter(task.attempt, self._max_attempts(envelope), permanent)
         if delay is None:
             delay = self.options.backoff.delay(task.attempt)
+        visibility = (
+            DEAD_LETTER_HOLD_S if dead_letter else min(math.ceil(max(delay, 0.0)), VISIBILITY_MAX_S)
+        )
+        # Reported to the server: sluice nacks it (dead-lettering it when this queue says so,
+        # with the error) and answers what it did; another server only changes the visibility.
+        reported = _REPORTING.set((error or "failed", dead_letter))
+        try:
+            with _lease_errors(task):
+                answer = self.client.change_message_visibility(
+                    QueueUrl=url, ReceiptHandle=task.receipt, VisibilityTimeout=visibility
+                )
+        finally:
+            _REPORTING.reset(reported)
+        outcome = answer.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get(_OUTCOME_HEADER)
+        if outcome is not None:
+            return "dead_lettered" if outcome == "dead-lettered" else "retried"
+        if not dead_letter:
+            return "retried"
+        dead = replace(envelope, last_error=error, failed_at=time.time())
+        entry: dict[str, Any] = {"QueueUrl": dlq_url, "MessageBody": dead.to_json()}
+        if self.fifo:
+            # A group of its own, so one dead letter never hides another from `dead_letters`.
+            entry["MessageGroupId"] = envelope.task_id
+            entry["MessageDeduplicationId"] = f"{envelope.task_id}.{task.attempt}"
+        self.client.send_message(**entry)
         with _lease_errors(task):
-            self.client.change_message_visibility(
-                QueueUrl=url,
-                ReceiptHandle=task.receipt,
-                VisibilityTimeout=min(math.ceil(max(delay, 0.0)), VISIBILITY_MAX_S),
-            )
-        return "retried"
+            self.client.delete_message(QueueUrl=url, ReceiptHandle=task.receipt)
+        return "dead_lettered"
 
     def extend_visibility(self, task: Task, visibility_timeout: float) -> None:
         url, _ = self._urls()
@@ -429,6 +470,7 @@ class SQSQueue:
                 MaxNumberOfMessages=min(BATCH_MAX, limit - len(received)),
                 VisibilityTimeout=DEAD_LETTER_PEEK_S,
                 WaitTimeSeconds=0,
+                MessageAttributeNames=["All"],
             )
             messages = answer.get("Messages", [])
             if not messages:
@@ -462,13 +504,23 @@ class SQSQueue:
 
 
 def _dead_letter(message: Any) -> DeadLetter:
+    """A message of the dead-letter queue: one sluice dead-lettered carries its error, attempts
+    and time as message attributes; one dead-lettered here, in its envelope."""
     envelope = TaskEnvelope.wrap_body(message["MessageId"], message["Body"])
+    attributes = message.get("MessageAttributes", {})
+
+    def attribute(name: str) -> str | None:
+        value = attributes.get(name, {}).get("StringValue")
+        return value if isinstance(value, str) else None
+
+    attempts = attribute("sluice-attempts")
+    failed_at_ms = attribute("sluice-failed-at-ms")
     return DeadLetter(
         task_id=envelope.task_id or message["MessageId"],
         payload=envelope.payload,
-        error=envelope.last_error,
-        attempts=envelope.attempt,
-        failed_at=envelope.failed_at,
+        error=attribute("sluice-error") or envelope.last_error,
+        attempts=int(attempts) if attempts is not None else envelope.attempt,
+        failed_at=int(failed_at_ms) / 1000 if failed_at_ms is not None else envelope.failed_at,
         idempotency_id=envelope.idempotency_id,
         key=envelope.key,
     )
