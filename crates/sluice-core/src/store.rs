@@ -203,6 +203,11 @@ pub struct ClaimParams {
     pub max: usize,
     /// Lease length; the queue's visibility timeout when `None`.
     pub lease_ms: Option<Millis>,
+    /// A message leased from a lane brings the members that follow it, in order, while they
+    /// are visible, and the lane stays held until all of them are settled or back
+    /// ([`crate::rules::lanes`]): SQS's FIFO receive. Without it a lane hands out one message
+    /// at a time (the native `fifo` and `per_key` rule).
+    pub lane_runs: bool,
     /// Now.
     pub now_ms: Millis,
 }

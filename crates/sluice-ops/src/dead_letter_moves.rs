@@ -104,6 +104,7 @@ impl Ops {
         };
         let claimed = self
             .receive(ReceiveRequest {
+                lane_runs: false,
                 queue: request.dead_letter_queue.clone(),
                 max: Some(limit.min(limits::RECEIVE_MAX) as i64),
                 wait_ms: None,

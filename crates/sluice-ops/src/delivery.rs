@@ -49,6 +49,9 @@ pub struct ReceiveRequest {
     pub wait_ms: Option<i64>,
     /// The lease's length; the queue's visibility timeout when `None`.
     pub visibility_timeout_ms: Option<i64>,
+    /// Take runs of a lane's messages in order (`ClaimParams::lane_runs`): SQS's FIFO
+    /// receive. The native doors take one message of a lane at a time.
+    pub lane_runs: bool,
 }
 
 /// Settle leases as done, with an optional result kept for duplicates to read.
@@ -149,8 +152,11 @@ impl Ops {
             self.clock.as_ref(),
             &policy,
             queue,
-            max as usize,
-            request.visibility_timeout_ms,
+            wait::Take {
+                max: max as usize,
+                lease_ms: request.visibility_timeout_ms,
+                lane_runs: request.lane_runs,
+            },
         )
         .await?;
         Ok(messages)

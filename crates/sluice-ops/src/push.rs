@@ -86,6 +86,7 @@ impl Ops {
                 queue: queue.to_owned(),
                 max: max().clamp(1, 100),
                 lease_ms: Some(lease_ms),
+                lane_runs: false,
                 now_ms,
             };
             async move {

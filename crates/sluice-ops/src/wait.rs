@@ -231,24 +231,36 @@ where
     failed
 }
 
-/// Claims up to `max` messages of `queue` under a lease of `lease_ms` (the queue's own when
-/// `None`), waiting as `wait` says while there are none: the claim-or-wait of a consumer
-/// (a receive by any door, the embedded SDK's lease among them). Push workers claim with the attempt recorded and
-/// hold delivery slots, so they call [`until`] with their own look.
+/// What a claim takes: up to `max` messages, under a lease of `lease_ms` (the queue's own when
+/// `None`), with runs of a lane's messages when `lane_runs` (`ClaimParams::lane_runs`).
+#[derive(Debug, Clone, Copy)]
+pub struct Take {
+    /// Most messages.
+    pub max: usize,
+    /// The lease's length.
+    pub lease_ms: Option<Millis>,
+    /// Runs of a lane's messages, in order.
+    pub lane_runs: bool,
+}
+
+/// Claims what `take` says from `queue`, waiting as `wait` says while there is nothing: the
+/// claim-or-wait of a consumer (a receive by any door, the embedded SDK's lease among them).
+/// Push workers claim with the attempt recorded and hold delivery slots, so they call
+/// [`until`] with their own look.
 pub async fn claim(
     store: &dyn Store,
     clock: &dyn Clock,
     wait: &Wait<'_>,
     queue: &str,
-    max: usize,
-    lease_ms: Option<Millis>,
+    take: Take,
 ) -> StoreResult<Vec<ClaimedMessage>> {
     let look = |now_ms| async move {
         let claim = store
             .message_claim(ClaimParams {
                 queue: queue.to_owned(),
-                max,
-                lease_ms,
+                max: take.max,
+                lease_ms: take.lease_ms,
+                lane_runs: take.lane_runs,
                 now_ms,
             })
             .await?;

@@ -51,6 +51,7 @@ async fn fixture() -> Fixture {
 
 fn receive(max: i64, wait_ms: i64) -> ReceiveRequest {
     ReceiveRequest {
+        lane_runs: false,
         queue: "q".into(),
         max: Some(max),
         wait_ms: Some(wait_ms),
@@ -100,6 +101,7 @@ async fn a_receive_on_a_missing_queue_is_refused_and_leaves_no_signal() {
     let error = fixture
         .ops
         .receive(ReceiveRequest {
+            lane_runs: false,
             queue: "nope".into(),
             ..receive(1, 5_000)
         })

@@ -264,6 +264,7 @@ impl Backend for Embedded {
         let messages = self
             .ops
             .receive(sluice_ops::ReceiveRequest {
+                lane_runs: false,
                 queue: queue.to_owned(),
                 max: Some(max.clamp(1, sluice_core::queue::limits::RECEIVE_MAX) as i64),
                 wait_ms: Some(millis(wait.min(WAIT_MAX))),

@@ -79,6 +79,7 @@ async fn run_due(ops: &Ops, alert: &Alert) -> Result<(), sluice_ops::OpsError> {
     for _ in 0..COMMAND_BATCH {
         let Some(message) = ops
             .receive(ReceiveRequest {
+                lane_runs: false,
                 queue: queue.clone(),
                 max: Some(1),
                 wait_ms: None,

@@ -70,6 +70,7 @@ impl Fixture {
     async fn claim(&self, queue: &str, max: usize) -> Vec<ClaimedMessage> {
         self.store
             .message_claim(ClaimParams {
+                lane_runs: false,
                 queue: queue.into(),
                 max,
                 lease_ms: Some(30_000),

@@ -99,6 +99,7 @@ async fn send(store: &PgStore, queue: &str, messages: Vec<NewMessage>) -> Vec<Uu
 async fn claim(store: &PgStore, queue: &str, max: usize, lease_ms: i64, now_ms: i64) -> Claim {
     store
         .message_claim(ClaimParams {
+            lane_runs: false,
             queue: queue.into(),
             max,
             lease_ms: Some(lease_ms),

@@ -127,6 +127,7 @@ async fn send(store: &PgStore, queue: &str, messages: Vec<NewMessage>) -> Vec<Uu
 async fn claim(store: &PgStore, queue: &str, max: usize) -> Claim {
     store
         .message_claim(ClaimParams {
+            lane_runs: false,
             queue: queue.into(),
             max,
             lease_ms: Some(60_000),

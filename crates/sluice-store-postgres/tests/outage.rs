@@ -53,6 +53,7 @@ async fn enqueue(store: &PgStore, body: &str) -> Result<(), StoreError> {
 async fn claim(store: &PgStore, max: usize) -> Result<Vec<(String, Receipt)>, StoreError> {
     let claim = store
         .message_claim(ClaimParams {
+            lane_runs: false,
             queue: "q".into(),
             max,
             lease_ms: Some(60_000),

@@ -73,6 +73,7 @@ async fn open_with_config(options: PgOptions, config: QueueConfig) -> PgStore {
 async fn claim(store: &PgStore) -> Vec<ClaimedMessage> {
     store
         .message_claim(ClaimParams {
+            lane_runs: false,
             queue: "q".into(),
             max: 10,
             lease_ms: Some(60_000),

@@ -98,6 +98,7 @@ fn message(body: &str, key: Option<&str>, idempotency_key: Option<&str>) -> NewM
 
 fn claim_params(queue: &str, max: usize, now_ms: i64) -> ClaimParams {
     ClaimParams {
+        lane_runs: false,
         queue: queue.into(),
         max,
         lease_ms: Some(600_000),

@@ -66,6 +66,7 @@ async fn a_claim_retries_an_expired_lease_exactly_when_the_failure_rule_does() {
             loop {
                 let claim = store
                     .message_claim(ClaimParams {
+                        lane_runs: false,
                         queue: name.clone(),
                         max: 1,
                         lease_ms: Some(LEASE_MS),

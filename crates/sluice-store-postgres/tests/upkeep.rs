@@ -132,6 +132,7 @@ async fn send(store: &PgStore, queue: &str, messages: Vec<NewMessage>) -> Vec<u6
 async fn claim_all(store: &PgStore, queue: &str, lease_ms: i64, now_ms: i64) -> usize {
     store
         .message_claim(ClaimParams {
+            lane_runs: false,
             queue: queue.into(),
             max: 1_000,
             lease_ms: Some(lease_ms),
@@ -531,6 +532,7 @@ async fn cleanup_removes_old_records_keys_and_departed_nodes() {
     send(&store, "q", vec![keyed]).await;
     let claimed = store
         .message_claim(ClaimParams {
+            lane_runs: false,
             queue: "q".into(),
             max: 1,
             lease_ms: None,

@@ -85,6 +85,7 @@ async fn main() {
     while acked < sent {
         let claim = store
             .message_claim(ClaimParams {
+                lane_runs: false,
                 queue: queue.clone(),
                 max: 100,
                 lease_ms: None,

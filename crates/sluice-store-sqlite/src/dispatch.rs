@@ -6,8 +6,10 @@
 //! changes a store must persist come back as [`Change`] values.
 //!
 //! Ordering: an ordered queue (`fifo`, or `per_key` for messages with a key) puts each message in a
-//! *lane*. Only the lane's active message can be ready, delayed (retrying) or in flight; the
-//! others wait behind it, so at most one message of a key is in flight and a retry blocks the key.
+//! *lane*. Only the lane's out members can be ready, delayed (retrying) or in flight; the others
+//! wait, so at most one message of a key is in flight and a retry blocks the key, unless a claim
+//! asks for runs (SQS's FIFO receive), which lends the members after the one it leased
+//! ([`sluice_core::rules::lanes`]).
 //!
 //! The decisions every store makes the same way (retry or dead-letter, backoff, the token
 //! bucket, lanes, retention) are pure functions in [`sluice_core::rules`]; the index keeps the sets
@@ -343,6 +345,28 @@ impl Index {
         }
         self.forget(&entry);
         Some(entry)
+    }
+
+    /// A message that was out (in flight) comes back, out of every set: unordered, it is ready
+    /// or delayed again; in a lane it waits, and the lane says who goes out
+    /// ([`Lane::come_back`]: the lane's first member once nothing else is out).
+    fn come_back(&mut self, seq: Seq, now_ms: Millis) {
+        let Some(entry) = self.entries.get_mut(&seq) else {
+            return;
+        };
+        let Some(state) = self.queues.get_mut(&*entry.queue) else {
+            return;
+        };
+        let lane_key = state.lane_of(entry.key.as_ref());
+        let Some(lane) = lane_key.and_then(|key| state.lanes.get_mut(&key)) else {
+            Self::activate(state, entry, now_ms);
+            return;
+        };
+        entry.place = Place::Waiting;
+        if let Some(next) = lane.come_back(seq) {
+            let queue = entry.queue.clone();
+            self.activate_waiting(&queue, next, now_ms);
+        }
     }
 
     fn activate_waiting(&mut self, queue: &str, seq: Seq, now_ms: Millis) {

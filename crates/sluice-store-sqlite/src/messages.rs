@@ -63,6 +63,7 @@ impl SharedSqliteStore {
             let claimed = index.claim(
                 &params.queue,
                 params.max,
+                params.lane_runs,
                 lease_ms,
                 params.now_ms,
                 rand::random,

@@ -79,6 +79,7 @@ async fn drain(store: &SharedSqliteStore, max: usize, now_ms: Millis) -> Vec<Str
     loop {
         let claim = store
             .message_claim(ClaimParams {
+                lane_runs: false,
                 queue: "q".into(),
                 max,
                 lease_ms: Some(60_000),
@@ -252,6 +253,7 @@ async fn cancel_purge_and_max_depth_see_messages_on_disk() {
     // Two delivered, the rest purged: those in memory and those on disk.
     let claim = store
         .message_claim(ClaimParams {
+            lane_runs: false,
             queue: "q".into(),
             max: 2,
             lease_ms: Some(60_000),
@@ -368,6 +370,7 @@ async fn random_interleavings_deliver_in_dispatch_order() {
             let max = rng.random_range(1..6usize);
             let claim = store
                 .message_claim(ClaimParams {
+                    lane_runs: false,
                     queue: "q".into(),
                     max,
                     lease_ms: Some(60_000),

@@ -60,6 +60,7 @@ async fn enqueue(store: &SharedSqliteStore, messages: Vec<NewMessage>) -> Vec<En
 async fn claim(store: &SharedSqliteStore, now_ms: Millis) -> Claim {
     store
         .message_claim(ClaimParams {
+            lane_runs: false,
             queue: "q".into(),
             max: 10,
             lease_ms: Some(1_000),
@@ -756,6 +757,7 @@ async fn the_upkeep_drops_a_kept_body_when_its_keep_ends_and_not_before() {
             .unwrap();
         let receipts = store
             .message_claim(ClaimParams {
+                lane_runs: false,
                 queue: queue.into(),
                 max: 1,
                 lease_ms: None,

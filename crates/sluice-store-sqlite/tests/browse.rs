@@ -87,8 +87,8 @@ fn delayed_pages_follow_visible_time_and_in_flight_pages_the_lease_deadline() {
         vec![2, 3, 1]
     );
 
-    let first = index.claim("q", 1, 30_000, NOW, || 7);
-    let second = index.claim("q", 1, 10_000, NOW + 5, || 8);
+    let first = index.claim("q", 1, false, 30_000, NOW, || 7);
+    let second = index.claim("q", 1, false, 10_000, NOW + 5, || 8);
     assert_eq!(
         all_pages(&index, "q", BrowseState::InFlight, 1),
         vec![second[0].seq, first[0].seq],

@@ -2,12 +2,13 @@
 //! extend, cancel, purge, retention, pause and clock moves against a `per_key` queue with
 //! `max_in_flight`, checked after every step against a simple model of what must hold: nothing
 //! is lost or invented, an acked message never comes back, a key never has two messages in
-//! flight, no more than `max_in_flight` leases are out, a paused queue delivers nothing, each
+//! flight (unless a claim with runs took them together, in order), no more than
+//! `max_in_flight` leases are out, a paused queue delivers nothing, each
 //! key's messages are first delivered in enqueue order, a current receipt always acks while a
 //! replaced one never does, and only unleased messages are cancelled, purged or expired (and
 //! only old ones expire). After every step the index also checks its own consistency
-//! ([`Index::check_invariants`]: every message in exactly one set, lanes with one active
-//! member, totals and ids in step).
+//! ([`Index::check_invariants`]: every message in exactly one set, lanes with their out
+//! members, totals and ids in step).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -32,6 +33,8 @@ enum Op {
     },
     Claim {
         max: usize,
+        /// A claim that takes runs of a key's messages (SQS's FIFO receive).
+        runs: bool,
     },
     Ack {
         pick: usize,
@@ -59,7 +62,7 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => (proptest::option::of(0u8..4), 0i32..3, prop_oneof![Just(0i64), 1i64..3_000]).prop_map(|(key, priority, delay_ms)| Op::Enqueue { key, priority, delay_ms }),
-        3 => (1usize..5).prop_map(|max| Op::Claim { max }),
+        3 => (1usize..5, any::<bool>()).prop_map(|(max, runs)| Op::Claim { max, runs }),
         2 => any::<usize>().prop_map(|pick| Op::Ack { pick }),
         1 => (any::<usize>(), proptest::bool::weighted(0.2)).prop_map(|(pick, permanent)| Op::Nack { pick, permanent }),
         1 => any::<usize>().prop_map(|pick| Op::Extend { pick }),
@@ -130,25 +133,34 @@ proptest! {
                     index.insert(entry, now);
                     known.insert(id, Known { key, order, done: false, delivered: false, enqueued_at: now });
                 }
-                Op::Claim { max } => {
+                Op::Claim { max, runs } => {
                     index.tick_queue("q", now);
                     prop_assert!(follow_dead_letters(&index, &mut known), "a message was lost");
                     // Leases that ran out are no longer held.
                     outstanding.retain(|(_, deadline)| *deadline > now);
-                    let claimed = index.claim("q", max, LEASE_MS, now, rand::random);
+                    let claimed = index.claim("q", max, runs, LEASE_MS, now, rand::random);
                     prop_assert!(!paused || claimed.is_empty(), "a paused queue delivered");
                     let in_flight = index.depth("q", now).unwrap().in_flight;
                     prop_assert!(in_flight <= u64::from(MAX_IN_FLIGHT), "{in_flight} leases out");
-                    let mut in_flight_keys: HashSet<u8> = outstanding.iter().filter_map(|(r, _)| known[&r.message_id].key).collect();
+                    // A key in flight before this claim gets nothing; without runs a claim takes
+                    // one message of a key, with runs the key's messages in order.
+                    let held_keys: HashSet<u8> = outstanding.iter().filter_map(|(r, _)| known[&r.message_id].key).collect();
+                    let mut taken: HashMap<u8, Vec<Uuid>> = HashMap::new();
                     for claim in claimed {
                         let id = claim.message.message_id;
                         let message = known.get_mut(&id).expect("claimed a message that was never enqueued");
                         prop_assert!(!message.done, "an acked or dead-lettered message was delivered again");
                         if let Some(key) = message.key {
-                            prop_assert!(in_flight_keys.insert(key), "two messages of key {key} in flight");
-                            if !message.delivered {
-                                let order = message.order;
-                                let earlier_pending = known.values().any(|m| m.key == Some(key) && m.order < order && !m.done);
+                            prop_assert!(!held_keys.contains(&key), "key {key}: a message handed out while another is in flight");
+                            let this_claim = taken.entry(key).or_default();
+                            prop_assert!(runs || this_claim.is_empty(), "two messages of key {key} in one claim without runs");
+                            if let Some(before) = this_claim.last() {
+                                prop_assert!(known[before].order < known[&id].order, "key {key}: a run out of order");
+                            }
+                            this_claim.push(id);
+                            if !known[&id].delivered {
+                                let order = known[&id].order;
+                                let earlier_pending = known.iter().any(|(other, m)| m.key == Some(key) && m.order < order && !m.done && !this_claim.contains(other));
                                 prop_assert!(!earlier_pending, "key {key}: message {order} delivered before an earlier one finished");
                             }
                         }
@@ -251,7 +263,7 @@ proptest! {
             if remaining.is_empty() { break; }
             index.tick_queue("q", now);
             remaining.retain(|id| index.status(id).is_some_and(|s| s.queue == "q"));
-            for claim in index.claim("q", 100, LEASE_MS, now, rand::random) {
+            for claim in index.claim("q", 100, true, LEASE_MS, now, rand::random) {
                 remaining.remove(&claim.message.message_id);
                 index.ack("q", &claim.message.receipt, now).unwrap();
             }

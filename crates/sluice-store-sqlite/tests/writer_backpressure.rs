@@ -102,6 +102,7 @@ async fn enqueues_beyond_the_bound_are_refused_until_the_writer_catches_up() {
     enqueue(&store, 10).await.unwrap();
     let leased = store
         .message_claim(ClaimParams {
+            lane_runs: false,
             queue: "q".into(),
             max: 1,
             lease_ms: Some(60_000),

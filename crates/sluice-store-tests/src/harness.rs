@@ -9,7 +9,7 @@ use sluice_core::store::{
     AckParams, Claim, ClaimParams, EnqueueParams, Enqueued, MessageGetParams, MessageRef,
     NackParams, QueuePutParams, Store, StoreResult,
 };
-use sluice_core::store::{LeaseError, NackOutcome};
+use sluice_core::store::{GiveBackParams, LeaseError, NackOutcome};
 use uuid::Uuid;
 
 /// A store under test and the clock the case moves.
@@ -133,9 +133,26 @@ impl Harness {
         self.claim_with(queue, max, Some(lease_ms)).await
     }
 
+    /// Claims up to `max` with the queue's visibility timeout, taking runs of a lane's
+    /// messages (`ClaimParams::lane_runs`, SQS's FIFO receive).
+    pub async fn claim_runs(&self, queue: &str, max: usize) -> Claim {
+        self.claim_params(queue, max, None, true).await
+    }
+
     async fn claim_with(&self, queue: &str, max: usize, lease_ms: Option<Millis>) -> Claim {
+        self.claim_params(queue, max, lease_ms, false).await
+    }
+
+    async fn claim_params(
+        &self,
+        queue: &str,
+        max: usize,
+        lease_ms: Option<Millis>,
+        lane_runs: bool,
+    ) -> Claim {
         self.store
             .message_claim(ClaimParams {
+                lane_runs,
                 queue: queue.to_owned(),
                 max,
                 lease_ms,
@@ -165,6 +182,20 @@ impl Harness {
             .unwrap_or_else(|error| panic!("ack in {queue:?}: {error}"));
         assert_eq!(results.len(), 1, "one result per receipt");
         results.remove(0)
+    }
+
+    /// Gives every message's lease back (a release: no failure counted).
+    pub async fn give_back_all(&self, queue: &str, messages: &[ClaimedMessage]) {
+        for message in messages {
+            self.store
+                .message_give_back(GiveBackParams {
+                    queue: queue.to_owned(),
+                    receipt: message.receipt,
+                    now_ms: self.now(),
+                })
+                .await
+                .unwrap_or_else(|error| panic!("give back in {queue:?}: {error}"));
+        }
     }
 
     /// Nacks one receipt with an error text.

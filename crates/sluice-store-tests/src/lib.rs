@@ -175,6 +175,7 @@ macro_rules! store_conformance {
             permanent_nack_dead_letters_at_once,
             fifo_delivers_one_at_a_time_in_enqueue_order,
             per_key_orders_within_a_key_and_runs_keys_in_parallel,
+            lane_runs_take_a_keys_messages_in_order_and_hold_the_key,
             priorities_go_first_then_enqueue_order,
             delayed_messages_stay_hidden_until_visible,
             idempotency_keys_answer_with_the_first_message_within_the_window,

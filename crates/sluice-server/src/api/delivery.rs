@@ -30,6 +30,7 @@ pub async fn receive(
     let messages = app
         .ops
         .receive(ReceiveRequest {
+            lane_runs: false,
             queue,
             max: input.max,
             wait_ms: input.wait_ms,

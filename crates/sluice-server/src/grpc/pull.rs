@@ -258,6 +258,7 @@ impl Puller {
             let fits = (unsent.available_permits() + 1) / average_bytes.max(1);
             drop(room);
             let request = ReceiveRequest {
+                lane_runs: false,
                 queue,
                 max: Some(credit.min(fits.max(1) as u64) as i64),
                 wait_ms: Some(limits::WAIT_MS_MAX),

@@ -68,6 +68,7 @@ impl QueuesApi for Queues {
             .app
             .ops
             .receive(ReceiveRequest {
+                lane_runs: false,
                 queue: input.queue,
                 max: input.max,
                 wait_ms: input.wait_ms,

@@ -350,6 +350,7 @@ pub async fn receive(ctx: &Ctx<'_>, request: ReceiveMessage) -> Answer {
         .app
         .ops
         .receive(ReceiveRequest {
+            lane_runs: fifo,
             queue: name.clone(),
             max: Some(max),
             wait_ms: Some(wait * 1000),

@@ -25,8 +25,9 @@ impl Index {
     ///   sets is such an entry of that queue;
     /// - a leased entry has a lease start and no left-over expired-lease token;
     /// - in an ordered queue, every entry with a lane is a member of it, and only the lane's
-    ///   active member is ready, delayed or leased: the others wait. So a lane never has two
-    ///   messages in flight. No lane is empty or has an active entry outside it;
+    ///   out members are ready, delayed or leased: the others wait. A lane has at least one
+    ///   member out, all of them its members; when it has several (a run), every one is leased.
+    ///   So without runs a lane never has two messages in flight. No lane is empty;
     /// - an entry without a lane (unordered queue, or no key in a `per_key` queue) never waits;
     /// - the cached payload bytes are the sum of the payloads held.
     pub fn check_invariants(&self) -> Result<(), String> {
@@ -120,17 +121,22 @@ impl Index {
                         "seq {seq} of {queue:?} is missing from its lane {lane_key:?}"
                     ));
                 }
-                let active = lane.active() == Some(seq);
-                if active == (entry.place == Place::Waiting) {
+                let out = lane.out().contains(&seq);
+                if out == (entry.place == Place::Waiting) {
                     return Err(format!(
-                        "seq {seq} of {queue:?} is {:?} while {} of lane {lane_key:?} (active: {:?})",
+                        "seq {seq} of {queue:?} is {:?} while {} of lane {lane_key:?} (out: {:?})",
                         entry.place,
-                        if active {
-                            "the active member"
-                        } else {
-                            "behind the active member"
-                        },
-                        lane.active()
+                        if out { "out" } else { "waiting" },
+                        lane.out()
+                    ));
+                }
+                if lane.out().len() > 1
+                    && !matches!(entry.place, Place::Leased { .. } | Place::Waiting)
+                {
+                    return Err(format!(
+                        "seq {seq} of {queue:?} is {:?} while lane {lane_key:?} has a run out: {:?}",
+                        entry.place,
+                        lane.out()
                     ));
                 }
                 Ok(())
@@ -187,13 +193,11 @@ impl Index {
             if lane.is_empty() {
                 return Err(format!("lane {lane_key:?} of {name:?} is empty but kept"));
             }
-            match lane.active() {
-                Some(active) if lane.members().contains(&active) => {}
-                active => {
-                    return Err(format!(
-                        "lane {lane_key:?} of {name:?} has active {active:?}, not one of its members"
-                    ));
-                }
+            if lane.out().is_empty() || !lane.out().is_subset(lane.members()) {
+                return Err(format!(
+                    "lane {lane_key:?} of {name:?} has out {:?}, not some of its members",
+                    lane.out()
+                ));
             }
             for seq in lane.members() {
                 let in_this_lane = self.entries.get(seq).is_some_and(|entry| {
@@ -244,7 +248,7 @@ mod tests {
             }));
             index.insert(entry, T0);
         }
-        index.claim("q", 1, 1_000, T0, || 7);
+        index.claim("q", 1, false, 1_000, T0, || 7);
         index
     }
 
@@ -262,7 +266,19 @@ mod tests {
         state.ready.insert((Reverse(0), 2));
         index.entries.get_mut(&2).unwrap().place = Place::Ready;
         let error = index.check_invariants().unwrap_err();
-        assert!(error.contains("behind the active member"), "{error}");
+        assert!(error.contains("while waiting of lane"), "{error}");
+    }
+
+    #[test]
+    fn a_ready_member_beside_a_run_is_caught() {
+        let mut index = index_with_lane();
+        let state = index.queues.get_mut("q").unwrap();
+        // Lend seq 2 to seq 1's run but leave it ready, as a broken run claim would.
+        state.lanes.get_mut("k").unwrap().lend(2);
+        state.ready.insert((Reverse(0), 2));
+        index.entries.get_mut(&2).unwrap().place = Place::Ready;
+        let error = index.check_invariants().unwrap_err();
+        assert!(error.contains("has a run out"), "{error}");
     }
 
     #[test]

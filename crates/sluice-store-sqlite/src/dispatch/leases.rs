@@ -76,11 +76,14 @@ impl Index {
     }
 
     /// Leases up to `max` ready messages of `queue` for `lease_ms`. `token` makes each receipt
-    /// unguessable. The caller must have ticked the queue first.
+    /// unguessable. With `runs`, a message leased from a lane brings the members that follow
+    /// it, in order, while they are visible ([`sluice_core::rules::lanes`]: SQS's FIFO receive).
+    /// The caller must have ticked the queue first.
     pub fn claim(
         &mut self,
         queue: &str,
         max: usize,
+        runs: bool,
         lease_ms: Millis,
         now_ms: Millis,
         mut token: impl FnMut() -> u32,
@@ -90,6 +93,8 @@ impl Index {
             return claimed;
         };
         let max = state.claimable(max, now_ms);
+        let deadline_ms = now_ms + lease_ms;
+        debug_assert!(deadline_ms > now_ms || lease_ms == 0);
         while claimed.len() < max {
             let Some(&(Reverse(priority), seq)) = state.ready.first() else {
                 break;
@@ -102,43 +107,43 @@ impl Index {
             let Some(entry) = self.entries.get_mut(&seq) else {
                 continue;
             };
-            let deadline_ms = now_ms + lease_ms;
-            let token = token();
-            entry.attempts += 1;
-            entry.lease_number += 1;
-            entry.first_received_at_ms.get_or_insert(now_ms);
-            entry.expired_lease_token = None;
-            entry.leased_at_ms = Some(now_ms);
-            entry.place = Place::Leased { deadline_ms, token };
-            state.leased.insert((deadline_ms, seq));
-            state.counters.delivered += 1;
-            debug_assert!(deadline_ms > now_ms || lease_ms == 0);
-            let message = ClaimedMessage {
-                message_id: entry.id,
-                receipt: Receipt {
-                    message_id: entry.id,
-                    lease_number: entry.lease_number,
-                    token,
-                },
-                payload: entry
-                    .payload
-                    .clone()
-                    .unwrap_or_else(|| Arc::new(Payload::default())),
-                idempotency_key: entry.idempotency_key.as_deref().map(str::to_owned),
-                key: entry.key.as_deref().map(str::to_owned),
-                priority: entry.priority,
-                attempts: entry.attempts,
-                enqueued_at_ms: entry.enqueued_at_ms,
-                first_received_at_ms: entry.first_received_at_ms.unwrap_or(now_ms),
-                last_error: entry.last_error.as_deref().map(str::to_owned),
-                lease_expires_at_ms: deadline_ms,
-                dead_letter: entry.dead_letter.as_deref().cloned(),
+            claimed.push(lease(
+                &mut state.leased,
+                &mut state.counters,
+                entry,
+                deadline_ms,
+                token(),
+                now_ms,
+            ));
+            let lane_key = match runs {
+                true => state.lane_of(entry.key.as_ref()),
+                false => None,
             };
-            claimed.push(Claimed {
-                seq,
-                payload_cached: entry.payload.is_some(),
-                message,
-            });
+            let Some(lane) = lane_key.and_then(|key| state.lanes.get_mut(&key)) else {
+                continue;
+            };
+            let mut last = seq;
+            while claimed.len() < max {
+                let Some(next) = lane.next_after(last) else {
+                    break;
+                };
+                let Some(entry) = self.entries.get_mut(&next) else {
+                    break;
+                };
+                if entry.place != Place::Waiting || entry.visible_at_ms > now_ms {
+                    break;
+                }
+                lane.lend(next);
+                claimed.push(lease(
+                    &mut state.leased,
+                    &mut state.counters,
+                    entry,
+                    deadline_ms,
+                    token(),
+                    now_ms,
+                ));
+                last = next;
+            }
         }
         if let Some(bucket) = &mut state.bucket {
             // claimable() allowed no more than the bucket's whole tokens, so all are taken.
@@ -278,17 +283,18 @@ impl Index {
         }
         entry.last_error = Some(error.clone());
         entry.visible_at_ms = at_ms;
-        Self::activate(state, entry, now_ms);
+        entry.place = Place::Waiting;
         let change = Change::Retried {
             seq,
             attempts: entry.attempts,
-            visible_at_ms: entry.visible_at_ms,
+            visible_at_ms: at_ms,
             last_error: Some(error),
         };
+        self.come_back(seq, now_ms);
         Some((
             change,
             NackOutcome::Retry {
-                visible_at_ms: entry.visible_at_ms,
+                visible_at_ms: at_ms,
             },
         ))
     }
@@ -391,7 +397,53 @@ impl Index {
         state.leased.remove(&(deadline_ms, seq));
         entry.expired_lease_token = Some(token);
         entry.visible_at_ms = now_ms;
-        Self::activate(state, entry, now_ms);
+        entry.place = Place::Waiting;
+        self.come_back(seq, now_ms);
         Ok(())
+    }
+}
+
+/// Leases `entry` (out of every set already) until `deadline_ms` under `token`.
+fn lease(
+    leased: &mut std::collections::BTreeSet<(Millis, Seq)>,
+    counters: &mut sluice_core::store::Counters,
+    entry: &mut super::Entry,
+    deadline_ms: Millis,
+    token: u32,
+    now_ms: Millis,
+) -> Claimed {
+    entry.attempts += 1;
+    entry.lease_number += 1;
+    entry.first_received_at_ms.get_or_insert(now_ms);
+    entry.expired_lease_token = None;
+    entry.leased_at_ms = Some(now_ms);
+    entry.place = Place::Leased { deadline_ms, token };
+    leased.insert((deadline_ms, entry.seq));
+    counters.delivered += 1;
+    let message = ClaimedMessage {
+        message_id: entry.id,
+        receipt: Receipt {
+            message_id: entry.id,
+            lease_number: entry.lease_number,
+            token,
+        },
+        payload: entry
+            .payload
+            .clone()
+            .unwrap_or_else(|| Arc::new(Payload::default())),
+        idempotency_key: entry.idempotency_key.as_deref().map(str::to_owned),
+        key: entry.key.as_deref().map(str::to_owned),
+        priority: entry.priority,
+        attempts: entry.attempts,
+        enqueued_at_ms: entry.enqueued_at_ms,
+        first_received_at_ms: entry.first_received_at_ms.unwrap_or(now_ms),
+        last_error: entry.last_error.as_deref().map(str::to_owned),
+        lease_expires_at_ms: deadline_ms,
+        dead_letter: entry.dead_letter.as_deref().cloned(),
+    };
+    Claimed {
+        seq: entry.seq,
+        payload_cached: entry.payload.is_some(),
+        message,
     }
 }

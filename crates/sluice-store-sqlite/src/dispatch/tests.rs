@@ -49,7 +49,7 @@ impl Harness {
     fn claim(&mut self, max: usize, now_ms: Millis) -> Vec<ClaimedMessage> {
         self.index.tick_queue("q", now_ms);
         self.index
-            .claim("q", max, 30_000, now_ms, || 7)
+            .claim("q", max, false, 30_000, now_ms, || 7)
             .into_iter()
             .map(|c| c.message)
             .collect()
@@ -194,7 +194,7 @@ fn out_of_attempts_moves_to_the_dead_letter_queue_with_its_history() {
     h.index.tick_queue("q.dlq", T0 + 20);
     let from_dlq = h
         .index
-        .claim("q.dlq", 1, 1_000, T0 + 20, || 1)
+        .claim("q.dlq", 1, false, 1_000, T0 + 20, || 1)
         .remove(0)
         .message;
     assert_eq!((from_dlq.message_id, from_dlq.attempts), (id, 1));

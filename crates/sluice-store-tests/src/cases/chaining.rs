@@ -101,6 +101,7 @@ pub async fn an_ack_enqueues_its_next_steps_in_the_same_commit(h: Harness) {
     let store = h.reopen().await;
     let claim = store
         .message_claim(ClaimParams {
+            lane_runs: false,
             queue: "second".into(),
             max: 10,
             lease_ms: None,

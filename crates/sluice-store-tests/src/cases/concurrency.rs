@@ -38,6 +38,7 @@ pub async fn concurrent_claimers_never_share_a_lease(h: Harness) {
             loop {
                 let claim = store
                     .message_claim(ClaimParams {
+                        lane_runs: false,
                         queue: "q".into(),
                         max: 7,
                         lease_ms: None,

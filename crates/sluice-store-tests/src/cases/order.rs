@@ -187,3 +187,69 @@ pub async fn a_dead_lettered_lane_head_lets_its_key_go_on(h: Harness) {
         "a head whose last lease ran out frees its key"
     );
 }
+
+/// A claim that takes runs (SQS's FIFO receive) takes a key's messages in order after the one
+/// it leases, while they are visible, and other keys' heads; the key then stays held until
+/// every message of the run is settled or back, whatever comes back goes first again, and a
+/// claim without runs still takes one message of a key at a time.
+pub async fn lane_runs_take_a_keys_messages_in_order_and_hold_the_key(h: Harness) {
+    h.queue("q", |c| c.ordering = Ordering::PerKey).await;
+    let later = NewMessage {
+        visible_at_ms: h.now() + 10_000,
+        ..with_key(&h, "a4", Some("a"))
+    };
+    h.enqueue(
+        "q",
+        vec![
+            with_key(&h, "a1", Some("a")),
+            with_key(&h, "a2", Some("a")),
+            with_key(&h, "a3", Some("a")),
+            with_key(&h, "b1", Some("b")),
+            later,
+        ],
+    )
+    .await;
+    let run = h.claim_runs("q", 10).await.messages;
+    assert_eq!(
+        bodies(&run),
+        ["a1", "a2", "a3", "b1"],
+        "a's visible messages in order behind its head, then b's; a4 is not visible yet"
+    );
+    assert!(run.iter().all(|message| message.attempts == 1));
+    // a2 fails while a1 and a3 are out: nothing of a is handed out.
+    h.nack("q", run[1].receipt, "a2 failed", Some(0), false)
+        .await
+        .expect("nack");
+    h.enqueue("q", vec![with_key(&h, "b2", Some("b"))]).await;
+    assert!(
+        h.claim_runs("q", 10).await.messages.is_empty(),
+        "a and b are held"
+    );
+    assert_eq!(h.ack("q", run[0].receipt).await, Ok(()));
+    assert!(
+        h.claim("q", 10).await.messages.is_empty(),
+        "a3 still holds a"
+    );
+    assert_eq!(h.ack("q", run[3].receipt).await, Ok(()));
+    let b2 = h.claim("q", 10).await.messages;
+    assert_eq!(bodies(&b2), ["b2"], "b is free again");
+    assert_eq!(h.ack("q", b2[0].receipt).await, Ok(()));
+    assert_eq!(h.ack("q", run[2].receipt).await, Ok(()));
+    // The run is over: a2, which came back, goes first, before a4 (still delayed).
+    let again = h.claim_runs("q", 10).await.messages;
+    assert_eq!(bodies(&again), ["a2"]);
+    assert_eq!(again[0].attempts, 2);
+    // A run that runs out comes back whole, in order.
+    h.advance(10_000);
+    h.give_back_all("q", &again).await;
+    let whole = h.claim_runs("q", 10).await.messages;
+    assert_eq!(bodies(&whole), ["a2", "a4"]);
+    h.advance(whole[0].lease_expires_at_ms - h.now() + 1);
+    let back = h.claim_runs("q", 10).await.messages;
+    assert_eq!(
+        bodies(&back),
+        ["a2", "a4"],
+        "both came back when their lease ran out"
+    );
+    assert_eq!(back.iter().map(|m| m.attempts).collect::<Vec<_>>(), [4, 2]);
+}

@@ -110,6 +110,7 @@ pub async fn unknown_queues_are_refused(h: Harness) {
     let claim = h
         .store
         .message_claim(ClaimParams {
+            lane_runs: false,
             queue: "nowhere".into(),
             max: 1,
             lease_ms: None,
