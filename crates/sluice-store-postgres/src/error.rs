@@ -8,7 +8,6 @@
 //! | `40P01` (deadlock), `40001` (serialization), once the store's retries are spent | `Unavailable` |
 //! | `57014` (statement timeout), `55P03` (lock timeout) | `Unavailable` |
 //! | `53100` (disk full on the database server) | `DiskFull` |
-//! | a unique violation of `messages_one_active_per_lane` | `Other`, logged: a bug |
 //! | anything else | `Other`, with its source |
 
 use std::error::Error as _;
@@ -119,13 +118,6 @@ fn classify_code(code: &SqlState, error: tokio_postgres::Error) -> StoreError {
     }
     if *code == SqlState::DISK_FULL {
         return StoreError::DiskFull(describe(&error));
-    }
-    if *code == SqlState::UNIQUE_VIOLATION
-        && error.as_db_error().and_then(|db| db.constraint())
-            == Some("messages_one_active_per_lane")
-    {
-        tracing::error!(error = %describe(&error), "lane invariant violated: a second active message of one key");
-        return StoreError::Other(format!("lane invariant violated: {}", describe(&error)).into());
     }
     StoreError::Other(Box::new(error))
 }

@@ -109,14 +109,22 @@ pub(crate) const LEASES_EXPIRED_SQL: &str = "UPDATE messages m \
                      ORDER BY lease_expires_at_ms LIMIT $3 FOR UPDATE SKIP LOCKED)";
 
 /// C of §2.3: up to $2 ready messages of a queue that is not paused, by priority then seq,
-/// leased until $4.
+/// leased until $4. A lane's member is taken only when no member of its lane is leased and
+/// none before it is ready or delayed (`rules::lanes`): without runs a lane has one active
+/// member and this always holds for it; with runs it keeps a run's members, and what comes
+/// back of a run, in order.
 pub(crate) static CLAIM_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "WITH picked AS MATERIALIZED ( \
-             SELECT seq FROM messages \
+             SELECT seq FROM messages m \
              WHERE queue_id = $1 AND state = 'ready' \
                AND NOT EXISTS (SELECT 1 FROM queue_state s \
                                WHERE s.queue_id = $1 AND s.is_paused) \
+               AND (m.lane_key IS NULL OR NOT EXISTS ( \
+                   SELECT 1 FROM messages o \
+                   WHERE o.queue_id = $1 AND o.lane_key = m.lane_key AND o.seq <> m.seq \
+                     AND o.state IN ('ready', 'delayed', 'leased') \
+                     AND (o.state = 'leased' OR o.seq < m.seq))) \
              ORDER BY priority DESC, seq \
              LIMIT $2 \
              FOR UPDATE SKIP LOCKED), \
@@ -127,6 +135,22 @@ pub(crate) static CLAIM_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::
              leased_at_ms = $3, lease_expires_at_ms = $4, \
              first_received_at_ms = coalesce(m.first_received_at_ms, $3) \
          FROM picked WHERE m.seq = picked.seq \
+         RETURNING m.*) \
+         SELECT {CLAIMED_COLUMNS} FROM leased m LEFT JOIN payloads p ON p.seq = m.seq"
+    )
+});
+
+/// The members of a run ([`ClaimParams::lane_runs`]), locked by the caller: leased with the
+/// head before them, until $3.
+static LEASE_RUN_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH leased AS ( \
+         UPDATE messages m \
+         SET state = 'leased', attempts = m.attempts + 1, \
+             lease_number = m.lease_number + 1, lease_token = lease_token(), \
+             leased_at_ms = $2, lease_expires_at_ms = $3, \
+             first_received_at_ms = coalesce(m.first_received_at_ms, $2) \
+         WHERE m.seq = ANY($1) \
          RETURNING m.*) \
          SELECT {CLAIMED_COLUMNS} FROM leased m LEFT JOIN payloads p ON p.seq = m.seq"
     )
@@ -155,6 +179,78 @@ pub(crate) fn expiry_rule(config: &QueueConfig) -> (i32, bool) {
         i32::try_from(config.max_attempts).unwrap_or(i32::MAX),
         config.dead_letter_queue.is_some(),
     )
+}
+
+/// Behind each claimed message of a lane, the members that follow it while they are visible
+/// ([`ClaimParams::lane_runs`]), leased with it, up to `room` in all; in the order handed out:
+/// each head, then its run. A member another transaction holds ends the run there.
+async fn lease_runs(
+    transaction: &deadpool_postgres::Transaction<'_>,
+    queue: &CachedQueue,
+    heads: Vec<ClaimedMessage>,
+    mut room: usize,
+    now_ms: Millis,
+    lease_expires_at_ms: Millis,
+) -> StoreResult<Vec<ClaimedMessage>> {
+    let mut out = Vec::with_capacity(heads.len());
+    for head in heads {
+        let key = head.key.as_deref().map(Arc::<str>::from);
+        let lane = lane_key(queue.config.ordering, key.as_ref());
+        let seq = ids::decode(&head.message_id).and_then(|seq| i64::try_from(seq).ok());
+        out.push(head);
+        let (Some(lane), Some(seq)) = (lane, seq) else {
+            continue;
+        };
+        if room == 0 {
+            continue;
+        }
+        let rows = transaction
+            .query_cached(
+                "SELECT seq, state::text, visible_at_ms FROM messages \
+                 WHERE queue_id = $1 AND lane_key = $2 AND seq > $3 \
+                   AND state IN ('waiting', 'ready', 'delayed', 'leased') \
+                 ORDER BY seq LIMIT $4",
+                &[&queue.id, &&*lane, &seq, &(room as i64)],
+            )
+            .await?;
+        let candidates: Vec<i64> = rows
+            .iter()
+            .take_while(|row| {
+                matches!(row.get::<_, &str>(1), "waiting" | "ready")
+                    && row.get::<_, i64>(2) <= now_ms
+            })
+            .map(|row| row.get(0))
+            .collect();
+        if candidates.is_empty() {
+            continue;
+        }
+        let locked: std::collections::HashSet<i64> = transaction
+            .query_cached(
+                "SELECT seq FROM messages WHERE seq = ANY($1) AND state IN ('waiting', 'ready') \
+                 FOR UPDATE SKIP LOCKED",
+                &[&candidates],
+            )
+            .await?
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        let run: Vec<i64> = candidates
+            .into_iter()
+            .take_while(|seq| locked.contains(seq))
+            .collect();
+        if run.is_empty() {
+            continue;
+        }
+        let mut rows = transaction
+            .query_cached(&LEASE_RUN_SQL, &[&run, &now_ms, &lease_expires_at_ms])
+            .await?;
+        rows.sort_by_key(|row| row.get::<_, i64>(0));
+        for row in &rows {
+            out.push(claimed(row)?);
+        }
+        room = room.saturating_sub(rows.len());
+    }
+    Ok(out)
 }
 
 /// Claimed rows as the trait hands them out, in dispatch order (`RETURNING` does not keep
@@ -215,7 +311,9 @@ impl PgStore {
         let lease_ms = params.lease_ms.unwrap_or(config.visibility_timeout_ms);
         // Paced queues: the shared limits live in the queue_state row, held until commit.
         let is_paced = config.max_in_flight.is_some() || config.rate_limit.is_some();
-        if !is_paced {
+        // A run is read after its head is leased: not in the one flight of the unpaced claim.
+        let runs = params.lane_runs && config.ordering != Ordering::Unordered;
+        if !is_paced && !runs {
             return self.claim_unpaced(&queue, params, recorded).await;
         }
         let mut client = self.client().await?;
@@ -285,6 +383,18 @@ impl PgStore {
                 )
                 .await?;
             messages = claimed_in_order(&rows)?;
+            if runs {
+                let room = (allowed as usize).saturating_sub(messages.len());
+                messages = lease_runs(
+                    &transaction,
+                    &queue,
+                    messages,
+                    room,
+                    now_ms,
+                    lease_expires_at_ms,
+                )
+                .await?;
+            }
         }
 
         // When to look again: the next delay to end or lease to run out. Leases already out

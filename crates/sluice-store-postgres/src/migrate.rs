@@ -35,6 +35,7 @@ const MIGRATIONS: &[(i32, &[&str])] = &[
     (4, &[include_str!("../migrations/0004_first_visible.sql")]),
     (5, &[include_str!("../migrations/0005_schedules.sql")]),
     (6, &[include_str!("../migrations/0006_kept_acked.sql")]),
+    (7, &[include_str!("../migrations/0007_lane_runs.sql")]),
 ];
 
 /// The newest version this build knows.

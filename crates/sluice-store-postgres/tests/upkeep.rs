@@ -639,7 +639,7 @@ async fn the_invariants_catch_a_broken_lane_and_the_safety_net_repairs_a_stuck_o
     assert!(
         broken
             .iter()
-            .any(|(rule, _)| rule.contains("no single active member")),
+            .any(|(rule, _)| rule.contains("has no active member")),
         "{broken:?}"
     );
     store.upkeep(T0).await.unwrap();

@@ -156,6 +156,41 @@ async fn a_group_is_held_while_one_of_its_messages_is_in_flight() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_receive_takes_several_messages_of_a_group_in_order_and_holds_it() {
+    let sqs = Sqs::start().await;
+    let url = sqs
+        .fifo_queue(
+            "runs",
+            &[(QueueAttributeName::ContentBasedDeduplication, "true")],
+        )
+        .await;
+    for (group, text) in [("a", "a1"), ("a", "a2"), ("a", "a3"), ("b", "b1")] {
+        sqs.client
+            .send_message()
+            .queue_url(&url)
+            .message_body(text)
+            .message_group_id(group)
+            .send()
+            .await
+            .expect("SendMessage");
+    }
+    // As SQS: one receive gets a group's messages in order, up to MaxNumberOfMessages.
+    let run = sqs.receive(&url, 2, 1).await;
+    assert_eq!(bodies(&run), ["a1", "a2"]);
+    // The group is held while any of them is in flight: a3 waits, b goes on.
+    let other = sqs.receive(&url, 10, 1).await;
+    assert_eq!(bodies(&other), ["b1"]);
+    sqs.delete(&url, &run[0]).await;
+    assert!(
+        sqs.receive(&url, 10, 0).await.is_empty(),
+        "a2 is still in flight"
+    );
+    sqs.delete(&url, &run[1]).await;
+    let rest = sqs.receive(&url, 10, 1).await;
+    assert_eq!(bodies(&rest), ["a3"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn content_based_deduplication_delivers_a_repeated_body_once() {
     let sqs = Sqs::start().await;
     let url = sqs
@@ -188,8 +223,7 @@ async fn content_based_deduplication_delivers_a_repeated_body_once() {
     }
     assert_ne!(other.message_id(), first.message_id());
 
-    // One group: each message is deleted before the next can come (sluice hands out one
-    // message per group at a time; SQS may hand out both at once).
+    // One group: a receive may take both, in order (as SQS).
     let mut received = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     while received.len() < 2 && tokio::time::Instant::now() < deadline {

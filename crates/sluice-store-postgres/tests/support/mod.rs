@@ -42,8 +42,9 @@ pub fn options(url: &str, schema: &str) -> PgOptions {
 /// No migration holds it (migration 0002 is another change's); the tests run it from here.
 ///
 /// - a lane row counts its live messages, and no live laned message is without its lane row;
-/// - a lane with members has exactly one active member (ready, delayed or leased), and a
-///   waiting message has a lane;
+/// - a lane with members has an active member (ready, delayed or leased; several only with a
+///   run, `rules::lanes`), no waiting member comes before an active one, and a waiting
+///   message has a lane;
 /// - a leased message has a deadline and a token; a live message has no finish time and a final
 ///   one has one;
 /// - a live message has its payload, and every payload its message;
@@ -56,10 +57,15 @@ pub const CHECK_INVARIANTS: &str = "\
                         WHERE m.queue_id = l.queue_id AND m.lane_key = l.lane_key \
                           AND m.state IN ('waiting', 'ready', 'delayed', 'leased')) \
     UNION ALL \
-    SELECT 'a lane with members has no single active member', count(*) FROM lanes l \
-    WHERE l.members > 0 AND (SELECT count(*) FROM messages m \
+    SELECT 'a lane with members has no active member', count(*) FROM lanes l \
+    WHERE l.members > 0 AND NOT EXISTS (SELECT 1 FROM messages m \
                              WHERE m.queue_id = l.queue_id AND m.lane_key = l.lane_key \
-                               AND m.state IN ('ready', 'delayed', 'leased')) <> 1 \
+                               AND m.state IN ('ready', 'delayed', 'leased')) \
+    UNION ALL \
+    SELECT 'a waiting message comes before an active one of its lane', count(*) \
+    FROM messages w WHERE w.state = 'waiting' AND EXISTS ( \
+        SELECT 1 FROM messages a WHERE a.queue_id = w.queue_id AND a.lane_key = w.lane_key \
+          AND a.state IN ('ready', 'delayed', 'leased') AND a.seq > w.seq) \
     UNION ALL \
     SELECT 'a live laned message has no lane row', count(*) FROM messages m \
     WHERE m.lane_key IS NOT NULL AND m.state IN ('waiting', 'ready', 'delayed', 'leased') \
