@@ -41,8 +41,13 @@ export interface ExecuteContext<Event> {
   instanceIndex: number;
   /** Events this worker finished (acked) before this one started. */
   processedCount: number;
-  /** Messages waiting in the queue (ready or delayed), as last seen by the worker. */
+  /**
+   * Other messages this worker holds right now, exactly (waiting for a slot, running in other
+   * slots, or being acked or nacked): its share of the work. The Rust SDK's `pending_count`.
+   */
   pendingCount: number;
+  /** Messages waiting in the queue (ready or delayed), every worker's, as last seen. */
+  queuePendingCount: number;
   /** The error of the previous attempt, where the backend keeps it. */
   lastError: string | undefined;
   /** Headers it was enqueued with. */

@@ -44,15 +44,23 @@ export interface WorkerOptions {
   shutdownGraceMs?: number;
   /** Stop gracefully on SIGTERM and SIGINT (default true). */
   handleSignals?: boolean;
-  /** How often the worker refreshes `pendingCount` from the queue's stats, in ms (default 1000). */
+  /** How often the worker refreshes `queuePendingCount` from the queue's stats, in ms (default 1000). */
   pendingRefreshMs?: number;
   /** Where warnings go (default `console`). */
   logger?: Pick<Console, "warn">;
 }
 
+/** What one instance (slot) does now: idle, running an event, or paused. */
+export type InstanceState = "idle" | "processing" | "paused";
+
 /** What one slot does now. */
 export interface SlotStatus {
   instanceIndex: number;
+  /**
+   * `processing` while it runs an event (also when paused meanwhile: it finishes that one),
+   * `paused` when it takes nothing new ({@link Worker.pause} with its index), else `idle`.
+   */
+  state: InstanceState;
   /** The event it runs, if any. */
   eventId: string | undefined;
   attempt: number | undefined;
@@ -60,7 +68,14 @@ export interface SlotStatus {
   startedAt: Date | undefined;
   /** Events this slot finished. */
   processedCount: number;
+  /** Attempts of this slot that failed (retried or dead-lettered). */
+  failedCount: number;
+  /** Events this slot holds: the one it runs, until its ack or nack lands (0 or 1). */
+  pendingCount: number;
 }
+
+/** One instance's state: {@link Worker.instanceStatus}. */
+export type InstanceStatus = SlotStatus;
 
 /** A worker's state. */
 export interface WorkerStatus {
@@ -76,8 +91,13 @@ export interface WorkerStatus {
   retriedCount: number;
   /** Events sent to the dead-letter queue. */
   deadLetteredCount: number;
-  /** Messages waiting in the queue (ready or delayed), as last seen. */
+  /**
+   * Messages this worker holds, exactly: received and not yet settled (waiting for a slot,
+   * running, or being acked or nacked). The same count as the Rust SDK's.
+   */
   pendingCount: number;
+  /** Messages waiting in the queue (ready or delayed), every worker's, as last seen. */
+  queuePendingCount: number;
 }
 
 /** What a stopped worker did. */
@@ -97,7 +117,17 @@ const RECEIVE_MAX = 100;
 const NEXT_STEPS_MAX = 100;
 
 interface Slot {
-  status: SlotStatus;
+  status: Omit<SlotStatus, "state" | "pendingCount">;
+  /** It takes nothing new ({@link Worker.pause} with its index). */
+  paused: boolean;
+  /** It runs a message: from the hand-out until its handler is done. */
+  busy: boolean;
+  /** Messages it holds: from the hand-out until their ack or nack lands. */
+  holding: number;
+  /** Called when it holds nothing any more ({@link Worker.drain}). */
+  emptied: (() => void)[];
+  /** Called when it is resumed. */
+  resumed: (() => void) | undefined;
   /** The receipt of the running message, until it is settled or released. */
   receipt: string | undefined;
   /** Aborts the running handler (end of grace). */
@@ -126,8 +156,8 @@ export class Worker<Input, Output> {
   #pending = 0;
   /** Messages received and not yet settled. */
   #unsettled = 0;
-  /** Messages received whose handler has not finished: the fetcher asks for the rest. */
-  #inHand = 0;
+  /** Messages handed to an idle slot that has not started on them yet (it is about to). */
+  #handedOff = 0;
   /** Received messages no slot has taken yet. */
   readonly #ready: Delivery[] = [];
   /** Idle slots waiting for a message (`undefined`: the fetcher stopped). */
@@ -172,7 +202,13 @@ export class Worker<Input, Output> {
         attempt: undefined,
         startedAt: undefined,
         processedCount: 0,
+        failedCount: 0,
       },
+      paused: false,
+      busy: false,
+      holding: 0,
+      emptied: [],
+      resumed: undefined,
       receipt: undefined,
       abort: undefined,
       settled: undefined,
@@ -212,19 +248,51 @@ export class Worker<Input, Output> {
       queue: this.#queue.name,
       running: !this.#stopped && !this.#stopping.signal.aborted,
       paused: this.#paused,
-      slots: this.#slots.map((slot) => ({ ...slot.status })),
+      slots: this.#slots.map((slot) => this.#slotStatus(slot)),
       processedCount: this.#processed,
       retriedCount: this.#retried,
       deadLetteredCount: this.#deadLettered,
-      pendingCount: this.#pending,
+      pendingCount: this.#unsettled,
+      queuePendingCount: this.#pending,
     };
   }
 
+  /** What instance `index` (a slot, `0..concurrency-1`) does now. */
+  instanceStatus(index: number): InstanceStatus {
+    return this.#slotStatus(this.#slot(index));
+  }
+
+  #slotStatus(slot: Slot): SlotStatus {
+    const state: InstanceState = slot.busy
+      ? "processing"
+      : slot.paused || this.#paused
+        ? "paused"
+        : "idle";
+    return { ...slot.status, state, pendingCount: slot.holding };
+  }
+
+  #slot(index: number): Slot {
+    const slot = this.#slots[index];
+    if (!Number.isInteger(index) || slot === undefined) {
+      throw new RangeError(
+        `no instance ${index}: this worker has instances 0 to ${this.#slots.length - 1}`,
+      );
+    }
+    return slot;
+  }
+
   /**
-   * Stops this instance receiving at once (running handlers finish; a message that a receive
-   * under way brings after the pause is released, not run); the queue itself is not paused.
+   * Without an index: stops this worker receiving at once (running handlers finish; a message
+   * that a receive under way brings after the pause is released, not run); the queue itself is
+   * not paused. With an index: only that instance takes nothing new once its event (if any)
+   * is done; the others go on, and the worker receives only for them.
    */
-  pause(): void {
+  pause(index?: number): void {
+    if (index !== undefined) {
+      this.#slot(index).paused = true;
+      this.#giveBackExcess();
+      return;
+    }
     if (this.#paused) return;
     this.#paused = true;
     this.#resumedPromise = new Promise((resolve) => {
@@ -232,13 +300,34 @@ export class Worker<Input, Output> {
     });
   }
 
-  /** This instance receives again. */
-  resume(): void {
+  /** The worker (without an index) or instance `index` receives again. */
+  resume(index?: number): void {
+    if (index !== undefined) {
+      const slot = this.#slot(index);
+      if (!slot.paused) return;
+      slot.paused = false;
+      slot.resumed?.();
+      slot.resumed = undefined;
+      this.#slotFreed?.();
+      return;
+    }
     if (!this.#paused) return;
     this.#paused = false;
     this.#resumed?.();
     this.#resumed = undefined;
     this.#resumedPromise = undefined;
+  }
+
+  /**
+   * Pauses instance `index` and resolves once it holds nothing: its running event, if any, is
+   * done and settled. It stays paused until {@link Worker.resume} with its index.
+   */
+  drain(index: number): Promise<void> {
+    const slot = this.#slot(index);
+    slot.paused = true;
+    this.#giveBackExcess();
+    if (slot.holding === 0) return Promise.resolve();
+    return new Promise((resolve) => slot.emptied.push(resolve));
   }
 
   /**
@@ -306,7 +395,7 @@ export class Worker<Input, Output> {
           await this.#resumedPromise;
           continue;
         }
-        const free = this.#slots.length - this.#inHand;
+        const free = this.#free();
         if (free <= 0) {
           await new Promise<void>((resolve) => {
             this.#slotFreed = resolve;
@@ -335,18 +424,23 @@ export class Worker<Input, Output> {
           await this.#maybeEmpty();
           continue;
         }
-        if (this.#paused) {
-          // Paused while this receive was under way: nothing more runs. What it brought goes
-          // back at once, not as a failure (a release), for a consumer that is not paused.
-          await Promise.allSettled(deliveries.map((delivery) => this.#giveBack(delivery.receipt)));
-          continue;
+        // Paused while this receive was under way (the worker, or instances): what no
+        // instance may take goes back at once, not as a failure (a release), for a consumer
+        // that is not paused.
+        const room = this.#paused ? 0 : Math.max(0, this.#free());
+        if (deliveries.length > room) {
+          const back = deliveries.splice(room);
+          await Promise.allSettled(back.map((delivery) => this.#giveBack(delivery.receipt)));
+          if (deliveries.length === 0) continue;
         }
         this.#unsettled += deliveries.length;
-        this.#inHand += deliveries.length;
         for (const delivery of deliveries) {
           const idle = this.#idle.shift();
           if (idle === undefined) this.#ready.push(delivery);
-          else idle(delivery);
+          else {
+            this.#handedOff++;
+            idle(delivery);
+          }
         }
       }
     } finally {
@@ -354,6 +448,26 @@ export class Worker<Input, Output> {
       // slots with nothing left end.
       this.#fetching = false;
       for (const idle of this.#idle.splice(0)) idle(undefined);
+      for (const slot of this.#slots) {
+        slot.resumed?.();
+        slot.resumed = undefined;
+      }
+    }
+  }
+
+  /** Instances that may take a message now and have none coming: unpaused and not busy. */
+  #free(): number {
+    const open = this.#slots.filter((slot) => !slot.paused && !slot.busy).length;
+    return open - this.#ready.length - this.#handedOff;
+  }
+
+  /** Received messages no unpaused instance will take (some were paused) go back at once. */
+  #giveBackExcess(): void {
+    const excess = -this.#free();
+    if (excess <= 0) return;
+    for (const delivery of this.#ready.splice(this.#ready.length - excess)) {
+      this.#unsettled--;
+      void this.#giveBack(delivery.receipt);
     }
   }
 
@@ -376,8 +490,18 @@ export class Worker<Input, Output> {
   /** One slot: process what the fetcher hands out, until it stops. */
   async #run(slot: Slot): Promise<void> {
     for (;;) {
-      const delivery = await this.#next();
+      while (slot.paused && this.#fetching) {
+        await new Promise<void>((resolve) => {
+          slot.resumed = resolve;
+        });
+      }
+      const next = this.#next();
+      const delivery = await next;
       if (delivery === undefined) return;
+      // Handed over by the fetcher, which counted it until this slot is busy with it.
+      if (next instanceof Promise) this.#handedOff--;
+      slot.busy = true;
+      slot.holding++;
       try {
         await this.#process(slot, delivery);
       } catch (error) {
@@ -385,7 +509,7 @@ export class Worker<Input, Output> {
         // runs out, so the message comes back.
         this.#options.logger.warn(`sluice worker: processing failed: ${errorText(error)}`);
       } finally {
-        this.#inHand--;
+        slot.busy = false;
         this.#slotFreed?.();
       }
     }
@@ -443,7 +567,8 @@ export class Worker<Input, Output> {
         processingStartedAt: startedAt,
         instanceIndex: slot.status.instanceIndex,
         processedCount: this.#processed,
-        pendingCount: this.#pending,
+        pendingCount: this.#unsettled - 1,
+        queuePendingCount: this.#pending,
         lastError: delivery.lastError,
         headers: delivery.headers,
         signal: abort.signal,
@@ -487,14 +612,16 @@ export class Worker<Input, Output> {
       slot.status.eventId = undefined;
       slot.status.attempt = undefined;
       slot.status.startedAt = undefined;
-      if (!handedOn) this.#settled();
+      if (!handedOn) this.#settled(slot);
     }
   }
 
   /** A received message's ack or nack has landed (or failed): it is no longer this worker's. */
-  #settled(): void {
+  #settled(slot: Slot): void {
     this.#unsettled--;
     this.#emptyArmed = true;
+    slot.holding = Math.max(0, slot.holding - 1);
+    if (slot.holding === 0) for (const emptied of slot.emptied.splice(0)) emptied();
   }
 
   /**
@@ -517,7 +644,7 @@ export class Worker<Input, Output> {
         }
       })
       .finally(() => {
-        this.#settled();
+        this.#settled(slot);
         this.#settling.delete(settling);
       });
     this.#settling.add(settling);
@@ -559,6 +686,7 @@ export class Worker<Input, Output> {
    * message is retried instead, since such a queue keeps every message.
    */
   #nack(slot: Slot, delivery: Delivery, error: string, decision: Decision) {
+    slot.status.failedCount++;
     const nack = (permanent: boolean) =>
       this.#backend.nack(this.#queue.name, delivery.receipt, {
         error,

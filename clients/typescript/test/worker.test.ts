@@ -272,6 +272,7 @@ for (const backendCase of backendCases()) {
       expect(a3! - a2!).toBeGreaterThanOrEqual(1950);
       if (backend.kind !== "sqs") expect(attempts[2]?.lastError).toBe("flaky 2");
       expect(worker.status().retriedCount).toBe(2);
+      expect(worker.instanceStatus(0)).toMatchObject({ failedCount: 2, processedCount: 1 });
     });
 
     it("dead-letters at once an error that is not retryable, and calls onDeadLetter", async () => {
@@ -480,6 +481,50 @@ for (const backendCase of backendCases()) {
         "the second event after resume",
         () => worker.status().processedCount === 2,
       );
+    });
+
+    it("per instance: status, pause, resume and drain; pendingCount is the worker's own", async () => {
+      await open();
+      const gates: Array<() => void> = [];
+      const seen: Array<{ instance: number; pending: number }> = [];
+      const queue = queueOn(backend, {
+        concurrency: 2,
+        execute: async (ctx) => {
+          seen.push({ instance: ctx.instanceIndex, pending: ctx.pendingCount });
+          await new Promise<void>((resolve) => gates.push(resolve));
+        },
+      });
+      const worker = queue.start();
+      expect(worker.instanceStatus(0)).toMatchObject({ state: "idle", pendingCount: 0 });
+      expect(() => worker.instanceStatus(2)).toThrow(RangeError);
+      // Instance 1 paused: one event runs at a time, on instance 0.
+      worker.pause(1);
+      expect(worker.instanceStatus(1).state).toBe("paused");
+      await queue.enqueue({ n: 1 });
+      await queue.enqueue({ n: 2 });
+      await waitFor(backend, "the first event to run", () => gates.length === 1);
+      expect(worker.instanceStatus(0)).toMatchObject({ state: "processing", pendingCount: 1 });
+      expect(worker.status().pendingCount).toBe(1);
+      await pass(backend, 500);
+      expect(gates).toHaveLength(1);
+      expect(worker.instanceStatus(1).state).toBe("paused");
+      // Draining instance 0 waits for its event, then it takes nothing new.
+      const drained = worker.drain(0);
+      gates.shift()?.();
+      await drained;
+      expect(worker.instanceStatus(0)).toMatchObject({ state: "paused", processedCount: 1 });
+      await pass(backend, 500);
+      expect(gates).toHaveLength(0);
+      // Both resumed: the second event runs; what each handler saw was exact.
+      worker.resume(0);
+      worker.resume(1);
+      await waitFor(backend, "the second event to run", () => gates.length === 1);
+      gates.shift()?.();
+      await waitFor(backend, "both events done", () => worker.status().processedCount === 2);
+      expect(seen.map((s) => s.pending)).toEqual([0, 0]);
+      expect(seen[0]?.instance).toBe(0);
+      expect(worker.status().pendingCount).toBe(0);
+      expect(worker.status().slots.map((slot) => slot.failedCount)).toEqual([0, 0]);
     });
 
     it("enqueues next steps with the ack, and none from a failed attempt", async (context) => {
