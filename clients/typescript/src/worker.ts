@@ -471,6 +471,18 @@ export class Worker<Input, Output> {
     }
   }
 
+  /** A message for the next idle instance, or the buffer (given back if none will take it). */
+  #handOn(delivery: Delivery): void {
+    const idle = this.#idle.shift();
+    if (idle !== undefined) {
+      this.#handedOff++;
+      idle(delivery);
+      return;
+    }
+    this.#ready.unshift(delivery);
+    this.#giveBackExcess();
+  }
+
   /** Gives a received message back (a release: no failure counted). */
   async #giveBack(receipt: string): Promise<void> {
     try {
@@ -500,6 +512,11 @@ export class Worker<Input, Output> {
       if (delivery === undefined) return;
       // Handed over by the fetcher, which counted it until this slot is busy with it.
       if (next instanceof Promise) this.#handedOff--;
+      if (slot.paused && this.#fetching) {
+        // Paused while it waited: the message is another instance's.
+        this.#handOn(delivery);
+        continue;
+      }
       slot.busy = true;
       slot.holding++;
       try {

@@ -497,7 +497,9 @@ for (const backendCase of backendCases()) {
       const worker = queue.start();
       expect(worker.instanceStatus(0)).toMatchObject({ state: "idle", pendingCount: 0 });
       expect(() => worker.instanceStatus(2)).toThrow(RangeError);
-      // Instance 1 paused: one event runs at a time, on instance 0.
+      // Both instances wait for a message now; instance 1 paused: one event runs at a time,
+      // on instance 0.
+      await new Promise((resolve) => setTimeout(resolve, 50));
       worker.pause(1);
       expect(worker.instanceStatus(1).state).toBe("paused");
       await queue.enqueue({ n: 1 });

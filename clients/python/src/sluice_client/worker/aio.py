@@ -42,6 +42,7 @@ from .state import (
     Counters,
     DeadLetterContext,
     EmptyContext,
+    SlotStatus,
     WorkerReport,
     WorkerStatus,
     ack_result,
@@ -100,6 +101,10 @@ class AsyncWorker(Generic[T]):
         self._stop = asyncio.Event()
         self._resumed = asyncio.Event()
         self._resumed.set()
+        self._slot_resumed = [asyncio.Event() for _ in range(concurrency)]
+        """Per instance: set unless `pause(instance=i)`."""
+        for event in self._slot_resumed:
+            event.set()
         self._slots: list[asyncio.Task[None]] = []
         self._fetcher: asyncio.Task[None] | None = None
         self._background: list[asyncio.Task[None]] = []
@@ -151,17 +156,58 @@ class AsyncWorker(Generic[T]):
         running = bool(self._slots) and self._report is None
         return self._counters.status(running, not self._resumed.is_set(), stats)
 
-    def pause(self) -> None:
-        """This instance starts no handler until `resume()` (see `Worker.pause`)."""
-        self._resumed.clear()
+    def instance_status(self, index: int) -> SlotStatus:
+        """What instance (slot) `index` does now (see `Worker.instance_status`)."""
+        return self._counters.slot_status(index, not self._resumed.is_set())
 
-    def resume(self) -> None:
-        self._resumed.set()
+    def pause(self, instance: int | None = None) -> None:
+        """This worker starts no handler until `resume()`; or, with `instance`, only that slot
+        takes nothing new (see `Worker.pause`)."""
+        if instance is None:
+            self._resumed.clear()
+            return
+        self._counters.set_paused(instance, True)
+        self._slot_resumed[instance].clear()
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return  # Not running: nothing was received.
+        for task in self._excess():
+            self._background.append(asyncio.create_task(self._give_back(task)))
 
-    async def drain(self, timeout: float) -> bool:
-        """Waits up to `timeout` seconds until the queue is empty and this instance holds
-        nothing; True if so."""
+    def resume(self, instance: int | None = None) -> None:
+        if instance is None:
+            self._resumed.set()
+            return
+        self._counters.set_paused(instance, False)
+        self._slot_resumed[instance].set()
+        self._room.set()
+
+    def _excess(self) -> list[Task]:
+        """Events waiting for a slot that no slot will take now (some were paused)."""
+        taken: list[Task] = []
+        while self._held > self._counters.capacity() and not self._handoff.empty():
+            task = self._handoff.get_nowait()
+            if task is None:
+                self._handoff.put_nowait(None)
+                break
+            self._held -= 1
+            self._counters.finished(None, "given_back")
+            taken.append(task)
+        return taken
+
+    async def drain(self, timeout: float, instance: int | None = None) -> bool:
+        """Waits up to `timeout` seconds until the queue is empty and this worker holds
+        nothing; True if so. With `instance`: pauses that slot and waits until its event is
+        done and settled (it stays paused until `resume(instance=...)`)."""
         deadline = time.monotonic() + timeout
+        if instance is not None:
+            self.pause(instance)
+            while self._counters.holding(instance):
+                if time.monotonic() >= deadline:
+                    return False
+                await asyncio.sleep(0.01)
+            return True
         if not await self.queue.drain(timeout):
             return False
         while self._counters.unsettled:
@@ -210,6 +256,8 @@ class AsyncWorker(Generic[T]):
             return self._report
         self._stop.set()
         self._resumed.set()
+        for event in self._slot_resumed:
+            event.set()
         self._room.set()
         if self._fetcher is not None:
             _, late = await asyncio.wait(
@@ -250,12 +298,12 @@ class AsyncWorker(Generic[T]):
         try:
             while not self._stop.is_set():
                 await self._resumed.wait()
-                while self._held >= self.concurrency and not self._stop.is_set():
+                while self._held >= self._counters.capacity() and not self._stop.is_set():
                     self._room.clear()
                     await self._room.wait()
                 if self._stop.is_set() or not self._resumed.is_set():
                     continue
-                free = self.concurrency - self._held
+                free = self._counters.capacity() - self._held
                 try:
                     tasks = await self.queue.receive(
                         min(free, RECEIVE_MAX), visibility_timeout=self.lease, wait=self.poll_wait
@@ -275,6 +323,11 @@ class AsyncWorker(Generic[T]):
                     for task in tasks:
                         await self._give_back(task)
                     continue
+                # Instances paused while it was under way: what they cannot take goes back.
+                room = max(0, self._counters.capacity() - self._held)
+                for task in tasks[room:]:
+                    await self._give_back(task)
+                tasks = tasks[:room]
                 self._counters.received(len(tasks))
                 self._held += len(tasks)
                 for task in tasks:
@@ -285,9 +338,14 @@ class AsyncWorker(Generic[T]):
 
     async def _slot(self, index: int) -> None:
         while True:
+            await self._slot_resumed[index].wait()
             task = await self._handoff.get()
             if task is None:
                 return
+            if not self._slot_resumed[index].is_set():
+                # Paused while it waited: the event is another instance's.
+                self._handoff.put_nowait(task)
+                continue
             try:
                 if not self._resumed.is_set():
                     # Leased by a receive that was waiting when `pause()` came: held, its
@@ -304,7 +362,7 @@ class AsyncWorker(Generic[T]):
 
     async def _process(self, index: int, task: Task) -> None:
         envelope = task.envelope
-        processed = self._counters.started(index, task.task_id, self.queue.now())
+        processed, others = self._counters.started(index, task.task_id, self.queue.now())
         try:
             event = self.decode(envelope.payload)
         except Exception as error:
@@ -319,7 +377,8 @@ class AsyncWorker(Generic[T]):
             processing_started_at=as_datetime(self.queue.now()),
             instance_index=index,
             processed_count=processed,
-            pending_count=self._counters.pending,
+            pending_count=others,
+            queue_pending_count=self._counters.pending,
             idempotency_id=envelope.idempotency_id,
             task=task,
             backend=self.queue.backend,

@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from ..queues.base import (
     BackendName,
@@ -82,7 +82,11 @@ class Context(Generic[T]):
     processed_count: int
     """Events this worker finished (acked) before this one started."""
     pending_count: int
-    """Events waiting in the queue (ready or delayed), as last seen (every 0.5 s)."""
+    """Other events this worker holds right now, exactly: waiting for a slot, running in other
+    slots, or waiting for their ack (the Rust and TypeScript SDKs' `pending_count`)."""
+    queue_pending_count: int
+    """Events waiting in the queue (ready or delayed), every worker's, as last seen (every
+    0.5 s)."""
     idempotency_id: str | None
     """The idempotency id it was enqueued with."""
     task: Task
@@ -143,16 +147,28 @@ class EmptyContext:
     processed_count: int
 
 
+InstanceState = Literal["idle", "processing", "paused"]
+
+
 @dataclass(frozen=True)
 class SlotStatus:
-    """One slot of a worker."""
+    """One instance (slot) of a worker: `Worker.instance_status(i)`."""
 
     index: int
+    state: InstanceState
+    """`processing` while it runs an event (also when paused meanwhile: it finishes that one),
+    `paused` when it takes nothing new (`pause(instance=i)`, or the worker paused), else
+    `idle`."""
     event_id: str | None
     """The event it runs now."""
     started_at: datetime | None
     processed: int
     """Events it finished."""
+    failed: int = 0
+    """Attempts of it that failed (retried or dead-lettered)."""
+    pending: int = 0
+    """Events it holds: the one it runs, until its ack or nack lands (0 or 1, more while acks
+    wait)."""
 
 
 @dataclass(frozen=True)
@@ -169,7 +185,9 @@ class WorkerStatus:
     in_flight: int
     """Events whose handler runs now (at most `concurrency`)."""
     pending: int
-    """Events waiting in the queue, as last seen."""
+    """Events this worker holds, exactly: received and not yet acked, nacked or released."""
+    queue_pending: int
+    """Events waiting in the queue (ready or delayed), every worker's, as last seen."""
     slots: list[SlotStatus]
     queue: QueueStats | None
     """The queue's numbers now (None when the backend could not be asked)."""
@@ -191,6 +209,10 @@ class _Slot:
     event_id: str | None = None
     started_at: float | None = None
     processed: int = 0
+    failed: int = 0
+    holding: int = 0
+    """Events it took and that are not settled yet."""
+    paused: bool = False
 
 
 @dataclass
@@ -221,13 +243,37 @@ class Counters:
         with self.lock:
             self.unsettled += count
 
-    def started(self, index: int, event_id: str, now: float) -> int:
-        """Marks a slot busy; answers the processed count before this event."""
+    def started(self, index: int, event_id: str, now: float) -> tuple[int, int]:
+        """Marks a slot busy; answers the processed count before this event and the other
+        events this worker holds."""
         with self.lock:
             self.slots[index].event_id = event_id
             self.slots[index].started_at = now
+            self.slots[index].holding += 1
             self.in_flight += 1
-            return self.processed
+            return self.processed, self.unsettled - 1
+
+    def slot(self, index: int) -> _Slot:
+        """Slot `index`, or `IndexError` naming the worker's instances."""
+        if not 0 <= index < len(self.slots):
+            raise IndexError(
+                f"no instance {index}: this worker has instances 0 to {len(self.slots) - 1}"
+            )
+        return self.slots[index]
+
+    def set_paused(self, index: int, paused: bool) -> None:
+        with self.lock:
+            self.slot(index).paused = paused
+
+    def capacity(self) -> int:
+        """Events the slots can hold now: one per slot not paused, and per paused slot that
+        still runs one."""
+        with self.lock:
+            return sum(1 for slot in self.slots if not slot.paused or slot.event_id is not None)
+
+    def holding(self, index: int) -> int:
+        with self.lock:
+            return self.slot(index).holding
 
     def slot_free(self, index: int) -> None:
         """The slot's handler is over (its event may still wait for the acker)."""
@@ -243,6 +289,11 @@ class Counters:
         with self.lock:
             self.unsettled -= 1
             self.empty_armed = True
+            if index is not None:
+                slot = self.slots[index]
+                slot.holding = max(0, slot.holding - 1)
+                if outcome in ("retried", "dead_lettered"):
+                    slot.failed += 1
             if outcome == "processed":
                 self.processed += 1
                 if index is not None:
@@ -267,6 +318,28 @@ class Counters:
         with self.lock:
             self.empty_armed = True
 
+    def slot_status(self, index: int, worker_paused: bool) -> SlotStatus:
+        with self.lock:
+            return self._slot_status(index, self.slot(index), worker_paused)
+
+    def _slot_status(self, index: int, slot: _Slot, worker_paused: bool) -> SlotStatus:
+        state: InstanceState = (
+            "processing"
+            if slot.event_id is not None
+            else "paused"
+            if slot.paused or worker_paused
+            else "idle"
+        )
+        return SlotStatus(
+            index=index,
+            state=state,
+            event_id=slot.event_id,
+            started_at=as_datetime(slot.started_at) if slot.started_at else None,
+            processed=slot.processed,
+            failed=slot.failed,
+            pending=slot.holding,
+        )
+
     def status(self, running: bool, paused: bool, queue: QueueStats | None) -> WorkerStatus:
         with self.lock:
             return WorkerStatus(
@@ -277,15 +350,10 @@ class Counters:
                 retried=self.retried,
                 dead_lettered=self.dead_lettered,
                 in_flight=self.in_flight,
-                pending=self.pending,
+                pending=self.unsettled,
+                queue_pending=self.pending,
                 slots=[
-                    SlotStatus(
-                        index=index,
-                        event_id=slot.event_id,
-                        started_at=as_datetime(slot.started_at) if slot.started_at else None,
-                        processed=slot.processed,
-                    )
-                    for index, slot in enumerate(self.slots)
+                    self._slot_status(index, slot, paused) for index, slot in enumerate(self.slots)
                 ],
                 queue=queue,
             )

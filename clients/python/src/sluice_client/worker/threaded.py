@@ -41,6 +41,7 @@ from .state import (
     Counters,
     DeadLetterContext,
     EmptyContext,
+    SlotStatus,
     WorkerReport,
     WorkerStatus,
     ack_result,
@@ -158,19 +159,62 @@ class Worker(Generic[T]):
         running = bool(self._threads) and not self._finished.is_set()
         return self._counters.status(running, not self._resumed.is_set(), stats)
 
-    def pause(self) -> None:
-        """This instance starts no handler until `resume()`; running handlers finish (an event
-        the fetcher was already receiving is held, its lease kept, until then)."""
-        self._resumed.clear()
+    def instance_status(self, index: int) -> SlotStatus:
+        """What instance (slot) `index`, `0..concurrency-1`, does now: its state (`idle`,
+        `processing`, `paused`), the event it runs, its processed and failed counts and what it
+        holds. `IndexError` for an index the worker does not have."""
+        return self._counters.slot_status(index, not self._resumed.is_set())
 
-    def resume(self) -> None:
-        self._resumed.set()
+    def pause(self, instance: int | None = None) -> None:
+        """This worker starts no handler until `resume()`; running handlers finish (an event
+        the fetcher was already receiving is released, not run). With `instance`, only that
+        slot takes nothing new once its event is done; the others go on, and the worker
+        receives only for them (events waiting for a slot that none will take go back)."""
+        if instance is None:
+            self._resumed.clear()
+            return
+        self._counters.set_paused(instance, True)
+        for task in self._excess():
+            self._give_back(task)
 
-    def drain(self, timeout: float) -> bool:
+    def resume(self, instance: int | None = None) -> None:
+        if instance is None:
+            self._resumed.set()
+            return
+        self._counters.set_paused(instance, False)
+        with self._room:
+            self._room.notify_all()
+
+    def _excess(self) -> list[Task]:
+        """Events waiting for a slot that no slot will take now (some were paused)."""
+        taken: list[Task] = []
+        with self._room:
+            while self._held > self._counters.capacity():
+                try:
+                    task = self._handoff.get_nowait()
+                except Empty:
+                    break
+                if task is None:
+                    self._handoff.put(None)
+                    break
+                self._held -= 1
+                self._counters.finished(None, "given_back")
+                taken.append(task)
+        return taken
+
+    def drain(self, timeout: float, instance: int | None = None) -> bool:
         """Waits up to `timeout` seconds until the queue holds nothing ready, delayed or in
-        flight and this instance holds nothing; True if so. (`Unsupported` on backends that
-        cannot tell, such as RabbitMQ.)"""
+        flight and this worker holds nothing; True if so. (`Unsupported` on backends that
+        cannot tell, such as RabbitMQ.) With `instance`: pauses that slot and waits until its
+        event is done and settled (it stays paused until `resume(instance=...)`)."""
         deadline = time.monotonic() + timeout
+        if instance is not None:
+            self.pause(instance)
+            while self._counters.holding(instance):
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.01)
+            return True
         if not self.queue.drain(timeout):
             return False
         while self._counters.unsettled:
@@ -301,6 +345,11 @@ class Worker(Generic[T]):
                     for task in tasks:
                         self._give_back(task)
                     continue
+                # Instances paused while it was under way: what they cannot take goes back.
+                room = max(0, self._counters.capacity() - self._held)
+                for task in tasks[room:]:
+                    self._give_back(task)
+                tasks = tasks[:room]
                 self._counters.received(len(tasks))
                 with self._room:
                     self._held += len(tasks)
@@ -313,17 +362,23 @@ class Worker(Generic[T]):
     def _wait_for_room(self) -> int:
         """Waits until a slot is free (or the worker stops); answers how many are (0: stop)."""
         with self._room:
-            while self._held >= self.concurrency and not self._stop.is_set():
-                self._room.wait()
-            return 0 if self._stop.is_set() else self.concurrency - self._held
+            while self._held >= self._counters.capacity() and not self._stop.is_set():
+                self._room.wait(0.2)
+            return 0 if self._stop.is_set() else max(0, self._counters.capacity() - self._held)
 
     # The slots.
 
     def _slot(self, index: int) -> None:
         while True:
+            while self._counters.slot(index).paused and not self._stop.wait(0.05):
+                pass
             task = self._handoff.get()
             if task is None:
                 return
+            if self._counters.slot(index).paused:
+                # Paused while it waited: the event is another instance's.
+                self._handoff.put(task)
+                continue
             try:
                 if not self._resumed.is_set():
                     self._hold_while_paused(task)
@@ -343,7 +398,7 @@ class Worker(Generic[T]):
 
     def _process(self, index: int, task: Task) -> None:
         envelope = task.envelope
-        processed = self._counters.started(index, task.task_id, self.queue.now())
+        processed, others = self._counters.started(index, task.task_id, self.queue.now())
         try:
             event = self.decode(envelope.payload)
         except Exception as error:
@@ -358,7 +413,8 @@ class Worker(Generic[T]):
             processing_started_at=as_datetime(self.queue.now()),
             instance_index=index,
             processed_count=processed,
-            pending_count=self._counters.pending,
+            pending_count=others,
+            queue_pending_count=self._counters.pending,
             idempotency_id=envelope.idempotency_id,
             task=task,
             backend=self.queue.backend,
