@@ -65,6 +65,8 @@ mod http;
 mod queue;
 #[cfg(feature = "sqs")]
 mod sqs;
+#[cfg(feature = "sqs")]
+mod sqs_runs;
 mod worker;
 
 #[cfg(feature = "amqp")]

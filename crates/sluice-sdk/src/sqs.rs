@@ -6,7 +6,7 @@
 //! |---|---|
 //! | a queue | a standard queue; a FIFO queue (`<name>.fifo`) when it is `per_key` or `dedup` |
 //! | its dead-letter queue | `<name>-dlq` (`<name>-dlq.fifo` for FIFO), named by a `RedrivePolicy` whose `maxReceiveCount` is `max_attempts` |
-//! | key | `MessageGroupId` (a keyless message on a FIFO queue gets a group of its own) |
+//! | key | `MessageGroupId` (a keyless message on a FIFO queue gets a group of its own); a receive that brings several messages of one group (AWS's runs) gives them out one at a time, the next once the previous is acked ([`crate::sqs_runs`]) |
 //! | idempotency id | `MessageDeduplicationId` on a FIFO queue; a standard queue cannot deduplicate, so an enqueue with an id is refused there (`Error::Unsupported`), never ignored |
 //! | lease, extend | `VisibilityTimeout`, `ChangeMessageVisibility` (whole seconds, rounded up) |
 //! | attempt | `ApproximateReceiveCount` |
@@ -41,6 +41,7 @@ use crate::backend::{
     Backend, CancelOutcome, Capabilities, DeadLetter, Delivery, Enqueued, MessageInfo, MessageRef,
     Nack, NackOutcome, Outgoing, QueueOptions, QueueStats,
 };
+use crate::sqs_runs::GroupRuns;
 use crate::{Code, Error, ErrorCode, Result};
 
 /// Entries per SendMessageBatch and messages per ReceiveMessage: SQS's limit.
@@ -81,6 +82,8 @@ pub struct Sqs {
     held: Mutex<HashMap<String, Held>>,
     /// Acks made through this value, per queue.
     processed: Mutex<HashMap<String, u64>>,
+    /// Per FIFO queue: runs of a group received together, given out one at a time.
+    runs: Mutex<HashMap<String, GroupRuns>>,
 }
 
 impl std::fmt::Debug for Sqs {
@@ -131,6 +134,7 @@ impl Sqs {
             queues: Mutex::default(),
             held: Mutex::default(),
             processed: Mutex::default(),
+            runs: Mutex::default(),
         }
     }
 
@@ -291,6 +295,31 @@ impl Sqs {
         }
     }
 
+    /// Runs `f` on the runs of `queue` (a FIFO queue's groups given out one at a time).
+    fn runs_of<T>(&self, queue: &str, f: impl FnOnce(&mut GroupRuns) -> T) -> T {
+        let mut runs = self.runs.lock().expect("runs");
+        f(runs.entry(queue.to_owned()).or_default())
+    }
+
+    /// `receipt` comes back (a retry, a release): what waited behind it in its run goes back.
+    async fn back_off(&self, queue: &str, url: &str, receipt: &str) {
+        let waiting = self.runs_of(queue, |runs| runs.back_off(receipt));
+        for delivery in waiting {
+            self.held.lock().expect("held").remove(&delivery.receipt);
+            let given_back = self
+                .client
+                .change_message_visibility()
+                .queue_url(url)
+                .receipt_handle(&delivery.receipt)
+                .visibility_timeout(0)
+                .send()
+                .await;
+            if let Err(error) = given_back {
+                tracing::warn!(message = %delivery.message_id, "giving back failed: {error}");
+            }
+        }
+    }
+
     /// Sends a copy of a failed message to the DLQ with its error and attempts, then deletes
     /// the original.
     async fn dead_letter(
@@ -439,31 +468,69 @@ impl Backend for Sqs {
         wait: Duration,
     ) -> Result<Vec<Delivery>> {
         let source = self.queue(queue).await?;
+        let max = max.clamp(1, BATCH_MAX);
+        let visibility = seconds(lease).clamp(1, VISIBILITY_MAX_S);
+        let mut deliveries = Vec::new();
+        if source.fifo {
+            let waiting = self.runs_of(queue, |runs| runs.ready(max));
+            for delivery in waiting {
+                // It waited under its lease: the lease starts again now, or it is stale and
+                // comes back from SQS.
+                let renewed = self
+                    .client
+                    .change_message_visibility()
+                    .queue_url(&source.url)
+                    .receipt_handle(&delivery.receipt)
+                    .visibility_timeout(visibility)
+                    .send()
+                    .await;
+                match renewed {
+                    Ok(_) => deliveries.push(delivery),
+                    Err(_) => {
+                        self.runs_of(queue, |runs| runs.done(&delivery.receipt));
+                        self.held.lock().expect("held").remove(&delivery.receipt);
+                    }
+                }
+            }
+            if deliveries.len() >= max {
+                return Ok(deliveries);
+            }
+        }
+        let wait = if deliveries.is_empty() {
+            seconds(wait).min(WAIT_MAX_S)
+        } else {
+            0
+        };
         let out = self
             .client
             .receive_message()
             .queue_url(&source.url)
-            .max_number_of_messages(max.clamp(1, BATCH_MAX) as i32)
-            .visibility_timeout(seconds(lease).clamp(1, VISIBILITY_MAX_S))
-            .wait_time_seconds(seconds(wait).min(WAIT_MAX_S))
+            .max_number_of_messages((max - deliveries.len()) as i32)
+            .visibility_timeout(visibility)
+            .wait_time_seconds(wait)
             .message_system_attribute_names(MessageSystemAttributeName::All)
             .message_attribute_names("All")
             .send()
             .await
             .map_err(|e| sdk_error("ReceiveMessage", e))?;
         let expires = Instant::now() + lease;
-        let mut deliveries = Vec::new();
+        let mut received = Vec::new();
         for message in out.messages.unwrap_or_default() {
             let (delivery, group) = delivery(message)?;
             self.remember(
                 &delivery.receipt,
                 Held {
                     delivery: delivery.clone(),
-                    group,
+                    group: group.clone(),
                     expires,
                 },
             );
-            deliveries.push(delivery);
+            received.push((group.filter(|_| source.fifo), delivery));
+        }
+        if source.fifo {
+            deliveries.extend(self.runs_of(queue, |runs| runs.take(received)));
+        } else {
+            deliveries.extend(received.into_iter().map(|(_, delivery)| delivery));
         }
         Ok(deliveries)
     }
@@ -478,6 +545,7 @@ impl Backend for Sqs {
             .await
             .map_err(|e| sdk_error("DeleteMessage", e))?;
         self.held.lock().expect("held").remove(receipt);
+        self.runs_of(queue, |runs| runs.done(receipt));
         self.count_ack(queue);
         Ok(())
     }
@@ -526,8 +594,14 @@ impl Backend for Sqs {
         }
         match report.outcome().as_deref() {
             // sluice took it as a nack: it retried or dead-lettered the message itself.
-            Some(OUTCOME_DEAD_LETTERED) => return Ok(NackOutcome::DeadLettered),
-            Some(_) => return Ok(NackOutcome::Retried),
+            Some(OUTCOME_DEAD_LETTERED) => {
+                self.runs_of(queue, |runs| runs.done(receipt));
+                return Ok(NackOutcome::DeadLettered);
+            }
+            Some(_) => {
+                self.back_off(queue, &source.url, receipt).await;
+                return Ok(NackOutcome::Retried);
+            }
             None => {}
         }
         if let (true, Some(dead_letter_url)) = (dead_letter, &source.dead_letter_url) {
@@ -538,8 +612,10 @@ impl Backend for Sqs {
                 self.remember(receipt, held);
                 return Err(error);
             }
+            self.runs_of(queue, |runs| runs.done(receipt));
             return Ok(NackOutcome::DeadLettered);
         }
+        self.back_off(queue, &source.url, receipt).await;
         Ok(NackOutcome::Retried)
     }
 
@@ -554,6 +630,7 @@ impl Backend for Sqs {
             .await
             .map_err(|e| sdk_error("ChangeMessageVisibility", e))?;
         self.held.lock().expect("held").remove(receipt);
+        self.back_off(queue, &source.url, receipt).await;
         Ok(())
     }
 

@@ -64,6 +64,7 @@ import { ackWithoutChaining } from "../backend.js";
 import { type Clock, SystemClock, realSleep } from "../clock.js";
 import { SluiceError, UnsupportedError } from "../errors.js";
 import { type BackoffSettings, DEFAULT_BACKOFF, backoffDelay } from "../retry-delay.js";
+import { GroupRuns } from "./runs.js";
 
 export type { BackoffSettings } from "../retry-delay.js";
 
@@ -148,6 +149,8 @@ export class SqsBackend implements Backend {
   readonly #backoff: BackoffSettings;
   readonly #queues = new Map<string, QueueMeta>();
   readonly #leases = new Map<string, Lease>();
+  /** Per FIFO queue: runs of a group received together, given out one at a time. */
+  readonly #runs = new Map<string, GroupRuns<Delivery>>();
 
   constructor(options: SqsBackendOptions = {}) {
     const { client, backoff, ...config } = options;
@@ -243,14 +246,33 @@ export class SqsBackend implements Backend {
   async receive(queue: string, options: ReceiveOptions = {}): Promise<Delivery[]> {
     const meta = await this.#meta(queue);
     const leaseMs = options.visibilityTimeoutMs;
+    const max = Math.min(Math.max(options.max ?? 1, 1), 10);
     // The signal is not passed on: cutting a long poll could strand leases SQS already granted.
     options.signal?.throwIfAborted();
+    const runs = meta.fifo ? this.#runsOf(queue) : undefined;
+    const out: Delivery[] = [];
+    for (const waiting of runs?.ready(max) ?? []) {
+      // It waited under its lease: the lease starts again now, or it is stale and comes back.
+      try {
+        await this.#setVisibility(
+          queue,
+          waiting.receipt,
+          seconds(leaseMs ?? 30_000, VISIBILITY_MAX_S),
+        );
+        out.push(waiting);
+      } catch {
+        runs?.done(waiting.receipt);
+        this.#leases.delete(waiting.receipt);
+      }
+    }
+    if (out.length >= max) return out;
     const answer = await this.#guard(
       this.client.send(
         new ReceiveMessageCommand({
           QueueUrl: meta.url,
-          MaxNumberOfMessages: Math.min(Math.max(options.max ?? 1, 1), 10),
-          WaitTimeSeconds: Math.min(Math.ceil(Math.max(0, options.waitMs ?? 0) / 1000), 20),
+          MaxNumberOfMessages: max - out.length,
+          WaitTimeSeconds:
+            out.length > 0 ? 0 : Math.min(Math.ceil(Math.max(0, options.waitMs ?? 0) / 1000), 20),
           ...(leaseMs === undefined
             ? {}
             : { VisibilityTimeout: seconds(leaseMs, VISIBILITY_MAX_S) }),
@@ -260,19 +282,20 @@ export class SqsBackend implements Backend {
       ),
     );
     const now = Date.now();
-    return (answer.Messages ?? []).map((message) => {
+    const received = (answer.Messages ?? []).map((message) => {
       const attempt = Number(message.Attributes?.ApproximateReceiveCount ?? "1");
       const receipt = message.ReceiptHandle ?? "";
+      const group = message.Attributes?.MessageGroupId;
       this.#remember(receipt, {
         queue,
         messageId: message.MessageId ?? "",
         body: message.Body ?? "",
         attributes: message.MessageAttributes ?? {},
         attempt,
-        groupId: message.Attributes?.MessageGroupId,
+        groupId: group,
         expiresAt: now + (leaseMs ?? 30_000) + 300_000,
       });
-      return {
+      const delivery: Delivery = {
         messageId: message.MessageId ?? "",
         receipt,
         body: parseBody(message.Body),
@@ -283,7 +306,27 @@ export class SqsBackend implements Backend {
         lastError: undefined,
         headers: headersOf(message),
       };
+      return { group, delivery };
     });
+    if (runs === undefined) return received.map(({ delivery }) => delivery);
+    return [...out, ...runs.take(received)];
+  }
+
+  #runsOf(queue: string): GroupRuns<Delivery> {
+    let runs = this.#runs.get(queue);
+    if (runs === undefined) {
+      runs = new GroupRuns();
+      this.#runs.set(queue, runs);
+    }
+    return runs;
+  }
+
+  /** `receipt` comes back (a retry, a release): what waited behind it in its run goes back. */
+  async #backOff(queue: string, receipt: string): Promise<void> {
+    for (const waiting of this.#runs.get(queue)?.backOff(receipt) ?? []) {
+      this.#leases.delete(waiting.receipt);
+      await this.#setVisibility(queue, waiting.receipt, 0).catch(() => {});
+    }
   }
 
   async ack(queue: string, receipt: string): Promise<void> {
@@ -292,6 +335,7 @@ export class SqsBackend implements Backend {
       this.client.send(new DeleteMessageCommand({ QueueUrl: meta.url, ReceiptHandle: receipt })),
     );
     this.#leases.delete(receipt);
+    this.#runs.get(queue)?.done(receipt);
   }
 
   /** DeleteMessageBatch, ten receipts a request; a failed entry answers false. */
@@ -311,7 +355,10 @@ export class SqsBackend implements Backend {
       const failed = new Set((answer.Failed ?? []).map((entry) => entry.Id));
       batch.forEach((receipt, index) => {
         const ok = !failed.has(String(index));
-        if (ok) this.#leases.delete(receipt);
+        if (ok) {
+          this.#leases.delete(receipt);
+          this.#runs.get(queue)?.done(receipt);
+        }
         acked.push(ok);
       });
     }
@@ -345,7 +392,12 @@ export class SqsBackend implements Backend {
     const outcome = await this.#reportFailure(meta.url, receipt, visibilityS, nack);
     if (outcome !== undefined) {
       this.#leases.delete(receipt);
-      return outcome === "dead-lettered" ? "dead_lettered" : "retried";
+      if (outcome === "dead-lettered") {
+        this.#runs.get(queue)?.done(receipt);
+        return "dead_lettered";
+      }
+      await this.#backOff(queue, receipt);
+      return "retried";
     }
     if (deadLetter && lease !== undefined && meta.dlqUrl !== undefined) {
       await this.#guard(
@@ -372,9 +424,11 @@ export class SqsBackend implements Backend {
         this.client.send(new DeleteMessageCommand({ QueueUrl: meta.url, ReceiptHandle: receipt })),
       );
       this.#leases.delete(receipt);
+      this.#runs.get(queue)?.done(receipt);
       return "dead_lettered";
     }
     this.#leases.delete(receipt);
+    await this.#backOff(queue, receipt);
     return "retried";
   }
 
@@ -416,6 +470,7 @@ export class SqsBackend implements Backend {
   async release(queue: string, receipt: string): Promise<void> {
     await this.#setVisibility(queue, receipt, 0);
     this.#leases.delete(receipt);
+    await this.#backOff(queue, receipt);
   }
 
   /** `ChangeMessageVisibility`: the lease ends `visibilityS` seconds from now (0: now). */
@@ -552,6 +607,12 @@ export class SqsBackend implements Backend {
   }
 
   async close(): Promise<void> {
+    // What waited behind its group goes back now rather than when its lease runs out.
+    for (const [queue, runs] of this.#runs) {
+      for (const waiting of runs.takeAll()) {
+        await this.#setVisibility(queue, waiting.receipt, 0).catch(() => {});
+      }
+    }
     this.client.destroy();
   }
 

@@ -23,8 +23,10 @@ order outside a FIFO group: those raise `Unsupported`. Counts are SQS's approxim
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
+import logging
 import math
 import time
 import urllib.parse
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..envelope import TaskEnvelope
 from ..errors import BrokerError, LeaseLost, Unsupported
+from ._runs import GroupRuns
 from .base import (
     BackendName,
     CancelResult,
@@ -134,6 +137,8 @@ class SQSQueue:
         )
         self._url: str | None = None
         self._dlq_url: str | None = None
+        self._runs = GroupRuns()
+        """FIFO: runs of a group received together, given out one at a time."""
         self._capabilities = Capabilities(
             extend=True,
             pause=False,
@@ -164,6 +169,13 @@ class SQSQueue:
         return time.time()
 
     def close(self) -> None:
+        if self._url is not None:
+            # What waited behind its group goes back now rather than when its lease runs out.
+            for waiting in self._runs.take_all():
+                with contextlib.suppress(Exception):
+                    self.client.change_message_visibility(
+                        QueueUrl=self._url, ReceiptHandle=waiting.receipt, VisibilityTimeout=0
+                    )
         self.client.close()
 
     def ensure(self) -> None:
@@ -304,7 +316,18 @@ class SQSQueue:
         url, _ = self._urls()
         lease = self._lease_s(visibility_timeout)
         tasks: list[Task] = []
-        wait_s = min(math.ceil(max_wait(wait)), WAIT_MAX_S)
+        for waiting in self._runs.ready(max) if self.fifo else []:
+            # It waited under its lease: the lease starts again now, or it is stale and comes
+            # back from SQS.
+            try:
+                self.client.change_message_visibility(
+                    QueueUrl=url, ReceiptHandle=waiting.receipt, VisibilityTimeout=lease
+                )
+            except Exception:
+                self._runs.done(waiting.receipt)
+                continue
+            tasks.append(replace(waiting, lease_expires_at=time.time() + lease))
+        wait_s = 0 if tasks else min(math.ceil(max_wait(wait)), WAIT_MAX_S)
         while len(tasks) < max:
             answer = self.client.receive_message(
                 QueueUrl=url,
@@ -315,12 +338,34 @@ class SQSQueue:
             )
             messages = answer.get("Messages", [])
             now = time.time()
-            tasks.extend(self._task(message, lease, now) for message in messages)
+            received = [(message, self._task(message, lease, now)) for message in messages]
+            if self.fifo:
+                tasks.extend(
+                    self._runs.take(
+                        (message.get("Attributes", {}).get("MessageGroupId"), task)
+                        for message, task in received
+                    )
+                )
+            else:
+                tasks.extend(task for _, task in received)
             # After the first answer, only take what is there already.
             wait_s = 0
             if not messages:
                 break
         return tasks
+
+    def _back_off(self, task: Task) -> None:
+        """`task` comes back (a retry, a release): what waited behind it in its run goes back."""
+        url, _ = self._urls()
+        for waiting in self._runs.back_off(task.receipt):
+            try:
+                self.client.change_message_visibility(
+                    QueueUrl=url, ReceiptHandle=waiting.receipt, VisibilityTimeout=0
+                )
+            except Exception as error:
+                logging.getLogger("sluice_client.sqs").warning(
+                    "giving back %s failed: %s", waiting.task_id, error
+                )
 
     def _task(self, message: Any, lease: int, now: float) -> Task:
         attributes = message.get("Attributes", {})
@@ -341,6 +386,7 @@ class SQSQueue:
         url, _ = self._urls()
         with _lease_errors(task):
             self.client.delete_message(QueueUrl=url, ReceiptHandle=task.receipt)
+        self._runs.done(task.receipt)
 
     def ack_then(self, task: Task, then: Sequence[NextStep], result: Any = None) -> list[Enqueued]:
         refuse_next_steps("sqs", then)
@@ -361,6 +407,9 @@ class SQSQueue:
                 ],
             )
             done = {entry["Id"] for entry in answer.get("Successful", [])}
+            for index, task in enumerate(batch):
+                if str(index) in done:
+                    self._runs.done(task.receipt)
             acked.extend(str(index) in done for index in range(len(batch)))
         return acked
 
@@ -386,9 +435,11 @@ class SQSQueue:
         finally:
             _REPORTING.reset(reported)
         outcome = answer.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get(_OUTCOME_HEADER)
-        if outcome is not None:
-            return "dead_lettered" if outcome == "dead-lettered" else "retried"
-        if not dead_letter:
+        if outcome == "dead-lettered":
+            self._runs.done(task.receipt)
+            return "dead_lettered"
+        if outcome is not None or not dead_letter:
+            self._back_off(task)
             return "retried"
         dead = replace(envelope, last_error=error, failed_at=time.time())
         entry: dict[str, Any] = {"QueueUrl": dlq_url, "MessageBody": dead.to_json()}
@@ -399,6 +450,7 @@ class SQSQueue:
         self.client.send_message(**entry)
         with _lease_errors(task):
             self.client.delete_message(QueueUrl=url, ReceiptHandle=task.receipt)
+        self._runs.done(task.receipt)
         return "dead_lettered"
 
     def extend_visibility(self, task: Task, visibility_timeout: float) -> None:
@@ -416,6 +468,7 @@ class SQSQueue:
             self.client.change_message_visibility(
                 QueueUrl=url, ReceiptHandle=task.receipt, VisibilityTimeout=0
             )
+        self._back_off(task)
 
     # Operating.
 
