@@ -85,14 +85,11 @@ async fn failures_through_sqs_on_sluice_are_sluice_dead_letters() {
 
     // The native API sees sluice dead letters with their errors, counted.
     let http = reqwest::Client::new();
-    let listed: Value = http
-        .get(format!("{base}/v1/queues/{queue}/dlq"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let get = |path: String| {
+        let request = http.get(format!("{base}/v1/queues/{queue}/{path}"));
+        async move { request.send().await.unwrap().json::<Value>().await.unwrap() }
+    };
+    let listed = get("dlq".into()).await;
     let mut errors: Vec<&str> = listed["entries"]
         .as_array()
         .expect("entries")
@@ -101,14 +98,7 @@ async fn failures_through_sqs_on_sluice_are_sluice_dead_letters() {
         .collect();
     errors.sort_unstable();
     assert_eq!(errors, ["bad input: é", "timeout 2"], "{listed}");
-    let stats: Value = http
-        .get(format!("{base}/v1/queues/{queue}/stats"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stats = get("stats".into()).await;
     assert_eq!(stats["counters"]["dead_lettered"], 2, "{stats}");
 
     // The backend's own reading shows the same errors and attempts.
