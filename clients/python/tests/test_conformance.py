@@ -147,6 +147,16 @@ class Runner:
         self.queue = self.kit.open(options_of(self.scenario), prefix="conf")
         await self.queue.ensure()
         for index, step in enumerate(self.scenario["steps"]):
+            refused_as = step.get("refused", {}).get(self.kit.backend)
+            if refused_as is not None:
+                # Refused as unsupported (conformance/README.md, rule 5); the rest of the
+                # scenario depended on this step.
+                assert step["op"] == "enqueue", "only an enqueue step can be refused"
+                with pytest.raises(Unsupported) as refused:
+                    await self.queue.push(step["body"], id=step.get("id"))
+                # Python names the operation in words ("deduplicate" for `dedup`).
+                assert refused.value.operation.startswith(refused_as), refused.value
+                return
             checked = self.kit.backend not in step.get("unchecked", {})
             try:
                 await self.step(step, checked)

@@ -133,6 +133,22 @@ async fn run_scenario(h: &Harness, scenario: &Value, queue: &str) -> Result<Outc
     };
     let steps = scenario["steps"].as_array().ok_or("no steps")?;
     for (index, step) in steps.iter().enumerate() {
+        if let Some(operation) = step["refused"][label].as_str() {
+            // The backend must refuse this step as unsupported; what follows depended on it.
+            return match runner.step(step, false).await {
+                Err(StepError::Backend(Error::Unsupported(why))) if why.starts_with(operation) => {
+                    Ok(Outcome::Refused(why))
+                }
+                other => Err(format!(
+                    "step {index} ({}): not refused as unsupported ({operation}): {}",
+                    step["op"],
+                    match other {
+                        Ok(()) => "it succeeded".to_owned(),
+                        Err(error) => error.to_string(),
+                    }
+                )),
+            };
+        }
         let checked = step["unchecked"][label].is_null();
         runner
             .step(step, checked)

@@ -65,6 +65,21 @@ async function runSteps(backend: Backend, scenario: Scenario, queue: string): Pr
       );
     };
     const expect = (step.expect ?? {}) as Record<string, unknown>;
+    const refusedAs = step.refused?.[backend.kind];
+    if (refusedAs !== undefined) {
+      // Refused as unsupported; the rest of the scenario depended on this step.
+      if (step.op !== "enqueue") fail("only an enqueue step can be refused", step.op);
+      const refusal = await backend
+        .enqueue(queue, [{ body: step.body, ...(step.id === undefined ? {} : { id: step.id }) }])
+        .then(
+          () => "it succeeded",
+          (error: unknown) => error,
+        );
+      if (!(refusal instanceof UnsupportedError) || refusal.operation !== refusedAs) {
+        fail(`not refused as unsupported (${refusedAs})`, String(refusal));
+      }
+      return;
+    }
     switch (step.op) {
       case "enqueue": {
         const [result] = await backend.enqueue(queue, [

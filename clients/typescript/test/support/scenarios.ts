@@ -24,6 +24,8 @@ export interface Step {
   message?: string;
   expect?: Json;
   unchecked?: Record<string, string>;
+  /** Per backend: the operation it refuses this step as (conformance/README.md, rule 5). */
+  refused?: Record<string, string>;
 }
 
 export interface Scenario {
