@@ -145,6 +145,12 @@ export interface Nack {
   permanent?: boolean;
 }
 
+/** How a message goes back: {@link Backend.release}. */
+export interface ReleaseOptions {
+  /** It was never handed to a handler: the delivery is not counted where the backend can. */
+  unstarted?: boolean;
+}
+
 /** What a nack did. */
 export type NackOutcome = "retried" | "dead_lettered";
 
@@ -241,9 +247,12 @@ export interface Backend {
    * Gives the message back without a failure (the worker does this with what still runs when
    * its shutdown grace ends): ready again at once, with no error and no backoff, and never
    * dead-lettered by the release. The delivery still counts in its attempts (sluice: an extend
-   * to 0; SQS: `ChangeMessageVisibility` to 0; RabbitMQ: a requeue).
+   * to 0; SQS: `ChangeMessageVisibility` to 0; RabbitMQ: a requeue), unless `unstarted`: the
+   * message was never handed to a handler (the worker paused or stopped before), and the
+   * backend does not count such a delivery where it can (sluice, memory, and RabbitMQ, which
+   * counts attempts itself; SQS counts every receive).
    */
-  release(queue: string, receipt: string): Promise<void>;
+  release(queue: string, receipt: string, options?: ReleaseOptions): Promise<void>;
   /** The queue's numbers. */
   stats(queue: string): Promise<QueueStats>;
   /** Pauses or resumes deliveries. */

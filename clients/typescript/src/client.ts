@@ -324,9 +324,21 @@ export class SluiceClient {
     return this.#call("POST", `${q(queue)}/nack`, request, options);
   }
 
-  /** `POST /v1/queues/{queue}/extend`: the lease now ends `visibilityTimeoutMs` from now. */
-  extend(queue: string, receipt: string, visibilityTimeoutMs: number, options?: CallOptions) {
-    const body: wire.ExtendIn = { receipt, visibility_timeout_ms: visibilityTimeoutMs };
+  /**
+   * `POST /v1/queues/{queue}/extend`: the lease now ends `visibilityTimeoutMs` from now; 0
+   * releases the message, and with `unstarted` its delivery is not counted either.
+   */
+  extend(
+    queue: string,
+    receipt: string,
+    visibilityTimeoutMs: number,
+    options?: CallOptions & { unstarted?: boolean },
+  ) {
+    const body: wire.ExtendIn = {
+      receipt,
+      visibility_timeout_ms: visibilityTimeoutMs,
+      ...(options?.unstarted ? { unstarted: true } : {}),
+    };
     return this.#call<wire.ExtendOut>("POST", `${q(queue)}/extend`, body, options);
   }
 

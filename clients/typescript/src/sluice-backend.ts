@@ -22,6 +22,7 @@ import type {
   QueueOptions,
   QueueStats,
   ReceiveOptions,
+  ReleaseOptions,
 } from "./backend.js";
 import { type ClientOptions, SluiceClient } from "./client.js";
 import { type Clock, SystemClock } from "./clock.js";
@@ -176,8 +177,8 @@ export class SluiceBackend implements Backend {
   }
 
   /** An extend to 0 is the server's release: no failure counted, never dead-lettered. */
-  async release(queue: string, receipt: string): Promise<void> {
-    await this.client.extend(queue, receipt, 0);
+  async release(queue: string, receipt: string, options: ReleaseOptions = {}): Promise<void> {
+    await this.client.extend(queue, receipt, 0, { unstarted: options.unstarted === true });
   }
 
   async extend(queue: string, receipt: string, visibilityTimeoutMs: number): Promise<void> {

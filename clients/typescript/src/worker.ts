@@ -430,7 +430,7 @@ export class Worker<Input, Output> {
         const room = this.#paused ? 0 : Math.max(0, this.#free());
         if (deliveries.length > room) {
           const back = deliveries.splice(room);
-          await Promise.allSettled(back.map((delivery) => this.#giveBack(delivery.receipt)));
+          await Promise.allSettled(back.map((delivery) => this.#giveBack(delivery.receipt, true)));
           if (deliveries.length === 0) continue;
         }
         this.#unsettled += deliveries.length;
@@ -467,7 +467,7 @@ export class Worker<Input, Output> {
     if (excess <= 0) return;
     for (const delivery of this.#ready.splice(this.#ready.length - excess)) {
       this.#unsettled--;
-      void this.#giveBack(delivery.receipt);
+      void this.#giveBack(delivery.receipt, true);
     }
   }
 
@@ -483,10 +483,13 @@ export class Worker<Input, Output> {
     this.#giveBackExcess();
   }
 
-  /** Gives a received message back (a release: no failure counted). */
-  async #giveBack(receipt: string): Promise<void> {
+  /**
+   * Gives a received message back (a release: no failure counted); `unstarted` when no
+   * handler ran it (a pause), so its delivery is not counted either where the backend can.
+   */
+  async #giveBack(receipt: string, unstarted = false): Promise<void> {
     try {
-      await this.#backend.release(this.#queue.name, receipt);
+      await this.#backend.release(this.#queue.name, receipt, { unstarted });
     } catch (error) {
       this.#options.logger.warn(`sluice worker: release failed; the lease will run out: ${error}`);
     }

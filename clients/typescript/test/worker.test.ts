@@ -483,6 +483,31 @@ for (const backendCase of backendCases()) {
       );
     });
 
+    it("a message a pause gives back is not counted as an attempt", async () => {
+      await open();
+      const attempts: number[] = [];
+      const queue = queueOn(backend, {
+        concurrency: 1,
+        worker: { pollWaitMs: 1000 },
+        execute: async (ctx) => {
+          attempts.push(ctx.attempt);
+        },
+      });
+      const worker = queue.start();
+      // The worker's receive is waiting now; the pause comes, then the message.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      worker.pause();
+      await queue.enqueue({ n: 1 });
+      await waitFor(backend, "the message given back", async () => {
+        const stats = await queue.stats();
+        return stats.ready === 1 && (stats.inFlight ?? 0) === 0;
+      });
+      worker.resume();
+      await waitFor(backend, "the message processed", () => worker.status().processedCount === 1);
+      // SQS counts every receive; the others do not count a delivery no handler started.
+      expect(attempts).toEqual([backend.kind === "sqs" ? 2 : 1]);
+    });
+
     it("per instance: status, pause, resume and drain; pendingCount is the worker's own", async () => {
       await open();
       const gates: Array<() => void> = [];

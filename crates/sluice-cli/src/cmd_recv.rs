@@ -192,6 +192,7 @@ pub async fn nack(client: &Client, args: NackArgs, json: bool) -> anyhow::Result
 /// Runs `sluice extend`.
 pub async fn extend(client: &Client, args: ExtendArgs, json: bool) -> anyhow::Result<()> {
     let request = ExtendIn {
+        unstarted: false,
         receipt: args.receipt,
         visibility_timeout_ms: output::millis(args.visibility_timeout),
     };

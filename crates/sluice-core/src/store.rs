@@ -276,6 +276,9 @@ pub struct GiveBackParams {
     pub queue: String,
     /// Receipt from receive.
     pub receipt: Receipt,
+    /// The message was never started (a worker paused, or stopped, before handing it to a
+    /// handler): the delivery is not counted either, so its attempts are as before the claim.
+    pub unstarted: bool,
     /// Now.
     pub now_ms: Millis,
 }

@@ -343,7 +343,7 @@ impl Ops {
             // Ending the lease now is a release, by every door (HTTP and gRPC extend, SQS's
             // ChangeMessageVisibility): the message is ready at once and no failure is counted,
             // where a lease left to run out would count one.
-            self.give_back(queue, receipt).await?;
+            self.give_back(queue, receipt, false).await?;
             return Ok(self.now_ms());
         }
         Ok(self
@@ -359,15 +359,24 @@ impl Ops {
 }
 
 impl Ops {
+    /// Releases a lease (an extend to 0, by any door): ready again at once, no failure counted.
+    /// `unstarted`: the message was never handed to a handler (a worker paused or stopped
+    /// before it ran), so its delivery is not counted in its attempts either.
+    pub async fn release(&self, queue: String, receipt: &str, unstarted: bool) -> OpsResult<()> {
+        let receipt = parse_receipt(receipt)?;
+        self.give_back(queue, receipt, unstarted).await
+    }
+
     /// Gives a lease back without counting a failure: the message is ready again at once, with
     /// no error and no backoff, and a release never dead-letters it. The delivery still counts
-    /// in its attempts (the SQLite store's `dispatch::Index::give_back`).
-    async fn give_back(&self, queue: String, receipt: Receipt) -> OpsResult<()> {
+    /// in its attempts unless `unstarted` (the SQLite store's `dispatch::Index::give_back`).
+    async fn give_back(&self, queue: String, receipt: Receipt, unstarted: bool) -> OpsResult<()> {
         Ok(self
             .store
             .message_give_back(GiveBackParams {
                 queue,
                 receipt,
+                unstarted,
                 now_ms: self.now_ms(),
             })
             .await?)

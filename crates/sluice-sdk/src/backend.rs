@@ -287,6 +287,13 @@ pub trait Backend: Send + Sync + 'static {
     /// never dead-lettered by the release. The delivery still counts in its attempts (sluice:
     /// an extend to 0; SQS: `ChangeMessageVisibility` to 0; RabbitMQ: a requeue).
     async fn release(&self, queue: &str, receipt: &str) -> Result<()>;
+    /// Gives back a message this consumer received but never started (it paused or stopped
+    /// before handing it to a handler): as [`Backend::release`], and where the backend can,
+    /// the delivery is not counted in its attempts either (sluice: an extend to 0 with
+    /// `unstarted`). Where it cannot (SQS counts every receive), a release.
+    async fn release_unstarted(&self, queue: &str, receipt: &str) -> Result<()> {
+        self.release(queue, receipt).await
+    }
     /// The queue's numbers.
     async fn stats(&self, queue: &str) -> Result<QueueStats>;
     /// Pauses or resumes deliveries.

@@ -332,6 +332,11 @@ impl Backend for Embedded {
         Ok(())
     }
 
+    async fn release_unstarted(&self, queue: &str, receipt: &str) -> Result<()> {
+        self.ops.release(queue.to_owned(), receipt, true).await?;
+        Ok(())
+    }
+
     async fn extend(&self, queue: &str, receipt: &str, lease: Duration) -> Result<()> {
         // As by every door: 0 releases the lease.
         self.ops

@@ -445,11 +445,24 @@ impl Backend for Grpc {
         self.extend(queue, receipt, Duration::ZERO).await
     }
 
+    async fn release_unstarted(&self, queue: &str, receipt: &str) -> Result<()> {
+        let request = self.request(v1::ExtendRequest {
+            queue: queue.to_owned(),
+            receipt: receipt.to_owned(),
+            visibility_timeout_ms: 0,
+            unstarted: true,
+        });
+        self.call(REQUEST_TIMEOUT, self.client().extend(request))
+            .await?;
+        Ok(())
+    }
+
     async fn extend(&self, queue: &str, receipt: &str, lease: Duration) -> Result<()> {
         let request = self.request(v1::ExtendRequest {
             queue: queue.to_owned(),
             receipt: receipt.to_owned(),
             visibility_timeout_ms: millis(lease),
+            unstarted: false,
         });
         self.call(REQUEST_TIMEOUT, self.client().extend(request))
             .await?;

@@ -205,11 +205,26 @@ impl Backend for Http {
         self.extend(queue, receipt, Duration::ZERO).await
     }
 
+    async fn release_unstarted(&self, queue: &str, receipt: &str) -> Result<()> {
+        self.client
+            .extend(
+                queue,
+                &ExtendIn {
+                    unstarted: true,
+                    receipt: receipt.to_owned(),
+                    visibility_timeout_ms: 0,
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
     async fn extend(&self, queue: &str, receipt: &str, lease: Duration) -> Result<()> {
         self.client
             .extend(
                 queue,
                 &ExtendIn {
+                    unstarted: false,
                     receipt: receipt.to_owned(),
                     visibility_timeout_ms: millis(lease),
                 },

@@ -9,4 +9,5 @@ mod ids;
 mod server_errors;
 mod sqs_failures;
 mod tokens;
+mod unstarted;
 mod worker_suite;

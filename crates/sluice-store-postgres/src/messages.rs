@@ -691,7 +691,12 @@ impl PgStore {
             .db()?;
         let changed = transaction
             .execute_cached(
-                "UPDATE messages SET state = 'ready', visible_at_ms = $6, lease_expires_at_ms = NULL \
+                // Unstarted: the delivery is not counted either (attempts and first receive as
+                // before the claim).
+                "UPDATE messages SET state = 'ready', visible_at_ms = $6, lease_expires_at_ms = NULL, \
+                     attempts = CASE WHEN $7 THEN greatest(attempts - 1, 0) ELSE attempts END, \
+                     first_received_at_ms = CASE WHEN $7 AND attempts <= 1 THEN NULL \
+                                                 ELSE first_received_at_ms END \
                  WHERE seq = $1 AND id = $2 AND queue_id = $3 AND state = 'leased' \
                    AND lease_number = $4 AND lease_token = $5",
                 &[
@@ -701,6 +706,7 @@ impl PgStore {
                     &fence.lease_number,
                     &fence.token,
                     &params.now_ms,
+                    &params.unstarted,
                 ],
             )
             .await?;

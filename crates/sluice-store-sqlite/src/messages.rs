@@ -526,7 +526,19 @@ impl MessageStore for SharedSqliteStore {
             if index.queue_config(&params.queue).is_none() {
                 return Err(StoreError::QueueNotFound(params.queue));
             }
-            index.give_back(&params.queue, &params.receipt, params.now_ms)?;
+            let uncounted = index.give_back(
+                &params.queue,
+                &params.receipt,
+                params.unstarted,
+                params.now_ms,
+            )?;
+            if let Some((seq, attempts, first_received_at_ms)) = uncounted {
+                // The claim's record (deferred, or written already) is replaced by this one.
+                self.0.send(WriteOp::Claimed {
+                    records: vec![(seq, attempts, first_received_at_ms.unwrap_or(0))],
+                    reply: None,
+                })?;
+            }
         }
         self.0.notifier.wake(&params.queue);
         Ok(())

@@ -599,6 +599,11 @@ impl Writer {
     }
 }
 
+/// A claim record: a message's attempts and first receive (none once its attempts are back to
+/// 0: a give-back of a delivery never started).
+const CLAIM_RECORD_SQL: &str = "UPDATE messages SET attempts = ?2, \
+     first_received_at = CASE WHEN ?2 = 0 THEN NULL ELSE ?3 END WHERE seq = ?1";
+
 /// Writes the due claim records and commits.
 fn finish_group(
     tx: rusqlite::Transaction<'_>,
@@ -607,9 +612,7 @@ fn finish_group(
     ops: usize,
 ) -> rusqlite::Result<()> {
     if !due.is_empty() {
-        let mut statement = tx.prepare_cached(
-            "UPDATE messages SET attempts = ?2, first_received_at = ?3 WHERE seq = ?1",
-        )?;
+        let mut statement = tx.prepare_cached(CLAIM_RECORD_SQL)?;
         for &(seq, attempts, first_received_at_ms) in due {
             statement.execute(params![seq as i64, attempts, first_received_at_ms])?;
         }
@@ -762,9 +765,7 @@ fn apply(
             records,
             reply: Some(_),
         } => {
-            let mut statement = tx.prepare_cached(
-                "UPDATE messages SET attempts = ?2, first_received_at = ?3 WHERE seq = ?1",
-            )?;
+            let mut statement = tx.prepare_cached(CLAIM_RECORD_SQL)?;
             for &(seq, attempts, first_received_at_ms) in records {
                 claims.forget(seq);
                 statement.execute(params![seq as i64, attempts, first_received_at_ms])?;

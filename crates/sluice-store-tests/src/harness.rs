@@ -189,6 +189,7 @@ impl Harness {
         for message in messages {
             self.store
                 .message_give_back(GiveBackParams {
+                    unstarted: false,
                     queue: queue.to_owned(),
                     receipt: message.receipt,
                     now_ms: self.now(),

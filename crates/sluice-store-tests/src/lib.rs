@@ -169,6 +169,7 @@ macro_rules! store_conformance {
             a_lease_that_runs_out_makes_the_message_claimable_again,
             extend_pushes_the_lease_deadline_out,
             give_back_returns_a_lease_without_a_failure,
+            an_unstarted_give_back_counts_no_attempt,
             stale_receipts_are_fenced,
             nack_retries_after_its_delay_or_the_backoff,
             exhausted_attempts_dead_letter_with_metadata,

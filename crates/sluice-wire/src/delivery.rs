@@ -240,8 +240,13 @@ pub struct NackOut {
 pub struct ExtendIn {
     /// The lease.
     pub receipt: String,
-    /// New lease length from now, in ms.
+    /// New lease length from now, in ms; 0 gives the message back at once (a release: no
+    /// failure counted).
     pub visibility_timeout_ms: i64,
+    /// With `visibility_timeout_ms` 0 only: the message was never started (a worker paused or
+    /// stopped before running it), so its delivery is not counted in its attempts either.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unstarted: bool,
 }
 
 /// Answer to extend.

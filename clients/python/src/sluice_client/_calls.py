@@ -253,8 +253,12 @@ def nack(
     return Call("POST", _queue(name, "nack"), _reader(m.NackOut), body=body)
 
 
-def extend(name: str, receipt: str, visibility_timeout_ms: int) -> Call[m.ExtendOut]:
-    body = {"receipt": receipt, "visibility_timeout_ms": visibility_timeout_ms}
+def extend(
+    name: str, receipt: str, visibility_timeout_ms: int, unstarted: bool = False
+) -> Call[m.ExtendOut]:
+    body: dict[str, Any] = {"receipt": receipt, "visibility_timeout_ms": visibility_timeout_ms}
+    if unstarted:
+        body["unstarted"] = True
     return Call("POST", _queue(name, "extend"), _reader(m.ExtendOut), body=body)
 
 

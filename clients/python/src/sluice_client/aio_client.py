@@ -293,9 +293,12 @@ class AsyncClient:
         dead-lettered when the attempts are used up or `permanent`."""
         return await self._call(calls.nack(queue, receipt, error, delay_ms, permanent))
 
-    async def extend(self, queue: str, receipt: str, visibility_timeout_ms: int) -> m.ExtendOut:
-        """The lease now ends `visibility_timeout_ms` after now."""
-        return await self._call(calls.extend(queue, receipt, visibility_timeout_ms))
+    async def extend(
+        self, queue: str, receipt: str, visibility_timeout_ms: int, *, unstarted: bool = False
+    ) -> m.ExtendOut:
+        """The lease now ends `visibility_timeout_ms` after now; 0 releases the message, and
+        with `unstarted` (it was never handed to a handler) its delivery is not counted."""
+        return await self._call(calls.extend(queue, receipt, visibility_timeout_ms, unstarted))
 
     async def cancel(
         self,

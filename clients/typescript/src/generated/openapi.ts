@@ -1299,8 +1299,14 @@ export interface components {
             /** @description The lease. */
             receipt: string;
             /**
+             * @description With `visibility_timeout_ms` 0 only: the message was never started (a worker paused or
+             *     stopped before running it), so its delivery is not counted in its attempts either.
+             */
+            unstarted?: boolean;
+            /**
              * Format: int64
-             * @description New lease length from now, in ms.
+             * @description New lease length from now, in ms; 0 gives the message back at once (a release: no
+             *     failure counted).
              */
             visibility_timeout_ms: number;
         };

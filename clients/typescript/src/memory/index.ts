@@ -23,6 +23,7 @@ import type {
   QueueOptions,
   QueueStats,
   ReceiveOptions,
+  ReleaseOptions,
 } from "../backend.js";
 import { ackEach, ackWithoutChaining } from "../backend.js";
 import { type Clock, ManualClock } from "../clock.js";
@@ -209,13 +210,14 @@ export class MemoryBackend implements Backend {
     return "retried";
   }
 
-  async release(queue: string, receipt: string): Promise<void> {
+  async release(queue: string, receipt: string, options: ReleaseOptions = {}): Promise<void> {
     const state = this.#queue(queue);
     const now = this.clock.now();
     this.#sweep(state, now);
     const message = this.#leased(state, receipt, false);
     // As sluice's release: ready at once, no error, no failure; the receipt still settles it
-    // until it is delivered again.
+    // until it is delivered again. Unstarted, the delivery is not counted either.
+    if (options.unstarted === true) message.attempts = Math.max(0, message.attempts - 1);
     message.state = "ready";
     message.visibleAt = now;
     wake(state);

@@ -617,6 +617,7 @@ async fn call(client: &mut Client, method: &str) -> Result<(), Status> {
                 queue: queue(),
                 receipt,
                 visibility_timeout_ms: 1000,
+                unstarted: false,
             })
             .await
             .map(drop),

@@ -152,6 +152,18 @@ pub async fn extend(
     ApiPath(queue): ApiPath<String>,
     ApiJson(input): ApiJson<ExtendIn>,
 ) -> Result<Json<ExtendOut>, ApiError> {
+    if input.unstarted {
+        if input.visibility_timeout_ms != 0 {
+            return Err(sluice_ops::OpsError::invalid_field(
+                "unstarted: only with visibility_timeout_ms 0 (a release)",
+            )
+            .into());
+        }
+        app.ops.release(queue, &input.receipt, true).await?;
+        return Ok(Json(ExtendOut {
+            lease_expires_at: format_rfc3339(app.now_ms()),
+        }));
+    }
     let lease_expires_at_ms = app
         .ops
         .extend(queue, &input.receipt, input.visibility_timeout_ms)

@@ -127,6 +127,21 @@ impl QueuesApi for Queues {
         self.authorize(&request, Need::Consume, Some(&request.get_ref().queue))
             .await?;
         let input = request.into_inner();
+        if input.unstarted {
+            if input.visibility_timeout_ms != 0 {
+                return Err(status(sluice_ops::OpsError::invalid_field(
+                    "unstarted: only with visibility_timeout_ms 0 (a release)",
+                )));
+            }
+            self.app
+                .ops
+                .release(input.queue, &input.receipt, true)
+                .await
+                .map_err(status)?;
+            return Ok(Response::new(v1::ExtendResponse {
+                lease_expires_at_ms: self.app.now_ms(),
+            }));
+        }
         let lease_expires_at_ms = self
             .app
             .ops

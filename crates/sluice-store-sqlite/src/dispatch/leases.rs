@@ -382,12 +382,17 @@ impl Index {
     /// this delivery, as SQS's receive count does, so `max_attempts` still bounds how often a
     /// message that keeps being given back is delivered. Like an expired lease, the receipt
     /// still acks until the message is handed out again.
+    ///
+    /// `unstarted`: the message was never handed to a handler, so the delivery is not counted
+    /// either: its attempts (and first receive) are as before the claim. Returns the record to
+    /// persist then: (seq, attempts, first receive).
     pub fn give_back(
         &mut self,
         queue: &str,
         receipt: &Receipt,
+        unstarted: bool,
         now_ms: Millis,
-    ) -> Result<(), LeaseError> {
+    ) -> Result<Option<(Seq, u32, Option<Millis>)>, LeaseError> {
         let seq = self.leased_entry(queue, receipt)?;
         let state = self.queues.get_mut(queue).ok_or(LeaseError::NotInQueue)?;
         let entry = self.entries.get_mut(&seq).ok_or(LeaseError::Stale)?;
@@ -398,8 +403,15 @@ impl Index {
         entry.expired_lease_token = Some(token);
         entry.visible_at_ms = now_ms;
         entry.place = Place::Waiting;
+        let uncounted = unstarted.then(|| {
+            entry.attempts = entry.attempts.saturating_sub(1);
+            if entry.attempts == 0 {
+                entry.first_received_at_ms = None;
+            }
+            (seq, entry.attempts, entry.first_received_at_ms)
+        });
         self.come_back(seq, now_ms);
-        Ok(())
+        Ok(uncounted)
     }
 }
 

@@ -282,7 +282,10 @@ fn give_back_returns_a_lease_at_once_without_a_failure() {
     let mut h = Harness::unordered();
     h.enqueue(0, None, T0);
     let first = h.claim(1, T0).remove(0);
-    assert_eq!(h.index.give_back("q", &first.receipt, T0 + 10), Ok(()));
+    assert_eq!(
+        h.index.give_back("q", &first.receipt, false, T0 + 10),
+        Ok(None)
+    );
     // Ready at once: no backoff, no error, and the delivery still counted.
     let again = h.claim(1, T0 + 10).remove(0);
     assert_eq!((again.attempts, again.last_error.clone()), (2, None));
@@ -292,7 +295,7 @@ fn give_back_returns_a_lease_at_once_without_a_failure() {
     );
     // The old receipt is fenced now that someone else holds the message.
     assert_eq!(
-        h.index.give_back("q", &first.receipt, T0 + 20),
+        h.index.give_back("q", &first.receipt, false, T0 + 20),
         Err(LeaseError::Stale)
     );
     assert!(h.index.ack("q", &first.receipt, T0 + 20).is_err());
@@ -304,7 +307,9 @@ fn a_given_back_receipt_still_acks_until_the_message_goes_out_again() {
     let mut h = Harness::unordered();
     h.enqueue(0, None, T0);
     let first = h.claim(1, T0).remove(0);
-    h.index.give_back("q", &first.receipt, T0 + 10).unwrap();
+    h.index
+        .give_back("q", &first.receipt, false, T0 + 10)
+        .unwrap();
     assert!(h.index.ack("q", &first.receipt, T0 + 20).is_ok());
     assert!(h.claim(1, T0 + 30).is_empty());
 }

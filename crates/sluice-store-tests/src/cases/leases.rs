@@ -149,6 +149,7 @@ pub async fn give_back_returns_a_lease_without_a_failure(h: Harness) {
     h.send("q", &["job"]).await;
     let receipt = h.claim("q", 1).await.messages[0].receipt;
     let give_back = |receipt: Receipt| GiveBackParams {
+        unstarted: false,
         queue: "q".into(),
         receipt,
         now_ms: h.now(),
@@ -295,6 +296,7 @@ pub async fn a_given_back_receipt_acks_until_the_next_claim(h: Harness) {
     h.send("q", &["kept", "taken"]).await;
     let claim = h.claim("q", 2).await.messages;
     let give_back = |receipt: Receipt| GiveBackParams {
+        unstarted: false,
         queue: "q".into(),
         receipt,
         now_ms: h.now(),
@@ -317,4 +319,27 @@ pub async fn a_given_back_receipt_acks_until_the_next_claim(h: Harness) {
         "handed out again: the old receipt is fenced"
     );
     assert_eq!(h.ack("q", again[0].receipt).await, Ok(()));
+}
+
+/// A give-back of a message never started (a worker paused before running it) counts no
+/// delivery: the next claim is its first attempt again.
+pub async fn an_unstarted_give_back_counts_no_attempt(h: Harness) {
+    h.queue("q", |_| {}).await;
+    h.send("q", &["never started"]).await;
+    let first = h.claim("q", 1).await.messages.remove(0);
+    assert_eq!(first.attempts, 1);
+    h.store
+        .message_give_back(GiveBackParams {
+            queue: "q".into(),
+            receipt: first.receipt,
+            unstarted: true,
+            now_ms: h.now(),
+        })
+        .await
+        .expect("give back");
+    let again = h.claim("q", 1).await.messages.remove(0);
+    assert_eq!(again.attempts, 1, "the given-back delivery was not counted");
+    // A counted give-back (a release) still counts.
+    h.give_back_all("q", std::slice::from_ref(&again)).await;
+    assert_eq!(h.claim("q", 1).await.messages[0].attempts, 2);
 }

@@ -125,8 +125,8 @@ class ThreadedAsyncQueue:
     async def extend_visibility(self, task: Task, visibility_timeout: float) -> None:
         await self._run(self.sync.extend_visibility, task, visibility_timeout)
 
-    async def release(self, task: Task) -> None:
-        await self._run(self.sync.release, task)
+    async def release(self, task: Task, *, unstarted: bool = False) -> None:
+        await self._run(functools.partial(self.sync.release, unstarted=unstarted), task)
 
     async def stats(self) -> QueueStats:
         return await self._run(self.sync.stats)

@@ -247,7 +247,7 @@ class AsyncRabbitMQQueue:
         del self._held[task.receipt]
         return "dead_lettered" if step.dead else "retried"
 
-    async def release(self, task: Task) -> None:
+    async def release(self, task: Task, *, unstarted: bool = False) -> None:
         async with self._lock:
             message = self._message(task)
             await message.nack(requeue=True)

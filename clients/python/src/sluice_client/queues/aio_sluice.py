@@ -213,10 +213,10 @@ class AsyncSluiceQueue:
         with mapping.lease_errors(task):
             await self.client.extend(self._name, task.receipt, mapping.ms(visibility_timeout))
 
-    async def release(self, task: Task) -> None:
+    async def release(self, task: Task, *, unstarted: bool = False) -> None:
         with mapping.lease_errors(task):
             # An extend to 0 is the server's release: no failure counted, never dead-lettered.
-            await self.client.extend(self._name, task.receipt, 0)
+            await self.client.extend(self._name, task.receipt, 0, unstarted=unstarted)
 
     async def stats(self) -> QueueStats:
         await self._ready()

@@ -292,11 +292,14 @@ class TaskQueue(Protocol):
         """The lease now ends `visibility_timeout` seconds from now (sluice's extend)."""
         ...
 
-    def release(self, task: Task) -> None:
+    def release(self, task: Task, *, unstarted: bool = False) -> None:
         """Gives the task back without a failure (the worker does this with what still runs
         when its shutdown grace ends): ready again at once, with no error and no backoff, and
         never dead-lettered by the release. The delivery still counts in its attempts (sluice:
-        an extend to 0; SQS: `ChangeMessageVisibility` to 0; RabbitMQ: a requeue)."""
+        an extend to 0; SQS: `ChangeMessageVisibility` to 0; RabbitMQ: a requeue), unless
+        `unstarted`: it was never handed to a handler (the worker paused or stopped before),
+        and the backend does not count such a delivery where it can (sluice, memory, and
+        RabbitMQ, which counts attempts itself; SQS counts every receive)."""
         ...
 
     def stats(self) -> QueueStats:
@@ -389,7 +392,7 @@ class AsyncTaskQueue(Protocol):
 
     async def extend_visibility(self, task: Task, visibility_timeout: float) -> None: ...
 
-    async def release(self, task: Task) -> None: ...
+    async def release(self, task: Task, *, unstarted: bool = False) -> None: ...
 
     async def stats(self) -> QueueStats: ...
 

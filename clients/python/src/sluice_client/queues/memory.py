@@ -316,12 +316,16 @@ class InMemoryQueue:
             now = self.clock.now()
             self._leased(task, now).lease_expires_at = now + visibility_timeout
 
-    def release(self, task: Task) -> None:
+    def release(self, task: Task, *, unstarted: bool = False) -> None:
         with self._lock:
             now = self.clock.now()
             message = self._leased(task, now)
             # As sluice's release: ready at once, no error, no failure; the receipt still
-            # settles it until it is delivered again.
+            # settles it until it is delivered again. Unstarted, the delivery is not counted.
+            if unstarted:
+                message.envelope = replace(
+                    message.envelope, attempt=max(0, message.envelope.attempt - 1)
+                )
             message.state = "ready"
             message.visible_at = now
             self._lock.notify_all()

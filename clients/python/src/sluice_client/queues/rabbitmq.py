@@ -268,7 +268,7 @@ class RabbitMQQueue:
         del self._held[task.receipt]
         return "dead_lettered" if step.dead else "retried"
 
-    def release(self, task: Task) -> None:
+    def release(self, task: Task, *, unstarted: bool = False) -> None:
         with self._lock:
             tag = self._settle(task)
             self._channel.basic_nack(delivery_tag=tag, requeue=True)

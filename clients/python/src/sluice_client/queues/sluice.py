@@ -207,10 +207,10 @@ class SluiceQueue:
         with mapping.lease_errors(task):
             self.client.extend(self._name, task.receipt, mapping.ms(visibility_timeout))
 
-    def release(self, task: Task) -> None:
+    def release(self, task: Task, *, unstarted: bool = False) -> None:
         with mapping.lease_errors(task):
             # An extend to 0 is the server's release: no failure counted, never dead-lettered.
-            self.client.extend(self._name, task.receipt, 0)
+            self.client.extend(self._name, task.receipt, 0, unstarted=unstarted)
 
     def stats(self) -> QueueStats:
         self._ready()

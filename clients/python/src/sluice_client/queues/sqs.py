@@ -462,7 +462,7 @@ class SQSQueue:
                 VisibilityTimeout=self._lease_s(visibility_timeout),
             )
 
-    def release(self, task: Task) -> None:
+    def release(self, task: Task, *, unstarted: bool = False) -> None:
         url, _ = self._urls()
         with _lease_errors(task):
             self.client.change_message_visibility(

@@ -285,11 +285,13 @@ class AsyncWorker(Generic[T]):
 
     async def _release(self, index: int | None, task: Task) -> None:
         self._counters.finished(index, "released")
-        await self._give_back(task)
+        await self._give_back(task, unstarted=index is None)
 
-    async def _give_back(self, task: Task) -> None:
+    async def _give_back(self, task: Task, unstarted: bool = True) -> None:
+        """Gives `task` back; `unstarted` (the default: a message no handler ran) is not
+        counted as a delivery where the backend can."""
         try:
-            await self.queue.release(task)
+            await self.queue.release(task, unstarted=unstarted)
         except Exception as error:
             log.warning("release of %s failed (its lease will run out): %s", task.task_id, error)
 

@@ -304,11 +304,13 @@ class Worker(Generic[T]):
 
     def _release(self, index: int | None, task: Task) -> None:
         self._counters.finished(index, "released")
-        self._give_back(task)
+        self._give_back(task, unstarted=index is None)
 
-    def _give_back(self, task: Task) -> None:
+    def _give_back(self, task: Task, unstarted: bool = True) -> None:
+        """Gives `task` back; `unstarted` (the default: a message no handler ran) is not
+        counted as a delivery where the backend can."""
         try:
-            self.queue.release(task)
+            self.queue.release(task, unstarted=unstarted)
         except Exception as error:
             log.warning("release of %s failed (its lease will run out): %s", task.task_id, error)
 
