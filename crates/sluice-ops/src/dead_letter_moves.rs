@@ -20,7 +20,7 @@ use sluice_core::queue::limits;
 use crate::dead_letters::{DeadLetterMatch, ReplayRequest};
 use crate::delivery::{AckRequest, NextStep, ReceiveRequest};
 use crate::enqueue::MessageRequest;
-use crate::{Anyone, Ops, OpsResult};
+use crate::{Anyone, Caller, Ops, OpsResult};
 
 /// Lease of a message step 2 moves: long enough for one ack with its next step.
 const MOVE_LEASE_MS: i64 = 30_000;
@@ -55,10 +55,15 @@ impl MoveStep {
 }
 
 impl Ops {
-    /// The queues whose dead-letter queue is `dead_letter_queue`, by name.
-    pub async fn dead_letter_sources(&self, dead_letter_queue: &str) -> OpsResult<Vec<String>> {
+    /// The queues whose dead-letter queue is `dead_letter_queue` that `caller` may read, by
+    /// name.
+    pub async fn dead_letter_sources(
+        &self,
+        caller: &dyn Caller,
+        dead_letter_queue: &str,
+    ) -> OpsResult<Vec<String>> {
         Ok(self
-            .queue_list(&Anyone)
+            .queue_list(caller)
             .await?
             .into_iter()
             .filter(|info| info.config.dead_letter_queue.as_deref() == Some(dead_letter_queue))
@@ -75,7 +80,10 @@ impl Ops {
     /// steps until one [`MoveStep::is_last`].
     pub async fn dead_letter_queue_move(&self, request: MoveRequest) -> OpsResult<MoveStep> {
         let limit = request.limit.clamp(1, crate::REPLAY_LIMIT_MAX);
-        for source in self.dead_letter_sources(&request.dead_letter_queue).await? {
+        for source in self
+            .dead_letter_sources(&Anyone, &request.dead_letter_queue)
+            .await?
+        {
             let replayed = self
                 .dead_letter_replay(ReplayRequest {
                     queue: source,

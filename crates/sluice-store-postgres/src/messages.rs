@@ -129,30 +129,35 @@ pub(crate) static CLAIM_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::
              LIMIT $2 \
              FOR UPDATE SKIP LOCKED), \
          leased AS ( \
-         UPDATE messages m \
-         SET state = 'leased', attempts = m.attempts + 1, \
-             lease_number = m.lease_number + 1, lease_token = lease_token(), \
-             leased_at_ms = $3, lease_expires_at_ms = $4, \
-             first_received_at_ms = coalesce(m.first_received_at_ms, $3) \
+         UPDATE messages m SET {} \
          FROM picked WHERE m.seq = picked.seq \
          RETURNING m.*) \
-         SELECT {CLAIMED_COLUMNS} FROM leased m LEFT JOIN payloads p ON p.seq = m.seq"
+         SELECT {CLAIMED_COLUMNS} FROM leased m LEFT JOIN payloads p ON p.seq = m.seq",
+        lease_set(3, 4)
     )
 });
 
+/// The `SET` of a lease of `m` taken at parameter `$at` until `$until`: one more attempt, a
+/// new lease number and token.
+fn lease_set(at: usize, until: usize) -> String {
+    format!(
+        "state = 'leased', attempts = m.attempts + 1, \
+         lease_number = m.lease_number + 1, lease_token = lease_token(), \
+         leased_at_ms = ${at}, lease_expires_at_ms = ${until}, \
+         first_received_at_ms = coalesce(m.first_received_at_ms, ${at})"
+    )
+}
+
 /// The members of a run ([`ClaimParams::lane_runs`]), locked by the caller: leased with the
-/// head before them, until $3.
+/// head before them, at $2 until $3.
 static LEASE_RUN_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "WITH leased AS ( \
-         UPDATE messages m \
-         SET state = 'leased', attempts = m.attempts + 1, \
-             lease_number = m.lease_number + 1, lease_token = lease_token(), \
-             leased_at_ms = $2, lease_expires_at_ms = $3, \
-             first_received_at_ms = coalesce(m.first_received_at_ms, $2) \
+         UPDATE messages m SET {} \
          WHERE m.seq = ANY($1) \
          RETURNING m.*) \
-         SELECT {CLAIMED_COLUMNS} FROM leased m LEFT JOIN payloads p ON p.seq = m.seq"
+         SELECT {CLAIMED_COLUMNS} FROM leased m LEFT JOIN payloads p ON p.seq = m.seq",
+        lease_set(2, 3)
     )
 });
 

@@ -20,6 +20,7 @@ use crate::cache::CachedQueue;
 use crate::cached::Cached;
 use crate::error::Db;
 use crate::messages::{lock_lanes_of, notify_wake, settle};
+use crate::queues::LIVE;
 use crate::scan::AGED_FROM;
 
 type Transaction<'a> = deadpool_postgres::Transaction<'a>;
@@ -30,8 +31,6 @@ pub(crate) const CHUNK_ROWS: i64 = 2_000;
 
 /// The states a message may be taken out of: live and not leased.
 pub(crate) const UNLEASED: &str = "('waiting', 'ready', 'delayed')";
-/// The live states: leased too.
-const LIVE: &str = "('waiting', 'ready', 'delayed', 'leased')";
 
 /// The states a purge of `scope` takes messages out of.
 fn purged_states(scope: PurgeScope) -> &'static str {

@@ -437,31 +437,31 @@ impl Index {
     /// Removes those of `seqs` that are still in `queue` and not leased (a purge, or an operator
     /// deleting dead letters); returns the removed entries.
     pub fn remove_unleased(&mut self, queue: &str, seqs: &[Seq], now_ms: Millis) -> Vec<Entry> {
-        let mut removed = Vec::with_capacity(seqs.len());
-        for &seq in seqs {
-            let Some(entry) = self.entries.get(&seq) else {
-                continue;
-            };
-            if &*entry.queue != queue || entry.is_leased() {
-                continue;
-            }
-            removed.extend(self.remove(seq, now_ms));
-        }
-        removed
+        self.remove_of(queue, seqs, false, now_ms)
     }
 
     /// Removes the given messages of `queue`, leased ones too (their leases end: an ack with
     /// their receipts finds nothing); returns those removed.
     pub fn remove_members(&mut self, queue: &str, seqs: &[Seq], now_ms: Millis) -> Vec<Entry> {
+        self.remove_of(queue, seqs, true, now_ms)
+    }
+
+    fn remove_of(
+        &mut self,
+        queue: &str,
+        seqs: &[Seq],
+        leased_too: bool,
+        now_ms: Millis,
+    ) -> Vec<Entry> {
         let mut removed = Vec::with_capacity(seqs.len());
         for &seq in seqs {
-            if self
-                .entries
-                .get(&seq)
-                .is_some_and(|entry| &*entry.queue == queue)
-            {
-                removed.extend(self.remove(seq, now_ms));
+            let Some(entry) = self.entries.get(&seq) else {
+                continue;
+            };
+            if &*entry.queue != queue || (entry.is_leased() && !leased_too) {
+                continue;
             }
+            removed.extend(self.remove(seq, now_ms));
         }
         removed
     }

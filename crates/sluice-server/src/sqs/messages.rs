@@ -745,11 +745,7 @@ async fn report_failure(
     failure: &failure::Reported,
 ) -> Result<(), SqsError> {
     let receipt = receipts::decode(queue, handle)?;
-    if !(0..=43_200).contains(&seconds) {
-        return Err(invalid(format!(
-            "Value {seconds} for parameter VisibilityTimeout is invalid. Reason: Must be between 0 and 43200."
-        )));
-    }
+    check_visibility(seconds)?;
     let nacked = ctx
         .app
         .ops
@@ -761,12 +757,7 @@ async fn report_failure(
             permanent: failure.permanent,
         })
         .await
-        .map_err(|error| match error.code {
-            ErrorCode::StaleReceipt | ErrorCode::MessageNotFound => invalid(format!(
-                "Value {handle} for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change."
-            )),
-            _ => from_ops(error),
-        })?;
+        .map_err(|error| visibility_error(handle, error))?;
     let outcome = match nacked {
         Nacked::Retry { .. } => "retried",
         Nacked::DeadLettered { .. } => "dead-lettered",
@@ -786,23 +777,35 @@ async fn set_visibility(
 ) -> Result<(), SqsError> {
     let receipt = receipts::decode(queue, handle)?;
     let seconds = seconds.unwrap_or(0);
-    if !(0..=43_200).contains(&seconds) {
-        return Err(invalid(format!(
-            "Value {seconds} for parameter VisibilityTimeout is invalid. Reason: Must be between 0 and 43200."
-        )));
-    }
-    let ops = &ctx.app.ops;
+    check_visibility(seconds)?;
     // 0 releases the message (`Ops::extend`): ready at once, no failure counted.
-    let outcome = ops
+    ctx.app
+        .ops
         .extend(queue.to_owned(), &receipt, seconds * 1000)
         .await
-        .map(|_| ());
-    outcome.map_err(|error| match error.code {
+        .map(|_| ())
+        .map_err(|error| visibility_error(handle, error))
+}
+
+/// A `VisibilityTimeout` SQS takes: 0 to 12 hours.
+fn check_visibility(seconds: i64) -> Result<(), SqsError> {
+    if (0..=43_200).contains(&seconds) {
+        return Ok(());
+    }
+    Err(invalid(format!(
+        "Value {seconds} for parameter VisibilityTimeout is invalid. Reason: Must be between 0 and 43200."
+    )))
+}
+
+/// A visibility change refused: a handle no longer holding its message is SQS's
+/// `InvalidParameterValue`.
+fn visibility_error(handle: &str, error: OpsError) -> SqsError {
+    match error.code {
         ErrorCode::StaleReceipt | ErrorCode::MessageNotFound => invalid(format!(
             "Value {handle} for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change."
         )),
         _ => from_ops(error),
-    })
+    }
 }
 
 /// A batch request's queue, once the caller may `need` it and the entries pass

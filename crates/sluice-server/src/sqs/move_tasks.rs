@@ -82,7 +82,7 @@ pub async fn start(ctx: &Ctx<'_>, request: StartMessageMoveTask) -> Result<Respo
     let sources = ctx
         .app
         .ops
-        .dead_letter_sources(&source)
+        .dead_letter_sources(&sluice_ops::Anyone, &source)
         .await
         .map_err(from_ops)?;
     if sources.is_empty() {

@@ -172,12 +172,13 @@ pub async fn dead_letter_sources(ctx: &Ctx<'_>, request: ListDeadLetterSourceQue
     let name = ctx.queue_of(&request.queue_url)?;
     ctx.allow(Need::Read, Some(&name)).await?;
     queue(ctx, &name).await?;
-    let sources: Vec<String> = all_queues(ctx)
-        .await?
-        .into_iter()
-        .filter(|info| info.config.dead_letter_queue.as_deref() == Some(name.as_str()))
-        .map(|info| info.name)
-        .collect();
+    let who = crate::auth::ops_caller(ctx.caller.as_ref());
+    let sources = ctx
+        .app
+        .ops
+        .dead_letter_sources(who, &name)
+        .await
+        .map_err(from_ops)?;
     let (page, next_token) = paginate(sources, request.max_results, request.next_token)?;
     Ok(Response::ListDeadLetterSourceQueues(
         ListDeadLetterSourceQueuesResult {
