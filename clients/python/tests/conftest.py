@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,6 +114,24 @@ def rabbitmq() -> str:
     except OSError as error:
         missing(f"RabbitMQ is not reachable at 127.0.0.1:5672: {error}")
     return "amqp://guest:guest@127.0.0.1:5672/%2F"
+
+
+@pytest.fixture(scope="session")
+def moto_url() -> str:
+    """moto_server's URL, from `SLUICE_TEST_MOTO_URL`: a second SQS implementation that knows
+    nothing of sluice, standing in for AWS. The Rust test that runs this suite
+    (crates/sluice-cli/tests/clients.rs) starts one and passes its URL; by hand,
+    `moto_server -H 127.0.0.1 -p 5055 &` and `SLUICE_TEST_MOTO_URL=http://127.0.0.1:5055`."""
+    url = os.environ.get("SLUICE_TEST_MOTO_URL", "")
+    if not url:
+        missing("SLUICE_TEST_MOTO_URL is not set (moto_server for the SQS backend)")
+    parsed = urllib.parse.urlsplit(url)
+    try:
+        with socket.create_connection((parsed.hostname or "", parsed.port or 80), timeout=2):
+            pass
+    except OSError as error:
+        missing(f"moto_server does not answer at {url}: {error}")
+    return url
 
 
 def unique(prefix: str) -> str:

@@ -22,7 +22,16 @@ from sluice_client.queues._threaded import ThreadedAsyncQueue
 
 from .conftest import SluiceServer, unique
 
-KIT_NAMES = ["sluice", "sluice-async", "memory", "sqs", "rabbitmq", "rabbitmq-async"]
+KIT_NAMES = [
+    "sluice",
+    "sluice-async",
+    "memory",
+    "sqs",
+    "sqs-moto",
+    "rabbitmq",
+    "rabbitmq-async",
+]
+"""Every kit: `sqs` is sluice's SQS-compatible API, `sqs-moto` moto_server (standing in for AWS)."""
 
 
 @dataclass
@@ -34,6 +43,17 @@ class Kit:
     """The backend's name in scenarios.json (`sluice`, `memory`, `sqs`, `rabbitmq`)."""
     make: Callable[[str, QueueOptions], AsyncTaskQueue]
     opened: list[AsyncTaskQueue] = field(default_factory=list)
+    more_specific: str | None = None
+    """A name in scenarios.json that comes before `backend`: `aws` for SQS on moto (SQS without
+    sluice's extensions); where a scenario says nothing for it, what it says for `sqs` holds."""
+
+    def for_backend(self, per_backend: dict[str, Any] | None) -> Any:
+        """What a scenario's or step's per-backend field says for this backend, or None."""
+        names = [self.more_specific, self.backend] if self.more_specific else [self.backend]
+        for name in names:
+            if per_backend is not None and name in per_backend:
+                return per_backend[name]
+        return None
 
     def open(self, options: QueueOptions, prefix: str = "t") -> AsyncTaskQueue:
         """A fresh queue with a unique name (may raise `Unsupported` for the options)."""
@@ -91,9 +111,13 @@ def make_kit(name: str, request: pytest.FixtureRequest) -> Kit:
                 queue, url=server.url, options=options, create=True
             ),
         )
-    if name == "sqs":
-        server = request.getfixturevalue("sluice_server")
-        client = sqs_client(server.url)
+    if name in ("sqs", "sqs-moto"):
+        endpoint: str = (
+            request.getfixturevalue("sluice_server").url
+            if name == "sqs"
+            else request.getfixturevalue("moto_url")
+        )
+        client = sqs_client(endpoint)
         from sluice_client import SQSQueue
 
         return Kit(
@@ -102,6 +126,7 @@ def make_kit(name: str, request: pytest.FixtureRequest) -> Kit:
             lambda queue, options: _threaded(
                 SQSQueue(queue, client=client, options=options, create=True)
             ),
+            more_specific="aws" if name == "sqs-moto" else None,
         )
     if name in ("rabbitmq", "rabbitmq-async"):
         url: str = request.getfixturevalue("rabbitmq")
@@ -128,7 +153,7 @@ def _threaded(queue: Any) -> AsyncTaskQueue:
 
 
 def sqs_client(url: str) -> Any:
-    """A boto3 SQS client of the test server's SQS API (any key works without tokens)."""
+    """A boto3 SQS client of the SQS API at `url` (sluice without tokens and moto take any key)."""
     import boto3
 
     return boto3.client(

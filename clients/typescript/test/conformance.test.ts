@@ -7,21 +7,23 @@
  */
 import { describe, it } from "vitest";
 import { backendCases } from "./support/backends.js";
-import { checkRefusal, runScenario } from "./support/runner.js";
-import { loadScenarios } from "./support/scenarios.js";
+import { checkRefusal, forBackend, runScenario } from "./support/runner.js";
+import { loadScenarios, loadWorkerScenarios } from "./support/scenarios.js";
 import { required } from "./support/server.js";
+import { runWorkerScenario, workerBackend } from "./support/worker-runner.js";
 
 const scenarios = loadScenarios();
+const workerScenarios = loadWorkerScenarios();
 
 for (const backendCase of backendCases()) {
-  describe.skipIf(backendCase.skip !== undefined)(`conformance on ${backendCase.kind}`, () => {
+  describe.skipIf(backendCase.skip !== undefined)(`conformance on ${backendCase.name}`, () => {
     for (const scenario of scenarios) {
-      const exception = scenario.exceptions?.[backendCase.kind];
+      const exception = forBackend(scenario.exceptions, backendCase.scenarioNames);
       if (exception === undefined) {
         it(scenario.name, async () => {
           const backend = await backendCase.make();
           try {
-            await runScenario(backend, scenario);
+            await runScenario(backend, scenario, backendCase.scenarioNames);
           } finally {
             await backend.close();
           }
@@ -35,7 +37,7 @@ for (const backendCase of backendCases()) {
               // An exception nobody checks would let a backend claim any scenario away.
               if (required()) {
                 throw new Error(
-                  `${scenario.name} on ${backendCase.kind}: ${exception}; ${outcome} (CI is set, so this fails instead of skipping)`,
+                  `${scenario.name} on ${backendCase.name}: ${exception}; ${outcome} (CI is set, so this fails instead of skipping)`,
                 );
               }
               context.skip(`${exception}; ${outcome}`);
@@ -45,6 +47,21 @@ for (const backendCase of backendCases()) {
           }
         });
       }
+    }
+  });
+}
+
+for (const backendCase of backendCases()) {
+  describe.skipIf(backendCase.skip !== undefined)(`worker scenarios on ${backendCase.name}`, () => {
+    for (const scenario of workerScenarios) {
+      it(scenario.name, async () => {
+        const backend = await workerBackend(backendCase);
+        try {
+          await runWorkerScenario(backend, scenario, backendCase.scenarioNames);
+        } finally {
+          await backend.close();
+        }
+      });
     }
   });
 }

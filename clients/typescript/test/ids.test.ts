@@ -21,7 +21,7 @@ function name(): string {
 const REFUSES_ON_A_PLAIN_QUEUE = new Set(["sqs", "rabbitmq"]);
 
 for (const backendCase of backendCases()) {
-  describe.skipIf(backendCase.skip !== undefined)(`ids on ${backendCase.kind}`, () => {
+  describe.skipIf(backendCase.skip !== undefined)(`ids on ${backendCase.name}`, () => {
     async function queueOn(options: { dedup?: boolean }): Promise<[Backend, string]> {
       const backend = await backendCase.make();
       const queue = name();

@@ -60,7 +60,7 @@ function queueOn<I, O>(
 }
 
 for (const backendCase of backendCases()) {
-  describe.skipIf(backendCase.skip !== undefined)(`worker on ${backendCase.kind}`, () => {
+  describe.skipIf(backendCase.skip !== undefined)(`worker on ${backendCase.name}`, () => {
     let backend: Backend;
 
     async function open(): Promise<Backend> {

@@ -2,7 +2,9 @@
 //! the README's test command against this build's `sluice`: type checks, linters, and their
 //! tests, which start `sluice serve` from `SLUICE_BIN` and run the shared conformance scenarios
 //! (`conformance/scenarios.json`) on every backend of each SDK (sluice, memory, SQS through
-//! sluice's SQS-compatible API, RabbitMQ on 127.0.0.1:5672).
+//! sluice's SQS-compatible API, SQS on moto_server standing in for AWS, RabbitMQ on
+//! 127.0.0.1:5672). moto_server comes from the venv of the SQS tests (`.ci/sqs-requirements.txt`),
+//! one per suite, its URL passed as `SLUICE_TEST_MOTO_URL`.
 //!
 //! Each suite is also one command by hand, from its directory: `npm ci && npm run check`, and
 //! `./check.sh` for Python (each SDK's README). Outside CI a missing Node.js, Python or package
@@ -44,9 +46,17 @@ fn have(program: &str, suite: &str) -> bool {
     found
 }
 
-/// Runs one step of a suite in `dir` with the server binary in `SLUICE_BIN`; panics with its
-/// output unless it exits 0 within [`STEP_TIMEOUT`].
-fn step(dir: &Path, program: &Path, args: &[&str]) {
+/// moto_server for a suite's SQS-on-AWS backend; `None` (the suite then skips that backend)
+/// outside CI when its venv cannot be made.
+fn moto() -> Option<python::Moto> {
+    let python = python::venv_python_or_skip("sqs", "sqs-requirements.txt", "moto_server")?;
+    Some(python::start_moto(&python))
+}
+
+/// Runs one step of a suite in `dir` with the server binary in `SLUICE_BIN` (and moto's URL in
+/// `SLUICE_TEST_MOTO_URL` when given); panics with its output unless it exits 0 within
+/// [`STEP_TIMEOUT`].
+fn step(dir: &Path, program: &Path, args: &[&str], moto: Option<&python::Moto>) {
     let described = format!(
         "{} {} (in {})",
         program.display(),
@@ -58,6 +68,7 @@ fn step(dir: &Path, program: &Path, args: &[&str]) {
         .args(args)
         .current_dir(dir)
         .env("SLUICE_BIN", env!("CARGO_BIN_EXE_sluice"))
+        .envs(moto.map(|moto| ("SLUICE_TEST_MOTO_URL", &moto.url)))
         .stdin(Stdio::null())
         .stdout(output.try_clone().expect("clone"))
         .stderr(output.try_clone().expect("clone"))
@@ -100,8 +111,8 @@ fn typescript_sdk_suite() {
         return;
     }
     let npm = PathBuf::from("npm");
-    step(&dir, &npm, &["ci", "--no-audit", "--no-fund"]);
-    step(&dir, &npm, &["run", "check"]);
+    step(&dir, &npm, &["ci", "--no-audit", "--no-fund"], None);
+    step(&dir, &npm, &["run", "check"], moto().as_ref());
 }
 
 #[test]
@@ -128,9 +139,10 @@ fn python_sdk_suite() {
             "-e",
             ".",
         ],
+        None,
     );
-    step(&dir, &python, &["-m", "ruff", "check", "."]);
-    step(&dir, &python, &["-m", "ruff", "format", "--check", "."]);
-    step(&dir, &python, &["-m", "mypy", "--strict", "src", "tests"]);
-    step(&dir, &python, &["-m", "pytest", "-q"]);
+    step(&dir, &python, &["-m", "ruff", "check", "."], None);
+    step(&dir, &python, &["-m", "ruff", "format", "--check", "."], None);
+    step(&dir, &python, &["-m", "mypy", "--strict", "src", "tests"], None);
+    step(&dir, &python, &["-m", "pytest", "-q"], moto().as_ref());
 }

@@ -727,7 +727,7 @@ impl Backend for Sqs {
                     if let Some(handle) = &message.receipt_handle {
                         handles.push(handle.clone());
                     }
-                    letters.push(dead_letter_of(message)?);
+                    letters.push(dead_letter_of(message, source.max_attempts)?);
                 }
             }
             Ok::<(), Error>(())
@@ -930,8 +930,9 @@ impl Intercept for ReportFailure {
     }
 }
 
-/// A message received from a dead-letter queue as a [`DeadLetter`].
-fn dead_letter_of(message: Message) -> Result<DeadLetter> {
+/// A message received from a dead-letter queue as a [`DeadLetter`]; `max_attempts` is its
+/// source queue's `maxReceiveCount`.
+fn dead_letter_of(message: Message, max_attempts: Option<u32>) -> Result<DeadLetter> {
     let attributes = message.message_attributes.clone().unwrap_or_default();
     let value = |name: &str| {
         attributes
@@ -947,10 +948,13 @@ fn dead_letter_of(message: Message) -> Result<DeadLetter> {
         id: delivery.id,
         key: delivery.key,
         error: value(attr::ERROR),
-        // A letter that SQS moved itself (the lease of its last attempt ran out) carries no
-        // attributes of ours: its receive count says how often it was delivered.
+        // A letter that SQS moved itself (by the source's RedrivePolicy) carries no attributes
+        // of ours: SQS moves a message once it was delivered `maxReceiveCount` times (its
+        // receive count in the dead-letter queue also counts the looks, so it is not used). The
+        // TypeScript and Python SDKs say the same.
         attempts: value(attr::ATTEMPTS)
             .and_then(|v| v.parse().ok())
+            .or(max_attempts)
             .unwrap_or(delivery.attempt),
         enqueued_at: value(attr::ENQUEUED_AT)
             .and_then(|v| v.parse().ok())

@@ -13,6 +13,8 @@ declare module "vitest" {
     sluiceUrl: string;
     /** The RabbitMQ URL; "" when none answers. */
     rabbitmqUrl: string;
+    /** moto_server's URL (`SLUICE_TEST_MOTO_URL`); "" when it is not set or does not answer. */
+    motoUrl: string;
   }
 }
 
@@ -40,9 +42,28 @@ export default async function setup(project: TestProject) {
     console.warn("RabbitMQ tests skipped: nothing answers on 127.0.0.1:5672");
     project.provide("rabbitmqUrl", "");
   }
+  project.provide("motoUrl", await moto());
   return async () => {
     await server?.stop();
   };
+}
+
+/**
+ * moto_server, a second SQS implementation, as the SQS backend's stand-in for AWS. The Rust
+ * test that runs this suite (crates/sluice-cli/tests/clients.rs) starts one and passes its URL;
+ * by hand: `moto_server -H 127.0.0.1 -p 5055 &` and `SLUICE_TEST_MOTO_URL=http://127.0.0.1:5055`.
+ */
+async function moto(): Promise<string> {
+  const url = process.env.SLUICE_TEST_MOTO_URL ?? "";
+  let why = "SLUICE_TEST_MOTO_URL is not set";
+  if (url !== "") {
+    const { hostname, port } = new URL(url);
+    if (await reachable(hostname, Number(port || 80))) return url;
+    why = `moto_server does not answer at ${url}`;
+  }
+  if (required()) throw new Error(`CI is set but ${why}`);
+  console.warn(`SQS-on-moto tests skipped: ${why}`);
+  return "";
 }
 
 function reachable(host: string, port: number): Promise<boolean> {

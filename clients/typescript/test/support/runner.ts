@@ -23,7 +23,19 @@ export const DISTINCTIVE: Record<string, Operation> = {
   delayed_enqueue: "delays",
 };
 
-export function queueName(scenario: Scenario): string {
+/**
+ * What `map` (a scenario's or a step's per-backend field) says for a backend known by `names`,
+ * the most specific first (conformance/README.md: `aws` falls back to `sqs`).
+ */
+export function forBackend<T>(map: Record<string, T> | undefined, names: string[]): T | undefined {
+  for (const name of names) {
+    const value = map?.[name];
+    if (value !== undefined) return value;
+  }
+  return undefined;
+}
+
+export function queueName(scenario: { name: string }): string {
   // SQS allows [A-Za-z0-9_-] up to 80 characters (with `-dlq.fifo` added).
   return `ts_${scenario.name.slice(0, 40)}_${Math.random().toString(36).slice(2, 10)}`;
 }
@@ -39,16 +51,25 @@ async function advance(backend: Backend, ms: number): Promise<void> {
 
 class StepFailure extends Error {}
 
-export async function runScenario(backend: Backend, scenario: Scenario): Promise<void> {
+export async function runScenario(
+  backend: Backend,
+  scenario: Scenario,
+  names: string[],
+): Promise<void> {
   const queue = queueName(scenario);
   try {
-    await runSteps(backend, scenario, queue);
+    await runSteps(backend, scenario, queue, names);
   } finally {
     await backend.deleteQueue(queue).catch(() => {});
   }
 }
 
-async function runSteps(backend: Backend, scenario: Scenario, queue: string): Promise<void> {
+async function runSteps(
+  backend: Backend,
+  scenario: Scenario,
+  queue: string,
+  names: string[],
+): Promise<void> {
   await backend.ensureQueue(queue, {
     maxAttempts: scenario.queue.max_attempts,
     perKey: scenario.queue.per_key,
@@ -57,15 +78,17 @@ async function runSteps(backend: Backend, scenario: Scenario, queue: string): Pr
   });
   const messages = new Map<string, string>();
   const deliveries = new Map<string, Delivery>();
-  for (const [index, step] of scenario.steps.entries()) {
-    const checked = step.unchecked?.[backend.kind] === undefined;
+  for (const [index, written] of scenario.steps.entries()) {
+    // Where the backend does this step its own way (rule 6), its own step runs instead.
+    const step = forBackend(written.on, names) ?? written;
+    const checked = forBackend(step.unchecked, names) === undefined;
     const fail = (what: string, seen: unknown): never => {
       throw new StepFailure(
-        `${scenario.name} step ${index} (${step.op}) on ${backend.kind}: ${what}; seen ${JSON.stringify(seen)}`,
+        `${scenario.name} step ${index} (${step.op}) on ${names[0]}: ${what}; seen ${JSON.stringify(seen)}`,
       );
     };
     const expect = (step.expect ?? {}) as Record<string, unknown>;
-    const refusedAs = step.refused?.[backend.kind];
+    const refusedAs = forBackend(step.refused, names);
     if (refusedAs !== undefined) {
       // Refused as unsupported; the rest of the scenario depended on this step.
       if (step.op !== "enqueue") fail("only an enqueue step can be refused", step.op);
@@ -201,6 +224,8 @@ async function runSteps(backend: Backend, scenario: Scenario, queue: string): Pr
       case "advance":
         await advance(backend, step.ms ?? 0);
         break;
+      case "none":
+        break;
       case "stats": {
         const stats = await backend.stats(queue);
         if (!checked) break;
@@ -249,7 +274,11 @@ async function runSteps(backend: Backend, scenario: Scenario, queue: string): Pr
       case "dead_letters": {
         const letters = await backend.deadLetters(queue);
         if (!checked) break;
-        const seen = letters.map((l) => ({ body: l.body, error: l.error, attempts: l.attempts }));
+        const seen = letters.map((l) => ({
+          body: l.body,
+          error: l.error ?? null,
+          attempts: l.attempts,
+        }));
         if (!isDeepStrictEqual(seen, step.expect))
           fail(`dead letters ${JSON.stringify(step.expect)}`, seen);
         break;

@@ -26,6 +26,16 @@ export interface Step {
   unchecked?: Record<string, string>;
   /** Per backend: the operation it refuses this step as (conformance/README.md, rule 5). */
   refused?: Record<string, string>;
+  /** Per backend: the step it runs instead of this one (conformance/README.md, rule 6). */
+  on?: Record<string, Step>;
+  /** Why a `none` step does nothing. */
+  why?: string;
+  // Worker scenarios' fields.
+  concurrency?: number;
+  instance?: number;
+  running?: string;
+  worker?: Record<string, number>;
+  expect_any_order?: Record<string, unknown>[];
 }
 
 export interface Scenario {
@@ -36,9 +46,24 @@ export interface Scenario {
   steps: Step[];
 }
 
-export function loadScenarios(): Scenario[] {
+interface ScenarioFile {
+  version: number;
+  scenarios: Scenario[];
+  worker_scenarios: Scenario[];
+}
+
+function load(): ScenarioFile {
   const path = join(repoRoot, "conformance", "scenarios.json");
-  const file = JSON.parse(readFileSync(path, "utf8")) as { version: number; scenarios: Scenario[] };
+  const file = JSON.parse(readFileSync(path, "utf8")) as ScenarioFile;
   if (file.version !== 1) throw new Error(`scenarios.json version ${file.version}: runner knows 1`);
-  return file.scenarios;
+  return file;
+}
+
+export function loadScenarios(): Scenario[] {
+  return load().scenarios;
+}
+
+/** The worker scenarios (conformance/README.md, "Worker scenarios"). */
+export function loadWorkerScenarios(): Scenario[] {
+  return load().worker_scenarios;
 }

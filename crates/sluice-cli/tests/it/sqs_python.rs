@@ -12,16 +12,13 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 
 use crate::support::TestServer;
-use crate::support::python::venv_python_or_skip;
+use crate::support::python::{start_moto, venv_python_or_skip};
 
 /// Longest run of one script (each takes seconds; the bound only stops a hung client).
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(120);
-/// How long moto_server may take to say where it listens.
-const MOTO_START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The JSON-protocol clients, the AWS CLI, requests and moto_server.
 const CLIENTS: (&str, &str) = ("sqs", "sqs-requirements.txt");
@@ -174,38 +171,9 @@ async fn answers_match_moto_field_by_field() {
     let Some(python) = venv_python_or_skip(CLIENTS.0, CLIENTS.1, "moto_server") else {
         return;
     };
-    let (_moto, moto_url) = start_moto(&python).await;
+    let moto = tokio::task::spawn_blocking(move || start_moto(&python))
+        .await
+        .expect("start moto_server");
     let server = TestServer::builder().start().await;
-    run_script(&server, CLIENTS, "differential.py", &[&moto_url], &[]).await;
-}
-
-/// moto_server from the venv of `python` on a port of its choosing (`-p 0`), and its URL; the
-/// child is killed when dropped.
-async fn start_moto(python: &Path) -> (Child, String) {
-    let moto = python.with_file_name("moto_server");
-    let mut child = Command::new(&moto)
-        .args(["-H", "127.0.0.1", "-p", "0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("start {}: {e}", moto.display()));
-    let mut lines = BufReader::new(child.stderr.take().expect("moto's stderr")).lines();
-    let url = tokio::time::timeout(MOTO_START_TIMEOUT, async {
-        let mut seen = Vec::new();
-        // Werkzeug says " * Running on http://127.0.0.1:PORT" once it listens.
-        while let Some(line) = lines.next_line().await.expect("read moto's stderr") {
-            if let Some(at) = line.find("http://127.0.0.1:") {
-                return line[at..].trim().to_owned();
-            }
-            seen.push(line);
-        }
-        panic!("moto_server exited: {}", seen.join("\n"));
-    })
-    .await
-    .expect("moto_server did not start in time");
-    // It logs every request to stderr: keep reading, or a full pipe would stall it.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (child, url)
+    run_script(&server, CLIENTS, "differential.py", &[&moto.url], &[]).await;
 }

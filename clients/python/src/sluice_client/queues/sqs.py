@@ -541,7 +541,7 @@ class SQSQueue:
                     for index, message in enumerate(received[start : start + BATCH_MAX])
                 ],
             )
-        letters = [_dead_letter(message) for message in received]
+        letters = [_dead_letter(message, self.options.max_attempts) for message in received]
         return sorted(letters, key=lambda letter: letter.failed_at or 0.0, reverse=True)
 
     def _lease_s(self, visibility_timeout: float | None) -> int:
@@ -556,9 +556,11 @@ class SQSQueue:
         return self.options.max_attempts
 
 
-def _dead_letter(message: Any) -> DeadLetter:
+def _dead_letter(message: Any, max_attempts: int) -> DeadLetter:
     """A message of the dead-letter queue: one sluice dead-lettered carries its error, attempts
-    and time as message attributes; one dead-lettered here, in its envelope."""
+    and time as message attributes; one dead-lettered here, in its envelope. One SQS moved by
+    the queue's RedrivePolicy carries neither: it was delivered `maxReceiveCount` times, the
+    queue's `max_attempts` (the TypeScript and Rust SDKs say the same)."""
     envelope = TaskEnvelope.wrap_body(message["MessageId"], message["Body"])
     attributes = message.get("MessageAttributes", {})
 
@@ -572,7 +574,7 @@ def _dead_letter(message: Any) -> DeadLetter:
         task_id=envelope.task_id or message["MessageId"],
         payload=envelope.payload,
         error=attribute("sluice-error") or envelope.last_error,
-        attempts=int(attempts) if attempts is not None else envelope.attempt,
+        attempts=int(attempts) if attempts is not None else envelope.attempt or max_attempts,
         failed_at=int(failed_at_ms) / 1000 if failed_at_ms is not None else envelope.failed_at,
         idempotency_id=envelope.idempotency_id,
         key=envelope.key,

@@ -103,3 +103,66 @@ pub fn run(command: &mut Command) -> Result<(), String> {
         ))
     }
 }
+
+/// A moto_server (a second SQS implementation, standing in for AWS) on 127.0.0.1, killed when
+/// dropped.
+pub struct Moto {
+    child: std::process::Child,
+    /// Its endpoint URL.
+    pub url: String,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// How long moto_server may take to say where it listens.
+const MOTO_START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// moto_server from the venv of `python` on a port of its choosing (`-p 0`).
+pub fn start_moto(python: &Path) -> Moto {
+    use std::io::{BufRead, BufReader};
+    let moto = python.with_file_name("moto_server");
+    let mut child = Command::new(&moto)
+        .args(["-H", "127.0.0.1", "-p", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {}: {e}", moto.display()));
+    let stderr = child.stderr.take().expect("moto's stderr");
+    let (found, url) = std::sync::mpsc::channel();
+    // It logs every request to stderr: the reader keeps reading after the URL, or a full pipe
+    // would stall it.
+    std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let mut found = Some(found);
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            // Werkzeug says " * Running on http://127.0.0.1:PORT" once it listens.
+            if let Some(at) = line.find("http://127.0.0.1:") {
+                if let Some(found) = found.take() {
+                    let _ = found.send(Ok(line[at..].trim().to_owned()));
+                }
+            } else if found.is_some() {
+                seen.push(line);
+            }
+        }
+        if let Some(found) = found {
+            let _ = found.send(Err(seen.join("\n")));
+        }
+    });
+    let mut moto = Moto {
+        child,
+        url: String::new(),
+    };
+    moto.url = match url.recv_timeout(MOTO_START_TIMEOUT) {
+        Ok(Ok(url)) => url,
+        Ok(Err(said)) => panic!("moto_server exited: {said}"),
+        Err(_) => panic!("moto_server did not start within {MOTO_START_TIMEOUT:?}"),
+    };
+    moto
+}
