@@ -36,7 +36,8 @@ CALL_TIMEOUT_S = 60.0
 
 
 class Harness:
-    """A queue on `backend` (`memory` or `sluice`) and a worker of `flavor` (`sync`/`async`)."""
+    """A queue on `backend` (`memory`, `sluice`, `sqs`, `sqs-moto` or `rabbitmq`) and a worker
+    of `flavor` (`sync`/`async`)."""
 
     def __init__(
         self,
@@ -64,7 +65,7 @@ class Harness:
             else:
                 self.memory = InMemoryQueue(name, options=self.options, clock=clock)
                 self.sync_queue = self.memory
-        else:
+        elif backend == "sluice":
             server: SluiceServer = request.getfixturevalue("sluice_server")
             self.memory = None
             if flavor == "async":
@@ -75,6 +76,36 @@ class Harness:
                 self.sync_queue = SluiceQueue(
                     name, url=server.url, options=self.options, create=True
                 )
+        elif backend in ("sqs", "sqs-moto"):
+            from sluice_client import AsyncSQSQueue, SQSQueue
+
+            from .kits import sqs_client
+
+            self.memory = None
+            url: str = (
+                request.getfixturevalue("sluice_server").url
+                if backend == "sqs"
+                else request.getfixturevalue("moto_url")
+            )
+            kind = AsyncSQSQueue if flavor == "async" else SQSQueue
+            made = kind(name, client=sqs_client(url), options=self.options, create=True)
+            if flavor == "async":
+                self.async_queue = made
+            else:
+                self.sync_queue = made
+        elif backend == "rabbitmq":
+            from sluice_client import AsyncRabbitMQQueue, RabbitMQQueue
+
+            self.memory = None
+            broker: str = request.getfixturevalue("rabbitmq")
+            if flavor == "async":
+                self.async_queue = AsyncRabbitMQQueue(
+                    name, url=broker, options=self.options, create=True
+                )
+            else:
+                self.sync_queue = RabbitMQQueue(name, url=broker, options=self.options, create=True)
+        else:
+            raise ValueError(f"no backend {backend}")
         self.worker: Any = None
         self._lock = threading.Lock()
         self.running = 0
@@ -106,6 +137,25 @@ class Harness:
         """Moves the memory backend's manual clock; on sluice time passes by itself."""
         if self.memory is not None:
             self.memory.advance(seconds)
+
+    def start_handlers(
+        self,
+        handler: Callable[[Context[Any]], Any],
+        async_handler: Callable[[Context[Any]], Coroutine[Any, Any, Any]],
+        **options: Any,
+    ) -> None:
+        """Starts a worker running `handler` (sync flavour) or `async_handler` (async)."""
+        if self.flavor == "sync":
+            self.worker = Worker(self.sync_queue, handler, **options)
+            self.worker.start()
+            return
+
+        async def start() -> Any:
+            worker = AsyncWorker(self.async_queue, async_handler, **options)
+            await worker.start()
+            return worker
+
+        self.worker = self.call(start())
 
     def start(self, behavior: Behavior, **options: Any) -> None:
         if self.flavor == "sync":
@@ -157,15 +207,30 @@ class Harness:
         return self.call(self.worker.status())  # type: ignore[no-any-return]
 
     def worker_call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """A method of the worker (awaited for the async flavour where it is a coroutine)."""
-        result = getattr(self.worker, method)(*args, **kwargs)
-        if self.flavor == "async" and asyncio.iscoroutine(result):
-            return self.call(result)
-        return result
+        """A method of the worker; for the async flavour called on its event loop (and awaited
+        where it is a coroutine), since the worker's state belongs to that loop."""
+        if self.flavor == "sync":
+            return getattr(self.worker, method)(*args, **kwargs)
+
+        async def on_loop() -> Any:
+            result = getattr(self.worker, method)(*args, **kwargs)
+            return await result if asyncio.iscoroutine(result) else result
+
+        return self.call(on_loop())
 
     def close(self) -> None:
         if self.worker is not None:
             self.stop(0.0)
+        delete = getattr(
+            self.async_queue if self.flavor == "async" else self.sync_queue, "delete", None
+        )
+        if delete is not None and self.memory is None:
+            try:
+                deleted = delete()
+                if asyncio.iscoroutine(deleted):
+                    self.call(deleted)
+            except Exception as error:
+                print(f"cleanup: deleting the queue failed: {error}")
         if self.flavor == "async":
             self.call(self.async_queue.close())
             assert self.loop is not None

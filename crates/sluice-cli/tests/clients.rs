@@ -53,10 +53,14 @@ fn moto() -> Option<python::Moto> {
     Some(python::start_moto(&python))
 }
 
-/// Runs one step of a suite in `dir` with the server binary in `SLUICE_BIN` (and moto's URL in
-/// `SLUICE_TEST_MOTO_URL` when given); panics with its output unless it exits 0 within
-/// [`STEP_TIMEOUT`].
-fn step(dir: &Path, program: &Path, args: &[&str], moto: Option<&python::Moto>) {
+/// Runs one step of a suite in `dir` with the server binary in `SLUICE_BIN`; panics with its
+/// output unless it exits 0 within [`STEP_TIMEOUT`].
+fn step(dir: &Path, program: &Path, args: &[&str]) {
+    step_with_moto(dir, program, args, None);
+}
+
+/// [`step`], with moto's URL in `SLUICE_TEST_MOTO_URL` when given.
+fn step_with_moto(dir: &Path, program: &Path, args: &[&str], moto: Option<&python::Moto>) {
     let described = format!(
         "{} {} (in {})",
         program.display(),
@@ -111,8 +115,8 @@ fn typescript_sdk_suite() {
         return;
     }
     let npm = PathBuf::from("npm");
-    step(&dir, &npm, &["ci", "--no-audit", "--no-fund"], None);
-    step(&dir, &npm, &["run", "check"], moto().as_ref());
+    step(&dir, &npm, &["ci", "--no-audit", "--no-fund"]);
+    step_with_moto(&dir, &npm, &["run", "check"], moto().as_ref());
 }
 
 #[test]
@@ -139,10 +143,9 @@ fn python_sdk_suite() {
             "-e",
             ".",
         ],
-        None,
     );
-    step(&dir, &python, &["-m", "ruff", "check", "."], None);
-    step(&dir, &python, &["-m", "ruff", "format", "--check", "."], None);
-    step(&dir, &python, &["-m", "mypy", "--strict", "src", "tests"], None);
-    step(&dir, &python, &["-m", "pytest", "-q"], moto().as_ref());
+    step(&dir, &python, &["-m", "ruff", "check", "."]);
+    step(&dir, &python, &["-m", "ruff", "format", "--check", "."]);
+    step(&dir, &python, &["-m", "mypy", "--strict", "src", "tests"]);
+    step_with_moto(&dir, &python, &["-m", "pytest", "-q"], moto().as_ref());
 }

@@ -262,15 +262,9 @@ class AsyncRabbitMQQueue:
         async with self._lock:
             channel = await self._ready()
             await self._expire()
-            main = await channel.declare_queue(self._name, passive=True)
-            dead = await channel.declare_queue(plan.dead_letter_queue(self._name), passive=True)
-        return QueueStats(
-            ready=_count(main),
-            delayed=None,
-            in_flight=None,
-            dead_lettered=_count(dead),
-            paused=None,
-        )
+            main = await _count(channel, self._name)
+            dead = await _count(channel, plan.dead_letter_queue(self._name))
+        return QueueStats(ready=main, delayed=None, in_flight=None, dead_lettered=dead, paused=None)
 
     async def pause(self) -> None:
         raise plan.unsupported("pause", "RabbitMQ has no pause of a queue")
@@ -316,6 +310,10 @@ class AsyncRabbitMQQueue:
             self._declared = False
 
 
-def _count(queue: Any) -> int | None:
-    count = queue.declaration_result.message_count
+async def _count(channel: Any, name: str) -> int | None:
+    """The ready messages of queue `name`, from a passive declare sent now: a robust channel's
+    `declare_queue(passive=True)` answers a queue it declared before from its cache, with the
+    count of then."""
+    queue = await channel.get_queue(name, ensure=False)
+    count = (await queue.declare()).message_count
     return int(count) if count is not None else None
