@@ -97,6 +97,10 @@ pub struct BenchArgs {
     /// Scenario 13: messages produced, then consumed.
     #[arg(long, default_value_t = 100_000, help_heading = "Scenario sizes")]
     peers_messages: u64,
+    /// Scenario 13: with N > 0, a `per_key` queue and message `seq` under key `k<seq mod N>`
+    /// (claims take one message of a key at a time); 0, an unordered queue (the peers' workload).
+    #[arg(long, default_value_t = 0, help_heading = "Scenario sizes")]
+    peers_keys: u64,
     /// Scenario 13: producers, each keeping --peers-window single-message sends in flight.
     #[arg(long, default_value_t = 4, help_heading = "Scenario sizes")]
     peers_producers: usize,
@@ -521,6 +525,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     if selected(Scenario::Peers) {
         let load = peers::PeersLoad {
             messages: args.peers_messages,
+            keys: args.peers_keys,
             producers: args.peers_producers,
             window: args.peers_window,
             consumers: args.peers_consumers,

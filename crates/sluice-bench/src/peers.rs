@@ -26,20 +26,22 @@ use futures::StreamExt;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use sluice_client::Client;
-use sluice_client::wire::QueueSpec;
+use sluice_client::wire::{MessageIn, QueueSpec};
 use sluice_grpc::v1::queues_client::QueuesClient;
 use sluice_grpc::v1::{self, publish_response, pull_request, pull_response};
 use tokio::sync::{Mutex, Semaphore, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 
-use crate::load::{Api, Bodies, LatencySummary, histogram, micros, now_us};
+use crate::load::{Bodies, LatencySummary, histogram, micros, now_us};
 use crate::server::{CpuSample, ServerProcess};
 
 /// The sizes of the workload (bench-peers' defaults).
 #[derive(Debug, Clone, Copy)]
 pub struct PeersLoad {
     pub messages: u64,
+    /// With N > 0, a `per_key` queue and message `seq` under key `k<seq mod N>`.
+    pub keys: u64,
     pub producers: usize,
     pub window: usize,
     pub consumers: usize,
@@ -120,11 +122,16 @@ async fn phases(
 ) -> anyhow::Result<()> {
     let client = Client::new(url)?;
     let queue = format!("bench-peers-{:08x}", rand::random::<u32>());
-    client.queue_put(&queue, &QueueSpec::default()).await?;
+    let spec = QueueSpec {
+        ordering: (load.keys > 0).then(|| "per_key".to_owned()),
+        ..QueueSpec::default()
+    };
+    client.queue_put(&queue, &spec).await?;
     let target = Target {
         url: url.to_owned(),
         queue: queue.clone(),
         bodies: bodies.clone(),
+        keys: load.keys,
     };
     let result = async {
         // 1. produce
@@ -188,12 +195,19 @@ struct Target {
     url: String,
     queue: String,
     bodies: Bodies,
+    /// Keys of a `per_key` queue (0: unordered).
+    keys: u64,
 }
 
 impl Target {
     async fn grpc(&self) -> anyhow::Result<QueuesClient<Channel>> {
         let channel = Channel::from_shared(self.url.clone())?.connect().await?;
         Ok(QueuesClient::new(channel))
+    }
+
+    /// Message `seq`'s ordering key, on a `per_key` queue.
+    fn key(&self, seq: u64) -> Option<String> {
+        (self.keys > 0).then(|| format!("k{}", seq % self.keys))
     }
 
     fn outgoing(&self, seq: u64) -> v1::OutgoingMessage {
@@ -204,8 +218,19 @@ impl Target {
             .unwrap_or_default();
         v1::OutgoingMessage {
             body: Some(v1::outgoing_message::Body::Json(text)),
+            key: self.key(seq),
             ..Default::default()
         }
+    }
+
+    /// Sends message `seq` over HTTP, one request.
+    async fn send_http(&self, client: &Client, seq: u64) -> anyhow::Result<()> {
+        let message = MessageIn {
+            key: self.key(seq),
+            ..self.bodies.message(seq)
+        };
+        client.enqueue(&self.queue, &message).await?;
+        Ok(())
     }
 }
 
@@ -257,7 +282,7 @@ async fn produce_http(
                     return anyhow::Ok((count, confirm));
                 }
                 let started = Instant::now();
-                Api::send(&client, &target.queue, &target.bodies, seq..seq + 1, true).await?;
+                target.send_http(&client, seq).await?;
                 confirm.record(micros(started.elapsed()))?;
                 count += 1;
             }
@@ -591,8 +616,7 @@ async fn paced(
                 let permit = in_flight.clone().acquire_owned().await?;
                 let (client, target) = (client.clone(), target.clone());
                 tokio::spawn(async move {
-                    let _ =
-                        Api::send(&client, &target.queue, &target.bodies, seq..seq + 1, true).await;
+                    let _ = target.send_http(&client, seq).await;
                     drop(permit);
                 });
             }

@@ -298,7 +298,8 @@ impl Fence {
 impl PgStore {
     /// Leases up to `max` ready messages (`Store::message_claim`, §2.3). `recorded`: the commit
     /// waits for the flush, so the attempts counted are durable when this returns
-    /// (`message_claim_recorded`); otherwise the lease change is committed asynchronously.
+    /// (`message_claim_recorded`); otherwise the lease change is committed asynchronously, except
+    /// on an ordered queue ([`lease_change_waits_for_flush`]).
     pub(crate) async fn claim(&self, params: ClaimParams, recorded: bool) -> StoreResult<Claim> {
         let mut tries = 0;
         loop {
@@ -323,9 +324,7 @@ impl PgStore {
         }
         let mut client = self.client().await?;
         let transaction = client.transaction().await.db()?;
-        // A lost lease change delivers a message again at worst; its token is random, so a
-        // receipt fenced off stays fenced (§0, "Lease durability").
-        let durability = if recorded {
+        let durability = if lease_change_waits_for_flush(&config, recorded) {
             "SELECT 1"
         } else {
             "SET LOCAL synchronous_commit = off"
@@ -462,9 +461,7 @@ impl PgStore {
             client.prepare_cached(NEXT_CHANGE_SQL),
         )
         .db()?;
-        // A lost lease change delivers a message again at worst; its token is random, so a
-        // receipt fenced off stays fenced (§0, "Lease durability").
-        let begin = if recorded {
+        let begin = if lease_change_waits_for_flush(&queue.config, recorded) {
             "BEGIN"
         } else {
             "BEGIN; SET LOCAL synchronous_commit = off"
@@ -654,10 +651,12 @@ impl PgStore {
         };
         let mut client = self.client().await?;
         let transaction = client.transaction().await.db()?;
-        transaction
-            .batch_execute("SET LOCAL synchronous_commit = off")
-            .await
-            .db()?;
+        if !lease_change_waits_for_flush(&queue.config, false) {
+            transaction
+                .batch_execute("SET LOCAL synchronous_commit = off")
+                .await
+                .db()?;
+        }
         let deadline = params.now_ms + params.timeout_ms;
         let row = transaction
             .query_opt_cached(
@@ -1777,6 +1776,30 @@ pub(crate) enum Body {
     Prefix(i32),
     /// All of it, with the headers.
     Whole,
+}
+
+/// Whether a lease change (a claim, an extend) commits with the WAL flushed
+/// (`synchronous_commit` as the connection has it) rather than asynchronously.
+///
+/// A change committed asynchronously can be undone by a crash of the database (every
+/// process killed, the machine losing power) after its answer was sent. For a claim that
+/// means the message is ready again while its consumer still works on it, and for an extend
+/// that the lease ends at its older deadline:
+///
+/// - On an unordered queue that is an early second delivery, which at-least-once allows; the
+///   first holder's receipt stays fenced, because the token the crash undid was random (§0,
+///   "Lease durability").
+/// - On an ordered queue (`per_key`, SQS FIFO) it would let a second consumer hold a message
+///   of a key while the first may still work on one: the key's order would break. So there
+///   every lease change waits for the flush. Issue 34 measured seven such double holds in
+///   one crash before this rule; `tests/crash.rs` kills every process of a private cluster
+///   and checks there are none.
+///
+/// A claim the caller records (`message_claim_recorded`: its attempts must survive) always
+/// waits. A give-back never needs to: lost, it only leaves the message held until its
+/// deadline.
+fn lease_change_waits_for_flush(config: &QueueConfig, recorded: bool) -> bool {
+    recorded || config.ordering != Ordering::Unordered
 }
 
 #[async_trait]

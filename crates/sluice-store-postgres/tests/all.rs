@@ -5,6 +5,7 @@
 mod support;
 
 mod conformance;
+mod crash;
 mod enqueue_sql;
 mod nodes;
 mod operations;
