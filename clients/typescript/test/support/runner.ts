@@ -272,13 +272,8 @@ async function runSteps(
         break;
       }
       case "dead_letters": {
-        const letters = await backend.deadLetters(queue);
+        const seen = await deadLetters(backend, queue);
         if (!checked) break;
-        const seen = letters.map((l) => ({
-          body: l.body,
-          error: l.error ?? null,
-          attempts: l.attempts,
-        }));
         if (!isDeepStrictEqual(seen, step.expect))
           fail(`dead letters ${JSON.stringify(step.expect)}`, seen);
         break;
@@ -287,6 +282,12 @@ async function runSteps(
         fail(`unknown op ${step.op}`, step);
     }
   }
+}
+
+/** A queue's dead letters as a scenario's `dead_letters` step states them. */
+export async function deadLetters(backend: Backend, queue: string) {
+  const letters = await backend.deadLetters(queue);
+  return letters.map((l) => ({ body: l.body, error: l.error ?? null, attempts: l.attempts }));
 }
 
 function delivery(

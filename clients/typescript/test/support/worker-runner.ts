@@ -10,7 +10,7 @@ import { isDeepStrictEqual } from "node:util";
 import { type Backend, Queue, type Worker } from "../../src/index.js";
 import { MemoryBackend, SystemClock } from "../../src/memory/index.js";
 import type { BackendCase } from "./backends.js";
-import { forBackend, queueName } from "./runner.js";
+import { deadLetters, forBackend, queueName } from "./runner.js";
 import type { Scenario, Step } from "./scenarios.js";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -165,12 +165,7 @@ export async function runWorkerScenario(
           break;
         }
         case "dead_letters": {
-          const letters = await backend.deadLetters(name);
-          const seen = letters.map((l) => ({
-            body: l.body,
-            error: l.error ?? null,
-            attempts: l.attempts,
-          }));
+          const seen = await deadLetters(backend, name);
           if (!isDeepStrictEqual(seen, step.expect))
             fail(`dead letters ${JSON.stringify(step.expect)}`, seen);
           break;
