@@ -43,17 +43,10 @@ class Kit:
     """The backend's name in scenarios.json (`sluice`, `memory`, `sqs`, `rabbitmq`)."""
     make: Callable[[str, QueueOptions], AsyncTaskQueue]
     opened: list[AsyncTaskQueue] = field(default_factory=list)
-    more_specific: str | None = None
-    """A name in scenarios.json that comes before `backend`: `aws` for SQS on moto (SQS without
-    sluice's extensions); where a scenario says nothing for it, what it says for `sqs` holds."""
 
     def for_backend(self, per_backend: dict[str, Any] | None) -> Any:
         """What a scenario's or step's per-backend field says for this backend, or None."""
-        names = [self.more_specific, self.backend] if self.more_specific else [self.backend]
-        for name in names:
-            if per_backend is not None and name in per_backend:
-                return per_backend[name]
-        return None
+        return for_backend(per_backend, scenario_names(self.name))
 
     def open(self, options: QueueOptions, prefix: str = "t") -> AsyncTaskQueue:
         """A fresh queue with a unique name (may raise `Unsupported` for the options)."""
@@ -86,6 +79,23 @@ class Kit:
 def _memory_of(queue: AsyncTaskQueue) -> InMemoryQueue | None:
     sync = getattr(queue, "sync", None)
     return sync if isinstance(sync, InMemoryQueue) else None
+
+
+def scenario_names(kit_or_backend: str) -> list[str]:
+    """A kit's (or Harness backend's) names in scenarios.json, the most specific first: SQS on
+    moto is `aws` (SQS without sluice's extensions), and where a scenario says nothing for it,
+    what it says for `sqs` holds."""
+    if kit_or_backend == "sqs-moto":
+        return ["aws", "sqs"]
+    return [kit_or_backend.removesuffix("-async")]
+
+
+def for_backend(per_backend: dict[str, Any] | None, names: list[str]) -> Any:
+    """What a per-backend field says for the first of `names` it names, or None."""
+    for name in names:
+        if per_backend is not None and name in per_backend:
+            return per_backend[name]
+    return None
 
 
 def make_kit(name: str, request: pytest.FixtureRequest) -> Kit:
@@ -126,7 +136,6 @@ def make_kit(name: str, request: pytest.FixtureRequest) -> Kit:
             lambda queue, options: _threaded(
                 SQSQueue(queue, client=client, options=options, create=True)
             ),
-            more_specific="aws" if name == "sqs-moto" else None,
         )
     if name in ("rabbitmq", "rabbitmq-async"):
         url: str = request.getfixturevalue("rabbitmq")

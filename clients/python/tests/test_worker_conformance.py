@@ -23,6 +23,7 @@ from sluice_client import Context, QueueOptions, RetryPolicy, SystemClock
 
 from .conftest import repo_root
 from .harness import Harness
+from .kits import for_backend, scenario_names
 
 WORKER_SCENARIOS: list[dict[str, Any]] = json.loads(
     (repo_root() / "conformance" / "scenarios.json").read_text()
@@ -48,19 +49,6 @@ def recorded_error(text: str) -> str:
     """The error the worker keeps for a handler that raised `RuntimeError(text)`: Python's
     `Type: message` (the TypeScript SDK keeps an `Error`'s message)."""
     return f"RuntimeError: {text}"
-
-
-def scenario_names(backend: str) -> list[str]:
-    """The backend's names in scenarios.json, the most specific first (`aws` falls back to
-    `sqs`)."""
-    return ["aws", "sqs"] if backend == "sqs-moto" else [backend]
-
-
-def for_backend(per_backend: dict[str, Any] | None, names: list[str]) -> Any:
-    for name in names:
-        if per_backend is not None and name in per_backend:
-            return per_backend[name]
-    return None
 
 
 @pytest.mark.parametrize("combo", COMBOS, ids=[f"{b}-{f}" for b, f in COMBOS])
